@@ -1,0 +1,158 @@
+"""Rewriting string literals that are device strings, backend names or env-var names,
+keeping the user's quotes and prefixes. Only whole literals (or the leading text of an
+f-string / format template) are touched, never substrings of other text."""
+
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional
+
+import libcst as cst
+
+# What may follow the device type in a device string: nothing, ":0", or a placeholder that a
+# format operation fills with an index ("cuda:%d", "cuda:{}", "cuda:{rank}").
+_INDEX = r"(?::(?:\d+|%d|%s|%i|\{\}|\{[A-Za-z_][A-Za-z0-9_.]*\}|\{\d+\}))?"
+
+
+def string_value(node: cst.BaseExpression) -> Optional[str]:
+    """The value of a plain (non-byte, non-f) string literal whose source has no escapes."""
+    if not isinstance(node, cst.SimpleString):
+        return None
+    prefix = node.prefix.lower()
+    if "b" in prefix:
+        return None
+    body = node.value[len(node.prefix) + len(node.quote) : -len(node.quote)]
+    if "\\" in body:
+        return None
+    return body
+
+
+def with_body(node: cst.SimpleString, body: str) -> cst.SimpleString:
+    return node.with_changes(value=f"{node.prefix}{node.quote}{body}{node.quote}")
+
+
+class LiteralRewriter:
+    """Rewrites the first word of a literal using `mapping` (e.g. {"cuda": "npu"}).
+
+    `index=True` allows a device index after the word ("cuda:0"); `ignore_case` maps
+    "NCCL" to "HCCL" too (keeping the case style).
+    """
+
+    def __init__(self, mapping: dict, index: bool, ignore_case: bool = False) -> None:
+        self.mapping = mapping
+        words = "|".join(re.escape(w) for w in sorted(mapping, key=len, reverse=True))
+        flags = re.IGNORECASE if ignore_case else 0
+        self._exact = re.compile(rf"^({words}){_INDEX if index else ''}$", flags)
+        self._fstring_head = re.compile(rf"^({words}):$", flags) if index else None
+
+    def _replace_word(self, text: str) -> Optional[str]:
+        m = self._exact.match(text)
+        if not m:
+            return None
+        word = m.group(1)
+        new = self.mapping.get(word) or self.mapping.get(word.lower())
+        if new is None:
+            return None
+        if word.isupper():
+            new = new.upper()
+        return new + text[len(word) :]
+
+    def rewrite(self, node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """A rewritten copy of a device-position expression, or None when nothing applies."""
+        if isinstance(node, cst.SimpleString):
+            body = string_value(node)
+            if body is None:
+                return None
+            new = self._replace_word(body)
+            return with_body(node, new) if new is not None else None
+        if isinstance(node, cst.FormattedString) and self._fstring_head is not None:
+            # f"cuda:{rank}" -- the text before the first placeholder is the device type.
+            parts = list(node.parts)
+            if len(parts) >= 2 and isinstance(parts[0], cst.FormattedStringText) and isinstance(
+                parts[1], cst.FormattedStringExpression
+            ):
+                head = parts[0].value
+                if self._fstring_head.match(head) and all(
+                    not isinstance(p, cst.FormattedStringText) for p in parts[2:]
+                ):
+                    new = self._replace_word(head[:-1])
+                    if new is not None:
+                        parts[0] = parts[0].with_changes(value=new + ":")
+                        return node.with_changes(parts=parts)
+            return None
+        if isinstance(node, cst.IfExp):
+            body = self.rewrite(node.body)
+            orelse = self.rewrite(node.orelse)
+            if body is None and orelse is None:
+                return None
+            return node.with_changes(body=body or node.body, orelse=orelse or node.orelse)
+        if isinstance(node, cst.BooleanOperation):
+            left = self.rewrite(node.left)
+            right = self.rewrite(node.right)
+            if left is None and right is None:
+                return None
+            return node.with_changes(left=left or node.left, right=right or node.right)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
+            # "cuda:" + str(rank)   /   "cuda:%d" % rank
+            left = node.left
+            if isinstance(left, cst.SimpleString):
+                body = string_value(left)
+                if body is not None and isinstance(node.operator, cst.Add) and body.endswith(":"):
+                    new = self._replace_word(body[:-1])
+                    if new is not None:
+                        return node.with_changes(left=with_body(left, new + ":"))
+                if isinstance(node.operator, cst.Modulo):
+                    new_left = self.rewrite(left)
+                    if new_left is not None:
+                        return node.with_changes(left=new_left)
+            return None
+        if (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value == "format"
+            and isinstance(node.func.value, cst.SimpleString)
+        ):
+            # "cuda:{}".format(rank)
+            new_value = self.rewrite(node.func.value)
+            if new_value is not None:
+                return node.with_changes(func=node.func.with_changes(value=new_value))
+            return None
+        if isinstance(node, cst.Dict):
+            # map_location={"cuda:1": "cuda:0"}
+            changed = False
+            elements = []
+            for el in node.elements:
+                if isinstance(el, cst.DictElement):
+                    k = self.rewrite(el.key)
+                    v = self.rewrite(el.value)
+                    if k is not None or v is not None:
+                        changed = True
+                        el = el.with_changes(key=k or el.key, value=v or el.value)
+                elements.append(el)
+            return node.with_changes(elements=elements) if changed else None
+        if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
+            changed = False
+            elements = []
+            for el in node.elements:
+                if isinstance(el, cst.Element):
+                    v = self.rewrite(el.value)
+                    if v is not None:
+                        changed = True
+                        el = el.with_changes(value=v)
+                elements.append(el)
+            return node.with_changes(elements=elements) if changed else None
+        return None
+
+
+def rewrite_in_place(
+    original: cst.BaseExpression,
+    updated: cst.BaseExpression,
+    rewriter: LiteralRewriter,
+    record: Callable[[cst.BaseExpression, cst.BaseExpression, cst.BaseExpression], None],
+) -> cst.BaseExpression:
+    """Apply `rewriter` to `updated`; on change, `record(original, updated, new)` and return new."""
+    new = rewriter.rewrite(updated)
+    if new is None:
+        return updated
+    record(original, updated, new)
+    return new

@@ -1,0 +1,168 @@
+"""What every codemod shares while one file is migrated: rules, options, imports, and the
+recorder that collects edits and findings (with positions resolved once, at the end)."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Set, Tuple
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from .imports import ImportTable
+from .model import Edit, Finding, Options, Severity, Span
+from .rules import Rule, RuleSet
+
+SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
+
+
+def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
+    """Line -> suppressed codes (None = every code), from `# npu-migrate: ignore[...]` comments.
+
+    Uses the tokenizer, so the marker inside a string literal is not a suppression.
+    """
+    if "npu-migrate:" not in text:
+        return {}
+    found: Dict[int, Optional[Set[str]]] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type != tokenize.COMMENT:
+                continue
+            m = SUPPRESS_RE.search(tok.string)
+            if not m:
+                continue
+            codes = m.group(1)
+            found[tok.start[0]] = (
+                None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
+            )
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return found
+
+
+@dataclass
+class _Pending:
+    node: cst.CSTNode
+    module: cst.Module  # the tree the node belongs to (positions are resolved against it)
+    edit: Optional[Edit] = None
+    finding: Optional[Finding] = None
+
+
+@dataclass
+class Context:
+    """Per-file state. Codemods record edits and findings against nodes; `finish()` turns the
+    nodes into line/column spans, computing positions only when something was recorded."""
+
+    path: str
+    text: str
+    options: Options
+    rules: RuleSet
+    module: cst.Module
+    imports: ImportTable
+    suppressions: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
+    used_suppressions: Set[int] = field(default_factory=set)
+    needs_torch_npu: bool = False
+    _pending: List[_Pending] = field(default_factory=list)
+    _positions: Dict[int, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
+
+    # -- positions -------------------------------------------------------------------------
+
+    def position(self, node: cst.CSTNode, module: Optional[cst.Module] = None) -> Optional[CodeRange]:
+        module = module if module is not None else self.module
+        key = id(module)
+        if key not in self._positions:
+            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._positions[key].get(node)
+
+    def suppressed(self, node: cst.CSTNode, code: str) -> bool:
+        """Whether a `# npu-migrate: ignore` comment covers this node (original tree only)."""
+        if not self.suppressions:
+            return False
+        rng = self.position(node)
+        if rng is None:
+            return False
+        for line in {rng.start.line, rng.end.line}:
+            if line in self.suppressions:
+                codes = self.suppressions[line]
+                if codes is None or code in codes:
+                    self.used_suppressions.add(line)
+                    return True
+        return False
+
+    # -- recording -------------------------------------------------------------------------
+
+    def code_for(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def edit(
+        self,
+        rule_or_code,
+        node: cst.CSTNode,
+        message: str,
+        before: str = "",
+        after: str = "",
+        module: Optional[cst.Module] = None,
+    ) -> None:
+        code = rule_or_code.code if isinstance(rule_or_code, Rule) else rule_or_code
+        self._pending.append(
+            _Pending(node, module or self.module, edit=Edit(code, Span(0, 0, 0, 0), message, before, after))
+        )
+
+    def finding(
+        self,
+        rule: Rule,
+        node: cst.CSTNode,
+        api: str,
+        message: Optional[str] = None,
+        suggestion: Optional[str] = None,
+        severity: Optional[Severity] = None,
+        module: Optional[cst.Module] = None,
+    ) -> None:
+        if (module is None or module is self.module) and self.suppressed(node, rule.code):
+            return
+        self._pending.append(
+            _Pending(
+                node,
+                module or self.module,
+                finding=Finding(
+                    code=rule.code,
+                    severity=severity or rule.severity,
+                    span=Span(0, 0, 0, 0),
+                    api=api,
+                    message=message if message is not None else rule.render_message(api=api),
+                    suggestion=suggestion if suggestion is not None else rule.render_suggestion(api=api),
+                ),
+            )
+        )
+
+    @property
+    def has_records(self) -> bool:
+        return bool(self._pending)
+
+    def finish(self) -> Tuple[List[Edit], List[Finding]]:
+        edits: List[Edit] = []
+        findings: List[Finding] = []
+        seen: Set[Tuple] = set()
+        for p in self._pending:
+            rng = self.position(p.node, p.module)
+            span = (
+                Span(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+                if rng is not None
+                else Span(1, 1, 1, 1)
+            )
+            if p.edit is not None:
+                p.edit.span = span
+                edits.append(p.edit)
+            elif p.finding is not None:
+                key = (p.finding.code, span, p.finding.api)
+                if key in seen:
+                    continue
+                seen.add(key)
+                p.finding.span = span
+                findings.append(p.finding)
+        edits.sort(key=lambda e: (e.span.line, e.span.col, e.code))
+        findings.sort(key=lambda f: (f.span.line, f.span.col, f.code))
+        return edits, findings

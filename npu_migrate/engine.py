@@ -1,0 +1,135 @@
+"""The engine: `migrate_source(text, path, options) -> FileResult`, a pure function.
+
+No I/O and no global state besides the (read-only) rule set, so it can be tested directly,
+cached by content hash and run in a process pool. Plain `.py` text goes through
+`migrate_python`; other kinds of file (notebooks, shell scripts, requirements) have their own
+front ends that reuse it.
+"""
+
+from __future__ import annotations
+
+import ast
+import warnings
+from typing import Callable, Dict, List, Optional
+
+import libcst as cst
+
+from .context import Context, parse_suppressions
+from .imports import ImportTable
+from .model import FileResult, Options
+from .rules import RuleSet, default_rules
+
+# Codemods that run after the torch pass, each `(module, ctx) -> module`. Other frameworks and
+# the ModelArts adaptation register here (see `register_codemod`), in order.
+Codemod = Callable[[cst.Module, Context], cst.Module]
+_EXTRA_CODEMODS: List[Codemod] = []
+
+
+def register_codemod(fn: Codemod) -> Codemod:
+    if fn not in _EXTRA_CODEMODS:
+        _EXTRA_CODEMODS.append(fn)
+    return fn
+
+
+class CannotParse(Exception):
+    """The input is not Python this tool can parse."""
+
+
+def parse_module(text: str) -> cst.Module:
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        raise CannotParse(f"line {exc.raw_line}:{exc.raw_column}: {exc.message}") from None
+    except RecursionError:
+        raise CannotParse("too deeply nested") from None
+    except Exception as exc:  # the native parser reports some failures as other errors
+        raise CannotParse(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def python_parses(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+        return True
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+
+
+def detect_frameworks(imports: ImportTable) -> List[str]:
+    found = []
+    for root, name in (("torch", "torch"), ("tensorflow", "tensorflow"), ("mindspore", "mindspore")):
+        if imports.imports_module(root):
+            found.append(name)
+    return found
+
+
+def migrate_source(text: str, path: str = "<string>", options: Optional[Options] = None,
+                   rules: Optional[RuleSet] = None) -> FileResult:
+    """Migrate one file's text. Never raises for bad input: errors land in `result.error`."""
+    options = options or Options()
+    rules = rules or default_rules()
+    from .frontends import frontend_for  # local import: frontends import this module
+
+    frontend = frontend_for(path, text)
+    if frontend is not None:
+        return frontend(text, path, options, rules)
+    return migrate_python(text, path, options, rules)
+
+
+def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
+                   entry_script: Optional[bool] = None) -> FileResult:
+    result = FileResult(path=path)
+    wants_modelarts = options.modelarts and entry_script is not False
+    if not rules.may_need_work(text) and not wants_modelarts:
+        return result
+    try:
+        module = parse_module(text)
+    except CannotParse as exc:
+        result.error = f"cannot parse: {exc}"
+        return result
+    try:
+        return _migrate_module(text, path, module, options, rules, result, entry_script)
+    except RecursionError:
+        result.error = "cannot migrate: too deeply nested"
+        return result
+
+
+def _migrate_module(text, path, module, options, rules, result, entry_script):
+    from .codemods.torch import TorchTransformer, add_torch_npu_import
+
+    imports = ImportTable.of(module)
+    ctx = Context(
+        path=path,
+        text=text,
+        options=options,
+        rules=rules,
+        module=module,
+        imports=imports,
+        suppressions=parse_suppressions(text),
+    )
+    ctx.entry_script = entry_script  # type: ignore[attr-defined]
+    frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
+    ctx.frameworks = frameworks  # type: ignore[attr-defined]
+
+    new_module = module
+    if "torch" in frameworks or not frameworks:
+        new_module = module.visit(TorchTransformer(ctx))
+        new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
+    for codemod in _EXTRA_CODEMODS:
+        new_module = codemod(new_module, ctx)
+
+    if ctx.has_records:
+        result.edits, result.findings = ctx.finish()
+    if new_module is module or not result.edits:
+        return result
+    new_text = new_module.code
+    if new_text == text:
+        return result
+    # Verify before anything can be written: the output must parse whenever the input did.
+    if python_parses(text) and not python_parses(new_text):
+        result.edits = []
+        result.error = "internal error: the migrated code does not parse; file left unchanged"
+        return result
+    result.new_text = new_text
+    return result

@@ -1,0 +1,95 @@
+"""A small import table: which local names stand for which qualified names.
+
+libcst's QualifiedNameProvider (full scope analysis) costs several parses per file; this tool
+only needs to know what `th`, `cuda` or `GradScaler` were imported as, so one cheap pass over
+the import statements does. Imports anywhere in the module count (function-level imports are
+common in training scripts); relative and star imports resolve nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Iterator, List, Optional, Union
+
+import libcst as cst
+
+
+def dotted_name(node: Union[cst.BaseExpression, cst.ImportFrom, None]) -> Optional[str]:
+    """`a.b.c` for a Name/Attribute chain, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base is not None else None
+    return None
+
+
+class ImportTable(cst.CSTVisitor):
+    """Maps local names to the qualified names they were imported as."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: Dict[str, str] = {}
+        self.modules: List[str] = []  # every module imported, in order (for framework detection)
+        self.import_nodes: List[Union[cst.Import, cst.ImportFrom]] = []
+
+    @classmethod
+    def of(cls, module: cst.Module) -> "ImportTable":
+        table = cls()
+        module.visit(table)
+        return table
+
+    # Expressions can hold no import statements; skipping them makes the pass cheap.
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+        return any(isinstance(s, (cst.Import, cst.ImportFrom)) for s in node.body)
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        self.import_nodes.append(node)
+        for alias in node.names:
+            full = dotted_name(alias.name)
+            if full is None:
+                continue
+            self.modules.append(full)
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                self.names[alias.asname.name.value] = full
+            else:
+                top = full.split(".", 1)[0]
+                self.names.setdefault(top, top)
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        self.import_nodes.append(node)
+        if node.relative or node.module is None:
+            return False
+        module = dotted_name(node.module)
+        if module is None:
+            return False
+        self.modules.append(module)
+        if isinstance(node.names, cst.ImportStar):
+            return False
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+            self.names[local] = f"{module}.{name}"
+        return False
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+        """The qualified name an expression refers to, when it starts at an imported name."""
+        if isinstance(node, cst.Name):
+            return self.names.get(node.value)
+        if isinstance(node, cst.Attribute):
+            base = self.resolve(node.value)
+            return f"{base}.{node.attr.value}" if base is not None else None
+        return None
+
+    def imports_module(self, root: str) -> bool:
+        """Whether `root` or one of its submodules is imported anywhere."""
+        return any(m == root or m.startswith(root + ".") for m in self.modules)
+
+    def local_names_for(self, qualname: str) -> Iterator[str]:
+        for local, full in self.names.items():
+            if full == qualname:
+                yield local

@@ -1,0 +1,138 @@
+"""The data every part of npu-migrate exchanges: options in, edits/findings/results out.
+
+Everything here is plain, picklable data so results can cross process boundaries (the
+runner's pool) and be cached as JSON.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+
+class Severity(str, enum.Enum):
+    """How much a finding matters. Ordered: ERROR > WARNING > INFO."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return {"info": 0, "warning": 1, "error": 2}[self.value]
+
+
+@dataclass(frozen=True)
+class Span:
+    """A source range. Lines are 1-based, columns are 1-based (as editors show them)."""
+
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+
+@dataclass
+class Edit:
+    """One rewrite made (or that would be made) in a file."""
+
+    code: str
+    span: Span
+    message: str
+    before: str = ""
+    after: str = ""
+    cell: Optional[int] = None  # notebook cell number (1-based), None for plain files
+
+    def to_dict(self) -> Dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Edit":
+        d = dict(d)
+        d["span"] = Span(**d["span"])
+        return cls(**d)
+
+
+@dataclass
+class Finding:
+    """Something that cannot be migrated automatically (or advice), at a location."""
+
+    code: str
+    severity: Severity
+    span: Span
+    api: str
+    message: str
+    suggestion: str = ""
+    cell: Optional[int] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "Finding":
+        d = dict(d)
+        d["span"] = Span(**d["span"])
+        d["severity"] = Severity(d["severity"])
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Options:
+    """What to do to a file. Hashable pieces only, so it can key the cache.
+
+    The rule set itself travels separately (see engine.migrate_source) because it is large;
+    its fingerprint is part of the cache key.
+    """
+
+    framework: str = "auto"  # auto | torch | tensorflow | mindspore
+    modelarts: bool = False  # adapt entry scripts for ModelArts
+    modelarts_entry_files: Tuple[str, ...] = ()  # --entry: files always treated as entry scripts
+    modelarts_resume: bool = False
+    data_dir: str = "/cache/data"
+    output_dir: str = "/cache/output"
+    data_arg: str = ""  # the script's own data-path argument, when not one of the usual names
+    output_arg: str = ""
+    add_import: bool = True  # add `import torch_npu` where NPU APIs are used
+
+    def cache_key(self) -> str:
+        return repr(self)
+
+
+@dataclass
+class FileResult:
+    """The outcome for one file. `new_text` is None when nothing changes."""
+
+    path: str
+    edits: List[Edit] = field(default_factory=list)
+    findings: List[Finding] = field(default_factory=list)
+    new_text: Optional[str] = None
+    error: Optional[str] = None  # one line, e.g. "cannot parse: line 3: invalid syntax"
+    skipped: Optional[str] = None  # why the file was not examined (e.g. "generated")
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text is not None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "path": self.path,
+            "edits": [e.to_dict() for e in self.edits],
+            "findings": [f.to_dict() for f in self.findings],
+            "new_text": self.new_text,
+            "error": self.error,
+            "skipped": self.skipped,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Dict[str, Any]) -> "FileResult":
+        return cls(
+            path=d["path"],
+            edits=[Edit.from_dict(e) for e in d["edits"]],
+            findings=[Finding.from_dict(f) for f in d["findings"]],
+            new_text=d["new_text"],
+            error=d["error"],
+            skipped=d["skipped"],
+        )

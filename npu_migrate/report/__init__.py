@@ -1,0 +1,72 @@
+"""Renderers: results of a run -> text in one of the output formats.
+
+Each renderer is `render(report: RunReport) -> str`, registered by name in RENDERERS. The
+CLI picks one with `--format` and writes it to stdout or `--output-file`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from ..model import FileResult, Severity
+from ..rules import RuleSet
+
+
+@dataclass
+class RunReport:
+    results: List[FileResult]
+    rules: RuleSet
+    mode: str  # report | diff | check | write | output-dir | stdin
+    diffs: Dict[str, str] = field(default_factory=dict)  # path -> unified diff (when computed)
+    color: bool = False
+    verbose: bool = False
+    quiet: bool = False
+    root: str = "."  # paths are shown relative to this folder
+    unused_ignores: List = field(default_factory=list)
+
+    def display_path(self, path: str) -> str:
+        try:
+            rel = os.path.relpath(path, self.root)
+        except ValueError:
+            return path
+        return path if rel.startswith("..") else rel
+
+    @property
+    def changed(self) -> List[FileResult]:
+        return [r for r in self.results if r.changed]
+
+    @property
+    def failed(self) -> List[FileResult]:
+        return [r for r in self.results if r.error]
+
+    def edit_counts(self) -> Counter:
+        return Counter(e.code for r in self.results for e in r.edits)
+
+    def finding_counts(self) -> Counter:
+        return Counter(f.code for r in self.results for f in r.findings)
+
+    def findings_at_least(self, level: Severity) -> int:
+        return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)
+
+
+Renderer = Callable[[RunReport], str]
+RENDERERS: Dict[str, Renderer] = {}
+
+
+def register(name: str) -> Callable[[Renderer], Renderer]:
+    def deco(fn: Renderer) -> Renderer:
+        RENDERERS[name] = fn
+        return fn
+
+    return deco
+
+
+def load_renderers() -> None:
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{info.name}")

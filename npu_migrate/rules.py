@@ -1,0 +1,422 @@
+"""Load and validate the migration rules (`rules/*.toml`) into a typed, queryable RuleSet.
+
+Rules are data: every rename, device-string, backend and env-var rewrite and every finding the
+engine knows lives in a TOML file with a stable code, a message and its own examples. A bad rule
+file is a `RuleError` naming the file, the entry and the problem; the CLI turns it into exit 2.
+
+Rule kinds (one TOML array of tables each):
+
+``[[api]]``        qualified-name rewrite, resolved through imports: a reference to ``from`` (or to
+                   ``from.<member>`` for a listed member) becomes ``to``.
+``[[module]]``     import-path rewrite: ``from torch.cuda.amp import X`` / ``import torch.cuda``.
+``[[method]]``     method-call rename on any receiver: ``x.cuda(...)`` -> ``x.npu(...)``.
+``[[attribute]]``  attribute rename on any receiver (not a call): ``x.is_cuda`` -> ``x.is_npu``.
+``[[device]]``     device type inside device strings, where they are device strings.
+``[[backend]]``    distributed backend names (``"nccl"`` -> ``"hccl"``).
+``[[env]]``        environment variable names (``CUDA_VISIBLE_DEVICES``).
+``[[add_import]]`` an import to add after the framework's import where NPU APIs are used.
+``[[finding]]``    something that cannot be migrated (or advice); ``kind`` says how it matches.
+``[[code]]``       documentation of a code: title, why, what to do (shown by ``explain``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11 only
+    import tomli as tomllib
+
+from .model import Severity
+
+CODE_RE = re.compile(r"^NPU[0-9]{3}$")
+QUALNAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+IDENT_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class RuleError(Exception):
+    """A rule file is malformed. The message names the file, the entry and the problem."""
+
+
+# ----------------------------------------------------------------------------- typed rules
+
+
+@dataclass(frozen=True)
+class Example:
+    before: str = ""
+    after: str = ""  # for rewrites: the exact expected output
+    flagged: str = ""  # for findings: code that must produce the finding
+    not_flagged: str = ""  # for findings: code that must not
+    add_import: bool = False  # run the example with `import torch_npu` insertion on
+
+
+@dataclass(frozen=True)
+class Rule:
+    kind: str
+    code: str
+    source: str  # "file.toml: [[kind]] #n" -- for error messages and `explain`
+    from_: str = ""
+    to: str = ""
+    message: str = ""
+    suggestion: str = ""
+    severity: Severity = Severity.INFO
+    members: Optional[FrozenSet[str]] = None
+    match_kind: str = ""  # for findings: api | import | method | call-kwarg | file
+    keywords: Tuple[str, ...] = ()
+    functions: Tuple[str, ...] = ()
+    methods: Tuple[str, ...] = ()
+    patterns: Tuple[str, ...] = ()
+    examples: Tuple[Example, ...] = ()
+
+    def render_message(self, **values: str) -> str:
+        return _render(self.message, self, values)
+
+    def render_suggestion(self, **values: str) -> str:
+        return _render(self.suggestion, self, values)
+
+
+def _render(template: str, rule: Rule, values: Mapping[str, str]) -> str:
+    fields = {"from": rule.from_, "to": rule.to, "api": rule.from_}
+    fields.update(values)
+    try:
+        return template.format(**fields)
+    except (KeyError, IndexError, ValueError):
+        return template
+
+
+@dataclass(frozen=True)
+class CodeDoc:
+    code: str
+    title: str
+    why: str = ""
+    fix: str = ""
+
+
+# What each kind accepts: required keys, optional keys.
+_COMMON_REQUIRED = {"code", "message"}
+_SCHEMA: Dict[str, Tuple[set, set]] = {
+    "api": ({"from", "to"}, {"members", "examples", "suggestion"}),
+    "module": ({"from", "to"}, {"examples", "suggestion"}),
+    "method": ({"from", "to"}, {"examples", "suggestion"}),
+    "attribute": ({"from", "to"}, {"examples", "suggestion"}),
+    "device": ({"from", "to"}, {"keywords", "functions", "methods", "examples", "suggestion"}),
+    "backend": ({"from", "to"}, {"keywords", "functions", "examples", "suggestion"}),
+    "env": ({"from", "to"}, {"examples", "suggestion"}),
+    "add_import": ({"module", "after"}, {"examples", "suggestion"}),
+    "finding": (
+        {"kind", "severity"},
+        {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods"},
+    ),
+}
+FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"}
+_EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import"}
+
+
+# ----------------------------------------------------------------------------- the rule set
+
+
+@dataclass
+class RuleSet:
+    """All loaded rules, indexed for the engine's lookups."""
+
+    rules: List[Rule] = field(default_factory=list)
+    docs: Dict[str, CodeDoc] = field(default_factory=dict)
+    fingerprint: str = ""
+    # indexes
+    api: Dict[str, List[Rule]] = field(default_factory=dict)
+    module: Dict[str, Rule] = field(default_factory=dict)
+    method: Dict[str, Rule] = field(default_factory=dict)
+    attribute: Dict[str, Rule] = field(default_factory=dict)
+    device: Dict[str, Rule] = field(default_factory=dict)
+    backend: Dict[str, Rule] = field(default_factory=dict)
+    env: Dict[str, Rule] = field(default_factory=dict)
+    findings: Dict[str, List[Rule]] = field(default_factory=dict)  # by match kind
+    finding_api: Dict[str, Rule] = field(default_factory=dict)  # qualified name -> rule
+    finding_import: Dict[str, Rule] = field(default_factory=dict)  # module -> rule
+    add_import: Dict[str, Rule] = field(default_factory=dict)  # framework module -> rule
+    _prefilter: Optional["re.Pattern[str]"] = None
+
+    # -- lookups used by the codemods ---------------------------------------------------
+
+    def rewrite_api(self, qualname: str) -> Optional[Tuple[str, str, Rule]]:
+        """For a qualified reference, return (matched prefix, replacement prefix, rule).
+
+        The longest matching ``from`` wins, so ``torch.cuda.CUDAGraph`` (renamed) beats the
+        generic ``torch.cuda`` member rule.
+        """
+        parts = qualname.split(".")
+        for end in range(len(parts), 0, -1):
+            prefix = ".".join(parts[:end])
+            for rule in self.api.get(prefix, ()):
+                if rule.members is None:
+                    return prefix, rule.to, rule
+                if end < len(parts) and parts[end] in rule.members:
+                    return prefix, rule.to, rule
+        return None
+
+    def api_finding(self, qualname: str) -> Optional[Rule]:
+        """The finding for a qualified name or any of its parents (``torch.cuda.nvtx.mark``)."""
+        parts = qualname.split(".")
+        for end in range(len(parts), 0, -1):
+            rule = self.finding_api.get(".".join(parts[:end]))
+            if rule is not None:
+                return rule
+        return None
+
+    def import_finding(self, module: str) -> Optional[Rule]:
+        parts = module.split(".")
+        for end in range(len(parts), 0, -1):
+            rule = self.finding_import.get(".".join(parts[:end]))
+            if rule is not None:
+                return rule
+        return None
+
+    def by_code_first(self, code: str) -> Optional[Rule]:
+        return next((r for r in self.rules if r.code == code), None)
+
+    def by_code(self, code: str) -> List[Rule]:
+        return [r for r in self.rules if r.code == code]
+
+    def codes(self) -> List[str]:
+        return sorted({r.code for r in self.rules} | set(self.docs))
+
+    # -- prefilter -------------------------------------------------------------------------
+
+    def prefilter_tokens(self) -> FrozenSet[str]:
+        """Words one of which any file that needs something must contain."""
+        tokens = set()
+        for rule in self.rules:
+            if rule.kind == "api":
+                tokens.add(rule.from_.rsplit(".", 1)[-1])
+            elif rule.kind == "module":
+                tokens.add(rule.from_.rsplit(".", 1)[-1])
+            elif rule.kind in ("method", "attribute", "device", "backend", "env"):
+                tokens.add(rule.from_)
+            elif rule.kind == "finding":
+                for name in rule.patterns or (rule.from_,):
+                    if rule.match_kind in ("api", "call-kwarg", "call"):
+                        tokens.add(name.rsplit(".", 1)[-1])
+                    elif rule.match_kind == "import":
+                        tokens.add(name.split(".", 1)[0])
+                    elif rule.match_kind == "method":
+                        tokens.add(name)
+        # A half-migrated file may need `import torch_npu`.
+        tokens.add("npu")
+        return frozenset(t for t in tokens if t)
+
+    def may_need_work(self, text: str) -> bool:
+        if self._prefilter is None:
+            words = sorted(self.prefilter_tokens(), key=lambda w: (-len(w), w))
+            self._prefilter = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, words)))
+        return self._prefilter.search(text) is not None
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_prefilter"] = None
+        return state
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def builtin_rules_dir() -> Path:
+    """The `rules/` folder: inside the installed package, or at the source checkout's root."""
+    packaged = Path(__file__).resolve().parent / "rules"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parent.parent / "rules"
+    if checkout.is_dir():
+        return checkout
+    raise RuleError(f"built-in rules not found (looked in {packaged} and {checkout})")
+
+
+def builtin_rule_files() -> List[Path]:
+    return sorted(builtin_rules_dir().glob("*.toml"))
+
+
+def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -> RuleSet:
+    files = list(builtin_rule_files()) if include_builtin else []
+    files += [Path(f) for f in extra_files]
+    raw: List[Tuple[str, Dict[str, Any]]] = []
+    for path in files:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise RuleError(f"{path}: rule file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise RuleError(f"{path}: cannot read rule file: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise RuleError(f"{path}: invalid TOML: {exc}") from None
+        raw.append((path.name if include_builtin and path.parent == builtin_rules_dir() else str(path), data))
+    return build_ruleset(raw)
+
+
+def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:
+    rs = RuleSet()
+    digest = hashlib.sha256()
+    for name, data in raw:
+        digest.update(name.encode())
+        digest.update(json.dumps(data, sort_keys=True, default=str).encode())
+        for kind, entries in data.items():
+            if kind == "code":
+                for i, entry in enumerate(_as_list(entries, name, kind), 1):
+                    doc = _parse_doc(entry, f"{name}: [[code]] #{i}")
+                    rs.docs[doc.code] = doc
+                continue
+            if kind not in _SCHEMA:
+                raise RuleError(
+                    f"{name}: unknown rule kind [[{kind}]] (expected one of: "
+                    f"{', '.join(sorted(list(_SCHEMA) + ['code']))})"
+                )
+            for i, entry in enumerate(_as_list(entries, name, kind), 1):
+                rs.rules.append(_parse_rule(kind, entry, f"{name}: [[{kind}]] #{i}"))
+    rs.fingerprint = digest.hexdigest()[:16]
+    _index(rs)
+    return rs
+
+
+def _as_list(entries: Any, name: str, kind: str) -> List[Dict[str, Any]]:
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise RuleError(f"{name}: '{kind}' must be an array of tables, written [[{kind}]]")
+    return entries
+
+
+def _parse_doc(entry: Dict[str, Any], where: str) -> CodeDoc:
+    unknown = set(entry) - {"code", "title", "why", "fix"}
+    if unknown:
+        raise RuleError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    code = entry.get("code")
+    if not isinstance(code, str) or not CODE_RE.match(code):
+        raise RuleError(f"{where}: 'code' must look like NPU123, got {code!r}")
+    if not isinstance(entry.get("title"), str):
+        raise RuleError(f"{where} ({code}): missing key 'title'")
+    return CodeDoc(code, entry["title"], str(entry.get("why", "")), str(entry.get("fix", "")))
+
+
+def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
+    required, optional = _SCHEMA[kind]
+    required = required | _COMMON_REQUIRED
+    code = entry.get("code")
+    label = f"{where} ({code})" if isinstance(code, str) else where
+    if kind == "finding":
+        required = required | {"api"} if "apis" not in entry else (required | {"apis"})
+    missing = sorted(required - set(entry))
+    if missing:
+        raise RuleError(f"{label}: missing key{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)}")
+    unknown = sorted(set(entry) - required - optional)
+    if unknown:
+        raise RuleError(f"{label}: unknown key{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}")
+    if not isinstance(code, str) or not CODE_RE.match(code):
+        raise RuleError(f"{where}: 'code' must look like NPU123, got {code!r}")
+    for key in ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after"):
+        if key in entry and not isinstance(entry[key], str):
+            raise RuleError(f"{label}: '{key}' must be a string")
+    for key in ("members", "keywords", "functions", "methods", "patterns", "apis"):
+        if key in entry and (
+            not isinstance(entry[key], list) or not all(isinstance(v, str) for v in entry[key])
+        ):
+            raise RuleError(f"{label}: '{key}' must be a list of strings")
+
+    severity = Severity.INFO
+    match_kind = ""
+    if kind == "finding":
+        try:
+            severity = Severity(entry["severity"])
+        except ValueError:
+            raise RuleError(f"{label}: 'severity' must be error, warning or info, got {entry['severity']!r}") from None
+        match_kind = entry["kind"]
+        if match_kind not in FINDING_KINDS:
+            raise RuleError(f"{label}: 'kind' must be one of {', '.join(sorted(FINDING_KINDS))}, got {match_kind!r}")
+    from_ = entry.get("from", entry.get("api", entry.get("after", ""))) or (entry.get("apis") or [""])[0]
+    if kind in ("api", "module") or (kind == "finding" and match_kind in ("api", "import", "call", "call-kwarg")):
+        names = entry.get("apis", [from_]) if kind == "finding" else [from_]
+        for n in names:
+            if not QUALNAME_RE.match(n):
+                raise RuleError(f"{label}: {n!r} is not a dotted Python name")
+    if kind in ("method", "attribute") and not (IDENT_RE.match(from_) and IDENT_RE.match(entry["to"])):
+        raise RuleError(f"{label}: 'from' and 'to' must be identifiers")
+
+    examples = tuple(_parse_examples(kind, entry.get("examples", []), label))
+    if not examples:
+        raise RuleError(f"{label}: every rule needs at least one example in 'examples'")
+    members = entry.get("members")
+    return Rule(
+        kind=kind,
+        code=code,
+        source=where,
+        from_=from_,
+        to=entry.get("to", entry.get("module", "")),
+        message=entry["message"],
+        suggestion=entry.get("suggestion", ""),
+        severity=severity,
+        members=frozenset(members) if members is not None else None,
+        match_kind=match_kind,
+        keywords=tuple(entry.get("keywords", ())),
+        functions=tuple(entry.get("functions", ())),
+        methods=tuple(entry.get("methods", ())),
+        patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
+        examples=examples,
+    )
+
+
+def _parse_examples(kind: str, examples: Any, label: str) -> Iterable[Example]:
+    if not isinstance(examples, list):
+        raise RuleError(f"{label}: 'examples' must be a list of tables")
+    for j, ex in enumerate(examples, 1):
+        if not isinstance(ex, dict):
+            raise RuleError(f"{label}: example {j} must be a table like {{ before = \"…\", after = \"…\" }}")
+        unknown = set(ex) - _EXAMPLE_KEYS
+        if unknown:
+            raise RuleError(f"{label}: example {j}: unknown key(s) {', '.join(sorted(unknown))}")
+        if kind == "finding":
+            if not ("flagged" in ex or "not_flagged" in ex):
+                raise RuleError(f"{label}: example {j}: a finding example needs 'flagged' or 'not_flagged'")
+        elif not ("before" in ex and "after" in ex):
+            raise RuleError(f"{label}: example {j}: a rewrite example needs 'before' and 'after'")
+        for key in ("before", "after", "flagged", "not_flagged"):
+            if key in ex and not isinstance(ex[key], str):
+                raise RuleError(f"{label}: example {j}: '{key}' must be a string")
+        yield Example(
+            before=ex.get("before", ""),
+            after=ex.get("after", ""),
+            flagged=ex.get("flagged", ""),
+            not_flagged=ex.get("not_flagged", ""),
+            add_import=bool(ex.get("add_import", False)),
+        )
+
+
+def _index(rs: RuleSet) -> None:
+    for rule in rs.rules:
+        if rule.kind == "api":
+            rs.api.setdefault(rule.from_, []).append(rule)
+        elif rule.kind == "add_import":
+            rs.add_import[rule.from_] = rule
+        elif rule.kind in ("module", "method", "attribute", "device", "backend", "env"):
+            getattr(rs, rule.kind)[rule.from_] = rule
+        elif rule.kind == "finding":
+            rs.findings.setdefault(rule.match_kind, []).append(rule)
+            names = rule.patterns or (rule.from_,)
+            if rule.match_kind in ("api", "call", "call-kwarg"):
+                for n in names:
+                    rs.finding_api.setdefault(n, rule)
+            elif rule.match_kind == "import":
+                for n in names:
+                    rs.finding_import.setdefault(n, rule)
+
+
+_DEFAULT: Optional[RuleSet] = None
+
+
+def default_rules() -> RuleSet:
+    """The built-in rules, loaded once per process."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = load_rules()
+    return _DEFAULT

@@ -1,0 +1,132 @@
+"""Faithful reading and writing of source files.
+
+Text is decoded with the file's own encoding (UTF-8 BOM, PEP 263 coding cookie) and without
+newline translation, so CRLF, LF and mixed newlines survive untouched: libcst keeps whatever it
+is given. Writes are atomic (temp file in the same folder, fsync, `os.replace`), keep the file's
+mode, go through symlinks to their target, and are refused when the file changed on disk since
+it was read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+
+class SourceError(Exception):
+    """A file that cannot be read or written; the message is one line for the user."""
+
+
+@dataclass(frozen=True)
+class Source:
+    path: str
+    text: str
+    encoding: str  # codec name as Python knows it; "utf-8-sig" when the file has a BOM
+    digest: str  # sha256 of the bytes read: the cache key and the "changed on disk?" check
+    size: int
+    mtime_ns: int
+    mode: int
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def decode_python(data: bytes, path: str = "<bytes>") -> tuple:
+    """(text, encoding) for Python source bytes, honouring a BOM and a coding cookie."""
+    if b"\x00" in data:
+        raise SourceError("binary file (contains NUL bytes)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+    try:
+        codecs.lookup(encoding)
+    except LookupError:
+        raise SourceError(f"unknown encoding {encoding!r}") from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise SourceError(
+            f"cannot decode as {encoding} (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
+            "add a coding cookie such as `# -*- coding: gbk -*-`"
+        ) from None
+    return text, encoding
+
+
+def read_source(path: str, decode=decode_python) -> Source:
+    try:
+        st = os.stat(path)
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise SourceError("no such file") from None
+    except IsADirectoryError:
+        raise SourceError("is a directory") from None
+    except OSError as exc:
+        raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    text, encoding = decode(data, path)
+    return Source(path, text, encoding, _digest(data), len(data), st.st_mtime_ns, stat.S_IMODE(st.st_mode))
+
+
+def encode(text: str, encoding: str) -> bytes:
+    try:
+        return text.encode(encoding)
+    except UnicodeEncodeError as exc:
+        raise SourceError(f"the migrated text cannot be encoded as {encoding}: {exc.reason}") from None
+
+
+def write_source(source: Source, new_text: str, target: Optional[str] = None) -> None:
+    """Replace `source.path` (or write `target`) with `new_text`, atomically.
+
+    In place: refused when the file is read-only or has changed since it was read.
+    """
+    data = encode(new_text, source.encoding)
+    in_place = target is None
+    dest = os.path.realpath(source.path) if in_place else target
+    if in_place:
+        try:
+            st = os.stat(dest)
+        except OSError as exc:
+            raise SourceError(f"cannot write: {exc.strerror or exc}") from None
+        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+            raise SourceError("read-only file, not changed")
+        with open(dest, "rb") as f:
+            if st.st_size != source.size or _digest(f.read()) != source.digest:
+                raise SourceError("file changed on disk while npu-migrate ran, not overwritten")
+        mode = stat.S_IMODE(st.st_mode)
+    else:
+        mode = source.mode
+    atomic_write(dest, data, mode)
+
+
+def atomic_write(dest: str, data: bytes, mode: int) -> None:
+    folder = os.path.dirname(os.path.abspath(dest))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(dest)}.", suffix=".npu-migrate.tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def is_generated(text: str) -> bool:
+    """Files marked `@generated` (in their first lines) are not ours to rewrite."""
+    head = text[:2048]
+    return "@generated" in head
