@@ -65,6 +65,11 @@ class Context:
     suppressions: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
     used_suppressions: Set[int] = field(default_factory=set)
     needs_torch_npu: bool = False
+    # Frameworks this file uses (from its imports, or --framework): "torch", "tensorflow", ...
+    frameworks: List[str] = field(default_factory=list)
+    # True/False when the caller knows whether this is an entry script (--entry, notebooks);
+    # None lets the ModelArts codemod decide from the code.
+    entry_script: Optional[bool] = None
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
 

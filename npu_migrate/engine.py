@@ -19,16 +19,36 @@ from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules
 
-# Codemods that run after the torch pass, each `(module, ctx) -> module`. Other frameworks and
-# the ModelArts adaptation register here (see `register_codemod`), in order.
+# Codemods that run after the torch pass, each `(module, ctx) -> module`, in `order`.
+# Every module of the `codemods` package is imported once and registers its own here
+# (framework codemods use order 100-199, the ModelArts adaptation 500).
 Codemod = Callable[[cst.Module, Context], cst.Module]
-_EXTRA_CODEMODS: List[Codemod] = []
+_EXTRA_CODEMODS: List[tuple] = []
+_LOADED = False
 
 
-def register_codemod(fn: Codemod) -> Codemod:
-    if fn not in _EXTRA_CODEMODS:
-        _EXTRA_CODEMODS.append(fn)
-    return fn
+def register_codemod(order: int) -> Callable[[Codemod], Codemod]:
+    def deco(fn: Codemod) -> Codemod:
+        if all(existing is not fn for _, existing in _EXTRA_CODEMODS):
+            _EXTRA_CODEMODS.append((order, fn))
+            _EXTRA_CODEMODS.sort(key=lambda pair: pair[0])
+        return fn
+
+    return deco
+
+
+def _load_codemods() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    import importlib
+    import pkgutil
+
+    from . import codemods
+
+    for info in pkgutil.iter_modules(codemods.__path__):
+        importlib.import_module(f"{codemods.__name__}.{info.name}")
+    _LOADED = True
 
 
 class CannotParse(Exception):
@@ -98,6 +118,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
 def _migrate_module(text, path, module, options, rules, result, entry_script):
     from .codemods.torch import TorchTransformer, add_torch_npu_import
 
+    _load_codemods()
     imports = ImportTable.of(module)
     ctx = Context(
         path=path,
@@ -107,16 +128,16 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
         module=module,
         imports=imports,
         suppressions=parse_suppressions(text),
+        entry_script=entry_script,
     )
-    ctx.entry_script = entry_script  # type: ignore[attr-defined]
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
-    ctx.frameworks = frameworks  # type: ignore[attr-defined]
+    ctx.frameworks = frameworks
 
     new_module = module
     if "torch" in frameworks or not frameworks:
         new_module = module.visit(TorchTransformer(ctx))
         new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
-    for codemod in _EXTRA_CODEMODS:
+    for _order, codemod in _EXTRA_CODEMODS:
         new_module = codemod(new_module, ctx)
 
     if ctx.has_records:
