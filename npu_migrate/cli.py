@@ -198,7 +198,7 @@ def migrate_command(paths, write, show_diff, check, fail_on, fmt, output_file, r
 
     if show_diff and fmt == "text":
         text = "".join(report.diffs[r.path] for r in report.results if r.path in report.diffs)
-        click.echo(colorize_diff(text) if report.color else text, nl=False)
+        click.echo(colorize_diff(text) if report.color else text, nl=False, color=report.color)
         # Findings and the summary go to stderr so the diff stays applicable.
         click.echo(RENDERERS["text"](report), nl=False, err=True)
     else:

@@ -47,7 +47,13 @@ def decode_python(data: bytes, path: str = "<bytes>") -> tuple:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
-        raise SourceError(f"bad encoding declaration: {exc.msg if hasattr(exc, 'msg') else exc}") from None
+        # Raised both for a bad cookie and for non-UTF-8 bytes in the first two lines when
+        # there is no cookie; say which.
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as dec:
+            raise SourceError(_undecodable("utf-8", data, dec)) from None
+        raise SourceError(f"bad encoding declaration: {getattr(exc, 'msg', exc)}") from None
     try:
         codecs.lookup(encoding)
     except LookupError:
@@ -55,11 +61,16 @@ def decode_python(data: bytes, path: str = "<bytes>") -> tuple:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise SourceError(
-            f"cannot decode as {encoding} (byte {exc.start}: {data[exc.start:exc.start + 1]!r}); "
-            "add a coding cookie such as `# -*- coding: gbk -*-`"
-        ) from None
+        raise SourceError(_undecodable(encoding, data, exc)) from None
     return text, encoding
+
+
+def _undecodable(encoding: str, data: bytes, exc: UnicodeDecodeError) -> str:
+    line = data.count(b"\n", 0, exc.start) + 1
+    return (
+        f"cannot decode as {encoding} (line {line}, byte {data[exc.start:exc.start + 1]!r}); "
+        "declare the file's encoding with a coding cookie such as `# -*- coding: gbk -*-`"
+    )
 
 
 def read_source(path: str, decode=decode_python) -> Source:

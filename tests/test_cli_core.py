@@ -1,0 +1,132 @@
+"""The command line end to end: modes, exit codes, file fidelity (issue 2)."""
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+GPU = b"import torch\n\nmodel = model.cuda()\n"
+NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
+
+
+def write(tmp_path, name, data: bytes, mode=None):
+    p = tmp_path / name
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(data)
+    if mode is not None:
+        p.chmod(mode)
+    return p
+
+
+def test_default_mode_reports_and_writes_nothing(tmp_path, run_cli):
+    p = write(tmp_path, "train.py", GPU)
+    r = run_cli("train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert p.read_bytes() == GPU
+    assert b"1 file scanned, 1 would be migrated, 0 unchanged, 0 failed." in r.stdout
+    assert b"2 edits: NPU101 x1, NPU108 x1" in r.stdout
+
+
+def test_write_rewrites_and_keeps_mode(tmp_path, run_cli):
+    p = write(tmp_path, "train.py", GPU, mode=0o754)
+    r = run_cli("train.py", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert p.read_bytes() == NPU
+    assert stat.S_IMODE(p.stat().st_mode) == 0o754
+    assert b"1 migrated" in r.stdout
+    assert not [f for f in os.listdir(tmp_path) if f.endswith(".tmp")]
+    again = run_cli("train.py", "--check", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout
+
+
+def test_check_and_diff_exit_codes(tmp_path, run_cli):
+    write(tmp_path, "train.py", GPU)
+    write(tmp_path, "clean.py", b"import torch\n")
+    assert run_cli("train.py", "--check", cwd=tmp_path).returncode == 1
+    assert run_cli("clean.py", "--check", cwd=tmp_path).returncode == 0
+    d = run_cli("train.py", "--diff", cwd=tmp_path)
+    assert d.returncode == 1
+    assert d.stdout.decode() == (
+        "--- a/train.py\n+++ b/train.py\n@@ -1,3 +1,4 @@\n import torch\n+import torch_npu  # noqa: F401\n"
+        " \n-model = model.cuda()\n+model = model.npu()\n"
+    )
+    assert run_cli("clean.py", "--diff", cwd=tmp_path).returncode == 0
+
+
+def test_diff_applies_with_git_apply(tmp_path, run_cli):
+    src = tmp_path / "proj"
+    write(src, "pkg/train.py", GPU)
+    write(src, "pkg/crlf.py", GPU.replace(b"\n", b"\r\n"))
+    subprocess.run(["git", "init", "-q"], cwd=src, check=True)
+    d = run_cli("pkg", "--diff", "--color", "always", cwd=src)
+    # --color always colours a terminal-style diff; for a patch ask for plain output
+    plain = run_cli("pkg", "--diff", "--color", "never", cwd=src)
+    assert b"\x1b[" in d.stdout and b"\x1b[" not in plain.stdout
+    (tmp_path / "p.diff").write_bytes(plain.stdout)
+    subprocess.run(["git", "apply", str(tmp_path / "p.diff")], cwd=src, check=True)
+    assert (src / "pkg/train.py").read_bytes() == NPU
+    assert (src / "pkg/crlf.py").read_bytes() == NPU.replace(b"\n", b"\r\n")
+
+
+def test_crlf_bom_and_gbk_cookie_are_preserved(tmp_path, run_cli):
+    crlf = write(tmp_path, "crlf.py", GPU.replace(b"\n", b"\r\n"))
+    bom = write(tmp_path, "bom.py", b"\xef\xbb\xbf" + GPU)
+    gbk_src = "# -*- coding: gbk -*-\n# 把模型放到显卡上\nimport torch\nmodel = model.cuda()  # 移到GPU\n"
+    gbk = write(tmp_path, "gbk.py", gbk_src.encode("gbk"))
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert crlf.read_bytes() == NPU.replace(b"\n", b"\r\n")
+    assert bom.read_bytes() == b"\xef\xbb\xbf" + NPU
+    assert gbk.read_bytes() == (
+        "# -*- coding: gbk -*-\n# 把模型放到显卡上\nimport torch\nimport torch_npu  # noqa: F401\n"
+        "model = model.npu()  # 移到GPU\n"
+    ).encode("gbk")
+
+
+def test_python2_file_is_reported_and_untouched_and_others_continue(tmp_path, run_cli):
+    py2 = b"import torch\nprint 'hello'\nx = t.cuda()\n"
+    bad = write(tmp_path, "a_py2.py", py2)
+    good = write(tmp_path, "b_good.py", GPU)
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 2
+    assert bad.read_bytes() == py2
+    assert good.read_bytes() == NPU
+    lines = r.stdout.decode().splitlines()
+    assert any(line.startswith("a_py2.py: cannot parse: ") for line in lines), lines
+    assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in lines
+
+
+def test_binary_and_bad_encoding_and_empty(tmp_path, run_cli):
+    binary = write(tmp_path, "bin.py", b"\x00\x01cuda\x02")
+    latin = write(tmp_path, "latin.py", b"x = '\xe9'.cuda()\n")
+    empty = write(tmp_path, "empty.py", b"")
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 2
+    out = r.stdout.decode()
+    assert "bin.py: binary file (contains NUL bytes)" in out
+    assert "latin.py: cannot decode as utf-8" in out
+    assert binary.read_bytes() == b"\x00\x01cuda\x02"
+    assert latin.read_bytes() == b"x = '\xe9'.cuda()\n"
+    assert empty.read_bytes() == b""
+
+
+def test_missing_path_is_an_error(tmp_path, run_cli):
+    r = run_cli("nope.py", cwd=tmp_path)
+    assert r.returncode == 2
+    assert b"nope.py: no such file or directory" in r.stderr
+
+
+def test_directories_skip_virtualenvs_and_build(tmp_path, run_cli):
+    write(tmp_path, "src/train.py", GPU)
+    for skipped in (".venv/lib/x.py", "venv/y.py", "build/z.py", "__pycache__/w.py", ".git/v.py"):
+        write(tmp_path, skipped, GPU)
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 0
+    assert b"1 file scanned" in r.stdout
+    assert (tmp_path / "venv/y.py").read_bytes() == GPU
+
+
+def test_python_m_and_version(run_cli, tmp_path):
+    r = run_cli("--version", cwd=tmp_path)
+    assert r.returncode == 0 and r.stdout.startswith(b"npu-migrate, version ")

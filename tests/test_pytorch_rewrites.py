@@ -1,0 +1,174 @@
+"""One test per rewrite and per thing that must not be rewritten: exact output."""
+
+import pytest
+
+from npu_migrate import Options, migrate_source
+
+
+def migrate(src, **opts):
+    result = migrate_source(src, "t.py", Options(**{"add_import": False, **opts}))
+    assert result.error is None, result.error
+    return result.new_text if result.changed else src
+
+
+REWRITES = [
+    # .cuda() and friends
+    ("x = t.cuda()\n", "x = t.npu()\n"),
+    ("x = t.cuda(0)\n", "x = t.npu(0)\n"),
+    ("x = t.cuda(non_blocking=True)\n", "x = t.npu(non_blocking=True)\n"),
+    ("x = t.cuda(device=d)\n", "x = t.npu(device=d)\n"),
+    ("m = nn.DataParallel(m).cuda()\n", "m = nn.DataParallel(m).npu()\n"),
+    ("ok = t.is_cuda\n", "ok = t.is_npu\n"),
+    # torch.cuda.* through every import style
+    ("import torch\ntorch.cuda.synchronize()\n", "import torch\ntorch.npu.synchronize()\n"),
+    ("import torch as th\nth.cuda.empty_cache()\n", "import torch as th\nth.npu.empty_cache()\n"),
+    ("from torch import cuda\nn = cuda.device_count()\n", "from torch import npu\nn = npu.device_count()\n"),
+    ("from torch import cuda as c\nc.set_device(1)\n", "from torch import npu as c\nc.set_device(1)\n"),
+    ("from torch.cuda import amp\ns = amp.GradScaler()\n", "from torch.npu import amp\ns = amp.GradScaler()\n"),
+    ("from torch.cuda.amp import GradScaler, autocast\n", "from torch_npu.npu.amp import GradScaler, autocast\n"),
+    ("import torch\nwith torch.cuda.amp.autocast():\n    pass\n", "import torch\nwith torch.npu.amp.autocast():\n    pass\n"),
+    ("import torch\nstate = torch.cuda.get_rng_state()\n", "import torch\nstate = torch.npu.get_rng_state()\n"),
+    ("import torch\ntorch.cuda.manual_seed(0)\n", "import torch\ntorch.npu.manual_seed(0)\n"),
+    ("import torch\ns = torch.cuda.Stream()\n", "import torch\ns = torch.npu.Stream()\n"),
+    ("import torch\nm = torch.cuda.memory_allocated(0)\n", "import torch\nm = torch.npu.memory_allocated(0)\n"),
+    ("import torch\nt = torch.cuda.FloatTensor(2)\n", "import torch\nt = torch.npu.FloatTensor(2)\n"),
+    ("import torch\ng = torch.cuda.CUDAGraph()\n", "import torch\ng = torch.npu.NPUGraph()\n"),
+    ("import torch\nwith torch.cuda.device(1):\n    pass\n", "import torch\nwith torch.npu.device(1):\n    pass\n"),
+    # device strings where they are device strings
+    ("y = x.to('cuda')\n", "y = x.to('npu')\n"),
+    ("y = x.to('cuda:1')\n", "y = x.to('npu:1')\n"),
+    ("y = x.to(f'cuda:{rank}')\n", "y = x.to(f'npu:{rank}')\n"),
+    ('y = x.to("cuda:" + str(rank))\n', 'y = x.to("npu:" + str(rank))\n'),
+    ('y = x.to("cuda:%d" % rank)\n', 'y = x.to("npu:%d" % rank)\n'),
+    ("import torch\nd = torch.device('cuda', i)\n", "import torch\nd = torch.device('npu', i)\n"),
+    ("import torch\nd = torch.device('cuda:0')\n", "import torch\nd = torch.device('npu:0')\n"),
+    ("import torch\nt = torch.ones(2, device='cuda')\n", "import torch\nt = torch.ones(2, device='npu')\n"),
+    ("import torch\nsd = torch.load(p, map_location='cuda:0')\n", "import torch\nsd = torch.load(p, map_location='npu:0')\n"),
+    ("import torch\nwith torch.autocast('cuda'):\n    pass\n", "import torch\nwith torch.autocast('npu'):\n    pass\n"),
+    ("import torch\nwith torch.autocast(device_type='cuda'):\n    pass\n", "import torch\nwith torch.autocast(device_type='npu'):\n    pass\n"),
+    ("import torch\ns = torch.amp.GradScaler('cuda')\n", "import torch\ns = torch.amp.GradScaler('npu')\n"),
+    ("if x.device.type == 'cuda':\n    pass\n", "if x.device.type == 'npu':\n    pass\n"),
+    ("if 'cuda' != device.type:\n    pass\n", "if 'npu' != device.type:\n    pass\n"),
+    ("device = 'cuda'\n", "device = 'npu'\n"),
+    ("self.device = \"cuda:0\"\n", "self.device = \"npu:0\"\n"),
+    ("device = 'cuda' if ok else 'cpu'\n", "device = 'npu' if ok else 'cpu'\n"),
+    ("def f(device='cuda'):\n    pass\n", "def f(device='npu'):\n    pass\n"),
+    ("p.add_argument('--device', default='cuda', choices=['cuda', 'cpu'])\n",
+     "p.add_argument('--device', default='npu', choices=['npu', 'cpu'])\n"),
+    ("cfg = {'device': 'cuda'}\n", "cfg = {'device': 'npu'}\n"),
+    ("cfg = dict(device='cuda')\n", "cfg = dict(device='npu')\n"),
+    ("D = 'cuda:0'\nm.to(D)\n", "D = 'npu:0'\nm.to(D)\n"),
+    ("CALCULATE_DEVICE = 'gpu:0'\nm.to(CALCULATE_DEVICE)\n", "CALCULATE_DEVICE = 'npu:0'\nm.to(CALCULATE_DEVICE)\n"),
+    ("loader = DataLoader(ds, pin_memory_device='cuda')\n", "loader = DataLoader(ds, pin_memory_device='npu')\n"),
+    ("import torch\nsd = torch.load(p, map_location={'cuda:1': 'cuda:0'})\n",
+     "import torch\nsd = torch.load(p, map_location={'npu:1': 'npu:0'})\n"),
+    # distributed backend
+    ("import torch.distributed as dist\ndist.init_process_group(backend='nccl')\n",
+     "import torch.distributed as dist\ndist.init_process_group(backend='hccl')\n"),
+    ("import torch.distributed as dist\ndist.init_process_group('nccl')\n",
+     "import torch.distributed as dist\ndist.init_process_group('hccl')\n"),
+    ("from torch.distributed import init_process_group\ninit_process_group(backend='nccl', rank=0)\n",
+     "from torch.distributed import init_process_group\ninit_process_group(backend='hccl', rank=0)\n"),
+    ("p.add_argument('--dist_backend', default='nccl')\n", "p.add_argument('--dist_backend', default='hccl')\n"),
+    ("p.add_argument('--backend', type=str, default='nccl', choices=['nccl', 'gloo'])\n",
+     "p.add_argument('--backend', type=str, default='hccl', choices=['hccl', 'gloo'])\n"),
+    ("assert args.backend in ['nccl', 'gloo']\n", "assert args.backend in ['hccl', 'gloo']\n"),
+    ("if backend == 'NCCL':\n    pass\n", "if backend == 'HCCL':\n    pass\n"),
+    ("import torch.distributed as dist\nok = dist.is_nccl_available()\n", "import torch.distributed as dist\nok = dist.is_hccl_available()\n"),
+    # environment variables
+    ("import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n", "import os\nos.environ['ASCEND_RT_VISIBLE_DEVICES'] = '0'\n"),
+    ("import os\nv = os.environ['CUDA_VISIBLE_DEVICES']\n", "import os\nv = os.environ['ASCEND_RT_VISIBLE_DEVICES']\n"),
+    ("import os\nv = os.environ.get('CUDA_VISIBLE_DEVICES')\n", "import os\nv = os.environ.get('ASCEND_RT_VISIBLE_DEVICES')\n"),
+    ("import os\nv = os.getenv('CUDA_VISIBLE_DEVICES')\n", "import os\nv = os.getenv('ASCEND_RT_VISIBLE_DEVICES')\n"),
+    ("import os\nos.environ.setdefault('CUDA_VISIBLE_DEVICES', '0')\n", "import os\nos.environ.setdefault('ASCEND_RT_VISIBLE_DEVICES', '0')\n"),
+    ("from os import environ\nenviron['CUDA_VISIBLE_DEVICES'] = '1'\n", "from os import environ\nenviron['ASCEND_RT_VISIBLE_DEVICES'] = '1'\n"),
+]
+
+
+@pytest.mark.parametrize("before,after", REWRITES, ids=[b.strip().splitlines()[-1][:60] for b, _ in REWRITES])
+def test_rewrite(before, after):
+    assert migrate(before) == after
+    assert migrate(after) == after  # idempotent
+
+
+UNTOUCHED = [
+    "# call .cuda() and torch.cuda.synchronize() here\nx = 1\n",
+    '"""Use torch.cuda.is_available() and .cuda()."""\n',
+    "torch.save(m, 'model_cuda.pt')\n",
+    "print('training on cuda')\nlog.info('cuda:0 is busy')\n",
+    "use_cuda = True\nif args.cuda and use_cuda:\n    pass\n",
+    "x = x.to(device)\ny = y.to(args.device, non_blocking=True)\n",
+    "name = 'cuda'\nprint(name)\n",  # a string that is not (known to be) a device
+    "kernels = {'cuda': f, 'cpu': g}\n",
+    "msg = f'cuda:{rank} is ready'\n",
+    "url = 'tcp://nccl-host:23456'\n",
+    "import os\nprint('CUDA_VISIBLE_DEVICES must be set')\n",
+    "torch.cuda.synchronize()\n",  # `torch` not imported here: not resolvable, not guessed
+    "import numba\nfrom numba import cuda\n@cuda.jit\ndef k(a):\n    pass\n",
+    "import cupy\ncupy.cuda.Device(0).use()\n",
+    "def cuda(self):\n    return self\n",
+    "x = obj.cuda\n",  # attribute, not a call
+    "import torch\nimport torch_npu\nx = torch.zeros(2).npu()\n",
+]
+
+
+@pytest.mark.parametrize("src", UNTOUCHED, ids=[s.strip().splitlines()[0][:50] for s in UNTOUCHED])
+def test_untouched(src):
+    result = migrate_source(src, "t.py", Options())
+    assert result.error is None
+    assert not result.changed, result.new_text
+    assert result.edits == []
+
+
+def test_edits_carry_code_and_position():
+    src = "import torch\n\nx = torch.zeros(2).cuda()\ny = x.to('cuda:0')\n"
+    result = migrate_source(src, "t.py", Options(add_import=False))
+    got = [(e.code, e.span.line, e.span.col, e.before, e.after) for e in result.edits]
+    assert got == [
+        ("NPU101", 3, 20, "cuda", "npu"),
+        ("NPU105", 4, 10, "'cuda:0'", "'npu:0'"),
+    ]
+
+
+def test_import_torch_npu_added_once_after_import_torch():
+    src = "import os\nimport torch\nimport torch.nn as nn\n\nm = nn.Linear(2, 2).cuda()\nn = nn.Linear(2, 2).cuda()\n"
+    out = migrate_source(src, "t.py").new_text
+    assert out == (
+        "import os\nimport torch\nimport torch_npu  # noqa: F401\nimport torch.nn as nn\n\n"
+        "m = nn.Linear(2, 2).npu()\nn = nn.Linear(2, 2).npu()\n"
+    )
+    assert not migrate_source(out, "t.py").changed
+
+
+def test_import_torch_npu_in_try_block_and_function():
+    src = "try:\n    import torch\nexcept ImportError:\n    torch = None\n\nx = t.cuda()\n"
+    assert migrate_source(src, "t.py").new_text == (
+        "try:\n    import torch\n    import torch_npu  # noqa: F401\nexcept ImportError:\n    torch = None\n\nx = t.npu()\n"
+    )
+    src = "def f(t):\n    import torch\n    return t.cuda()\n"
+    assert migrate_source(src, "t.py").new_text == (
+        "def f(t):\n    import torch\n    import torch_npu  # noqa: F401\n    return t.npu()\n"
+    )
+
+
+def test_no_import_added_without_torch_or_without_npu_use():
+    assert migrate_source("x = t.cuda()\n", "t.py").new_text == "x = t.npu()\n"
+    assert not migrate_source("import torch\nx = torch.zeros(1)\n", "t.py").changed
+
+
+def test_half_migrated_code_is_completed():
+    src = "import torch\nimport torch_npu\nx = torch.zeros(2).npu()\ny = x.cuda()\ntorch.cuda.synchronize()\n"
+    assert migrate_source(src, "t.py").new_text == (
+        "import torch\nimport torch_npu\nx = torch.zeros(2).npu()\ny = x.npu()\ntorch.npu.synchronize()\n"
+    )
+
+
+def test_suppression_comment_keeps_line():
+    src = "import torch\nx = t.cuda()  # npu-migrate: ignore\ny = t.cuda()\nz = t.cuda()  # npu-migrate: ignore[NPU999]\n"
+    out = migrate_source(src, "t.py", Options(add_import=False)).new_text
+    assert out == "import torch\nx = t.cuda()  # npu-migrate: ignore\ny = t.npu()\nz = t.npu()  # npu-migrate: ignore[NPU999]\n"
+
+
+def test_formatting_is_kept():
+    src = "x = (\n    t  # the tensor\n    .cuda( non_blocking = True )\n)\n"
+    assert migrate(src) == "x = (\n    t  # the tensor\n    .npu( non_blocking = True )\n)\n"
