@@ -40,6 +40,10 @@ ENV_FUNCS = {
 BACKEND_FUNCS = {"torch.distributed.init_process_group": 0, "torch.distributed.new_group": None}
 BACKEND_GETTERS = {"torch.distributed.get_backend"}
 ARGPARSE_ADDERS = {"add_argument"}
+# Functions whose single argument may name a tensor type as a string ("torch.cuda.FloatTensor").
+TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
+# Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
+DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
 
 
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
@@ -208,10 +212,11 @@ class TorchTransformer(cst.CSTTransformer):
             out.append((positional[0], "device"))
         if qual is not None and qual in BACKEND_FUNCS and BACKEND_FUNCS[qual] is not None and positional:
             out.append((positional[BACKEND_FUNCS[qual]], "backend"))
+        own_keywords = DEVICE_KEYWORDS_OF.get(qual or "", set())
         for arg in call.args:
             if arg.keyword is None:
                 continue
-            if arg.keyword.value in self.device_keywords:
+            if arg.keyword.value in self.device_keywords or arg.keyword.value in own_keywords:
                 out.append((arg, "device"))
             elif arg.keyword.value in self.backend_keywords:
                 out.append((arg, "backend"))
@@ -552,12 +557,10 @@ class TorchTransformer(cst.CSTTransformer):
         # argparse: parser.add_argument("--device", default="cuda", choices=[...]).
         if isinstance(original.func, cst.Attribute) and original.func.attr.value in ARGPARSE_ADDERS:
             updated = self._argparse_defaults(original, updated)
-        # x.type("torch.cuda.FloatTensor")
-        if (
-            isinstance(original.func, cst.Attribute)
-            and original.func.attr.value == "type"
-            and qual is None
-            and len(updated.args) == 1
+        # x.type("torch.cuda.FloatTensor"), torch.set_default_tensor_type("torch.cuda.FloatTensor")
+        if len(updated.args) == 1 and (
+            qual in TYPE_STRING_FUNCS
+            or (qual is None and isinstance(original.func, cst.Attribute) and original.func.attr.value == "type")
         ):
             updated = self._tensor_type_string(original, updated)
         self._call_findings(original, qual)
