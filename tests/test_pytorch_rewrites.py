@@ -62,6 +62,7 @@ REWRITES = [
      "p.add_argument('--device', default='npu', choices=['npu', 'cpu'])\n"),
     ("cfg = {'device': 'cuda'}\n", "cfg = {'device': 'npu'}\n"),
     ("cfg = dict(device='cuda')\n", "cfg = dict(device='npu')\n"),
+    ("m = AutoModel.from_pretrained(name, device_map='cuda')\n", "m = AutoModel.from_pretrained(name, device_map='npu')\n"),
     ("D = 'cuda:0'\nm.to(D)\n", "D = 'npu:0'\nm.to(D)\n"),
     ("CALCULATE_DEVICE = 'gpu:0'\nm.to(CALCULATE_DEVICE)\n", "CALCULATE_DEVICE = 'npu:0'\nm.to(CALCULATE_DEVICE)\n"),
     ("loader = DataLoader(ds, pin_memory_device='cuda')\n", "loader = DataLoader(ds, pin_memory_device='npu')\n"),
