@@ -15,6 +15,8 @@ Rule kinds (one TOML array of tables each):
 ``[[backend]]``    distributed backend names (``"nccl"`` -> ``"hccl"``).
 ``[[env]]``        environment variable names (``CUDA_VISIBLE_DEVICES``).
 ``[[add_import]]`` an import to add after the framework's import where NPU APIs are used.
+``[[command]]``    shell command rewrite (launch scripts): ``from`` is a command with its exact
+                   arguments (``nvidia-smi``), ``to`` its replacement (``npu-smi info``).
 ``[[finding]]``    something that cannot be migrated (or advice); ``kind`` says how it matches.
 ``[[code]]``       documentation of a code: title, why, what to do (shown by ``explain``).
 """
@@ -55,6 +57,7 @@ class Example:
     flagged: str = ""  # for findings: code that must produce the finding
     not_flagged: str = ""  # for findings: code that must not
     add_import: bool = False  # run the example with `import torch_npu` insertion on
+    path: str = "example.py"  # the file name the example is migrated as (picks the front end)
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class Rule:
     members: Optional[FrozenSet[str]] = None
     match_kind: str = ""  # for findings: api | import | method | call-kwarg | file
     keywords: Tuple[str, ...] = ()
+    unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
     functions: Tuple[str, ...] = ()
     methods: Tuple[str, ...] = ()
     patterns: Tuple[str, ...] = ()
@@ -110,13 +114,22 @@ _SCHEMA: Dict[str, Tuple[set, set]] = {
     "backend": ({"from", "to"}, {"keywords", "functions", "examples", "suggestion"}),
     "env": ({"from", "to"}, {"examples", "suggestion"}),
     "add_import": ({"module", "after"}, {"examples", "suggestion"}),
+    "command": ({"from", "to"}, {"examples", "suggestion"}),
     "finding": (
         {"kind", "severity"},
-        {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods"},
+        {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods", "unless"},
     ),
 }
-FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"}
-_EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import"}
+# Finding kinds for files that are not Python: `env` (a shell variable set; names, `NCCL_*`
+# globs), `command` (a shell command: its name and leading words, `python -m torch.distributed.launch`),
+# `requirement` (a dependency name, `cupy-cuda*` globs; `unless`: not when one of these is listed
+# too), `requirement-build` (a CUDA build: local version label `cu*`, or a wheel index URL glob).
+NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build"}
+FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"} | NON_PYTHON_FINDING_KINDS
+_EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path"}
+ENV_PATTERN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
+COMMAND_RE = re.compile(r"^[A-Za-z0-9_./+-]+(?: [A-Za-z0-9_./=+-]+)*$")
+REQUIREMENT_PATTERN_RE = re.compile(r"^[A-Za-z0-9*](?:[A-Za-z0-9._*-]*[A-Za-z0-9*])?$")
 
 
 # ----------------------------------------------------------------------------- the rule set
@@ -137,6 +150,7 @@ class RuleSet:
     device: Dict[str, Rule] = field(default_factory=dict)
     backend: Dict[str, Rule] = field(default_factory=dict)
     env: Dict[str, Rule] = field(default_factory=dict)
+    command: Dict[str, Rule] = field(default_factory=dict)  # shell: "nvidia-smi" -> rule
     findings: Dict[str, List[Rule]] = field(default_factory=dict)  # by match kind
     finding_api: Dict[str, Rule] = field(default_factory=dict)  # qualified name -> rule
     finding_import: Dict[str, Rule] = field(default_factory=dict)  # module -> rule
@@ -318,7 +332,7 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
     for key in ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after"):
         if key in entry and not isinstance(entry[key], str):
             raise RuleError(f"{label}: '{key}' must be a string")
-    for key in ("members", "keywords", "functions", "methods", "patterns", "apis"):
+    for key in ("members", "keywords", "functions", "methods", "patterns", "apis", "unless"):
         if key in entry and (
             not isinstance(entry[key], list) or not all(isinstance(v, str) for v in entry[key])
         ):
@@ -340,6 +354,18 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         for n in names:
             if not QUALNAME_RE.match(n):
                 raise RuleError(f"{label}: {n!r} is not a dotted Python name")
+    if kind == "finding" and match_kind in NON_PYTHON_FINDING_KINDS:
+        _check_non_python_patterns(match_kind, entry.get("apis", [from_]) + entry.get("unless", []), label)
+    elif "unless" in entry:
+        raise RuleError(f"{label}: 'unless' is only for kind = \"requirement\" findings")
+    if kind == "command":
+        for key in ("from", "to"):
+            if not COMMAND_RE.match(entry[key]):
+                raise RuleError(f"{label}: '{key}' must be a command and its arguments separated by single spaces, got {entry[key]!r}")
+    if kind == "env":
+        for key in ("from", "to"):
+            if not ENV_PATTERN_RE.match(entry[key]) or entry[key].endswith("*"):
+                raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
     if kind in ("method", "attribute") and not (IDENT_RE.match(from_) and IDENT_RE.match(entry["to"])):
         raise RuleError(f"{label}: 'from' and 'to' must be identifiers")
 
@@ -359,11 +385,26 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         members=frozenset(members) if members is not None else None,
         match_kind=match_kind,
         keywords=tuple(entry.get("keywords", ())),
+        unless=tuple(entry.get("unless", ())),
         functions=tuple(entry.get("functions", ())),
         methods=tuple(entry.get("methods", ())),
         patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
         examples=examples,
     )
+
+
+def _check_non_python_patterns(match_kind: str, names: List[str], label: str) -> None:
+    if match_kind == "env":
+        pattern, what = ENV_PATTERN_RE, "an environment variable name (optionally ending in *)"
+    elif match_kind == "command":
+        pattern, what = COMMAND_RE, "a command and its leading arguments separated by single spaces"
+    elif match_kind == "requirement":
+        pattern, what = REQUIREMENT_PATTERN_RE, "a package name (globs with * allowed)"
+    else:  # requirement-build: a local version label glob ("cu*") or an index URL glob
+        pattern, what = re.compile(r"^\S+$"), "a version label or URL glob without spaces"
+    for n in names:
+        if not isinstance(n, str) or not pattern.match(n):
+            raise RuleError(f"{label}: {n!r} is not {what}")
 
 
 def _parse_examples(kind: str, examples: Any, label: str) -> Iterable[Example]:
@@ -380,7 +421,7 @@ def _parse_examples(kind: str, examples: Any, label: str) -> Iterable[Example]:
                 raise RuleError(f"{label}: example {j}: a finding example needs 'flagged' or 'not_flagged'")
         elif not ("before" in ex and "after" in ex):
             raise RuleError(f"{label}: example {j}: a rewrite example needs 'before' and 'after'")
-        for key in ("before", "after", "flagged", "not_flagged"):
+        for key in ("before", "after", "flagged", "not_flagged", "path"):
             if key in ex and not isinstance(ex[key], str):
                 raise RuleError(f"{label}: example {j}: '{key}' must be a string")
         yield Example(
@@ -389,6 +430,7 @@ def _parse_examples(kind: str, examples: Any, label: str) -> Iterable[Example]:
             flagged=ex.get("flagged", ""),
             not_flagged=ex.get("not_flagged", ""),
             add_import=bool(ex.get("add_import", False)),
+            path=ex.get("path", "example.py"),
         )
 
 
@@ -398,7 +440,7 @@ def _index(rs: RuleSet) -> None:
             rs.api.setdefault(rule.from_, []).append(rule)
         elif rule.kind == "add_import":
             rs.add_import[rule.from_] = rule
-        elif rule.kind in ("module", "method", "attribute", "device", "backend", "env"):
+        elif rule.kind in ("module", "method", "attribute", "device", "backend", "env", "command"):
             getattr(rs, rule.kind)[rule.from_] = rule
         elif rule.kind == "finding":
             rs.findings.setdefault(rule.match_kind, []).append(rule)

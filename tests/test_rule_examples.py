@@ -17,26 +17,35 @@ def _cases():
             yield pytest.param(rule, ex, id=f"{rule.code}-{rule.kind}-{rule.from_ or rule.to}-{i}")
 
 
+def test_examples_name_their_file_kind():
+    """Examples of rules that only apply outside Python name a file of the right kind."""
+    for rule in RULES.rules:
+        if rule.kind == "command" or rule.match_kind in ("env", "command"):
+            assert all(ex.path.endswith(".sh") for ex in rule.examples), rule.source
+        if rule.match_kind.startswith("requirement"):
+            assert all(ex.path.endswith((".txt", ".toml")) for ex in rule.examples), rule.source
+
+
 @pytest.mark.parametrize("rule,example", list(_cases()))
 def test_rule_example(rule, example):
     options = Options(add_import=example.add_import)
     if rule.kind != "finding":
-        result = migrate_source(example.before, "example.py", options, RULES)
+        result = migrate_source(example.before, example.path, options, RULES)
         assert result.error is None
         after = result.new_text if result.changed else example.before
         assert after == example.after
         if example.before != example.after:
             assert rule.code in {e.code for e in result.edits}, "the change must be credited to this rule's code"
         # Idempotent: the rewritten example needs nothing more.
-        again = migrate_source(after, "example.py", options, RULES)
+        again = migrate_source(after, example.path, options, RULES)
         assert not again.changed
         return
     if example.flagged:
-        result = migrate_source(example.flagged, "example.py", options, RULES)
+        result = migrate_source(example.flagged, example.path, options, RULES)
         assert result.error is None
         assert rule.code in {f.code for f in result.findings}, f"{rule.source} did not flag its example"
     if example.not_flagged:
-        result = migrate_source(example.not_flagged, "example.py", options, RULES)
+        result = migrate_source(example.not_flagged, example.path, options, RULES)
         assert result.error is None
         flagged = [f for f in result.findings if f.code == rule.code]
         assert not flagged, f"{rule.source} flagged code it must not flag: {flagged}"
