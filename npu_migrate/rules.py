@@ -71,12 +71,15 @@ class Rule:
     suggestion: str = ""
     severity: Severity = Severity.INFO
     members: Optional[FrozenSet[str]] = None
-    match_kind: str = ""  # for findings: api | import | method | call-kwarg | file
+    match_kind: str = ""  # for findings: api | import | method | call | call-kwarg | file | …
     keywords: Tuple[str, ...] = ()
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
     functions: Tuple[str, ...] = ()
     methods: Tuple[str, ...] = ()
     patterns: Tuple[str, ...] = ()
+    positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
+    suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
+    context: str = "any"  # findings: any | torch (the file imports torch) | device (it uses the device)
     examples: Tuple[Example, ...] = ()
 
     def render_message(self, **values: str) -> str:
@@ -117,9 +120,21 @@ _SCHEMA: Dict[str, Tuple[set, set]] = {
     "command": ({"from", "to"}, {"examples", "suggestion"}),
     "finding": (
         {"kind", "severity"},
-        {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods", "unless"},
+        {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods", "unless", "positions",
+         "suffixes", "context"},
     ),
 }
+# How Python findings match (codemods/torch.py does `api`, codemods/findings.py the rest):
+#   api         any reference to the qualified name(s), resolved through imports
+#   import      an import of the module(s) or of one of their submodules
+#   method      a call `.name(...)` on any receiver that is not an imported module
+#   call        a call of the qualified name(s); with `keywords`/`positions`, only when one of
+#               those arguments is given and not None/False/empty (with `suffixes`: only when it
+#               holds a string literal ending in one of them)
+#   call-kwarg  `call` with `keywords` (the older name)
+#   file        a whole file whose name ends with one of `suffixes` (CUDA sources)
+# `context` narrows any of them to files that import torch, or that use the device.
+FINDING_CONTEXTS = ("any", "torch", "device")
 # Finding kinds for files that are not Python: `env` (a shell variable set; names, `NCCL_*`
 # globs), `command` (a shell command: its name and leading words, `python -m torch.distributed.launch`),
 # `requirement` (a dependency name, `cupy-cuda*` globs; `unless`: not when one of these is listed
@@ -154,6 +169,8 @@ class RuleSet:
     findings: Dict[str, List[Rule]] = field(default_factory=dict)  # by match kind
     finding_api: Dict[str, Rule] = field(default_factory=dict)  # qualified name -> rule
     finding_import: Dict[str, Rule] = field(default_factory=dict)  # module -> rule
+    finding_call: Dict[str, List[Rule]] = field(default_factory=dict)  # called qualified name -> rules
+    finding_method: Dict[str, List[Rule]] = field(default_factory=dict)  # method name -> rules
     add_import: Dict[str, Rule] = field(default_factory=dict)  # framework module -> rule
     _prefilter: Optional["re.Pattern[str]"] = None
 
@@ -216,7 +233,7 @@ class RuleSet:
             elif rule.kind == "finding":
                 for name in rule.patterns or (rule.from_,):
                     if rule.match_kind in ("api", "call-kwarg", "call"):
-                        tokens.add(name.rsplit(".", 1)[-1])
+                        tokens.add(_distinctive_component(name))
                     elif rule.match_kind == "import":
                         tokens.add(name.split(".", 1)[0])
                     elif rule.match_kind == "method":
@@ -332,11 +349,16 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
     for key in ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after"):
         if key in entry and not isinstance(entry[key], str):
             raise RuleError(f"{label}: '{key}' must be a string")
-    for key in ("members", "keywords", "functions", "methods", "patterns", "apis", "unless"):
+    for key in ("members", "keywords", "functions", "methods", "patterns", "apis", "unless", "suffixes"):
         if key in entry and (
             not isinstance(entry[key], list) or not all(isinstance(v, str) for v in entry[key])
         ):
             raise RuleError(f"{label}: '{key}' must be a list of strings")
+    if "positions" in entry and (
+        not isinstance(entry["positions"], list)
+        or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry["positions"])
+    ):
+        raise RuleError(f"{label}: 'positions' must be a list of argument indexes (0, 1, …)")
 
     severity = Severity.INFO
     match_kind = ""
@@ -366,6 +388,8 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         for key in ("from", "to"):
             if not ENV_PATTERN_RE.match(entry[key]) or entry[key].endswith("*"):
                 raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
+    if kind == "finding":
+        _check_python_finding(match_kind, entry, from_, label)
     if kind in ("method", "attribute") and not (IDENT_RE.match(from_) and IDENT_RE.match(entry["to"])):
         raise RuleError(f"{label}: 'from' and 'to' must be identifiers")
 
@@ -389,8 +413,37 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         functions=tuple(entry.get("functions", ())),
         methods=tuple(entry.get("methods", ())),
         patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
+        positions=tuple(entry.get("positions", ())),
+        suffixes=tuple(entry.get("suffixes", ())),
+        context=entry.get("context", "any"),
         examples=examples,
     )
+
+
+def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, label: str) -> None:
+    """The keys that only some finding kinds take, and what they must hold."""
+    context = entry.get("context", "any")
+    if context not in FINDING_CONTEXTS:
+        raise RuleError(f"{label}: 'context' must be one of {', '.join(FINDING_CONTEXTS)}, got {context!r}")
+    if match_kind == "method":
+        for n in entry.get("apis", [from_]):
+            if not IDENT_RE.match(n):
+                raise RuleError(f"{label}: {n!r} is not a method name")
+    arguments = ("keywords", "positions")
+    if match_kind not in ("call", "call-kwarg"):
+        for key in arguments:
+            if key in entry:
+                raise RuleError(f"{label}: '{key}' is only for kind = \"call\" findings")
+    if match_kind == "call-kwarg" and not entry.get("keywords"):
+        raise RuleError(f"{label}: a \"call-kwarg\" finding needs 'keywords'")
+    if match_kind == "file":
+        if not entry.get("suffixes"):
+            raise RuleError(f"{label}: a \"file\" finding needs 'suffixes' (file name endings such as \".cu\")")
+    elif "suffixes" in entry:
+        if match_kind not in ("call", "call-kwarg"):
+            raise RuleError(f"{label}: 'suffixes' is only for kind = \"call\" or \"file\" findings")
+        if not any(entry.get(key) for key in arguments):
+            raise RuleError(f"{label}: 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)")
 
 
 def _check_non_python_patterns(match_kind: str, names: List[str], label: str) -> None:
@@ -445,12 +498,27 @@ def _index(rs: RuleSet) -> None:
         elif rule.kind == "finding":
             rs.findings.setdefault(rule.match_kind, []).append(rule)
             names = rule.patterns or (rule.from_,)
-            if rule.match_kind in ("api", "call", "call-kwarg"):
+            if rule.match_kind == "api":
                 for n in names:
                     rs.finding_api.setdefault(n, rule)
+            elif rule.match_kind in ("call", "call-kwarg"):
+                for n in names:
+                    rs.finding_call.setdefault(n, []).append(rule)
+            elif rule.match_kind == "method":
+                for n in names:
+                    rs.finding_method.setdefault(n, []).append(rule)
             elif rule.match_kind == "import":
                 for n in names:
                     rs.finding_import.setdefault(n, rule)
+
+
+def _distinctive_component(qualname: str) -> str:
+    """The prefilter word for a qualified name. A file that refers to `torch.fx.Node.args` spells
+    out every part of it (in an import or in the reference), so any part will do: the longest
+    after the root, class names first (`Node`, not `args` or `torch`, which most files contain)."""
+    parts = qualname.split(".")
+    candidates = parts[1:] or parts
+    return max(reversed(candidates), key=lambda p: (len(p) >= 4 and p[:1].isupper(), len(p)))
 
 
 _DEFAULT: Optional[RuleSet] = None

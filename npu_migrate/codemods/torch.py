@@ -9,7 +9,8 @@ One pass over the tree does every torch rewrite and the reference-based findings
 * device strings, backend names and env-var names in the positions where they are certainly
   what they look like (arguments, comparisons, assignments to device/backend variables,
   argparse defaults) -- never elsewhere;
-* findings for APIs with no NPU equivalent and CUDA-only imports.
+* findings for references to APIs with no NPU equivalent (kind `api`; imports, calls and
+  methods are reported by codemods/findings.py).
 
 `import torch_npu` is added afterwards (see `add_torch_npu_import`).
 """
@@ -306,7 +307,6 @@ class TorchTransformer(cst.CSTTransformer):
         changed = False
         for alias in updated.names:
             full = dotted_name(alias.name)
-            self._import_finding(full, alias)
             rule = rs.module.get(full) if full else None
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 new_alias = alias.with_changes(name=cst.parse_expression(rule.to))
@@ -324,28 +324,14 @@ class TorchTransformer(cst.CSTTransformer):
                 names.append(alias)
         return updated.with_changes(names=names) if changed else updated
 
-    def _import_finding(self, module: Optional[str], node: cst.CSTNode) -> None:
-        if not module:
-            return
-        rule = self.ctx.rules.import_finding(module)
-        if rule is not None:
-            self.ctx.finding(rule, node, api=module)
-
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
         if updated.relative or updated.module is None:
             return updated
         module = dotted_name(updated.module)
         if module is None:
             return updated
-        self._import_finding(module, original)
         if isinstance(updated.names, cst.ImportStar):
             return updated
-        for alias in updated.names:
-            name = dotted_name(alias.name)
-            if name:
-                sub = f"{module}.{name}"
-                if self.ctx.rules.import_finding(sub) and not self.ctx.rules.import_finding(module):
-                    self._import_finding(sub, alias)
         plan = self._plan_from_import(module, updated.names)
         if plan is None:
             self._report_untwinned_imports(module, original)
@@ -563,7 +549,6 @@ class TorchTransformer(cst.CSTTransformer):
             or (qual is None and isinstance(original.func, cst.Attribute) and original.func.attr.value == "type")
         ):
             updated = self._tensor_type_string(original, updated)
-        self._call_findings(original, qual)
         return updated
 
     def _argparse_defaults(self, original: cst.Call, updated: cst.Call) -> cst.Call:
@@ -598,21 +583,6 @@ class TorchTransformer(cst.CSTTransformer):
         self.ctx.edit(rule, original.args[0].value, rule.render_message(before=value, after=new_value), value, new_value)
         self.ctx.needs_torch_npu = True
         return updated.with_changes(args=[arg.with_changes(value=new_node)])
-
-    def _call_findings(self, original: cst.Call, qual: Optional[str]) -> None:
-        """Findings that depend on the call: `call-kwarg` rules (a keyword must be present)
-        and `method` rules (`.double()` on anything)."""
-        rs = self.ctx.rules
-        if qual is not None:
-            for rule in rs.findings.get("call-kwarg", ()):
-                if qual in (rule.patterns or (rule.from_,)):
-                    present = {a.keyword.value for a in original.args if a.keyword is not None}
-                    if not rule.keywords or present & set(rule.keywords):
-                        self.ctx.finding(rule, original, api=qual)
-        elif isinstance(original.func, cst.Attribute):
-            for rule in rs.findings.get("method", ()):
-                if original.func.attr.value in (rule.patterns or (rule.from_,)):
-                    self.ctx.finding(rule, original, api=f".{original.func.attr.value}()")
 
     # ------------------------------------------------------------------ other positions
 
