@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
+from .positions import NodePositions
 from .rules import Rule, RuleSet
 
 SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
@@ -43,6 +44,68 @@ def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
     return found
 
 
+UNUSED_SUPPRESSION_CODE = "NPU001"
+
+
+def unused_suppressions(
+    text: str,
+    suppressions: Mapping[int, Optional[Set[str]]],
+    used: Set[Tuple[int, str]],
+) -> List[Finding]:
+    """An NPU001 finding for every `# npu-migrate: ignore` comment that silenced nothing, and
+    for every code in `ignore[...]` that was not reported on its line. `used` holds the
+    (line, code) pairs that were silenced (Context.used_suppression_codes)."""
+    if not suppressions:
+        return []
+    used_lines = {line for line, _ in used}
+    columns = _comment_columns(text)
+    found = []
+    for line in sorted(suppressions):
+        codes = suppressions[line]
+        if codes is None:
+            if line in used_lines:
+                continue
+            message = "unused `# npu-migrate: ignore`: nothing is reported on this line"
+            api = "npu-migrate: ignore"
+        else:
+            unused = sorted(c for c in codes if (line, c) not in used)
+            if not unused:
+                continue
+            message = (
+                f"unused code{'s' if len(unused) > 1 else ''} {', '.join(unused)} in "
+                f"`# npu-migrate: ignore[{','.join(sorted(codes))}]`: not reported on this line"
+            )
+            api = f"npu-migrate: ignore[{','.join(unused)}]"
+        col, end_col = columns.get(line, (1, 1))
+        found.append(
+            Finding(
+                code=UNUSED_SUPPRESSION_CODE,
+                severity=Severity.WARNING,
+                span=Span(line, col, line, end_col),
+                api=api,
+                message=message,
+                suggestion="Remove the comment." if codes is None or len(unused) == len(codes)
+                else f"Remove {', '.join(unused)} from the list.",
+            )
+        )
+    return found
+
+
+def _comment_columns(text: str) -> Dict[int, Tuple[int, int]]:
+    """Line -> (start, end) columns (1-based) of the suppression marker in its comment."""
+    columns: Dict[int, Tuple[int, int]] = {}
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type == tokenize.COMMENT:
+                m = SUPPRESS_RE.search(tok.string)
+                if m:
+                    start = tok.start[1] + m.start()
+                    columns[tok.start[0]] = (start + 1, tok.start[1] + m.end() + 1)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        pass
+    return columns
+
+
 @dataclass
 class _Pending:
     node: cst.CSTNode
@@ -64,6 +127,7 @@ class Context:
     imports: ImportTable
     suppressions: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
     used_suppressions: Set[int] = field(default_factory=set)
+    used_suppression_codes: Set[Tuple[int, str]] = field(default_factory=set)  # (line, code) silenced
     needs_torch_npu: bool = False
     # Frameworks this file uses (from its imports, or --framework): "torch", "tensorflow", ...
     frameworks: List[str] = field(default_factory=list)
@@ -71,7 +135,7 @@ class Context:
     # None lets the ModelArts codemod decide from the code.
     entry_script: Optional[bool] = None
     _pending: List[_Pending] = field(default_factory=list)
-    _positions: Dict[int, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
+    _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
     # -- positions -------------------------------------------------------------------------
 
@@ -79,7 +143,8 @@ class Context:
         module = module if module is not None else self.module
         key = id(module)
         if key not in self._positions:
-            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            # Asked while the codemods run (suppression comments): every node of the tree.
+            self._positions[key] = NodePositions(module)
         return self._positions[key].get(node)
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
@@ -94,6 +159,7 @@ class Context:
                 codes = self.suppressions[line]
                 if codes is None or code in codes:
                     self.used_suppressions.add(line)
+                    self.used_suppression_codes.add((line, code))
                     return True
         return False
 
@@ -151,6 +217,13 @@ class Context:
         edits: List[Edit] = []
         findings: List[Finding] = []
         seen: Set[Tuple] = set()
+        # One cheap pass per tree for just the recorded nodes (positions.py says why).
+        wanted: Dict[int, Tuple[cst.Module, List[cst.CSTNode]]] = {}
+        for p in self._pending:
+            if id(p.module) not in self._positions:
+                wanted.setdefault(id(p.module), (p.module, []))[1].append(p.node)
+        for key, (module, nodes) in wanted.items():
+            self._positions[key] = NodePositions(module, nodes)
         for p in self._pending:
             rng = self.position(p.node, p.module)
             span = (

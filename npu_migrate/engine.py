@@ -14,7 +14,7 @@ from typing import Callable, Dict, List, Optional
 
 import libcst as cst
 
-from .context import Context, parse_suppressions
+from .context import Context, parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules
@@ -102,6 +102,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     result = FileResult(path=path)
     wants_modelarts = options.modelarts and entry_script is not False
     if not rules.may_need_work(text) and not wants_modelarts:
+        # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
+        result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
         return result
     try:
         module = parse_module(text)
@@ -142,6 +144,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
 
     if ctx.has_records:
         result.edits, result.findings = ctx.finish()
+    result.unused_ignores = unused_suppressions(text, ctx.suppressions, ctx.used_suppression_codes)
     if new_module is module or not result.edits:
         return result
     new_text = new_module.code

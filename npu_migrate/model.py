@@ -111,6 +111,9 @@ class FileResult:
     new_text: Optional[str] = None
     error: Optional[str] = None  # one line, e.g. "cannot parse: line 3: invalid syntax"
     skipped: Optional[str] = None  # why the file was not examined (e.g. "generated")
+    # `# npu-migrate: ignore` comments that silenced nothing, as NPU001 findings; reported
+    # (moved into `findings`) only with --report-unused-ignores.
+    unused_ignores: List[Finding] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -124,6 +127,7 @@ class FileResult:
             "new_text": self.new_text,
             "error": self.error,
             "skipped": self.skipped,
+            "unused_ignores": [f.to_dict() for f in self.unused_ignores],
         }
 
     @classmethod
@@ -135,4 +139,5 @@ class FileResult:
             new_text=d["new_text"],
             error=d["error"],
             skipped=d["skipped"],
+            unused_ignores=[Finding.from_dict(f) for f in d.get("unused_ignores", ())],
         )
