@@ -95,6 +95,7 @@ class Options:
     output_dir: str = "/cache/output"
     data_arg: str = ""  # the script's own data-path argument, when not one of the usual names
     output_arg: str = ""
+    modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
 
     def cache_key(self) -> str:
@@ -114,6 +115,9 @@ class FileResult:
     # `# npu-migrate: ignore` comments that silenced nothing, as NPU001 findings; reported
     # (moved into `findings`) only with --report-unused-ignores.
     unused_ignores: List[Finding] = field(default_factory=list)
+    # Files generated next to this one (path -> text), e.g. the ModelArts boot file. The CLI
+    # writes them (never over a file it did not generate) and shows them in --diff.
+    extra_files: Dict[str, str] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -128,6 +132,7 @@ class FileResult:
             "error": self.error,
             "skipped": self.skipped,
             "unused_ignores": [f.to_dict() for f in self.unused_ignores],
+            "extra_files": dict(self.extra_files),
         }
 
     @classmethod
@@ -140,4 +145,5 @@ class FileResult:
             error=d["error"],
             skipped=d["skipped"],
             unused_ignores=[Finding.from_dict(f) for f in d.get("unused_ignores", ())],
+            extra_files=dict(d.get("extra_files", {})),
         )
