@@ -246,17 +246,15 @@ def _run_stdin(filename: str, options: Options, rules: RuleSet, fmt: str, quiet:
 @main.command("rules")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str))
 def rules_command(rule_files) -> None:
-    """List every rule code with its message."""
+    """List every code: what it reports (rewrite or severity) and its title."""
+    from .explain import list_codes
+
     try:
         rules = load_rules(rule_files)
     except RuleError as exc:
         click.echo(f"npu-migrate: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    for code in rules.codes():
-        doc = rules.docs.get(code)
-        entries = rules.by_code(code)
-        title = doc.title if doc else (entries[0].message if entries else "")
-        click.echo(f"{code}  {title}")
+    click.echo(list_codes(rules), nl=False)
 
 
 @main.command("explain")
@@ -269,21 +267,10 @@ def explain_command(code, rule_files) -> None:
     except RuleError as exc:
         click.echo(f"npu-migrate: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
-    code = code.upper()
-    entries = rules.by_code(code)
-    doc = rules.docs.get(code)
-    if not entries and doc is None:
-        click.echo(f"npu-migrate: error: unknown code {code}; `npu-migrate rules` lists them", err=True)
+    from .explain import explain
+
+    text = explain(rules, code)
+    if text is None:
+        click.echo(f"npu-migrate: error: unknown code {code.upper()}; `npu-migrate rules` lists them", err=True)
         sys.exit(EXIT_ERROR)
-    click.echo(f"{code}: {doc.title if doc else entries[0].message}")
-    if doc and doc.why:
-        click.echo(f"\nWhy: {doc.why}")
-    if doc and doc.fix:
-        click.echo(f"\nWhat to do: {doc.fix}")
-    for rule in entries:
-        click.echo(f"\n[{rule.kind}] {rule.from_ or ''}{' -> ' + rule.to if rule.to else ''}  ({rule.source})")
-        for ex in rule.examples:
-            for label, text in (("before", ex.before), ("after", ex.after), ("flagged", ex.flagged), ("not flagged", ex.not_flagged)):
-                if text:
-                    click.echo(f"  {label}:")
-                    click.echo("".join(f"    {line}\n" for line in text.splitlines()), nl=False)
+    click.echo(text, nl=False)

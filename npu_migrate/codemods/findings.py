@@ -24,8 +24,8 @@ from ..rules import Rule, RuleSet
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 _OPTIONAL_IMPORT_NOTE = (
-    " It is imported inside `try: … except ImportError`, so the code has a fallback: check that"
-    " the fallback is what runs on the NPU."
+    " (optional: imported in `try: … except ImportError`, so the code has a fallback; check that"
+    " the fallback is what runs on the NPU)"
 )
 
 # Rule-set fingerprint -> regex of the words one of which a file needs for any rule here.

@@ -1,7 +1,9 @@
 """Renderers: results of a run -> text in one of the output formats.
 
 Each renderer is `render(report: RunReport) -> str`, registered by name in RENDERERS. The
-CLI picks one with `--format` and writes it to stdout or `--output-file`.
+CLI picks one with `--format` and writes it to stdout or `--output-file`. A format made of
+several files (csv) returns {file name: content} instead; `write_report_files` puts them in a
+folder.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Union
 
 from ..model import FileResult, Severity
 from ..rules import RuleSet
@@ -52,7 +54,7 @@ class RunReport:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)
 
 
-Renderer = Callable[[RunReport], str]
+Renderer = Callable[[RunReport], Union[str, Dict[str, str]]]
 RENDERERS: Dict[str, Renderer] = {}
 
 
@@ -62,6 +64,21 @@ def register(name: str) -> Callable[[Renderer], Renderer]:
         return fn
 
     return deco
+
+
+def write_report_files(files: Dict[str, str], folder: str) -> List[str]:
+    """Write a multi-file report into `folder` (created if missing); return the paths written.
+    Raises NotADirectoryError when `folder` exists and is not a folder."""
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise NotADirectoryError(f"{folder}: exists and is not a folder (this format writes several files)")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for name, content in files.items():
+        path = os.path.join(folder, name)
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(content)
+        written.append(path)
+    return written
 
 
 def load_renderers() -> None:

@@ -1,11 +1,22 @@
-"""The default, human-readable report: one line per finding (`path:line:col: CODE …`), then a
-summary of what was (or would be) changed."""
+"""The default, human-readable report.
+
+Plain (when not on a terminal, with NO_COLOR or --color never): one line per finding,
+`path:line:col: CODE [severity] message -- suggestion`, which editors and grep understand,
+then a summary. On a terminal (`report.color`): a table of findings per file and a table of
+the findings by code, drawn with rich.
+"""
 
 from __future__ import annotations
 
+import io
+import shutil
+from collections import Counter
 from typing import List
 
+from ..model import FileResult, Severity
 from . import RunReport, register
+
+SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def location(report: RunReport, path: str, line: int, col: int, cell=None) -> str:
@@ -17,6 +28,8 @@ def location(report: RunReport, path: str, line: int, col: int, cell=None) -> st
 
 @register("text")
 def render_text(report: RunReport) -> str:
+    if report.color:
+        return render_rich(report)
     out: List[str] = []
     for r in report.results:
         if r.error:
@@ -68,3 +81,78 @@ def summary(report: RunReport) -> str:
             + ", ".join(f"{code} x{count}" for code, count in sorted(findings.items()))
         )
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- terminal
+
+
+def render_rich(report: RunReport, width: int = 0) -> str:
+    # rich is imported here only: the plain report (CI logs, pipes) does not pay for it.
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        force_terminal=True,
+        color_system="standard",
+        width=width or shutil.get_terminal_size((100, 24)).columns,
+        highlight=False,
+        emoji=False,
+    )
+    for r in report.results:
+        if r.error:
+            console.print(Text.assemble((report.display_path(r.path), "bold"), ": ", (r.error, "red")))
+            continue
+        if report.verbose:
+            for e in r.edits:
+                console.print(
+                    Text(f"{location(report, r.path, e.span.line, e.span.col, e.cell)}: {e.code} {e.message}", "dim")
+                )
+        if report.quiet or not r.findings:
+            continue
+        console.print(_file_table(report, r, Table, Text))
+    for u in report.unused_ignores:
+        console.print(u)
+    if not report.quiet:
+        console.print(summary(report))
+        counts = report.finding_counts()
+        if counts:
+            console.print(_code_table(report, counts, Table, Text))
+    return buffer.getvalue()
+
+
+def _file_table(report: RunReport, r: FileResult, Table, Text):
+    table = Table(title=report.display_path(r.path), title_justify="left", title_style="bold",
+                  show_edge=False, pad_edge=False, expand=False)
+    table.add_column("Line:Col", justify="right", no_wrap=True)
+    table.add_column("Code", no_wrap=True)
+    table.add_column("Severity", no_wrap=True)
+    table.add_column("Finding")
+    for f in r.findings:
+        where = f"{f.span.line}:{f.span.col}" if f.cell is None else f"cell {f.cell} {f.span.line}:{f.span.col}"
+        text = Text(f.message)
+        if f.suggestion:
+            text.append("\n" + f.suggestion, style="dim")
+        table.add_row(where, f.code, Text(f.severity.value, SEVERITY_STYLE[f.severity]), text)
+    return table
+
+
+def _code_table(report: RunReport, counts: Counter, Table, Text):
+    severities = {}
+    for r in report.results:
+        for f in r.findings:
+            if f.code not in severities or f.severity.rank > severities[f.code].rank:
+                severities[f.code] = f.severity
+    table = Table(title="Findings by code", title_justify="left", title_style="bold",
+                  show_edge=False, pad_edge=False)
+    table.add_column("Code", no_wrap=True)
+    table.add_column("Count", justify="right")
+    table.add_column("Worst", no_wrap=True)
+    table.add_column("What")
+    for code, count in sorted(counts.items()):
+        doc = report.rules.docs.get(code)
+        sev = severities[code]
+        table.add_row(code, str(count), Text(sev.value, SEVERITY_STYLE[sev]), doc.title if doc else "")
+    return table

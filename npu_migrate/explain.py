@@ -1,0 +1,90 @@
+"""The text of `npu-migrate rules` (every code, one line each) and `npu-migrate explain CODE` (its
+documentation and the rules that use it, with their examples)."""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from .rules import Rule, RuleSet
+
+_SHOWN_NAMES = 8
+
+
+def code_kind(rules: RuleSet, code: str) -> str:
+    """`rewrite`, the severities of its findings (`error/warning`), or `-` when only the
+    Python code that reports it knows (ModelArts, NPU001)."""
+    entries = rules.by_code(code)
+    severities = sorted({r.severity for r in entries if r.kind == "finding"}, key=lambda s: -s.rank)
+    if severities:
+        kinds = [s.value for s in severities]
+        if any(r.kind != "finding" for r in entries):
+            kinds.insert(0, "rewrite")
+        return "/".join(kinds)
+    return "rewrite" if entries else "-"
+
+
+def list_codes(rules: RuleSet) -> str:
+    lines = []
+    for code in rules.codes():
+        doc = rules.docs.get(code)
+        entries = rules.by_code(code)
+        title = doc.title if doc else (entries[0].message if entries else "")
+        lines.append(f"{code}  {code_kind(rules, code):<21} {title}")
+    return "\n".join(lines) + "\n"
+
+
+def explain(rules: RuleSet, code: str) -> Optional[str]:
+    """The documentation of `code`, or None when no rule or doc knows it."""
+    code = code.upper()
+    entries = rules.by_code(code)
+    doc = rules.docs.get(code)
+    if not entries and doc is None:
+        return None
+    out: List[str] = [f"{code}: {doc.title if doc else entries[0].message}"]
+    out.append(f"Reported as: {code_kind(rules, code)}")
+    if doc and doc.why:
+        out += ["", f"Why: {doc.why}"]
+    if doc and doc.fix:
+        out += ["", f"What to do: {doc.fix}"]
+    if entries:
+        out += ["", f"Rules ({len(entries)}):"]
+    for rule in entries:
+        out += [""] + _describe(rule)
+    return "\n".join(out) + "\n"
+
+
+def _describe(rule: Rule) -> List[str]:
+    if rule.kind == "finding":
+        head = f"  {rule.source}: {rule.severity.value}, matches {rule.match_kind}"
+        if rule.context != "any":
+            head += f" (in files that {'import torch' if rule.context == 'torch' else 'use the device'})"
+    else:
+        head = f"  {rule.source}"
+    lines = [head]
+    names = list(rule.patterns or ((rule.from_,) if rule.from_ else ()))
+    if rule.kind == "finding" and names:
+        shown = ", ".join(names[:_SHOWN_NAMES])
+        if len(names) > _SHOWN_NAMES:
+            shown += f", … ({len(names) - _SHOWN_NAMES} more)"
+        lines.append(f"    names: {shown}")
+        if rule.keywords or rule.positions:
+            where = [f"{k}=" for k in rule.keywords] + [f"argument {p + 1}" for p in rule.positions]
+            cond = f"    when given: {' or '.join(where)}"
+            if rule.suffixes:
+                cond += f", holding a string ending in {' or '.join(rule.suffixes)}"
+            lines.append(cond)
+        elif rule.suffixes:
+            lines.append(f"    files: {', '.join('*' + s for s in rule.suffixes)}")
+    elif rule.from_ or rule.to:
+        lines.append(f"    {rule.from_} -> {rule.to}")
+    lines.append(f"    message: {rule.message}")
+    if rule.suggestion:
+        lines.append(f"    suggestion: {rule.suggestion}")
+    for ex in rule.examples:
+        for label, text in (("before", ex.before), ("after", ex.after), ("flagged", ex.flagged),
+                            ("not flagged", ex.not_flagged)):
+            if text:
+                where = f" ({ex.path})" if ex.path and ex.path != "example.py" else ""
+                lines.append(f"    {label}{where}:")
+                lines += [f"      {line}" for line in text.splitlines()]
+    return lines
