@@ -76,10 +76,22 @@ def python_parses(text: str) -> bool:
         return False
 
 
+# Imported module (or package) -> the framework it means. Standalone Keras and Horovod's
+# TensorFlow bindings are TensorFlow code: their files get the TensorFlow rules (and findings).
+FRAMEWORK_IMPORTS = (
+    ("torch", "torch"),
+    ("tensorflow", "tensorflow"),
+    ("keras", "tensorflow"),
+    ("horovod.tensorflow", "tensorflow"),
+    ("horovod.keras", "tensorflow"),
+    ("mindspore", "mindspore"),
+)
+
+
 def detect_frameworks(imports: ImportTable) -> List[str]:
-    found = []
-    for root, name in (("torch", "torch"), ("tensorflow", "tensorflow"), ("mindspore", "mindspore")):
-        if imports.imports_module(root):
+    found: List[str] = []
+    for root, name in FRAMEWORK_IMPORTS:
+        if name not in found and imports.imports_module(root):
             found.append(name)
     return found
 

@@ -19,6 +19,9 @@ Rule kinds (one TOML array of tables each):
                    arguments (``nvidia-smi``), ``to`` its replacement (``npu-smi info``).
 ``[[finding]]``    something that cannot be migrated (or advice); ``kind`` says how it matches.
 ``[[code]]``       documentation of a code: title, why, what to do (shown by ``explain``).
+
+TensorFlow and MindSpore rules carry ``framework = "..."`` and have call-level kinds of their own
+(``[[call_rename]]``, ``[[call_config]]``, ``[[argument]]``, ...): see "framework rules" below.
 """
 
 from __future__ import annotations
@@ -81,6 +84,8 @@ class Rule:
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
     context: str = "any"  # findings: any | torch (the file imports torch) | device (it uses the device)
     examples: Tuple[Example, ...] = ()
+    framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
+    spec: Optional["CallSpec"] = None  # the parameters of a framework rule (see CallSpec)
 
     def render_message(self, **values: str) -> str:
         return _render(self.message, self, values)
@@ -172,6 +177,7 @@ class RuleSet:
     finding_call: Dict[str, List[Rule]] = field(default_factory=dict)  # called qualified name -> rules
     finding_method: Dict[str, List[Rule]] = field(default_factory=dict)  # method name -> rules
     add_import: Dict[str, Rule] = field(default_factory=dict)  # framework module -> rule
+    framework_rules: Dict[str, List[Rule]] = field(default_factory=dict)  # "tensorflow" -> its rules
     _prefilter: Optional["re.Pattern[str]"] = None
 
     # -- lookups used by the codemods ---------------------------------------------------
@@ -224,7 +230,9 @@ class RuleSet:
         """Words one of which any file that needs something must contain."""
         tokens = set()
         for rule in self.rules:
-            if rule.kind == "api":
+            if rule.framework:
+                tokens.update(_framework_tokens(rule))
+            elif rule.kind == "api":
                 tokens.add(rule.from_.rsplit(".", 1)[-1])
             elif rule.kind == "module":
                 tokens.add(rule.from_.rsplit(".", 1)[-1])
@@ -310,6 +318,7 @@ def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:
                 rs.rules.append(_parse_rule(kind, entry, f"{name}: [[{kind}]] #{i}"))
     rs.fingerprint = digest.hexdigest()[:16]
     _index(rs)
+    _check_framework_references(rs)
     return rs
 
 
@@ -393,6 +402,9 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
     if kind in ("method", "attribute") and not (IDENT_RE.match(from_) and IDENT_RE.match(entry["to"])):
         raise RuleError(f"{label}: 'from' and 'to' must be identifiers")
 
+    framework, spec = _parse_framework_rule(kind, entry, label)
+    if spec is not None and not from_:
+        from_ = (spec.methods + spec.modules + spec.uses + ("",))[0]
     examples = tuple(_parse_examples(kind, entry.get("examples", []), label))
     if not examples:
         raise RuleError(f"{label}: every rule needs at least one example in 'examples'")
@@ -417,6 +429,8 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         suffixes=tuple(entry.get("suffixes", ())),
         context=entry.get("context", "any"),
         examples=examples,
+        framework=framework,
+        spec=spec,
     )
 
 
@@ -489,7 +503,9 @@ def _parse_examples(kind: str, examples: Any, label: str) -> Iterable[Example]:
 
 def _index(rs: RuleSet) -> None:
     for rule in rs.rules:
-        if rule.kind == "api":
+        if rule.framework:
+            rs.framework_rules.setdefault(rule.framework, []).append(rule)
+        elif rule.kind == "api":
             rs.api.setdefault(rule.from_, []).append(rule)
         elif rule.kind == "add_import":
             rs.add_import[rule.from_] = rule
@@ -530,3 +546,287 @@ def default_rules() -> RuleSet:
     if _DEFAULT is None:
         _DEFAULT = load_rules()
     return _DEFAULT
+
+
+# ----------------------------------------------------------------------------- framework rules
+#
+# A rule with `framework = "tensorflow"` or `"mindspore"` belongs to that framework's codemod
+# (codemods/tensorflow.py, codemods/mindspore.py, both built on codemods/callrules.py) and is
+# applied only to files that use the framework (their imports, or --framework). Such rules stay
+# out of the indexes the torch pass and codemods/findings.py read (RuleSet.framework_rules holds
+# them). Besides `[[add_import]]` (optional `names`: `names = ["*"]` adds `from module import *`)
+# and `[[finding]]` (kinds api | import | call, and `codemod`: raised by the codemod's own
+# analysis, found by its code), they use these call-level kinds. Names in `apis`, `receivers` and
+# `uses` are qualified as the codemod canonicalises them (`tensorflow.compat.v1.Session` and
+# `tf.compat.v1.Session` are both `tensorflow.Session`).
+#
+# [[call_rename]]   a call of one of `apis` becomes a call of `to` with the same arguments when they
+#                   fit `to`: at most `max_positional` positional ones, keywords among `keywords`.
+#                   With `npu_argument` (at `npu_argument_position`): only when that argument is
+#                   itself the result of a call_rename rewrite (or a variable assigned only such).
+# [[call_replace]]  a call of one of `apis` becomes `to(<args>, <extra_args>)`: `args` are the
+#                   parameters kept, given by position or keyword and passed on by position; any
+#                   other argument leaves the call alone (a codemod finding). With `assign_to` the
+#                   call must be a statement and becomes `<assign_to> = to(...)`; `cleanup`
+#                   statements are then added at the end of its block.
+# [[call_config]]   calls of `apis` get `keyword=to()`, or `keyword=to(wrap_keyword=<value>)` around
+#                   the value given (by keyword or at `position`); not in files whose text contains
+#                   `unless_file_contains`.
+# [[argument]]      a string-literal argument (`keyword`, or at `position`) equal to `from`, or fully
+#                   matching the regex `pattern`, becomes `to`; so do the literals assigned to a
+#                   variable passed there and the argparse defaults of the `options`. A value the
+#                   codemod cannot see is the finding `unknown_finding` (only when its source
+#                   contains `unknown_contains`, if given).
+# [[add_keyword]]   `keyword=<value>` is added to calls of `apis`, or to `.<methods>(...)` calls on
+#                   receivers built by a call of `receivers` (then `receiver_methods`), unless the
+#                   argument is given (by keyword or at `position`). Other receivers of those
+#                   methods: the finding `unknown_finding`.
+# [[entry_setup]]   in a file that uses `uses` and calls one of `methods`: `setup` becomes the first
+#                   and `teardown` the last statement of its `if __name__ == "__main__":` block,
+#                   unless it calls one of `skip_if_called`.
+# [[remove_import]] imports of `modules` are removed once every reference to them was rewritten.
+
+FRAMEWORKS = ("tensorflow", "mindspore")
+_FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
+
+
+@dataclass(frozen=True)
+class CallSpec:
+    """The parameters of a framework rule (see the kinds above); unused fields stay empty."""
+
+    apis: Tuple[str, ...] = ()
+    methods: Tuple[str, ...] = ()
+    to: str = ""
+    keyword: str = ""
+    position: Optional[int] = None
+    max_positional: Optional[int] = None
+    keywords: Optional[FrozenSet[str]] = None
+    npu_argument: str = ""
+    npu_argument_position: Optional[int] = None
+    args: Tuple[str, ...] = ()
+    extra_args: Tuple[str, ...] = ()
+    assign_to: str = ""
+    cleanup: Tuple[str, ...] = ()
+    wrap_keyword: str = ""
+    unless_file_contains: str = ""
+    literal: str = ""  # [[argument]] `from`
+    pattern: str = ""
+    options: Tuple[str, ...] = ()
+    unknown_finding: str = ""
+    unknown_contains: str = ""
+    value: str = ""
+    receivers: Tuple[str, ...] = ()
+    receiver_methods: Tuple[str, ...] = ()
+    uses: Tuple[str, ...] = ()
+    setup: str = ""
+    teardown: str = ""
+    skip_if_called: Tuple[str, ...] = ()
+    modules: Tuple[str, ...] = ()
+    names: Tuple[str, ...] = ()  # [[add_import]]
+
+
+# kind -> (required keys, optional keys); `framework`, `code`, `message` are required for all.
+# `unknown_finding` names the codemod finding for what the rule cannot do: arguments that do not
+# fit (call_rename without a call_config fallback, call_replace, call_config), a value the codemod
+# cannot see ([[argument]]), a receiver it cannot identify or an explicit other value
+# ([[add_keyword]]), a file with no `if __name__ == "__main__":` block ([[entry_setup]]).
+_CALL_KINDS: Dict[str, Tuple[set, set]] = {
+    "call_rename": ({"apis", "to"}, {"max_positional", "keywords", "npu_argument", "npu_argument_position",
+                                     "unknown_finding"}),
+    "call_replace": ({"apis", "to"}, {"args", "extra_args", "assign_to", "cleanup", "unknown_finding"}),
+    "call_config": ({"apis", "keyword", "to", "wrap_keyword"}, {"position", "unless_file_contains",
+                                                               "unknown_finding"}),
+    "argument": ({"apis", "keyword", "to"}, {"from", "pattern", "position", "options", "unknown_finding",
+                                            "unknown_contains"}),
+    "add_keyword": ({"keyword", "value"}, {"apis", "methods", "position", "receivers", "receiver_methods",
+                                           "unknown_finding"}),
+    "entry_setup": ({"uses", "methods", "setup", "teardown"}, {"skip_if_called", "unknown_finding"}),
+    "remove_import": ({"modules"}, set()),
+}
+for _kind, (_required, _optional) in _CALL_KINDS.items():
+    _SCHEMA[_kind] = (_required | {"framework"}, _optional | {"examples", "suggestion"})
+_SCHEMA["add_import"][1].update({"framework", "names"})
+_SCHEMA["finding"][1].add("framework")
+FINDING_KINDS.add("codemod")
+
+# key -> what it must hold, for the keys of the kinds above.
+_QUALNAMES = ("apis", "receivers", "uses", "modules", "skip_if_called")
+_IDENTIFIERS = ("methods", "keywords", "args", "receiver_methods", "options")
+_IDENTIFIER = ("keyword", "wrap_keyword", "npu_argument")
+_INDEXES = ("position", "max_positional", "npu_argument_position")
+_EXPRESSIONS = ("extra_args",)
+_STATEMENTS = ("cleanup",)
+
+
+def _check_python(source: str, mode: str, label: str, key: str) -> None:
+    import ast
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(source, mode=mode)
+    except SyntaxError:
+        what = "a Python expression" if mode == "eval" else "a Python statement"
+        raise RuleError(f"{label}: '{key}' must be {what}, got {source!r}") from None
+
+
+def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple[str, Optional[CallSpec]]:
+    """Validate what a framework rule adds to its kind; return (framework, spec or None)."""
+    framework = entry.get("framework", "")
+    if "framework" in entry and framework not in FRAMEWORKS:
+        raise RuleError(f"{label}: 'framework' must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+    if kind == "finding":
+        match_kind = entry.get("kind")
+        if match_kind == "codemod" and not framework:
+            raise RuleError(f"{label}: a \"codemod\" finding needs 'framework' (the codemod that raises it)")
+        if framework:
+            if match_kind not in _FRAMEWORK_FINDING_KINDS:
+                raise RuleError(
+                    f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
+                    f", got {match_kind!r}"
+                )
+            for key in ("context", "positions", "suffixes", "methods", "unless"):
+                if key in entry:
+                    raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
+        return framework, None
+    if kind == "add_import":
+        names = entry.get("names", [])
+        if "names" in entry and not framework:
+            raise RuleError(f"{label}: 'names' is only for [[add_import]] with 'framework'")
+        if not isinstance(names, list) or not all(isinstance(n, str) and (n == "*" or IDENT_RE.match(n)) for n in names):
+            raise RuleError(f"{label}: 'names' must be a list of identifiers, or [\"*\"]")
+        if not QUALNAME_RE.match(entry["module"]):
+            raise RuleError(f"{label}: {entry['module']!r} is not a dotted Python name")
+        return framework, (CallSpec(names=tuple(names)) if framework else None)
+    if kind not in _CALL_KINDS:
+        return framework, None
+
+    def strings(key: str, pattern: "re.Pattern[str]", what: str) -> Tuple[str, ...]:
+        values = entry.get(key, [])
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise RuleError(f"{label}: '{key}' must be a list of strings")
+        for v in values:
+            if not pattern.match(v):
+                raise RuleError(f"{label}: '{key}': {v!r} is not {what}")
+        return tuple(values)
+
+    lists: Dict[str, Tuple[str, ...]] = {}
+    for key in _QUALNAMES:
+        lists[key] = strings(key, QUALNAME_RE, "a dotted Python name")
+    for key in _IDENTIFIERS:
+        lists[key] = strings(key, IDENT_RE, "an identifier")
+    for key in _EXPRESSIONS + _STATEMENTS:
+        lists[key] = strings(key, re.compile(r"."), "a non-empty string")
+        for v in lists[key]:
+            _check_python(v, "eval" if key in _EXPRESSIONS else "exec", label, key)
+    for key in _IDENTIFIER:
+        if key in entry and not (isinstance(entry[key], str) and IDENT_RE.match(entry[key])):
+            raise RuleError(f"{label}: '{key}' must be an identifier, got {entry[key]!r}")
+    ints: Dict[str, Optional[int]] = {}
+    for key in _INDEXES:
+        value = entry.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise RuleError(f"{label}: '{key}' must be an argument index (0, 1, …), got {value!r}")
+        ints[key] = value
+    for key in ("unless_file_contains", "pattern", "unknown_finding", "unknown_contains", "value", "setup",
+                "teardown", "assign_to", "from", "to"):
+        if key in entry and not isinstance(entry[key], str):
+            raise RuleError(f"{label}: '{key}' must be a string")
+    for key in ("value",):
+        if key in entry:
+            _check_python(entry[key], "eval", label, key)
+    for key in ("setup", "teardown"):
+        if key in entry:
+            _check_python(entry[key], "exec", label, key)
+    if "assign_to" in entry:
+        _check_python(f"{entry['assign_to']} = None", "exec", label, "assign_to")
+    if "unknown_finding" in entry and not CODE_RE.match(entry["unknown_finding"]):
+        raise RuleError(f"{label}: 'unknown_finding' must be a code like NPU123, got {entry['unknown_finding']!r}")
+    if kind in ("call_rename", "call_replace", "call_config") and not QUALNAME_RE.match(entry["to"]):
+        raise RuleError(f"{label}: 'to' must be a dotted Python name, got {entry['to']!r}")
+    if not lists["apis"] and kind not in ("add_keyword", "entry_setup", "remove_import"):
+        raise RuleError(f"{label}: 'apis' must name at least one API")
+    if kind == "call_rename" and ints["npu_argument_position"] is not None and "npu_argument" not in entry:
+        raise RuleError(f"{label}: 'npu_argument_position' needs 'npu_argument'")
+    if kind == "call_replace" and lists["cleanup"] and "assign_to" not in entry:
+        raise RuleError(f"{label}: 'cleanup' needs 'assign_to' (the call must be a statement)")
+    if kind == "argument":
+        if ("from" in entry) == ("pattern" in entry):
+            raise RuleError(f"{label}: an [[argument]] rule needs exactly one of 'from' (a literal) or 'pattern' (a regex)")
+        if "pattern" in entry:
+            try:
+                re.compile(entry["pattern"])
+            except re.error as exc:
+                raise RuleError(f"{label}: 'pattern' is not a regular expression: {exc}") from None
+        if "unknown_contains" in entry and "unknown_finding" not in entry:
+            raise RuleError(f"{label}: 'unknown_contains' needs 'unknown_finding'")
+    if kind == "add_keyword":
+        if not (lists["apis"] or lists["methods"]):
+            raise RuleError(f"{label}: an [[add_keyword]] rule needs 'apis' or 'methods'")
+        if lists["methods"] and not lists["receivers"]:
+            raise RuleError(f"{label}: 'methods' needs 'receivers' (the calls that build what they are called on)")
+        if (lists["receivers"] or lists["receiver_methods"]) and not lists["methods"]:
+            raise RuleError(f"{label}: 'receivers' and 'receiver_methods' are only for 'methods'")
+    if kind == "entry_setup" and not (lists["uses"] and lists["methods"]):
+        raise RuleError(f"{label}: 'uses' and 'methods' must not be empty")
+    if kind == "remove_import" and not lists["modules"]:
+        raise RuleError(f"{label}: 'modules' must name at least one module")
+    keywords = entry.get("keywords")
+    return framework, CallSpec(
+        apis=lists["apis"],
+        methods=lists["methods"],
+        to=entry.get("to", ""),
+        keyword=entry.get("keyword", ""),
+        position=ints["position"],
+        max_positional=ints["max_positional"],
+        keywords=frozenset(keywords) if keywords is not None else None,
+        npu_argument=entry.get("npu_argument", ""),
+        npu_argument_position=ints["npu_argument_position"],
+        args=lists["args"],
+        extra_args=lists["extra_args"],
+        assign_to=entry.get("assign_to", ""),
+        cleanup=lists["cleanup"],
+        wrap_keyword=entry.get("wrap_keyword", ""),
+        unless_file_contains=entry.get("unless_file_contains", ""),
+        literal=entry.get("from", ""),
+        pattern=entry.get("pattern", ""),
+        options=lists["options"],
+        unknown_finding=entry.get("unknown_finding", ""),
+        unknown_contains=entry.get("unknown_contains", ""),
+        value=entry.get("value", ""),
+        receivers=lists["receivers"],
+        receiver_methods=lists["receiver_methods"],
+        uses=lists["uses"],
+        setup=entry.get("setup", ""),
+        teardown=entry.get("teardown", ""),
+        skip_if_called=lists["skip_if_called"],
+        modules=lists["modules"],
+    )
+
+
+def _framework_tokens(rule: Rule) -> Iterable[str]:
+    """Prefilter words for a framework rule: a file needing it contains one of them."""
+    spec = rule.spec
+    if rule.kind == "finding":
+        for name in rule.patterns or (rule.from_,):
+            yield name.split(".", 1)[0] if rule.match_kind == "import" else name.rsplit(".", 1)[-1]
+    elif spec is not None:
+        for name in spec.apis + spec.uses:
+            yield name.rsplit(".", 1)[-1]
+        yield from spec.methods
+        yield from spec.options
+
+
+def _check_framework_references(rs: RuleSet) -> None:
+    """`unknown_finding` codes must name a `codemod` finding of the same framework."""
+    codemod_findings = {
+        (r.framework, r.code) for r in rs.rules if r.kind == "finding" and r.match_kind == "codemod"
+    }
+    for rule in rs.rules:
+        code = rule.spec.unknown_finding if rule.spec is not None else ""
+        if code and (rule.framework, code) not in codemod_findings:
+            raise RuleError(
+                f"{rule.source} ({rule.code}): 'unknown_finding' {code} is not a [[finding]] of kind"
+                f" \"codemod\" for framework {rule.framework!r}"
+            )

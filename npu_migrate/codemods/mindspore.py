@@ -1,0 +1,36 @@
+"""MindSpore GPU -> Ascend, driven by rules/mindspore.toml (interpreted by codemods/callrules.py).
+
+MindSpore runs the same script on GPUs and NPUs; what ties a script to the GPU is where it says
+so: `context.set_context(device_target="GPU")` / `ms.set_context(...)` / `ms.set_device("GPU")`
+(and the argparse default or the variable that feeds them) become "Ascend", and
+`init("nccl")` becomes `init("hccl")`. Operators that only have GPU kernels are reported.
+
+Only files that use MindSpore (imports, or --framework mindspore) are touched.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ..context import Context
+from ..engine import register_codemod
+from .callrules import apply_framework_rules
+
+_CANONICAL_PREFIXES = (
+    # `mindspore.communication.management` is the module `mindspore.communication` re-exports.
+    ("mindspore.communication.management.", "mindspore.communication."),
+)
+
+
+def canonical_mindspore(qualname: str) -> str:
+    for prefix, replacement in _CANONICAL_PREFIXES:
+        if qualname.startswith(prefix):
+            return replacement + qualname[len(prefix) :]
+    return qualname
+
+
+@register_codemod(140)
+def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
+    if "mindspore" not in ctx.frameworks:
+        return module
+    return apply_framework_rules(module, ctx, "mindspore", canonical_mindspore)
