@@ -630,7 +630,7 @@ class _Rewriter(cst.CSTTransformer):
         self.setup_statement: Optional[cst.SimpleStatementLine] = None
 
     def _hook(self, parse: ParseCall) -> bool:
-        return parse.parser is self.main and not parse.wrapped
+        return parse.parser is self.main and not parse.wrapped and not parse.explicit_argv
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         parse = self.parse_calls.get(id(original))
@@ -696,20 +696,25 @@ def _argument_lines(parser: Parser, names: Sequence[str], module: cst.Module) ->
     return lines
 
 
-def _block_statements(settings: BlockSettings, module: cst.Module) -> Tuple[List[cst.BaseStatement], str]:
-    """The block's statements (the comments above its first statement, the begin marker among
-    them, are that statement's leading lines) and their code as they will appear in `module`."""
+def _block_statements(settings: BlockSettings, module: cst.Module) -> List[cst.BaseStatement]:
+    """The block's statements; the comments above the first one (the begin marker among them)
+    are its leading lines."""
     parsed = cst.parse_module(render_block(settings).replace("\n", module.default_newline))
     stmts = list(parsed.body)
     stmts[0] = stmts[0].with_changes(leading_lines=[*parsed.header, *stmts[0].leading_lines])
-    return stmts, module.with_changes(body=stmts, header=[], footer=[]).code
+    return stmts
+
+
+def _code_of(module: cst.Module, stmts: Sequence[cst.BaseStatement]) -> str:
+    """Statements as they are written in `module` (its indentation and newlines)."""
+    return module.with_changes(body=stmts, header=[], footer=[]).code
 
 
 def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: BlockSettings,
                    extra: Sequence[cst.BaseStatement]) -> Tuple[cst.Module, Optional[str]]:
     """Insert the block after the imports, or replace the one there; returns the new module and
     "inserted"/"updated" (None when the block there is already up to date)."""
-    stmts, code = _block_statements(settings, module)
+    stmts = _block_statements(settings, module)
     body = list(module.body)
     blank = cst.EmptyLine()
     if analysis.block is not None:
@@ -717,9 +722,8 @@ def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: Block
         old = body[start:end]
         lines = list(old[0].leading_lines)
         before = lines[:next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)]
-        old_code = module.with_changes(body=[old[0].with_changes(leading_lines=lines[len(before):])] + old[1:],
-                                       header=[], footer=[]).code
-        if old_code == code:
+        old_code = _code_of(module, [old[0].with_changes(leading_lines=lines[len(before):]), *old[1:]])
+        if old_code == _code_of(module, stmts):
             return module, None
         stmts[0] = stmts[0].with_changes(leading_lines=before + list(stmts[0].leading_lines))
         body[start:end] = stmts
@@ -727,7 +731,8 @@ def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: Block
     # The end marker is a comment above the first statement after the block: `extra`, or the
     # script's own code (whose blank lines stay as they were).
     at = analysis.header_end
-    stmts[0] = stmts[0].with_changes(leading_lines=[blank, *stmts[0].leading_lines])
+    if at > 0:
+        stmts[0] = stmts[0].with_changes(leading_lines=[blank, *stmts[0].leading_lines])
     end_marker = [blank, blank, cst.EmptyLine(comment=cst.Comment(END_MARKER))]
     tail = list(extra) + body[at:]
     if tail:
@@ -759,8 +764,9 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     extra: List[cst.BaseStatement] = []
     if plan.minimal_setup and current.main_guard is None and not current.setup_calls:
         extra.append(rewriter.new_setup_statement())
-    new_analysis = ScriptAnalysis(new_module)  # block position: the statements moved
-    new_module, block_change = _install_block(new_module, new_analysis, plan.settings, extra)
+    # The rewrite inserted statements only below the block and the imports: `current` still
+    # says where they are.
+    new_module, block_change = _install_block(new_module, current, plan.settings, extra)
 
     # Report each change where it is in the original file, as findings are: the parse call,
     # the line the arguments follow, the main block, the statement the block goes above.

@@ -67,13 +67,25 @@ def black_format(code: str, line_length: int = 88, normalize_strings: bool = Tru
     return black.format_str(code, mode=mode)
 
 
+@functools.lru_cache(maxsize=1)
+def _block_parts() -> Tuple[str, str, str]:
+    """The block template laid out once, cut around its settings (their comments included):
+    only the settings differ from script to script, and black is slow on 250 lines."""
+    text = _template("block_template.py")
+    text = black_format(text[text.index(BEGIN_MARKER):text.index(END_MARKER) + len(END_MARKER)] + "\n")
+    lines = text.splitlines(keepends=True)
+    first = next(i for i, line in enumerate(lines) if line.startswith("MODELARTS_DATA_DIR = "))
+    while lines[first - 1].startswith("# "):
+        first -= 1
+    last = next(i for i, line in enumerate(lines) if line.startswith("MODELARTS_RESUME = "))
+    return "".join(lines[:first]), "".join(lines[first:last + 1]), "".join(lines[last + 1:])
+
+
 @functools.lru_cache(maxsize=32)
 def render_block(settings: BlockSettings) -> str:
     """The block for one entry script, from its begin marker line to its end marker line."""
-    text = _template("block_template.py")
-    start = text.index(BEGIN_MARKER)
-    end = text.index(END_MARKER) + len(END_MARKER)
-    return black_format(_set_constants(text[start:end] + "\n", settings.values()))
+    head, template_settings, tail = _block_parts()
+    return head + black_format(_set_constants(template_settings, settings.values())) + tail
 
 
 @functools.lru_cache(maxsize=32)

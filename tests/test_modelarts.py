@@ -1,0 +1,371 @@
+"""The ModelArts adaptation as a rewrite: exact output for the fixtures and for small scripts,
+idempotence, which files count as entry scripts, and what the generated code may contain.
+(tests/test_modelarts_run.py executes adapted scripts.)"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, BlockSettings, black_format, render_block
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "modelarts"
+MODELARTS = Options(modelarts=True)
+
+# fixture -> (edit codes, finding codes)
+EXPECTED = {
+    "mindspore_8card.py": ({"NPU201", "NPU203", "NPU204"}, []),
+    "tf115_biggan.py": ({"NPU120", "NPU121", "NPU201", "NPU202", "NPU203", "NPU204"}, ["NPU211"]),
+    "tf115_flags.py": (set(), ["NPU213"]),
+    "train_already_adapted.py": (set(), ["NPU210"]),
+    "train_helper.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, []),
+    "train_in_main.py": ({"NPU102", "NPU105", "NPU108", "NPU201", "NPU202", "NPU203", "NPU204"}, []),
+    "train_module_level.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, []),
+    "train_no_data_arg.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, ["NPU211", "NPU214"]),
+    "train_no_parser.py": ({"NPU203", "NPU204"}, ["NPU211", "NPU214"]),
+    "train_seed002.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, ["NPU214"]),
+}
+
+
+def test_every_fixture_has_an_expectation():
+    assert sorted(p.name for p in (FIXTURES / "before").glob("*.py")) == sorted(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_fixture(name):
+    before = (FIXTURES / "before" / name).read_text()
+    after = (FIXTURES / "after" / name).read_text()
+    result = migrate_source(before, name, MODELARTS)
+    assert result.error is None
+    assert (result.new_text if result.changed else before) == after
+    edits, findings = EXPECTED[name]
+    assert {e.code for e in result.edits} == edits
+    assert sorted(f.code for f in result.findings) == findings
+    again = migrate_source(after, name, MODELARTS)  # a second --modelarts run changes nothing
+    assert again.error is None and not again.changed and again.edits == []
+    assert after.count(BEGIN_MARKER) == (1 if "NPU204" in edits else 0)
+
+
+def adapt(source: str, path: str = "train.py", **options):
+    result = migrate_source(source, path, Options(modelarts=True, **options))
+    assert result.error is None, result.error
+    return result
+
+
+def without_block(text: str) -> str:
+    """The adapted text with the generated block replaced by one `# <block>` line."""
+    start = text.index(BEGIN_MARKER)
+    end = text.index(END_MARKER) + len(END_MARKER)
+    return text[:start] + "# <block>" + text[end:]
+
+
+def settings_of(text: str) -> dict:
+    """The MODELARTS_* settings of the block in `text`."""
+    block = text[text.index(BEGIN_MARKER):text.index(END_MARKER)]
+    tree = ast.parse(block)
+    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+            if isinstance(node, ast.Assign) and node.targets[0].id.startswith("MODELARTS_")}
+
+
+def test_arguments_go_after_the_last_add_argument_of_the_parser_in_main():
+    result = adapt(
+        "import argparse\n"
+        "\n"
+        "\n"
+        "def main():\n"
+        "    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--data_dir')\n"
+        "    if True:\n"
+        "        p.add_argument('--lr', type=float)\n"
+        "    p.add_argument('--out_dir', default='out')\n"
+        "\n"
+        "    args = p.parse_args()\n"
+        "    return args\n"
+        "\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    assert without_block(result.new_text) == (
+        "import argparse\n"
+        "\n"
+        "# <block>\n"
+        "\n"
+        "\n"
+        "def main():\n"
+        "    p = argparse.ArgumentParser()\n"
+        "    p.add_argument('--data_dir')\n"
+        "    if True:\n"
+        "        p.add_argument('--lr', type=float)\n"
+        "    p.add_argument('--out_dir', default='out')\n"
+        "    p.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
+        "    p.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
+        "\n"
+        "    args = modelarts_setup(p.parse_known_args()[0])\n"
+        "    return args\n"
+        "\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    assert settings_of(result.new_text) == {
+        "MODELARTS_DATA_DIR": "/cache/data", "MODELARTS_DATA_ARGS": ("data_dir",),
+        "MODELARTS_OUTPUT_ARG": "out_dir", "MODELARTS_OUTPUT_DIR": "/cache/output", "MODELARTS_RESUME": False,
+    }
+    assert [(e.code, e.span.line, e.message) for e in result.edits] == [
+        ("NPU204", 4, "ModelArts block inserted above this line: it copies --data_url in and the outputs to --train_url"),
+        ("NPU201", 9, "--data_url and --train_url added to the argument parser, after this line"),
+        ("NPU202", 11, "parse_args() -> parse_known_args()[0]: arguments the platform adds do not stop the script"),
+        ("NPU203", 11, "modelarts_setup(...) around the parsed arguments: copies --data_url in and the outputs to --train_url"),
+    ]
+
+
+def test_a_parser_built_by_a_helper_and_parsed_by_the_caller():
+    result = adapt(
+        "from argparse import ArgumentParser\n"
+        "\n"
+        "def main():\n"
+        "    args = build_parser().parse_args()\n"
+        "    print(args.root)\n"
+        "\n"
+        "def build_parser():\n"
+        "    parser = ArgumentParser()\n"
+        "    parser.add_argument('--root', default='./data', help='dataset root')\n"
+        "    return parser\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    main()\n"
+    )
+    text = without_block(result.new_text)
+    assert "    args = modelarts_setup(build_parser().parse_known_args()[0])\n" in text
+    assert ("    parser.add_argument('--root', default='./data', help='dataset root')\n"
+            "    parser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
+            "    parser.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
+            "    return parser\n") in text
+    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("root",)
+
+
+def test_existing_url_arguments_are_not_added_again():
+    source = (
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data_url', default='/home/ma-user/modelarts/inputs/data_url_0')\n"
+        "parser.add_argument('--train_url', default='/home/ma-user/modelarts/outputs/train_url_0/')\n"
+        "args, _ = parser.parse_known_args()\n"
+    )
+    result = adapt(source)
+    assert without_block(result.new_text) == (
+        "import argparse\n"
+        "\n"
+        "# <block>\n"
+        "\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data_url', default='/home/ma-user/modelarts/inputs/data_url_0')\n"
+        "parser.add_argument('--train_url', default='/home/ma-user/modelarts/outputs/train_url_0/')\n"
+        "args, _ = modelarts_setup(parser.parse_known_args())\n"
+    )
+    # The script uses its own URL arguments as paths: they get the local copy / output folder.
+    settings = settings_of(result.new_text)
+    assert (settings["MODELARTS_DATA_ARGS"], settings["MODELARTS_OUTPUT_ARG"]) == (("data_url",), "train_url")
+    assert {e.code for e in result.edits} == {"NPU203", "NPU204"}
+
+
+def test_a_dataset_name_is_not_taken_for_a_data_path():
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--dataset', default='cifar10', choices=['cifar10', 'mnist'])\n"
+        "parser.add_argument('--data', default='imagenet', help='dataset name')\n"
+        "args = parser.parse_args()\n"
+    )
+    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ()
+    assert [f.code for f in result.findings] == ["NPU211", "NPU214"]
+
+
+def test_a_required_data_argument_is_reported():
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('data', metavar='DIR', help='path to dataset')\n"
+        "parser.add_argument('--output-dir', default='out')\n"
+        "args = parser.parse_args()\n"
+    )
+    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("data",)
+    assert [(f.code, f.span.line, f.message) for f in result.findings] == [
+        ("NPU212", 3, "the data argument `data` is required, but ModelArts passes only --data_url: "
+                      "the job stops before the data is copied"),
+    ]
+
+
+def test_configured_argument_names():
+    source = (
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--images', default='img')\n"
+        "parser.add_argument('--logs', default='logs')\n"
+        "args = parser.parse_args()\n"
+    )
+    result = adapt(source, data_arg="--images", output_arg="logs")
+    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("images",)
+    assert settings_of(result.new_text)["MODELARTS_OUTPUT_ARG"] == "logs"
+    assert result.findings == []
+    result = adapt(source, data_arg="imgs")
+    assert [(f.code, f.message) for f in result.findings] == [
+        ("NPU214", "no output-folder argument found: what the script writes to /cache/output is copied to --train_url"),
+        ("NPU215", "the configured --data-arg imgs is not an argument of this script's parser"),
+    ]
+
+
+def test_explicit_argument_lists_are_not_made_tolerant():
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--lr')\n"
+        "debug = parser.parse_args(['--lr', '1'])\n"
+        "args = parser.parse_args()\n"
+    )
+    text = without_block(result.new_text)
+    assert "debug = parser.parse_args(['--lr', '1'])\n" in text
+    assert "args = modelarts_setup(parser.parse_known_args()[0])\n" in text
+
+
+def test_only_the_main_parser_gets_the_arguments_and_the_setup_call():
+    # timm's train.py: a config parser first, then the real one (the one with the arguments).
+    result = adapt(
+        "import argparse\n"
+        "config_parser = argparse.ArgumentParser(add_help=False)\n"
+        "config_parser.add_argument('-c', '--config', default='')\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data-dir')\n"
+        "parser.add_argument('--output')\n"
+        "args_config, remaining = config_parser.parse_known_args()\n"
+        "args = parser.parse_args(remaining)\n"
+    )
+    assert without_block(result.new_text).endswith(
+        "parser.add_argument('--output')\n"
+        "parser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
+        "parser.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
+        "args_config, remaining = config_parser.parse_known_args()\n"
+        "args = modelarts_setup(parser.parse_known_args(remaining)[0])\n"
+    )
+
+
+def test_a_parser_imported_from_another_module_is_reported():
+    result = adapt(
+        "from options import get_parser\n"
+        "\n"
+        "if __name__ == '__main__':\n"
+        "    args = get_parser().parse_args()\n"
+    )
+    assert without_block(result.new_text).endswith(
+        "if __name__ == '__main__':\n"
+        "    modelarts_setup()\n"
+        "    args = get_parser().parse_args()\n"
+    )
+    assert [(f.code, f.span.line) for f in result.findings] == [("NPU211", 3), ("NPU214", 3), ("NPU216", 4)]
+
+
+def test_entry_scripts_are_chosen_by_main_block_parser_or_entry_option(tmp_path):
+    library = "import torch\n\ndef model():\n    return torch.nn.Linear(2, 2).cuda()\n"
+    result = adapt(library, "model.py")
+    assert BEGIN_MARKER not in result.new_text and {e.code for e in result.edits} == {"NPU101", "NPU108"}
+    script = "print('training')\n"
+    assert not adapt(script, "run.py").changed
+    chosen = adapt(script, str(tmp_path / "run.py"), modelarts_entry_files=(str(tmp_path / "run.py"),))
+    assert without_block(chosen.new_text) == "# <block>\n\nmodelarts_setup()\nprint('training')\n"
+    # With --entry, files with a main block that were not named are left alone.
+    guarded = "if __name__ == '__main__':\n    print('hi')\n"
+    assert not adapt(guarded, str(tmp_path / "other.py"), modelarts_entry_files=(str(tmp_path / "run.py"),)).changed
+
+
+def test_notebooks_and_other_callers_that_say_no_are_respected():
+    from npu_migrate.engine import migrate_python
+    from npu_migrate.rules import default_rules
+
+    source = "import argparse\nparser = argparse.ArgumentParser()\nargs = parser.parse_args()\n"
+    result = migrate_python(source, "cell.py", MODELARTS, default_rules(), entry_script=False)
+    assert not result.changed
+
+
+def test_without_modelarts_nothing_happens():
+    source = (FIXTURES / "before" / "train_module_level.py").read_text()
+    assert not migrate_source(source, "train.py", Options()).changed
+
+
+def test_changed_options_update_the_block_in_place():
+    before = (FIXTURES / "before" / "train_helper.py").read_text()
+    first = adapt(before).new_text
+    second = adapt(first, data_dir="/cache/dataset", modelarts_resume=True)
+    assert second.new_text.count(BEGIN_MARKER) == 1 and second.new_text.count(END_MARKER) == 1
+    assert [(e.code, e.message) for e in second.edits] == [
+        ("NPU204", "ModelArts block updated here: it copies --data_url in and the outputs to --train_url"),
+    ]
+    assert settings_of(second.new_text)["MODELARTS_DATA_DIR"] == "/cache/dataset"
+    assert settings_of(second.new_text)["MODELARTS_RESUME"] is True
+    # Everything outside the block is as the first run left it.
+    assert without_block(second.new_text) == without_block(first)
+    assert not adapt(second.new_text, data_dir="/cache/dataset", modelarts_resume=True).changed
+
+
+def test_crlf_and_tab_indented_scripts_keep_their_style():
+    source = ("import argparse\r\n\r\ndef main():\r\n\tparser = argparse.ArgumentParser()\r\n"
+              "\tparser.add_argument('--data_dir')\r\n\targs = parser.parse_args()\r\n\r\n"
+              "if __name__ == '__main__':\r\n\tmain()\r\n")
+    text = adapt(source).new_text
+    assert "\n" not in text.replace("\r\n", "")
+    assert "\tparser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\r\n" in text
+    assert "\tif parsed is None:\r\n" in text  # the block takes the file's indentation
+    assert not adapt(text).changed
+    compile(text, "train.py", "exec")
+
+
+def test_a_suppression_comment_silences_a_finding():
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()  # npu-migrate: ignore[NPU211,NPU214]\n"
+        "args = parser.parse_args()\n"
+    )
+    assert result.changed and result.findings == []
+
+
+# -- the generated code ----------------------------------------------------------------------
+
+
+BLOCK = render_block(BlockSettings(data_args=("data_dir",), output_arg="output_dir"))
+
+
+def test_block_is_laid_out_with_black_and_is_python_3_7():
+    assert black_format(BLOCK) == BLOCK
+    ast.parse(BLOCK, feature_version=(3, 7))
+
+
+def test_block_imports_only_the_standard_library_and_moxing():
+    imported = set()
+    for node in ast.walk(ast.parse(BLOCK)):
+        if isinstance(node, ast.Import):
+            imported.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            imported.add(node.module.split(".")[0])
+    assert imported - set(sys.stdlib_module_names) == {"moxing"}
+    assert not re.search(r"\b(subprocess|os\.system|os\.popen|shell=)", BLOCK)
+
+
+def test_block_defines_only_prefixed_names():
+    names = set()
+    for node in ast.parse(BLOCK).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, ast.Try):
+            names.update(a.asname for n in node.body for a in n.names)
+    assert all(re.match(r"^(_?modelarts_|_?MODELARTS_|_[a-z]+$)", n) for n in names), names
