@@ -1,6 +1,6 @@
 """ModelArts adaptation of entry scripts (`--modelarts`), after the framework codemods.
 
-What an adapted entry script gets (codes documented in rules/modelarts.toml):
+What an adapted entry script gets (codes documented in rules/codes.toml):
 
 * NPU201 `--data_url`/`--train_url` added to the script's own argparse parser, wherever it is
   built (module level, `main()`, a `get_args()` helper), unless the script has them already;
