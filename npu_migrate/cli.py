@@ -10,17 +10,18 @@ Exit codes (like black and ruff):
 
 from __future__ import annotations
 
-import difflib
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import List, Optional, Sequence
+from types import SimpleNamespace
+from typing import List, NoReturn, Optional
 
 import click
 
 from . import __version__
-from .model import FileResult, Options, Severity
+from .diffs import colorize, patch_path, unified_diff, use_color
+from .model import Options, Severity
 from .rules import RuleError, RuleSet, load_rules
 
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
@@ -45,41 +46,6 @@ def main() -> None:
     """npu-migrate: migrate CUDA training code to Ascend NPUs."""
 
 
-def unified_diff(path: str, before: str, after: str, display: str) -> str:
-    a = before.splitlines(keepends=True)
-    b = after.splitlines(keepends=True)
-    lines = []
-    for line in difflib.unified_diff(a, b, f"a/{display}", f"b/{display}", n=3):
-        if not line.endswith("\n"):
-            line += "\n\\ No newline at end of file\n"
-        lines.append(line)
-    return "".join(lines)
-
-
-def colorize_diff(diff: str) -> str:
-    out = []
-    for line in diff.splitlines(keepends=True):
-        if line.startswith(("+++", "---")):
-            out.append(click.style(line, bold=True))
-        elif line.startswith("@@"):
-            out.append(click.style(line, fg="cyan"))
-        elif line.startswith("+"):
-            out.append(click.style(line, fg="green"))
-        elif line.startswith("-"):
-            out.append(click.style(line, fg="red"))
-        else:
-            out.append(line)
-    return "".join(out)
-
-
-def use_color(choice: str, stream) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
 def _install_signal_handlers() -> None:
     def on_term(signum, frame):  # pragma: no cover - exercised in a subprocess test
         raise Interrupted(EXIT_SIGTERM)
@@ -95,10 +61,15 @@ def _install_signal_handlers() -> None:
 @click.option("--write", "-w", is_flag=True, help="Rewrite the files in place.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing (exit 1 if anything would change).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change or a finding at --fail-on exists.")
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=str),
+              help="Write a migrated copy of the input tree to this new or empty folder; the input is not touched.")
 @click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
               help="With --check: the lowest finding severity that fails.")
+@click.option("--report-unused-ignores", is_flag=True,
+              help="Report `# npu-migrate: ignore` comments that silence nothing (NPU001, a warning).")
 @click.option("--format", "fmt", default="text", show_default=True, help="Report format: text, json, sarif, github, markdown, csv.")
-@click.option("--output-file", "-o", type=click.Path(dir_okay=False, path_type=str), help="Write the report to this file instead of stdout.")
+@click.option("--output-file", "-o", type=click.Path(path_type=str),
+              help="Write the report to this file instead of stdout (--format csv: into this folder, created if missing).")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str), help="An extra rule file (TOML); repeatable.")
 @click.option("--framework", type=click.Choice(["auto", "torch", "tensorflow", "mindspore"]), default="auto", show_default=True,
               help="Which framework's rules to apply; auto decides per file from its imports.")
@@ -110,15 +81,24 @@ def _install_signal_handlers() -> None:
 @click.option("--modelarts-output-dir", default="/cache/output", show_default=True, help="Default local output folder copied to train_url.")
 @click.option("--data-arg", default="", help="The script's own data-path argument (when not --data/--data_dir/…).")
 @click.option("--output-arg", default="", help="The script's own output-folder argument (when not --output_dir/--save_dir/…).")
+@click.option("--exclude", multiple=True, metavar="GLOB",
+              help="Skip files and folders matching this gitignore-style pattern; replaces the default excludes. Repeatable.")
+@click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Like --exclude, but keeps the default excludes. Repeatable.")
+@click.option("--force-exclude", is_flag=True, help="Apply the excludes to files given explicitly too (pre-commit passes file names).")
+@click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
+              help="Skip what .gitignore files exclude.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: all cores; 1 runs in-process).")
 @click.option("--stdin-filename", help="With `-`: the name of the file read from stdin.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True)
+@click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
+              help="Read options from this TOML file instead of the nearest pyproject.toml.")
+@click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+              help="Colour the diff; auto = on a terminal, unless NO_COLOR is set.")
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
-@click.option("--verbose", "-v", is_flag=True, help="Print every edit.")
+@click.option("--verbose", "-v", is_flag=True, help="Print every edit, and which files were skipped and why.")
 @click.version_option(__version__, "--version", prog_name="npu-migrate")
-def migrate_command(paths, write, show_diff, check, fail_on, fmt, output_file, rule_files, framework, no_import,
-                    modelarts, entries, modelarts_resume, modelarts_data_dir, modelarts_output_dir, data_arg,
-                    output_arg, jobs, stdin_filename, color, quiet, verbose) -> None:
+@click.pass_context
+def migrate_command(ctx: click.Context, **params) -> None:
     """Migrate CUDA (GPU) training code in PATHS to Ascend NPU.
 
     \b
@@ -126,69 +106,82 @@ def migrate_command(paths, write, show_diff, check, fail_on, fmt, output_file, r
     npu-migrate src/ --diff           show the changes as a unified diff
     npu-migrate src/ --check          fail (exit 1) if anything is left to migrate
     npu-migrate src/ --write          rewrite the files in place
+    npu-migrate src/ --output-dir out write a migrated copy of src/ to out/
     npu-migrate - --stdin-filename train.py < train.py
 
+    Every option can also be set in [tool.npu-migrate] of pyproject.toml (`fail-on = "warning"`).
     Other commands: `npu-migrate rules` lists every code; `npu-migrate explain NPU301`.
     """
     from .report import RENDERERS, RunReport, load_renderers
 
+    settings, config = _settings(ctx, params)
     load_renderers()
-    if fmt not in RENDERERS:
-        raise click.BadParameter(f"unknown format {fmt!r}; choose from {', '.join(sorted(RENDERERS))}", param_hint="--format")
-    if not paths:
-        raise click.UsageError("no paths given (use `-` to read from stdin)")
-    if write and (show_diff or check):
-        raise click.UsageError("--write cannot be combined with --diff or --check")
-    try:
-        rules = load_rules(rule_files)
-    except RuleError as exc:
-        click.echo(f"npu-migrate: error: {exc}", err=True)
-        sys.exit(EXIT_ERROR)
+    _check_usage(settings, RENDERERS)
+    rules = _load_rules_or_exit(settings.rule_files)
+    if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
+        raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
     options = Options(
-        framework=framework,
-        modelarts=modelarts,
-        modelarts_entry_files=tuple(os.path.abspath(e) for e in entries),
-        modelarts_resume=modelarts_resume,
-        data_dir=modelarts_data_dir,
-        output_dir=modelarts_output_dir,
-        data_arg=data_arg,
-        output_arg=output_arg,
-        add_import=not no_import,
+        framework=settings.framework,
+        modelarts=settings.modelarts,
+        modelarts_entry_files=tuple(os.path.abspath(e) for e in settings.entries),
+        modelarts_resume=settings.modelarts_resume,
+        data_dir=settings.modelarts_data_dir,
+        output_dir=settings.modelarts_output_dir,
+        data_arg=settings.data_arg,
+        output_arg=settings.output_arg,
+        add_import=not settings.no_import,
     )
-    if paths == ("-",):
-        sys.exit(_run_stdin(stdin_filename or "stdin.py", options, rules, fmt, quiet))
-    if "-" in paths:
-        raise click.UsageError("`-` (stdin) cannot be mixed with other paths")
+    from .discovery import FileFilter, discover
 
-    from .discovery import discover
-    from .runner import default_jobs, run
-    from .source import SourceError, write_source
+    file_filter = FileFilter(
+        root=config.folder or ".",
+        exclude=settings.exclude if _was_set(ctx, config, "exclude") else None,
+        extend_exclude=settings.extend_exclude,
+        respect_gitignore=settings.respect_gitignore,
+    )
+    if settings.verbose and config.path:
+        click.echo(f"npu-migrate: configuration from {config.path}", err=True)
+    if settings.paths == ("-",):
+        from .stdin import run_stdin
 
-    files, errors = discover(paths)
-    for e in errors:
+        sys.exit(run_stdin(settings, options, rules, file_filter, use_color(settings.color, sys.stdout)))
+
+    if settings.output_dir:
+        from .output_dir import OutputDirError, check
+
+        try:
+            check(settings.paths, settings.output_dir)
+        except OutputDirError as exc:
+            _fail(str(exc))
+    selection = discover(settings.paths, file_filter, force_exclude=settings.force_exclude)
+    for e in selection.errors:
         click.echo(f"npu-migrate: error: {e}", err=True)
-    if errors and not files:
+    if settings.verbose:
+        for path, why in selection.skipped:
+            click.echo(f"{path}: skipped: {why}", err=True)
+    if selection.errors and not selection.files:
         sys.exit(EXIT_ERROR)
-    mode = "write" if write else "diff" if show_diff else "check" if check else "report"
+
+    from .progress import ProgressBar, wanted
+    from .runner import default_jobs, run
+
+    mode = ("write" if settings.write else "diff" if settings.show_diff else "check" if settings.check
+            else "output-dir" if settings.output_dir else "report")
     _install_signal_handlers()
     try:
-        outcomes = run(files, options, rules, rule_files, jobs=jobs or default_jobs())
+        with ProgressBar(len(selection.files), wanted(len(selection.files), settings.quiet)) as bar:
+            outcomes = run(selection.files, options, rules, settings.rule_files,
+                           jobs=settings.jobs or default_jobs(), on_done=bar.advance)
         report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=mode,
-                           color=use_color(color, sys.stdout), verbose=verbose, quiet=quiet)
-        if write:
-            for o in outcomes:
-                if o.result.changed and o.source is not None:
-                    try:
-                        write_source(o.source, o.result.new_text)
-                    except SourceError as exc:
-                        o.result.error = str(exc)
-                        o.result.new_text = None
-        for o in outcomes:
-            if o.result.changed and o.original_text is not None:
-                report.diffs[o.result.path] = unified_diff(
-                    o.result.path, o.original_text, o.result.new_text,
-                    Path(report.display_path(o.result.path)).as_posix().lstrip("/"),
-                )
+                           color=use_color(settings.color, sys.stdout), verbose=settings.verbose, quiet=settings.quiet)
+        if settings.report_unused_ignores:
+            report_unused_ignores(report)
+        if settings.write:
+            _write_in_place(outcomes)
+        if settings.output_dir:
+            _write_output_dir(settings, file_filter, outcomes)
+        if settings.show_diff or settings.fmt != "text":
+            _compute_diffs(report, outcomes)
     except KeyboardInterrupt:
         click.echo("npu-migrate: interrupted; every file is either unchanged or fully migrated", err=True)
         sys.exit(EXIT_SIGINT)
@@ -196,18 +189,166 @@ def migrate_command(paths, write, show_diff, check, fail_on, fmt, output_file, r
         click.echo("npu-migrate: terminated; every file is either unchanged or fully migrated", err=True)
         sys.exit(exc.code)
 
-    if show_diff and fmt == "text":
-        text = "".join(report.diffs[r.path] for r in report.results if r.path in report.diffs)
-        click.echo(colorize_diff(text) if report.color else text, nl=False, color=report.color)
-        # Findings and the summary go to stderr so the diff stays applicable.
-        click.echo(RENDERERS["text"](report), nl=False, err=True)
+    if settings.verbose:
+        for r in report.results:
+            if r.skipped:
+                click.echo(f"{report.display_path(r.path)}: skipped: {r.skipped}", err=True)
+    _render(settings, report, RENDERERS)
+    code = exit_code(report, mode, Severity(settings.fail_on))
+    sys.exit(EXIT_ERROR if selection.errors else code)
+
+
+def _settings(ctx: click.Context, params: dict):
+    """The command line merged over the configuration file: (settings, config). Exits 2 on a bad file."""
+    from .config import ConfigError, apply, load_config
+
+    if params["config_file"] and params["isolated"]:
+        raise click.UsageError("--config and --isolated cannot be used together")
+    try:
+        config = load_config(ctx.command, ctx, params["paths"], params["config_file"], params["isolated"],
+                             params["stdin_filename"])
+    except ConfigError as exc:
+        _fail(str(exc))
+    return SimpleNamespace(**apply(config, ctx, params)), config
+
+
+def _was_set(ctx: click.Context, config, name: str) -> bool:
+    """Given on the command line or in the configuration (even as an empty list)."""
+    from click.core import ParameterSource
+
+    return name in config.values or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+def _check_usage(s, renderers) -> None:
+    if s.fmt not in renderers:
+        raise click.BadParameter(f"unknown format {s.fmt!r}; choose from {', '.join(sorted(renderers))}", param_hint="--format")
+    if not s.paths:
+        raise click.UsageError("no paths given (use `-` to read from stdin)")
+    if "-" in s.paths and len(s.paths) > 1:
+        raise click.UsageError("`-` (stdin) cannot be mixed with other paths")
+    if s.write and (s.show_diff or s.check):
+        raise click.UsageError("--write cannot be combined with --diff or --check")
+    if s.output_dir and (s.write or s.show_diff or s.check):
+        raise click.UsageError("--output-dir cannot be combined with --write, --diff or --check")
+    if s.output_dir and s.paths == ("-",):
+        raise click.UsageError("--output-dir needs paths, not stdin")
+    if s.quiet and s.verbose:
+        raise click.UsageError("--quiet and --verbose cannot be used together")
+
+
+def _fail(message: str) -> NoReturn:
+    click.echo(f"npu-migrate: error: {message}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def _load_rules_or_exit(rule_files) -> RuleSet:
+    try:
+        return load_rules(rule_files)
+    except RuleError as exc:
+        _fail(str(exc))
+
+
+def _write_in_place(outcomes) -> None:
+    from .source import SourceError, write_source
+
+    for o in outcomes:
+        if o.result.changed and o.source is not None:
+            try:
+                write_source(o.source, o.result.new_text)
+            except SourceError as exc:
+                o.result.error = str(exc)
+                o.result.new_text = None
+
+
+def _write_output_dir(settings, file_filter, outcomes) -> None:
+    from .output_dir import write_tree
+
+    migrated = {o.result.path: (o.source, o.result.new_text)
+                for o in outcomes if o.result.changed and o.source is not None}
+    warnings, errors = write_tree(settings.paths, settings.output_dir, file_filter, migrated)
+    if not settings.quiet:
+        for w in warnings:
+            click.echo(f"npu-migrate: warning: {w}", err=True)
+    for o in outcomes:
+        if o.result.path in errors:
+            o.result.error = errors[o.result.path]
+            o.result.new_text = None
+
+
+def _compute_diffs(report, outcomes) -> None:
+    for o in outcomes:
+        if o.result.changed and o.original_text is not None:
+            report.diffs[o.result.path] = unified_diff(
+                o.original_text, o.result.new_text, patch_path(report.display_path(o.result.path)))
+
+
+def _diff_header(report, result) -> str:
+    """What a reviewer sees above each file's diff on a terminal."""
+    edits, findings = len(result.edits), len(result.findings)
+    parts = [f"{edits} edit{'s' if edits != 1 else ''}"]
+    if findings:
+        parts.append(f"{findings} finding{'s' if findings != 1 else ''}")
+    return f"{report.display_path(result.path)}: {', '.join(parts)}"
+
+
+def _render(settings, report, renderers) -> None:
+    """stdout gets the diff (--diff) or the report; with --diff the report goes to stderr or -o.
+
+    `--diff --format markdown` is the exception: one document with the diffs and the findings.
+    With --output-dir, a report in a machine format is written into OUT unless -o says otherwise.
+    """
+    rendered = renderers[settings.fmt](report)
+    if settings.show_diff and settings.fmt != "markdown":
+        for r in report.results:
+            diff = report.diffs.get(r.path)
+            if diff:
+                shown = colorize(diff, _diff_header(report, r)) if report.color else diff
+                click.echo(shown, nl=False, color=report.color)
+        # The report goes elsewhere, so that stdout stays a patch that applies.
+        emit_report(rendered, settings.output_file, err=True)
+        return
+    output_file = settings.output_file
+    if settings.output_dir and not output_file and settings.fmt != "text":
+        several = isinstance(rendered, dict)
+        names = list(rendered) if several else [f"npu-migrate-report.{settings.fmt}"]
+        for name in names:
+            if os.path.lexists(os.path.join(settings.output_dir, name)):
+                _fail(f"the report file {name} would replace the input's own {name} in {settings.output_dir}; "
+                      "write the report elsewhere with -o")
+        output_file = settings.output_dir if several else os.path.join(settings.output_dir, names[0])
+    emit_report(rendered, output_file, err=False)
+
+
+def writes_several_files(renderer, rules: RuleSet) -> bool:
+    """Whether a format is a set of files (csv), which need a folder (-o FOLDER or --output-dir)."""
+    from .report import RunReport
+
+    return isinstance(renderer(RunReport(results=[], rules=rules, mode="report")), dict)
+
+
+def emit_report(rendered, output_file: Optional[str], err: bool) -> None:
+    """A report to stdout/stderr or -o; a multi-file report (a dict) into the folder -o names."""
+    if isinstance(rendered, dict):
+        from .report import write_report_files
+
+        assert output_file, "checked by writes_several_files before the run"
+        try:
+            write_report_files(rendered, output_file)
+        except OSError as exc:
+            _fail(str(exc))
+    elif output_file:
+        if os.path.isdir(output_file):
+            _fail(f"{output_file}: is a folder; -o names the report file for this format")
+        Path(output_file).write_text(rendered, encoding="utf-8")
     else:
-        rendered = RENDERERS[fmt](report)
-        if output_file:
-            Path(output_file).write_text(rendered, encoding="utf-8")
-        else:
-            click.echo(rendered, nl=False)
-    sys.exit(exit_code(report, mode, Severity(fail_on)))
+        click.echo(rendered, nl=False, err=err)
+
+
+def report_unused_ignores(report) -> None:
+    """--report-unused-ignores: the NPU001 findings the engine set aside join the findings."""
+    for r in report.results:
+        if r.unused_ignores:
+            r.findings = sorted(r.findings + r.unused_ignores, key=lambda f: (f.span.line, f.span.col, f.code))
 
 
 def exit_code(report, mode: str, fail_on: Severity) -> int:
@@ -218,29 +359,6 @@ def exit_code(report, mode: str, fail_on: Severity) -> int:
     if mode == "check" and (report.changed or report.findings_at_least(fail_on)):
         return EXIT_CHANGES
     return EXIT_OK
-
-
-def _run_stdin(filename: str, options: Options, rules: RuleSet, fmt: str, quiet: bool) -> int:
-    """Read one file from stdin, print the migrated text to stdout and findings to stderr."""
-    from .engine import migrate_source
-    from .report import RENDERERS, RunReport
-    from .runner import decoder_for
-    from .source import SourceError
-
-    data = sys.stdin.buffer.read()
-    try:
-        text, encoding = decoder_for(filename)(data, filename)
-    except SourceError as exc:
-        click.echo(f"{filename}: {exc}", err=True)
-        sys.stdout.buffer.write(data)
-        return EXIT_ERROR
-    result = migrate_source(text, filename, options, rules)
-    out = result.new_text if result.changed else text
-    sys.stdout.buffer.write(out.encode(encoding))
-    sys.stdout.flush()
-    report = RunReport(results=[result], rules=rules, mode="stdin", quiet=quiet)
-    click.echo(RENDERERS["text"](report), nl=False, err=True)
-    return EXIT_ERROR if result.error else EXIT_OK
 
 
 @main.command("rules")

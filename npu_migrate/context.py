@@ -133,6 +133,8 @@ class Context:
     # True/False when the caller knows whether this is an entry script (--entry, notebooks);
     # None lets the ModelArts codemod decide from the code.
     entry_script: Optional[bool] = None
+    # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
+    extra_files: Dict[str, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
 

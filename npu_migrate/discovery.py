@@ -1,54 +1,245 @@
 """Which files a run looks at: files given explicitly, and the files below given folders.
 
-Folders are walked without following symlinks; version-control, virtualenv, build and cache
-folders are skipped. Files are returned sorted, each once.
+The rules, like ruff's and black's:
+- folders are walked without following symlinks (to folders or to files), so a run never leaves
+  the tree it was given and a symlink loop cannot hang it; the target of an in-tree link is found
+  on its own anyway;
+- excluded: the default folders (version control, virtualenvs, build output, caches; `--exclude`
+  replaces this list, `--extend-exclude` adds to it), and whatever `.gitignore` files say, nested
+  ones included, with git's precedence (the deepest file decides; nothing below an ignored folder
+  comes back) plus `.git/info/exclude`;
+- a file given explicitly is always taken, unless `force_exclude` is set (pre-commit passes file
+  names one by one; black and ruff call this `--force-exclude`);
+- every file once (by real path), in a stable order.
+
+Exclude patterns are gitignore-style globs matched against paths relative to `root` (the folder of
+the configuration file in use, else the current folder): `legacy/` or `*_pb2.py` match at any depth,
+`/legacy` only at the root.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import Iterable, Iterator, List, Sequence, Tuple
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 DEFAULT_EXCLUDES = (
-    ".git", ".hg", ".svn", ".venv", "venv", ".tox", ".nox", ".eggs", "build", "dist",
-    "node_modules", ".ipynb_checkpoints", "site-packages", "__pycache__", ".mypy_cache",
-    ".pytest_cache", ".ruff_cache",
+    ".git/", ".hg/", ".svn/", ".bzr/", ".venv/", "venv/", ".tox/", ".nox/", ".eggs/", "*.egg-info/",
+    "build/", "dist/", "_build/", "buck-out/", "node_modules/", ".ipynb_checkpoints/", "site-packages/",
+    "__pycache__/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".pytype/", ".direnv/",
 )
 PYTHON_SUFFIXES = (".py",)
 
 
-def source_suffixes() -> Tuple[str, ...]:
+def is_source(path: str) -> bool:
+    """Whether a folder walk picks this file up: Python, or a suffix a front end registered."""
     from .frontends import _BY_SUFFIX
 
-    return PYTHON_SUFFIXES + tuple(_BY_SUFFIX)
+    return path.endswith(PYTHON_SUFFIXES + tuple(_BY_SUFFIX))
 
 
-def discover(paths: Sequence[str], excludes: Sequence[str] = DEFAULT_EXCLUDES) -> Tuple[List[str], List[str]]:
-    """(files, errors). A path that does not exist is an error message, not an exception."""
-    files: List[str] = []
-    errors: List[str] = []
+@dataclass
+class Selection:
+    files: List[str] = field(default_factory=list)  # to migrate: each once, sorted below each path given
+    errors: List[str] = field(default_factory=list)  # one line each: "PATH: no such file or directory"
+    skipped: List[Tuple[str, str]] = field(default_factory=list)  # explicit files left out, and why
+
+
+class FileFilter:
+    """Decides whether a path is excluded, by the exclude patterns and by `.gitignore` files."""
+
+    def __init__(self, root: str = ".", exclude: Optional[Sequence[str]] = None,
+                 extend_exclude: Sequence[str] = (), respect_gitignore: bool = True) -> None:
+        import pathspec
+
+        self._pathspec = pathspec
+        self.root = os.path.abspath(root)
+        patterns = list(DEFAULT_EXCLUDES if exclude is None else exclude) + list(extend_exclude)
+        self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+        self.respect_gitignore = respect_gitignore
+        self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
+        self._repo_tops: Dict[str, Optional[str]] = {}
+
+    # -- the two questions discovery asks -------------------------------------------------------
+
+    def excluded_entry(self, path: str, is_dir: bool, base: Optional[str] = None) -> Optional[str]:
+        """Why `path` itself is excluded (its folders are known not to be), or None.
+
+        `base`: a folder the user asked for although it is excluded itself; below it, patterns
+        are matched relative to it and .gitignore files above it are not consulted, so that
+        `npu-migrate build/` does migrate what is in build/.
+        """
+        path = os.path.abspath(path)
+        rel = self._relative_to(path, os.path.abspath(base) if base else self.root)
+        if self._matches(self.exclude, rel, is_dir):
+            return "excluded"
+        if self.respect_gitignore and self._gitignored(path, is_dir, os.path.abspath(base) if base else None):
+            return "ignored by .gitignore"
+        return None
+
+    def excluded_path(self, path: str) -> Optional[str]:
+        """Like `excluded_entry`, also looking at every folder above `path` (for explicit files)."""
+        path = os.path.abspath(path)
+        top = self._repo_top(os.path.dirname(path)) or self.root
+        folders = []
+        parent = os.path.dirname(path)
+        while _is_within(parent, top) and parent != top:
+            folders.append(parent)
+            parent = os.path.dirname(parent)
+        for folder in reversed(folders):
+            why = self.excluded_entry(folder, is_dir=True)
+            if why:
+                return why
+        return self.excluded_entry(path, is_dir=os.path.isdir(path))
+
+    # -- internals ------------------------------------------------------------------------------
+
+    @staticmethod
+    def _relative_to(path: str, root: str) -> str:
+        # Outside the root, match the whole path: unanchored patterns still apply there.
+        rel = os.path.relpath(path, root) if _is_within(path, root) else path.lstrip(os.sep)
+        return rel.replace(os.sep, "/")
+
+    @staticmethod
+    def _matches(spec, rel: str, is_dir: bool) -> bool:
+        if rel in (".", ""):
+            return False
+        return bool(spec.match_file(rel + "/" if is_dir else rel))
+
+    def _repo_top(self, folder: str) -> Optional[str]:
+        """The nearest folder at or above `folder` that holds `.git`, or None."""
+        seen = []
+        current = folder
+        while True:
+            if current in self._repo_tops:
+                found = self._repo_tops[current]
+                break
+            seen.append(current)
+            if os.path.exists(os.path.join(current, ".git")):
+                found = current
+                break
+            parent = os.path.dirname(current)
+            if parent == current:
+                found = None
+                break
+            current = parent
+        for f in seen:
+            self._repo_tops[f] = found
+        return found
+
+    def _specs_of(self, folder: str) -> list:
+        """The gitignore specs that live in `folder` (.gitignore, and .git/info/exclude at a repo top)."""
+        if folder not in self._ignore_files:
+            specs = []
+            for name in (".gitignore", os.path.join(".git", "info", "exclude")):
+                try:
+                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
+                        lines = f.read().splitlines()
+                except OSError:
+                    continue
+                specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
+            self._ignore_files[folder] = specs
+        return self._ignore_files[folder]
+
+    def _gitignored(self, path: str, is_dir: bool, base: Optional[str]) -> bool:
+        # The .gitignore files of every folder from the path's own folder up to the repository
+        # top (outside a repository: up to the root); the deepest one with a matching pattern
+        # decides, and within a file the last matching pattern does.
+        parent = os.path.dirname(path)
+        top = base or self._repo_top(parent)
+        if top is None:
+            if not _is_within(parent, self.root):
+                return False
+            top = self.root
+        folder = parent
+        while True:
+            for spec in self._specs_of(folder):
+                rel = os.path.relpath(path, folder).replace(os.sep, "/") + ("/" if is_dir else "")
+                result = spec.check_file(rel)
+                if result.include is not None:
+                    return bool(result.include)
+            if folder == top or not _is_within(folder, top):
+                return False
+            folder = os.path.dirname(folder)
+
+
+def _is_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, force_exclude: bool = False) -> Selection:
+    """The files to migrate for `paths`. A path that does not exist is an error message, not an exception."""
+    file_filter = file_filter or FileFilter()
+    selection = Selection()
     seen = set()
-    suffixes = source_suffixes()
     for p in paths:
         if not os.path.lexists(p):
-            errors.append(f"{p}: no such file or directory")
+            selection.errors.append(f"{p}: no such file or directory")
             continue
         if os.path.isdir(p):
-            found = sorted(_walk(p, set(excludes), suffixes))
+            if force_exclude:
+                why = file_filter.excluded_path(p)
+                if why:
+                    selection.skipped.append((p, why))
+                    continue
+            found = sorted(f for f, regular in walk(p, file_filter) if regular and is_source(f))
         else:
+            why = file_filter.excluded_path(p) if force_exclude else None
+            if why is None and not is_source(p):
+                why = not_python_reason(p)
+            if why:
+                selection.skipped.append((p, why))
+                continue
             found = [p]
         for f in found:
-            key = os.path.normpath(f)
+            key = os.path.realpath(f)
             if key not in seen:
                 seen.add(key)
-                files.append(f)
-    return files, errors
+                selection.files.append(f)
+    return selection
 
 
-def _walk(root: str, excludes: set, suffixes: Tuple[str, ...]) -> Iterator[str]:
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if d not in excludes)
+def walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, bool]]:
+    """(path, is_regular_file) for everything below `top` that is not excluded, sorted per folder.
+
+    Symlinks (to files or folders) are yielded with is_regular_file False and never followed.
+    """
+    base = top if file_filter.excluded_path(top) else None
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        kept = []
+        for d in sorted(dirnames):
+            full = os.path.join(dirpath, d)
+            if os.path.islink(full):
+                yield full, False
+            elif not file_filter.excluded_entry(full, is_dir=True, base=base):
+                kept.append(d)
+        dirnames[:] = kept
         for name in sorted(filenames):
-            if name.endswith(suffixes):
-                yield os.path.join(dirpath, name)
+            full = os.path.join(dirpath, name)
+            if file_filter.excluded_entry(full, is_dir=False, base=base):
+                continue
+            yield full, not os.path.islink(full)
+
+
+def not_python_reason(path: str) -> Optional[str]:
+    """For an explicit file nobody claims: why it is not Python (a non-Python shebang), or None.
+
+    Like black, a file given by name is taken as Python whatever its suffix; but pre-commit also
+    selects files by shebang (`types_or: [shell]` matches a `#!/bin/bash` script without a suffix),
+    and such a file must be skipped, not reported as Python that does not parse.
+    """
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return None  # the reader reports it
+    m = re.match(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?", first)
+    if m is None:
+        return None
+    interpreter = m.group(1).rsplit("/", 1)[-1]
+    if interpreter == "env" and m.group(2):
+        interpreter = m.group(2).rsplit("/", 1)[-1]
+    if interpreter.startswith("python"):
+        return None
+    return f"not a Python file (#!{interpreter})"

@@ -153,6 +153,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
         new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
     for _order, codemod in _EXTRA_CODEMODS:
         new_module = codemod(new_module, ctx)
+    result.extra_files = dict(ctx.extra_files)
 
     if ctx.has_records:
         result.edits, result.findings = ctx.finish()

@@ -1,0 +1,201 @@
+"""Configuration from `[tool.npu-migrate]` in pyproject.toml, merged under the command line.
+
+Found like ruff finds its own: starting from the common folder of the paths given (the folder of
+`--stdin-filename`, or the current folder, for stdin), the nearest `pyproject.toml` that has a
+`[tool.npu-migrate]` table wins; there is no merging of several files. `--config FILE` names the
+file instead (a pyproject.toml, or a TOML file whose top level holds the same keys);
+`--isolated` ignores configuration altogether.
+
+Every option of the `migrate` command can be set, under its long name without the dashes
+(`fail-on = "warning"`, `exclude = ["legacy/"]`, `no-import = true`). The key list is derived from
+the click command itself, so a new option is configurable the moment it exists. The command line
+wins over the file, except for `extend-*` lists, which add up. Paths in the file are relative to
+the file's folder. Unknown keys and values of the wrong type are errors naming the key and the file.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Sequence
+
+import click
+
+TABLE = "npu-migrate"
+# Options that only make sense on the command line (by key).
+COMMAND_LINE_ONLY = frozenset({"config", "isolated", "stdin-filename", "help", "version"})
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used; the message names the file (and the key)."""
+
+
+@dataclass
+class Config:
+    path: Optional[str] = None  # the file the values came from; None when there is none
+    values: Dict[str, Any] = field(default_factory=dict)  # click parameter name -> converted value
+
+    @property
+    def folder(self) -> Optional[str]:
+        return os.path.dirname(self.path) if self.path else None
+
+
+def option_key(param: click.Parameter) -> Optional[str]:
+    """`--fail-on` -> "fail-on": the key an option has in the configuration file."""
+    longs = [o for o in getattr(param, "opts", ()) if o.startswith("--")]
+    return longs[0][2:] if longs else None
+
+
+def configurable_options(command: click.Command) -> Dict[str, click.Option]:
+    keys = {}
+    for param in command.params:
+        key = option_key(param) if isinstance(param, click.Option) else None
+        if key and key not in COMMAND_LINE_ONLY:
+            keys[key] = param
+    return keys
+
+
+def common_folder(paths: Sequence[str], stdin_filename: Optional[str] = None) -> str:
+    """The folder the configuration search starts from."""
+    if not paths or list(paths) == ["-"]:
+        start = os.path.dirname(os.path.abspath(stdin_filename)) if stdin_filename else os.getcwd()
+        return start
+    folders = []
+    for p in paths:
+        full = os.path.abspath(p)
+        folders.append(full if os.path.isdir(full) else os.path.dirname(full))
+    try:
+        return os.path.commonpath(folders)
+    except ValueError:  # different drives (Windows)
+        return os.getcwd()
+
+
+def _read_toml(path: str) -> Dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - Python < 3.11
+        import tomli as tomllib
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def _table_of(data: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    tool = data.get("tool")
+    if isinstance(tool, dict) and TABLE in tool:
+        return tool[TABLE]
+    return None
+
+
+def find_pyproject(start: str) -> Optional[tuple]:
+    """(path, table) of the nearest pyproject.toml at or above `start` with a [tool.npu-migrate] table."""
+    folder = os.path.abspath(start)
+    while True:
+        candidate = os.path.join(folder, "pyproject.toml")
+        if os.path.isfile(candidate):
+            table = _table_of(_read_toml(candidate))
+            if table is not None:
+                return candidate, table
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def load_config(command: click.Command, ctx: click.Context, paths: Sequence[str],
+                config_file: Optional[str] = None, isolated: bool = False,
+                stdin_filename: Optional[str] = None) -> Config:
+    """Find, read and validate the configuration that applies to this run."""
+    if isolated:
+        return Config()
+    if config_file:
+        path = os.path.abspath(config_file)
+        data = _read_toml(path)
+        table = _table_of(data)
+        where = f"{path}: [tool.{TABLE}]"
+        if table is None:
+            # A pyproject.toml without our table configures nothing; any other file is ours entirely.
+            table = {} if os.path.basename(path) == "pyproject.toml" else data
+            where = path
+    else:
+        found = find_pyproject(common_folder(paths, stdin_filename))
+        if found is None:
+            return Config()
+        path, table = found
+        where = f"{path}: [tool.{TABLE}]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: expected a table of options, got {_toml_type(table)}")
+    return Config(path, validate(table, command, ctx, where, os.path.dirname(path)))
+
+
+def validate(table: Dict[str, Any], command: click.Command, ctx: click.Context, where: str,
+             folder: str) -> Dict[str, Any]:
+    """TOML values -> the values click would have produced from the command line."""
+    options = configurable_options(command)
+    values: Dict[str, Any] = {}
+    for key, raw in table.items():
+        param = options.get(key)
+        if param is None:
+            hint = difflib.get_close_matches(key.replace("_", "-"), list(options), n=1)
+            extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise ConfigError(f"{where}: unknown option {key!r}{extra}; known options: {', '.join(sorted(options))}")
+        items = raw if param.multiple else [raw]
+        if param.multiple and not isinstance(raw, list):
+            raise ConfigError(f"{where}: {key}: expected a list, got {_toml_type(raw)}")
+        converted = [_convert(item, param, ctx, where, key, folder) for item in items]
+        values[param.name] = tuple(converted) if param.multiple else converted[0]
+    return values
+
+
+def _convert(value: Any, param: click.Option, ctx: click.Context, where: str, key: str, folder: str) -> Any:
+    expected = _expected_type(param)
+    if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+        names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+        raise ConfigError(f"{where}: {key}: expected {names[expected]}, got {_toml_type(value)} {value!r}")
+    if isinstance(param.type, click.Path) and not os.path.isabs(value):
+        value = os.path.normpath(os.path.join(folder, value))
+    try:
+        return param.type.convert(value, param, ctx)
+    except click.BadParameter as exc:
+        raise ConfigError(f"{where}: {key}: {exc.message}") from None
+
+
+def _expected_type(param: click.Option) -> type:
+    if param.is_flag and param.is_bool_flag:
+        return bool
+    if isinstance(param.type, (click.types.IntParamType, click.IntRange)):
+        return int
+    if isinstance(param.type, (click.types.FloatParamType, click.FloatRange)):
+        return float
+    if isinstance(param.type, click.types.BoolParamType):
+        return bool
+    return str
+
+
+def _toml_type(value: Any) -> str:
+    for t, name in ((bool, "a boolean"), (int, "an integer"), (float, "a number"), (str, "a string"),
+                    (list, "a list"), (dict, "a table")):
+        if isinstance(value, t):
+            return name
+    return type(value).__name__
+
+
+def apply(config: Config, ctx: click.Context, params: Dict[str, Any]) -> Dict[str, Any]:
+    """`params` with every option not given on the command line taken from the configuration."""
+    from click.core import ParameterSource
+
+    merged = dict(params)
+    for name, value in config.values.items():
+        source = ctx.get_parameter_source(name)
+        given = source not in (None, ParameterSource.DEFAULT, ParameterSource.DEFAULT_MAP)
+        if not given:
+            merged[name] = value
+        elif name.startswith("extend_") and isinstance(value, tuple):
+            merged[name] = value + tuple(params[name])
+    return merged

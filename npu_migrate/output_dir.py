@@ -1,0 +1,117 @@
+"""`--output-dir OUT`: a migrated copy of the input tree, the input left as it was.
+
+Layout: one folder given -> its contents land in OUT (`npu-migrate src --output-dir out` gives
+`out/train.py`); several paths, or files -> they keep their places relative to their common folder.
+Every file the run selects (same excludes and .gitignore as a migration) is copied: migrated files
+get their new text, every other file its bytes, all with their file modes. Symlinks are never
+followed: a link to something inside the input becomes the same (relative) link in OUT; a link
+that leads out of the input is left out, with a warning. OUT must not be inside an input, must
+not contain one, and must be empty or not exist yet: nothing already there is overwritten.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Dict, Iterable, List, Sequence, Tuple
+
+from .discovery import FileFilter, walk
+
+
+class OutputDirError(Exception):
+    """OUT cannot be used; the message says why."""
+
+
+def input_root(paths: Sequence[str]) -> str:
+    """The folder whose layout OUT mirrors."""
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        return os.path.abspath(paths[0])
+    folders = [os.path.abspath(p) if os.path.isdir(p) else os.path.dirname(os.path.abspath(p)) for p in paths]
+    return os.path.commonpath(folders)
+
+
+def _within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check(paths: Sequence[str], out: str) -> None:
+    """Refuse an OUT that overlaps an input or already holds files."""
+    real_out = os.path.realpath(out)
+    for p in paths:
+        real_in = os.path.realpath(p)
+        if os.path.isdir(real_in) and _within(real_out, real_in):
+            raise OutputDirError(f"--output-dir {out} is inside the input {p}; choose a folder outside it")
+        if _within(real_in, real_out):
+            raise OutputDirError(f"the input {p} is inside --output-dir {out}; choose another folder")
+    if os.path.lexists(out):
+        if not os.path.isdir(out):
+            raise OutputDirError(f"--output-dir {out} exists and is not a folder")
+        if os.listdir(out):
+            raise OutputDirError(f"--output-dir {out} is not empty; nothing there is overwritten, choose an empty or new folder")
+
+
+def plan(paths: Sequence[str], file_filter: FileFilter) -> Tuple[List[str], List[str]]:
+    """(regular files, symlinks) to reproduce in OUT, each once, in a stable order."""
+    files: List[str] = []
+    links: List[str] = []
+    seen = set()
+    for p in paths:
+        if os.path.isdir(p):
+            entries: Iterable[Tuple[str, bool]] = walk(p, file_filter)
+        else:
+            entries = [(p, True)]
+        for path, regular in entries:
+            key = os.path.abspath(path)
+            if key in seen:
+                continue
+            seen.add(key)
+            (files if regular else links).append(path)
+    return files, links
+
+
+def write_tree(
+    paths: Sequence[str],
+    out: str,
+    file_filter: FileFilter,
+    migrated: Dict[str, Tuple[object, str]],
+) -> Tuple[List[str], Dict[str, str]]:
+    """Copy the selected tree into OUT; `migrated` maps a path to (Source, new text).
+
+    Returns (warnings, errors by path); a migrated file that cannot be written is copied as it was.
+    """
+    from .source import SourceError, atomic_write, encode
+
+    root = input_root(paths)
+    real_root = os.path.realpath(root)
+    files, links = plan(paths, file_filter)
+    warnings: List[str] = []
+    errors: Dict[str, str] = {}
+    os.makedirs(out, exist_ok=True)
+    for path in files:
+        dest = os.path.join(out, os.path.relpath(os.path.abspath(path), root))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        entry = migrated.get(path)
+        if entry is not None:
+            source, new_text = entry
+            try:
+                atomic_write(dest, encode(new_text, source.encoding), source.mode)
+                continue
+            except SourceError as exc:
+                errors[path] = f"{exc}; copied unchanged"
+        shutil.copy2(path, dest)
+    for link in links:
+        target = os.path.realpath(link)
+        rel_link = os.path.relpath(os.path.abspath(link), root)
+        dest = os.path.join(out, rel_link)
+        copied_target = os.path.join(out, os.path.relpath(target, real_root))
+        if not os.path.exists(target):
+            warnings.append(f"{link}: symlink not copied: it is dangling")
+        elif not _within(target, real_root):
+            warnings.append(f"{link}: symlink not copied: it leads out of the input")
+        elif not os.path.lexists(copied_target):
+            warnings.append(f"{link}: symlink not copied: its target is not part of the copy")
+        else:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            # Relative, so the copy points into OUT, never back into the input.
+            os.symlink(os.path.relpath(copied_target, os.path.dirname(dest)), dest)
+    return warnings, errors

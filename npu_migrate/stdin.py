@@ -1,0 +1,91 @@
+"""`npu-migrate - --stdin-filename train.py`: one file through stdin, for editors and pipes.
+
+stdout carries the code (or, with --diff, the diff; with --check, nothing); the report goes to
+stderr (or --output-file), so `npu-migrate - < a.py > b.py` works. `--stdin-filename` names the
+file: it picks the front end (.ipynb, .sh, ...), is the path shown in findings and diffs, is where
+the configuration search starts, and is what --force-exclude matches against. A file that is
+excluded or marked @generated comes out exactly as it went in.
+
+Exit codes as for files: 0, or 1 with --diff/--check when something would change (--check also
+for findings at --fail-on), 2 when the input cannot be read or parsed. Plain `-` exits 0 when it
+changed the code, as black does, so editors do not mistake a rewrite for a failure.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Optional
+
+import click
+
+from .model import Options, Severity
+from .rules import RuleSet
+
+
+def run_stdin(
+    settings: Any,
+    options: Options,
+    rules: RuleSet,
+    file_filter: Any,
+    use_color: bool,
+) -> int:
+    from .cli import emit_report
+    from .diffs import colorize, patch_path, unified_diff
+    from .engine import migrate_source
+    from .model import FileResult
+    from .report import RENDERERS, RunReport
+    from .runner import decoder_for
+    from .source import SourceError, is_generated
+
+    name: Optional[str] = settings.stdin_filename
+    shown = name or "stdin.py"
+    data = sys.stdin.buffer.read()
+    mode = "diff" if settings.show_diff else "check" if settings.check else "stdin"
+
+    def passthrough() -> int:
+        if mode == "stdin":
+            _write_stdout(data)
+        return 0
+
+    if name and settings.force_exclude and file_filter.excluded_path(name):
+        if settings.verbose:
+            click.echo(f"{name}: skipped: {file_filter.excluded_path(name)}", err=True)
+        return passthrough()
+    try:
+        text, encoding = decoder_for(shown)(data, shown)
+    except SourceError as exc:
+        click.echo(f"{shown}: {exc}", err=True)
+        if mode == "stdin":
+            _write_stdout(data)  # never eat the user's buffer
+        return 2
+    if is_generated(text):
+        result = FileResult(path=shown, skipped="generated")
+    else:
+        result = migrate_source(text, shown, options, rules)
+    report = RunReport(results=[result], rules=rules, mode=mode, color=use_color,
+                       verbose=settings.verbose, quiet=settings.quiet)
+    if result.changed:
+        report.diffs[shown] = unified_diff(text, result.new_text, patch_path(shown))
+
+    if settings.show_diff and settings.fmt == "markdown":
+        emit_report(RENDERERS["markdown"](report), settings.output_file, err=False)
+    else:
+        if mode == "stdin":
+            _write_stdout((result.new_text if result.changed else text).encode(encoding))
+        elif mode == "diff":
+            diff = report.diffs.get(shown, "")
+            click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
+        emit_report(RENDERERS[settings.fmt](report), settings.output_file, err=True)
+
+    if result.error:
+        return 2
+    if mode == "diff" and result.changed:
+        return 1
+    if mode == "check" and (result.changed or report.findings_at_least(Severity(settings.fail_on))):
+        return 1
+    return 0
+
+
+def _write_stdout(data: bytes) -> None:
+    sys.stdout.buffer.write(data)
+    sys.stdout.flush()

@@ -1,0 +1,89 @@
+"""`npu-migrate - --stdin-filename NAME` (issue 5): code on stdout, report on stderr."""
+
+GPU = b"import torch\n\nmodel = model.cuda()\n"
+NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
+DIFF = (
+    b"--- a/train.py\n+++ b/train.py\n@@ -1,3 +1,4 @@\n import torch\n+import torch_npu  # noqa: F401\n"
+    b" \n-model = model.cuda()\n+model = model.npu()\n"
+)
+
+
+def test_round_trip(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "train.py", input=GPU, cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stdout == NPU
+    assert r.stderr.decode().splitlines() == [
+        "1 file scanned, 1 would be migrated, 0 unchanged, 0 failed.",
+        "2 edits: NPU101 x1, NPU108 x1",
+    ]
+    # what needs nothing comes back as it went in, byte for byte (CRLF, BOM)
+    clean = b"\xef\xbb\xbfimport torch\r\nx = 1\r\n"
+    r = run_cli("-", "--stdin-filename", "train.py", input=clean, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, clean)
+    assert not list(tmp_path.iterdir()), "stdin mode writes no file"
+
+
+def test_crlf_input_keeps_crlf(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "train.py", input=GPU.replace(b"\n", b"\r\n"), cwd=tmp_path)
+    assert r.stdout == NPU.replace(b"\n", b"\r\n")
+
+
+def test_findings_go_to_stderr_with_the_given_name(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "src/train.py", "-v", input=GPU, cwd=tmp_path)
+    assert r.stdout == NPU
+    assert "src/train.py:3:15: NPU101 `.cuda()` -> `.npu()`: move to the NPU" in r.stderr.decode().splitlines()
+
+
+def test_diff_and_check(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "train.py", "--diff", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (1, DIFF)
+    r = run_cli("-", "--stdin-filename", "train.py", "--diff", input=NPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"")
+    r = run_cli("-", "--stdin-filename", "train.py", "--check", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (1, b"")
+    assert b"1 would be migrated" in r.stderr
+    r = run_cli("-", "--stdin-filename", "train.py", "--check", input=NPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"")
+
+
+def test_without_a_name(tmp_path, run_cli):
+    r = run_cli("-", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, NPU)
+
+
+def test_force_exclude_applies_to_stdin_filename(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "build/train.py", "--force-exclude", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout, r.stderr) == (0, GPU, b"")
+    r = run_cli("-", "--stdin-filename", "legacy/train.py", "--force-exclude", "--extend-exclude", "legacy/",
+                "--check", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"")
+    # without --force-exclude the name is only a name
+    r = run_cli("-", "--stdin-filename", "build/train.py", input=GPU, cwd=tmp_path)
+    assert r.stdout == NPU
+
+
+def test_generated_input_comes_back_unchanged(tmp_path, run_cli):
+    gen = b"# @generated\n" + GPU
+    r = run_cli("-", "--stdin-filename", "train.py", input=gen, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, gen)
+    assert b"1 skipped" in r.stderr
+
+
+def test_unparsable_input_is_echoed_and_exits_2(tmp_path, run_cli):
+    py2 = b"import torch\nprint 'x'\nx = t.cuda()\n"
+    r = run_cli("-", "--stdin-filename", "train.py", input=py2, cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stdout == py2
+    assert r.stderr.decode().startswith("train.py: cannot parse: ")
+    undecodable = b"x = '\xe9'\n"
+    r = run_cli("-", "--stdin-filename", "train.py", input=undecodable, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (2, undecodable)
+    assert r.stderr.decode().startswith("train.py: cannot decode as utf-8")
+
+
+def test_stdin_cannot_mix_with_paths_or_output_dir(tmp_path, run_cli):
+    (tmp_path / "a.py").write_bytes(GPU)
+    r = run_cli("-", "a.py", input=GPU, cwd=tmp_path)
+    assert r.returncode == 2 and b"`-` (stdin) cannot be mixed with other paths" in r.stderr
+    r = run_cli("-", "--output-dir", "out", input=GPU, cwd=tmp_path)
+    assert r.returncode == 2 and b"--output-dir needs paths, not stdin" in r.stderr

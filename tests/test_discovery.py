@@ -1,0 +1,200 @@
+"""File selection (issue 5): default excludes, .gitignore (nested, git's precedence), --exclude /
+--extend-exclude / --force-exclude, symlinks, non-Python files given by name."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.discovery import FileFilter, discover
+
+GPU = b"import torch\n\nmodel = model.cuda()\n"
+
+
+def make(root: Path, *names: str, data: bytes = GPU) -> None:
+    for name in names:
+        p = root / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+
+
+def found(root: Path, *paths: str, force_exclude=False, **filter_args):
+    """discover() from inside `root`, as the CLI does: paths relative, root = current folder."""
+    old = os.getcwd()
+    os.chdir(root)
+    try:
+        sel = discover(list(paths) or ["."], FileFilter(".", **filter_args), force_exclude=force_exclude)
+    finally:
+        os.chdir(old)
+    return [os.path.normpath(f) for f in sel.files], sel
+
+
+def test_default_excludes(tmp_path):
+    skipped = [
+        ".git/hooks/x.py", ".venv/lib/x.py", "venv/x.py", "build/x.py", "dist/x.py", "node_modules/x.py",
+        "nb/.ipynb_checkpoints/x.py", "lib/site-packages/torch/x.py", "pkg/__pycache__/x.py", ".tox/x.py",
+        "pkg.egg-info/x.py",
+    ]
+    make(tmp_path, "train.py", "pkg/model.py", *skipped)
+    files, _ = found(tmp_path)
+    assert files == [os.path.join("pkg", "model.py"), "train.py"]
+
+
+def test_exclude_replaces_defaults_and_extend_exclude_keeps_them(tmp_path):
+    make(tmp_path, "train.py", "build/gen.py", "legacy/old.py", "sub/legacy/old.py", "x_pb2.py")
+    files, _ = found(tmp_path, exclude=["legacy/"])
+    assert files == [os.path.join("build", "gen.py"), "train.py", "x_pb2.py"]
+    files, _ = found(tmp_path, extend_exclude=["legacy/", "*_pb2.py"])
+    assert files == ["train.py"]
+    # anchored: only the top-level legacy/ folder
+    files, _ = found(tmp_path, extend_exclude=["/legacy"])
+    assert files == [os.path.join("sub", "legacy", "old.py"), "train.py", "x_pb2.py"]
+
+
+def test_gitignore_nested_with_gits_precedence(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("*_gen.py\nout/\n/top_only.py\n")
+    make(tmp_path, "a_gen.py", "out/x.py", "top_only.py", "keep.py",
+         "sub/top_only.py", "sub/b_gen.py", "sub/keep_gen.py", "sub/local.py", "sub/deeper/c.py")
+    # the deeper file decides: it re-includes keep_gen.py and ignores local.py and deeper/
+    (tmp_path / "sub/.gitignore").write_text("!keep_gen.py\nlocal.py\ndeeper/\n")
+    # .git/info/exclude counts too
+    (tmp_path / ".git/info").mkdir(parents=True, exist_ok=True)
+    (tmp_path / ".git/info/exclude").write_text("private.py\n")
+    make(tmp_path, "private.py")
+    files, _ = found(tmp_path)
+    assert files == ["keep.py", os.path.join("sub", "keep_gen.py"), os.path.join("sub", "top_only.py")]
+    # git agrees
+    listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(f for f in listed if f.endswith(".py")) == ["keep.py", "sub/keep_gen.py", "sub/top_only.py"]
+
+
+def test_nothing_comes_back_below_an_ignored_folder(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("data/\n!data/keep.py\n")
+    make(tmp_path, "data/keep.py", "train.py")
+    files, _ = found(tmp_path)
+    assert files == ["train.py"]
+
+
+def test_gitignore_of_the_repository_applies_to_a_subfolder_run(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("generated/\n")
+    make(tmp_path, "src/generated/x.py", "src/train.py")
+    files, _ = found(tmp_path / "src")
+    assert files == ["train.py"]
+
+
+def test_no_respect_gitignore(tmp_path):
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    make(tmp_path, "ignored.py", "train.py")
+    assert found(tmp_path)[0] == ["train.py"]
+    assert found(tmp_path, respect_gitignore=False)[0] == ["ignored.py", "train.py"]
+
+
+def test_explicit_files_are_taken_unless_force_exclude(tmp_path):
+    (tmp_path / ".gitignore").write_text("ignored.py\n")
+    make(tmp_path, "ignored.py", "build/gen.py", "legacy/old.py", "train.py")
+    paths = ("ignored.py", "build/gen.py", "legacy/old.py", "train.py")
+    files, sel = found(tmp_path, *paths, extend_exclude=["legacy/"])
+    assert files == [os.path.normpath(p) for p in paths]
+    files, sel = found(tmp_path, *paths, force_exclude=True, extend_exclude=["legacy/"])
+    assert files == ["train.py"]
+    assert sel.skipped == [("ignored.py", "ignored by .gitignore"), ("build/gen.py", "excluded"),
+                           ("legacy/old.py", "excluded")]
+
+
+def test_a_folder_given_by_name_is_walked_even_if_excluded(tmp_path):
+    make(tmp_path, "build/gen.py", "build/sub/more.py", "build/__pycache__/x.py")
+    files, _ = found(tmp_path, "build")
+    assert files == [os.path.join("build", "gen.py"), os.path.join("build", "sub", "more.py")]
+    files, sel = found(tmp_path, "build", force_exclude=True)
+    assert files == [] and sel.skipped == [("build", "excluded")]
+
+
+def test_symlinks_are_never_followed_out_of_the_tree(tmp_path):
+    outside = tmp_path / "outside"
+    make(outside, "secret.py", "pkg/lib.py")
+    tree = tmp_path / "tree"
+    make(tree, "train.py")
+    (tree / "link_file.py").symlink_to(outside / "secret.py")
+    (tree / "link_dir").symlink_to(outside / "pkg", target_is_directory=True)
+    (tree / "inner_link.py").symlink_to(tree / "train.py")
+    (tree / "dangling.py").symlink_to(tmp_path / "missing.py")
+    files, sel = found(tree)
+    assert files == ["train.py"] and not sel.errors
+
+
+def test_symlink_loops_do_not_hang(tmp_path):
+    make(tmp_path, "a/train.py")
+    (tmp_path / "a/loop").symlink_to(tmp_path / "a", target_is_directory=True)
+    (tmp_path / "a/self.py").symlink_to(tmp_path / "a/self.py")
+    (tmp_path / "a/ping").symlink_to(tmp_path / "a/pong")
+    (tmp_path / "a/pong").symlink_to(tmp_path / "a/ping")
+    start = time.monotonic()
+    files, _ = found(tmp_path)
+    assert files == [os.path.join("a", "train.py")]
+    assert time.monotonic() - start < 5
+
+
+def test_each_file_once_even_through_different_spellings(tmp_path):
+    make(tmp_path, "pkg/train.py")
+    files, _ = found(tmp_path, "pkg/train.py", "./pkg/train.py", "pkg", ".")
+    assert files == [os.path.join("pkg", "train.py")]
+
+
+def test_missing_path_is_an_error_and_the_rest_still_runs(tmp_path, run_cli):
+    make(tmp_path, "train.py")
+    r = run_cli("missing.py", "train.py", "--write", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.decode().splitlines()[0] == "npu-migrate: error: missing.py: no such file or directory"
+    assert b"1 file scanned, 1 migrated" in r.stdout
+
+
+def test_script_in_another_language_given_by_name_is_skipped(tmp_path, run_cli):
+    """pre-commit selects files by shebang too; a script no front end takes is not Python."""
+    script = b"#!/usr/bin/env perl\nmy $dev = 'cuda:0';\n"
+    make(tmp_path, "convert", data=script)
+    make(tmp_path, "tool", data=b"#!/usr/bin/env python3\nimport torch\nx = torch.zeros(1).cuda()\n")
+    r = run_cli("convert", "tool", "-v", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (tmp_path / "convert").read_bytes() == script
+    assert b"1 file scanned, 1 would be migrated" in r.stdout
+    assert b"tool:3:20: NPU101" in r.stdout
+    assert "convert: skipped: not a Python file (#!perl)" in r.stderr.decode().splitlines()
+
+
+def test_excluded_and_ignored_files_are_untouched_by_write(tmp_path, run_cli):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("scratch/\n")
+    make(tmp_path, "train.py", "scratch/t.py", "venv/lib.py", "legacy/old.py")
+    r = run_cli(".", "--write", "--extend-exclude", "legacy/", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert b"1 file scanned, 1 migrated" in r.stdout
+    for untouched in ("scratch/t.py", "venv/lib.py", "legacy/old.py"):
+        assert (tmp_path / untouched).read_bytes() == GPU
+    # pre-commit style: names given explicitly, excludes still apply with --force-exclude
+    r = run_cli("legacy/old.py", "scratch/t.py", "--write", "--force-exclude", "--extend-exclude", "legacy/",
+                "-v", cwd=tmp_path)
+    assert r.returncode == 0
+    assert (tmp_path / "legacy/old.py").read_bytes() == GPU
+    assert (tmp_path / "scratch/t.py").read_bytes() == GPU
+    assert r.stderr.decode().splitlines() == [
+        "legacy/old.py: skipped: excluded",
+        "scratch/t.py: skipped: ignored by .gitignore",
+    ]
+
+
+def test_generated_files_are_reported_as_skipped(tmp_path, run_cli):
+    gen = b"# @generated by protoc\nimport torch\nx = torch.zeros(1).cuda()\n"
+    make(tmp_path, "model_gen.py", data=gen)
+    make(tmp_path, "train.py")
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert (tmp_path / "model_gen.py").read_bytes() == gen
+    assert b"2 files scanned, 1 migrated, 0 unchanged, 1 skipped, 0 failed." in r.stdout
+    r = run_cli(".", "-v", cwd=tmp_path)
+    assert "model_gen.py: skipped: generated" in r.stderr.decode().splitlines()
