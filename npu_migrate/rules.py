@@ -143,8 +143,9 @@ FINDING_CONTEXTS = ("any", "torch", "device")
 # Finding kinds for files that are not Python: `env` (a shell variable set; names, `NCCL_*`
 # globs), `command` (a shell command: its name and leading words, `python -m torch.distributed.launch`),
 # `requirement` (a dependency name, `cupy-cuda*` globs; `unless`: not when one of these is listed
-# too), `requirement-build` (a CUDA build: local version label `cu*`, or a wheel index URL glob).
-NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build"}
+# too), `requirement-build` (a CUDA build: local version label `cu*`, or a wheel index URL glob),
+# `heredoc` (a word, `NAME` or `PREFIX*`, in a shell heredoc body, which is never rewritten).
+NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc"}
 FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"} | NON_PYTHON_FINDING_KINDS
 _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path"}
 ENV_PATTERN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
@@ -443,6 +444,8 @@ def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, la
         for n in entry.get("apis", [from_]):
             if not IDENT_RE.match(n):
                 raise RuleError(f"{label}: {n!r} is not a method name")
+    if match_kind in NON_PYTHON_FINDING_KINDS:  # shell/requirements kinds have keys of their own
+        return
     arguments = ("keywords", "positions")
     if match_kind not in ("call", "call-kwarg"):
         for key in arguments:
@@ -467,6 +470,8 @@ def _check_non_python_patterns(match_kind: str, names: List[str], label: str) ->
         pattern, what = COMMAND_RE, "a command and its leading arguments separated by single spaces"
     elif match_kind == "requirement":
         pattern, what = REQUIREMENT_PATTERN_RE, "a package name (globs with * allowed)"
+    elif match_kind == "heredoc":
+        pattern, what = re.compile(r"^[A-Za-z0-9_.-]+\*?$"), "a word, optionally ending in *"
     else:  # requirement-build: a local version label glob ("cu*") or an index URL glob
         pattern, what = re.compile(r"^\S+$"), "a version label or URL glob without spaces"
     for n in names:
