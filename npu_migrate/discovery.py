@@ -60,6 +60,7 @@ class FileFilter:
         self.respect_gitignore = respect_gitignore
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
         self._repo_tops: Dict[str, Optional[str]] = {}
+        self._chains: Dict[tuple, list] = {}
 
     # -- the two questions discovery asks -------------------------------------------------------
 
@@ -70,13 +71,7 @@ class FileFilter:
         are matched relative to it and .gitignore files above it are not consulted, so that
         `npu-migrate build/` does migrate what is in build/.
         """
-        path = os.path.abspath(path)
-        rel = self._relative_to(path, os.path.abspath(base) if base else self.root)
-        if self._matches(self.exclude, rel, is_dir):
-            return "excluded"
-        if self.respect_gitignore and self._gitignored(path, is_dir, os.path.abspath(base) if base else None):
-            return "ignored by .gitignore"
-        return None
+        return self._excluded(os.path.abspath(path), is_dir, os.path.abspath(base) if base else None)
 
     def excluded_path(self, path: str) -> Optional[str]:
         """Like `excluded_entry`, also looking at every folder above `path` (for explicit files)."""
@@ -88,24 +83,20 @@ class FileFilter:
             folders.append(parent)
             parent = os.path.dirname(parent)
         for folder in reversed(folders):
-            why = self.excluded_entry(folder, is_dir=True)
+            why = self._excluded(folder, True, None)
             if why:
                 return why
-        return self.excluded_entry(path, is_dir=os.path.isdir(path))
+        return self._excluded(path, os.path.isdir(path), None)
 
-    # -- internals ------------------------------------------------------------------------------
+    # -- internals (absolute, normalised paths) ---------------------------------------------------
 
-    @staticmethod
-    def _relative_to(path: str, root: str) -> str:
-        # Outside the root, match the whole path: unanchored patterns still apply there.
-        rel = os.path.relpath(path, root) if _is_within(path, root) else path.lstrip(os.sep)
-        return rel.replace(os.sep, "/")
-
-    @staticmethod
-    def _matches(spec, rel: str, is_dir: bool) -> bool:
-        if rel in (".", ""):
-            return False
-        return bool(spec.match_file(rel + "/" if is_dir else rel))
+    def _excluded(self, path: str, is_dir: bool, base: Optional[str]) -> Optional[str]:
+        rel = _relative(path, base or self.root)
+        if rel and self.exclude.match_file(rel + "/" if is_dir else rel):
+            return "excluded"
+        if self.respect_gitignore and self._gitignored(path, is_dir, base):
+            return "ignored by .gitignore"
+        return None
 
     def _repo_top(self, folder: str) -> Optional[str]:
         """The nearest folder at or above `folder` that holds `.git`, or None."""
@@ -142,30 +133,45 @@ class FileFilter:
             self._ignore_files[folder] = specs
         return self._ignore_files[folder]
 
+    def _ignore_chain(self, parent: str, base: Optional[str]) -> list:
+        """(folder, spec) of every gitignore that applies to entries of `parent`, deepest first:
+        from `parent` up to the repository top (outside a repository: up to the root)."""
+        key = (parent, base)
+        chain = self._chains.get(key)
+        if chain is None:
+            chain = []
+            top = base or self._repo_top(parent)
+            if top is None and _is_within(parent, self.root):
+                top = self.root
+            folder = parent
+            while top is not None and _is_within(folder, top):
+                chain += [(folder, spec) for spec in self._specs_of(folder)]
+                if folder == top:
+                    break
+                folder = os.path.dirname(folder)
+            self._chains[key] = chain
+        return chain
+
     def _gitignored(self, path: str, is_dir: bool, base: Optional[str]) -> bool:
-        # The .gitignore files of every folder from the path's own folder up to the repository
-        # top (outside a repository: up to the root); the deepest one with a matching pattern
-        # decides, and within a file the last matching pattern does.
-        parent = os.path.dirname(path)
-        top = base or self._repo_top(parent)
-        if top is None:
-            if not _is_within(parent, self.root):
-                return False
-            top = self.root
-        folder = parent
-        while True:
-            for spec in self._specs_of(folder):
-                rel = os.path.relpath(path, folder).replace(os.sep, "/") + ("/" if is_dir else "")
-                result = spec.check_file(rel)
-                if result.include is not None:
-                    return bool(result.include)
-            if folder == top or not _is_within(folder, top):
-                return False
-            folder = os.path.dirname(folder)
+        # The deepest .gitignore with a matching pattern decides; within a file, the last match.
+        for folder, spec in self._ignore_chain(os.path.dirname(path), base):
+            rel = _relative(path, folder)
+            result = spec.check_file(rel + "/" if is_dir else rel)
+            if result.include is not None:
+                return bool(result.include)
+        return False
 
 
 def _is_within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _relative(path: str, folder: str) -> str:
+    """`path` below `folder`, with forward slashes; "" for the folder itself. Outside `folder`,
+    the whole path without its leading slash, so unanchored patterns still apply."""
+    prefix = folder.rstrip(os.sep) + os.sep
+    rel = path[len(prefix):] if path.startswith(prefix) else ("" if path == folder else path.lstrip(os.sep))
+    return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
 def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, force_exclude: bool = False) -> Selection:
@@ -183,7 +189,11 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
                 if why:
                     selection.skipped.append((p, why))
                     continue
-            found = sorted(f for f, regular in walk(p, file_filter) if regular and is_source(f))
+            # Nothing below a folder is reached through a link, so its real path is the
+            # folder's real path plus the rest: one realpath() per folder given, not per file.
+            abs_top, real_top = os.path.abspath(p), os.path.realpath(p)
+            found = sorted((f, real_top + full[len(abs_top):]) for f, full, regular in _walk(p, file_filter)
+                           if regular and is_source(f))
         else:
             why = file_filter.excluded_path(p) if force_exclude else None
             if why is None and not is_source(p):
@@ -191,9 +201,8 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
             if why:
                 selection.skipped.append((p, why))
                 continue
-            found = [p]
-        for f in found:
-            key = os.path.realpath(f)
+            found = [(p, os.path.realpath(p))]
+        for f, key in found:
             if key not in seen:
                 seen.add(key)
                 selection.files.append(f)
@@ -201,25 +210,44 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
 
 
 def walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, bool]]:
-    """(path, is_regular_file) for everything below `top` that is not excluded, sorted per folder.
+    """(path, is_regular_file) for everything below `top` that is not excluded.
 
     Symlinks (to files or folders) are yielded with is_regular_file False and never followed.
     """
-    base = top if file_filter.excluded_path(top) else None
-    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
-        kept = []
-        for d in sorted(dirnames):
-            full = os.path.join(dirpath, d)
-            if os.path.islink(full):
-                yield full, False
-            elif not file_filter.excluded_entry(full, is_dir=True, base=base):
-                kept.append(d)
-        dirnames[:] = kept
-        for name in sorted(filenames):
-            full = os.path.join(dirpath, name)
-            if file_filter.excluded_entry(full, is_dir=False, base=base):
+    for user_path, _full, regular in _walk(top, file_filter):
+        yield user_path, regular
+
+
+def _walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, str, bool]]:
+    """(path as the user would spell it, absolute path, is_regular_file), depth first, sorted."""
+    abs_top = os.path.abspath(top)
+    base = abs_top if file_filter.excluded_path(top) else None
+    stack = [(top, abs_top)]
+    while stack:
+        shown_dir, abs_dir = stack.pop()
+        try:
+            with os.scandir(abs_dir) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError:
+            continue  # unreadable folder: nothing to migrate there
+        subdirs = []
+        for entry in entries:
+            full = os.path.join(abs_dir, entry.name)
+            shown = os.path.join(shown_dir, entry.name)
+            try:
+                is_link = entry.is_symlink()
+                is_dir = not is_link and entry.is_dir(follow_symlinks=False)
+            except OSError:
                 continue
-            yield full, not os.path.islink(full)
+            if file_filter._excluded(full, is_dir, base):
+                continue
+            if is_dir:
+                subdirs.append((shown, full))
+            elif is_link:
+                yield shown, full, False
+            elif entry.is_file(follow_symlinks=False):  # not a FIFO, socket or device
+                yield shown, full, True
+        stack.extend(reversed(subdirs))
 
 
 def not_python_reason(path: str) -> Optional[str]:

@@ -129,12 +129,13 @@ def test_symlinks_are_never_followed_out_of_the_tree(tmp_path):
     assert files == ["train.py"] and not sel.errors
 
 
-def test_symlink_loops_do_not_hang(tmp_path):
+def test_symlink_loops_and_fifos_do_not_hang(tmp_path):
     make(tmp_path, "a/train.py")
     (tmp_path / "a/loop").symlink_to(tmp_path / "a", target_is_directory=True)
     (tmp_path / "a/self.py").symlink_to(tmp_path / "a/self.py")
     (tmp_path / "a/ping").symlink_to(tmp_path / "a/pong")
     (tmp_path / "a/pong").symlink_to(tmp_path / "a/ping")
+    os.mkfifo(tmp_path / "a/pipe.py")  # reading it would block for ever
     start = time.monotonic()
     files, _ = found(tmp_path)
     assert files == [os.path.join("a", "train.py")]
