@@ -20,7 +20,6 @@ the configuration file in use, else the current folder): `legacy/` or `*_pb2.py`
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
@@ -33,10 +32,11 @@ PYTHON_SUFFIXES = (".py",)
 
 
 def is_source(path: str) -> bool:
-    """Whether a folder walk picks this file up: Python, or a suffix a front end registered."""
-    from .frontends import _BY_SUFFIX
+    """Whether a folder walk picks this file up: Python, or a file a front end claims
+    (`.ipynb`, `requirements.txt`, a `#!/bin/bash` script without a suffix, ...)."""
+    from .frontends import claims
 
-    return path.endswith(PYTHON_SUFFIXES + tuple(_BY_SUFFIX))
+    return path.endswith(PYTHON_SUFFIXES) or claims(path)
 
 
 @dataclass
@@ -257,17 +257,16 @@ def not_python_reason(path: str) -> Optional[str]:
     selects files by shebang (`types_or: [shell]` matches a `#!/bin/bash` script without a suffix),
     and such a file must be skipped, not reported as Python that does not parse.
     """
+    from .frontends import shebang_interpreter
+
     try:
         with open(path, "rb") as f:
             first = f.readline(256).decode("utf-8", "replace")
     except OSError:
         return None  # the reader reports it
-    m = re.match(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?", first)
-    if m is None:
+    interpreter = shebang_interpreter(first)
+    if interpreter is None:
         return None
-    interpreter = m.group(1).rsplit("/", 1)[-1]
-    if interpreter == "env" and m.group(2):
-        interpreter = m.group(2).rsplit("/", 1)[-1]
     if interpreter.startswith("python"):
         return None
     return f"not a Python file (#!{interpreter})"

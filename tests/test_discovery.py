@@ -199,3 +199,11 @@ def test_generated_files_are_reported_as_skipped(tmp_path, run_cli):
     assert b"2 files scanned, 1 migrated, 0 unchanged, 1 skipped, 0 failed." in r.stdout
     r = run_cli(".", "-v", cwd=tmp_path)
     assert "model_gen.py: skipped: generated" in r.stderr.decode().splitlines()
+
+
+def test_folder_walk_takes_what_the_front_ends_claim(tmp_path):
+    make(tmp_path, "train.py", "nb.ipynb", "run.sh", "requirements.txt", "README.md", "setup.cfg", "LICENSE")
+    make(tmp_path, "launch", data=b"#!/usr/bin/env bash\npython train.py\n")
+    make(tmp_path, "notes", data=b"#!/usr/bin/env perl\n")
+    files, _ = found(tmp_path)
+    assert files == ["launch", "nb.ipynb", "requirements.txt", "run.sh", "train.py"]
