@@ -27,7 +27,7 @@ def register(suffix: str, frontend: Frontend) -> None:
     _BY_SUFFIX[suffix] = frontend
 
 
-# (predicate on the file's base name, front end)
+# (predicate on the file's path, front end)
 _BY_NAME: List[Tuple[Callable[[str], bool], Frontend]] = []
 # interpreter name (`bash`, from `#!/bin/bash` or `#!/usr/bin/env bash`) -> front end
 _BY_SHEBANG: Dict[str, Frontend] = {}
@@ -62,9 +62,8 @@ def _by_name_or_suffix(path: str) -> Optional[Frontend]:
     for suffix, fe in _BY_SUFFIX.items():
         if path.endswith(suffix):
             return fe
-    name = os.path.basename(path)
     for predicate, fe in _BY_NAME:
-        if predicate(name):
+        if predicate(path):
             return fe
     return None
 
