@@ -247,3 +247,25 @@ def test_cli_write_diff_and_report(tmp_path):
     again = subprocess.run(cli + [str(path), "--check", "--fail-on", "error"], capture_output=True, text=True, cwd=tmp_path)
     assert again.returncode == 1  # the NPU301 error is still there
     assert "1 file scanned, 0 would be migrated, 1 unchanged, 0 failed." in again.stdout
+
+
+def test_a_whole_cell_in_one_list_element_stays_one_element():
+    """Exports such as sphinx-gallery's write each source as a one-element list, indent 2."""
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {"collapsed": False}, "outputs": [],
+                     "source": ["import torch\n\ndef f():\n    torch.cuda.synchronize()\n    return torch.zeros(1).cuda()"]}],
+          "metadata": {"kernelspec": {"language": "python", "name": "python3"}}, "nbformat": 4, "nbformat_minor": 0}
+    text = json.dumps(nb, indent=2)
+    result = migrate(text)
+    assert result.new_text == text.replace(
+        '"import torch\\n\\ndef f():\\n    torch.cuda.synchronize()\\n    return torch.zeros(1).cuda()"',
+        '"import torch\\nimport torch_npu  # noqa: F401\\n\\ndef f():\\n    torch.npu.synchronize()\\n    return torch.zeros(1).npu()"',
+    )
+
+
+def test_bom_and_crlf_are_kept():
+    nb = {"cells": [{"cell_type": "code", "source": ["import torch\n", "x = torch.ones(1).cuda()"], "metadata": {},
+                     "outputs": [], "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    text = "\ufeff" + json.dumps(nb, indent=1).replace("\n", "\r\n")
+    assert migrate(text).new_text == text.replace(
+        '"import torch\\n",\r\n', '"import torch\\n",\r\n    "import torch_npu  # noqa: F401\\n",\r\n'
+    ).replace(".cuda()", ".npu()")

@@ -193,7 +193,11 @@ def render_source(nb: Notebook, cell: Cell, new_source: str) -> str:
     reuse: Dict[str, str] = {}
     for s, e in elements:
         reuse.setdefault(json.loads(nb.text[s:e]), nb.text[s:e])
-    items = [reuse.get(line) or _json_string(line, nb.ensure_ascii) for line in _split_source_lines(new_source)]
+    values = list(reuse)
+    one_line_each = all("\n" not in v[:-1] for v in values)
+    # nbformat writes one element per line; sphinx-gallery exports put a whole cell in one element.
+    chunks = _split_source_lines(new_source) if one_line_each else [new_source]
+    items = [reuse.get(chunk) or _json_string(chunk, nb.ensure_ascii) for chunk in chunks]
     if not elements:
         return "[" + ", ".join(items) + "]"
     opening = nb.text[start + 1:elements[0][0]]
@@ -370,6 +374,11 @@ def _cell_magic(source: str) -> Optional[Tuple[str, str]]:
 def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     from ..engine import migrate_python
 
+    if text.startswith("\ufeff"):  # a BOM the caller did not decode away: keep it, parse the rest
+        result = migrate_notebook(text[1:], path, options, rules)
+        if result.new_text is not None:
+            result.new_text = "\ufeff" + result.new_text
+        return result
     result = FileResult(path=path)
     try:
         nb = read_notebook(text)
