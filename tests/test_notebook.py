@@ -111,7 +111,7 @@ def test_ipython_syntax_is_kept_and_shell_lines_migrated():
         "for i in range(2):\n    !echo $ASCEND_RT_VISIBLE_DEVICES\n    print(torch.npu.device_count())",
         "s = '''\n!nvidia-smi\n%time\n'''\nx = (1\n%2)",
         "%%html\n<b>torch.cuda</b>",
-        "%%writefile train.py\nimport torch\nx = torch.zeros(1).cuda()",
+        "%%writefile train.py\nimport torch\nimport torch_npu  # noqa: F401\nx = torch.zeros(1).npu()",
         "%%bash\nexport ASCEND_RT_VISIBLE_DEVICES=0\nnpu-smi info",
     ]
     got = {(e.code, e.cell, e.span.line, e.span.col) for e in result.edits}
@@ -119,6 +119,7 @@ def test_ipython_syntax_is_kept_and_shell_lines_migrated():
     assert ("NPU107", 2, 4, 6) in got  # `%env CUDA_VISIBLE_DEVICES=1`
     assert ("NPU107", 4, 2, 12) in got
     assert ("NPU107", 8, 2, 8) in got and ("NPU151", 8, 3, 1) in got
+    assert ("NPU101", 7, 3, 20) in got  # %%writefile train.py: the written file, migrated on its own
     # `x = !nvidia-smi -L` reads the output: a finding, not a rewrite.
     assert [(f.code, f.cell, f.span.line, f.span.col) for f in result.findings] == [("NPU360", 2, 3, 9)]
     assert not migrate(result.new_text).changed

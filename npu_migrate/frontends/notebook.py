@@ -11,9 +11,10 @@ How, and why this way:
 * IPython syntax is masked first: line magics (`%matplotlib inline`), shell escapes
   (`!nvidia-smi`, `x = !ls`), help (`torch.cuda?`) and the first line of Python cell magics
   (`%%time`) become placeholder statements, one per line, restored byte for byte afterwards.
-  Shell escapes and `%env` lines then go through the shell front end, and `%%bash` cells too.
-  Cells of other languages (`%%html`, `%%writefile`) and cells that are not valid Python once
-  masked are left alone (the latter with a finding), like black does.
+  Shell escapes and `%env` lines then go through the shell front end, and `%%bash` cells too;
+  a `%%writefile x.py` (or `.sh`) cell is migrated as the file it writes. Cells of other
+  languages (`%%html`) and cells that are not valid Python once masked are left alone (the
+  latter with a finding), like black does.
 * The JSON is never re-serialised: only the `"source"` values of changed cells are replaced in
   the original text, in the notebook's own style (list or string, indent, `ensure_ascii`), so
   outputs, metadata, key order and the trailing newline survive byte for byte and the diff
@@ -400,6 +401,9 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
         if magic is not None and magic[0] in SHELL_CELL_MAGICS:
             _migrate_shell_cell(cell, magic[1], rules, result, new_sources)
             continue
+        if magic is not None and magic[0] == "writefile":
+            _migrate_written_file(cell, magic[1], options, rules, result, new_sources)
+            continue
         if magic is not None and magic[0] not in PYTHON_CELL_MAGICS:
             continue  # %%html, %%writefile, %%javascript …: not this notebook's Python
         masked = mask_ipython(cell.source, cell.number, python_cell_magic=magic is not None)
@@ -526,6 +530,32 @@ def _migrate_shell_cell(cell: Cell, first_line: str, rules: RuleSet, result: Fil
         return
     head, newline, body = cell.source.partition("\n")
     new, edits, findings = _shell_results(body, rules)
+    for item in list(edits) + list(findings):
+        item.span = _relocate(item.span, 1)
+        item.cell = cell.number
+    result.edits.extend(edits)
+    result.findings.extend(findings)
+    if new is not None:
+        new_sources[cell.number] = head + newline + new
+
+
+def _migrate_written_file(cell: Cell, first_line: str, options: Options, rules: RuleSet, result: FileResult,
+                          new_sources: Dict[int, str]) -> None:
+    """`%%writefile train.py`: the body is a file of its own (its own module, not the notebook's
+    namespace), migrated as Python or as a shell script by the target's suffix."""
+    from ..engine import migrate_python
+
+    target = first_line.split()[-1] if len(first_line.split()) > 1 else ""
+    head, newline, body = cell.source.partition("\n")
+    if target.endswith(".py"):
+        migrated = migrate_python(body, target, options, rules, entry_script=False)
+        if migrated.error:
+            return
+        new, edits, findings = migrated.new_text, migrated.edits, migrated.findings
+    elif target.endswith(".sh"):
+        new, edits, findings = _shell_results(body, rules)
+    else:
+        return
     for item in list(edits) + list(findings):
         item.span = _relocate(item.span, 1)
         item.cell = cell.number
