@@ -77,20 +77,21 @@ def add_keyword_argument(call: cst.Call, keyword: str, value: cst.BaseExpression
     if not args:
         return call.with_changes(args=[new_arg])
     last = args[-1]
-    if isinstance(last.comma, cst.Comma):
-        # A trailing comma: the new argument takes it; the old last one gets the separator the
-        # arguments use between them (or the whitespace after the opening parenthesis).
-        separator = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
-        if separator is None:
-            separator = cst.Comma(whitespace_after=call.whitespace_before_args)
-        args[-1] = last.with_changes(comma=separator)
-        args.append(new_arg.with_changes(comma=last.comma))
+    separators = [a.comma for a in args[:-1]]
+    one_per_line = bool(separators) and all(
+        isinstance(c, cst.Comma) and isinstance(c.whitespace_after, cst.ParenthesizedWhitespace) for c in separators
+    )
+    if one_per_line:
+        separator = separators[-1]
+    elif not separators and isinstance(last.comma, cst.Comma) and isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace):
+        # f(\n    a,\n): the one argument sits on its own line after the parenthesis.
+        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
     else:
-        separator = args[-2].comma if len(args) > 1 and isinstance(args[-2].comma, cst.Comma) else None
-        if separator is None:
-            separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-        args[-1] = last.with_changes(comma=separator)
-        args.append(new_arg)
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    # The new argument takes the old last one's place before `)`: its trailing comma, and the
+    # line break before the parenthesis.
+    args[-1] = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    args.append(new_arg.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
     return call.with_changes(args=args)
 
 
@@ -626,7 +627,7 @@ class Planner(ScopeTracker):
                 return True
             qual = self.qual(value.func)
             rule = self.rules.rename.get(qual) if qual is not None else None
-            return rule is not None and self.renamable(value, rule)
+            return rule is not None and not self.suppressed(value, rule) and self.renamable(value, rule)
         values = self.values_of(value)
         if not values:
             return False

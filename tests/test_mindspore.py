@@ -1,0 +1,146 @@
+"""MindSpore GPU -> Ascend (codemods/mindspore.py, rules/mindspore.toml): golden fixtures,
+what counts as the device setting, findings at their exact positions, ModelArts on top."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mindspore"
+CASES = sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".expected.py"))
+
+
+def migrate(text: str, **options):
+    result = migrate_source(text, "train.py", Options(**options))
+    assert result.error is None
+    return result
+
+
+def after(text: str, **options) -> str:
+    result = migrate(text, **options)
+    return result.new_text if result.changed else text
+
+
+def findings(text: str):
+    return [(f.code, f.span.line, f.span.col) for f in migrate(text).findings]
+
+
+def test_fixtures_exist():
+    assert {p.stem for p in CASES} == {"resnet50_train", "lenet_ms2"}
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_golden(source):
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert result.error is None
+    assert result.new_text == expected
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_second_run_is_a_no_op(source):
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    again = migrate_source(expected, str(source))
+    assert again.error is None
+    assert not again.changed and again.edits == []
+
+
+def test_golden_edits_and_findings():
+    source = FIXTURES / "resnet50_train.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert [(e.code, e.span.line, e.span.col, e.before, e.after) for e in result.edits] == [
+        ("NPU141", 45, 14, '"nccl"', '"hccl"'),
+        ("NPU140", 69, 62, '"GPU"', '"Ascend"'),
+    ]
+    source = FIXTURES / "lenet_ms2.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
+        ("NPU346", 27, 54, "config.device_target"),
+    ]
+
+
+def test_modelarts_adaptation_composes_with_the_mindspore_rewrites():
+    source = FIXTURES / "resnet50_train.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source), Options(modelarts=True))
+    assert result.error is None
+    text = result.new_text
+    ast.parse(text)
+    assert 'init("hccl")' in text and 'default="Ascend"' in text
+    assert "--data_url" in text and "--train_url" in text
+    again = migrate_source(text, str(source), Options(modelarts=True))
+    assert again.error is None and not again.changed
+
+
+def test_torch_rules_do_not_touch_a_mindspore_file():
+    text = "import mindspore as ms\ndevice = 'cuda'\nx = t.cuda()\nbackend = 'nccl'\n"
+    assert not migrate(text).changed
+
+
+def test_device_comparisons_are_left_alone():
+    text = (
+        "from mindspore import context\n"
+        "if args.device_target == 'GPU':\n"
+        "    context.set_context(enable_graph_kernel=True)\n"
+        "target = 'GPU'\n"
+    )
+    assert not migrate(text).changed
+
+
+def test_a_variable_assigned_other_values_is_rewritten_only_where_it_says_gpu():
+    text = (
+        "import mindspore as ms\n"
+        "target = 'GPU'\n"
+        "if cpu_only:\n"
+        "    target = 'CPU'\n"
+        "ms.set_context(device_target=target)\n"
+    )
+    assert after(text) == text.replace("target = 'GPU'", "target = 'Ascend'")
+
+
+def test_a_device_target_from_a_function_argument_is_reported():
+    text = "import mindspore as ms\n\ndef setup(target):\n    ms.set_context(device_target=target)\n"
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU346", 4, 34)]
+
+
+def test_an_argparse_option_of_another_name_is_not_rewritten():
+    text = (
+        "import argparse\nimport mindspore as ms\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--platform', default='GPU')\n"
+        "args = parser.parse_args()\n"
+        "ms.set_context(device_target=args.platform)\n"
+    )
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU346", 6, 30)]
+
+
+def test_forcing_mindspore_rewrites_a_config_module_without_mindspore_imports():
+    text = "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--device_target', default='GPU')\n"
+    assert not migrate(text).changed
+    assert after(text, framework="mindspore") == text.replace("default='GPU'", "default='Ascend'")
+
+
+def test_backend_init_spellings():
+    text = (
+        "import mindspore.communication.management as D\n"
+        "from mindspore.communication import init as comm_init\n"
+        "D.init('nccl')\n"
+        "comm_init(backend_name='nccl')\n"
+    )
+    assert after(text) == text.replace("'nccl'", "'hccl'")
+
+
+def test_gpu_only_operators_are_reported_where_used():
+    text = "from mindspore import nn\n\nclass Net(nn.Cell):\n    def __init__(self):\n        self.inv = nn.MatInverse()\n"
+    assert findings(text) == [("NPU345", 5, 20)]
+
+
+def test_a_suppression_comment_keeps_the_device():
+    text = "import mindspore as ms\nms.set_device('GPU')  # npu-migrate: ignore[NPU140]\n"
+    assert not migrate(text).changed

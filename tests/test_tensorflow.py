@@ -1,0 +1,380 @@
+"""TensorFlow 1.15 -> NPU (codemods/tensorflow.py, rules/tensorflow.toml): golden fixtures,
+framework detection, the decisions the rewrites depend on, findings at their exact positions,
+and the validation of the framework rule schema (rules.py)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+from npu_migrate.rules import RuleError, build_ruleset
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tensorflow"
+CASES = sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".expected.py"))
+
+
+def migrate(text: str, **options):
+    result = migrate_source(text, "train.py", Options(**options))
+    assert result.error is None
+    return result
+
+
+def after(text: str, **options) -> str:
+    result = migrate(text, **options)
+    return result.new_text if result.changed else text
+
+
+def findings(text: str, code: str = ""):
+    return [(f.code, f.span.line, f.span.col) for f in migrate(text).findings if not code or f.code == code]
+
+
+# ---------------------------------------------------------------------------- golden fixtures
+
+
+def test_fixtures_exist():
+    assert {p.stem for p in CASES} == {"biggan_train", "keras_mnist", "resnet50_horovod"}
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_golden(source):
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert result.error is None
+    assert result.new_text == expected
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_second_run_is_a_no_op(source):
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    again = migrate_source(expected, str(source))
+    assert again.error is None
+    assert not again.changed and again.edits == []
+
+
+GOLDEN_FINDINGS = {
+    "biggan_train": [("NPU333", 49, 29), ("NPU333", 139, 12)],
+    "keras_mnist": [],
+    "resnet50_horovod": [],
+}
+GOLDEN_EDITS = {
+    "biggan_train": {"NPU120": 1, "NPU121": 1, "NPU122": 3, "NPU126": 1, "NPU127": 1},
+    "keras_mnist": {"NPU120": 1, "NPU124": 2, "NPU126": 2},
+    "resnet50_horovod": {"NPU120": 1, "NPU122": 4, "NPU125": 13, "NPU126": 1},
+}
+
+
+@pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
+def test_golden_findings_and_edit_codes(source):
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    tf_findings = [(f.code, f.span.line, f.span.col) for f in result.findings if f.code.startswith(("NPU33", "NPU34"))]
+    assert tf_findings == GOLDEN_FINDINGS[source.stem]
+    counts = {}
+    for e in result.edits:
+        counts[e.code] = counts.get(e.code, 0) + 1
+    assert counts == GOLDEN_EDITS[source.stem]
+
+
+def test_golden_edits_point_at_the_original_lines():
+    source = FIXTURES / "biggan_train.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    lines = source.read_text(encoding="utf-8").splitlines()
+    by_code = {(e.code, e.span.line) for e in result.edits}
+    assert ("NPU127", 91) in by_code and "tf.device('/gpu:0')" in lines[90]
+    assert ("NPU121", 101) in by_code and "tf.Session(config=config)" in lines[100]
+    assert ("NPU122", 133) in by_code and "tf.estimator.Estimator(" in lines[132]
+
+
+def test_modelarts_adaptation_composes_with_the_tensorflow_rewrites():
+    source = FIXTURES / "biggan_train.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source), Options(modelarts=True))
+    assert result.error is None
+    text = result.new_text
+    ast.parse(text)
+    assert text.count("from npu_bridge.npu_init import *") == 1
+    assert "tf.Session(config=npu_config_proto(config_proto=config))" in text
+    assert "--data_url" in text and "--train_url" in text
+    assert {"NPU120", "NPU121", "NPU122"} <= {e.code for e in result.edits}
+    again = migrate_source(text, str(source), Options(modelarts=True))
+    assert again.error is None and not again.changed
+
+
+# ---------------------------------------------------------------------------- framework detection
+
+
+def test_torch_rules_do_not_touch_a_tensorflow_file():
+    text = "import tensorflow as tf\nx = t.cuda()\ndevice = 'cuda'\nif x.is_cuda:\n    pass\n"
+    result = migrate(text)
+    assert not result.changed and result.edits == []
+    # The same lines in a file of no framework get the torch rules: the test above can fail.
+    assert after(text.replace("import tensorflow as tf\n", "")) == "x = t.npu()\ndevice = 'npu'\nif x.is_npu:\n    pass\n"
+
+
+def test_forcing_tensorflow_keeps_torch_rules_away_from_a_file_without_imports():
+    assert not migrate("x = t.cuda()\n", framework="tensorflow").changed
+
+
+def test_forcing_a_framework_applies_only_that_frameworks_rules():
+    text = "import tensorflow as tf\nsess = tf.Session()\n"
+    assert not migrate(text, framework="torch").changed
+    assert not migrate(text, framework="mindspore").changed
+    assert after(text, framework="tensorflow", add_import=False) == (
+        "import tensorflow as tf\nsess = tf.Session(config=npu_config_proto())\n"
+    )
+
+
+@pytest.mark.parametrize("imports", ["import keras\n", "import horovod.tensorflow as hvd\n",
+                                     "import horovod.keras as hvd\n", "from tensorflow.compat import v1 as tf\n"])
+def test_keras_and_horovod_files_are_tensorflow_files(imports):
+    text = imports + "x = t.cuda()\n"
+    assert not migrate(text).changed
+
+
+def test_a_file_using_torch_and_tensorflow_gets_both():
+    text = "import torch\nimport tensorflow as tf\nx = t.cuda()\nsess = tf.Session()\n"
+    assert after(text, add_import=False) == (
+        "import torch\nimport tensorflow as tf\nx = t.npu()\nsess = tf.Session(config=npu_config_proto())\n"
+    )
+
+
+# ---------------------------------------------------------------------------- the import
+
+
+def test_the_import_goes_before_the_first_import_after_docstring_and_future():
+    text = '#!/usr/bin/env python\n"""Doc."""\nfrom __future__ import print_function\n\n# our imports\nimport os\nimport tensorflow as tf\nsess = tf.Session()\n'
+    assert after(text) == (
+        '#!/usr/bin/env python\n"""Doc."""\nfrom __future__ import print_function\n\n# our imports\n'
+        "from npu_bridge.npu_init import *\nimport os\nimport tensorflow as tf\nsess = tf.Session(config=npu_config_proto())\n"
+    )
+
+
+def test_the_import_goes_before_a_guarded_import_block():
+    text = "try:\n    import tensorflow.compat.v1 as tf\nexcept ImportError:\n    import tensorflow as tf\nsess = tf.Session()\n"
+    assert after(text).startswith("from npu_bridge.npu_init import *\ntry:\n")
+
+
+def test_no_import_option_leaves_the_import_out():
+    assert after("import tensorflow as tf\nsess = tf.Session()\n", add_import=False) == (
+        "import tensorflow as tf\nsess = tf.Session(config=npu_config_proto())\n"
+    )
+
+
+# ---------------------------------------------------------------------------- sessions and estimators
+
+
+def test_user_aliases_and_formatting_are_kept():
+    text = "import tensorflow.compat.v1 as tfv1\nwith tfv1.Session( graph = g ) as s:\n    pass\n"
+    assert after(text, add_import=False) == (
+        "import tensorflow.compat.v1 as tfv1\nwith tfv1.Session( graph = g, config = npu_config_proto() ) as s:\n    pass\n"
+    )
+
+
+def test_a_session_with_unpacked_arguments_is_reported_not_guessed():
+    text = "import tensorflow as tf\nsess = tf.Session(**kwargs)\n"
+    assert not migrate(text).changed
+    assert findings(text, "NPU337") == [("NPU337", 2, 8)]
+
+
+def test_estimator_keeps_its_class_when_its_config_is_not_certainly_an_npu_run_config():
+    text = (
+        "import tensorflow as tf\n"
+        "cfg = tf.estimator.RunConfig(model_dir=d, device_fn=f)\n"
+        "est = tf.estimator.Estimator(model_fn, config=cfg)\n"
+    )
+    assert after(text, add_import=False) == (
+        "import tensorflow as tf\n"
+        "cfg = tf.estimator.RunConfig(model_dir=d, device_fn=f)\n"
+        "est = tf.estimator.Estimator(model_fn, config=npu_run_config_init(run_config=cfg))\n"
+    )
+    assert findings(text, "NPU337") == [("NPU337", 2, 7)]
+
+
+def test_estimator_config_assigned_twice_must_be_npu_both_times():
+    text = (
+        "import tensorflow as tf\n"
+        "cfg = tf.estimator.RunConfig(model_dir=d)\n"
+        "if resume:\n"
+        "    cfg = load_config()\n"
+        "est = tf.estimator.Estimator(model_fn, config=cfg)\n"
+    )
+    assert "est = tf.estimator.Estimator(model_fn, config=npu_run_config_init(run_config=cfg))" in after(text)
+
+
+def test_estimator_config_from_another_function_scope_is_not_confused():
+    text = (
+        "import tensorflow as tf\n"
+        "def a():\n"
+        "    cfg = tf.estimator.RunConfig(model_dir=d)\n"
+        "def b(cfg):\n"
+        "    return tf.estimator.Estimator(model_fn, config=cfg)\n"
+    )
+    out = after(text, add_import=False)
+    assert "    cfg = NPURunConfig(model_dir=d)\n" in out
+    assert "    return tf.estimator.Estimator(model_fn, config=npu_run_config_init(run_config=cfg))\n" in out
+
+
+def test_a_suppression_comment_keeps_the_line():
+    text = "import tensorflow as tf\nsess = tf.Session()  # npu-migrate: ignore[NPU121]\nother = tf.Session()\n"
+    assert after(text, add_import=False) == (
+        "import tensorflow as tf\nsess = tf.Session()  # npu-migrate: ignore[NPU121]\nother = tf.Session(config=npu_config_proto())\n"
+    )
+
+
+# ---------------------------------------------------------------------------- datasets
+
+
+def test_batch_on_a_parameter_is_reported_at_its_position():
+    text = "import tensorflow as tf\n\ndef batched(ds, n):\n    return ds.map(f).batch(n)\n"
+    assert not migrate(text).changed
+    assert findings(text, "NPU338") == [("NPU338", 4, 12)]
+
+
+def test_a_variable_that_is_once_something_else_is_not_a_dataset():
+    text = (
+        "import tensorflow as tf\n"
+        "data = tf.data.Dataset.range(10)\n"
+        "if small:\n"
+        "    data = MyLoader()\n"
+        "data = data.batch(4)\n"
+    )
+    assert not migrate(text).changed
+    assert findings(text, "NPU338") == [("NPU338", 5, 8)]
+
+
+def test_an_explicit_drop_remainder_false_is_kept_and_reported():
+    text = "import tensorflow as tf\nds = tf.data.Dataset.range(10).batch(4, drop_remainder=False)\n"
+    assert not migrate(text).changed
+    assert findings(text, "NPU338") == [("NPU338", 2, 56)]
+
+
+def test_tf_train_batch_is_a_queue_api_not_a_dataset():
+    text = "import tensorflow as tf\nimages = tf.train.batch([image], 32)\n"
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU332", 2, 10)]
+
+
+# ---------------------------------------------------------------------------- Horovod and Keras
+
+
+def test_horovod_import_stays_while_an_unmapped_call_uses_it():
+    text = "import horovod.tensorflow as hvd\nr = hvd.rank()\nv = hvd.allreduce(t)\n"
+    assert after(text) == "from npu_bridge.npu_init import *\nimport horovod.tensorflow as hvd\nr = get_npu_rank_id()\nv = hvd.allreduce(t)\n"
+    assert findings(text) == [("NPU335", 3, 5)]
+
+
+def test_hvd_init_inside_an_expression_is_reported():
+    text = "import horovod.tensorflow as hvd\nok = hvd.init() or True\n"
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU337", 2, 6)]
+
+
+def test_keras_training_without_a_main_block_is_reported_at_the_fit_call():
+    text = "import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.compile('sgd', 'mse')\nmodel.fit(x, y)\n"
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU339", 4, 1)]
+
+
+def test_keras_layers_in_a_session_script_need_no_keras_session():
+    text = (
+        "import tensorflow as tf\n"
+        "y = tf.keras.layers.Dense(3)(x)\n"
+        "if __name__ == '__main__':\n"
+        "    with tf.Session() as sess:\n"
+        "        sess.run(y)\n"
+    )
+    assert after(text, add_import=False) == text.replace("tf.Session()", "tf.Session(config=npu_config_proto())")
+
+
+# ---------------------------------------------------------------------------- findings
+
+
+def test_native_keras_is_reported_where_it_is_imported():
+    text = "import tensorflow as tf\nfrom keras.layers import Dense\n"
+    assert findings(text) == [("NPU330", 2, 1)]
+
+
+def test_float64_is_reported_through_the_users_alias():
+    text = "import tensorflow.compat.v1 as tf1\nx = tf1.zeros([2], dtype=tf1.float64)\n"
+    assert findings(text) == [("NPU331", 2, 26)]
+
+
+def test_a_computed_gpu_device_is_reported_and_a_variable_device_is_not():
+    text = (
+        "import tensorflow as tf\n"
+        "for i in range(n):\n"
+        "    with tf.device('/gpu:{}'.format(i)):\n"
+        "        pass\n"
+        "with tf.device(dev):\n"
+        "    pass\n"
+    )
+    assert not migrate(text).changed
+    assert findings(text) == [("NPU340", 3, 20)]
+
+
+def test_comments_docstrings_and_unrelated_strings_are_untouched():
+    text = '"""Uses tf.Session() and /gpu:0."""\nimport tensorflow as tf\n# tf.Session()\nlabel = "/gpu:0"\n'
+    result = migrate(text)
+    assert not result.changed and result.findings == []
+
+
+# ---------------------------------------------------------------------------- the rule schema
+
+
+def _rule_file(**entry):
+    base = {"framework": "tensorflow", "code": "NPU199", "message": "m",
+            "examples": [{"before": "x\n", "after": "x\n"}]}
+    base.update(entry)
+    return base
+
+
+@pytest.mark.parametrize(
+    "kind, entry, error",
+    [
+        ("call_rename", {"apis": ["tensorflow.X"], "to": "Y", "framework": "torch"},
+         "t.toml: [[call_rename]] #1 (NPU199): 'framework' must be one of tensorflow, mindspore, got 'torch'"),
+        ("call_rename", {"to": "Y"}, "t.toml: [[call_rename]] #1 (NPU199): missing key 'apis'"),
+        ("call_rename", {"apis": ["tensorflow.X"], "to": "Y", "max_positional": -1},
+         "t.toml: [[call_rename]] #1 (NPU199): 'max_positional' must be an argument index (0, 1, …), got -1"),
+        ("call_rename", {"apis": ["tensorflow.X"], "to": "Y", "npu_argument_position": 2},
+         "t.toml: [[call_rename]] #1 (NPU199): 'npu_argument_position' needs 'npu_argument'"),
+        ("call_rename", {"apis": ["tensor flow"], "to": "Y"},
+         "t.toml: [[call_rename]] #1 (NPU199): 'apis': 'tensor flow' is not a dotted Python name"),
+        ("call_replace", {"apis": ["h.init"], "to": "f", "cleanup": ["g()"]},
+         "t.toml: [[call_replace]] #1 (NPU199): 'cleanup' needs 'assign_to' (the call must be a statement)"),
+        ("call_replace", {"apis": ["h.init"], "to": "f", "extra_args": ["g("]},
+         "t.toml: [[call_replace]] #1 (NPU199): 'extra_args' must be a Python expression, got 'g('"),
+        ("argument", {"apis": ["m.f"], "keyword": "k", "to": "b"},
+         "t.toml: [[argument]] #1 (NPU199): an [[argument]] rule needs exactly one of 'from' (a literal) or 'pattern' (a regex)"),
+        ("argument", {"apis": ["m.f"], "keyword": "k", "to": "b", "pattern": "(("},
+         "t.toml: [[argument]] #1 (NPU199): 'pattern' is not a regular expression: missing ), unterminated subpattern at position 1"),
+        ("argument", {"apis": ["m.f"], "keyword": "k", "to": "b", "from": "a", "unknown_finding": "NPU398"},
+         "t.toml: [[argument]] #1 (NPU199): 'unknown_finding' NPU398 is not a [[finding]] of kind \"codemod\" for framework 'tensorflow'"),
+        ("add_keyword", {"keyword": "k", "value": "True", "methods": ["batch"]},
+         "t.toml: [[add_keyword]] #1 (NPU199): 'methods' needs 'receivers' (the calls that build what they are called on)"),
+        ("add_keyword", {"keyword": "k", "value": "True"},
+         "t.toml: [[add_keyword]] #1 (NPU199): an [[add_keyword]] rule needs 'apis' or 'methods'"),
+        ("entry_setup", {"uses": ["tensorflow.keras"], "methods": ["fit"], "setup": "x = (", "teardown": "y()"},
+         "t.toml: [[entry_setup]] #1 (NPU199): 'setup' must be a Python statement, got 'x = ('"),
+        ("remove_import", {"modules": []}, "t.toml: [[remove_import]] #1 (NPU199): 'modules' must name at least one module"),
+        ("finding", {"kind": "codemod", "severity": "info", "api": "x", "framework": None,
+                     "examples": [{"flagged": "x\n"}]},
+         "t.toml: [[finding]] #1 (NPU199): a \"codemod\" finding needs 'framework' (the codemod that raises it)"),
+        ("finding", {"kind": "method", "severity": "info", "api": "x", "examples": [{"flagged": "x\n"}]},
+         "t.toml: [[finding]] #1 (NPU199): a finding with 'framework' must be of kind api, call, codemod, import, got 'method'"),
+    ],
+)
+def test_framework_rules_are_validated(kind, entry, error):
+    rule = _rule_file(**entry)
+    rule = {k: v for k, v in rule.items() if v is not None}
+    with pytest.raises(RuleError) as exc:
+        build_ruleset([("t.toml", {kind: [rule]})])
+    assert str(exc.value) == error
+
+
+def test_framework_rules_stay_out_of_the_torch_indexes():
+    rules = build_ruleset([("t.toml", {"finding": [_rule_file(
+        kind="api", severity="error", api="tensorflow.float64", examples=[{"flagged": "x\n"}])]})])
+    assert rules.finding_api == {} and [r.code for r in rules.framework_rules["tensorflow"]] == ["NPU199"]
