@@ -76,6 +76,8 @@ def _install_signal_handlers() -> None:
 @click.option("--no-import", "no_import", is_flag=True, help="Do not add `import torch_npu`.")
 @click.option("--modelarts", is_flag=True, help="Adapt entry scripts for ModelArts (--data_url/--train_url, OBS copies).")
 @click.option("--entry", "entries", multiple=True, type=click.Path(path_type=str), help="With --modelarts: treat this file as an entry script; repeatable.")
+@click.option("--modelarts-entry", is_flag=True,
+              help="Also write a ModelArts boot file (modelarts_entry_<script>.py) next to each --entry script; implies --modelarts.")
 @click.option("--modelarts-resume", is_flag=True, help="With --modelarts: copy checkpoints found under train_url back at start.")
 @click.option("--modelarts-data-dir", default="/cache/data", show_default=True, help="Where OBS input data is copied to.")
 @click.option("--modelarts-output-dir", default="/cache/output", show_default=True, help="Default local output folder copied to train_url.")
@@ -122,7 +124,8 @@ def migrate_command(ctx: click.Context, **params) -> None:
         raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
     options = Options(
         framework=settings.framework,
-        modelarts=settings.modelarts,
+        modelarts=settings.modelarts or settings.modelarts_entry,
+        modelarts_boot=settings.modelarts_entry,
         modelarts_entry_files=tuple(os.path.abspath(e) for e in settings.entries),
         modelarts_resume=settings.modelarts_resume,
         data_dir=settings.modelarts_data_dir,
@@ -182,6 +185,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
             _write_output_dir(settings, file_filter, outcomes)
         if settings.show_diff or settings.fmt != "text":
             _compute_diffs(report, outcomes)
+        generated, generated_waiting = _generated_files(settings, mode, report)
     except KeyboardInterrupt:
         click.echo("npu-migrate: interrupted; every file is either unchanged or fully migrated", err=True)
         sys.exit(EXIT_SIGINT)
@@ -194,7 +198,12 @@ def migrate_command(ctx: click.Context, **params) -> None:
             if r.skipped:
                 click.echo(f"{report.display_path(r.path)}: skipped: {r.skipped}", err=True)
     _render(settings, report, RENDERERS)
+    for line in generated:
+        if not settings.quiet or line.startswith("npu-migrate: warning"):
+            click.echo(line, err=True)
     code = exit_code(report, mode, Severity(settings.fail_on))
+    if generated_waiting and mode in ("diff", "check") and code == EXIT_OK:
+        code = EXIT_CHANGES  # a file still to be generated is a change
     sys.exit(EXIT_ERROR if selection.errors else code)
 
 
@@ -234,6 +243,8 @@ def _check_usage(s, renderers) -> None:
         raise click.UsageError("--output-dir needs paths, not stdin")
     if s.quiet and s.verbose:
         raise click.UsageError("--quiet and --verbose cannot be used together")
+    if s.modelarts_entry and not s.entries:
+        raise click.UsageError("--modelarts-entry needs --entry FILE: the boot file runs that script")
 
 
 def _fail(message: str) -> NoReturn:
@@ -258,6 +269,15 @@ def _write_in_place(outcomes) -> None:
             except SourceError as exc:
                 o.result.error = str(exc)
                 o.result.new_text = None
+
+
+def _generated_files(settings, mode, report):
+    """Files generated next to migrated ones (the ModelArts boot file): written, or diffed."""
+    from .extra_files import apply
+    from .output_dir import input_root
+
+    root = input_root(settings.paths) if settings.output_dir else None
+    return apply(report, mode, settings.output_dir, root)
 
 
 def _write_output_dir(settings, file_filter, outcomes) -> None:

@@ -36,7 +36,16 @@ from ..context import Context
 from ..engine import register_codemod
 from ..imports import ImportTable, dotted_name
 from ..model import Severity
-from ..modelarts import BEGIN_MARKER, END_MARKER, SETUP_FUNCTION, BlockSettings, black_format, render_block
+from ..modelarts import (
+    BEGIN_MARKER,
+    END_MARKER,
+    SETUP_FUNCTION,
+    BlockSettings,
+    black_format,
+    boot_file_name,
+    render_block,
+    render_boot,
+)
 from ..rules import Rule
 from .strings import string_value
 
@@ -487,13 +496,17 @@ class ScriptAnalysis:
 # ----------------------------------------------------------------------------- decisions
 
 
+def named_with_entry(ctx: Context) -> bool:
+    """Whether --entry names this file."""
+    here = {os.path.abspath(ctx.path), os.path.realpath(ctx.path)}
+    return any(os.path.abspath(p) in here or os.path.realpath(p) in here for p in ctx.options.modelarts_entry_files)
+
+
 def is_entry_script(ctx: Context, analysis: ScriptAnalysis) -> bool:
     if ctx.entry_script is not None:
         return ctx.entry_script
-    chosen = ctx.options.modelarts_entry_files
-    if chosen:
-        here = {os.path.abspath(ctx.path), os.path.realpath(ctx.path)}
-        return any(os.path.abspath(p) in here or os.path.realpath(p) in here for p in chosen)
+    if ctx.options.modelarts_entry_files:
+        return named_with_entry(ctx)
     return analysis.main_guard is not None or analysis.module_level_parser
 
 
@@ -748,6 +761,9 @@ def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: Block
 def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module
+    if ctx.options.modelarts_boot and named_with_entry(ctx):
+        folder = os.path.dirname(ctx.path)
+        ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(os.path.basename(ctx.path))
     original = ScriptAnalysis(ctx.module)
     if not is_entry_script(ctx, original):
         return module

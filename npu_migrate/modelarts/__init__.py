@@ -9,6 +9,7 @@ when code is generated: it is slow to import).
 from __future__ import annotations
 
 import functools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,9 +89,13 @@ def render_block(settings: BlockSettings) -> str:
     return head + black_format(_set_constants(template_settings, settings.values())) + tail
 
 
+def boot_file_name(script: str) -> str:
+    """`train.py` -> `modelarts_entry_train.py` (the CANN ModelZoo's naming)."""
+    return "modelarts_entry_" + os.path.basename(script)
+
+
 @functools.lru_cache(maxsize=32)
-def render_boot(script: str, settings: BlockSettings) -> str:
+def render_boot(script: str) -> str:
     """A ModelArts boot file that runs `script` (a file name in the boot file's folder)."""
     text = _set_constants(_template("boot_template.py"), {"TRAINING_SCRIPT": script})
-    text = text.replace("{script}", script)
-    return black_format(text)
+    return black_format(text.replace("{script}", script))

@@ -231,6 +231,13 @@ def _modelarts_is_uploader():
 
 def _modelarts_upload_at_exit():
     _atexit.register(_modelarts_upload)
+    # A generated boot file that started this script copies the outputs itself if the
+    # script dies without running its exit handlers (a crash, SIGKILL): tell it what.
+    boot_file = _os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
+    if boot_file:
+        state = _MODELARTS_STATE
+        with open(boot_file, "w") as boot:
+            boot.write(state["output"] + "\n" + state["train_url"] + "\n")
     try:
         previous = _signal.signal(_signal.SIGTERM, _modelarts_on_sigterm)
     except ValueError:  # not the main thread: SIGTERM keeps its handler
