@@ -408,6 +408,8 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
             continue  # %%html, %%writefile, %%javascript …: not this notebook's Python
         masked = mask_ipython(cell.source, cell.number, python_cell_magic=magic is not None)
         if not _parses(masked.text):
+            if not rules.may_need_work(cell.source):
+                continue  # nothing to migrate in it anyway: no need to say it was skipped
             result.findings.append(Finding(
                 BAD_CELL_CODE, Severity.WARNING, Span(1, 1, 1, 1), "",
                 "this cell is not valid Python (IPython syntax set aside); it was left unchanged",
