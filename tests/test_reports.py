@@ -141,7 +141,7 @@ def test_sarif_is_what_github_code_scanning_needs(report):
         "region": {"startLine": 2, "startColumn": 8, "endLine": 2, "endColumn": 18},
     }}]
     assert first["message"]["text"] == (
-        "`cupy` (CuPy) runs only on NVIDIA GPUs Use torch tensors on the NPU (most cupy array functions have a torch"
+        "`cupy` (CuPy) runs only on NVIDIA GPUs. Use torch tensors on the NPU (most cupy array functions have a torch"
         " twin), or NumPy on the CPU.")
     npu305 = rules[ids.index("NPU305")]
     assert npu305["defaultConfiguration"] == {"level": "error"}
@@ -271,15 +271,15 @@ def test_csv_files_in_huaweis_layout(report):
     ]
     assert rows(files["unsupported_api.csv"]) == [
         list(UNSUPPORTED_HEADER),
-        ["src/train.py", "2", "2", "cupy", "NPU303 error: `cupy` (CuPy) runs only on NVIDIA GPUs Use torch tensors on"
+        ["src/train.py", "2", "2", "cupy", "NPU303 error: `cupy` (CuPy) runs only on NVIDIA GPUs. Use torch tensors on"
          " the NPU (most cupy array functions have a torch twin), or NumPy on the CPU."],
         ["src/train.py", "3", "3", "torch.nn.DataParallel", "NPU305 error: `torch.nn.DataParallel` is not supported"
-         " on Ascend NPUs Use torch.nn.parallel.DistributedDataParallel with the hccl backend, one process per NPU"
+         " on Ascend NPUs. Use torch.nn.parallel.DistributedDataParallel with the hccl backend, one process per NPU"
          " (launch with torchrun)."],
         ["src/train.py", "4", "4", "torch.backends.cudnn.benchmark", "NPU401 info: `torch.backends.cudnn.benchmark`"
-         " has no effect on the NPU (there is no cuDNN) Nothing to do; remove it or keep it for GPU runs."],
+         " has no effect on the NPU (there is no cuDNN). Nothing to do; remove it or keep it for GPU runs."],
         ["ops/add.cu", "1", "1", "add", "NPU302 error: custom CUDA code (1 `__global__` kernel: add) cannot run on"
-         " the NPU Reimplement it with torch operations or as an Ascend C custom operator."],
+         " the NPU. Reimplement it with torch operations or as an Ascend C custom operator."],
     ]
 
 

@@ -54,6 +54,13 @@ class RunReport:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)
 
 
+def with_suggestion(message: str, suggestion: str) -> str:
+    """One text for formats with a single message field: `message. suggestion`."""
+    if not suggestion:
+        return message
+    return f"{message}{'' if message.endswith(('.', '!', '?')) else '.'} {suggestion}"
+
+
 Renderer = Callable[[RunReport], Union[str, Dict[str, str]]]
 RENDERERS: Dict[str, Renderer] = {}
 

@@ -17,7 +17,7 @@ import csv
 import io
 from typing import Dict, Iterable, List, Sequence
 
-from . import RunReport, register
+from . import RunReport, register, with_suggestion
 
 CHANGE_LIST = "change_list.csv"
 UNSUPPORTED_API = "unsupported_api.csv"
@@ -62,7 +62,7 @@ def render_csv(report: RunReport) -> Dict[str, str]:
         for e in r.edits:
             changes.append((_file(report, r, e.cell), e.span.line, e.span.end_line, operation(e), e.message))
         for f in r.findings:
-            tips = f"{f.code} {f.severity.value}: {f.message}" + (f" {f.suggestion}" if f.suggestion else "")
+            tips = f"{f.code} {f.severity.value}: {with_suggestion(f.message, f.suggestion)}"
             unsupported.append((_file(report, r, f.cell), f.span.line, f.span.end_line, f.api, tips))
     return {
         CHANGE_LIST: _table(CHANGE_HEADER, changes),

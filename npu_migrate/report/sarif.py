@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..model import Severity
-from . import RunReport, register
+from . import RunReport, register, with_suggestion
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
@@ -84,7 +84,7 @@ def render_sarif(report: RunReport) -> str:
             })
             continue
         for f in r.findings:
-            message = f.message + (f" {f.suggestion}" if f.suggestion else "")
+            message = with_suggestion(f.message, f.suggestion)
             region = {
                 "startLine": f.span.line,
                 "startColumn": f.span.col,
