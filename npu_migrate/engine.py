@@ -9,8 +9,9 @@ front ends that reuse it.
 from __future__ import annotations
 
 import ast
+import re
 import warnings
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 import libcst as cst
 
@@ -96,6 +97,29 @@ def detect_frameworks(imports: ImportTable) -> List[str]:
     return found
 
 
+# The name a framework is always imported as, for files that get it through a star import:
+# BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`.
+STAR_IMPORTED_ALIASES = (("tf", "tensorflow", "tensorflow"),)  # (local name, module, framework)
+
+
+def star_imported_frameworks(text: str, imports: ImportTable, wanted: Sequence[str]) -> List[str]:
+    """For a file with a star import that uses `tf.` without binding `tf` itself: make `tf`
+    resolve to tensorflow (in `imports`) and return ["tensorflow"] -- when `wanted` (the
+    frameworks detected or forced) is empty or includes tensorflow."""
+    if not any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in imports.import_nodes):
+        return []
+    found: List[str] = []
+    for alias, module, framework in STAR_IMPORTED_ALIASES:
+        if wanted and framework not in wanted:
+            continue
+        if alias in imports.names or re.search(rf"^[ \t]*{alias}\s*=[^=]", text, re.MULTILINE):
+            continue
+        if re.search(rf"(?<![\w.]){alias}\.[A-Za-z_]", text):
+            imports.names[alias] = module
+            found.append(framework)
+    return found
+
+
 def migrate_source(text: str, path: str = "<string>", options: Optional[Options] = None,
                    rules: Optional[RuleSet] = None) -> FileResult:
     """Migrate one file's text. Never raises for bad input: errors land in `result.error`."""
@@ -145,6 +169,8 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
         entry_script=entry_script,
     )
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
+    implied = star_imported_frameworks(text, imports, frameworks)
+    frameworks = frameworks + [f for f in implied if f not in frameworks]
     ctx.frameworks = frameworks
 
     new_module = module

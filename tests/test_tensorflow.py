@@ -378,3 +378,37 @@ def test_framework_rules_stay_out_of_the_torch_indexes():
     rules = build_ruleset([("t.toml", {"finding": [_rule_file(
         kind="api", severity="error", api="tensorflow.float64", examples=[{"flagged": "x\n"}])]})])
     assert rules.finding_api == {} and [r.code for r in rules.framework_rules["tensorflow"]] == ["NPU199"]
+
+
+# ---------------------------------------------------------------------------- `tf` from a star import
+
+
+BIGGAN_MAIN = (
+    "from BigGAN_128 import BigGAN_128\n"
+    "import argparse\n"
+    "from utils import *\n"
+    "\n"
+    "def main():\n"
+    "    with tf.Session(config=tf.ConfigProto(allow_soft_placement=True)) as sess:\n"
+    "        BigGAN_128(sess, args).train()\n"
+)
+
+
+def test_tf_from_a_star_import_is_tensorflow():
+    # BigGAN-Tensorflow's main.py (seed 000): `tf` comes from `from utils import *`.
+    assert after(BIGGAN_MAIN) == (
+        "from npu_bridge.npu_init import *\n"
+        + BIGGAN_MAIN.replace(
+            "tf.Session(config=tf.ConfigProto(allow_soft_placement=True))",
+            "tf.Session(config=npu_config_proto(config_proto=tf.ConfigProto(allow_soft_placement=True)))",
+        )
+    )
+
+
+@pytest.mark.parametrize("text", [
+    BIGGAN_MAIN.replace("from utils import *\n", "from utils import helpers\n"),  # no star import
+    BIGGAN_MAIN.replace("import argparse\n", "import argparse\ntf = load_plugin()\n"),  # `tf` is the file's own
+    "import torch\n" + BIGGAN_MAIN,  # a torch file
+])
+def test_tf_is_not_guessed_otherwise(text):
+    assert "npu_config_proto" not in after(text)
