@@ -144,3 +144,13 @@ def test_gpu_only_operators_are_reported_where_used():
 def test_a_suppression_comment_keeps_the_device():
     text = "import mindspore as ms\nms.set_device('GPU')  # npu-migrate: ignore[NPU140]\n"
     assert not migrate(text).changed
+
+
+def test_the_framework_option_on_the_command_line(run_cli, tmp_path):
+    config = tmp_path / "config.py"
+    config.write_text("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--device_target', default='GPU')\n")
+    r = run_cli("config.py", "--diff", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, b"")
+    r = run_cli("config.py", "--diff", "--framework", "mindspore", cwd=tmp_path)
+    assert r.returncode == 1
+    assert "-parser.add_argument('--device_target', default='GPU')\n+parser.add_argument('--device_target', default='Ascend')\n" in r.stdout.decode()
