@@ -412,3 +412,11 @@ def test_tf_from_a_star_import_is_tensorflow():
 ])
 def test_tf_is_not_guessed_otherwise(text):
     assert "npu_config_proto" not in after(text)
+
+
+def test_findings_in_a_torch_and_tensorflow_file_keep_their_original_lines():
+    # The torch pass adds `import torch_npu` (a line) before the TensorFlow pass runs.
+    text = "import torch\nimport tensorflow as tf\nx = t.cuda()\ny = tf.cast(x, tf.float64)\n"
+    result = migrate(text)
+    assert "import torch_npu" in result.new_text
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU331", 4, 16)]

@@ -386,8 +386,9 @@ class Plans:
 
 class Planner(ScopeTracker):
     def __init__(self, ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical,
-                 bindings: Bindings) -> None:
+                 bindings: Bindings, report: bool = True) -> None:
         super().__init__()
+        self.report = report  # record findings (False: only plan)
         self.ctx = ctx
         self.tree = tree
         self.rules = rules
@@ -419,6 +420,8 @@ class Planner(ScopeTracker):
         return self.canonical(q) if q is not None else None
 
     def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
+        if not self.report:
+            return
         self.ctx.finding(rule, node, api=api, message=message, module=None if self._original_tree else self.tree)
 
     def codemod_finding(self, code: str, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
@@ -1125,14 +1128,22 @@ def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Mo
 # ---------------------------------------------------------------------------- entry point
 
 
+def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool) -> Plans:
+    bindings = Bindings()
+    tree.visit(bindings)
+    planner = Planner(ctx, tree, rules, canonical, bindings, report)
+    tree.visit(planner)
+    return planner.plans
+
+
 def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical) -> cst.Module:
     """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it)."""
     rules = FrameworkRules(ctx.rules.framework_rules.get(framework, ()))
-    bindings = Bindings()
-    module.visit(bindings)
-    planner = Planner(ctx, module, rules, canonical, bindings)
-    module.visit(planner)
-    plans = planner.plans
+    if module is not ctx.module:
+        # An earlier pass (torch, in a file that uses both) changed the tree, maybe its line
+        # numbers: the findings come from the original tree, the plans from this one.
+        _plan(ctx, ctx.module, rules, canonical, report=True)
+    plans = _plan(ctx, module, rules, canonical, report=module is ctx.module)
     if not (plans.calls or plans.literals or plans.statements or plans.removed_imports or plans.entry_setups):
         return module
     new_module = module.visit(Applier(ctx, module, plans))
