@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange
 
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
+from .positions import NodePositions
 from .rules import Rule, RuleSet
 
 SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
@@ -136,7 +137,7 @@ class Context:
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
-    _positions: Dict[int, Mapping[cst.CSTNode, CodeRange]] = field(default_factory=dict)
+    _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
     # -- positions -------------------------------------------------------------------------
 
@@ -144,7 +145,8 @@ class Context:
         module = module if module is not None else self.module
         key = id(module)
         if key not in self._positions:
-            self._positions[key] = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+            # Asked while the codemods run (suppression comments): every node of the tree.
+            self._positions[key] = NodePositions(module)
         return self._positions[key].get(node)
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
@@ -217,6 +219,13 @@ class Context:
         edits: List[Edit] = []
         findings: List[Finding] = []
         seen: Set[Tuple] = set()
+        # One cheap pass per tree for just the recorded nodes (positions.py says why).
+        wanted: Dict[int, Tuple[cst.Module, List[cst.CSTNode]]] = {}
+        for p in self._pending:
+            if id(p.module) not in self._positions:
+                wanted.setdefault(id(p.module), (p.module, []))[1].append(p.node)
+        for key, (module, nodes) in wanted.items():
+            self._positions[key] = NodePositions(module, nodes)
         for p in self._pending:
             rng = self.position(p.node, p.module)
             span = (

@@ -137,7 +137,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                    entry_script: Optional[bool] = None) -> FileResult:
     result = FileResult(path=path)
     wants_modelarts = options.modelarts and entry_script is not False
-    if not rules.may_need_work(text) and not wants_modelarts:
+    if not wants_modelarts and not rules.may_need_work(text, options.framework):
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
         return result

@@ -179,7 +179,7 @@ class RuleSet:
     finding_method: Dict[str, List[Rule]] = field(default_factory=dict)  # method name -> rules
     add_import: Dict[str, Rule] = field(default_factory=dict)  # framework module -> rule
     framework_rules: Dict[str, List[Rule]] = field(default_factory=dict)  # "tensorflow" -> its rules
-    _prefilter: Optional["re.Pattern[str]"] = None
+    _prefilter: Optional[Any] = None  # prefilter.RulePrefilter, built on first use
 
     # -- lookups used by the codemods ---------------------------------------------------
 
@@ -251,11 +251,14 @@ class RuleSet:
         tokens.add("npu")
         return frozenset(t for t in tokens if t)
 
-    def may_need_work(self, text: str) -> bool:
+    def may_need_work(self, text: str, framework: str = "auto") -> bool:
+        """Whether a Python file can need anything at all (prefilter.py: words derived from
+        the rules); False means it is skipped without being parsed. `framework`: --framework."""
         if self._prefilter is None:
-            words = sorted(self.prefilter_tokens(), key=lambda w: (-len(w), w))
-            self._prefilter = re.compile(r"\b(?:%s)\b" % "|".join(map(re.escape, words)))
-        return self._prefilter.search(text) is not None
+            from .prefilter import RulePrefilter
+
+            self._prefilter = RulePrefilter(self)
+        return self._prefilter.may_need_work(text, framework)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)

@@ -121,10 +121,23 @@ class TorchTransformer(cst.CSTTransformer):
         self._not_references: Set[int] = set()
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
         self._plan_import_renames()
-        usage = DeviceVariables(self)
-        ctx.module.visit(usage)
-        self.device_variables = usage.device_names
-        self.backend_variables = usage.backend_names
+        self._variables: Optional[DeviceVariables] = None
+
+    @property
+    def device_variables(self) -> Set[str]:
+        return self._usage().device_names
+
+    @property
+    def backend_variables(self) -> Set[str]:
+        return self._usage().backend_names
+
+    def _usage(self) -> DeviceVariables:
+        # A whole pass over the tree: done only when a literal is found where such a
+        # variable decides (most files never get there).
+        if self._variables is None:
+            self._variables = DeviceVariables(self)
+            self.ctx.module.visit(self._variables)
+        return self._variables
 
     # ------------------------------------------------------------------ helpers
 
@@ -614,6 +627,8 @@ class TorchTransformer(cst.CSTTransformer):
             a_o, b_o = operands_o[i], operands_o[i + 1]
             for lit_index, other in ((i, b_o), (i + 1, a_o)):
                 lit_o, lit_u = operands_o[lit_index], operands_u[lit_index]
+                if not (self._is_rewritable_literal(lit_u) or self.envs.rewrite(lit_u) is not None):
+                    continue
                 new = lit_u
                 if isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
                     new = self.env_literal(lit_o, lit_u)
@@ -629,7 +644,13 @@ class TorchTransformer(cst.CSTTransformer):
         new_targets = [t.with_changes(comparator=operands_u[j + 1]) for j, t in enumerate(targets)]
         return updated.with_changes(left=operands_u[0], comparisons=new_targets)
 
+    def _is_rewritable_literal(self, node: cst.BaseExpression) -> bool:
+        """Whether a device or backend rewriter would change `node` (cheap: looks at literals only)."""
+        return self.devices.rewrite(node) is not None or self.backends.rewrite(node) is not None
+
     def _assigned_value(self, targets: Sequence[cst.BaseExpression], original_value, updated_value):
+        if not self._is_rewritable_literal(updated_value):
+            return updated_value
         device = any(self.is_device_expr(t) for t in targets)
         backend = any(self.is_backend_expr(t) for t in targets)
         if device:
@@ -764,25 +785,14 @@ def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule])
     if body is not None:
         new_module = module.with_changes(body=body)
     else:
-        new_module = module.visit(_InsertTorchNpu(cst.SimpleStatementLine(body=[])))
-        inserter = None
+        inserter = _InsertTorchNpu(cst.SimpleStatementLine(body=[]))
+        new_module = module.visit(inserter)
+    inserted = inserter.inserted
     if new_module is module:
         return module
-    node = _find_inserted(new_module)
+    # The statement the inserter made is in the new tree as it is (libcst does not copy it).
+    node = inserted.body[0] if inserted is not None else None
     if node is not None:
         ctx.edit(rule, node, rule.render_message(), "", "import torch_npu", module=new_module)
     return new_module
 
-
-def _find_inserted(module: cst.Module) -> Optional[cst.CSTNode]:
-    class Finder(cst.CSTVisitor):
-        found: Optional[cst.CSTNode] = None
-
-        def visit_Import(self, node: cst.Import) -> bool:
-            if self.found is None and any(dotted_name(a.name) == "torch_npu" for a in node.names):
-                self.found = node
-            return False
-
-    f = Finder()
-    module.visit(f)
-    return f.found

@@ -1,0 +1,116 @@
+"""Line/column positions of a few nodes, without libcst's whole-module metadata pass.
+
+`MetadataWrapper(...).resolve(PositionProvider)` computes a range for every node of the module:
+it tracks line and column token by token (a regex split per token) and stores a `CodeRange`
+per node, which costs several times a plain `module.code`. A file that needs anything has a
+handful of edits and findings, so `NodePositions` runs one plain code generation that only
+notes *token indexes* where the wanted nodes start and end, and turns those few indexes into
+line/column afterwards. The ranges are exactly PositionProvider's (syntactic positions,
+without the whitespace a node owns; tests/test_positions.py compares them on real code).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from contextlib import nullcontext
+from itertools import accumulate
+from typing import Dict, Iterable, List, Optional, Set, Tuple
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+from libcst.metadata import CodePosition, CodeRange
+
+# What PositionProvider counts as a line break (position_provider.NEWLINE_RE).
+_NEWLINE_RE = re.compile(r"\r\n?|\n")
+_NOT_WANTED = nullcontext()
+
+
+class _Syntactic:
+    """The context manager `record_syntactic_position` returns for a wanted node."""
+
+    __slots__ = ("state", "node", "start_node", "end_node", "start")
+
+    def __init__(self, state: "_RecordingState", node, start_node, end_node) -> None:
+        self.state, self.node, self.start_node, self.end_node = state, node, start_node, end_node
+
+    def __enter__(self) -> None:
+        self.start = len(self.state.tokens)
+
+    def __exit__(self, *exc) -> None:
+        ranges = self.state.ranges
+        start = ranges[id(self.start_node)][0] if self.start_node is not None else self.start
+        end = ranges[id(self.end_node)][1] if self.end_node is not None else len(self.state.tokens)
+        ranges[id(self.node)] = (start, end)
+
+
+class _RecordingState(CodegenState):
+    """Plain code generation that notes, for the wanted nodes (all nodes when `wanted` is None),
+    the token indexes where they start and end."""
+
+    def __init__(self, module: cst.Module, wanted: Optional[Set[int]]) -> None:
+        super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
+        self.wanted = wanted
+        self.ranges: Dict[int, Tuple[int, int]] = {}  # node id -> (first token, end token)
+        self._open: Dict[int, int] = {}
+
+    def _wants(self, key: int) -> bool:
+        return self.wanted is None or key in self.wanted
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        key = id(node)
+        if self._wants(key):
+            self._open[key] = len(self.tokens)
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        key = id(node)
+        if key in self._open:
+            start = self._open.pop(key)
+            # A syntactic position recorded while the node was generated wins (as in libcst).
+            if key not in self.ranges:
+                self.ranges[key] = (start, len(self.tokens))
+
+    def record_syntactic_position(self, node, *, start_node=None, end_node=None):
+        if not self._wants(id(node)):
+            return _NOT_WANTED
+        # The range is hoisted from these children: they are generated inside the `with`.
+        if self.wanted is not None:
+            for child in (start_node, end_node):
+                if child is not None:
+                    self.wanted.add(id(child))
+        return _Syntactic(self, node, start_node, end_node)
+
+    def pop_trailing_newline(self) -> None:
+        # Positions are taken before the module drops its last newline; keeping the token
+        # changes nothing else (the generated text is not used).
+        pass
+
+
+class NodePositions:
+    """PositionProvider's ranges for `nodes` of `module` (for every node when `nodes` is None)."""
+
+    def __init__(self, module: cst.Module, nodes: Optional[Iterable[cst.CSTNode]] = None) -> None:
+        wanted = None if nodes is None else {id(n) for n in nodes}
+        state = _RecordingState(module, wanted)
+        module._codegen(state)
+        self._ranges = state.ranges
+        self._offsets: List[int] = list(accumulate(map(len, state.tokens), initial=0))
+        code = "".join(state.tokens)
+        self._line_starts = [m.end() for m in _NEWLINE_RE.finditer(code)]
+        self._cache: Dict[int, CodeRange] = {}
+
+    def _position(self, token_index: int) -> CodePosition:
+        offset = self._offsets[token_index]
+        line = bisect_right(self._line_starts, offset)
+        column = offset - (self._line_starts[line - 1] if line else 0)
+        return CodePosition(line + 1, column)
+
+    def get(self, node: cst.CSTNode) -> Optional[CodeRange]:
+        key = id(node)
+        found = self._cache.get(key)
+        if found is None:
+            tokens = self._ranges.get(key)
+            if tokens is None:
+                return None
+            found = self._cache[key] = CodeRange(self._position(tokens[0]), self._position(tokens[1]))
+        return found

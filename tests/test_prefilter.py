@@ -1,0 +1,276 @@
+"""The prefilter skips files without parsing them; it must never skip one that needs work.
+
+The main check compares, file by file, the engine's result with the prefilter on and off, on
+every rule example, the fixtures, and generated code that reaches the rules' names in every
+way the import resolution allows (aliases, `from` imports, parenthesised lists with comments,
+line continuations). bench/run.py --verify-prefilter does the same on a real code base.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+from npu_migrate.prefilter import Prefilter, Requirement, Word, link_found, link_regex, rule_requirements, unknown_kinds
+from npu_migrate.rules import Example, Rule, RuleSet, build_ruleset, default_rules, load_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = default_rules()
+
+
+def _unfiltered(monkeypatch, text: str, path: str, options: Options, rules: RuleSet):
+    with monkeypatch.context() as m:
+        m.setattr(RuleSet, "may_need_work", lambda self, text, framework="auto": True)
+        return migrate_source(text, path, options, rules).to_dict()
+
+
+def _assert_same_with_and_without(monkeypatch, text: str, path: str = "example.py", options: Options = Options(),
+                                  rules: RuleSet = RULES) -> None:
+    filtered = migrate_source(text, path, options, rules).to_dict()
+    unfiltered = _unfiltered(monkeypatch, text, path, options, rules)
+    assert filtered == unfiltered, text
+
+
+# -- the rules' own examples and the fixtures ---------------------------------------------------
+
+
+def _example_texts() -> Iterator[Tuple[str, str, Options]]:
+    for rule in RULES.rules:
+        for ex in rule.examples:
+            for text in (ex.before, ex.after, ex.flagged, ex.not_flagged):
+                if text and ex.path.endswith(".py"):
+                    yield text, ex.path, Options(add_import=ex.add_import)
+
+
+def test_rule_examples_same_with_and_without_prefilter(monkeypatch):
+    cases = list(_example_texts())
+    assert len(cases) > 200
+    for text, path, options in cases:
+        _assert_same_with_and_without(monkeypatch, text, path, options)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "fixtures").rglob("*.py")), ids=str
+)
+def test_fixtures_same_with_and_without_prefilter(monkeypatch, path):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    for options in (Options(), Options(add_import=False), Options(framework="tensorflow")):
+        _assert_same_with_and_without(monkeypatch, text, path, options)
+
+
+# -- generated code: every way of reaching a qualified name -------------------------------------
+
+
+def _reference_forms(qualname: str) -> List[str]:
+    """Code that refers to `qualname` (a.b.c) through each kind of import the engine resolves."""
+    parts = qualname.split(".")
+    root, parent, name = parts[0], ".".join(parts[:-1]), parts[-1]
+    forms = [
+        f"import {parent}\nv = {qualname}(1)\n",
+        f"import {root} as q\nv = q.{'.'.join(parts[1:])}(1)\n" if len(parts) > 1 else f"import {root} as q\n",
+        f"from {parent} import {name}\nv = {name}(1)\n" if len(parts) > 1 else f"import {root}\n",
+        f"from {parent} import {name} as alias\nv = alias(1)\n" if len(parts) > 1 else f"import {root}.sub\n",
+        f"from {parent} import (  # see (the docs)\n    other,\n    {name},\n)\nv = {name}(1)\n"
+        if len(parts) > 1 else f"from {root} import x\n",
+        f"import {parent} \\\n    as tail\nv = tail.{name}(1)\n" if len(parts) > 1 else f"import {root} as tail\n",
+        f"import {parent}\nv = ({parent}  # comment (\n     .{name}(1))\n",
+        f"import {parent}\nv = {parent} \\\n    .{name}(1)\n",
+        f"def f():\n    from {parent} import {name}\n    return {name}\n" if len(parts) > 1 else f"def f():\n    import {root}\n",
+    ]
+    if len(parts) > 2:
+        grand, mid = ".".join(parts[:-2]), parts[-2]
+        forms.append(f"from {grand} import {mid}\nv = {mid}.{name}(1)\n")
+        forms.append(f"from {grand} import {mid} as m\nv = m.{name}(1)\n")
+    return forms
+
+
+def _qualified_names(rules: RuleSet) -> List[str]:
+    names = set()
+    for rule in rules.rules:
+        if getattr(rule, "framework", ""):
+            continue
+        if rule.kind in ("api", "module"):
+            names.add(rule.from_)
+            for member in sorted(rule.members or ())[:3]:
+                names.add(f"{rule.from_}.{member}")
+        elif rule.kind == "finding" and rule.match_kind in ("api", "call", "call-kwarg", "import"):
+            names.update(rule.patterns or (rule.from_,))
+    ordered = sorted(names)
+    # Every short list entry, and a fixed sample of the long unsupported-API list.
+    return ordered if len(ordered) <= 120 else ordered[:60] + random.Random(6).sample(ordered[60:], 60)
+
+
+def test_generated_references_same_with_and_without_prefilter(monkeypatch):
+    names = _qualified_names(RULES)
+    assert names
+    for qualname in names:
+        for text in _reference_forms(qualname):
+            _assert_same_with_and_without(monkeypatch, text)
+
+
+WORD_FORMS = [
+    "x = y.cuda()\n",
+    "x = y.cuda(non_blocking=True).float()\n",
+    "ok = tensor.is_cuda\n",
+    "x = x.to('cuda:1')\n",
+    "device = 'gpu:0'\n",
+    "d = torch.device(f'cuda:{rank}')\n",
+    "import torch.distributed as dist\ndist.init_process_group(backend='NCCL')\n",
+    "import torch.distributed as dist\ndist.init_process_group('Nccl')\n",
+    "import os\nos.environ['CUDA_VISIBLE_DEVICES'] = '0'\n",
+    "import os\nv = os.getenv('CUDA_LAUNCH_BLOCKING')\n",
+    "import torch\nx = torch.zeros(2).npu()\n",
+    "import torch\ny = torch.npu_format_cast(x, 29)\n",
+    "import torch as th\nth.npu.set_device(0)\n",
+    "import torch\nx = t.double()\n",
+    # near misses: nothing to do, and the prefilter should say so
+    "use_cuda = True\nprint(use_cuda)\n",
+    "'''A Transformer model.'''\nfrom torch.nn import Linear\n",
+    "import torch\nx = torch.zeros(2)  # runs on cuda later\n",
+    "x = model_gpu(1)\n",
+]
+
+
+def test_generated_words_same_with_and_without_prefilter(monkeypatch):
+    for text in WORD_FORMS:
+        for options in (Options(), Options(add_import=False)):
+            _assert_same_with_and_without(monkeypatch, text, options=options)
+
+
+# -- selectivity: files that cannot need anything are skipped ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "import os\nprint('hello')\n",
+        "use_cuda = True\nmodel_gpu = 3\n",
+        # `torch.nn.Transformer` is in the unsupported list, but it is only named in a docstring
+        "'''A Transformer.'''\nimport torch\nfrom torch.nn import Linear\nfrom torch import nn\n",
+        "import torch\nx = torch.zeros(3)\n",
+        "nccl_version = 2\n",  # a backend is a whole word only
+    ],
+)
+def test_skips_files_that_cannot_need_work(text):
+    assert not RULES.may_need_work(text)
+    assert migrate_source(text, "x.py", Options(), RULES).to_dict() == migrate_source(
+        text, "x.py", Options(), RULES).to_dict()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "x.cuda()\n",
+        "from torch.nn import (\n    Linear,  # (a comment)\n    Transformer,\n)\n",
+        "import torch.nn as tnn\nm = tnn.Transformer()\n",
+        "b = 'NCCL'\n",
+        "import torch\nx.npu_format_cast(1)\n",
+    ],
+)
+def test_lets_through_files_that_may_need_work(text):
+    assert RULES.may_need_work(text)
+
+
+def test_words_are_whole_words():
+    prefilter = Prefilter([Requirement(frozenset({Word("cuda")}))])
+    assert prefilter.may_need_work("x.cuda()")
+    assert prefilter.may_need_work("'cuda:0'")
+    assert not prefilter.may_need_work("use_cuda = cudax + cuda0")
+    # Non-ASCII letters around a word count as separators: more files pass, never fewer.
+    assert prefilter.may_need_work("ñcuda = 1")
+
+
+def test_prefix_and_any_case_words():
+    prefilter = Prefilter([Requirement(frozenset({Word("torch"), Word("npu", prefix=True)})),
+                           Requirement(frozenset({Word("nccl", ignore_case=True)}))])
+    assert prefilter.may_need_work("import torch\ntorch.npu_format_cast(x)")
+    assert not prefilter.may_need_work("import torch\nx = input_npu")
+    assert prefilter.may_need_work("backend = 'NcCl'")
+    assert not prefilter.may_need_work("backend = 'ncclx'")
+
+
+@pytest.mark.parametrize(
+    "text,found",
+    [
+        ("nn.Transformer", True),
+        ("nn . Transformer", True),
+        ("(nn  # (comment\n .Transformer)", True),
+        ("nn \\\n  .Transformer", True),
+        ("from torch.nn import Linear, Transformer", True),
+        ("from torch.nn import (Linear,  # a (b)\n    Transformer)", True),
+        ("from torch.nn \\\n    import Transformer", True),
+        ("import torch.nn as tnn", True),
+        ("from torch.nn import Linear\nclass Transformer: pass", False),
+        ("from torch import nn\nimport Transformer", False),
+        ("rnn.Transformer", False),
+        ("nn.TransformerX", False),
+        ("from torch.nn import (Linear)\nTransformer = 1", False),
+        ("x = 'nn' ## many # hashes # on ## one ### line\n" * 50 + "Transformer", False),
+    ],
+)
+def test_link(text, found):
+    import re
+
+    assert link_found(re.compile(link_regex("nn", "Transformer")), text) is found
+
+
+# -- rules decide the prefilter ---------------------------------------------------------------
+
+
+def test_a_custom_rule_file_is_part_of_the_prefilter(tmp_path):
+    extra = tmp_path / "mine.toml"
+    extra.write_text(
+        '[[method]]\ncode = "NPU199"\nfrom = "to_gpu_fast"\nto = "to_npu_fast"\nmessage = "m"\n'
+        'examples = [{ before = "x.to_gpu_fast()\\n", after = "x.to_npu_fast()\\n" }]\n',
+        encoding="utf-8",
+    )
+    rules = load_rules([extra])
+    text = "y = x.to_gpu_fast()\n"
+    assert not RULES.may_need_work(text)
+    assert rules.may_need_work(text)
+    result = migrate_source(text, "x.py", Options(), rules)
+    assert result.new_text == "y = x.to_npu_fast()\n"
+
+
+def test_builtin_rules_are_all_known_to_the_prefilter():
+    assert unknown_kinds(RULES) == []
+    assert not RULES.may_need_work("import os\n")
+
+
+def test_an_unknown_rule_kind_turns_the_prefilter_off():
+    rules = build_ruleset([])
+    rules.rules.append(Rule(kind="mystery", code="NPU999", source="x.toml", examples=(Example(before="a"),)))
+    assert rule_requirements(rules.rules[0]) is None
+    assert unknown_kinds(rules) == ["mystery"]
+    assert rules.may_need_work("import os\n")
+
+
+def test_framework_rules_need_the_framework_unless_forced():
+    tf_rules = [r for r in RULES.rules if getattr(r, "framework", "") == "tensorflow"]
+    if not tf_rules:
+        pytest.skip("no TensorFlow rules loaded")
+    words = [w for r in tf_rules for req in rule_requirements(r, "tensorflow") for w in req.words]
+    word = sorted(w.text for w in words)[0]
+    text = f"x = {word}\n"
+    if RULES.may_need_work(text):  # a torch rule uses the same word
+        pytest.skip(f"{word!r} is also a torch word")
+    assert RULES.may_need_work(f"import tensorflow as tf\n{text}")
+    assert RULES.may_need_work(text, "tensorflow")
+
+
+def test_modelarts_entry_scripts_are_parsed_even_without_rule_words(monkeypatch):
+    from npu_migrate import engine
+
+    parsed = []
+    real = engine.parse_module
+    monkeypatch.setattr(engine, "parse_module", lambda text: parsed.append(text) or real(text))
+    text = "import argparse\nif __name__ == '__main__':\n    pass\n"
+    migrate_source(text, "train.py", Options(), RULES)
+    assert parsed == []
+    migrate_source(text, "train.py", Options(modelarts=True), RULES)
+    assert parsed == [text]
