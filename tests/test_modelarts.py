@@ -272,6 +272,25 @@ def test_a_parser_imported_from_another_module_is_reported():
     assert [(f.code, f.span.line) for f in result.findings] == [("NPU211", 3), ("NPU214", 3), ("NPU216", 4)]
 
 
+def test_a_parser_kept_in_an_attribute_is_reported_and_a_chained_one_is_not():
+    result = adapt(
+        "import argparse\n"
+        "class Options:\n"
+        "    def __init__(self):\n"
+        "        self.parser = argparse.ArgumentParser()\n"
+        "    def parse(self):\n"
+        "        return self.parser.parse_args()\n"
+        "if __name__ == '__main__':\n"
+        "    opt = Options().parse()\n"
+    )
+    assert [(f.code, f.span.line, f.message) for f in result.findings if f.code == "NPU216"] == [
+        ("NPU216", 6, "the arguments are parsed by a parser built elsewhere (`self.parser.parse_args()`): "
+                      "it must accept --data_url/--train_url"),
+    ]
+    chained = adapt("import argparse\nif __name__ == '__main__':\n    argparse.ArgumentParser().parse_args()\n")
+    assert "NPU216" not in {f.code for f in chained.findings}
+
+
 def test_entry_scripts_are_chosen_by_main_block_parser_or_entry_option(tmp_path):
     library = "import torch\n\ndef model():\n    return torch.nn.Linear(2, 2).cuda()\n"
     result = adapt(library, "model.py")

@@ -16,25 +16,31 @@ from pathlib import Path
 
 import pytest
 
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
 from npu_migrate.modelarts import BOOT_MARKER, black_format, render_boot
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
 FAKE_MOXING = Path(__file__).resolve().parent / "fake_moxing"
-LAUNCHER_VARS = ("RANK", "RANK_ID", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID", "VC_TASK_INDEX",
-                 "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
+LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID",
+                 "VC_TASK_INDEX", "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
 
 
 @pytest.fixture
-def code(tmp_path, run_cli):
-    """A code folder with the module-level fixture as train.py, adapted with --modelarts-entry."""
+def code(tmp_path):
+    """A code folder with the module-level fixture as train.py, adapted as --modelarts-entry does
+    (in-process: the command line's part is tested below)."""
     folder = tmp_path / "code"
     folder.mkdir()
-    (folder / "train.py").write_text((BEFORE / "train_module_level.py").read_text())
-    done = run_cli("train.py", "--modelarts-entry", "--entry", "train.py", "--write",
-                   "--modelarts-data-dir", str(tmp_path / "cache/data"), cwd=folder)
-    assert done.returncode == 0, done.stderr
-    assert done.stderr.decode().endswith("modelarts_entry_train.py: created\n")
+    script = folder / "train.py"
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
+                      data_dir=str(tmp_path / "cache/data"))
+    result = migrate_source((BEFORE / "train_module_level.py").read_text(), str(script), options)
+    script.write_text(result.new_text)
+    assert list(result.extra_files) == [str(folder / "modelarts_entry_train.py")]
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
     return folder
 
 

@@ -29,8 +29,8 @@ FAKE_MOXING = Path(__file__).resolve().parent / "fake_moxing"
 PYTHON37 = Path("/root/.pyenv/versions/3.7.16/bin/python3.7")
 
 # Environment a launcher sets; cleared so the tests' own environment cannot leak in.
-LAUNCHER_VARS = ("RANK", "RANK_ID", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID", "VC_TASK_INDEX",
-                 "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
+LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID",
+                 "VC_TASK_INDEX", "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
 
 STUBS = {
     "torch/__init__.py": (

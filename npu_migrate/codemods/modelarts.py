@@ -118,8 +118,9 @@ UNKNOWN_CONFIGURED_ARG = _rule(
 )
 PARSED_ELSEWHERE = _rule(
     "NPU216", Severity.WARNING,
-    "the arguments are parsed by a parser built in another module (`{api}`): it must accept --data_url/--train_url",
-    "adapt the module that builds the parser too (pass it with --entry), or make it use parse_known_args()",
+    "the arguments are parsed by a parser built elsewhere (`{api}`): it must accept --data_url/--train_url",
+    "add the two arguments where that parser is built (for another module: adapt it too, naming it with --entry) "
+    "and use parse_known_args() there",
 )
 EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_BLOCK = "NPU201", "NPU202", "NPU203", "NPU204"
 
@@ -374,7 +375,8 @@ class _Visitor(cst.CSTVisitor):
         elif method in PARSE_METHODS:
             parser = self._parser_of(receiver)
             if parser is None:
-                a.foreign_parse_calls.append(node)
+                if not (isinstance(receiver, cst.Call) and a.imports.resolve(receiver.func) == ARGUMENT_PARSER):
+                    a.foreign_parse_calls.append(node)  # argparse.ArgumentParser().parse_args() has no arguments
                 return
             argv = node.args[0] if node.args and node.args[0].keyword is None else _keyword(node, "args")
             explicit = argv is not None and isinstance(argv.value, (cst.List, cst.Tuple))
@@ -502,12 +504,27 @@ def named_with_entry(ctx: Context) -> bool:
     return any(os.path.abspath(p) in here or os.path.realpath(p) in here for p in ctx.options.modelarts_entry_files)
 
 
-def is_entry_script(ctx: Context, analysis: ScriptAnalysis) -> bool:
+def entry_script_by_choice(ctx: Context) -> Optional[bool]:
+    """True/False when the caller or --entry decides; None: decided by the code."""
     if ctx.entry_script is not None:
         return ctx.entry_script
     if ctx.options.modelarts_entry_files:
         return named_with_entry(ctx)
-    return analysis.main_guard is not None or analysis.module_level_parser
+    return None
+
+
+def may_be_entry_script(module: cst.Module) -> bool:
+    """A cheap look at the top level (most files of a tree are not entry scripts): a main block,
+    or `x = ...ArgumentParser(...)`. ScriptAnalysis then decides with resolved imports."""
+    for stmt in module.body:
+        if _is_main_guard(stmt):
+            return True
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) \
+                        and (dotted_name(small.value.func) or "").endswith("ArgumentParser"):
+                    return True
+    return False
 
 
 @dataclass
@@ -764,8 +781,11 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if ctx.options.modelarts_boot and named_with_entry(ctx):
         folder = os.path.dirname(ctx.path)
         ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(os.path.basename(ctx.path))
+    chosen = entry_script_by_choice(ctx)
+    if chosen is False or (chosen is None and not may_be_entry_script(ctx.module)):
+        return module
     original = ScriptAnalysis(ctx.module)
-    if not is_entry_script(ctx, original):
+    if chosen is None and original.main_guard is None and not original.module_level_parser:
         return module
     plan = plan_adaptation(ctx, original)
     if plan is None:

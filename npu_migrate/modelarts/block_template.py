@@ -218,7 +218,8 @@ def _modelarts_is_uploader():
     if _multiprocessing.current_process().name != "MainProcess":
         return False  # a worker started by the script itself
     env = _os.environ
-    for name in ("RANK", "RANK_ID"):  # torchrun; Ascend launchers (MindSpore, HCCL)
+    # torchrun; Ascend launchers (MindSpore, HCCL); mpirun (Horovod)
+    for name in ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK"):
         if env.get(name, "").strip().isdigit():
             return int(env[name]) == 0
     size = env.get("WORLD_SIZE", env.get("RANK_SIZE", "1")).strip()
