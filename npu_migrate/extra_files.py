@@ -104,7 +104,7 @@ def apply(report, mode: str, output_dir: Optional[str] = None,
         verb = "created" if extra.action == "create" else "updated"
         if writes:
             write(extra)
-            lines.append(f"{shown}: {verb}")
+            lines.append(f"{report.display_path(extra.dest)}: {verb}")
         else:
             waiting = True
             report.diffs[extra.owner] = report.diffs.get(extra.owner, "") + diff(extra, patch_path(shown))

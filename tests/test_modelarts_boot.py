@@ -171,6 +171,19 @@ def test_an_outdated_generated_boot_file_is_updated(tmp_path, run_cli):
     assert (folder / "modelarts_entry_train.py").read_text() == render_boot("train.py")
 
 
+def test_output_dir_gets_the_boot_file_and_the_input_stays_as_it_was(tmp_path, run_cli):
+    (tmp_path / "src").mkdir()
+    original = (BEFORE / "train_helper.py").read_text()
+    (tmp_path / "src" / "train.py").write_text(original)
+    done = run_cli("src", "--output-dir", "out", "--modelarts-entry", "--entry", "src/train.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().endswith(f"{os.path.join('out', 'modelarts_entry_train.py')}: created\n")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["modelarts_entry_train.py", "train.py"]
+    assert (tmp_path / "out" / "modelarts_entry_train.py").read_text() == render_boot("train.py")
+    assert [p.name for p in (tmp_path / "src").iterdir()] == ["train.py"]
+    assert (tmp_path / "src" / "train.py").read_text() == original
+
+
 def test_modelarts_entry_needs_entry(tmp_path, run_cli):
     (tmp_path / "train.py").write_text("print(1)\n")
     done = run_cli("train.py", "--modelarts-entry", cwd=tmp_path)
