@@ -885,8 +885,8 @@ class Applier(cst.CSTTransformer):
         self._module = None if tree is ctx.module else tree
         self._drop: Set[int] = set()  # ids of updated statement lines to drop
 
-    def edit(self, rule: Rule, node: cst.CSTNode, before: str, after: str) -> None:
-        message = rule.render_message(before=before, after=after)
+    def edit(self, rule: Rule, node: cst.CSTNode, before: str, after: str, message: str = "") -> None:
+        message = message or rule.render_message(before=before, after=after)
         self.ctx.edit(rule, node, message, before, after, module=self._module)
 
     def code(self, node: cst.CSTNode) -> str:
@@ -1030,7 +1030,9 @@ class Applier(cst.CSTTransformer):
             if out and isinstance(out[-1], cst.SimpleStatementLine) and isinstance(out[-1].body[0], cst.Return):
                 insert_at -= 1
             out[insert_at:insert_at] = new_lines
-            self.edit(rule, anchor, "", "; ".join(rule.spec.cleanup))
+            after = "; ".join(rule.spec.cleanup)
+            self.edit(rule, anchor, "", after,
+                      f"added `{after}` at the end of the block: it releases what `{rule.spec.to}()` set up")
         return out, pending_lines
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
