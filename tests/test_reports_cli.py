@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.rules import default_rules
+from npu_migrate.rules import load_rules
 
 SCHEMAS = Path(__file__).resolve().parent / "schemas"
 
@@ -211,7 +211,7 @@ def test_rules_lists_every_code(run_cli, tmp_path):
     r = run_cli("rules", cwd=tmp_path)
     assert r.returncode == 0
     lines = r.stdout.decode().splitlines()
-    assert [line.split()[0] for line in lines] == default_rules().codes()
+    assert [line.split()[0] for line in lines] == load_rules().codes()
     assert "NPU301  error                 `torch.cuda` API with no NPU twin" in lines
     assert "NPU303  error/warning/info    CUDA-only library" in lines
     assert "NPU101  rewrite               `.cuda()` -> `.npu()`" in lines

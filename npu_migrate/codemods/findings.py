@@ -11,7 +11,7 @@ file's suffix (frontends/cuda_sources.py).
 from __future__ import annotations
 
 import re
-from typing import Dict, Iterator, Set
+from typing import Dict, FrozenSet, Iterator, List, Set
 
 import libcst as cst
 
@@ -28,27 +28,36 @@ _OPTIONAL_IMPORT_NOTE = (
     " the fallback is what runs on the NPU)"
 )
 
-# Rule-set fingerprint -> regex of the words one of which a file needs for any rule here.
-_WORDS: Dict[str, "re.Pattern[str]"] = {}
+# Rule-set fingerprint -> for each call/method rule name, the words a file must contain for a
+# reference to it: every part of `torch.utils.cpp_extension.load` (an import or the reference
+# spells each one out), the name of a method.
+_CALL_WORDS: Dict[str, List[FrozenSet[str]]] = {}
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def _words(rules: RuleSet) -> "re.Pattern[str]":
-    pattern = _WORDS.get(rules.fingerprint)
-    if pattern is None:
-        words: Set[str] = {name.split(".", 1)[0] for name in rules.finding_import}
-        words |= {name.rsplit(".", 1)[-1] for name in rules.finding_call}
-        words |= set(rules.finding_method)
-        alternatives = "|".join(map(re.escape, sorted(words, key=lambda w: (-len(w), w))))
-        pattern = re.compile(r"\b(?:%s)\b" % alternatives) if words else re.compile(r"(?!)")
-        _WORDS[rules.fingerprint] = pattern
-    return pattern
+def _call_words(rules: RuleSet) -> List[FrozenSet[str]]:
+    needed = _CALL_WORDS.get(rules.fingerprint)
+    if needed is None:
+        needed = [frozenset(name.split(".")) for name in rules.finding_call]
+        needed += [frozenset((name,)) for name in rules.finding_method]
+        _CALL_WORDS[rules.fingerprint] = needed
+    return needed
 
 
 @register_codemod(300)
 def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
-    """Record the findings; the tree itself is returned unchanged."""
-    if _words(ctx.rules).search(ctx.text) is not None:
-        ctx.module.visit(FindingVisitor(ctx))
+    """Record the findings; the tree itself is returned unchanged.
+
+    Imports come from the import table (no traversal); the tree is only walked for calls when
+    the file contains every word of some call/method rule, which most files do not."""
+    finder = FindingVisitor(ctx)
+    if ctx.rules.finding_import:
+        finder.report_imports()
+    needed = _call_words(ctx.rules)
+    if needed:
+        words = set(_WORD_RE.findall(ctx.text))
+        if any(n <= words for n in needed):
+            ctx.module.visit(finder)
     return module
 
 
@@ -59,6 +68,8 @@ def uses_device(ctx: Context) -> bool:
 
 
 class FindingVisitor(cst.CSTVisitor):
+    """Calls and method calls, found by walking the tree; imports, from the import table."""
+
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.ctx = ctx
@@ -68,75 +79,41 @@ class FindingVisitor(cst.CSTVisitor):
             "torch": "torch" in ctx.frameworks or ctx.imports.imports_module("torch"),
             "device": uses_device(ctx),
         }
-        self._optional_blocks: Set[int] = set()  # ids of `try:` bodies guarded by except ImportError
-        self._optional_depth = 0
 
     def applies(self, rule: Rule) -> bool:
         return self._in_context.get(rule.context, False)
 
-    # -- optional imports ------------------------------------------------------------------
-
-    def visit_Try(self, node: cst.Try) -> None:
-        if any(_catches_import_error(h) for h in node.handlers):
-            self._optional_blocks.add(id(node.body))
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if id(node) in self._optional_blocks:
-            self._optional_depth += 1
-
-    def leave_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        if id(node) in self._optional_blocks:
-            self._optional_depth -= 1
-
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.visit_IndentedBlock(node)  # type: ignore[arg-type]  # `try: import x` on one line
-
-    def leave_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.leave_IndentedBlock(node)  # type: ignore[arg-type]
-
     # -- imports ---------------------------------------------------------------------------
 
-    def _report_import(self, rule: Rule, module: str, node: cst.CSTNode) -> None:
-        if not self.applies(rule):
-            return
-        if self._optional_depth:
-            self.ctx.finding(
-                rule,
-                node,
-                api=module,
-                message=rule.render_message(api=module) + _OPTIONAL_IMPORT_NOTE,
-                severity=Severity.INFO,
-            )
-        else:
-            self.ctx.finding(rule, node, api=module)
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        for alias in node.names:
-            module = dotted_name(alias.name)
-            rule = self.rules.import_finding(module) if module else None
-            if rule is not None:
-                self._report_import(rule, module, alias)
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        if node.relative or node.module is None:
-            return False
-        module = dotted_name(node.module)
-        if module is None:
-            return False
-        rule = self.rules.import_finding(module)
-        if rule is not None:
-            self._report_import(rule, module, node)
-            return False
-        if isinstance(node.names, cst.ImportStar):
-            return False
-        for alias in node.names:  # `from numba import cuda`: the submodule is what is flagged
-            name = dotted_name(alias.name)
-            sub = f"{module}.{name}"
-            rule = self.rules.import_finding(sub) if name else None
-            if rule is not None:
-                self._report_import(rule, sub, alias)
-        return False
+    def report_imports(self) -> None:
+        found = []  # (rule, module, node, statement)
+        for stmt in self.ctx.imports.import_nodes:
+            if isinstance(stmt, cst.Import):
+                for alias in stmt.names:
+                    module = dotted_name(alias.name)
+                    rule = self.rules.import_finding(module) if module else None
+                    if rule is not None:
+                        found.append((rule, module, alias, stmt))
+            elif not stmt.relative and stmt.module is not None:
+                module = dotted_name(stmt.module)
+                rule = self.rules.import_finding(module) if module else None
+                if rule is not None:
+                    found.append((rule, module, stmt, stmt))
+                elif module and not isinstance(stmt.names, cst.ImportStar):
+                    for alias in stmt.names:  # `from numba import cuda`: the submodule is flagged
+                        name = dotted_name(alias.name)
+                        sub = f"{module}.{name}"
+                        rule = self.rules.import_finding(sub) if name else None
+                        if rule is not None:
+                            found.append((rule, sub, alias, stmt))
+        found = [f for f in found if self.applies(f[0])]
+        optional = _optional_imports(self.ctx.module) if found and "try" in self.ctx.text else set()
+        for rule, module, node, stmt in found:
+            if id(stmt) in optional:
+                self.ctx.finding(rule, node, api=module, severity=Severity.INFO,
+                                 message=rule.render_message(api=module) + _OPTIONAL_IMPORT_NOTE)
+            else:
+                self.ctx.finding(rule, node, api=module)
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -151,6 +128,38 @@ class FindingVisitor(cst.CSTVisitor):
             for rule in self.rules.finding_method.get(name, ()):
                 if self.applies(rule):
                     self.ctx.finding(rule, node, api=f".{name}()")
+
+
+class _OptionalImports(cst.CSTVisitor):
+    """Ids of the import statements inside `try:` bodies whose handlers catch ImportError.
+    Walks statements only: expressions hold no imports."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: Set[int] = set()
+        self._guarded: Set[int] = set()
+        self._depth = 0
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseExpression):
+            return False
+        if isinstance(node, cst.Try) and any(_catches_import_error(h) for h in node.handlers):
+            self._guarded.add(id(node.body))
+        if id(node) in self._guarded:
+            self._depth += 1
+        if self._depth and isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.found.add(id(node))
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if id(original_node) in self._guarded:
+            self._depth -= 1
+
+
+def _optional_imports(module: cst.Module) -> Set[int]:
+    visitor = _OptionalImports()
+    module.visit(visitor)
+    return visitor.found
 
 
 def _catches_import_error(handler: cst.ExceptHandler) -> bool:
