@@ -59,10 +59,14 @@ def _words(*names: str, ignore_case: bool = False) -> List[Requirement]:
 
 
 def _framework_imports(framework: str) -> List[FrozenSet[Word]]:
-    """The words of each import that makes a file use `framework` (engine.FRAMEWORK_IMPORTS)."""
-    from .engine import FRAMEWORK_IMPORTS
+    """The words of each import that makes a file use `framework` (engine.FRAMEWORK_IMPORTS),
+    and of a star import with the name the framework always goes by (engine.STAR_IMPORTED_ALIASES:
+    `from utils import *` then `tf.Session()`)."""
+    from .engine import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES
 
-    return [frozenset(Word(p) for p in module.split(".")) for module, name in FRAMEWORK_IMPORTS if name == framework]
+    words = [frozenset(Word(p) for p in module.split(".")) for module, name in FRAMEWORK_IMPORTS if name == framework]
+    words += [frozenset({Word("import"), Word(alias)}) for alias, _module, name in STAR_IMPORTED_ALIASES if name == framework]
+    return words
 
 
 def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Requirement]]:
