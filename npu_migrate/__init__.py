@@ -2,5 +2,16 @@
 
 __version__ = "0.1.0"
 
-from .engine import migrate_source  # noqa: E402,F401
 from .model import Edit, FileResult, Finding, Options, Severity, Span  # noqa: E402,F401
+
+__all__ = ["migrate_source", "Edit", "FileResult", "Finding", "Options", "Severity", "Span"]
+
+
+def __getattr__(name: str):
+    # The engine pulls in libcst (~0.2 s): loaded on first use, so `npu-migrate --version`,
+    # `--help`, `rules` and configuration errors answer at once.
+    if name == "migrate_source":
+        from .engine import migrate_source
+
+        return migrate_source
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
