@@ -185,6 +185,15 @@ class Bindings(ScopeTracker):
     def __init__(self) -> None:
         super().__init__()
         self.values: Dict[Tuple[int, str], List[Optional[cst.BaseExpression]]] = {}
+        # Options the file's argparse parsers define (`device_target` for --device-target):
+        # `args.device_target` holds what the option's default says.
+        self.argparse_options: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+            from .torch import option_names  # the torch pass's reading of add_argument options
+
+            self.argparse_options.update(option_names(node))
 
     def bind(self, name: str, value: Optional[cst.BaseExpression], scope: Optional[int] = None) -> None:
         self.values.setdefault((self.scope if scope is None else scope, name), []).append(value)
@@ -410,7 +419,6 @@ class Planner(ScopeTracker):
         self._used: Set[str] = set()  # canonical references seen
         self._called_methods: Dict[str, cst.Call] = {}
         self._called: Set[str] = set()  # canonical names and bare names called
-        self._argparse_options: Set[str] = set()
         self._main_guard: Optional[cst.If] = None
 
     # -- helpers -------------------------------------------------------------------------------
@@ -751,8 +759,12 @@ class Planner(ScopeTracker):
                 for p in parts:
                     self._rewrite_literals(rule, p)
                 return
-        if isinstance(value, cst.Attribute) and value.attr.value in spec.options and value.attr.value in self._argparse_options:
-            return  # the argparse default is rewritten
+        if (
+            isinstance(value, cst.Attribute)
+            and value.attr.value in spec.options
+            and value.attr.value in self.bindings.argparse_options
+        ):
+            return  # `args.device_target`: its argparse default is rewritten
         if spec.unknown_finding:
             source = self.source(value)
             if spec.unknown_contains and spec.unknown_contains.lower() not in source.lower():
@@ -763,7 +775,6 @@ class Planner(ScopeTracker):
         from .torch import option_names  # the torch pass's reading of add_argument options
 
         for name in option_names(node):
-            self._argparse_options.add(name)
             rule = self.rules.argparse_options.get(name)
             if rule is None or self.suppressed(node, rule):
                 continue
@@ -772,22 +783,6 @@ class Planner(ScopeTracker):
                     literals = self._literal_target(rule, arg.value)
                     if literals is not None:
                         self._rewrite_literals(rule, literals)
-
-    def visit_Module(self, node: cst.Module) -> None:
-        # argparse options are read before the calls that use them (args.device_target).
-        class Options(cst.CSTVisitor):
-            def __init__(self, planner: "Planner") -> None:
-                super().__init__()
-                self.planner = planner
-
-            def visit_Call(self, call: cst.Call) -> None:
-                if isinstance(call.func, cst.Attribute) and call.func.attr.value == "add_argument":
-                    from .torch import option_names
-
-                    self.planner._argparse_options.update(option_names(call))
-
-        if self.rules.argparse_options:
-            node.visit(Options(self))
 
     # add_keyword ----------------------------------------------------------------------------
 
