@@ -155,6 +155,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
 
 def _migrate_module(text, path, module, options, rules, result, entry_script):
     from .codemods.torch import TorchTransformer, add_torch_npu_import
+    from .walk import transform
 
     _load_codemods()
     imports = ImportTable.of(module)
@@ -175,7 +176,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
 
     new_module = module
     if "torch" in frameworks or not frameworks:
-        new_module = module.visit(TorchTransformer(ctx))
+        new_module = transform(module, TorchTransformer(ctx))  # = module.visit(...), faster
         new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
     for _order, codemod in _EXTRA_CODEMODS:
         new_module = codemod(new_module, ctx)

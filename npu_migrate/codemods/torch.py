@@ -25,6 +25,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
+from ..walk import walk
 from .strings import LiteralRewriter, string_value
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
@@ -136,7 +137,7 @@ class TorchTransformer(cst.CSTTransformer):
         # variable decides (most files never get there).
         if self._variables is None:
             self._variables = DeviceVariables(self)
-            self.ctx.module.visit(self._variables)
+            walk(self.ctx.module, self._variables)
         return self._variables
 
     # ------------------------------------------------------------------ helpers

@@ -1,0 +1,136 @@
+"""walk.walk / walk.transform must make exactly libcst's visitor calls, in the same order, and
+give the same result; they only skip building copies of unchanged nodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from npu_migrate.walk import transform, walk
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
+EXTRA = [
+    "from a import *\nfrom b import (c, d as e)\nimport f.g as h, i\n",
+    "x = f'{a!r:>{w}}' + f'{b}'\nmatch p:\n    case [1, *rest] if rest:\n        pass\n",
+    "@d\nasync def f(a, /, b=1, *c, d, **e) -> int:\n    async with x as y, z:\n        yield await y\n",
+    "try:\n    pass\nexcept* E as e:\n    raise\nfinally:\n    del a[1:2, ::3]\n",
+    "lambda: (yield)\nglobal a; nonlocal b\nx: int = 1\nwhile a: break\nelse: pass\n",
+]
+
+
+def _texts():
+    for path in SOURCES:
+        yield pytest.param(path.read_text(encoding="utf-8"), id=str(path.relative_to(ROOT)))
+    for i, text in enumerate(EXTRA):
+        yield pytest.param(text, id=f"extra-{i}")
+
+
+class RecordingVisitor(cst.CSTVisitor):
+    """Overrides on_visit/on_leave: the general path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = []
+
+    def on_visit(self, node):
+        self.log.append(("visit", id(node)))
+        return not isinstance(node, cst.Lambda)  # skipping children must work too
+
+    def on_leave(self, node):
+        self.log.append(("leave", id(node)))
+
+
+class NameVisitor(cst.CSTVisitor):
+    """Only visit_X/leave_X: the direct-dispatch path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = []
+
+    def visit_Name(self, node):
+        self.log.append(("name", node.value))
+
+    def visit_FunctionDef(self, node):
+        self.log.append(("def", node.name.value))
+        return False
+
+    def leave_Call(self, node):
+        self.log.append(("call", id(node)))
+
+
+class Renamer(cst.CSTTransformer):
+    """Renames, removes statements and flattens, like a real codemod."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = []
+
+    def visit_Attribute(self, node):
+        self.log.append(("attr", id(node)))
+
+    def leave_Name(self, original, updated):
+        self.log.append(("name", id(original), updated is original))
+        return updated.with_changes(value="renamed") if updated.value == "cuda" else updated
+
+    def leave_Pass(self, original, updated):
+        return cst.RemoveFromParent()
+
+    def leave_Expr(self, original, updated):
+        if isinstance(updated.value, cst.Ellipsis):
+            return cst.FlattenSentinel([updated, updated])
+        return updated
+
+
+class RecordingTransformer(cst.CSTTransformer):
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = []
+
+    def on_visit(self, node):
+        self.log.append(("visit", id(node)))
+        return True
+
+    def on_leave(self, original, updated):
+        self.log.append(("leave", id(original), type(updated).__name__))
+        return updated
+
+
+@pytest.mark.parametrize("text", list(_texts()))
+def test_same_calls_and_result_as_libcst(text):
+    module = cst.parse_module(text)
+    for make in (RecordingVisitor, NameVisitor):
+        theirs, ours = make(), make()
+        module.visit(theirs)
+        walk(module, ours)
+        assert ours.log == theirs.log
+    for make in (Renamer, RecordingTransformer):
+        theirs, ours = make(), make()
+        expected = module.visit(theirs)
+        got = transform(module, ours)
+        assert got.code == expected.code
+        # `updated is original` may differ (ours does not copy unchanged nodes): compare ids.
+        assert [entry[:2] for entry in ours.log] == [entry[:2] for entry in theirs.log]
+
+
+def test_unchanged_tree_is_not_copied():
+    module = cst.parse_module("import torch\nx = torch.zeros(2).float()\n")
+    assert transform(module, RecordingTransformer()) is module
+    changed = transform(cst.parse_module("a = cuda\nb = 1\n"), Renamer())
+    assert changed.code == "a = renamed\nb = 1\n"
+
+
+def test_visitors_with_field_hooks_use_libcst():
+    class FieldHook(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen = []
+
+        def visit_Call_func(self, node):
+            self.seen.append(node.func.value)
+
+    visitor = FieldHook()
+    walk(cst.parse_module("f(1)\ng(2)\n"), visitor)
+    assert visitor.seen == ["f", "g"]
