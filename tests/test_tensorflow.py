@@ -420,3 +420,8 @@ def test_findings_in_a_torch_and_tensorflow_file_keep_their_original_lines():
     result = migrate(text)
     assert "import torch_npu" in result.new_text
     assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU331", 4, 16)]
+
+
+def test_cupy_is_reported_in_tensorflow_files():
+    # CuPy's finding (NPU303, rules/findings_libraries.toml) applies to every framework.
+    assert findings("import tensorflow as tf\nimport cupy as cp\n") == [("NPU303", 2, 8)]

@@ -134,6 +134,17 @@ class ScopeTracker(cst.CSTVisitor):
         self.scopes: List[int] = [MODULE_SCOPE]
         self.parents: Dict[int, int] = {}
         self.class_scopes: Set[int] = set()
+        self.path: List[int] = []  # ids of the statements the visit is in, outermost first
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseStatement):
+            self.path.append(id(node))
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        if isinstance(original_node, cst.BaseStatement):
+            self.path.pop()
 
     @property
     def scope(self) -> int:
@@ -185,6 +196,7 @@ class Bindings(ScopeTracker):
     def __init__(self) -> None:
         super().__init__()
         self.values: Dict[Tuple[int, str], List[Optional[cst.BaseExpression]]] = {}
+        self.value_paths: Dict[int, Tuple[int, ...]] = {}  # bound value -> its statement path
         # Options the file's argparse parsers define (`device_target` for --device-target):
         # `args.device_target` holds what the option's default says.
         self.argparse_options: Set[str] = set()
@@ -197,6 +209,8 @@ class Bindings(ScopeTracker):
 
     def bind(self, name: str, value: Optional[cst.BaseExpression], scope: Optional[int] = None) -> None:
         self.values.setdefault((self.scope if scope is None else scope, name), []).append(value)
+        if value is not None:
+            self.value_paths[id(value)] = tuple(self.path)
 
     def bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression]) -> None:
         if isinstance(target, cst.Name):
@@ -388,21 +402,24 @@ class Plans:
     removed_imports: Dict[int, Tuple[Rule, Set[int]]] = field(default_factory=dict)  # Import -> alias indexes
     entry_setups: List[Tuple[Rule, cst.If]] = field(default_factory=list)
     needs_import: bool = False
+    hot: Set[int] = field(default_factory=set)  # statements with something planned inside
 
 
 # ---------------------------------------------------------------------------- pass 2: plan
 
 
-class Planner(ScopeTracker):
+class Planner(Bindings):
+    """Records the bindings while it visits; decides at the end of the module, when every
+    binding is known (a config may be built below the estimator that uses it)."""
+
     def __init__(self, ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical,
-                 bindings: Bindings, report: bool = True) -> None:
+                 report: bool = True) -> None:
         super().__init__()
         self.report = report  # record findings (False: only plan)
         self.ctx = ctx
         self.tree = tree
         self.rules = rules
         self.canonical = canonical
-        self.bindings = bindings
         self.plans = Plans()
         self._original_tree = tree is ctx.module
         self._not_references: Set[int] = set()
@@ -420,6 +437,12 @@ class Planner(ScopeTracker):
         self._called_methods: Dict[str, cst.Call] = {}
         self._called: Set[str] = set()  # canonical names and bare names called
         self._main_guard: Optional[cst.If] = None
+        # Deferred to the end of the module: (call, scope, block, statement path), (reference, scope).
+        self._calls: List[Tuple[cst.Call, int, int, Tuple[int, ...]]] = []
+        self._references: List[Tuple[Union[cst.Name, cst.Attribute], int]] = []
+        self._import_paths: Dict[int, Tuple[int, ...]] = {}
+        self._block = MODULE_SCOPE  # the block and statement path of the call being planned
+        self._call_path: Tuple[int, ...] = ()
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -444,11 +467,13 @@ class Planner(ScopeTracker):
         return self.tree.code_for_node(node)
 
     def values_of(self, node: cst.BaseExpression) -> Optional[List[Optional[cst.BaseExpression]]]:
-        return self.bindings.lookup(node, self.scope)
+        return self.lookup(node, self.scope)
 
     # -- imports ---------------------------------------------------------------------------------
 
     def visit_Import(self, node: cst.Import) -> bool:
+        super().visit_Import(node)
+        self._import_paths[id(node)] = tuple(self.path)
         for i, alias in enumerate(node.names):
             name = dotted_name(alias.name)
             if name is None:
@@ -458,6 +483,8 @@ class Planner(ScopeTracker):
         return False
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        super().visit_ImportFrom(node)
+        self._import_paths[id(node)] = tuple(self.path)
         if node.relative or node.module is None:
             return False
         module = dotted_name(node.module)
@@ -494,6 +521,7 @@ class Planner(ScopeTracker):
             self._not_references.add(id(node.keyword))
 
     def visit_Param(self, node: cst.Param) -> None:
+        super().visit_Param(node)
         self._not_references.add(id(node.name))
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> Optional[bool]:
@@ -506,10 +534,10 @@ class Planner(ScopeTracker):
 
     def leave_Name(self, original_node: cst.Name) -> None:
         if id(original_node) not in self._not_references:
-            self._reference(original_node)
+            self._references.append((original_node, self.scope))
 
     def leave_Attribute(self, original_node: cst.Attribute) -> None:
-        self._reference(original_node)
+        self._references.append((original_node, self.scope))
 
     def _reference(self, node: Union[cst.Name, cst.Attribute]) -> None:
         if id(node) in self._inner:
@@ -549,17 +577,25 @@ class Planner(ScopeTracker):
     # -- calls -------------------------------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
         func = node.func
         qual = self.qual(func)
-        plan = CallPlan()
         if isinstance(func, cst.Name):
             self._called.add(func.value)
         if qual is not None:
             self._called.add(qual)
+        elif isinstance(func, cst.Attribute):
+            self._called_methods.setdefault(func.attr.value, node)
+        self._calls.append((node, self.scope, self._blocks[-1], tuple(self.path)))
+
+    def _plan_call(self, node: cst.Call) -> None:
+        func = node.func
+        qual = self.qual(func)
+        plan = CallPlan()
+        if qual is not None:
             self._plan_api_call(node, qual, plan)
         elif isinstance(func, cst.Attribute):
             method = func.attr.value
-            self._called_methods.setdefault(method, node)
             rule = self.rules.add_keyword_method.get(method)
             if rule is not None:
                 self._plan_method_keyword(node, rule, plan)
@@ -567,6 +603,7 @@ class Planner(ScopeTracker):
                 self._plan_argparse(node)
         if plan.rename or plan.replace or plan.config or plan.add_keywords:
             self.plans.calls[id(node)] = plan
+            self.plans.hot.update(self._call_path)
             if plan.rename or plan.replace or plan.config:
                 self.plans.needs_import = True
 
@@ -683,7 +720,7 @@ class Planner(ScopeTracker):
             statement = self._statement_calls[id(node)]
             self.plans.statements[id(statement)] = rule
             if spec.cleanup:
-                self.plans.cleanups.setdefault(self._blocks[-1], []).append((rule, statement))
+                self.plans.cleanups.setdefault(self._block, []).append((rule, statement))
 
     # call_config ----------------------------------------------------------------------------
 
@@ -736,11 +773,14 @@ class Planner(ScopeTracker):
             return re.fullmatch(spec.pattern, value) is not None
         return value == spec.literal
 
-    def _rewrite_literals(self, rule: Rule, literals: Iterable[cst.SimpleString]) -> None:
+    def _rewrite_literals(self, rule: Rule, literals: Iterable[cst.SimpleString],
+                          path: Optional[Tuple[int, ...]] = None) -> None:
+        """Plan the literals that match; `path`: their statements (default: the call's)."""
         for literal in literals:
             value = string_value(literal)
             if value is not None and self._matches(rule, value) and value != rule.spec.to:
                 self.plans.literals[id(literal)] = (rule, rule.spec.to)
+                self.plans.hot.update(self._call_path if path is None else path)
 
     def _plan_argument(self, node: cst.Call, rule: Rule) -> None:
         spec = rule.spec
@@ -756,13 +796,13 @@ class Planner(ScopeTracker):
         if bound and all(v is not None for v in bound):
             parts = [self._literal_target(rule, v) for v in bound]
             if all(p is not None for p in parts):
-                for p in parts:
-                    self._rewrite_literals(rule, p)
+                for v, p in zip(bound, parts):
+                    self._rewrite_literals(rule, p, self.value_paths.get(id(v), ()))
                 return
         if (
             isinstance(value, cst.Attribute)
             and value.attr.value in spec.options
-            and value.attr.value in self.bindings.argparse_options
+            and value.attr.value in self.argparse_options
         ):
             return  # `args.device_target`: its argparse default is rewritten
         if spec.unknown_finding:
@@ -836,6 +876,15 @@ class Planner(ScopeTracker):
     # -- the end -----------------------------------------------------------------------------------
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        for node, scope, block, path in self._calls:
+            self.scopes.append(scope)
+            self._block, self._call_path = block, path
+            self._plan_call(node)
+            self.scopes.pop()
+        for reference, scope in self._references:  # after the calls: which callees were rewritten
+            self.scopes.append(scope)
+            self._reference(reference)
+            self.scopes.pop()
         self._plan_import_removals()
         self._plan_entry_setups()
 
@@ -845,6 +894,7 @@ class Planner(ScopeTracker):
             seen, rewritten = self._module_refs.get(prefix, [0, 0])
             if seen == 0 or seen != rewritten or self.suppressed(node, rule):
                 continue
+            self.plans.hot.update(self._import_paths.get(id(node), ()))
             _rule, aliases = self.plans.removed_imports.setdefault(id(node), (rule, set()))
             if alias_index is not None:
                 aliases.add(alias_index)
@@ -879,6 +929,12 @@ class Applier(cst.CSTTransformer):
         self.plans = plans
         self._module = None if tree is ctx.module else tree
         self._drop: Set[int] = set()  # ids of updated statement lines to drop
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Most statements need nothing: not visiting them keeps the pass cheap.
+        if isinstance(node, cst.BaseStatement) and id(node) not in self.plans.hot:
+            return False
+        return super().on_visit(node)
 
     def edit(self, rule: Rule, node: cst.CSTNode, before: str, after: str, message: str = "") -> None:
         message = message or rule.render_message(before=before, after=after)
@@ -1126,9 +1182,7 @@ def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Mo
 
 
 def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool) -> Plans:
-    bindings = Bindings()
-    tree.visit(bindings)
-    planner = Planner(ctx, tree, rules, canonical, bindings, report)
+    planner = Planner(ctx, tree, rules, canonical, report)
     tree.visit(planner)
     return planner.plans
 
