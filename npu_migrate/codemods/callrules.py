@@ -1,13 +1,15 @@
 """The framework rules (rules.py, "framework rules") applied to a file: the call-level rewrites
 and the findings that the TensorFlow and MindSpore codemods share.
 
-`apply_framework_rules(module, ctx, framework, canonical)` runs three passes over the tree:
+`apply_framework_rules(module, ctx, framework, canonical)` runs two passes over the tree:
 
-1. `Bindings` records what every variable is assigned (per function scope), so a value passed
-   by name (`config=run_config`, `dataset.batch(...)`) can be traced to the call that built it;
-2. `Planner` decides, on the unchanged tree, what happens to each call, string literal, import
-   and statement, and records the findings (so their positions are the file's own);
-3. `Applier` carries the plans out and records the edits.
+1. `Planner` (a `Bindings`) records what every variable is assigned (per function scope), so a
+   value passed by name (`config=run_config`, `dataset.batch(...)`) can be traced to the call
+   that built it; at the end of the module it decides, on the unchanged tree, what happens to
+   each call, string literal, import and statement, and records the findings (so their
+   positions are the file's own);
+2. `Applier` carries the plans out (visiting only the statements that have one) and records
+   the edits.
 
 Deciding before changing anything keeps each decision a function of the original code: whether
 `tf.estimator.Estimator(config=cfg)` may become `NPUEstimator` depends on the call that built
