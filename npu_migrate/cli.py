@@ -90,6 +90,8 @@ def _install_signal_handlers() -> None:
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip what .gitignore files exclude.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: all cores; 1 runs in-process).")
+@click.option("--no-cache", is_flag=True,
+              help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR).")
 @click.option("--stdin-filename", help="With `-`: the name of the file read from stdin.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
               help="Read options from this TOML file instead of the nearest pyproject.toml.")
@@ -165,6 +167,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
     if selection.errors and not selection.files:
         sys.exit(EXIT_ERROR)
 
+    from .cache import Cache
     from .progress import ProgressBar, wanted
     from .runner import default_jobs, run
 
@@ -174,7 +177,9 @@ def migrate_command(ctx: click.Context, **params) -> None:
     try:
         with ProgressBar(len(selection.files), wanted(len(selection.files), settings.quiet)) as bar:
             outcomes = run(selection.files, options, rules, settings.rule_files,
-                           jobs=settings.jobs or default_jobs(), on_done=bar.advance)
+                           jobs=settings.jobs or default_jobs(), on_done=bar.advance,
+                           keep_text=settings.show_diff or settings.fmt != "text",  # for the diffs
+                           cache=None if settings.no_cache else Cache(rules.fingerprint, options))
         report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=mode,
                            color=use_color(settings.color, sys.stdout), verbose=settings.verbose, quiet=settings.quiet)
         if settings.report_unused_ignores:

@@ -1,17 +1,35 @@
-"""Migrating many files: read, migrate (in a process pool when asked), and hand back results
-in the order the files were given. One file's failure never stops the others."""
+"""Migrating many files: read, look up the cache, migrate what is left (in worker processes
+when asked), and hand back one Outcome per file, in the order the files were given.
+
+One file's failure never stops the others: an exception is that file's error, and so is a
+worker that dies under it (a crash of native code, the out-of-memory killer, MemoryError):
+the runner knows which file each worker is on, reports that one, starts a new worker and
+carries on. `jobs=1` (or a single file to do) runs everything in this process, which is what
+a debugger wants.
+
+The workers are plain `multiprocessing` processes fed one small batch at a time through a
+pipe each, rather than a ProcessPoolExecutor: an executor whose worker dies fails every
+pending file with BrokenProcessPool and cannot say which file killed it.
+"""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+import signal
+import sys
+from collections import deque
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple
+from multiprocessing.connection import Connection, wait
+from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
 
-from .engine import migrate_source
 from .model import FileResult, Options
-from .rules import RuleSet, load_rules
+from .rules import RuleSet
 from .source import Source, SourceError, decode_python, is_generated, read_source
+
+# Files handed to a worker at a time: big enough to keep pipes quiet, small enough that the
+# two workers finish together and a crash requeues little.
+BATCH = 4
 
 
 @dataclass
@@ -20,7 +38,7 @@ class Outcome:
 
     result: FileResult
     source: Optional[Source] = None
-    original_text: Optional[str] = None  # kept only when a diff or report needs it
+    original_text: Optional[str] = None  # kept only when a diff needs it (keep_text)
 
 
 def decoder_for(path: str):
@@ -29,11 +47,19 @@ def decoder_for(path: str):
     return frontend_decoder(path) or decode_python
 
 
-def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = True) -> Outcome:
+def read(path: str) -> Tuple[Optional[Source], Optional[Outcome]]:
+    """(source, None), or (None, the outcome of a file that cannot be read)."""
     try:
-        source = read_source(path, decoder_for(path))
+        return read_source(path, decoder_for(path)), None
     except SourceError as exc:
-        return Outcome(FileResult(path=path, error=str(exc)))
+        return None, Outcome(FileResult(path=path, error=str(exc)))
+
+
+def migrate_text(source: Source, options: Options, rules: RuleSet, keep_text: bool = True) -> Outcome:
+    """Migrate a file already read. Never raises for a bad file: errors land in the result."""
+    from .engine import migrate_source
+
+    path = source.path
     if is_generated(source.text):
         return Outcome(FileResult(path=path, skipped="generated"), replace(source, text=""))
     try:
@@ -44,50 +70,11 @@ def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = 
     return Outcome(result, replace(source, text=""), original)
 
 
-# -- process pool -----------------------------------------------------------------------------
-
-_WORKER: Optional[Tuple[Options, RuleSet]] = None
-
-
-def _init_worker(options: Options, rule_files: Tuple[str, ...]) -> None:
-    global _WORKER
-    _WORKER = (options, load_rules([*rule_files]))
-
-
-def _work(path: str) -> Outcome:
-    assert _WORKER is not None
-    options, rules = _WORKER
-    return migrate_file(path, options, rules)
-
-
-def run(
-    paths: Sequence[str],
-    options: Options,
-    rules: RuleSet,
-    rule_files: Sequence[str] = (),
-    jobs: int = 1,
-    on_done: Optional[Callable[[Outcome], None]] = None,
-) -> List[Outcome]:
-    """Migrate `paths`; results come back in the same order whatever `jobs` is."""
-    if jobs <= 1 or len(paths) < 2:
-        outcomes = []
-        for p in paths:
-            o = migrate_file(p, options, rules)
-            outcomes.append(o)
-            if on_done:
-                on_done(o)
-        return outcomes
-    jobs = min(jobs, len(paths))
-    chunk = max(1, min(32, len(paths) // (jobs * 8) or 1))
-    with ProcessPoolExecutor(
-        max_workers=jobs, initializer=_init_worker, initargs=(options, tuple(str(f) for f in rule_files))
-    ) as pool:
-        outcomes = []
-        for o in pool.map(_work, paths, chunksize=chunk):
-            outcomes.append(o)
-            if on_done:
-                on_done(o)
-        return outcomes
+def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = True) -> Outcome:
+    source, failed = read(path)
+    if failed is not None:
+        return failed
+    return migrate_text(source, options, rules, keep_text)
 
 
 def default_jobs() -> int:
@@ -95,3 +82,172 @@ def default_jobs() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # pragma: no cover - not on Linux
         return max(1, os.cpu_count() or 1)
+
+
+def run(
+    paths: Sequence[str],
+    options: Options,
+    rules: RuleSet,
+    rule_files: Sequence[str] = (),  # unused: the workers get `rules` itself; kept for callers
+    jobs: int = 1,
+    on_done: Optional[Callable[[Outcome], None]] = None,
+    keep_text: bool = True,
+    cache: Optional["Cache"] = None,  # noqa: F821 - cache.Cache, imported only when used
+) -> List[Outcome]:
+    """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
+
+    `keep_text`: keep the original text of changed files (for diffs); without it workers send
+    back only the migrated text. `cache`: look results up there first and store new ones.
+    """
+    outcomes: List[Optional[Outcome]] = [None] * len(paths)
+
+    def done(index: int, outcome: Outcome) -> None:
+        outcomes[index] = outcome
+        if cache is not None and outcome.source is not None:
+            # The digest of the bytes this result was computed from (read by whoever did it).
+            cache.put(paths[index], outcome.source.digest, outcome.result)
+        if on_done:
+            on_done(outcome)
+
+    def from_cache(index: int, source: Source) -> bool:
+        hit = cache.get(paths[index], source.digest) if cache is not None else None
+        if hit is None:
+            return False
+        original = source.text if (keep_text and hit.changed) else None
+        outcomes[index] = Outcome(hit, replace(source, text=""), original)
+        if on_done:
+            on_done(outcomes[index])
+        return True
+
+    in_process = jobs <= 1 or len(paths) < 2
+    todo: List[int] = []
+    for i, path in enumerate(paths):
+        if cache is None and not in_process:
+            todo.append(i)
+            continue
+        source, failed = read(path)
+        if failed is not None:
+            done(i, failed)
+        elif not from_cache(i, source):
+            if in_process:
+                done(i, migrate_text(source, options, rules, keep_text))
+            else:
+                todo.append(i)  # the worker reads it again: cheaper than sending the text
+    if len(todo) == 1:
+        done(todo[0], migrate_file(paths[todo[0]], options, rules, keep_text))
+    elif todo:
+        _Pool(min(jobs, len(todo)), options, rules, keep_text).run([(i, paths[i]) for i in todo], done)
+    return [o for o in outcomes if o is not None]
+
+
+# -- worker processes -----------------------------------------------------------------------
+
+
+def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool) -> None:
+    """Loop: receive a batch of (index, path), send back (index, Outcome) for each."""
+    # Ctrl-C and SIGTERM are the main process's business: it stops the workers itself.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    while True:
+        try:
+            batch = conn.recv()
+        except EOFError:
+            return
+        if batch is None:
+            return
+        for index, path in batch:
+            conn.send((index, migrate_file(path, options, rules, keep_text)))
+
+
+class _Worker:
+    def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool) -> None:
+        self.conn, child = context.Pipe()
+        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text), daemon=True)
+        self.process.start()
+        child.close()
+        self.pending: Deque[Tuple[int, str]] = deque()  # sent, not answered; [0] is in progress
+
+    def receive(self, done: Callable[[int, Outcome], None]) -> bool:
+        """Take every answer that arrived; False when the pipe broke (the worker died)."""
+        try:
+            while self.pending and self.conn.poll():
+                index, outcome = self.conn.recv()
+                self.pending.popleft()
+                done(index, outcome)
+        except (EOFError, OSError):
+            return False
+        return True
+
+
+class _Pool:
+    def __init__(self, jobs: int, options: Options, rules: RuleSet, keep_text: bool) -> None:
+        self.jobs = jobs
+        self.args = (options, rules, keep_text)
+        # fork: the workers start at once, with everything imported and the rules loaded.
+        method = "fork" if sys.platform.startswith("linux") else None
+        self.context = multiprocessing.get_context(method)
+
+    def _start(self) -> _Worker:
+        return _Worker(self.context, *self.args)
+
+    def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
+        queue = deque(tasks)
+        workers = [self._start() for _ in range(self.jobs)]
+        finished = False
+        try:
+            while True:
+                for n, w in enumerate(workers):
+                    if w.pending or not queue:
+                        continue
+                    if not w.process.is_alive():  # died while idle: nothing of ours lost
+                        self._stop(w, graceful=False)
+                        w = workers[n] = self._start()
+                    batch = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
+                    w.pending.extend(batch)
+                    try:
+                        w.conn.send(batch)
+                    except OSError:
+                        pass  # it died just now: its sentinel says so below
+                busy = [w for w in workers if w.pending]
+                if not busy:
+                    break
+                ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+                for w in busy:
+                    if w.conn not in ready and w.process.sentinel not in ready:
+                        continue
+                    if w.receive(done) and w.process.is_alive():
+                        continue
+                    # Dead: whatever it answered was taken above; the file it was on fails.
+                    w.receive(done)
+                    self._lost(w, queue, done)
+                    workers[workers.index(w)] = self._start()
+            finished = True
+        finally:
+            for w in workers:
+                self._stop(w, graceful=finished)
+
+    @staticmethod
+    def _lost(w: _Worker, queue: Deque[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
+        """A worker died: the file it was on fails, the rest of its batch goes back in the queue."""
+        w.process.join()
+        code = w.process.exitcode
+        if w.pending:
+            index, path = w.pending.popleft()
+            why = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            done(index, Outcome(FileResult(path=path, error=f"internal error: the worker process died ({why})")))
+        queue.extendleft(reversed(w.pending))
+        w.pending.clear()
+        w.conn.close()
+
+    @staticmethod
+    def _stop(w: _Worker, graceful: bool) -> None:
+        if graceful:
+            try:
+                w.conn.send(None)
+            except (OSError, ValueError):
+                pass
+            w.process.join(timeout=2)
+        if w.process.is_alive():
+            w.process.terminate()
+            w.process.join()
+        w.conn.close()

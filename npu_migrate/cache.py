@@ -1,0 +1,118 @@
+"""The cache of results, like black's: a file whose content was already migrated with the same
+tool, rules and options is not parsed again.
+
+What a result depends on: the file's bytes, its path (front ends go by suffix, `--entry` names
+files), the options, the rule set, and the tool's own code. The engine does no I/O, so nothing
+else. Hence:
+
+* one folder per *settings* -- tool version, a fingerprint of the package's own files (so a
+  source checkout that is being edited never reads stale entries), the rules' fingerprint
+  (their content, `--rules` files included) and the options -- under
+  `$NPU_MIGRATE_CACHE_DIR`, or the user cache folder (`~/.cache/npu-migrate` on Linux);
+* in it one small JSON file per source file (named after the hash of its absolute path),
+  holding the sha256 of the bytes the result belongs to and the whole `FileResult`, the
+  migrated text included: a warm `--check`, `--diff` or report prints the same edits, findings
+  and diffs without parsing anything. A file that changed has another hash: a miss, and its
+  entry is replaced.
+
+Entries are written to a temporary file and renamed into place, so concurrent runs (two
+pre-commit hooks, CI jobs sharing a folder) never see half an entry and need no lock; a
+damaged or unreadable entry is a miss. Results with an error are not kept (a crash or a
+read error may not happen again). Nothing here raises: a cache that cannot be used is a slow
+run, never a failed one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from . import __version__
+from .model import FileResult, Options
+
+ENV_VAR = "NPU_MIGRATE_CACHE_DIR"
+FORMAT = 1  # bump when the entry layout changes
+
+
+def cache_root() -> Path:
+    override = os.environ.get(ENV_VAR)
+    if override:
+        return Path(override)
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("npu-migrate", appauthor=False))
+
+
+def code_fingerprint() -> str:
+    """The version plus the name, size and mtime of every file of the package (code, templates,
+    built-in rules when installed): an edited checkout, or a reinstall, gets a fresh cache."""
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
+    for folder, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            full = os.path.join(folder, name)
+            st = os.stat(full)
+            digest.update(f"{os.path.relpath(full, package)}:{st.st_size}:{st.st_mtime_ns};".encode())
+    return digest.hexdigest()[:16]
+
+
+class Cache:
+    """Results by (absolute path, content digest) for one set of settings."""
+
+    def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None) -> None:
+        settings = hashlib.sha256(
+            f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()
+        ).hexdigest()[:20]
+        self.folder = (root or cache_root()) / f"v{__version__}" / settings
+        self.hits = 0
+        self.misses = 0
+
+    def _entry(self, path: str) -> Path:
+        key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
+        return self.folder / key[:2] / f"{key[2:]}.json"
+
+    def get(self, path: str, digest: str) -> Optional[FileResult]:
+        """The result stored for this file with exactly these bytes, or None."""
+        try:
+            with open(self._entry(path), "r", encoding="utf-8") as f:
+                entry = json.load(f)
+            if entry.get("digest") != digest:
+                self.misses += 1
+                return None
+            result = FileResult.from_dict({**entry["result"], "path": path})
+        except (OSError, ValueError, KeyError, TypeError):
+            self.misses += 1
+            return None
+        self.hits += 1
+        return result
+
+    def put(self, path: str, digest: str, result: FileResult) -> None:
+        if result.error is not None:
+            return
+        data = result.to_dict()
+        data.pop("path", None)  # the path is the key; a copy of the tree elsewhere is a miss
+        target = self._entry(path)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".entry.", suffix=".tmp")
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    json.dump(_entry_dict(digest, data), f, ensure_ascii=False, separators=(",", ":"))
+                os.replace(tmp, target)  # atomic: readers see the old or the new entry
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError:
+            pass  # a read-only or full disk: just no cache
+
+
+def _entry_dict(digest: str, result: Dict[str, Any]) -> Dict[str, Any]:
+    return {"digest": digest, "result": result}

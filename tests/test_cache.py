@@ -1,0 +1,218 @@
+"""The cache of results: a warm run gives exactly the cold run's results without migrating
+anything; a change to the file, the rules or the options is never answered from the cache."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import multiprocessing
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from npu_migrate import engine
+from npu_migrate.cache import Cache, cache_root
+from npu_migrate.model import Edit, FileResult, Finding, Options, Severity, Span
+from npu_migrate.rules import default_rules, load_rules
+from npu_migrate.runner import run
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = default_rules()
+GPU = "import torch\nx = torch.zeros(2).cuda()\n"
+
+
+def _result(path="a.py"):
+    return FileResult(
+        path=path,
+        edits=[Edit("NPU102", Span(2, 5, 2, 20), "m", "a", "b")],
+        findings=[Finding("NPU301", Severity.ERROR, Span(1, 1, 1, 4), "torch.cuda.x", "msg", "fix", cell=2)],
+        new_text="new\n",
+        unused_ignores=[Finding("NPU001", Severity.INFO, Span(3, 1, 3, 9), "", "unused")],
+        extra_files={"boot.py": "print(1)\n"},
+    )
+
+
+def test_every_field_of_a_result_is_stored():
+    # A field added to FileResult but not to to_dict/from_dict would come back empty from the cache.
+    assert set(FileResult.__dataclass_fields__) == set(FileResult(path="x").to_dict())
+    result = _result()
+    assert FileResult.from_dict(result.to_dict()) == result
+
+
+def test_round_trip(tmp_path):
+    cache = Cache("rules", Options(), root=tmp_path)
+    cache.put("a.py", "d1", _result())
+    assert cache.get("a.py", "d1") == _result()
+    assert cache.get("a.py", "d2") is None  # other content
+    assert cache.get("b.py", "d1") is None  # other file
+    assert cache.get(os.path.abspath("a.py"), "d1") == _result(os.path.abspath("a.py"))  # same file
+
+
+def test_settings_make_separate_caches(tmp_path):
+    Cache("rules", Options(), root=tmp_path).put("a.py", "d", _result())
+    assert Cache("rules", Options(), root=tmp_path).get("a.py", "d") == _result()
+    assert Cache("other-rules", Options(), root=tmp_path).get("a.py", "d") is None
+    assert Cache("rules", Options(add_import=False), root=tmp_path).get("a.py", "d") is None
+    assert Cache("rules", Options(modelarts=True), root=tmp_path).get("a.py", "d") is None
+
+
+def test_errors_are_not_stored(tmp_path):
+    cache = Cache("rules", Options(), root=tmp_path)
+    cache.put("a.py", "d", FileResult(path="a.py", error="internal error: the worker process died"))
+    assert cache.get("a.py", "d") is None
+
+
+def test_damaged_entries_and_unusable_folders_are_misses(tmp_path):
+    cache = Cache("rules", Options(), root=tmp_path)
+    cache.put("a.py", "d", _result())
+    (entry,) = [p for p in cache.folder.rglob("*.json")]
+    entry.write_text('{"digest": "d", "result": {"edits": [', encoding="utf-8")
+    assert cache.get("a.py", "d") is None
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("", encoding="utf-8")
+    unusable = Cache("rules", Options(), root=blocked)
+    unusable.put("a.py", "d", _result())  # no exception
+    assert unusable.get("a.py", "d") is None
+
+
+def test_folder_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(tmp_path / "here"))
+    assert cache_root() == tmp_path / "here"
+    monkeypatch.delenv("NPU_MIGRATE_CACHE_DIR")
+    assert cache_root().name == "npu-migrate"
+
+
+def _writer(root, n, flip):
+    cache = Cache("rules", Options(), root=Path(root))
+    for i in range(n):
+        result = _result()
+        result.new_text = ("x" * 5000) if (i + flip) % 2 else "y\n"
+        cache.put("a.py", "d", result)
+
+
+def test_concurrent_writers_never_leave_half_an_entry(tmp_path):
+    context = multiprocessing.get_context("fork")
+    writers = [context.Process(target=_writer, args=(str(tmp_path), 300, k)) for k in range(2)]
+    for w in writers:
+        w.start()
+    cache = Cache("rules", Options(), root=tmp_path)
+    seen = set()
+    while any(w.is_alive() for w in writers):
+        got = cache.get("a.py", "d")
+        if got is not None:
+            seen.add(got.new_text[:1])
+    for w in writers:
+        w.join()
+        assert w.exitcode == 0
+    assert cache.get("a.py", "d").new_text[:1] in ("x", "y")
+    assert not [p for p in cache.folder.rglob("*") if p.name.startswith(".entry.")]  # no leftovers
+
+
+# -- through the runner -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def tree(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for path in sorted((ROOT / "fixtures" / "pytorch").glob("*.py")):
+        if not path.name.endswith(".expected.py"):
+            shutil.copy(path, src / path.name)
+    (src / "plain.py").write_text("import os\n", encoding="utf-8")
+    (src / "gpu.py").write_text(GPU, encoding="utf-8")
+    return sorted(str(p) for p in src.glob("*.py"))
+
+
+def _no_migration(monkeypatch):
+    def fail(*args, **kwargs):
+        raise AssertionError("migrated although cached")
+
+    monkeypatch.setattr(engine, "migrate_source", fail)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_warm_run_equals_cold_run_without_migrating(tree, tmp_path, monkeypatch, jobs):
+    cold = run(tree, Options(), RULES, jobs=jobs, cache=Cache(RULES.fingerprint, Options(), root=tmp_path / "c"))
+    with monkeypatch.context() as m:
+        _no_migration(m)
+        warm = run(tree, Options(), RULES, jobs=jobs, cache=Cache(RULES.fingerprint, Options(), root=tmp_path / "c"))
+    assert [o.result.to_dict() for o in warm] == [o.result.to_dict() for o in cold]
+    assert [o.original_text for o in warm] == [o.original_text for o in cold]
+    assert [dataclasses.replace(o.source, mtime_ns=0) for o in warm] == [
+        dataclasses.replace(o.source, mtime_ns=0) for o in cold]
+    assert any(o.result.changed for o in warm) and any(not o.result.changed for o in warm)
+
+
+def test_a_changed_file_is_migrated_again(tree, tmp_path, monkeypatch):
+    cache = Cache(RULES.fingerprint, Options(), root=tmp_path / "c")
+    run(tree, Options(), RULES, cache=cache)
+    gpu = [p for p in tree if p.endswith("gpu.py")][0]
+    Path(gpu).write_text(GPU + "y = torch.zeros(1).cuda()\n", encoding="utf-8")
+    seen = []
+    real = engine.migrate_source
+    monkeypatch.setattr(engine, "migrate_source", lambda t, p, o, r: seen.append(p) or real(t, p, o, r))
+    outcomes = run(tree, Options(), RULES, cache=Cache(RULES.fingerprint, Options(), root=tmp_path / "c"))
+    assert seen == [gpu]
+    assert outcomes[tree.index(gpu)].result.new_text.count(".npu()") == 2
+
+
+def test_a_rule_change_is_never_answered_from_the_cache(tree, tmp_path):
+    extra = tmp_path / "mine.toml"
+    extra.write_text(
+        '[[method]]\ncode = "NPU199"\nfrom = "half"\nto = "bfloat16"\nmessage = "m"\n'
+        'examples = [{ before = "x.half()\\n", after = "x.bfloat16()\\n" }]\n',
+        encoding="utf-8",
+    )
+    Path(tree[0]).with_name("half.py").write_text("y = t.half()\n", encoding="utf-8")
+    tree = sorted(tree + [str(Path(tree[0]).with_name("half.py"))])
+    root = tmp_path / "c"
+    first = run(tree, Options(), RULES, cache=Cache(RULES.fingerprint, Options(), root=root))
+    assert not [o for o in first if o.result.path.endswith("half.py")][0].result.changed
+    rules = load_rules([extra])
+    outcomes = run(tree, Options(), rules, cache=Cache(rules.fingerprint, Options(), root=root))
+    half = [o for o in outcomes if o.result.path.endswith("half.py")][0]
+    assert half.result.new_text == "y = t.bfloat16()\n"
+    # and a changed rule file is another rule set
+    extra.write_text(extra.read_text(encoding="utf-8").replace('to = "bfloat16"', 'to = "float"'), encoding="utf-8")
+    assert load_rules([extra]).fingerprint != rules.fingerprint
+
+
+# -- the command line -------------------------------------------------------------------------
+
+
+def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_cli, tmp_path):
+    src = tmp_path / "proj"
+    shutil.copytree(ROOT / "fixtures" / "pytorch", src)
+    cache_dir = tmp_path / "cache"
+    env = {"NPU_MIGRATE_CACHE_DIR": str(cache_dir)}
+    outputs = []
+    for args in (["--check", "-j", "1"], ["--check", "-j", "2"], ["--check", "-j", "2"], ["--diff"],
+                 ["--diff"], ["--format", "json"], ["--format", "json"]):
+        proc = run_cli("proj", *args, "--color", "never", cwd=tmp_path, env=env)
+        outputs.append((proc.returncode, proc.stdout, proc.stderr))
+    assert cache_dir.is_dir()
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert outputs[0][0] == 1 and b"would be migrated" in outputs[0][1]
+    assert outputs[3] == outputs[4] and outputs[3][1].startswith(b"--- a/")
+    assert outputs[5] == outputs[6]
+    shutil.rmtree(cache_dir)
+    proc = run_cli("proj", "--check", "--no-cache", "--color", "never", cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout, proc.stderr) == outputs[0]
+    assert not cache_dir.exists()
+
+
+def test_cli_write_then_warm_check(run_cli, tmp_path):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "train.py").write_text(GPU, encoding="utf-8")
+    env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    assert run_cli("proj", "--check", cwd=tmp_path, env=env).returncode == 1
+    assert run_cli("proj", "--write", cwd=tmp_path, env=env).returncode == 0
+    assert "torch_npu" in (src / "train.py").read_text(encoding="utf-8")
+    # The written file is new content: checked for real, and found clean.
+    for _ in range(2):
+        assert run_cli("proj", "--check", cwd=tmp_path, env=env).returncode == 0
+    entries = list((tmp_path / "cache").rglob("*.json"))
+    assert len(entries) == 1 and json.loads(entries[0].read_text(encoding="utf-8"))["result"]["new_text"] is None

@@ -1,0 +1,134 @@
+"""The runner: same results in the same order whatever -j is; one file's failure -- even a
+worker process that dies under it -- never stops the others."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from npu_migrate import engine
+from npu_migrate.model import Options
+from npu_migrate.rules import default_rules
+from npu_migrate.runner import BATCH, run
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = default_rules()
+GPU = "import torch\nx = torch.zeros(2).cuda()\n"
+PLAIN = "import os\nprint(os.sep)\n"
+
+
+@pytest.fixture
+def tree(tmp_path):
+    """The PyTorch fixtures plus small files: some migrate, some need nothing."""
+    for src in sorted((ROOT / "fixtures" / "pytorch").glob("*.py")):
+        if not src.name.endswith(".expected.py"):
+            shutil.copy(src, tmp_path / src.name)
+    for i in range(7):
+        (tmp_path / f"gpu_{i}.py").write_text(GPU.replace("2", str(i + 2)), encoding="utf-8")
+        (tmp_path / f"plain_{i}.py").write_text(PLAIN, encoding="utf-8")
+    return sorted(str(p) for p in tmp_path.glob("*.py"))
+
+
+def _dicts(outcomes):
+    return [o.result.to_dict() for o in outcomes]
+
+
+def test_same_results_in_the_same_order_for_any_jobs(tree):
+    one = run(tree, Options(), RULES, jobs=1)
+    assert [o.result.path for o in one] == tree
+    assert sum(o.result.changed for o in one) >= 7
+    for jobs in (2, 3):
+        many = run(tree, Options(), RULES, jobs=jobs)
+        assert _dicts(many) == _dicts(one)
+        assert [o.original_text for o in many] == [o.original_text for o in one]
+
+
+def test_jobs_1_runs_in_this_process(tree, monkeypatch):
+    real = engine.migrate_source
+
+    def tagged(text, path, options, rules):
+        result = real(text, path, options, rules)
+        result.skipped = str(os.getpid())  # which process did the work
+        return result
+
+    monkeypatch.setattr(engine, "migrate_source", tagged)
+    assert {o.result.skipped for o in run(tree, Options(), RULES, jobs=1)} == {str(os.getpid())}
+    workers = {o.result.skipped for o in run(tree, Options(), RULES, jobs=2)}
+    assert len(workers) == 2 and str(os.getpid()) not in workers
+
+
+def _crashing(how):
+    real = engine.migrate_source
+
+    def migrate(text, path, options, rules):
+        if "CRASH" in text:
+            if how == "killed":  # the out-of-memory killer, or a crash in native code
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif how == "exit":
+                os._exit(3)
+            elif how == "memory":
+                raise MemoryError()
+        return real(text, path, options, rules)
+
+    return migrate
+
+
+@pytest.mark.parametrize(
+    "how,error",
+    [
+        ("killed", "internal error: the worker process died (killed by signal 9)"),
+        ("exit", "internal error: the worker process died (exit code 3)"),
+        ("memory", "internal error: MemoryError: "),
+    ],
+)
+def test_a_worker_that_dies_fails_only_its_file(tree, monkeypatch, tmp_path, how, error):
+    expected = {o.result.path: o.result.to_dict() for o in run(tree, Options(), RULES, jobs=1)}
+    # Two bad files, placed so that each lands inside a batch with good files after it.
+    bad = [str(tmp_path / "a_crash.py"), str(tmp_path / "zz_crash.py")]
+    for path in bad:
+        Path(path).write_text(GPU + "# CRASH\n", encoding="utf-8")
+    paths = sorted(tree + bad)
+    assert len(paths) > 3 * BATCH
+    monkeypatch.setattr(engine, "migrate_source", _crashing(how))
+    done = []
+    outcomes = run(paths, Options(), RULES, jobs=2, on_done=done.append)
+    assert [o.result.path for o in outcomes] == paths
+    assert len(done) == len(paths)
+    for o in outcomes:
+        if o.result.path in bad:
+            assert o.result.error == error
+            assert not o.result.changed
+        else:
+            assert o.result.to_dict() == expected[o.result.path]
+
+
+def test_unreadable_and_generated_files(tmp_path):
+    good = tmp_path / "good.py"
+    good.write_text(GPU, encoding="utf-8")
+    binary = tmp_path / "binary.py"
+    binary.write_bytes(b"x = 1\x00\n")
+    generated = tmp_path / "gen.py"
+    generated.write_text("# @generated\n" + GPU, encoding="utf-8")
+    paths = [str(binary), str(tmp_path / "missing.py"), str(generated), str(good)]
+    for jobs in (1, 2):
+        outcomes = run(paths, Options(), RULES, jobs=jobs)
+        assert [o.result.error for o in outcomes] == [
+            "binary file (contains NUL bytes)", "no such file", None, None]
+        assert outcomes[2].result.skipped == "generated"
+        assert outcomes[3].result.changed
+
+
+def test_original_text_is_kept_only_when_asked(tree):
+    for jobs in (1, 2):
+        with_text = run(tree, Options(), RULES, jobs=jobs, keep_text=True)
+        without = run(tree, Options(), RULES, jobs=jobs, keep_text=False)
+        for a, b in zip(with_text, without):
+            assert a.result.to_dict() == b.result.to_dict()
+            assert b.original_text is None
+            if a.result.changed:
+                assert a.original_text == Path(a.result.path).read_text(encoding="utf-8")
+            assert a.source.text == "" and b.source.text == ""  # never sent back twice
