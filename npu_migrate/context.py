@@ -170,6 +170,12 @@ class Context:
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
+    def code_of(self, module: cst.Module) -> str:
+        """`module.code`, taken from the positions pass when `finish()` made one on that tree
+        (it generated the whole module already)."""
+        positions = self._positions.get(id(module))
+        return positions.code if positions is not None else module.code
+
     def edit(
         self,
         rule_or_code,

@@ -187,7 +187,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
     result.unused_ignores = unused_suppressions(text, ctx.suppressions, ctx.used_suppression_codes)
     if new_module is module or not result.edits:
         return result
-    new_text = new_module.code
+    new_text = ctx.code_of(new_module)
     if new_text == text:
         return result
     # Verify before anything can be written: the output must parse whenever the input did.

@@ -51,6 +51,7 @@ class _RecordingState(CodegenState):
     def __init__(self, module: cst.Module, wanted: Optional[Set[int]]) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.wanted = wanted
+        self.popped = False
         self.ranges: Dict[int, Tuple[int, int]] = {}  # node id -> (first token, end token)
         self._open: Dict[int, int] = {}
 
@@ -81,9 +82,9 @@ class _RecordingState(CodegenState):
         return _Syntactic(self, node, start_node, end_node)
 
     def pop_trailing_newline(self) -> None:
-        # Positions are taken before the module drops its last newline; keeping the token
-        # changes nothing else (the generated text is not used).
-        pass
+        # Positions are taken before the module drops its last newline: keep the token for
+        # them, and leave it out of `NodePositions.code`.
+        self.popped = True
 
 
 class NodePositions:
@@ -98,6 +99,8 @@ class NodePositions:
         code = "".join(state.tokens)
         self._line_starts = [m.end() for m in _NEWLINE_RE.finditer(code)]
         self._cache: Dict[int, CodeRange] = {}
+        # The pass generated the whole module anyway: `module.code`, without another codegen.
+        self.code = "".join(state.tokens[:-1]) if state.popped and state.tokens else code
 
     def _position(self, token_index: int) -> CodePosition:
         offset = self._offsets[token_index]

@@ -187,9 +187,7 @@ class Prefilter:
                 self._by_folded.setdefault(max(folded, key=lambda w: (len(w), w)), []).append(i)
             else:
                 self._always.append(i)
-        self._links: Dict[Tuple[str, str], "re.Pattern[str]"] = {
-            req.link: re.compile(link_regex(*req.link)) for req in self.requirements if req.link
-        }
+        self._links: Dict[Tuple[str, str], "re.Pattern[str]"] = {}  # compiled when first needed
 
     def may_need_work(self, text: str) -> bool:
         if self.disabled:
@@ -219,7 +217,10 @@ class Prefilter:
             if link is not None:
                 found = links.get(link)
                 if found is None:
-                    found = links[link] = link_found(self._links[link], text)
+                    pattern = self._links.get(link)
+                    if pattern is None:
+                        pattern = self._links[link] = re.compile(link_regex(*link))
+                    found = links[link] = link_found(pattern, text)
                 if not found:
                     continue
             return True

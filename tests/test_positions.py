@@ -83,3 +83,10 @@ def test_hoisted_ranges_of_a_wanted_block():
     block = module.body[0].body
     assert NodePositions(module, [block]).get(block) == CodeRange((2, 4), (3, 9))
     assert _reference(module)[block] == CodeRange((2, 4), (3, 9))
+
+
+@pytest.mark.parametrize("text", list(_sources()))
+def test_code_is_the_modules_code(text):
+    module = cst.parse_module(text)
+    assert NodePositions(module).code == module.code
+    assert NodePositions(module, []).code == module.code

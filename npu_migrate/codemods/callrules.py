@@ -28,6 +28,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
+from ..walk import walk
 from .strings import string_value, with_body
 
 Canonical = Callable[[str], str]
@@ -1185,7 +1186,7 @@ def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Mo
 
 def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool) -> Plans:
     planner = Planner(ctx, tree, rules, canonical, report)
-    tree.visit(planner)
+    walk(tree, planner)  # = tree.visit(planner), without copying the tree
     return planner.plans
 
 

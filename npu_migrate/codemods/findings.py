@@ -19,6 +19,7 @@ from ..context import Context
 from ..engine import register_codemod
 from ..imports import dotted_name
 from ..model import Severity
+from ..walk import walk
 from ..rules import Rule, RuleSet
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
@@ -57,7 +58,7 @@ def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     if needed:
         words = set(_WORD_RE.findall(ctx.text))
         if any(n <= words for n in needed):
-            ctx.module.visit(finder)
+            walk(ctx.module, finder)  # = ctx.module.visit(finder), without copying the tree
     return module
 
 
@@ -158,7 +159,7 @@ class _OptionalImports(cst.CSTVisitor):
 
 def _optional_imports(module: cst.Module) -> Set[int]:
     visitor = _OptionalImports()
-    module.visit(visitor)
+    walk(module, visitor)
     return visitor.found
 
 
