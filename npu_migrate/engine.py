@@ -19,6 +19,7 @@ from .context import Context, parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules
+from .safe_parse import MAX_PARSE_CHARS, TooDeep, python_verdict
 
 # Codemods that run after the torch pass, each `(module, ctx) -> module`, in `order`.
 # Every module of the `codemods` package is imported once and registers its own here
@@ -57,14 +58,24 @@ class CannotParse(Exception):
 
 
 def parse_module(text: str) -> cst.Module:
+    """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse)."""
+    try:
+        verdict = python_verdict(text)
+    except TooDeep as exc:
+        raise CannotParse(str(exc)) from None
     try:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
-        raise CannotParse(f"line {exc.raw_line}:{exc.raw_column}: {exc.message}") from None
+        # Python's own message ("line 3:7: invalid syntax") is the one users know.
+        raise CannotParse(verdict.error or f"line {exc.raw_line}:{exc.raw_column + 1}: {_first_line(exc.message)}") from None
     except RecursionError:
         raise CannotParse("too deeply nested") from None
     except Exception as exc:  # the native parser reports some failures as other errors
-        raise CannotParse(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+        raise CannotParse(verdict.error or _first_line(str(exc)) or type(exc).__name__) from None
+
+
+def _first_line(message: str) -> str:
+    return message.strip().splitlines()[0] if message.strip() else ""
 
 
 def python_parses(text: str) -> bool:
@@ -141,6 +152,12 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
         return result
+    if len(text) > MAX_PARSE_CHARS:
+        result.error = (
+            f"too large to migrate ({len(text) / 1e6:.1f} million characters; the limit is "
+            f"{MAX_PARSE_CHARS / 1e6:.0f} million)"
+        )
+        return result
     try:
         module = parse_module(text)
     except CannotParse as exc:
@@ -189,6 +206,13 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
         return result
     new_text = ctx.code_of(new_module)
     if new_text == text:
+        return result
+    # libcst reproduces nearly every file exactly; where it does not (old-Mac `\r` line endings
+    # lose their last one), its output would change more than the edits.
+    if module.code != text:
+        result.edits = []
+        why = " (lone `\\r` line endings)" if re.search(r"\r(?!\n)", text) else ""
+        result.error = f"cannot migrate faithfully: libcst does not reproduce this file byte for byte{why}"
         return result
     # Verify before anything can be written: the output must parse whenever the input did.
     if python_parses(text) and not python_parses(new_text):

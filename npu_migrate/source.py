@@ -2,23 +2,29 @@
 
 Text is decoded with the file's own encoding (UTF-8 BOM, PEP 263 coding cookie) and without
 newline translation, so CRLF, LF and mixed newlines survive untouched: libcst keeps whatever it
-is given. Writes are atomic (temp file in the same folder, fsync, `os.replace`), keep the file's
-mode, go through symlinks to their target, and are refused when the file changed on disk since
-it was read.
+is given. Writes are atomic (temp file in the same folder, fsync, `os.replace`, with Ctrl-C and
+SIGTERM held back meanwhile), keep the file's mode and owner, go through symlinks to their
+target, and are refused when the file is read-only or changed on disk since it was read. Only
+regular files are read (a FIFO would block forever), up to MAX_READ_BYTES.
 """
 
 from __future__ import annotations
 
 import codecs
+import contextlib
 import hashlib
 import io
 import os
+import signal
 import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional, Tuple
+
+
+TEMP_SUFFIX = ".npu-migrate.tmp"  # temporary files of atomic writes: `.<name>.<random>.npu-migrate.tmp`
 
 
 class SourceError(Exception):
@@ -73,9 +79,21 @@ def _undecodable(encoding: str, data: bytes, exc: UnicodeDecodeError) -> str:
     )
 
 
+# Bigger files are not read at all (the engine refuses to parse much smaller ones, see
+# safe_parse.MAX_PARSE_CHARS; this bounds the memory a stray data file can take).
+MAX_READ_BYTES = 64 * 1024 * 1024
+
+
 def read_source(path: str, decode=decode_python) -> Source:
     try:
         st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO would block the read forever, a device could never end.
+            raise SourceError("is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        if st.st_size > MAX_READ_BYTES:
+            raise SourceError(
+                f"too large to read ({st.st_size / 2**20:.0f} MB; the limit is {MAX_READ_BYTES // 2**20} MB)"
+            )
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:
@@ -98,43 +116,66 @@ def encode(text: str, encoding: str) -> bytes:
 def write_source(source: Source, new_text: str, target: Optional[str] = None) -> None:
     """Replace `source.path` (or write `target`) with `new_text`, atomically.
 
-    In place: refused when the file is read-only or has changed since it was read.
+    In place: refused when the file is read-only (by its mode bits: as root, os.access says
+    yes to everything) or has changed since it was read; the file keeps its mode and owner.
+    Ctrl-C and SIGTERM wait until the file is replaced (or not): never a half-written file
+    nor a temporary one left behind.
     """
     data = encode(new_text, source.encoding)
-    in_place = target is None
-    dest = os.path.realpath(source.path) if in_place else target
-    if in_place:
+    with signals_deferred():
         try:
+            if target is not None:
+                atomic_write(target, data, source.mode)
+                return
+            dest = os.path.realpath(source.path)
             st = os.stat(dest)
-        except OSError as exc:
+            if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
+                raise SourceError("read-only file, not changed")
+            with open(dest, "rb") as f:
+                if st.st_size != source.size or _digest(f.read()) != source.digest:
+                    raise SourceError("file changed on disk while npu-migrate ran, not overwritten")
+            atomic_write(dest, data, stat.S_IMODE(st.st_mode), owner=(st.st_uid, st.st_gid))
+        except OSError as exc:  # no space left, folder not writable, ...
             raise SourceError(f"cannot write: {exc.strerror or exc}") from None
-        if not st.st_mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH):
-            raise SourceError("read-only file, not changed")
-        with open(dest, "rb") as f:
-            if st.st_size != source.size or _digest(f.read()) != source.digest:
-                raise SourceError("file changed on disk while npu-migrate ran, not overwritten")
-        mode = stat.S_IMODE(st.st_mode)
-    else:
-        mode = source.mode
-    atomic_write(dest, data, mode)
 
 
-def atomic_write(dest: str, data: bytes, mode: int) -> None:
+def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, int]] = None) -> None:
+    """Write `data` to a temporary file next to `dest`, then rename it over `dest`."""
     folder = os.path.dirname(os.path.abspath(dest))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(dest)}.", suffix=".npu-migrate.tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, dest)
-    except BaseException:
+    with signals_deferred():
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(dest)}.", suffix=TEMP_SUFFIX)
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, mode)
+            if owner is not None and hasattr(os, "chown"):
+                try:
+                    os.chown(tmp, *owner)  # root migrating a user's file: it stays the user's
+                except PermissionError:
+                    pass  # not root: the file was ours to begin with, or we cannot help it
+            os.replace(tmp, dest)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back until the block is done; they are delivered (and raise
+    KeyboardInterrupt or the CLI's Interrupted) right after it."""
+    if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - Windows
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def is_generated(text: str) -> bool:

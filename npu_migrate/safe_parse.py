@@ -1,0 +1,110 @@
+"""What must be true of a text before libcst may parse it.
+
+libcst's native parser is fast and faithful on real code, but on pathological input it does
+worse than raise: 5,000 nested brackets overflow the C stack (a segfault that kills the whole
+run, no `except` can catch it), and a few thousand chained operators (`a + a + ...`,
+`a.b.b.b...`) take minutes. So Python's own parser looks first: it refuses what it cannot
+nest itself (200 brackets, 100 indented blocks), and the syntax tree it builds tells how deep
+the expressions go. Real code stays below 60 levels; 300 is refused.
+
+The check costs about a tenth of a libcst parse (`ast.parse` is ~10x faster than libcst; the
+depth walk only enters long expressions).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass
+from typing import List, Optional
+
+MAX_NESTING = 300  # levels of syntax tree
+MAX_PARSE_CHARS = 2_000_000  # libcst needs ~250 bytes of memory per character of source
+MAX_BRACKETS = 200  # Python's own limit (the tokenizer's MAXLEVEL)
+_NESTING_ERROR_RE = re.compile(r"too many (?:nested|levels)|too deeply nested|too complex|stack overflow")
+_NEWLINE_RE = re.compile(rb"\r\n|\r|\n")
+
+
+class TooDeep(Exception):
+    """Input nested too deeply for libcst; the message says why (one line)."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Python's opinion of a text: `error` is None when it parses, else its one-line message."""
+
+    error: Optional[str] = None
+
+    @property
+    def parses(self) -> bool:
+        return self.error is None
+
+
+def python_verdict(text: str) -> Verdict:
+    """Parse `text` with Python's own parser. Raises TooDeep for input libcst must not see;
+    other syntax errors come back in the verdict (libcst still gets its chance: it knows newer
+    syntax than an old interpreter)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # SyntaxWarning: invalid escape sequence, ...
+            tree = ast.parse(text)
+    except SyntaxError as exc:
+        reason = f"line {exc.lineno}:{exc.offset}: {exc.msg}"
+        if _NESTING_ERROR_RE.search(exc.msg or "") or bracket_depth(text) >= MAX_BRACKETS:
+            raise TooDeep(f"too deeply nested ({reason})") from None
+        return Verdict(reason)
+    except (RecursionError, MemoryError):
+        raise TooDeep("too deeply nested") from None
+    except ValueError as exc:  # NUL bytes (the reader refuses those first)
+        return Verdict(str(exc).strip().splitlines()[0] if str(exc).strip() else "ValueError")
+    if deeper_than(tree, text, MAX_NESTING):
+        raise TooDeep(f"too deeply nested (more than {MAX_NESTING} levels of syntax)")
+    return Verdict()
+
+
+def deeper_than(tree: ast.AST, text: str, limit: int) -> bool:
+    """Whether `tree` nests more than `limit` levels deep.
+
+    Statements nest at most ~100 deep (Python's indentation limit); only expressions can go
+    further, and each level of an expression takes at least one byte of source (plus two
+    leaves: a context and an operator). So the walk goes through the statements and only
+    enters an expression whose source is longer than the levels left: a full walk would cost
+    half as much again as `ast.parse`.
+    """
+    starts = _line_starts(text)
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr) and _byte_span(child, starts) + 2 <= limit - depth:
+                continue  # too short to reach the limit
+            stack.append((child, depth + 1))
+    return False
+
+
+def _line_starts(text: str) -> List[int]:
+    """Byte offset (UTF-8, as `col_offset` counts) of the start of each line; index 0 is line 1."""
+    data = text.encode("utf-8", "surrogatepass")
+    return [0] + [m.end() for m in _NEWLINE_RE.finditer(data)]
+
+
+def _byte_span(node: ast.expr, starts: List[int]) -> int:
+    end_line = getattr(node, "end_lineno", None)
+    end_col = getattr(node, "end_col_offset", None)
+    if end_line is None or end_col is None or node.lineno > len(starts) or end_line > len(starts):
+        return 1 << 30  # unknown: walk it
+    return (starts[end_line - 1] + end_col) - (starts[node.lineno - 1] + node.col_offset)
+
+
+def bracket_depth(text: str) -> int:
+    """Deepest bracket nesting, counting brackets in strings and comments too (only used on
+    text Python cannot parse, where no syntax tree is available)."""
+    depth = deepest = 0
+    for m in re.finditer(r"[][(){}]", text):
+        depth += 1 if m.group() in "([{" else -1
+        if depth > deepest:
+            deepest = depth
+    return deepest

@@ -1,0 +1,337 @@
+"""Hostile inputs (issue 7): each gets a clear one-line message and exit code, is left
+byte-for-byte untouched when it cannot be migrated, and never affects another file.
+
+Most cases share one tree and one `--write` run (a subprocess, as a user runs it); the cases
+that need their own set-up (read-only, changed on disk, 10 MB, 10,000 files, symlink loops)
+have their own tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import stat
+import warnings
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from npu_migrate import engine
+from npu_migrate import runner as runner_module
+from npu_migrate.cli import main
+from npu_migrate.engine import migrate_source
+from npu_migrate.safe_parse import MAX_PARSE_CHARS
+from npu_migrate.source import SourceError, read_source, write_source
+
+GPU = b"import torch\n\nmodel = model.cuda()\n"
+NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
+
+
+def python_error(source: bytes) -> str:
+    """Python's own syntax error for `source`, as the report words it."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(source)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}:{exc.offset}: {exc.msg}"
+    raise AssertionError("expected a syntax error")
+
+
+GBK_SOURCE = "# -*- coding: gbk -*-\n# 把模型放到显卡上 (cuda)\nimport torch\nmodel = model.cuda()  # 移到GPU\ns = '显卡 cuda'\n"
+GB18030_SOURCE = "# coding: gb18030\n# 𠀀 is outside GBK: 4 bytes in GB18030\nimport torch\nx = t.cuda()\n"
+LATIN1_SOURCE = "# -*- coding: latin-1 -*-\n# café\nimport torch\nx = t.cuda()  # déjà\n"
+NOT_PYTHON = b"Hello! This is a README, not Python {\n  see: https://example.com\n}\nmodel.cuda()\n"
+TRAILING_BACKSLASH = b"import torch\nx = a.cuda() + \\\n"
+DEEP = {
+    "deep_parens.py": "import torch\nx = " + "(" * 3000 + "a.cuda()" + ")" * 3000 + "\n",
+    "deep_lists.py": "import torch\nx = " + "[" * 250 + "a.cuda()" + "]" * 250 + "\n",
+    "deep_chain.py": "import torch\nx = a.cuda()" + " + a" * 20000 + "\n",
+    "deep_attributes.py": "import torch\nx = a.cuda()" + ".b" * 5000 + "\n",
+    "deep_blocks.py": "import torch\n" + "".join("    " * i + "if x:\n" for i in range(120)) + "    " * 120 + "a.cuda()\n",
+}
+
+# name -> (content, expected content after --write). Files that migrate.
+MIGRATED = {
+    "gbk.py": (GBK_SOURCE.encode("gbk"), GBK_SOURCE.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+               .replace("model.cuda()", "model.npu()").encode("gbk")),
+    "gb18030.py": (GB18030_SOURCE.encode("gb18030"),
+                   GB18030_SOURCE.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+                   .replace("t.cuda()", "t.npu()").encode("gb18030")),
+    "latin1.py": (LATIN1_SOURCE.encode("latin-1"),
+                  LATIN1_SOURCE.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+                  .replace("t.cuda()", "t.npu()").encode("latin-1")),
+    "bom.py": (b"\xef\xbb\xbf" + GPU, b"\xef\xbb\xbf" + NPU),
+    "crlf.py": (GPU.replace(b"\n", b"\r\n"), NPU.replace(b"\n", b"\r\n")),
+    "mixed_newlines.py": (b"import torch\r\n\nmodel = model.cuda()\r\ny = 1\n",
+                          b"import torch\r\nimport torch_npu  # noqa: F401\r\n\nmodel = model.npu()\r\ny = 1\n"),
+    "tabs.py": (b"import torch\nif ok:\n\tmodel = model.cuda()\n\tname = 'cuda'\n",
+                b"import torch\nimport torch_npu  # noqa: F401\nif ok:\n\tmodel = model.npu()\n\tname = 'cuda'\n"),
+    "continued.py": (b"import torch\nx = a + \\\n    b.cuda()\n",
+                     b"import torch\nimport torch_npu  # noqa: F401\nx = a + \\\n    b.npu()\n"),
+    "no_final_newline.py": (b"import torch\nx = a.cuda()", b"import torch\nimport torch_npu  # noqa: F401\nx = a.npu()"),
+}
+# name -> content. Files with nothing to do: no message, not touched.
+UNCHANGED = {
+    "empty.py": b"",
+    "only_comments.py": b"# move the model to cuda\n# torch.cuda.synchronize()\n",
+    "only_blank.py": b"\n\n   \n",
+}
+# name -> (content, the message after "name: "). Files that cannot be migrated.
+REFUSED = {
+    "not_python.py": (NOT_PYTHON, f"cannot parse: {python_error(NOT_PYTHON)}"),
+    "binary.py": (bytes(range(256)) * 8, "binary file (contains NUL bytes)"),
+    "binary_no_nul.py": (bytes(range(128, 256)) * 8,
+                         "cannot decode as utf-8 (line 1, byte b'\\x80'); declare the file's encoding with a "
+                         "coding cookie such as `# -*- coding: gbk -*-`"),
+    "bad_utf8.py": (b"import torch\nx = 'caf\xe9'\nmodel.cuda()\n",
+                    "cannot decode as utf-8 (line 2, byte b'\\xe9'); declare the file's encoding with a "
+                    "coding cookie such as `# -*- coding: gbk -*-`"),
+    "unknown_cookie.py": (b"# -*- coding: klingon -*-\nimport torch\nx.cuda()\n",
+                          "bad encoding declaration: unknown encoding: klingon"),
+    "trailing_backslash.py": (TRAILING_BACKSLASH, f"cannot parse: {python_error(TRAILING_BACKSLASH)}"),
+    "cr_only.py": (b"import torch\rx = a.cuda()\r",
+                   "cannot migrate faithfully: libcst does not reproduce this file byte for byte "
+                   "(lone `\\r` line endings)"),
+}
+
+
+def test_hostile_zoo_in_one_run(tmp_path, run_cli):
+    for name, (before, _after) in MIGRATED.items():
+        (tmp_path / name).write_bytes(before)
+    for name, data in UNCHANGED.items():
+        (tmp_path / name).write_bytes(data)
+    for name, (data, _message) in REFUSED.items():
+        (tmp_path / name).write_bytes(data)
+    for name, text in DEEP.items():
+        (tmp_path / name).write_text(text)
+
+    r = run_cli(".", "--write", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 2, r.stderr
+    assert b"Traceback" not in r.stderr
+    lines = r.stdout.decode("utf-8").splitlines()
+    for name, (_data, message) in REFUSED.items():
+        assert f"{name}: {message}" in lines
+    for name in DEEP:
+        # The reason in brackets is the Python version's own wording.
+        (message,) = [line for line in lines if line.startswith(f"{name}: ")]
+        assert message == f"{name}: cannot parse: too deeply nested" or message.startswith(
+            f"{name}: cannot parse: too deeply nested ("), message
+    n = len(MIGRATED) + len(UNCHANGED) + len(REFUSED) + len(DEEP)
+    failed = len(REFUSED) + len(DEEP)
+    assert f"{n} files scanned, {len(MIGRATED)} migrated, {len(UNCHANGED)} unchanged, {failed} failed." in lines
+    for name, (_before, after) in MIGRATED.items():
+        assert (tmp_path / name).read_bytes() == after, name
+    for name, data in UNCHANGED.items():
+        assert (tmp_path / name).read_bytes() == data, name
+    for name, (data, _message) in REFUSED.items():
+        assert (tmp_path / name).read_bytes() == data, name
+    for name, text in DEEP.items():
+        assert (tmp_path / name).read_text() == text, name
+    left = set(os.listdir(tmp_path)) - {".npu-migrate-test-cache"}
+    assert left == {*MIGRATED, *UNCHANGED, *REFUSED, *DEEP}  # nothing new, no temporary file
+
+
+@pytest.mark.parametrize("name", sorted(DEEP))
+def test_deep_nesting_is_refused_before_libcst_can_crash(name):
+    # In-process: a native stack overflow here would kill pytest itself.
+    result = migrate_source(DEEP[name], name)
+    assert result.error is not None and result.error.startswith("cannot parse: too deeply nested"), result.error
+    assert result.new_text is None
+
+
+def test_nesting_that_python_accepts_still_migrates():
+    text = "import torch\nx = a.cuda()" + " + a" * 150 + "\n"
+    result = migrate_source(text, "chain.py")
+    assert result.error is None
+    assert result.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "a.cuda()", "a.npu()")
+
+
+def test_ten_megabyte_file(tmp_path, run_cli):
+    filler = b"x = [" + b"1, " * 100 + b"]\n"
+    big = GPU + filler * (10_000_000 // len(filler))
+    clean = b"import torch\n" + filler * (10_000_000 // len(filler))
+    (tmp_path / "big.py").write_bytes(big)
+    (tmp_path / "big_clean.py").write_bytes(clean)
+    (tmp_path / "small.py").write_bytes(GPU)
+
+    r = run_cli(".", "--write", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 2, r.stderr
+    lines = r.stdout.decode().splitlines()
+    assert (f"big.py: too large to migrate ({len(big) / 1e6:.1f} million characters; the limit is "
+            f"{MAX_PARSE_CHARS / 1e6:.0f} million)") in lines
+    assert "3 files scanned, 1 migrated, 1 unchanged, 1 failed." in lines
+    assert (tmp_path / "big.py").read_bytes() == big
+    assert (tmp_path / "big_clean.py").read_bytes() == clean
+    assert (tmp_path / "small.py").read_bytes() == NPU
+
+
+def test_read_only_file_is_reported_and_not_changed(tmp_path, run_cli):
+    # Tests run as root, where os.access says every file is writable: the mode bits decide.
+    ro = tmp_path / "ro.py"
+    ro.write_bytes(GPU)
+    ro.chmod(0o444)
+    (tmp_path / "rw.py").write_bytes(GPU)
+
+    r = run_cli(".", "--write", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 2
+    lines = r.stdout.decode().splitlines()
+    assert "ro.py: read-only file, not changed" in lines
+    assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in lines
+    assert ro.read_bytes() == GPU
+    assert stat.S_IMODE(ro.stat().st_mode) == 0o444
+    assert (tmp_path / "rw.py").read_bytes() == NPU
+
+
+def test_file_changed_on_disk_is_not_overwritten(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_bytes(GPU)
+    source = read_source(str(path))
+    path.write_bytes(GPU + b"# edited by the user meanwhile\n")
+    with pytest.raises(SourceError, match=r"^file changed on disk while npu-migrate ran, not overwritten$"):
+        write_source(source, NPU.decode())
+    assert path.read_bytes() == GPU + b"# edited by the user meanwhile\n"
+    assert os.listdir(tmp_path) == ["train.py"]
+
+
+def test_file_changed_during_a_cli_run_is_reported(tmp_path, monkeypatch):
+    edited = GPU + b"# edited by the user meanwhile\n"
+    (tmp_path / "a.py").write_bytes(GPU)
+    (tmp_path / "b.py").write_bytes(GPU)
+    real = engine.migrate_source
+
+    def migrate_while_the_user_edits(text, path, *args, **kwargs):
+        if path.endswith("a.py"):
+            Path(path).write_bytes(edited)
+        return real(text, path, *args, **kwargs)
+
+    # The runner calls the engine between reading and writing (-j 1: in this process).
+    monkeypatch.setattr(engine, "migrate_source", migrate_while_the_user_edits)
+    monkeypatch.setattr(runner_module, "migrate_source", migrate_while_the_user_edits, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(tmp_path / ".cache"))
+    result = CliRunner().invoke(main, [".", "--write", "-j", "1", "--color", "never"])
+
+    assert result.exit_code == 2, result.output
+    assert "a.py: file changed on disk while npu-migrate ran, not overwritten" in result.output.splitlines()
+    assert (tmp_path / "a.py").read_bytes() == edited
+    assert (tmp_path / "b.py").read_bytes() == NPU
+
+
+def test_symlink_loops(tmp_path, run_cli):
+    (tmp_path / "self.py").symlink_to("self.py")
+    (tmp_path / "a.py").symlink_to("b.py")
+    (tmp_path / "b.py").symlink_to("a.py")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "up").symlink_to("..")
+    (tmp_path / "sub" / "train.py").write_bytes(GPU)
+
+    walked = run_cli(".", "--write", "--color", "never", cwd=tmp_path)
+    named = run_cli("self.py", "a.py", "--color", "never", cwd=tmp_path)
+
+    assert walked.returncode in (0, 2) and b"Traceback" not in walked.stderr
+    assert (tmp_path / "sub" / "train.py").read_bytes() == NPU
+    assert named.returncode == 2
+    lines = named.stdout.decode().splitlines()
+    assert "self.py: cannot read: Too many levels of symbolic links" in lines
+    assert "a.py: cannot read: Too many levels of symbolic links" in lines
+    assert os.readlink(tmp_path / "self.py") == "self.py"
+
+
+def test_directory_with_ten_thousand_files(tmp_path, run_cli):
+    tree = tmp_path / "many"
+    tree.mkdir()
+    for i in range(10_000):
+        (tree / f"m{i:05d}.py").write_bytes(GPU if i % 1000 == 0 else b"x = %d\n" % i)
+
+    r = run_cli("many", "--write", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 0, r.stderr
+    assert "10000 files scanned, 10 migrated, 9990 unchanged, 0 failed." in r.stdout.decode().splitlines()
+    for i in range(0, 10_000, 1000):
+        assert (tree / f"m{i:05d}.py").read_bytes() == NPU
+    assert (tree / "m00001.py").read_bytes() == b"x = 1\n"
+    assert len(os.listdir(tree)) == 10_000
+
+
+def test_path_with_spaces_and_non_ascii(tmp_path, run_cli):
+    folder = tmp_path / "my project" / "训练 脚本"
+    folder.mkdir(parents=True)
+    target = folder / "train ü.py"
+    target.write_bytes(GPU)
+
+    r = run_cli("my project", "--write", "--verbose", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode("utf-8")
+    assert f"{Path('my project', '训练 脚本', 'train ü.py')}:3:15: NPU101" in out
+    assert target.read_bytes() == NPU
+
+
+def test_fifo_given_by_name_does_not_hang(tmp_path, run_cli):
+    os.mkfifo(tmp_path / "pipe.py")
+    (tmp_path / "ok.py").write_bytes(GPU)
+
+    r = run_cli("pipe.py", "ok.py", "--write", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 2
+    assert "pipe.py: not a regular file" in r.stdout.decode().splitlines()
+    assert (tmp_path / "ok.py").read_bytes() == NPU
+
+
+def test_too_large_to_read(tmp_path, monkeypatch):
+    from npu_migrate import source as source_module
+
+    monkeypatch.setattr(source_module, "MAX_READ_BYTES", 1024 * 1024)
+    path = tmp_path / "data.py"
+    path.write_bytes(b"x = 1\n" * 300_000)
+    with pytest.raises(SourceError, match=r"^too large to read \(2 MB; the limit is 1 MB\)$"):
+        read_source(str(path))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a file to another user")
+def test_root_migrating_a_users_file_keeps_its_owner(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_bytes(GPU)
+    os.chown(path, 1234, 5678)
+    write_source(read_source(str(path)), NPU.decode())
+    st = path.stat()
+    assert (st.st_uid, st.st_gid) == (1234, 5678)
+    assert path.read_bytes() == NPU
+
+
+def test_a_failing_write_is_a_message_not_a_crash(tmp_path, monkeypatch):
+    import errno
+    import tempfile
+
+    def disk_full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    path = tmp_path / "train.py"
+    path.write_bytes(GPU)
+    source = read_source(str(path))
+    monkeypatch.setattr(tempfile, "mkstemp", disk_full)
+    with pytest.raises(SourceError, match=r"^cannot write: No space left on device$"):
+        write_source(source, NPU.decode())
+    assert path.read_bytes() == GPU
+
+
+def test_signals_wait_for_the_write_to_finish(tmp_path):
+    import signal
+
+    from npu_migrate.source import signals_deferred
+
+    received = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
+    try:
+        with signals_deferred():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert received == []  # held back while the block runs
+        assert received == [signal.SIGTERM]  # and delivered right after
+    finally:
+        signal.signal(signal.SIGTERM, previous)
