@@ -34,6 +34,12 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
+def _stays_inside(dest: str, real_out: str) -> bool:
+    """Whether writing `dest` lands in OUT. OUT was empty when the run began, but something may
+    have planted a symlink in it since (a folder leading out, or `dest` itself): never follow one."""
+    return _within(os.path.realpath(os.path.dirname(dest)), real_out) and not os.path.islink(dest)
+
+
 def check(paths: Sequence[str], out: str) -> None:
     """Refuse an OUT that overlaps an input or already holds files."""
     real_out = os.path.realpath(out)
@@ -87,10 +93,18 @@ def write_tree(
     warnings: List[str] = []
     errors: Dict[str, str] = {}
     os.makedirs(out, exist_ok=True)
+    real_out = os.path.realpath(out)
     for path in files:
         dest = os.path.join(out, os.path.relpath(os.path.abspath(path), root))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
         entry = migrated.get(path)
+        if not _stays_inside(dest, real_out):
+            why = "not written: a symlink in --output-dir leads out of it"
+            if entry is not None:
+                errors[path] = why
+            else:
+                warnings.append(f"{path}: {why}")
+            continue
         if entry is not None:
             source, new_text = entry
             try:
@@ -112,6 +126,9 @@ def write_tree(
             warnings.append(f"{link}: symlink not copied: its target is not part of the copy")
         else:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
+            if not _stays_inside(dest, real_out):
+                warnings.append(f"{link}: symlink not copied: a symlink in --output-dir leads out of it")
+                continue
             # Relative, so the copy points into OUT, never back into the input.
             os.symlink(os.path.relpath(copied_target, os.path.dirname(dest)), dest)
     return warnings, errors

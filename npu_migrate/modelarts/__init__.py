@@ -98,4 +98,7 @@ def boot_file_name(script: str) -> str:
 def render_boot(script: str) -> str:
     """A ModelArts boot file that runs `script` (a file name in the boot file's folder)."""
     text = _set_constants(_template("boot_template.py"), {"TRAINING_SCRIPT": script})
-    return black_format(text.replace("{script}", script))
+    # The name also goes into the docstring: escaped, so a file named `x"""; os.system(...)`
+    # cannot end the docstring and become code.
+    in_docstring = script.replace("\\", "\\\\").replace('"', '\\"')
+    return black_format(text.replace("{script}", in_docstring))
