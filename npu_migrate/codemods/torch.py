@@ -46,6 +46,21 @@ ARGPARSE_ADDERS = {"add_argument"}
 TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
 # Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
 DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
+# What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
+# that many positional arguments, only these keywords. A call that does not fit is some other
+# object's method (hqq's `quantizer.cuda(qtensor, meta=meta)`) and stays as it is.
+METHOD_SIGNATURES = {"cuda": (2, {"device", "non_blocking", "memory_format"})}
+# Decorators that make a `def` something other than a method called as `x.name(...)`.
+NOT_A_PLAIN_METHOD = {"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"}
+
+
+def fits_signature(call: cst.Call, method: str) -> bool:
+    if method not in METHOD_SIGNATURES:
+        return True
+    max_positional, keywords = METHOD_SIGNATURES[method]
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    named = {a.keyword.value for a in call.args if a.keyword is not None}
+    return len(positional) <= max_positional and named <= keywords
 
 
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
@@ -522,6 +537,8 @@ class TorchTransformer(cst.CSTTransformer):
         func = updated.func
         if isinstance(func, cst.Attribute) and self.resolve(original.func) is None:
             rule = rs.method.get(func.attr.value)
+            if rule is not None and not fits_signature(original, func.attr.value):
+                rule = None
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 self.ctx.edit(
                     rule,
@@ -599,6 +616,41 @@ class TorchTransformer(cst.CSTTransformer):
         return updated.with_changes(args=[arg.with_changes(value=new_node)])
 
     # ------------------------------------------------------------------ other positions
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A class's own `def cuda(self)` follows its callers: every `.cuda()` call becomes
+        `.npu()`, so the method must be `npu` too, or `Rigid.npu()` would call a `Rotation.npu`
+        that does not exist (transformers' openfold utils). Properties are accessed, not
+        called, so they keep their names, and so does a class that has both methods."""
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        rs = self.ctx.rules
+        defined = {s.name.value for s in updated.body.body if isinstance(s, cst.FunctionDef)}
+        body = list(updated.body.body)
+        changed = False
+        for i, (o_stmt, stmt) in enumerate(zip(original.body.body, body)):
+            if not isinstance(stmt, cst.FunctionDef) or not isinstance(o_stmt, cst.FunctionDef):
+                continue
+            rule = rs.method.get(stmt.name.value)
+            if rule is None or rule.to in defined or self._decorated_as_attribute(stmt):
+                continue
+            if self.ctx.suppressed(o_stmt.name, rule.code):
+                continue
+            before, after = f"def {stmt.name.value}", f"def {rule.to}"
+            self.ctx.edit(rule, o_stmt.name, f"`{before}` -> `{after}`: the class's own method follows "
+                          f"its callers (`.{stmt.name.value}()` -> `.{rule.to}()`)", stmt.name.value, rule.to)
+            body[i] = stmt.with_changes(name=cst.Name(rule.to))
+            changed = True
+        return updated.with_changes(body=updated.body.with_changes(body=body)) if changed else updated
+
+    @staticmethod
+    def _decorated_as_attribute(func: cst.FunctionDef) -> bool:
+        for d in func.decorators:
+            node = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+            name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
+            if name in NOT_A_PLAIN_METHOD:
+                return True
+        return False
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
         # os.environ["CUDA_VISIBLE_DEVICES"]
