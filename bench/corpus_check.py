@@ -332,6 +332,8 @@ def check_file(rel: str, old: bytes, new: bytes, entry: Optional[dict]) -> List[
 
 
 def _tokens(data: bytes) -> Optional[List[tokenize.TokenInfo]]:
+    # A lone CR ends a line for the compiler (and libcst) but not for the tokenize module.
+    data = re.sub(rb"\r(?!\n)", b"\n", data)
     try:
         return [
             t for t in tokenize.tokenize(io.BytesIO(data).readline)

@@ -142,6 +142,9 @@ def parses(text: str) -> bool:
 
 
 def tokens(text: str) -> Optional[Counter]:
+    # A lone "\r" ends a line for the compiler (and libcst) but not for the tokenize module,
+    # which would take the code after it for the rest of a comment.
+    text = re.sub(r"\r(?!\n)", "\n", text)
     try:
         return Counter(
             (t.type, t.string)
