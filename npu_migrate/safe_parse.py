@@ -50,7 +50,8 @@ def python_verdict(text: str) -> Verdict:
             warnings.simplefilter("ignore")  # SyntaxWarning: invalid escape sequence, ...
             tree = ast.parse(text)
     except SyntaxError as exc:
-        reason = f"line {exc.lineno}:{exc.offset}: {exc.msg}"
+        where = f"line {exc.lineno}:{exc.offset}" if exc.offset else f"line {exc.lineno or 1}"
+        reason = f"{where}: {exc.msg}"
         if _NESTING_ERROR_RE.search(exc.msg or "") or bracket_depth(text) >= MAX_BRACKETS:
             raise TooDeep(f"too deeply nested ({reason})") from None
         return Verdict(reason)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import os
 import stat
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -140,6 +142,19 @@ def test_deep_nesting_is_refused_before_libcst_can_crash(name):
     result = migrate_source(DEEP[name], name)
     assert result.error is not None and result.error.startswith("cannot parse: too deeply nested"), result.error
     assert result.new_text is None
+
+
+def test_recursion_in_the_transformer_is_a_message_not_a_crash():
+    # Nesting Python accepts, with the recursion limit of a deeper program's worth of frames
+    # already used up: the codemods run out of stack, the file is reported, the run goes on.
+    code = (
+        "import sys\nfrom npu_migrate.engine import migrate_source\nsys.setrecursionlimit(150)\n"
+        "text = 'import torch\\nx = ' + '[' * 60 + 'a.cuda()' + ']' * 60 + '\\n'\n"
+        "r = migrate_source(text, 'x.py')\nprint(repr(r.error), r.new_text is None)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "'cannot migrate: too deeply nested' True\n"
 
 
 def test_nesting_that_python_accepts_still_migrates():
