@@ -10,8 +10,9 @@ only resolved through imports and attribute chains, so every one of its componen
 the text as a whole word (`import torch.cuda.amp as a`, `from torch.cuda import amp`,
 `torch.cuda.amp.autocast`); a method, an attribute, a device string, a backend or an
 environment variable is written as itself. Each rule therefore gives one or more
-*requirements* -- sets of words a file must all contain -- and a file may need work when it
-meets one of them. A rule kind the prefilter does not know turns it off (every file is parsed):
+*requirements* -- sets of words a file must all contain, and for some of them how they must be
+written (`.double` for a method; `nn.Transformer` or `from torch.nn import Transformer` for a
+qualified name; see Requirement) -- and a file may need work when it meets one of them. A rule kind the prefilter does not know turns it off (every file is parsed):
 slow, never wrong, and tests/test_prefilter.py fails until the kind is described here.
 """
 
@@ -39,34 +40,103 @@ class Word:
 
 @dataclass(frozen=True)
 class Requirement:
-    """A file meets it when it contains every word and, with a `link` (parent, name), also
-    writes `name` right after `parent`: as an attribute (`nn.Transformer`, whitespace and
-    comments allowed in between), in `from ...parent import ..., name`, or with the parent
-    imported under an alias (`import torch.nn as tnn`). Those are the only ways a reference
-    to `...parent.name` can resolve through imports."""
+    """A file meets it when it contains every word, and every `ref` is written as it says:
+
+    ("link", "parent.name")  `name` right after `parent`: as an attribute (`nn.Transformer`,
+                             whitespace and comments allowed in between), in `from ...parent
+                             import ..., name`, or with `parent` imported under an alias
+                             (`import torch.nn as tnn`) -- the only ways a reference to
+                             `...parent.name` can resolve through imports;
+    ("attr", n)              `.n` (a method call);
+    ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
+    ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
+    ("star_import", "")      `import *`;   ("attr_of", a)  `a.`.
+    """
 
     words: FrozenSet[Word]
-    link: Optional[Tuple[str, str]] = None
+    refs: FrozenSet[Tuple[str, str]] = frozenset()
 
 
 def _components(qualname: str) -> Requirement:
     parts = [p for p in qualname.split(".") if p]
-    return Requirement(frozenset(Word(p) for p in parts), tuple(parts[-2:]) if len(parts) > 1 else None)
+    refs = frozenset({("link", ".".join(parts[-2:]))}) if len(parts) > 1 else frozenset()
+    return Requirement(frozenset(Word(p) for p in parts), refs)
+
+
+def _attribute(name: str) -> Requirement:
+    return Requirement(frozenset({Word(name)}), frozenset({("attr", name)}))
 
 
 def _words(*names: str, ignore_case: bool = False) -> List[Requirement]:
     return [Requirement(frozenset({Word(n, ignore_case)})) for n in names if n]
 
 
-def _framework_imports(framework: str) -> List[FrozenSet[Word]]:
-    """The words of each import that makes a file use `framework` (engine.FRAMEWORK_IMPORTS),
-    and of a star import with the name the framework always goes by (engine.STAR_IMPORTED_ALIASES:
-    `from utils import *` then `tf.Session()`)."""
+def _framework_imports(framework: str) -> List[Requirement]:
+    """What makes a file use `framework`: an import of one of its modules
+    (engine.FRAMEWORK_IMPORTS), or a star import and the name the framework always goes by
+    (engine.STAR_IMPORTED_ALIASES: `from utils import *` then `tf.Session()`)."""
     from .engine import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES
 
-    words = [frozenset(Word(p) for p in module.split(".")) for module, name in FRAMEWORK_IMPORTS if name == framework]
-    words += [frozenset({Word("import"), Word(alias)}) for alias, _module, name in STAR_IMPORTED_ALIASES if name == framework]
-    return words
+    found = [_imported(module) for module, name in FRAMEWORK_IMPORTS if name == framework]
+    found += [
+        Requirement(frozenset({Word("import"), Word(alias)}), refs=frozenset({("star_import", ""), ("attr_of", alias)}))
+        for alias, _module, name in STAR_IMPORTED_ALIASES
+        if name == framework
+    ]
+    return found
+
+
+def _framework_requirements(rule) -> List[Requirement]:
+    """A framework rule's own words (before the framework's import is added to each).
+
+    rules._framework_tokens gives words one of which must appear; three kinds say more:
+    a `codemod` finding is only raised as the `unknown_finding` of another rule (which brings
+    its own words); an `entry_setup` needs one of its `uses` *and* a call of one of its
+    `methods`; and a finding on a name outside the framework's own package (`horovod.*`)
+    needs that package's name too."""
+    from .rules import _framework_tokens
+
+    spec = rule.spec
+    if rule.kind == "finding" and rule.match_kind == "codemod":
+        return []
+    if rule.kind == "entry_setup" and spec is not None and spec.uses and spec.methods:
+        return [
+            Requirement(frozenset({Word(use.rsplit(".", 1)[-1]), Word(method)}), refs=frozenset({("attr", method)}))
+            for use in spec.uses
+            for method in spec.methods
+        ]
+    if rule.kind == "finding":
+        names = rule.patterns or (rule.from_,)
+        if rule.match_kind == "import":
+            return [_imported(name) for name in names]
+        return [_framework_name(name, rule.framework) for name in names]
+    if rule.kind in ("call_rename", "call_replace", "call_config", "argument", "add_keyword") and spec is not None:
+        # What these kinds match: calls of `apis`, `.methods(...)` calls; argparse `options`
+        # (plain words: they are strings).
+        reqs = [_framework_name(name, rule.framework) for name in spec.apis]
+        reqs += [_attribute(m) for m in spec.methods]
+        reqs += _words(*spec.options)
+        return reqs
+    return _words(*_framework_tokens(rule))
+
+
+def _framework_name(name: str, framework: str) -> Requirement:
+    """A reference to a canonical framework name (`tensorflow.train.batch`): its last part is
+    written as an attribute or imported. Only the framework's own name can be missing from
+    the text (`tf.` through a star import; `horovod.keras` is canonicalised to
+    `horovod.tensorflow`, which keeps `horovod`)."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        return Requirement(frozenset({Word(name)}))
+    root = {Word(parts[0])} if parts[0] != framework else set()
+    return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}))
+
+
+def _imported(module: str) -> Requirement:
+    """An import of `module` or of a submodule: its first part starts an import path."""
+    root = module.split(".", 1)[0]
+    req = _components(module)
+    return Requirement(req.words, req.refs | {("import", root)})
 
 
 def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Requirement]]:
@@ -78,16 +148,16 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
         # TensorFlow/MindSpore rules name their own words (rules._framework_tokens), one of
         # which must appear (names are canonicalised, so not every component is written), and
         # apply only to files that use the framework: its import, unless --framework says so.
-        from .rules import _framework_tokens
-
-        tokens = _words(*_framework_tokens(rule))
+        tokens = _framework_requirements(rule)
         if forced_framework == framework:
             return tokens
-        return [Requirement(t.words | imp) for t in tokens for imp in _framework_imports(framework)]
+        return [Requirement(t.words | imp.words, t.refs | imp.refs) for t in tokens for imp in _framework_imports(framework)]
     kind = rule.kind
     if kind in ("api", "module"):
         return [_components(rule.from_)]
-    if kind in ("method", "attribute", "env", "device"):
+    if kind in ("method", "attribute"):  # `.cuda()`, `x.is_cuda`
+        return [_attribute(rule.from_)]
+    if kind in ("env", "device"):
         return _words(rule.from_)
     if kind == "backend":  # "NCCL" is rewritten like "nccl"
         return _words(rule.from_, ignore_case=True)
@@ -105,10 +175,12 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
 
         if match == "file" or match in NON_PYTHON_FINDING_KINDS:
             return []
-        if match in ("api", "call", "call-kwarg", "import"):
+        if match == "import":
+            return [_imported(n) for n in names]
+        if match in ("api", "call", "call-kwarg"):
             return [_components(n) for n in names]
         if match == "method":
-            return _words(*names)
+            return [_attribute(n) for n in names]
     return None
 
 
@@ -149,7 +221,32 @@ def link_regex(parent: str, name: str) -> str:
     )
 
 
+def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
+    """The patterns one of which must match for a ref (see Requirement.refs). Each starts with
+    a literal (fast to search for); `ref_found` checks the word boundary before it."""
+    n = re.escape(name)
+    attribute = rf"\.{_CHAIN_GAP}{n}\b"
+    imported = rf"import\b{_LINE_GAP}*{_IMPORT_LIST}\b{n}\b"
+    if kind == "attr":
+        return (attribute,)
+    if kind == "attr_or_import":
+        return (attribute, imported)
+    if kind == "link":
+        return (link_regex(*name.split(".")),)
+    if kind == "star_import":
+        return (rf"import{_LINE_GAP}*\*",)
+    if kind == "attr_of":
+        return (rf"{n}{_CHAIN_GAP}\.",)
+    if kind == "import":
+        item = rf"[\w.]+(?:{_LINE_GAP}+as{_LINE_GAP}+\w+)?"
+        return (rf"from{_LINE_GAP}+{n}\b", rf"import{_LINE_GAP}+(?:{item}{_LINE_GAP}*,{_LINE_GAP}*)*{n}\b")
+    raise ValueError(f"unknown ref kind {kind!r}")
+
+
 def link_found(pattern: "re.Pattern[str]", text: str) -> bool:
+    """Whether `pattern` (which starts with a word) matches where a word starts."""
+    if not pattern.pattern[:1].isalnum():
+        return pattern.search(text) is not None
     pos = 0
     while True:
         m = pattern.search(text, pos)
@@ -166,16 +263,14 @@ class Prefilter:
 
     The words of the file are collected once (`words_of`); each requirement is indexed by one
     of its words (its *anchor*), so a file only looks at the requirements whose anchor it
-    contains. Requirements with a link are checked last, with a regex, at most once per link.
+    contains. Requirements with refs are checked last, with regexes, at most once per ref.
     """
 
     def __init__(self, requirements: Optional[Iterable[Requirement]]) -> None:
         self.disabled = requirements is None
         unique = set(requirements or ())
-        # Requirements without a link first: they need no regex.
-        self.requirements: Tuple[Requirement, ...] = tuple(
-            sorted(unique, key=lambda r: (r.link is not None, _sort_key(r)))
-        )
+        # Requirements without refs first: they need no regex.
+        self.requirements: Tuple[Requirement, ...] = tuple(sorted(unique, key=lambda r: (bool(r.refs), _sort_key(r))))
         self._checks = [_compile(req) for req in self.requirements]
         self._by_word: Dict[bytes, List[int]] = {}  # anchor (exact word) -> requirement indexes
         self._by_folded: Dict[bytes, List[int]] = {}  # anchor (any case, lower-cased) -> indexes
@@ -187,7 +282,7 @@ class Prefilter:
                 self._by_folded.setdefault(max(folded, key=lambda w: (len(w), w)), []).append(i)
             else:
                 self._always.append(i)
-        self._links: Dict[Tuple[str, str], "re.Pattern[str]"] = {}  # compiled when first needed
+        self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
 
     def may_need_work(self, text: str) -> bool:
         if self.disabled:
@@ -204,7 +299,7 @@ class Prefilter:
         if not candidates:
             return False
         joined = b""  # " word word ...": a word starts with p where b" " + p occurs
-        links: Dict[Tuple[str, str], bool] = {}
+        found: Dict[Tuple[str, str], bool] = {}  # refs already looked up in this text
         for i in sorted(set(candidates)):
             exact, folded, prefixes = self._checks[i]
             if not (exact <= words and folded <= lowered):
@@ -213,18 +308,18 @@ class Prefilter:
                 joined = joined or b" " + b" ".join(words)
                 if not all(b" " + p in joined for p in prefixes):
                     continue
-            link = self.requirements[i].link
-            if link is not None:
-                found = links.get(link)
-                if found is None:
-                    pattern = self._links.get(link)
-                    if pattern is None:
-                        pattern = self._links[link] = re.compile(link_regex(*link))
-                    found = links[link] = link_found(pattern, text)
-                if not found:
-                    continue
-            return True
+            if all(self._ref_found(ref, text, found) for ref in self.requirements[i].refs):
+                return True
         return False
+
+    def _ref_found(self, ref: Tuple[str, str], text: str, found: Dict[Tuple[str, str], bool]) -> bool:
+        known = found.get(ref)
+        if known is None:
+            patterns = self._refs.get(ref)
+            if patterns is None:
+                patterns = self._refs[ref] = [re.compile(p) for p in ref_regexes(*ref)]
+            known = found[ref] = any(link_found(p, text) for p in patterns)
+        return known
 
 
 def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tuple[bytes, ...]]:
@@ -236,7 +331,7 @@ def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tupl
 
 
 def _sort_key(req: Requirement) -> Tuple:
-    return (tuple(sorted((w.text, w.ignore_case, w.prefix) for w in req.words)), req.link or ())
+    return (tuple(sorted((w.text, w.ignore_case, w.prefix) for w in req.words)), tuple(sorted(req.refs)))
 
 
 class RulePrefilter:

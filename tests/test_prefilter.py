@@ -70,6 +70,9 @@ def _reference_forms(qualname: str) -> List[str]:
     """Code that refers to `qualname` (a.b.c) through each kind of import the engine resolves."""
     parts = qualname.split(".")
     root, parent, name = parts[0], ".".join(parts[:-1]), parts[-1]
+    if len(parts) == 1:  # a module: imported one way or another
+        return [f"import {root}\n", f"import os, {root}.sub as s\n", f"from {root} import x\n",
+                f"from {root}.sub import (\n    y,  # (z)\n)\n", f"def f():\n    import {root} \\\n        as r\n"]
     forms = [
         f"import {parent}\nv = {qualname}(1)\n",
         f"import {root} as q\nv = q.{'.'.join(parts[1:])}(1)\n" if len(parts) > 1 else f"import {root} as q\n",
@@ -251,16 +254,19 @@ def test_an_unknown_rule_kind_turns_the_prefilter_off():
 
 
 def test_framework_rules_need_the_framework_unless_forced():
-    tf_rules = [r for r in RULES.rules if getattr(r, "framework", "") == "tensorflow"]
-    if not tf_rules:
+    names = sorted(
+        name for r in RULES.rules if getattr(r, "framework", "") == "tensorflow"
+        for req in rule_requirements(r, "tensorflow") for kind, name in req.refs if kind == "attr_or_import"
+    )
+    if not names:
         pytest.skip("no TensorFlow rules loaded")
-    words = [w for r in tf_rules for req in rule_requirements(r, "tensorflow") for w in req.words]
-    word = sorted(w.text for w in words)[0]
-    text = f"x = {word}\n"
-    if RULES.may_need_work(text):  # a torch rule uses the same word
-        pytest.skip(f"{word!r} is also a torch word")
+    text = f"x = tf.{names[0]}()\n"
+    assert not RULES.may_need_work(text)
     assert RULES.may_need_work(f"import tensorflow as tf\n{text}")
+    assert RULES.may_need_work(f"from helpers import *\n{text}")  # `tf` from a star import
     assert RULES.may_need_work(text, "tensorflow")
+    # the name must be used as an attribute or imported, not just written
+    assert not RULES.may_need_work(f"import tensorflow as tf\n# {names[0]}\n")
 
 
 def test_modelarts_entry_scripts_are_parsed_even_without_rule_words(monkeypatch):
@@ -274,3 +280,31 @@ def test_modelarts_entry_scripts_are_parsed_even_without_rule_words(monkeypatch)
     assert parsed == []
     migrate_source(text, "train.py", Options(modelarts=True), RULES)
     assert parsed == [text]
+
+
+@pytest.mark.parametrize(
+    "ref,text,found",
+    [
+        (("import", "cupy"), "import cupy\n", True),
+        (("import", "cupy"), "import os, cupy.cuda as cc\n", True),
+        (("import", "cupy"), "from cupy import asarray\n", True),
+        (("import", "cupy"), "from cupy.cuda import Device\n", True),
+        (("import", "cupy"), "import os \\\n    , cupy\n", True),
+        (("import", "cupy"), "# needs cupy\nx = cupy\n", False),
+        (("import", "cupy"), "from . import cupy\n", True),  # relative, resolves nothing: a harmless extra
+        (("import", "cupy"), "import cupyx\n", False),
+        (("attr", "double"), "y = x.double()\n", True),
+        (("attr", "double"), "y = (x  # c\n     .double())\n", True),
+        (("attr", "double"), "double = 2\nprint(double)\n", False),
+        (("attr_or_import", "Session"), "s = tf.compat.v1.Session()\n", True),
+        (("attr_or_import", "Session"), "from tensorflow.compat.v1 import (\n    Session,\n)\n", True),
+        (("attr_or_import", "Session"), "# Session\nsession = Session\n", False),
+        (("star_import", ""), "from utils import *\n", True),
+        (("star_import", ""), "from utils import x  # *\n", False),
+        (("attr_of", "tf"), "y = tf.constant(1)\n", True),
+        (("attr_of", "tf"), "tf = 1\n", False),
+    ],
+)
+def test_refs(ref, text, found):
+    prefilter = Prefilter([Requirement(frozenset(), frozenset({ref}))])
+    assert prefilter.may_need_work(text) is found
