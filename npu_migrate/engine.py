@@ -74,6 +74,12 @@ def parse_module(text: str) -> cst.Module:
         raise CannotParse(verdict.error or _first_line(str(exc)) or type(exc).__name__) from None
 
 
+def _first_difference(a: str, b: str) -> int:
+    """The line (1-based, as Python counts lines) where two texts first differ."""
+    n = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return len(re.findall(r"\r\n|\r|\n", a[:n])) + 1
+
+
 def _first_line(message: str) -> str:
     return message.strip().splitlines()[0] if message.strip() else ""
 
@@ -207,12 +213,15 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
     new_text = ctx.code_of(new_module)
     if new_text == text:
         return result
-    # libcst reproduces nearly every file exactly; where it does not (old-Mac `\r` line endings
-    # lose their last one), its output would change more than the edits.
-    if module.code != text:
+    # libcst reproduces nearly every file exactly; where it does not, its output would change
+    # more than the edits (libcst 1.9 drops the last of lone-`\r` line endings, a form feed
+    # before a statement, comment lines indented unevenly after the last statement).
+    reproduced = module.code
+    if reproduced != text:
         result.edits = []
         why = " (lone `\\r` line endings)" if re.search(r"\r(?!\n)", text) else ""
-        result.error = f"cannot migrate faithfully: libcst does not reproduce this file byte for byte{why}"
+        result.error = (f"cannot migrate faithfully: libcst would change line {_first_difference(text, reproduced)} "
+                        f"besides the edits{why}; file left unchanged")
         return result
     # Verify before anything can be written: the output must parse whenever the input did.
     if python_parses(text) and not python_parses(new_text):

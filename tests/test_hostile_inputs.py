@@ -93,9 +93,15 @@ REFUSED = {
     "unknown_cookie.py": (b"# -*- coding: klingon -*-\nimport torch\nx.cuda()\n",
                           "bad encoding declaration: unknown encoding: klingon"),
     "trailing_backslash.py": (TRAILING_BACKSLASH, f"cannot parse: {python_error(TRAILING_BACKSLASH)}"),
+    # Where libcst 1.9 would not give the text back as it was, nothing is written.
     "cr_only.py": (b"import torch\rx = a.cuda()\r",
-                   "cannot migrate faithfully: libcst does not reproduce this file byte for byte "
-                   "(lone `\\r` line endings)"),
+                   "cannot migrate faithfully: libcst would change line 2 besides the edits "
+                   "(lone `\\r` line endings); file left unchanged"),
+    "uneven_trailing_comments.py": (b"import torch\nx = t.cuda()\n  # a\n    # b\n",
+                                    "cannot migrate faithfully: libcst would change line 3 besides the edits; "
+                                    "file left unchanged"),
+    "form_feed.py": (b"import torch\nx = 1\n\x0cy = t.cuda()\n",
+                     "cannot migrate faithfully: libcst would change line 3 besides the edits; file left unchanged"),
 }
 
 

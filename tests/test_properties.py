@@ -163,6 +163,29 @@ def string_body(token: str) -> Optional[str]:
     return body.split("{", 1)[0] + "0" if "f" in m.group(1).lower() and "{" in body else body
 
 
+def lines(text: str) -> List[str]:
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", text)
+
+
+ADDED_IMPORT = "import torch_npu  # noqa: F401"
+
+
+def assert_only_edited_lines_changed(before: str, after: str, edits) -> None:
+    """Every line that differs holds an edit, and the only new line is the added import:
+    nothing else moved, vanished or changed (libcst gives back everything else as it was)."""
+    edited = {n for e in edits for n in range(e.span.line, e.span.end_line + 1)}
+    a, b = lines(before), lines(after)
+    extra = sum(line.strip() == ADDED_IMPORT for line in b) - sum(line.strip() == ADDED_IMPORT for line in a)
+    assert extra in (0, 1), f"{extra} imports added"
+    if extra:
+        b.pop(next(i for i, line in enumerate(b) if line.strip() == ADDED_IMPORT
+                   and (i >= len(a) or line != a[i])))
+    assert len(a) == len(b), f"{len(a)} lines became {len(b)}"
+    for k, (old, new) in enumerate(zip(a, b)):
+        if old != new and not (k == len(a) - 1 and old == new.rstrip("\r\n")):  # the last line may gain its newline
+            assert k + 1 in edited, f"line {k + 1} changed without an edit: {old!r} -> {new!r}"
+
+
 def check_migration(text: str) -> None:
     result = migrate_source(text, "generated.py")
     if result.error is not None:
@@ -175,6 +198,7 @@ def check_migration(text: str) -> None:
     assert result.edits, "changed text without an edit"
     if parses(text):
         assert parses(new), f"output does not parse:\n{new}"
+    assert_only_edited_lines_changed(text, new, result.edits)
     again = migrate_source(new, "generated.py")
     assert again.error is None and again.new_text is None, f"second run changed:\n{new}\n---\n{again.new_text}"
     before, after = tokens(text), tokens(new)
