@@ -48,6 +48,7 @@ class Requirement:
                              (`import torch.nn as tnn`) -- the only ways a reference to
                              `...parent.name` can resolve through imports;
     ("attr", n)              `.n` (a method call);
+    ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
     ("star_import", "")      `import *`;   ("attr_of", a)  `a.`.
@@ -157,10 +158,12 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
         return [_components(rule.from_)]
     if kind in ("method", "attribute"):  # `.cuda()`, `x.is_cuda`
         return [_attribute(rule.from_)]
-    if kind in ("env", "device"):
-        return _words(rule.from_)
-    if kind == "backend":  # "NCCL" is rewritten like "nccl"
-        return _words(rule.from_, ignore_case=True)
+    if kind in ("env", "device", "backend"):
+        # Rewritten only in string literals that start with the word: "cuda", 'cuda:0',
+        # f"cuda:{i}", "cuda:%d" % i, "NCCL" (a backend in any case).
+        ignore_case = kind == "backend"
+        return [Requirement(frozenset({Word(rule.from_, ignore_case)}),
+                            frozenset({("quoted_any_case" if ignore_case else "quoted", rule.from_)}))]
     if kind == "add_import":
         # `import torch_npu` is added where NPU APIs are used: the rewrites above, or code that
         # already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file importing `after`.
@@ -233,6 +236,10 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (attribute, imported)
     if kind == "link":
         return (link_regex(*name.split(".")),)
+    if kind == "quoted":
+        return (rf"['\"]{n}\b",)
+    if kind == "quoted_any_case":
+        return (rf"(?i)['\"]{n}\b",)
     if kind == "star_import":
         return (rf"import{_LINE_GAP}*\*",)
     if kind == "attr_of":

@@ -157,6 +157,9 @@ def test_generated_words_same_with_and_without_prefilter(monkeypatch):
         "'''A Transformer.'''\nimport torch\nfrom torch.nn import Linear\nfrom torch import nn\n",
         "import torch\nx = torch.zeros(3)\n",
         "nccl_version = 2\n",  # a backend is a whole word only
+        "import torch\nx = torch.zeros(2)  # runs on cuda later\n",  # device words count in strings only
+        "double = 2\nprint(double)\n",  # a method finding needs `.double`
+        '"""Uses cupy when installed."""\n',  # an import finding needs an import
     ],
 )
 def test_skips_files_that_cannot_need_work(text):

@@ -1,0 +1,365 @@
+#!/usr/bin/env python3
+"""Speed benchmark: npu-migrate on a real code base nobody here wrote, next to baselines.
+
+    python bench/run.py                         # transformers 4.46.3, -j 2
+    python bench/run.py --jobs 4 --verify-prefilter
+    python bench/run.py --sdist timm==1.0.11 --subdir timm
+
+The source distribution is downloaded once with `pip download --no-deps --no-binary :all:` into
+~/.cache/npu-migrate-bench (or $NPU_MIGRATE_BENCH_CACHE) and extracted there. One run times,
+on the same files:
+
+* `npu-migrate --check -j N`, cold (an empty cache folder), then warm (the same folder again);
+* `npu-migrate --check -j 1 --no-cache` (the output must be identical to the cold and warm runs);
+* `npu-migrate --write -j N`, cold, on a fresh copy of the tree;
+* one 500-line training script (bench/train_500.py) end to end, the whole process as a user
+  starts it (the `npu-migrate` console script), best of 5;
+* baselines: libcst parse-only of the same `.py` files (in N processes, like the tool), `ast.parse`
+  of them (one process), and a plain regex scan for `cuda|nccl|gpu` (one process).
+
+Every npu-migrate run is a separate process tree; its peak memory is the largest sum of the
+resident memory of the process and all its children, sampled from /proc every 10 ms (on systems
+without /proc: the largest single process, from getrusage). Prints a Markdown table with the
+machine it ran on and checks the targets of issue 6. `--verify-prefilter` also migrates every
+file once more with the prefilter off and checks that the results are identical.
+
+Not a test: it takes minutes. Exit status 1 when an output differs (a missed target is only
+reported: it depends on the machine).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import multiprocessing
+import os
+import platform
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPT_500 = REPO / "bench" / "train_500.py"
+DEFAULT_SDIST = "transformers==4.46.3"
+TARGETS = {  # issue 6, on a 2-core machine
+    "script": 0.5,  # s, one 500-line script, whole process
+    "cold": 10.0,  # s, transformers src/, --check -j 2
+    "warm": 1.0,  # s
+    "memory": 500.0,  # MB, peak of the whole run
+}
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("NPU_MIGRATE_BENCH_CACHE") or Path.home() / ".cache" / "npu-migrate-bench")
+
+
+# --------------------------------------------------------------------------- the corpus
+
+
+def fetch(requirement: str) -> Path:
+    """The extracted sdist of `requirement` (name==version), downloaded on first use."""
+    name, _, version = requirement.partition("==")
+    stem = f"{name}-{version}"
+    tree = cache_dir() / "src" / stem
+    if (tree / ".complete").exists():
+        return tree
+    sdists = cache_dir() / "sdists"
+    sdists.mkdir(parents=True, exist_ok=True)
+    archives = [p for p in sdists.glob(f"{stem}.tar.gz")] or [p for p in sdists.glob(f"{name.replace('-', '_')}-{version}.tar.gz")]
+    if not archives:
+        print(f"downloading {requirement} ...", file=sys.stderr)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet",
+             "-d", str(sdists), requirement],
+            check=True,
+        )
+        archives = sorted(sdists.glob(f"*{version}.tar.gz"))
+    if tree.exists():
+        shutil.rmtree(tree)
+    tree.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(archives[0]) as tar:
+        top = tar.getnames()[0].split("/")[0]
+        tar.extractall(tree.parent, filter="data") if hasattr(tarfile, "data_filter") else tar.extractall(tree.parent)
+    if (tree.parent / top) != tree:
+        (tree.parent / top).rename(tree)
+    (tree / ".complete").write_text("", encoding="utf-8")
+    return tree
+
+
+def python_files(root: Path) -> List[Path]:
+    skip = {".git", "__pycache__", "build", "dist", ".venv", "venv"}
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in skip)
+        found += [Path(folder) / f for f in sorted(files) if f.endswith(".py")]
+    return found
+
+
+# --------------------------------------------------------------------------- measuring
+
+
+def _tree_rss_kb(root_pid: int) -> int:
+    """Resident memory of `root_pid` and all its descendants, from /proc."""
+    children: Dict[int, List[int]] = {}
+    rss: Dict[int, int] = {}
+    page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/statm", "rb") as f:
+                resident = int(f.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        pid = int(entry)
+        children.setdefault(ppid, []).append(pid)
+        rss[pid] = resident * page_kb
+    total, stack = 0, [root_pid]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack += children.get(pid, [])
+    return total
+
+
+@dataclass
+class Run:
+    name: str
+    seconds: float
+    peak_mb: float
+    returncode: int
+    stdout: bytes = b""
+    files: int = 0
+    lines: int = 0
+
+
+def run_process(name: str, argv: Sequence[str], env: Dict[str, str], cwd: Optional[Path] = None) -> Run:
+    """Run a whole process tree; wall time and peak memory of the tree."""
+    proc_fs = Path("/proc/self/statm").exists()
+    start = time.perf_counter()
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    peak = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+            stop.wait(0.01)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    if proc_fs:
+        sampler.start()
+    stdout, stderr = proc.communicate()
+    seconds = time.perf_counter() - start
+    stop.set()
+    if proc_fs:
+        sampler.join()
+    else:
+        peak[0] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    if proc.returncode not in (0, 1):
+        sys.stderr.write(stderr.decode("utf-8", "replace"))
+        raise SystemExit(f"{name}: npu-migrate exited with {proc.returncode}")
+    return Run(name, seconds, peak[0] / 1024, proc.returncode, stdout)
+
+
+def _parse_libcst(path: str) -> int:
+    import libcst
+
+    libcst.parse_module(Path(path).read_text(encoding="utf-8"))
+    return 0
+
+
+def baselines(files: List[Path], texts: List[str], jobs: int) -> Dict[str, float]:
+    out: Dict[str, float] = {}
+    context = multiprocessing.get_context("fork" if sys.platform.startswith("linux") else None)
+    start = time.perf_counter()
+    with context.Pool(jobs) as pool:
+        pool.map(_parse_libcst, [str(f) for f in files], chunksize=8)
+    out["libcst"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for text in texts:
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            pass
+    out["ast"] = time.perf_counter() - start
+    pattern = re.compile(r"cuda|nccl|gpu", re.IGNORECASE)
+    start = time.perf_counter()
+    hits = sum(len(pattern.findall(text)) for text in texts)
+    out["regex"] = time.perf_counter() - start
+    out["regex_hits"] = hits
+    return out
+
+
+def verify_prefilter(files: List[Path], jobs: int) -> Tuple[int, List[str]]:
+    """Migrate every file with the prefilter on and off (in this process's workers)."""
+    from npu_migrate.model import Options
+    from npu_migrate.rules import RuleSet, default_rules
+    from npu_migrate.runner import run
+
+    rules = default_rules()
+    paths = [str(f) for f in files]
+    filtered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
+    real = RuleSet.may_need_work
+    RuleSet.may_need_work = lambda self, text, framework="auto": True
+    try:
+        unfiltered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
+    finally:
+        RuleSet.may_need_work = real
+    differ = [a.result.path for a, b in zip(filtered, unfiltered) if a.result.to_dict() != b.result.to_dict()]
+    return len(paths), differ
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    mem = ""
+    try:
+        kb = int(re.search(r"MemTotal:\s+(\d+)", Path("/proc/meminfo").read_text()).group(1))
+        mem = f", {kb / 2**20:.0f} GB RAM"
+    except (OSError, AttributeError):
+        pass
+    import libcst
+
+    version = (REPO / "npu_migrate" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True).stdout.strip()
+    except OSError:
+        commit = "?"
+    return (f"{cpu}, {cores} cores available{mem}; {platform.system()} {platform.release()}; "
+            f"Python {platform.python_version()}, libcst {libcst.__version__ if hasattr(libcst, '__version__') else '?'}; "
+            f"npu-migrate {version} ({commit})")
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sdist", default=DEFAULT_SDIST, help=f"name==version from PyPI (default {DEFAULT_SDIST})")
+    ap.add_argument("--subdir", default="src", help="folder of the sdist to migrate (default: src; '' for all)")
+    ap.add_argument("--jobs", "-j", type=int, default=2, help="worker processes for the parallel runs (default 2)")
+    ap.add_argument("--verify-prefilter", action="store_true",
+                    help="also migrate every file with the prefilter off and compare (slow)")
+    args = ap.parse_args(argv)
+
+    tree = fetch(args.sdist)
+    target = tree / args.subdir if args.subdir else tree
+    files = python_files(target)
+    texts = [f.read_text(encoding="utf-8", errors="replace") for f in files]
+    lines = sum(t.count("\n") for t in texts)
+    mb = sum(len(t.encode("utf-8", "replace")) for t in texts) / 1e6
+    load_before = os.getloadavg() if hasattr(os, "getloadavg") else None
+    print(f"{args.sdist} {target.relative_to(tree.parent)}: {len(files)} .py files, {lines:,} lines, {mb:.1f} MB",
+          file=sys.stderr)
+
+    console = Path(sys.executable).with_name("npu-migrate")
+    tool = [str(console)] if console.exists() else [sys.executable, "-m", "npu_migrate"]
+    work = Path(tempfile.mkdtemp(prefix="npu-migrate-bench-"))
+    env = dict(os.environ, NPU_MIGRATE_CACHE_DIR=str(work / "cache"), NO_COLOR="1")
+    runs: List[Run] = []
+    failures: List[str] = []
+    try:
+        def measure(name: str, *extra: str, cwd: Optional[Path] = None, path: Optional[Path] = None) -> Run:
+            print(f"  {name} ...", file=sys.stderr)
+            r = run_process(name, [*tool, str(path or target), "--color", "never", *extra], env, cwd)
+            r.files, r.lines = len(files), lines
+            runs.append(r)
+            return r
+
+        cold = measure(f"`--check -j {args.jobs}`, cold (empty cache)", "--check", "-j", str(args.jobs))
+        warm = measure(f"`--check -j {args.jobs}`, warm (cached)", "--check", "-j", str(args.jobs))
+        serial = measure("`--check -j 1 --no-cache`", "--check", "-j", "1", "--no-cache")
+        for other in (warm, serial):
+            if (other.returncode, other.stdout) != (cold.returncode, cold.stdout):
+                failures.append(f"output of {other.name} differs from the cold run")
+        copy = work / "copy"
+        shutil.copytree(target, copy)
+        env["NPU_MIGRATE_CACHE_DIR"] = str(work / "cache-write")
+        write = measure(f"`--write -j {args.jobs}`, cold, fresh copy", "--write", "-j", str(args.jobs), path=copy)
+        env["NPU_MIGRATE_CACHE_DIR"] = str(work / "cache")
+
+        script_lines = SCRIPT_500.read_text(encoding="utf-8").count("\n")
+        single = []
+        for _ in range(5):
+            r = run_process("script", [*tool, str(SCRIPT_500), "--check", "--no-cache"], env)
+            single.append(r)
+        best = min(single, key=lambda r: r.seconds)
+        best.name = f"one {script_lines}-line script, whole process (best of 5)"
+        best.files, best.lines = 1, script_lines
+        runs.append(best)
+
+        print("  baselines ...", file=sys.stderr)
+        base = baselines(files, texts, args.jobs)
+
+        verified = None
+        if args.verify_prefilter:
+            print("  verifying the prefilter ...", file=sys.stderr)
+            verified = verify_prefilter(files, args.jobs)
+            if verified[1]:
+                failures.append(f"prefilter changed the results of {len(verified[1])} files: {verified[1][:5]}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    load_after = os.getloadavg() if hasattr(os, "getloadavg") else None
+    summary = cold.stdout.decode("utf-8", "replace").strip().splitlines()
+    scanned = next((line for line in summary if "files scanned" in line), "")
+
+    out = [f"**{args.sdist}** `{target.relative_to(tree.parent)}`: {len(files):,} `.py` files, {lines:,} lines, "
+           f"{mb:.1f} MB. Machine: {machine()}."
+           + (f" Load average {load_before[0]:.2f} before, {load_after[0]:.2f} after." if load_before else ""),
+           "",
+           f"| run | wall s | files/s | lines/s | peak MB | × libcst parse (-j {args.jobs}) | × ast.parse | × regex scan |",
+           "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in runs:
+        ratios = [f"{r.seconds / base[b]:.2f}" if r.files > 1 else "–" for b in ("libcst", "ast", "regex")]
+        out.append(f"| {r.name} | {r.seconds:.2f} | {r.files / r.seconds:,.0f} | {r.lines / r.seconds:,.0f} | "
+                   f"{r.peak_mb:.0f} | {' | '.join(ratios)} |")
+    for key, label in (("libcst", f"baseline: libcst parse only, -j {args.jobs}"), ("ast", "baseline: ast.parse, 1 process"),
+                       ("regex", f"baseline: regex scan `cuda|nccl|gpu`, 1 process ({base['regex_hits']:,} hits)")):
+        out.append(f"| {label} | {base[key]:.2f} | {len(files) / base[key]:,.0f} | {lines / base[key]:,.0f} | | | | |")
+    out.append("")
+    out.append(f"npu-migrate's summary of the cold run: {scanned}")
+    if verified is not None:
+        out.append(f"Prefilter check: {verified[0]:,} files migrated with the prefilter on and off, "
+                   f"{len(verified[1])} differ.")
+    checks = [
+        (f"one 500-line script ≤ {TARGETS['script']} s", best.seconds <= TARGETS["script"]),
+        (f"cold --check -j 2 ≤ {TARGETS['cold']:.0f} s", cold.seconds <= TARGETS["cold"]),
+        (f"warm re-run ≤ {TARGETS['warm']:.0f} s", warm.seconds <= TARGETS["warm"]),
+        (f"peak memory ≤ {TARGETS['memory']:.0f} MB", max(r.peak_mb for r in runs) <= TARGETS["memory"]),
+        ("same output with -j 1, -j N, cold and warm", not any("differs" in f for f in failures)),
+    ]
+    out.append("Targets (issue 6, 2 cores): " + "; ".join(f"{label}: {'met' if ok else 'MISSED'}" for label, ok in checks))
+    print("\n".join(out))
+    for f in failures:
+        print(f"FAILED: {f}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
