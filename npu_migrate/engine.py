@@ -111,6 +111,16 @@ def detect_frameworks(imports: ImportTable) -> List[str]:
     for root, name in FRAMEWORK_IMPORTS:
         if name not in found and imports.imports_module(root):
             found.append(name)
+    if "torch" in found:
+        # A PyTorch module that imports another framework only inside a function (a weight
+        # converter such as transformers' load_tf_weights) is not written for that framework:
+        # giving it `from npu_bridge.npu_init import *` would break its import.
+        found = [
+            name
+            for name in found
+            if name == "torch"
+            or any(imports.imports_module_at_top_level(root) for root, n in FRAMEWORK_IMPORTS if n == name)
+        ]
     return found
 
 

@@ -8,7 +8,7 @@ common in training scripts); relative and star imports resolve nothing.
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Union
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Union
 
 import libcst as cst
 
@@ -31,6 +31,10 @@ class ImportTable(cst.CSTVisitor):
         self.names: Dict[str, str] = {}
         self.modules: List[str] = []  # every module imported, in order (for framework detection)
         self.import_nodes: List[Union[cst.Import, cst.ImportFrom]] = []
+        # Modules imported outside any function or class body (module level, also inside
+        # module-level `try:`/`if` blocks): what a file is written for, not what one helper uses.
+        self.top_level_modules: Set[str] = set()
+        self._nested = 0
 
     @classmethod
     def of(cls, module: cst.Module) -> "ImportTable":
@@ -51,12 +55,15 @@ class ImportTable(cst.CSTVisitor):
             elif isinstance(node, cst.SimpleStatementLine):
                 self._collect(node.body)
             elif not isinstance(node, cst.BaseSmallStatement):
+                nested = isinstance(node, (cst.FunctionDef, cst.ClassDef))
+                self._nested += nested
                 for name in self._BLOCKS:
                     child = getattr(node, name, None)
                     if isinstance(child, cst.CSTNode):
                         self._collect([child])
                     elif isinstance(child, (list, tuple)):
                         self._collect(child)
+                self._nested -= nested
 
     # Also usable as a visitor: expressions hold no import statements.
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
@@ -69,6 +76,8 @@ class ImportTable(cst.CSTVisitor):
             if full is None:
                 continue
             self.modules.append(full)
+            if not self._nested:
+                self.top_level_modules.add(full)
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self.names[alias.asname.name.value] = full
             else:
@@ -84,6 +93,8 @@ class ImportTable(cst.CSTVisitor):
         if module is None:
             return False
         self.modules.append(module)
+        if not self._nested:
+            self.top_level_modules.add(module)
         if isinstance(node.names, cst.ImportStar):
             return False
         for alias in node.names:
@@ -108,6 +119,9 @@ class ImportTable(cst.CSTVisitor):
     def imports_module(self, root: str) -> bool:
         """Whether `root` or one of its submodules is imported anywhere."""
         return any(m == root or m.startswith(root + ".") for m in self.modules)
+
+    def imports_module_at_top_level(self, root: str) -> bool:
+        return any(m == root or m.startswith(root + ".") for m in self.top_level_modules)
 
     def local_names_for(self, qualname: str) -> Iterator[str]:
         for local, full in self.names.items():

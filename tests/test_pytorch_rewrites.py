@@ -68,7 +68,10 @@ REWRITES = [
     ("loader = DataLoader(ds, pin_memory_device='cuda')\n", "loader = DataLoader(ds, pin_memory_device='npu')\n"),
     ("import torch\nsd = torch.load(p, map_location={'cuda:1': 'cuda:0'})\n",
      "import torch\nsd = torch.load(p, map_location={'npu:1': 'npu:0'})\n"),
+    ("if device.startswith('cuda:'):\n    pass\n", "if device.startswith('npu:'):\n    pass\n"),
+    ("ok = args.device.startswith('cuda')\n", "ok = args.device.startswith('npu')\n"),
     # distributed backend
+    ("backend_for = {'cuda': 'nccl', 'cpu': 'gloo'}\n", "backend_for = {'npu': 'hccl', 'cpu': 'gloo'}\n"),
     ("import torch.distributed as dist\ndist.init_process_group(backend='nccl')\n",
      "import torch.distributed as dist\ndist.init_process_group(backend='hccl')\n"),
     ("import torch.distributed as dist\ndist.init_process_group('nccl')\n",
@@ -107,6 +110,9 @@ UNTOUCHED = [
     "name = 'cuda'\nprint(name)\n",  # a string that is not (known to be) a device
     "kernels = {'cuda': f, 'cpu': g}\n",
     "msg = f'cuda:{rank} is ready'\n",
+    "ok = name.startswith('cuda')\n",
+    # a PyTorch module whose weight converter imports TensorFlow in a function is not a TF file
+    "import torch\n\n\ndef load_tf(p):\n    import tensorflow as tf\n    with tf.Session() as s:\n        return s\n",
     "url = 'tcp://nccl-host:23456'\n",
     "import os\nprint('CUDA_VISIBLE_DEVICES must be set')\n",
     "torch.cuda.synchronize()\n",  # `torch` not imported here: not resolvable, not guessed

@@ -9,9 +9,10 @@ from typing import Callable, Optional
 
 import libcst as cst
 
-# What may follow the device type in a device string: nothing, ":0", or a placeholder that a
-# format operation fills with an index ("cuda:%d", "cuda:{}", "cuda:{rank}").
-_INDEX = r"(?::(?:\d+|%d|%s|%i|\{\}|\{[A-Za-z_][A-Za-z0-9_.]*\}|\{\d+\}))?"
+# What may follow the device type in a device string: nothing, ":0", a placeholder that a
+# format operation fills with an index ("cuda:%d", "cuda:{}", "cuda:{rank}"), or a bare ":"
+# (the prefix in `device.startswith("cuda:")`).
+_INDEX = r"(?::(?:\d+|%d|%s|%i|\{\}|\{[A-Za-z_][A-Za-z0-9_.]*\}|\{\d+\})?)?"
 
 
 def string_value(node: cst.BaseExpression) -> Optional[str]:

@@ -198,6 +198,15 @@ class TorchTransformer(cst.CSTTransformer):
         return self._rewrite_literal(self.devices, self.device_rule, original, updated, what)
 
     def backend_literal(self, original, updated, what="distributed backend"):
+        if isinstance(updated, cst.Dict) and isinstance(original, cst.Dict):
+            # {"cuda": "nccl", "cpu": "gloo"}: a device -> backend table; its keys are looked up
+            # with device types, which become "npu" too.
+            elements = []
+            for o_el, u_el in zip(original.elements, updated.elements):
+                if isinstance(u_el, cst.DictElement) and isinstance(o_el, cst.DictElement):
+                    u_el = u_el.with_changes(key=self.device_literal(o_el.key, u_el.key))
+                elements.append(u_el)
+            updated = updated.with_changes(elements=elements)
         return self._rewrite_literal(self.backends, self.backend_rule, original, updated, what)
 
     def env_literal(self, original, updated, what="environment variable"):
@@ -569,6 +578,20 @@ class TorchTransformer(cst.CSTTransformer):
             first = updated.args[0]
             updated = updated.with_changes(
                 args=[first.with_changes(value=self.env_literal(original.args[0].value, first.value))]
+                + list(updated.args[1:])
+            )
+        # device.startswith("cuda") / device.type.startswith("cuda:")
+        if (
+            qual is None
+            and isinstance(original.func, cst.Attribute)
+            and original.func.attr.value in ("startswith", "endswith")
+            and self.is_device_expr(original.func.value)
+            and updated.args
+            and original.args[0].keyword is None
+        ):
+            first = updated.args[0]
+            updated = updated.with_changes(
+                args=[first.with_changes(value=self.device_literal(original.args[0].value, first.value))]
                 + list(updated.args[1:])
             )
         # argparse: parser.add_argument("--device", default="cuda", choices=[...]).
