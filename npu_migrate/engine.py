@@ -226,7 +226,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
     # libcst reproduces nearly every file exactly; where it does not, its output would change
     # more than the edits (libcst 1.9 drops the last of lone-`\r` line endings, a form feed
     # before a statement, comment lines indented unevenly after the last statement).
-    reproduced = module.code
+    reproduced = ctx.code_of(module)  # the positions pass generated it already
     if reproduced != text:
         result.edits = []
         why = " (lone `\\r` line endings)" if re.search(r"\r(?!\n)", text) else ""
