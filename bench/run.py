@@ -242,17 +242,19 @@ def machine() -> str:
         mem = f", {kb / 2**20:.0f} GB RAM"
     except (OSError, AttributeError):
         pass
-    import libcst
+    from importlib.metadata import version
 
-    version = (REPO / "npu_migrate" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    import npu_migrate
+
+    package = Path(npu_migrate.__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                                text=True).stdout.strip()
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=package, capture_output=True,
+                                text=True).stdout.strip() or "not a git checkout"
     except OSError:
-        commit = "?"
+        commit = "not a git checkout"
     return (f"{cpu}, {cores} cores available{mem}; {platform.system()} {platform.release()}; "
-            f"Python {platform.python_version()}, libcst {libcst.__version__ if hasattr(libcst, '__version__') else '?'}; "
-            f"npu-migrate {version} ({commit})")
+            f"Python {platform.python_version()}, libcst {version('libcst')}; "
+            f"npu-migrate {npu_migrate.__version__} ({commit})")
 
 
 # --------------------------------------------------------------------------- main
