@@ -47,7 +47,7 @@ class Requirement:
                              import ..., name`, or with `parent` imported under an alias
                              (`import torch.nn as tnn`) -- the only ways a reference to
                              `...parent.name` can resolve through imports;
-    ("attr", n)              `.n` (a method call);
+    ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
@@ -156,7 +156,9 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
     kind = rule.kind
     if kind in ("api", "module"):
         return [_components(rule.from_)]
-    if kind in ("method", "attribute"):  # `.cuda()`, `x.is_cuda`
+    if kind == "method":  # `.cuda()`, and a class's own `def cuda(self)` (renamed with its callers)
+        return [Requirement(frozenset({Word(rule.from_)}), frozenset({("attr_or_def", rule.from_)}))]
+    if kind == "attribute":  # `x.is_cuda`
         return [_attribute(rule.from_)]
     if kind in ("env", "device", "backend"):
         # Rewritten only in string literals that start with the word: "cuda", 'cuda:0',
@@ -234,6 +236,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (attribute,)
     if kind == "attr_or_import":
         return (attribute, imported)
+    if kind == "attr_or_def":
+        return (attribute, rf"def{_LINE_GAP}+{n}\b")
     if kind == "link":
         return (link_regex(*name.split(".")),)
     if kind == "quoted":

@@ -131,6 +131,7 @@ WORD_FORMS = [
     "import torch\ny = torch.npu_format_cast(x, 29)\n",
     "import torch as th\nth.npu.set_device(0)\n",
     "import torch\nx = t.double()\n",
+    "class Rigid:\n    def cuda(self):\n        return Rigid()\n",  # renamed with its callers elsewhere
     # near misses: nothing to do, and the prefilter should say so
     "use_cuda = True\nprint(use_cuda)\n",
     "'''A Transformer model.'''\nfrom torch.nn import Linear\n",
