@@ -27,3 +27,32 @@ def run_cli():
         )
 
     return run
+
+
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work(monkeypatch):
+    """Every test is also a test of the prefilter (npu_migrate/prefilter.py): whenever it says
+    a text needs nothing, the engine runs on that text with the prefilter off and must indeed
+    produce nothing. A codemod that starts acting on something no rule names fails here, in
+    its own tests, instead of being silently skipped on real code."""
+    from npu_migrate.engine import migrate_python
+    from npu_migrate.model import Options
+    from npu_migrate.rules import RuleSet
+
+    real = RuleSet.may_need_work
+    checking = []
+
+    def checked(self, text, framework="auto"):
+        if real(self, text, framework) or checking:
+            return True
+        checking.append(True)
+        try:
+            result = migrate_python(text, "prefilter_check.py", Options(framework=framework), self)
+        finally:
+            checking.pop()
+        assert not (result.edits or result.findings or result.changed), (
+            f"the prefilter skipped a text that needs work: {result.edits or result.findings}\n{text[:2000]}"
+        )
+        return False
+
+    monkeypatch.setattr(RuleSet, "may_need_work", checked)

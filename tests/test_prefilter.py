@@ -23,6 +23,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
 
 
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work():
+    """This module checks the prefilter itself (and counts parses): conftest's check is off."""
+
+
 def _unfiltered(monkeypatch, text: str, path: str, options: Options, rules: RuleSet):
     with monkeypatch.context() as m:
         m.setattr(RuleSet, "may_need_work", lambda self, text, framework="auto": True)
