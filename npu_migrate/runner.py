@@ -136,8 +136,17 @@ def run(
     if len(todo) == 1:
         done(todo[0], migrate_file(paths[todo[0]], options, rules, keep_text))
     elif todo:
+        # Biggest files first, so that no worker is left with a big one at the end.
+        todo.sort(key=lambda i: -_size(paths[i]))
         _Pool(min(jobs, len(todo)), options, rules, keep_text).run([(i, paths[i]) for i in todo], done)
     return [o for o in outcomes if o is not None]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return 0
 
 
 # -- worker processes -----------------------------------------------------------------------
