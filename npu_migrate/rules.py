@@ -227,30 +227,6 @@ class RuleSet:
 
     # -- prefilter -------------------------------------------------------------------------
 
-    def prefilter_tokens(self) -> FrozenSet[str]:
-        """Words one of which any file that needs something must contain."""
-        tokens = set()
-        for rule in self.rules:
-            if rule.framework:
-                tokens.update(_framework_tokens(rule))
-            elif rule.kind == "api":
-                tokens.add(rule.from_.rsplit(".", 1)[-1])
-            elif rule.kind == "module":
-                tokens.add(rule.from_.rsplit(".", 1)[-1])
-            elif rule.kind in ("method", "attribute", "device", "backend", "env"):
-                tokens.add(rule.from_)
-            elif rule.kind == "finding":
-                for name in rule.patterns or (rule.from_,):
-                    if rule.match_kind in ("api", "call-kwarg", "call"):
-                        tokens.add(_distinctive_component(name))
-                    elif rule.match_kind == "import":
-                        tokens.add(name.split(".", 1)[0])
-                    elif rule.match_kind == "method":
-                        tokens.add(name)
-        # A half-migrated file may need `import torch_npu`.
-        tokens.add("npu")
-        return frozenset(t for t in tokens if t)
-
     def may_need_work(self, text: str, framework: str = "auto") -> bool:
         """Whether a Python file can need anything at all (prefilter.py: words derived from
         the rules); False means it is skipped without being parsed. `framework`: --framework."""
@@ -534,15 +510,6 @@ def _index(rs: RuleSet) -> None:
             elif rule.match_kind == "import":
                 for n in names:
                     rs.finding_import.setdefault(n, rule)
-
-
-def _distinctive_component(qualname: str) -> str:
-    """The prefilter word for a qualified name. A file that refers to `torch.fx.Node.args` spells
-    out every part of it (in an import or in the reference), so any part will do: the longest
-    after the root, class names first (`Node`, not `args` or `torch`, which most files contain)."""
-    parts = qualname.split(".")
-    candidates = parts[1:] or parts
-    return max(reversed(candidates), key=lambda p: (len(p) >= 4 and p[:1].isupper(), len(p)))
 
 
 _DEFAULT: Optional[RuleSet] = None
