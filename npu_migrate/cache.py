@@ -6,7 +6,8 @@ files), the options, the rule set, and the tool's own code. The engine does no I
 else. Hence:
 
 * one folder per *settings* -- tool version, a fingerprint of the package's own files (so a
-  source checkout that is being edited never reads stale entries), the rules' fingerprint
+  source checkout that is being edited never reads stale entries), the libcst and Python
+  versions, the rules' fingerprint
   (their content, `--rules` files included) and the options -- under
   `$NPU_MIGRATE_CACHE_DIR`, or the user cache folder (`~/.cache/npu-migrate` on Linux);
 * in it one small JSON file per source file (named after the hash of its absolute path),
@@ -27,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
@@ -51,7 +53,8 @@ def code_fingerprint() -> str:
     """The version plus the name, size and mtime of every file of the package (code, templates,
     built-in rules when installed): an edited checkout, or a reinstall, gets a fresh cache."""
     package = Path(__file__).resolve().parent
-    digest = hashlib.sha256(f"{__version__}/{FORMAT}".encode())
+    # The parser and the interpreter matter too (what libcst accepts, what `ast` verifies).
+    digest = hashlib.sha256(f"{__version__}/{FORMAT}/{_libcst_version()}/{sys.version_info[:2]}".encode())
     for folder, dirs, files in os.walk(package):
         dirs[:] = sorted(d for d in dirs if d != "__pycache__")
         for name in sorted(files):
@@ -59,6 +62,16 @@ def code_fingerprint() -> str:
             st = os.stat(full)
             digest.update(f"{os.path.relpath(full, package)}:{st.st_size}:{st.st_mtime_ns};".encode())
     return digest.hexdigest()[:16]
+
+
+def _libcst_version() -> str:
+    try:
+        from libcst._version import __version__ as version
+    except ImportError:  # pragma: no cover - a libcst without the module
+        from importlib.metadata import version as dist_version
+
+        return dist_version("libcst")
+    return version
 
 
 class Cache:
