@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -57,14 +57,17 @@ class CannotParse(Exception):
     """The input is not Python this tool can parse."""
 
 
-def parse_module(text: str) -> cst.Module:
-    """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse)."""
+def parse_module(text: str) -> Tuple[cst.Module, bool]:
+    """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse).
+
+    Also returns whether Python's own parser accepted the text, which the verify step needs
+    (the output must parse whenever the input did) and so need not parse the input again."""
     try:
         verdict = python_verdict(text)
     except TooDeep as exc:
         raise CannotParse(str(exc)) from None
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(text), verdict.error is None
     except cst.ParserSyntaxError as exc:
         # Python's own message ("line 3:7: invalid syntax") is the one users know.
         raise CannotParse(verdict.error or f"line {exc.raw_line}:{exc.raw_column + 1}: {_first_line(exc.message)}") from None
@@ -175,18 +178,18 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         )
         return result
     try:
-        module = parse_module(text)
+        module, input_parses = parse_module(text)
     except CannotParse as exc:
         result.error = f"cannot parse: {exc}"
         return result
     try:
-        return _migrate_module(text, path, module, options, rules, result, entry_script)
+        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses)
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
 
 
-def _migrate_module(text, path, module, options, rules, result, entry_script):
+def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses):
     from .codemods.torch import TorchTransformer, add_torch_npu_import
     from .walk import transform
 
@@ -234,7 +237,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script):
                         f"besides the edits{why}; file left unchanged")
         return result
     # Verify before anything can be written: the output must parse whenever the input did.
-    if python_parses(text) and not python_parses(new_text):
+    if input_parses and not python_parses(new_text):
         result.edits = []
         result.error = "internal error: the migrated code does not parse; file left unchanged"
         return result
