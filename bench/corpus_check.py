@@ -18,6 +18,8 @@ $NPU_MIGRATE_CORPUS_CACHE/sdists) and extracted next to it, in src/. The run wor
   and so is every file the report does not call changed; no file appears or disappears and no
   temporary file is left behind;
 * no new `cuda`/`nccl` text appears (counts per file never grow);
+* the engine gives the same result with libcst parsing the whole file as with partial parsing
+  (npu_migrate/partial.py);
 * comments are never changed (the only new comment allowed is the `# noqa: F401` of the added
   `import torch_npu`); no docstring or other string changes unless it is a device string
   (`"cuda"`, `"cuda:0"`, `f"cuda:{i}"`, `"nccl"`, a `CUDA_*`/`NCCL_*` env-var name, a
@@ -266,7 +268,31 @@ def check_tree(name: str, src: Path, jobs: int = 2, diffs_to: Optional[Path] = N
                 result.changed_paths.append(rel)
                 if diffs_to is not None:
                     _save_diff(diffs_to / name, rel, old, new)
+        result.violations.extend(f"{rel}: partial parsing gives another result than a whole parse"
+                                 for rel in partial_differences(pristine, jobs))
     return result
+
+
+def partial_differences(root: Path, jobs: int = 2) -> List[str]:
+    """The `.py` files under `root` whose result differs when libcst parses them whole instead
+    of partially (npu_migrate/partial.py): new text, edits, findings, errors, unused ignores."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    files = sorted(str(p) for p in root.rglob("*.py") if p.is_file() and not p.is_symlink())
+    with ProcessPoolExecutor(max(1, jobs)) as pool:
+        same = list(pool.map(_same_partial_and_whole, files, chunksize=16))
+    return [str(Path(f).relative_to(root)) for f, ok in zip(files, same) if not ok]
+
+
+def _same_partial_and_whole(path: str) -> bool:
+    from npu_migrate.engine import migrate_source
+
+    text = _decode(Path(path).read_bytes())
+    if text is None:
+        return True
+    a, b = (migrate_source(text, path, partial=partial) for partial in (True, False))
+    return (a.new_text, a.edits, a.findings, a.error, a.unused_ignores) == (
+        b.new_text, b.edits, b.findings, b.error, b.unused_ignores)
 
 
 def _save_diff(folder: Path, rel: str, old: bytes, new: bytes) -> None:

@@ -7,7 +7,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
-from typing import Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -134,6 +134,9 @@ class Context:
     # True/False when the caller knows whether this is an entry script (--entry, notebooks);
     # None lets the ModelArts codemod decide from the code.
     entry_script: Optional[bool] = None
+    # Set when `module` holds only some of the file's top-level statements (a
+    # partial.PartialText): a pass that needs the others raises partial.NeedsWholeModule.
+    partial: Optional[Any] = None
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)

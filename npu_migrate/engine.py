@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -19,7 +19,8 @@ from .context import Context, parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules
-from .safe_parse import MAX_PARSE_CHARS, TooDeep, python_verdict
+from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
+from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
 
 # Codemods that run after the torch pass, each `(module, ctx) -> module`, in `order`.
 # Every module of the `codemods` package is imported once and registers its own here
@@ -57,15 +58,22 @@ class CannotParse(Exception):
     """The input is not Python this tool can parse."""
 
 
-def parse_module(text: str) -> Tuple[cst.Module, bool]:
-    """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse).
+def python_verdict_of(text: str) -> Verdict:
+    """safe_parse.python_verdict, with input libcst must not see raised as CannotParse."""
+    try:
+        return python_verdict(text)
+    except TooDeep as exc:
+        raise CannotParse(str(exc)) from None
+
+
+def parse_module(text: str, verdict: Optional[Verdict] = None) -> Tuple[cst.Module, bool]:
+    """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse;
+    `verdict` when the caller has it already).
 
     Also returns whether Python's own parser accepted the text, which the verify step needs
     (the output must parse whenever the input did) and so need not parse the input again."""
-    try:
-        verdict = python_verdict(text)
-    except TooDeep as exc:
-        raise CannotParse(str(exc)) from None
+    if verdict is None:
+        verdict = python_verdict_of(text)
     try:
         return cst.parse_module(text), verdict.error is None
     except cst.ParserSyntaxError as exc:
@@ -151,8 +159,9 @@ def star_imported_frameworks(text: str, imports: ImportTable, wanted: Sequence[s
 
 
 def migrate_source(text: str, path: str = "<string>", options: Optional[Options] = None,
-                   rules: Optional[RuleSet] = None) -> FileResult:
-    """Migrate one file's text. Never raises for bad input: errors land in `result.error`."""
+                   rules: Optional[RuleSet] = None, partial: bool = True) -> FileResult:
+    """Migrate one file's text. Never raises for bad input: errors land in `result.error`.
+    `partial=False` makes libcst parse every file whole (see partial.py; same results)."""
     options = options or Options()
     rules = rules or default_rules()
     from .frontends import frontend_for  # local import: frontends import this module
@@ -160,11 +169,14 @@ def migrate_source(text: str, path: str = "<string>", options: Optional[Options]
     frontend = frontend_for(path, text)
     if frontend is not None:
         return frontend(text, path, options, rules)
-    return migrate_python(text, path, options, rules)
+    return migrate_python(text, path, options, rules, partial=partial)
 
 
 def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
-                   entry_script: Optional[bool] = None) -> FileResult:
+                   entry_script: Optional[bool] = None, partial: bool = False) -> FileResult:
+    """Migrate Python source. `partial`: libcst may parse only the top-level statements that
+    can need work (partial.py); whenever that cannot be done faithfully the file is parsed
+    whole, so the result is the same either way."""
     result = FileResult(path=path)
     wants_modelarts = options.modelarts and entry_script is not False
     if not wants_modelarts and not rules.may_need_work(text, options.framework):
@@ -178,7 +190,12 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         )
         return result
     try:
-        module, input_parses = parse_module(text)
+        verdict = python_verdict_of(text)
+        if partial and not wants_modelarts and options.framework in ("auto", "torch") and verdict.tree is not None:
+            done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree)
+            if done is not None:
+                return done
+        module, input_parses = parse_module(text, verdict)
     except CannotParse as exc:
         result.error = f"cannot parse: {exc}"
         return result
@@ -189,7 +206,33 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
 
 
-def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses):
+def _migrate_partially(text, path, options, rules, entry_script, tree) -> Optional[FileResult]:
+    """The result of migrating the partial text of `text`, or None: parse the file whole."""
+    statements = statement_filter(rules)
+    if statements is None:
+        return None
+    also: Set[str] = set()
+    for _attempt in range(3):
+        partial = partial_text(text, tree, statements, also)
+        if partial is None:
+            return None
+        try:
+            module = cst.parse_module(partial.text)
+            return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
+                                   partial=partial)
+        except NeedsWholeModule as exc:
+            if not exc.words or exc.words <= also:
+                return None
+            also |= exc.words  # parse the statements that use these names too
+        except Exception:  # libcst refused the partial text (the whole file will say why), RecursionError
+            return None
+    return None
+
+
+def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
+                    partial: Optional[PartialText] = None):
+    """`module` is the parsed `text`, or with `partial` the parsed partial text: then
+    NeedsWholeModule is raised wherever a whole parse could give another result."""
     from .codemods.torch import TorchTransformer, add_torch_npu_import
     from .walk import transform
 
@@ -204,11 +247,14 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         imports=imports,
         suppressions=parse_suppressions(text),
         entry_script=entry_script,
+        partial=partial,
     )
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
     implied = star_imported_frameworks(text, imports, frameworks)
     frameworks = frameworks + [f for f in implied if f not in frameworks]
     ctx.frameworks = frameworks
+    if partial is not None and frameworks not in ([], ["torch"]):
+        raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
 
     new_module = module
     if "torch" in frameworks or not frameworks:
@@ -230,7 +276,13 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
     # more than the edits (libcst 1.9 drops the last of lone-`\r` line endings, a form feed
     # before a statement, comment lines indented unevenly after the last statement).
     reproduced = ctx.code_of(module)  # the positions pass generated it already
-    if reproduced != text:
+    if partial is not None:
+        new_text = partial.restore(new_text) if reproduced == partial.text else None
+        if new_text is None:
+            raise NeedsWholeModule("markers")  # (the whole parse reports what libcst changes)
+        if new_text == text:
+            return result
+    elif reproduced != text:
         result.edits = []
         why = " (lone `\\r` line endings)" if re.search(r"\r(?!\n)", text) else ""
         result.error = (f"cannot migrate faithfully: libcst would change line {_first_difference(text, reproduced)} "

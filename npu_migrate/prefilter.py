@@ -56,12 +56,25 @@ class Requirement:
 
     words: FrozenSet[Word]
     refs: FrozenSet[Tuple[str, str]] = frozenset()
+    # For partial.py, which looks at one top-level statement at a time: the word the matched
+    # code itself contains (the last part of a qualified name, `import` for an import; None
+    # when the requirement has one word, which is then it), and the qualified name a
+    # requirement of `_components` stands for (reached through aliases: `tc.synchronize()`).
+    leaf: Optional[Word] = None
+    name: str = ""
+
+    @property
+    def leaf_word(self) -> Optional[Word]:
+        if self.leaf is not None:
+            return self.leaf
+        return next(iter(self.words)) if len(self.words) == 1 else None
 
 
 def _components(qualname: str) -> Requirement:
     parts = [p for p in qualname.split(".") if p]
     refs = frozenset({("link", ".".join(parts[-2:]))}) if len(parts) > 1 else frozenset()
-    return Requirement(frozenset(Word(p) for p in parts), refs)
+    return Requirement(frozenset(Word(p) for p in parts), refs, leaf=Word(parts[-1]) if parts else None,
+                       name=".".join(parts))
 
 
 def _attribute(name: str) -> Requirement:
@@ -137,7 +150,7 @@ def _imported(module: str) -> Requirement:
     """An import of `module` or of a submodule: its first part starts an import path."""
     root = module.split(".", 1)[0]
     req = _components(module)
-    return Requirement(req.words, req.refs | {("import", root)})
+    return Requirement(req.words, req.refs | {("import", root)}, leaf=Word("import"), name=req.name)
 
 
 def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Requirement]]:
@@ -170,7 +183,7 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
         # `import torch_npu` is added where NPU APIs are used: the rewrites above, or code that
         # already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file importing `after`.
         root = Word(rule.from_.split(".", 1)[0])
-        return [Requirement(frozenset({root, Word("npu", prefix=True)}))]
+        return [Requirement(frozenset({root, Word("npu", prefix=True)}), leaf=Word("npu", prefix=True))]
     if kind in NOT_PYTHON_KINDS:
         return []
     if kind == "finding":
@@ -295,10 +308,11 @@ class Prefilter:
                 self._always.append(i)
         self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
 
-    def may_need_work(self, text: str) -> bool:
+    def may_need_work(self, text: str, words: Optional[Set[bytes]] = None) -> bool:
+        """`words`: words_of(text), when the caller has it."""
         if self.disabled:
             return True
-        words = words_of(text)
+        words = words_of(text) if words is None else words
         candidates = list(self._always)
         for word in words.intersection(self._by_word):
             candidates.extend(self._by_word[word])
@@ -346,11 +360,28 @@ def _sort_key(req: Requirement) -> Tuple:
 
 
 class RulePrefilter:
-    """The prefilter of a rule set: one `Prefilter` per --framework value, built on first use."""
+    """The prefilter of a rule set: one `Prefilter` per --framework value, built on first use;
+    and one per framework of just that framework's rules (`framework_rules_may_apply`)."""
 
     def __init__(self, rules) -> None:
         self.rules = rules
         self._by_framework: Dict[str, Prefilter] = {}
+        self._of_framework: Dict[str, Prefilter] = {}
+
+    def framework_rules_may_apply(self, text: str, framework: str) -> bool:
+        """Whether one of `framework`'s own rules can match in a file that uses the framework
+        (a TensorFlow file let through only by a PyTorch rule's word needs no TensorFlow pass)."""
+        prefilter = self._of_framework.get(framework)
+        if prefilter is None:
+            requirements: Optional[List[Requirement]] = []
+            for rule in self.rules.framework_rules.get(framework, ()):
+                reqs = rule_requirements(rule, forced_framework=framework)
+                if reqs is None:
+                    requirements = None
+                    break
+                requirements.extend(reqs)
+            prefilter = self._of_framework[framework] = Prefilter(requirements)
+        return prefilter.may_need_work(text)
 
     def may_need_work(self, text: str, framework: str = "auto") -> bool:
         prefilter = self._by_framework.get(framework)

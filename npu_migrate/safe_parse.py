@@ -35,6 +35,7 @@ class Verdict:
     """Python's opinion of a text: `error` is None when it parses, else its one-line message."""
 
     error: Optional[str] = None
+    tree: Optional[ast.Module] = None  # when it parses (engine.migrate_python reuses it)
 
     @property
     def parses(self) -> bool:
@@ -61,7 +62,7 @@ def python_verdict(text: str) -> Verdict:
         return Verdict(str(exc).strip().splitlines()[0] if str(exc).strip() else "ValueError")
     if deeper_than(tree, text, MAX_NESTING):
         raise TooDeep(f"too deeply nested (more than {MAX_NESTING} levels of syntax)")
-    return Verdict()
+    return Verdict(tree=tree)
 
 
 def deeper_than(tree: ast.AST, text: str, limit: int) -> bool:

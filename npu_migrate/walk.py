@@ -95,20 +95,41 @@ class _Hooks:
     """How to call one visitor: its own `visit_X`/`leave_X` straight away when it keeps
     libcst's `on_visit`/`on_leave` (which only look those up), else its `on_visit`/`on_leave`."""
 
-    _CACHE: Dict[Tuple[type, type], Tuple[Optional[Callable], Optional[Callable]]] = {}
-
     def __init__(self, visitor: Any, base: type) -> None:
         self.visitor = visitor
         self.cls = type(visitor)
         self.direct = self.cls.on_visit is base.on_visit and self.cls.on_leave is base.on_leave
 
     def of(self, node_cls: type) -> Tuple[Optional[Callable], Optional[Callable]]:
-        key = (self.cls, node_cls)
-        hooks = self._CACHE.get(key)
-        if hooks is None:
-            name = node_cls.__name__
-            hooks = self._CACHE[key] = (_own_hook(self.cls, f"visit_{name}"), _own_hook(self.cls, f"leave_{name}"))
-        return hooks
+        return hooks_of(self.cls, node_cls)
+
+
+def hooks_of(visitor_cls: type, node_cls: type) -> Tuple[Optional[Callable], Optional[Callable]]:
+    """(visit_<Node>, leave_<Node>) of `visitor_cls` where one of our classes defines them."""
+    key = (visitor_cls, node_cls)
+    hooks = _HOOKS.get(key)
+    if hooks is None:
+        name = node_cls.__name__
+        hooks = _HOOKS[key] = (_own_hook(visitor_cls, f"visit_{name}"), _own_hook(visitor_cls, f"leave_{name}"))
+    return hooks
+
+
+_HOOKS: Dict[Tuple[type, type], Tuple[Optional[Callable], Optional[Callable]]] = {}
+
+
+def own_visit(visitor: cst.CSTVisitor, node: cst.CSTNode) -> bool:
+    """What libcst's `CSTVisitor.on_visit` does (call `visit_<Node>`; go on unless it returned
+    False) with the hook looked up once per pair of classes: for visitors that override
+    `on_visit`, which the walks call on every node (libcst's builds a name for each)."""
+    visit = hooks_of(type(visitor), type(node))[0]
+    return visit is None or visit(visitor, node) is not False
+
+
+def own_leave(visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
+    """libcst's `CSTVisitor.on_leave` (call `leave_<Node>`), see own_visit."""
+    leave = hooks_of(type(visitor), type(node))[1]
+    if leave is not None:
+        leave(visitor, node)
 
 
 # ----------------------------------------------------------------------------- read-only

@@ -66,3 +66,13 @@ def test_the_checker_catches_damage(tmp_path):
     assert check("c.py", old, old + b"\n", {"changed": False, "error": None}) == [
         "changed on disk but not reported as changed"]
     assert check("d.py", old, old, {"changed": False, "error": "internal error: boom"}) == ["crash: internal error: boom"]
+
+
+def test_the_checker_catches_a_partial_parse_that_differs(tmp_path, monkeypatch):
+    from npu_migrate import partial
+
+    path = tmp_path / "a.py"
+    path.write_text("import torch\ndef f():\n    pass\nx = t.cuda()\n", encoding="utf-8")
+    assert corpus_check._same_partial_and_whole(str(path))
+    monkeypatch.setattr(partial.PartialText, "restore", lambda self, text: text.replace("npu", "xpu"))
+    assert not corpus_check._same_partial_and_whole(str(path))

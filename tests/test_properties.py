@@ -4,6 +4,7 @@ spliced in at random places. Whatever the program, the engine
 * never raises, and an error is one line;
 * produces output that parses whenever the input did;
 * is idempotent: migrating the output again changes nothing;
+* gives the same result when libcst parses the whole file (partial.py parses less);
 * never changes a comment (it may add the `# noqa: F401` of `import torch_npu`) nor a string
   that is not a device string.
 
@@ -188,6 +189,10 @@ def assert_only_edited_lines_changed(before: str, after: str, edits) -> None:
 
 def check_migration(text: str) -> None:
     result = migrate_source(text, "generated.py")
+    # Partial parsing (partial.py) must not change anything: same text, edits, findings.
+    whole = migrate_source(text, "generated.py", partial=False)
+    assert (result.new_text, result.edits, result.findings, result.error, result.unused_ignores) == (
+        whole.new_text, whole.edits, whole.findings, whole.error, whole.unused_ignores)
     if result.error is not None:
         assert "\n" not in result.error and result.error.strip() == result.error
         assert result.new_text is None

@@ -28,7 +28,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
-from ..walk import walk
+from ..walk import own_leave, own_visit, walk
 from .strings import string_value, with_body
 
 Canonical = Callable[[str], str]
@@ -129,6 +129,17 @@ def is_main_guard(node: cst.CSTNode) -> bool:
 # ---------------------------------------------------------------------------- scopes and bindings
 
 
+_STATEMENT_CLASSES: Dict[type, bool] = {}
+
+
+def _is_statement(node: cst.CSTNode) -> bool:
+    kind = type(node)
+    known = _STATEMENT_CLASSES.get(kind)
+    if known is None:
+        known = _STATEMENT_CLASSES[kind] = isinstance(node, cst.BaseStatement)
+    return known
+
+
 class ScopeTracker(cst.CSTVisitor):
     """Keeps `self.scope`: the function (or lambda, or class body) the visit is in."""
 
@@ -139,14 +150,16 @@ class ScopeTracker(cst.CSTVisitor):
         self.class_scopes: Set[int] = set()
         self.path: List[int] = []  # ids of the statements the visit is in, outermost first
 
+    # Called on every node of the tree: hooks and statement classes are looked up in caches
+    # (isinstance of libcst's abstract classes is slow), not through libcst's on_visit.
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.BaseStatement):
+        if _is_statement(node):
             self.path.append(id(node))
-        return super().on_visit(node)
+        return own_visit(self, node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        super().on_leave(original_node)
-        if isinstance(original_node, cst.BaseStatement):
+        own_leave(self, original_node)
+        if _is_statement(original_node):
             self.path.pop()
 
     @property
@@ -1192,6 +1205,8 @@ def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Cano
 
 def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical) -> cst.Module:
     """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it)."""
+    if not ctx.rules.framework_rules_may_apply(ctx.text, framework):
+        return module  # (the prefilter's words: the planner's walks are costly)
     rules = FrameworkRules(ctx.rules.framework_rules.get(framework, ()))
     if module is not ctx.module:
         # An earlier pass (torch, in a file that uses both) changed the tree, maybe its line

@@ -24,6 +24,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
+from ..partial import NeedsWholeModule
 from ..rules import Rule
 from ..walk import walk
 from .strings import LiteralRewriter, string_value
@@ -46,6 +47,12 @@ ARGPARSE_ADDERS = {"add_argument"}
 TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
 # Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
 DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
+# Packages this pass resolves names of besides those the rules name: partial.py keeps
+# every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var).
+RESOLVED_PACKAGES = {"os"} | {
+    name.split(".", 1)[0]
+    for name in [*ENV_FUNCS, *BACKEND_FUNCS, *BACKEND_GETTERS, *TYPE_STRING_FUNCS, *DEVICE_KEYWORDS_OF]
+}
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
 # that many positional arguments, only these keywords. A call that does not fit is some other
 # object's method (hqq's `quantizer.cuda(qtensor, meta=meta)`) and stays as it is.
@@ -139,17 +146,17 @@ class TorchTransformer(cst.CSTTransformer):
         self._plan_import_renames()
         self._variables: Optional[DeviceVariables] = None
 
-    @property
-    def device_variables(self) -> Set[str]:
-        return self._usage().device_names
+    def is_device_variable(self, name: str) -> bool:
+        return name in self._usage(name).device_names
 
-    @property
-    def backend_variables(self) -> Set[str]:
-        return self._usage().backend_names
+    def is_backend_variable(self, name: str) -> bool:
+        return name in self._usage(name).backend_names
 
-    def _usage(self) -> DeviceVariables:
+    def _usage(self, name: str) -> DeviceVariables:
         # A whole pass over the tree: done only when a literal is found where such a
         # variable decides (most files never get there).
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            raise NeedsWholeModule("device variable", [name])  # used in a statement not parsed
         if self._variables is None:
             self._variables = DeviceVariables(self)
             walk(self.ctx.module, self._variables)
@@ -220,7 +227,7 @@ class TorchTransformer(cst.CSTTransformer):
             return len(node.args) == 1 and self.is_device_expr(node.args[0].value)
         name = last_identifier(node)
         return bool(name and DEVICE_NAME_RE.search(name)) or (
-            isinstance(node, cst.Name) and node.value in self.device_variables
+            isinstance(node, cst.Name) and self.is_device_variable(node.value)
         )
 
     def is_backend_expr(self, node: cst.BaseExpression) -> bool:
@@ -228,7 +235,7 @@ class TorchTransformer(cst.CSTTransformer):
             return True
         name = last_identifier(node)
         return bool(name and BACKEND_NAME_RE.search(name)) or (
-            isinstance(node, cst.Name) and node.value in self.backend_variables
+            isinstance(node, cst.Name) and self.is_backend_variable(node.value)
         )
 
     def is_environ(self, node: cst.BaseExpression) -> bool:

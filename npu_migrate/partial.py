@@ -1,0 +1,318 @@
+"""Partial parsing: libcst parses only the statements that can need work.
+
+The prefilter skips files that cannot need anything, but the files it lets through are often
+large (a 3,000-line `modeling_*.py` with one `torch.cuda.is_available()`; a 5,000-line
+`class Trainer` with one `.cuda()`), and parsing is most of the cost. Python's own parser runs
+first anyway (safe_parse) and is ~10x faster than libcst; its tree tells where each statement
+ends. The file is cut into *chunks*: each top-level statement with the comments and blank lines
+before it, and inside a class, each statement of its body (methods), the class header staying
+with the class. A chunk is *kept* when its text holds the leaf word of some rule requirement
+(prefilter.Requirement.leaf: the last part of a qualified name, a method, the word of a device
+string -- the word the matched code itself contains, written as the requirement says), a name
+the file's imports bind to something a rule names (`tc` after `import torch.cuda as tc`), or
+the word `import` (the import table reads every import). Each run of other lines becomes one
+string statement as many lines long, indented as the statements it stands for (one token for
+libcst), so everything kept keeps its line and column. libcst parses that text, the codemods
+run on it, and in the migrated text each placeholder is put back to the lines it stands for.
+
+When it is not used, or given up for a whole parse (`engine.migrate_python`):
+
+* files of other frameworks than PyTorch: the TensorFlow/MindSpore codemods follow bindings
+  from statement to statement; and `--modelarts` (it plans around the whole script);
+* a pass that needs statements left out raises NeedsWholeModule: the device-variable pass
+  (`DEV = "cuda:0"` is a device string because `x.to(DEV)` is written elsewhere), when the
+  variable's name is written in a line left out -- then the partial text is made again with
+  the chunks that write it;
+* lone `\\r` line endings (line numbering), text that holds the marker itself, and a migrated
+  text in which the placeholders do not come back exactly once each, whole and in order.
+
+What libcst never parses is never rewritten either: those lines are copied from the input.
+tests/test_partial.py compares partial and whole results on the fixtures and on generated
+code; `bench/corpus_check.py --verify-partial` does so on every file of the corpora.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from .prefilter import Prefilter, Requirement, Word, link_found, link_regex, rule_requirements, words_of
+
+MARKER = "npu-migrate-elided:"
+
+
+class NeedsWholeModule(Exception):
+    """Raised by a pass that must see more statements of the module: those that hold one of
+    `words` (then the partial text is made again with them), or all of them (no words)."""
+
+    def __init__(self, reason: str, words: Iterable[str] = ()) -> None:
+        super().__init__(reason)
+        self.words = frozenset(words)
+
+
+@dataclass
+class Chunk:
+    """Lines [start, end) (0-based) of one statement (or several on one line) with the
+    comments and blank lines before it. A class has `body`: the chunks of its statements;
+    lines [start, body[0].start) are its header."""
+
+    start: int
+    end: int
+    statements: List[ast.stmt]
+    indent: str  # of its first statement
+    body: Optional[List["Chunk"]] = None
+
+
+# Refs (prefilter.Requirement) that hold in the statement holding the match: `.cuda`,
+# `'cuda`, `nn.Transformer` -- the last except through an alias, which StatementFilter adds.
+_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "link"}
+
+
+class StatementFilter:
+    """Whether one chunk can hold a match of a rule: the file-level requirements (prefilter.py)
+    cut down to what the matched code itself contains (its leaf word and the refs above); the
+    imports the import table must see; and, per file, the names those imports bind to what a
+    rule names."""
+
+    def __init__(self, requirements: Sequence[Requirement], packages: Iterable[str]) -> None:
+        """`packages`: those the codemods resolve names of besides the ones the rules name."""
+        per_statement = [
+            Requirement(frozenset({r.leaf_word}), frozenset(ref for ref in r.refs if ref[0] in _STATEMENT_REFS))
+            for r in requirements
+            if r.leaf_word is not None and r.leaf_word != Word("import")
+        ]
+        self.prefilter = Prefilter(per_statement)
+        self.names: Set[str] = {r.name for r in requirements if "." in r.name}
+        self.children: Dict[str, Set[str]] = {}  # `torch.cuda` -> {`synchronize`, ...}
+        for name in self.names:
+            parent, last = name.rsplit(".", 1)
+            self.children.setdefault(parent, set()).add(last)
+        # Imports of these packages decide what the import table says about the file (its
+        # frameworks, names a rule matches, imports a finding names).
+        self.roots: Set[str] = {r.name.split(".", 1)[0] for r in requirements if r.name}
+        self.roots.update(m.split(".", 1)[0] for m in packages)
+
+    def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes]) -> List[Chunk]:
+        """The chunks libcst need not parse, in order (a kept class may leave out some of
+        its body). `also`: words whose chunks are kept too."""
+        texts = ["".join(lines[c.start : c.end]) for c in chunks]
+        words = [words_of(text) for text in texts]
+        imports = [list(_imports(c.statements)) if b"import" in w else [] for c, w in zip(chunks, words)]
+        # The import table reads every import of a package in `roots` (and star imports);
+        # another import matters only where it binds the same name as one of those.
+        relevant_locals = {local for found in imports for local, qualified in found if self._relevant(qualified)}
+        # A name imported as (or from) something a rule names stands for it wherever it is
+        # used: after `import torch.cuda as tc`, `tc.synchronize()` holds no `cuda`.
+        alias_words: Set[bytes] = set(also)
+        alias_links: List[Tuple[bytes, bytes, "re.Pattern[str]"]] = []
+        for local, qualified in (pair for found in imports for pair in found):
+            parts = qualified.split(".")
+            if any(".".join(parts[:i]) in self.names for i in range(1, len(parts) + 1)):
+                alias_words.add(local.encode())
+            for last in self.children.get(qualified, ()):
+                if local != parts[-1]:  # else the rule's own `parent.last` link finds it
+                    alias_links.append((local.encode(), last.encode(), re.compile(link_regex(local, last))))
+
+        def needed(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
+            return (
+                any(local in relevant_locals for local, _ in chunk_imports)
+                or self.prefilter.may_need_work(text, chunk_words)
+                or not alias_words.isdisjoint(chunk_words)
+                or any(a in chunk_words and b in chunk_words and link_found(p, text) for a, b, p in alias_links)
+            )
+
+        out: List[Chunk] = []
+
+        def visit(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> None:
+            if not needed(chunk, text, chunk_words, chunk_imports):
+                out.append(chunk)
+            elif chunk.body:
+                for part in chunk.body:
+                    part_text = "".join(lines[part.start : part.end])
+                    part_words = words_of(part_text)
+                    visit(part, part_text, part_words, list(_imports(part.statements)) if b"import" in part_words else [])
+
+        for chunk, text, chunk_words, chunk_imports in zip(chunks, texts, words, imports):
+            visit(chunk, text, chunk_words, chunk_imports)
+        return out
+
+    def _relevant(self, qualified: str) -> bool:
+        return qualified == "*" or qualified.split(".", 1)[0] in self.roots
+
+
+@dataclass
+class PartialText:
+    """The text libcst parses instead of the file, and how to put the file back together."""
+
+    text: str
+    lines: List[str]  # the file's lines, each with its line ending
+    runs: List[Tuple[int, int, str]]  # (start, end, indent): line ranges left out, ascending
+    _elided_words: Optional[Set[bytes]] = None
+
+    def elided_word(self, word: str) -> bool:
+        """Whether `word` appears in a line left out (then some use of it is not parsed)."""
+        if self._elided_words is None:
+            self._elided_words = words_of("".join("".join(self.lines[a:b]) for a, b, _ in self.runs))
+        return word.encode() in self._elided_words
+
+    def restore(self, migrated: str) -> Optional[str]:
+        """The migrated file: `migrated` (the migrated partial text) with each placeholder put
+        back to the lines it stands for; None when the placeholders did not survive intact."""
+        out: List[str] = []
+        lines = _lines(migrated)
+        runs = iter(self.runs)
+        run = next(runs, None)
+        i = 0
+        while i < len(lines):
+            line = lines[i]
+            if MARKER not in line:
+                out.append(line)
+                i += 1
+                continue
+            if run is None:
+                return None
+            placeholder = _placeholder(self.lines, *run)
+            if lines[i : i + len(placeholder)] != placeholder:
+                return None
+            out.extend(self.lines[run[0] : run[1]])
+            i += len(placeholder)
+            run = next(runs, None)
+        return "".join(out) if run is None else None
+
+
+def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
+                 also: Iterable[str] = ()) -> Optional[PartialText]:
+    """The partial text of `text` (whose syntax tree is `tree`), or None when nothing would be
+    left out or partial parsing cannot be used on it. `also`: words whose chunks are kept too."""
+    if MARKER in text or "\r" in text.replace("\r\n", ""):
+        return None
+    lines = _lines(text)
+    chunks = _chunks(tree.body, 0, len(lines), lines)
+    if chunks is None:
+        return None
+    if len(lines) > (chunks[-1].end if chunks else 0):  # comments after the last statement
+        chunks.append(Chunk(chunks[-1].end if chunks else 0, len(lines), [], ""))
+    runs: List[Tuple[int, int, str]] = []
+    for chunk in statements.left_out(chunks, lines, {w.encode() for w in also}):
+        if chunk.start == chunk.end:
+            continue
+        if runs and runs[-1][1] == chunk.start and runs[-1][2] == chunk.indent:
+            runs[-1] = (runs[-1][0], chunk.end, chunk.indent)
+        else:
+            runs.append((chunk.start, chunk.end, chunk.indent))
+    if not runs:
+        return None
+    parts: List[str] = []
+    at = 0
+    for start, end, indent in runs:
+        parts.extend(lines[at:start])
+        parts.extend(_placeholder(lines, start, end, indent))
+        at = end
+    parts.extend(lines[at:])
+    return PartialText("".join(parts), lines, runs)
+
+
+def _placeholder(lines: List[str], start: int, end: int, indent: str) -> List[str]:
+    """The lines standing for lines[start:end]: one string statement as many lines long (a
+    single token, where as many lines of code or comments would cost libcst nodes), indented
+    as the statements it replaces, each line with the line ending of the line it stands for."""
+    endings = [_ending(line) for line in lines[start:end]]
+    label = f"{indent}\"\"\"{MARKER}{start + 1}-{end}"
+    if end - start == 1:
+        return [f'{label}"""{endings[0]}']
+    return [label + endings[0]] + endings[1:-1] + [f'"""{endings[-1]}']
+
+
+def _chunks(body: Sequence[ast.stmt], start: int, stop: int, lines: List[str]) -> Optional[List[Chunk]]:
+    """The chunks of a block whose statements lie in lines [start, stop); None when the tree
+    does not say where they end."""
+    chunks: List[Chunk] = []
+    group: List[ast.stmt] = []
+    for i, stmt in enumerate(body):
+        end = getattr(stmt, "end_lineno", None)
+        if end is None or end > stop or end <= start:
+            return None
+        group.append(stmt)
+        if i + 1 < len(body) and _first_line(body[i + 1]) <= end:
+            continue  # `a = 1; b = 2`: one line, one chunk
+        first_line = lines[_first_line(group[0]) - 1]
+        chunk = Chunk(start, end, group, first_line[: len(first_line) - len(first_line.lstrip(" \t"))])
+        if len(group) == 1 and isinstance(stmt, ast.ClassDef) and stmt.body and _first_line(stmt.body[0]) > stmt.lineno:
+            chunk.body = _chunks(stmt.body, _first_line(stmt.body[0]) - 1, end, lines)
+        chunks.append(chunk)
+        start, group = end, []
+    return chunks
+
+
+def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:
+    """(local name, qualified name) of every import in `stmts`, at any depth of blocks (as
+    imports.ImportTable reads them); a star import gives ("*", "*"), a relative one nothing else."""
+    todo = list(stmts)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    yield alias.asname, alias.name
+                else:  # `import torch.cuda` binds `torch`, which stands for `torch`
+                    yield alias.name.split(".", 1)[0], alias.name.split(".", 1)[0]
+        elif isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if alias.name == "*":
+                    yield "*", "*"
+                elif node.module and not node.level:
+                    yield (alias.asname or alias.name), f"{node.module}.{alias.name}"
+        else:
+            for field in ("body", "orelse", "handlers", "finalbody", "cases"):
+                children = getattr(node, field, None)
+                if isinstance(children, list):
+                    todo.extend(c for c in children if isinstance(c, (ast.stmt, ast.excepthandler, getattr(ast, "match_case", ast.stmt))))
+
+
+def _first_line(stmt: ast.stmt) -> int:
+    decorators = getattr(stmt, "decorator_list", None) or []
+    return min([stmt.lineno] + [d.lineno for d in decorators])
+
+
+def _lines(text: str) -> List[str]:
+    """Lines with their endings (`\\n` or `\\r\\n`); unlike str.splitlines, only what Python
+    counts as a line break ends a line (not form feeds or U+2028)."""
+    parts = text.split("\n")
+    out = [p + "\n" for p in parts[:-1]]
+    if parts[-1]:
+        out.append(parts[-1])
+    return out
+
+
+def _ending(line: str) -> str:
+    return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
+
+
+_FILTERS: Dict[str, Optional[StatementFilter]] = {}  # rule set fingerprint -> its filter
+
+
+def statement_filter(rules) -> Optional[StatementFilter]:
+    """The StatementFilter of the rules the PyTorch pass and the findings apply (framework
+    rules apply only to TensorFlow/MindSpore files, which are parsed whole); None when a
+    rule's requirements have no single leaf word (then every file is parsed whole)."""
+    if rules.fingerprint in _FILTERS:
+        return _FILTERS[rules.fingerprint]
+    requirements: List[Requirement] = []
+    found: Optional[StatementFilter] = None
+    for rule in rules.rules:
+        if rule.framework:
+            continue
+        reqs = rule_requirements(rule)
+        if reqs is None or any(r.leaf_word is None for r in reqs):
+            break
+        requirements.extend(reqs)
+    else:
+        from .codemods.torch import RESOLVED_PACKAGES
+        from .engine import FRAMEWORK_IMPORTS
+
+        packages = [module for module, _ in FRAMEWORK_IMPORTS] + ["torch_npu", *RESOLVED_PACKAGES]
+        found = StatementFilter(requirements, packages)
+    _FILTERS[rules.fingerprint] = found
+    return found
