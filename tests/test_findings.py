@@ -81,6 +81,16 @@ def test_torch_cuda_names_with_a_twin_are_not_findings():
     ) == []
 
 
+def test_names_imported_from_torch_cuda_with_a_twin_are_not_findings_where_used():
+    # The import becomes `from torch.npu import synchronize`; its uses are fine as they are.
+    assert findings(
+        """        from torch.cuda import synchronize, get_arch_list
+        synchronize()
+        get_arch_list()
+        """
+    ) == [("NPU301", 1, 37, "torch.cuda.get_arch_list"), ("NPU301", 3, 1, "torch.cuda.get_arch_list")]
+
+
 # ----------------------------------------------------------------------------- NPU302 kernels
 
 

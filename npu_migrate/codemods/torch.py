@@ -463,7 +463,9 @@ class TorchTransformer(cst.CSTTransformer):
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.needs_torch_npu = True
         parent = qual.rsplit(".", 1)[0] if "." in qual else None
-        self._report_reference(qual, original, parent, rewritten=False)
+        # `synchronize` after `from torch.cuda import synchronize`: the import was rewritten,
+        # so the name has its NPU twin.
+        self._report_reference(qual, original, parent, rewritten=self.ctx.rules.rewrite_api(qual) is not None)
         return updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
