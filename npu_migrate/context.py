@@ -137,10 +137,24 @@ class Context:
     # Set when `module` holds only some of the file's top-level statements (a
     # partial.PartialText): a pass that needs the others raises partial.NeedsWholeModule.
     partial: Optional[Any] = None
+    # The file's tree from Python's parser (None when only libcst could parse it).
+    python_tree: Optional[Any] = None
+    _code_words: Optional[Any] = None
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, NodePositions] = field(default_factory=dict)
+
+    def framework_rules_may_apply(self, framework: str) -> bool:
+        """Whether a rule of `framework` (tensorflow, mindspore) can match in this file's code
+        (prefilter.CodeWords); True when that cannot be told."""
+        if self.python_tree is None:
+            return True
+        if self._code_words is None:
+            from .prefilter import code_words
+
+            self._code_words = code_words(self.python_tree)
+        return self.rules.framework_rules_may_apply(self._code_words, framework)
 
     # -- positions -------------------------------------------------------------------------
 

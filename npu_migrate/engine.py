@@ -200,7 +200,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         result.error = f"cannot parse: {exc}"
         return result
     try:
-        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses)
+        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
+                               python_tree=verdict.tree)
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
@@ -219,7 +220,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree) -> Option
         try:
             module = cst.parse_module(partial.text)
             return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
-                                   partial=partial)
+                                   partial=partial, python_tree=tree)
         except NeedsWholeModule as exc:
             if not exc.words or exc.words <= also:
                 return None
@@ -230,7 +231,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree) -> Option
 
 
 def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
-                    partial: Optional[PartialText] = None):
+                    partial: Optional[PartialText] = None, python_tree: Optional[ast.Module] = None):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
     NeedsWholeModule is raised wherever a whole parse could give another result."""
     from .codemods.torch import TorchTransformer, add_torch_npu_import
@@ -248,12 +249,13 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         suppressions=parse_suppressions(text),
         entry_script=entry_script,
         partial=partial,
+        python_tree=python_tree,
     )
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
     implied = star_imported_frameworks(text, imports, frameworks)
     frameworks = frameworks + [f for f in implied if f not in frameworks]
     ctx.frameworks = frameworks
-    if partial is not None and frameworks not in ([], ["torch"]):
+    if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f) for f in frameworks):
         raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
 
     new_module = module

@@ -17,8 +17,10 @@ run on it, and in the migrated text each placeholder is put back to the lines it
 
 When it is not used, or given up for a whole parse (`engine.migrate_python`):
 
-* files of other frameworks than PyTorch: the TensorFlow/MindSpore codemods follow bindings
-  from statement to statement; and `--modelarts` (it plans around the whole script);
+* files of other frameworks than PyTorch where one of that framework's rules can match the
+  code (prefilter.CodeWords; transformers' TF2 models, with `model.fit()` only in their docs,
+  have none): the TensorFlow/MindSpore codemods follow bindings from statement to statement;
+  and `--modelarts` (it plans around the whole script);
 * a pass that needs statements left out raises NeedsWholeModule: the device-variable pass
   (`DEV = "cuda:0"` is a device string because `x.to(DEV)` is written elsewhere), when the
   variable's name is written in a line left out -- then the partial text is made again with

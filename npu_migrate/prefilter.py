@@ -62,6 +62,9 @@ class Requirement:
     # requirement of `_components` stands for (reached through aliases: `tc.synchronize()`).
     leaf: Optional[Word] = None
     name: str = ""
+    # Whether the words may be written only inside a string literal (an argparse option, a
+    # device string); the others are identifiers of the code (see code_words).
+    in_strings: bool = False
 
     @property
     def leaf_word(self) -> Optional[Word]:
@@ -82,7 +85,7 @@ def _attribute(name: str) -> Requirement:
 
 
 def _words(*names: str, ignore_case: bool = False) -> List[Requirement]:
-    return [Requirement(frozenset({Word(n, ignore_case)})) for n in names if n]
+    return [Requirement(frozenset({Word(n, ignore_case)}), in_strings=True) for n in names if n]
 
 
 def _framework_imports(framework: str) -> List[Requirement]:
@@ -165,7 +168,8 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
         tokens = _framework_requirements(rule)
         if forced_framework == framework:
             return tokens
-        return [Requirement(t.words | imp.words, t.refs | imp.refs) for t in tokens for imp in _framework_imports(framework)]
+        return [Requirement(t.words | imp.words, t.refs | imp.refs, in_strings=t.in_strings)
+                for t in tokens for imp in _framework_imports(framework)]
     kind = rule.kind
     if kind in ("api", "module"):
         return [_components(rule.from_)]
@@ -178,7 +182,7 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
         # f"cuda:{i}", "cuda:%d" % i, "NCCL" (a backend in any case).
         ignore_case = kind == "backend"
         return [Requirement(frozenset({Word(rule.from_, ignore_case)}),
-                            frozenset({("quoted_any_case" if ignore_case else "quoted", rule.from_)}))]
+                            frozenset({("quoted_any_case" if ignore_case else "quoted", rule.from_)}), in_strings=True)]
     if kind == "add_import":
         # `import torch_npu` is added where NPU APIs are used: the rewrites above, or code that
         # already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file importing `after`.
@@ -366,22 +370,31 @@ class RulePrefilter:
     def __init__(self, rules) -> None:
         self.rules = rules
         self._by_framework: Dict[str, Prefilter] = {}
-        self._of_framework: Dict[str, Prefilter] = {}
+        self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]] = {}
 
-    def framework_rules_may_apply(self, text: str, framework: str) -> bool:
-        """Whether one of `framework`'s own rules can match in a file that uses the framework
-        (a TensorFlow file let through only by a PyTorch rule's word needs no TensorFlow pass)."""
-        prefilter = self._of_framework.get(framework)
-        if prefilter is None:
-            requirements: Optional[List[Requirement]] = []
+    def framework_rules_may_apply(self, code: "CodeWords", framework: str) -> bool:
+        """Whether one of `framework`'s own rules can match in a file that uses the framework,
+        judged by the words of its code: a TensorFlow file that was let through by a word in
+        a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass."""
+        checks = self._of_framework.get(framework)
+        if checks is None:
+            checks = []
             for rule in self.rules.framework_rules.get(framework, ()):
                 reqs = rule_requirements(rule, forced_framework=framework)
                 if reqs is None:
-                    requirements = None
+                    checks = None
                     break
-                requirements.extend(reqs)
-            prefilter = self._of_framework[framework] = Prefilter(requirements)
-        return prefilter.may_need_work(text)
+                for req in reqs:  # words, and imports of modules (the other refs look at text)
+                    roots = frozenset(name for kind, name in req.refs if kind == "import")
+                    checks.append((Prefilter([Requirement(req.words)]), req.in_strings, roots))
+            self._of_framework[framework] = checks
+        if checks is None:
+            return True
+        identifiers, with_strings = code.identifiers, code.identifiers | code.strings
+        return any(
+            roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
+            for prefilter, in_strings, roots in checks
+        )
 
     def may_need_work(self, text: str, framework: str = "auto") -> bool:
         prefilter = self._by_framework.get(framework)
@@ -406,3 +419,53 @@ def unknown_kinds(rules) -> List[str]:
         {f"{r.kind}/{r.match_kind}" if r.kind == "finding" else r.kind for r in rules.rules
          if rule_requirements(r) is None}
     )
+
+
+@dataclass(frozen=True)
+class CodeWords:
+    """The words of a parsed file: `identifiers` (names, attributes, parameters, keywords,
+    definitions, the parts of imported module names; `import` when it imports anything) and
+    the words of its string literals."""
+
+    identifiers: FrozenSet[bytes]
+    strings: FrozenSet[bytes]
+    imported: FrozenSet[str]  # first parts of the modules it imports (not relative imports)
+
+
+def code_words(tree: "ast.AST") -> CodeWords:
+    """CodeWords of a tree from Python's parser (a walk: about a tenth of `ast.parse`)."""
+    import ast
+
+    names: Set[str] = set()
+    strings: List[str] = []
+    imported: Set[str] = set()
+    for node in ast.walk(tree):
+        kind = type(node)
+        if kind is ast.Name:
+            names.add(node.id)
+        elif kind is ast.Attribute:
+            names.add(node.attr)
+        elif kind is ast.Constant:
+            if type(node.value) is str:
+                strings.append(node.value)
+        elif kind is ast.keyword or kind is ast.arg:
+            names.add(node.arg or "")
+        elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            names.add(node.name)
+        elif kind is ast.alias:
+            names.update(node.name.split("."))
+            names.add(node.asname or "")
+        elif kind is ast.ImportFrom:
+            names.update((node.module or "").split("."))
+            names.add("import")
+            if not node.level and node.module:
+                imported.add(node.module.split(".", 1)[0])
+        elif kind is ast.Import:
+            names.add("import")
+            imported.update(alias.name.split(".", 1)[0] for alias in node.names)
+        elif kind in (ast.Global, ast.Nonlocal):
+            names.update(node.names)
+        elif hasattr(node, "name") and isinstance(node.name, str):  # except handlers, match
+            names.add(node.name)
+    return CodeWords(frozenset(n.encode("utf-8", "replace") for n in names if n),
+                     frozenset(words_of("\n".join(strings))), frozenset(imported))

@@ -236,13 +236,14 @@ class RuleSet:
             self._prefilter = RulePrefilter(self)
         return self._prefilter.may_need_work(text, framework)
 
-    def framework_rules_may_apply(self, text: str, framework: str) -> bool:
-        """Whether one of `framework`'s rules can match in `text` (a file using it)."""
+    def framework_rules_may_apply(self, code: Any, framework: str) -> bool:
+        """Whether one of `framework`'s rules can match in a file using it, whose
+        prefilter.CodeWords are `code`."""
         if self._prefilter is None:
             from .prefilter import RulePrefilter
 
             self._prefilter = RulePrefilter(self)
-        return self._prefilter.framework_rules_may_apply(text, framework)
+        return self._prefilter.framework_rules_may_apply(code, framework)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)

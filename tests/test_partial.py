@@ -246,3 +246,37 @@ def test_a_file_libcst_cannot_reproduce_is_migrated_when_the_trouble_is_left_out
     assert result.new_text == "import torch\nimport torch_npu  # noqa: F401\nx = t.npu()\n  # a\n    # b\n"
     whole = migrate_source(text, "a.py", Options(), RULES, partial=False)
     assert whole.new_text is None and "cannot migrate faithfully" in whole.error
+
+
+# ------------------------------------------------------- framework rules judged on the code
+
+
+def test_code_words_are_identifiers_strings_and_imported_packages():
+    from npu_migrate.prefilter import code_words
+
+    text = (
+        "import os.path as osp\nfrom .utils import keras\nfrom tensorflow.compat import v1\n"
+        "def fit(model, *, epochs=1):\n    '''Call model.fit() first.'''\n    return model.compile(loss='mse')\n"
+    )
+    words = code_words(python_verdict(text).tree)
+    assert words.imported == {"os", "tensorflow"}  # not the relative import
+    assert {b"osp", b"keras", b"fit", b"epochs", b"compile", b"loss", b"import", b"v1"} <= words.identifiers
+    assert b"first" not in words.identifiers and {b"first", b"mse", b"Call"} <= words.strings
+
+
+@pytest.mark.parametrize("text, planned", [
+    # `model.fit()` and `keras` only in a docstring, keras imported relatively: no rule can match
+    ("import tensorflow as tf\nfrom .utils import keras\nimport torch\n"
+     "def f():\n    '''Train with model.fit().'''\n    return tf.zeros(1)\nx = t.cuda()\n", False),
+    ("import tensorflow as tf\nmodel = tf.keras.Sequential()\nmodel.fit(x)\n", True),
+    ("import tensorflow as tf\nimport keras\n", True),  # NPU330 on the import
+    ("import mindspore\nparser.add_argument('--device_target', default='GPU')\n", True),  # in a string
+])
+def test_the_framework_pass_runs_only_where_one_of_its_rules_can_match(monkeypatch, text, planned):
+    from npu_migrate.codemods import callrules
+
+    calls = []
+    real = callrules._plan
+    monkeypatch.setattr(callrules, "_plan", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert_same_as_whole(text)
+    assert bool(calls) is planned

@@ -1205,8 +1205,8 @@ def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Cano
 
 def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical) -> cst.Module:
     """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it)."""
-    if not ctx.rules.framework_rules_may_apply(ctx.text, framework):
-        return module  # (the prefilter's words: the planner's walks are costly)
+    if not ctx.framework_rules_may_apply(framework):
+        return module  # no rule can match: spare the planner's walks
     rules = FrameworkRules(ctx.rules.framework_rules.get(framework, ()))
     if module is not ctx.module:
         # An earlier pass (torch, in a file that uses both) changed the tree, maybe its line
