@@ -134,3 +134,17 @@ def test_visitors_with_field_hooks_use_libcst():
     visitor = FieldHook()
     walk(cst.parse_module("f(1)\ng(2)\n"), visitor)
     assert visitor.seen == ["f", "g"]
+
+
+def test_child_order_is_read_like_inspect_reads_it():
+    """walk._function_source (cheap) finds the same `visit_*` calls as inspect.getsource."""
+    import inspect
+
+    from npu_migrate.walk import _CALL_RE, _function_source
+
+    classes = [c for c in vars(cst).values()
+               if isinstance(c, type) and issubclass(c, cst.CSTNode) and c is not cst.CSTNode]
+    assert len(classes) > 150
+    for cls in classes:
+        method = cls._visit_and_replace_children
+        assert _CALL_RE.findall(_function_source(method)) == _CALL_RE.findall(inspect.getsource(method)), cls

@@ -20,14 +20,15 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Iterator, List, Optional, Tuple
-
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
+from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Tuple
 
 from ..model import FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
 from . import register_name
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
+
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -112,10 +113,19 @@ def read_requirements_txt(text: str) -> Tuple[List[Dependency], List[IndexOption
 
 
 def _parse(spec: str) -> Optional[Requirement]:
+    # (packaging is imported here: every run registers this front end, few read requirements)
+    from packaging.requirements import InvalidRequirement, Requirement
+
     try:
         return Requirement(spec)
     except InvalidRequirement:
         return None
+
+
+def canonicalize_name(name: str) -> str:
+    from packaging.utils import canonicalize_name as canonical
+
+    return canonical(name)
 
 
 def read_pyproject(text: str) -> List[Dependency]:
