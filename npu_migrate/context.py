@@ -3,11 +3,8 @@ recorder that collects edits and findings (with positions resolved once, at the 
 
 from __future__ import annotations
 
-import io
-import re
-import tokenize
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -16,95 +13,7 @@ from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
 from .positions import NodePositions
 from .rules import Rule, RuleSet
-
-SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
-
-
-def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
-    """Line -> suppressed codes (None = every code), from `# npu-migrate: ignore[...]` comments.
-
-    Uses the tokenizer, so the marker inside a string literal is not a suppression.
-    """
-    if "npu-migrate:" not in text:
-        return {}
-    found: Dict[int, Optional[Set[str]]] = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type != tokenize.COMMENT:
-                continue
-            m = SUPPRESS_RE.search(tok.string)
-            if not m:
-                continue
-            codes = m.group(1)
-            found[tok.start[0]] = (
-                None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
-            )
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    return found
-
-
-UNUSED_SUPPRESSION_CODE = "NPU001"
-
-
-def unused_suppressions(
-    text: str,
-    suppressions: Mapping[int, Optional[Set[str]]],
-    used: Set[Tuple[int, str]],
-) -> List[Finding]:
-    """An NPU001 finding for every `# npu-migrate: ignore` comment that silenced nothing, and
-    for every code in `ignore[...]` that was not reported on its line. `used` holds the
-    (line, code) pairs that were silenced (Context.used_suppression_codes)."""
-    if not suppressions:
-        return []
-    used_lines = {line for line, _ in used}
-    columns = _comment_columns(text)
-    found = []
-    for line in sorted(suppressions):
-        codes = suppressions[line]
-        if codes is None:
-            if line in used_lines:
-                continue
-            message = "unused `# npu-migrate: ignore`: nothing is reported on this line"
-            api = "npu-migrate: ignore"
-        else:
-            unused = sorted(c for c in codes if (line, c) not in used)
-            if not unused:
-                continue
-            message = (
-                f"unused code{'s' if len(unused) > 1 else ''} {', '.join(unused)} in "
-                f"`# npu-migrate: ignore[{','.join(sorted(codes))}]`: not reported on this line"
-            )
-            api = f"npu-migrate: ignore[{','.join(unused)}]"
-        col, end_col = columns.get(line, (1, 1))
-        found.append(
-            Finding(
-                code=UNUSED_SUPPRESSION_CODE,
-                severity=Severity.WARNING,
-                span=Span(line, col, line, end_col),
-                api=api,
-                message=message,
-                suggestion="Remove the comment." if codes is None or len(unused) == len(codes)
-                else f"Remove {', '.join(unused)} from the list.",
-            )
-        )
-    return found
-
-
-def _comment_columns(text: str) -> Dict[int, Tuple[int, int]]:
-    """Line -> (start, end) columns (1-based) of the suppression marker in its comment."""
-    columns: Dict[int, Tuple[int, int]] = {}
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-            if tok.type == tokenize.COMMENT:
-                m = SUPPRESS_RE.search(tok.string)
-                if m:
-                    start = tok.start[1] + m.start()
-                    columns[tok.start[0]] = (start + 1, tok.start[1] + m.end() + 1)
-    except (tokenize.TokenError, IndentationError, SyntaxError):
-        pass
-    return columns
-
+from .suppressions import parse_suppressions, unused_suppressions  # noqa: F401 (re-exported)
 
 @dataclass
 class _Pending:

@@ -15,7 +15,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from .context import Context, parse_suppressions, unused_suppressions
+from .context import Context
+from .suppressions import parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules

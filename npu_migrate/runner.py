@@ -70,11 +70,30 @@ def migrate_text(source: Source, options: Options, rules: RuleSet, keep_text: bo
     return Outcome(result, replace(source, text=""), original)
 
 
-def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = True) -> Outcome:
+def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = True,
+                 cache: Optional["Cache"] = None) -> Outcome:  # noqa: F821
+    """Read and migrate one file; with `cache`, look the result up there first and store a
+    new one (the workers do both, in parallel)."""
     source, failed = read(path)
     if failed is not None:
         return failed
-    return migrate_text(source, options, rules, keep_text)
+    if cache is not None:
+        hit = recall(cache, source, keep_text)
+        if hit is not None:
+            return hit
+    outcome = migrate_text(source, options, rules, keep_text)
+    if cache is not None:
+        cache.put(path, source.digest, outcome.result)
+    return outcome
+
+
+def recall(cache: "Cache", source: Source, keep_text: bool) -> Optional[Outcome]:  # noqa: F821
+    """The cached outcome for these bytes, or None."""
+    hit = cache.get(source.path, source.digest)
+    if hit is None:
+        return None
+    original = source.text if (keep_text and hit.changed) else None
+    return Outcome(hit, replace(source, text=""), original)
 
 
 def default_jobs() -> int:
@@ -103,42 +122,18 @@ def run(
 
     def done(index: int, outcome: Outcome) -> None:
         outcomes[index] = outcome
-        if cache is not None and outcome.source is not None:
-            # The digest of the bytes this result was computed from (read by whoever did it).
-            cache.put(paths[index], outcome.source.digest, outcome.result)
         if on_done:
             on_done(outcome)
 
-    def from_cache(index: int, source: Source) -> bool:
-        hit = cache.get(paths[index], source.digest) if cache is not None else None
-        if hit is None:
-            return False
-        original = source.text if (keep_text and hit.changed) else None
-        outcomes[index] = Outcome(hit, replace(source, text=""), original)
-        if on_done:
-            on_done(outcomes[index])
-        return True
-
-    in_process = jobs <= 1 or len(paths) < 2
-    todo: List[int] = []
-    for i, path in enumerate(paths):
-        if cache is None and not in_process:
-            todo.append(i)
-            continue
-        source, failed = read(path)
-        if failed is not None:
-            done(i, failed)
-        elif not from_cache(i, source):
-            if in_process:
-                done(i, migrate_text(source, options, rules, keep_text))
-            else:
-                todo.append(i)  # the worker reads it again: cheaper than sending the text
-    if len(todo) == 1:
-        done(todo[0], migrate_file(paths[todo[0]], options, rules, keep_text))
-    elif todo:
+    if jobs <= 1 or len(paths) < 2:
+        for i, path in enumerate(paths):
+            done(i, migrate_file(path, options, rules, keep_text, cache))
+    else:
+        # The workers read, look up the cache, migrate and store: nothing is done file by file
+        # here (a cold run would wait for every file to be read and hashed before starting).
         # Biggest files first, so that no worker is left with a big one at the end.
-        todo.sort(key=lambda i: -_size(paths[i]))
-        _Pool(min(jobs, len(todo)), options, rules, keep_text).run([(i, paths[i]) for i in todo], done)
+        todo = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
+        _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
     return [o for o in outcomes if o is not None]
 
 
@@ -152,7 +147,7 @@ def _size(path: str) -> int:
 # -- worker processes -----------------------------------------------------------------------
 
 
-def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool) -> None:
+def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
     """Loop: receive a batch of (index, path), send back (index, Outcome) for each."""
     # Ctrl-C and SIGTERM are the main process's business: it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -165,13 +160,13 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool)
         if batch is None:
             return
         for index, path in batch:
-            conn.send((index, migrate_file(path, options, rules, keep_text)))
+            conn.send((index, migrate_file(path, options, rules, keep_text, cache)))
 
 
 class _Worker:
-    def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool) -> None:
+    def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text), daemon=True)
+        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache), daemon=True)
         self.process.start()
         child.close()
         self.pending: Deque[Tuple[int, str]] = deque()  # sent, not answered; [0] is in progress
@@ -189,9 +184,9 @@ class _Worker:
 
 
 class _Pool:
-    def __init__(self, jobs: int, options: Options, rules: RuleSet, keep_text: bool) -> None:
+    def __init__(self, jobs: int, options: Options, rules: RuleSet, keep_text: bool, cache=None) -> None:
         self.jobs = jobs
-        self.args = (options, rules, keep_text)
+        self.args = (options, rules, keep_text, cache)
         # fork: the workers start at once, with everything imported and the rules loaded.
         method = "fork" if sys.platform.startswith("linux") else None
         self.context = multiprocessing.get_context(method)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import List, Tuple
 
-from ..context import SUPPRESS_RE
+from ..suppressions import SUPPRESS_RE
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
 from . import register, register_decoder

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..context import SUPPRESS_RE
+from ..suppressions import SUPPRESS_RE
 from ..model import Edit, FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
 from . import register, register_shebang
