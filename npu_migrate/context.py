@@ -46,6 +46,9 @@ class Context:
     # Set when `module` holds only some of the file's top-level statements (a
     # partial.PartialText): a pass that needs the others raises partial.NeedsWholeModule.
     partial: Optional[Any] = None
+    # Names a pass needed to see everywhere but that are written in lines left out: the file
+    # is migrated again with the statements that write them (engine._migrate_partially).
+    partial_misses: Set[str] = field(default_factory=set)
     # The file's tree from Python's parser (None when only libcst could parse it).
     python_tree: Optional[Any] = None
     _code_words: Optional[Any] = None

@@ -265,6 +265,8 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
     for _order, codemod in _EXTRA_CODEMODS:
         new_module = codemod(new_module, ctx)
+    if ctx.partial_misses:
+        raise NeedsWholeModule("device variable", ctx.partial_misses)
     result.extra_files = dict(ctx.extra_files)
 
     if ctx.has_records:

@@ -21,10 +21,10 @@ When it is not used, or given up for a whole parse (`engine.migrate_python`):
   code (prefilter.CodeWords; transformers' TF2 models, with `model.fit()` only in their docs,
   have none): the TensorFlow/MindSpore codemods follow bindings from statement to statement;
   and `--modelarts` (it plans around the whole script);
-* a pass that needs statements left out raises NeedsWholeModule: the device-variable pass
-  (`DEV = "cuda:0"` is a device string because `x.to(DEV)` is written elsewhere), when the
-  variable's name is written in a line left out -- then the partial text is made again with
-  the chunks that write it;
+* a pass that needs statements left out: the device-variable pass (`DEV = "cuda:0"` is a
+  device string because `x.to(DEV)` is written elsewhere) notes each variable whose name is
+  written in a line left out (Context.partial_misses), and the file is migrated again with
+  the chunks that write those names (NeedsWholeModule(words); after three tries, whole);
 * lone `\\r` line endings (line numbering), text that holds the marker itself, and a migrated
   text in which the placeholders do not come back exactly once each, whole and in order.
 

@@ -24,7 +24,6 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
-from ..partial import NeedsWholeModule
 from ..rules import Rule
 from ..walk import walk
 from .strings import LiteralRewriter, string_value
@@ -156,7 +155,9 @@ class TorchTransformer(cst.CSTTransformer):
         # A whole pass over the tree: done only when a literal is found where such a
         # variable decides (most files never get there).
         if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
-            raise NeedsWholeModule("device variable", [name])  # used in a statement not parsed
+            # Used in a statement not parsed: the answer below may be wrong, and the engine
+            # migrates the file again with those statements (all such names at once).
+            self.ctx.partial_misses.add(name)
         if self._variables is None:
             self._variables = DeviceVariables(self)
             walk(self.ctx.module, self._variables)
