@@ -16,7 +16,9 @@ else. Hence:
   and diffs without parsing anything. A file that changed has another hash: a miss, and its
   entry is replaced.
 
-Entries are written to a temporary file and renamed into place, so concurrent runs (two
+Each run touches its settings folder and removes those that no run used for 30 days (each
+edit of a checkout or change of rules or options makes a new one). Entries are written to a
+temporary file and renamed into place, so concurrent runs (two
 pre-commit hooks, CI jobs sharing a folder) never see half an entry and need no lock; a
 damaged or unreadable entry is a miss. Results with an error are not kept (a crash or a
 read error may not happen again). Nothing here raises: a cache that cannot be used is a slow
@@ -28,8 +30,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
@@ -38,6 +42,9 @@ from .model import FileResult, Options
 
 ENV_VAR = "NPU_MIGRATE_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes
+PRUNE_AFTER_DAYS = 30  # settings folders no run used for this long are removed
+TAG_NAME = "CACHEDIR.TAG"  # https://bford.info/cachedir/
+TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# A cache of npu-migrate results; see npu_migrate/cache.py.\n"
 
 
 def cache_root() -> Path:
@@ -87,9 +94,53 @@ class Cache:
         settings = hashlib.sha256(
             f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()
         ).hexdigest()[:20]
-        self.folder = (root or cache_root()) / f"v{__version__}" / settings
+        self.root = root or cache_root()
+        self.folder = self.root / f"v{__version__}" / settings
         self.hits = 0
         self.misses = 0
+        self._tagged = False
+        self._mark_used_and_prune()
+
+    def _mark_used_and_prune(self) -> None:
+        """Touch this settings folder, and remove those no run has used for PRUNE_AFTER_DAYS
+        (every edit of the tool, rule change or option set makes a new one; a folder in use
+        by a concurrent run was touched when that run started)."""
+        now = time.time()
+        try:
+            os.utime(self.folder, (now, now))
+        except OSError:
+            pass  # not created yet: the first entry makes it
+        cutoff = now - PRUNE_AFTER_DAYS * 86400
+        try:
+            versions = list(os.scandir(self.root))
+        except OSError:
+            return
+        for version in versions:
+            if not (version.name.startswith("v") and version.is_dir(follow_symlinks=False)):
+                continue
+            try:
+                settings = list(os.scandir(version.path))
+            except OSError:
+                continue
+            for entry in settings:
+                try:
+                    stale = entry.is_dir(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff
+                except OSError:
+                    continue
+                if stale and entry.path != str(self.folder) and _is_ours(entry.path):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+
+    def _tag(self) -> None:
+        """Mark the settings folder as this tool's cache (CACHEDIR.TAG: backup tools skip it,
+        and pruning never removes a folder without it)."""
+        if self._tagged:
+            return
+        self._tagged = True
+        try:
+            with open(self.folder / TAG_NAME, "x", encoding="ascii") as f:
+                f.write(TAG)
+        except OSError:
+            pass  # there already, or no cache at all
 
     def _entry(self, path: str) -> Path:
         key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
@@ -117,7 +168,8 @@ class Cache:
         data.pop("path", None)  # the path is the key; a copy of the tree elsewhere is a miss
         target = self._entry(path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+            target.parent.mkdir(parents=True, exist_ok=True)  # (a new folder is "used now")
+            self._tag()
             fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".entry.", suffix=".tmp")
             try:
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -131,6 +183,14 @@ class Cache:
                 raise
         except OSError:
             pass  # a read-only or full disk: just no cache
+
+
+def _is_ours(folder: str) -> bool:
+    try:
+        with open(os.path.join(folder, TAG_NAME), encoding="ascii") as f:
+            return f.read() == TAG
+    except (OSError, ValueError):
+        return False
 
 
 def _entry_dict(digest: str, result: Dict[str, Any]) -> Dict[str, Any]:

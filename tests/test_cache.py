@@ -216,3 +216,30 @@ def test_cli_write_then_warm_check(run_cli, tmp_path):
         assert run_cli("proj", "--check", cwd=tmp_path, env=env).returncode == 0
     entries = list((tmp_path / "cache").rglob("*.json"))
     assert len(entries) == 1 and json.loads(entries[0].read_text(encoding="utf-8"))["result"]["new_text"] is None
+
+
+def test_settings_folders_unused_for_a_month_are_pruned_and_only_ours(tmp_path):
+    import os
+    import time
+
+    from npu_migrate.cache import PRUNE_AFTER_DAYS
+
+    used = Cache("rules-a", Options(), tmp_path)
+    used.put("/x/a.py", "d1", FileResult(path="/x/a.py"))
+    old = Cache("rules-b", Options(), tmp_path)
+    old.put("/x/a.py", "d1", FileResult(path="/x/a.py"))
+    foreign = old.folder.parent / "not-a-cache"
+    foreign.mkdir()
+    month_ago = time.time() - (PRUNE_AFTER_DAYS + 1) * 86400
+    for folder in (old.folder, foreign):
+        os.utime(folder, (month_ago, month_ago))
+    recent = time.time() - 86400
+    os.utime(used.folder, (recent, recent))
+
+    again = Cache("rules-a", Options(), tmp_path)  # a run with the first settings
+    assert again.folder == used.folder and again.folder.exists()
+    assert again.get("/x/a.py", "d1") is not None
+    assert not old.folder.exists()  # unused for a month: removed
+    assert foreign.exists()  # no CACHEDIR.TAG: not ours, never removed
+    assert (used.folder / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    assert used.folder.stat().st_mtime > recent  # touched by the run
