@@ -4,6 +4,11 @@ No I/O and no global state besides the (read-only) rule set, so it can be tested
 cached by content hash and run in a process pool. Plain `.py` text goes through
 `migrate_python`; other kinds of file (notebooks, shell scripts, requirements) have their own
 front ends that reuse it.
+
+`migrate_python`: prefilter (prefilter.py) -> Python's parser (safe_parse.py) -> libcst on the
+statements that can need work (partial.py; the whole file when that cannot be done faithfully)
+-> the PyTorch pass and the registered codemods -> positions, the migrated text, and the check
+that it parses.
 """
 
 from __future__ import annotations
