@@ -237,6 +237,16 @@ def test_fixtures_give_the_whole_parse_result(path):
     assert_same_as_whole(text, path.name, Options(modelarts=True))
 
 
+@pytest.mark.parametrize("text, expected", [
+    # a lone backslash line (found by the property tests): libcst drops it
+    ("from torch.cuda.amp import GradScaler, autocast\n\\\n0",
+     "from torch_npu.npu.amp import GradScaler, autocast\n\\\n0"),
+])
+def test_lines_libcst_would_drop_are_copied_when_left_out(text, expected):
+    assert migrate_source(text, "a.py", Options(), RULES).new_text == expected
+    assert "cannot migrate faithfully" in migrate_source(text, "a.py", Options(), RULES, partial=False).error
+
+
 def test_a_file_libcst_cannot_reproduce_is_migrated_when_the_trouble_is_left_out():
     # libcst 1.9 changes unevenly indented comments after the last statement; left out, they
     # are copied as they are.

@@ -189,10 +189,13 @@ def assert_only_edited_lines_changed(before: str, after: str, edits) -> None:
 
 def check_migration(text: str) -> None:
     result = migrate_source(text, "generated.py")
-    # Partial parsing (partial.py) must not change anything: same text, edits, findings.
+    # Partial parsing (partial.py) must not change anything: same text, edits, findings --
+    # except where libcst cannot give the file back (it drops a lone `\` line) and the trouble
+    # lies only in lines partial parsing leaves out: then the file is migrated, not refused.
     whole = migrate_source(text, "generated.py", partial=False)
-    assert (result.new_text, result.edits, result.findings, result.error, result.unused_ignores) == (
-        whole.new_text, whole.edits, whole.findings, whole.error, whole.unused_ignores)
+    if not (result.error is None and (whole.error or "").startswith("cannot migrate faithfully")):
+        assert (result.new_text, result.edits, result.findings, result.error, result.unused_ignores) == (
+            whole.new_text, whole.edits, whole.findings, whole.error, whole.unused_ignores)
     if result.error is not None:
         assert "\n" not in result.error and result.error.strip() == result.error
         assert result.new_text is None
