@@ -30,7 +30,8 @@ When it is not used, or given up for a whole parse (`engine.migrate_python`):
 
 What libcst never parses is never rewritten either: those lines are copied from the input.
 The one difference from a whole parse follows: a file libcst cannot give back exactly (it
-drops a lone `\\` line, a lone `\\r`) is refused only when the trouble is in a line it parses.
+drops a line holding only a `\\` continuation, for one) is refused only when the trouble is
+in a line it parses.
 tests/test_partial.py compares partial and whole results on the fixtures and on generated
 code; `bench/corpus_check.py --verify-partial` does so on every file of the corpora.
 """
