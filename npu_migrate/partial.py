@@ -32,8 +32,9 @@ What libcst never parses is never rewritten either: those lines are copied from 
 The one difference from a whole parse follows: a file libcst cannot give back exactly (it
 drops a line holding only a `\\` continuation, for one) is refused only when the trouble is
 in a line it parses.
-tests/test_partial.py compares partial and whole results on the fixtures and on generated
-code; `bench/corpus_check.py --verify-partial` does so on every file of the corpora.
+tests/test_partial.py compares partial and whole results on the fixtures and on cases made to
+cross statements, tests/test_properties.py on generated programs, and `bench/corpus_check.py`
+on every file of the corpora.
 """
 
 from __future__ import annotations
