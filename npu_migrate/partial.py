@@ -121,7 +121,7 @@ class StatementFilter:
                 if local != parts[-1]:  # else the rule's own `parent.last` link finds it
                     alias_links.append((local.encode(), last.encode(), re.compile(link_regex(local, last))))
 
-        def needed(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
+        def needed(text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
             return (
                 any(local in relevant_locals for local, _ in chunk_imports)
                 or self.prefilter.may_need_work(text, chunk_words)
@@ -132,7 +132,7 @@ class StatementFilter:
         out: List[Chunk] = []
 
         def visit(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> None:
-            if not needed(chunk, text, chunk_words, chunk_imports):
+            if not needed(text, chunk_words, chunk_imports):
                 out.append(chunk)
             elif chunk.body:
                 for part in chunk.body:
