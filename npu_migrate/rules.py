@@ -230,20 +230,19 @@ class RuleSet:
     def may_need_work(self, text: str, framework: str = "auto") -> bool:
         """Whether a Python file can need anything at all (prefilter.py: words derived from
         the rules); False means it is skipped without being parsed. `framework`: --framework."""
-        if self._prefilter is None:
-            from .prefilter import RulePrefilter
-
-            self._prefilter = RulePrefilter(self)
-        return self._prefilter.may_need_work(text, framework)
+        return self._prefilters().may_need_work(text, framework)
 
     def framework_rules_may_apply(self, code: Any, framework: str) -> bool:
         """Whether one of `framework`'s rules can match in a file using it, whose
         prefilter.CodeWords are `code`."""
+        return self._prefilters().framework_rules_may_apply(code, framework)
+
+    def _prefilters(self) -> Any:
         if self._prefilter is None:
             from .prefilter import RulePrefilter
 
             self._prefilter = RulePrefilter(self)
-        return self._prefilter.framework_rules_may_apply(code, framework)
+        return self._prefilter
 
     def __getstate__(self) -> Dict[str, Any]:
         state = dict(self.__dict__)
