@@ -43,15 +43,14 @@ class Context:
     # True/False when the caller knows whether this is an entry script (--entry, notebooks);
     # None lets the ModelArts codemod decide from the code.
     entry_script: Optional[bool] = None
-    # Set when `module` holds only some of the file's top-level statements (a
-    # partial.PartialText): a pass that needs the others raises partial.NeedsWholeModule.
+    # Set when `module` holds only some of the file's statements (a partial.PartialText).
     partial: Optional[Any] = None
     # Names a pass needed to see everywhere but that are written in lines left out: the file
     # is migrated again with the statements that write them (engine._migrate_partially).
     partial_misses: Set[str] = field(default_factory=set)
-    # The file's tree from Python's parser (None when only libcst could parse it).
-    python_tree: Optional[Any] = None
-    _code_words: Optional[Any] = None
+    # The words of the file's code (a prefilter.LazyCodeWords; None when only libcst could
+    # parse the file).
+    code: Optional[Any] = None
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
@@ -60,13 +59,9 @@ class Context:
     def framework_rules_may_apply(self, framework: str) -> bool:
         """Whether a rule of `framework` (tensorflow, mindspore) can match in this file's code
         (prefilter.CodeWords); True when that cannot be told."""
-        if self.python_tree is None:
+        if self.code is None:
             return True
-        if self._code_words is None:
-            from .prefilter import code_words
-
-            self._code_words = code_words(self.python_tree)
-        return self.rules.framework_rules_may_apply(self._code_words, framework)
+        return self.rules.framework_rules_may_apply(self.code.get(), framework)
 
     # -- positions -------------------------------------------------------------------------
 

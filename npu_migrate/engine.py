@@ -26,6 +26,7 @@ from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet, default_rules
 from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
+from .prefilter import LazyCodeWords
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
 
 # Codemods that run after the torch pass, each `(module, ctx) -> module`, in `order`.
@@ -180,9 +181,9 @@ def migrate_source(text: str, path: str = "<string>", options: Optional[Options]
 
 def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                    entry_script: Optional[bool] = None, partial: bool = False) -> FileResult:
-    """Migrate Python source. `partial`: libcst may parse only the top-level statements that
-    can need work (partial.py); whenever that cannot be done faithfully the file is parsed
-    whole, so the result is the same either way."""
+    """Migrate Python source. `partial`: libcst may parse only the statements that can need
+    work (partial.py); whenever that cannot be done faithfully the file is parsed whole, so the
+    result is the same either way (but for what partial.py says of lines libcst would drop)."""
     result = FileResult(path=path)
     wants_modelarts = options.modelarts and entry_script is not False
     if not wants_modelarts and not rules.may_need_work(text, options.framework):
@@ -197,8 +198,9 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     try:
         verdict = python_verdict_of(text)
-        if partial and not wants_modelarts and options.framework in ("auto", "torch") and verdict.tree is not None:
-            done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree)
+        code = LazyCodeWords(verdict.tree) if verdict.tree is not None else None
+        if partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None:
+            done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
             if done is not None:
                 return done
         module, input_parses = parse_module(text, verdict)
@@ -206,14 +208,13 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         result.error = f"cannot parse: {exc}"
         return result
     try:
-        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
-                               python_tree=verdict.tree)
+        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses, code=code)
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
 
 
-def _migrate_partially(text, path, options, rules, entry_script, tree) -> Optional[FileResult]:
+def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> Optional[FileResult]:
     """The result of migrating the partial text of `text`, or None: parse the file whole."""
     statements = statement_filter(rules)
     if statements is None:
@@ -226,7 +227,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree) -> Option
         try:
             module = cst.parse_module(partial.text)
             return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
-                                   partial=partial, python_tree=tree)
+                                   partial=partial, code=code)
         except NeedsWholeModule as exc:
             if not exc.words or exc.words <= also:
                 return None
@@ -237,7 +238,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree) -> Option
 
 
 def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
-                    partial: Optional[PartialText] = None, python_tree: Optional[ast.Module] = None):
+                    partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
     NeedsWholeModule is raised wherever a whole parse could give another result."""
     from .codemods.torch import TorchTransformer, add_torch_npu_import
@@ -255,7 +256,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         suppressions=parse_suppressions(text),
         entry_script=entry_script,
         partial=partial,
-        python_tree=python_tree,
+        code=code,
     )
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
     implied = star_imported_frameworks(text, imports, frameworks)

@@ -432,6 +432,20 @@ class CodeWords:
     imported: FrozenSet[str]  # first parts of the modules it imports (not relative imports)
 
 
+class LazyCodeWords:
+    """A file's CodeWords, made on first use: the partial attempt and the whole parse that may
+    follow it (engine.migrate_python) share them."""
+
+    def __init__(self, tree: "ast.AST") -> None:
+        self._tree = tree
+        self._words: Optional[CodeWords] = None
+
+    def get(self) -> CodeWords:
+        if self._words is None:
+            self._words = code_words(self._tree)
+        return self._words
+
+
 def code_words(tree: "ast.AST") -> CodeWords:
     """CodeWords of a tree from Python's parser (a walk: about a tenth of `ast.parse`)."""
     import ast

@@ -290,3 +290,14 @@ def test_the_framework_pass_runs_only_where_one_of_its_rules_can_match(monkeypat
     monkeypatch.setattr(callrules, "_plan", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert_same_as_whole(text)
     assert bool(calls) is planned
+
+
+def test_code_words_are_made_once_when_a_partial_attempt_falls_back(monkeypatch):
+    from npu_migrate import prefilter
+
+    calls = []
+    real = prefilter.code_words
+    monkeypatch.setattr(prefilter, "code_words", lambda tree: calls.append(1) or real(tree))
+    text = "import tensorflow as tf\nimport torch\ndef f():\n    pass\nsess = tf.Session()\nx = t.cuda()\n"
+    assert_same_as_whole(text)  # the partial attempt gives way to a whole parse: TF rules apply
+    assert len(calls) == 2  # once for the partial call of migrate_source, once for the whole one
