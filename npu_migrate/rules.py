@@ -86,6 +86,7 @@ class Rule:
     examples: Tuple[Example, ...] = ()
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
     spec: Optional["CallSpec"] = None  # the parameters of a framework rule (see CallSpec)
+    once_per_file: bool = False  # framework api findings: report each listed name once per file
 
     def render_message(self, **values: str) -> str:
         return _render(self.message, self, values)
@@ -419,6 +420,7 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         examples=examples,
         framework=framework,
         spec=spec,
+        once_per_file=bool(entry.get("once_per_file", False)),
     )
 
 
@@ -629,7 +631,7 @@ _CALL_KINDS: Dict[str, Tuple[set, set]] = {
 for _kind, (_required, _optional) in _CALL_KINDS.items():
     _SCHEMA[_kind] = (_required | {"framework"}, _optional | {"examples", "suggestion"})
 _SCHEMA["add_import"][1].update({"framework", "names"})
-_SCHEMA["finding"][1].add("framework")
+_SCHEMA["finding"][1].update({"framework", "once_per_file"})
 FINDING_KINDS.add("codemod")
 
 # key -> what it must hold, for the keys of the kinds above.
@@ -672,6 +674,9 @@ def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple
             for key in ("context", "positions", "suffixes", "methods", "unless"):
                 if key in entry:
                     raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
+        if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
+                                         or match_kind != "api"):
+            raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
         return framework, None
     if kind == "add_import":
         names = entry.get("names", [])

@@ -388,11 +388,18 @@ class FrameworkRules:
     @staticmethod
     def by_prefix(table: Dict[str, Rule], qualname: str) -> Optional[Rule]:
         """The rule for `qualname` or for the closest of its parents."""
+        found = FrameworkRules.listed_prefix(table, qualname)
+        return found[1] if found is not None else None
+
+    @staticmethod
+    def listed_prefix(table: Dict[str, Rule], qualname: str) -> Optional[Tuple[str, Rule]]:
+        """(the listed name, its rule) for `qualname` or the closest of its parents."""
         parts = qualname.split(".")
         for end in range(len(parts), 0, -1):
-            rule = table.get(".".join(parts[:end]))
+            name = ".".join(parts[:end])
+            rule = table.get(name)
             if rule is not None:
-                return rule
+                return name, rule
         return None
 
 
@@ -442,6 +449,7 @@ class Planner(Bindings):
         self._inner: Set[int] = set()  # Name/Attribute nodes that are part of a longer reference
         self._rewritten_refs: Set[int] = set()  # callee references replaced by a rewrite
         self._reported_refs: Set[int] = set()  # callee references of calls already reported
+        self._reported_once: Set[str] = set()  # listed names of once_per_file findings reported
         self._statement_calls: Dict[int, cst.Expr] = {}
         self._blocks: List[int] = [MODULE_SCOPE]
         self._renamable_cache: Dict[int, bool] = {}
@@ -570,8 +578,13 @@ class Planner(Bindings):
                     counts[1] += id(node) in self._rewritten_refs
         if id(node) in self._rewritten_refs or id(node) in self._reported_refs:
             return
-        rule = FrameworkRules.by_prefix(self.rules.finding_api, qual)
-        if rule is not None:
+        found = FrameworkRules.listed_prefix(self.rules.finding_api, qual)
+        if found is not None:
+            listed, rule = found
+            if rule.once_per_file:
+                if listed in self._reported_once:
+                    return
+                self._reported_once.add(listed)
             self.finding(rule, node, api=qual)
 
     # -- statements and blocks -----------------------------------------------------------------
