@@ -565,7 +565,8 @@ def default_rules() -> RuleSet:
 # [[add_keyword]]   `keyword=<value>` is added to calls of `apis`, or to `.<methods>(...)` calls on
 #                   receivers built by a call of `receivers` (then `receiver_methods`), unless the
 #                   argument is given (by keyword or at `position`). Other receivers of those
-#                   methods: the finding `unknown_finding`.
+#                   methods: the finding `unknown_finding`; so is an argument given with another
+#                   value, unless `replace = true` (then that value becomes `<value>`).
 # [[entry_setup]]   in a file that uses `uses` and calls one of `methods`: `setup` becomes the first
 #                   and `teardown` the last statement of its `if __name__ == "__main__":` block,
 #                   unless it calls one of `skip_if_called`.
@@ -608,6 +609,7 @@ class CallSpec:
     skip_if_called: Tuple[str, ...] = ()
     modules: Tuple[str, ...] = ()
     names: Tuple[str, ...] = ()  # [[add_import]]
+    replace: bool = False  # [[add_keyword]]: an argument given with another value is replaced
 
 
 # kind -> (required keys, optional keys); `framework`, `code`, `message` are required for all.
@@ -623,7 +625,7 @@ _CALL_KINDS: Dict[str, Tuple[set, set]] = {
                                                                "unknown_finding"}),
     "argument": ({"apis", "keyword", "to"}, {"from", "pattern", "position", "options", "unknown_finding",
                                             "unknown_contains"}),
-    "add_keyword": ({"keyword", "value"}, {"apis", "methods", "position", "receivers", "receiver_methods",
+    "add_keyword": ({"keyword", "value"}, {"apis", "methods", "position", "receivers", "receiver_methods", "replace",
                                            "unknown_finding"}),
     "entry_setup": ({"uses", "methods", "setup", "teardown"}, {"skip_if_called", "unknown_finding"}),
     "remove_import": ({"modules"}, set()),
@@ -756,6 +758,8 @@ def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple
             raise RuleError(f"{label}: 'methods' needs 'receivers' (the calls that build what they are called on)")
         if (lists["receivers"] or lists["receiver_methods"]) and not lists["methods"]:
             raise RuleError(f"{label}: 'receivers' and 'receiver_methods' are only for 'methods'")
+    if "replace" in entry and not isinstance(entry["replace"], bool):
+        raise RuleError(f"{label}: 'replace' must be true or false")
     if kind == "entry_setup" and not (lists["uses"] and lists["methods"]):
         raise RuleError(f"{label}: 'uses' and 'methods' must not be empty")
     if kind == "remove_import" and not lists["modules"]:
@@ -790,6 +794,7 @@ def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple
         teardown=entry.get("teardown", ""),
         skip_if_called=lists["skip_if_called"],
         modules=lists["modules"],
+        replace=bool(entry.get("replace", False)),
     )
 
 

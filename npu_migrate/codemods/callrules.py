@@ -332,7 +332,7 @@ class FrameworkRules:
         self.replace: Dict[str, Rule] = {}
         self.config: Dict[str, Rule] = {}
         self.arguments: Dict[str, List[Rule]] = {}
-        self.add_keyword_api: Dict[str, Rule] = {}
+        self.add_keyword_api: Dict[str, List[Rule]] = {}
         self.add_keyword_method: Dict[str, Rule] = {}
         self.argparse_options: Dict[str, Rule] = {}
         self.finding_api: Dict[str, Rule] = {}
@@ -370,7 +370,7 @@ class FrameworkRules:
                 elif rule.kind == "argument":
                     self.arguments.setdefault(api, []).append(rule)
                 elif rule.kind == "add_keyword":
-                    self.add_keyword_api.setdefault(api, rule)
+                    self.add_keyword_api.setdefault(api, []).append(rule)
             if rule.kind == "add_keyword":
                 for method in spec.methods:
                     self.add_keyword_method.setdefault(method, rule)
@@ -414,6 +414,7 @@ class CallPlan:
     config: Optional[Rule] = None
     config_arg: Optional[int] = None  # index of the argument to wrap (None: add the keyword)
     add_keywords: List[Rule] = field(default_factory=list)
+    set_keywords: List[Tuple[Rule, int]] = field(default_factory=list)  # (rule, index of the argument to replace)
 
 
 @dataclass
@@ -424,7 +425,11 @@ class Plans:
     cleanups: Dict[int, List[Tuple[Rule, cst.CSTNode]]] = field(default_factory=dict)  # block -> rules
     removed_imports: Dict[int, Tuple[Rule, Set[int]]] = field(default_factory=dict)  # Import -> alias indexes
     entry_setups: List[Tuple[Rule, cst.If]] = field(default_factory=list)
+    # SimpleStatementLine -> (rule, statements to add after it): the atexit registrations of a
+    # start-up call whose block does not last as long as the program.
+    after_lines: Dict[int, Tuple[Rule, List[str]]] = field(default_factory=dict)
     needs_import: bool = False
+    needs_atexit: Optional[Rule] = None
     hot: Set[int] = field(default_factory=set)  # statements with something planned inside
 
 
@@ -467,6 +472,9 @@ class Planner(Bindings):
         self._import_paths: Dict[int, Tuple[int, ...]] = {}
         self._block = MODULE_SCOPE  # the block and statement path of the call being planned
         self._call_path: Tuple[int, ...] = ()
+        self._compound: Dict[int, cst.CSTNode] = {}  # id -> compound statement (for lifetimes)
+        self._statement_lines: Dict[int, cst.SimpleStatementLine] = {}
+        self._main_functions: Set[str] = set()  # functions the main block runs (main(), app.run(main))
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -593,6 +601,13 @@ class Planner(Bindings):
         if isinstance(node.value, cst.Call):
             self._statement_calls[id(node.value)] = node
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseCompoundStatement):
+            self._compound[id(node)] = node
+        elif isinstance(node, cst.SimpleStatementLine):
+            self._statement_lines[id(node)] = node
+        return super().on_visit(node)
+
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._blocks.append(id(node))
 
@@ -630,7 +645,7 @@ class Planner(Bindings):
                 self._plan_method_keyword(node, rule, plan)
             if method == "add_argument":
                 self._plan_argparse(node)
-        if plan.rename or plan.replace or plan.config or plan.add_keywords:
+        if plan.rename or plan.replace or plan.config or plan.add_keywords or plan.set_keywords:
             self.plans.calls[id(node)] = plan
             self.plans.hot.update(self._call_path)
             if plan.rename or plan.replace or plan.config:
@@ -655,9 +670,9 @@ class Planner(Bindings):
         for rule in rules.arguments.get(qual, ()):
             if not self.suppressed(node, rule):
                 self._plan_argument(node, rule)
-        keyword_rule = rules.add_keyword_api.get(qual)
-        if keyword_rule is not None and not self.suppressed(node, keyword_rule):
-            self._plan_keyword(node, keyword_rule, plan, qual)
+        for keyword_rule in rules.add_keyword_api.get(qual, ()):
+            if not self.suppressed(node, keyword_rule):
+                self._plan_keyword(node, keyword_rule, plan, qual)
         for rule in rules.finding_call.get(qual, ()):
             given = {a.keyword.value for a in node.args if a.keyword is not None and not is_none(a.value)}
             if not rule.keywords or given & set(rule.keywords):
@@ -747,9 +762,74 @@ class Planner(Bindings):
         self._rewritten_refs.add(id(node.func))
         if spec.assign_to:
             statement = self._statement_calls[id(node)]
+            where = self._lifetime() if spec.cleanup else "block"
+            if where == "report":
+                plan.replace = None
+                self._rewritten_refs.discard(id(node.func))
+                finding = self.rules.codemod_findings.get(spec.unknown_finding)
+                if finding is not None:
+                    self._reported_refs.add(id(node.func))
+                    self.finding(finding, node, qual,
+                                 f"`{qual}(...)` was not rewritten to `{spec.to}()`: it runs in a loop, so the NPU"
+                                 " system would be started more than once; start it once where the program"
+                                 " starts (the main block) and shut it down at the end.")
+                return
             self.plans.statements[id(statement)] = rule
-            if spec.cleanup:
+            if where == "block":
                 self.plans.cleanups.setdefault(self._block, []).append((rule, statement))
+            else:
+                # The block ends before the program does (a helper, an `if`): shut down at exit.
+                # atexit runs the last registration first, so the cleanups are registered reversed.
+                line = self._call_path[-1]
+                registrations = [_atexit_registration(c) for c in reversed(spec.cleanup)]
+                self.plans.after_lines[line] = (rule, registrations)
+                self.plans.needs_atexit = rule
+
+    def _lifetime(self) -> str:
+        """Where the cleanup of a start-up statement goes so that start-up and shut-down bracket
+        the program: "block" (the end of its own block: the module, the main block, or the body
+        of the function the main block runs), "atexit" (registered right after it), or "report"
+        (it is in a loop)."""
+        path = self._call_path
+        owners = [self._compound[i] for i in path[:-1] if i in self._compound]
+        innermost_function = max((i for i, o in enumerate(owners) if isinstance(o, (cst.FunctionDef, cst.ClassDef))),
+                                 default=-1)
+        if any(isinstance(o, (cst.For, cst.While)) for o in owners[innermost_function + 1:]):
+            return "report"
+        if not owners:
+            return "block"  # module level
+        if len(owners) == 1:
+            owner = owners[0]
+            if owner is self._main_guard:
+                return "block"
+            if (isinstance(owner, cst.FunctionDef) and owner.name.value in self._main_functions
+                    and not _returns_early(owner)):
+                return "block"
+        return "atexit"
+
+    def _find_main_functions(self) -> None:
+        """Names of the functions the main block runs: `main()`, `tf.app.run(main)`,
+        `app.run(main=main)`, `tf.app.run()` (which runs `main`)."""
+        guard = self._main_guard
+        if guard is None or not isinstance(guard.body, cst.IndentedBlock):
+            return
+        for stmt in guard.body.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+                if not isinstance(value, cst.Call):
+                    continue
+                func = value.func
+                if isinstance(func, cst.Name):
+                    self._main_functions.add(func.value)
+                if isinstance(func, (cst.Name, cst.Attribute)) and (dotted_name(func) or "").endswith("app.run"):
+                    given = [a.value for a in value.args if a.keyword is None or a.keyword.value == "main"]
+                    if not value.args:
+                        self._main_functions.add("main")
+                    for g in given[:1]:
+                        if isinstance(g, cst.Name):
+                            self._main_functions.add(g.value)
 
     # call_config ----------------------------------------------------------------------------
 
@@ -865,7 +945,9 @@ class Planner(Bindings):
                 plan.add_keywords.append(rule)
             return
         given = self.source(node.args[index].value)
-        if given != spec.value:
+        if given != spec.value and spec.replace and not has_star(node):
+            plan.set_keywords.append((rule, index))
+        elif given != spec.value:
             self.codemod_finding(
                 spec.unknown_finding, node.args[index].value, api,
                 f"`{api}` is called with `{spec.keyword}={given}` where the NPU needs `{spec.keyword}={spec.value}`;"
@@ -905,6 +987,7 @@ class Planner(Bindings):
     # -- the end -----------------------------------------------------------------------------------
 
     def leave_Module(self, original_node: cst.Module) -> None:
+        self._find_main_functions()
         for node, scope, block, path in self._calls:
             self.scopes.append(scope)
             self._block, self._call_path = block, path
@@ -958,6 +1041,7 @@ class Applier(cst.CSTTransformer):
         self.plans = plans
         self._module = None if tree is ctx.module else tree
         self._drop: Set[int] = set()  # ids of updated statement lines to drop
+        self._after: Dict[int, Tuple[Rule, List[str]]] = {}  # updated statement line -> lines to add
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         # Most statements need nothing: not visiting them keeps the pass cheap.
@@ -996,6 +1080,14 @@ class Applier(cst.CSTTransformer):
             new = new.with_changes(func=func)
         if plan.config is not None:
             new = self._configure(original_node, new, plan)
+        for rule, index in plan.set_keywords:
+            spec = rule.spec
+            args = list(new.args)
+            args[index] = args[index].with_changes(value=cst.parse_expression(spec.value))
+            new = new.with_changes(args=args)
+            arg = original_node.args[index]
+            prefix = f"{spec.keyword}=" if arg.keyword is not None else ""
+            self.edit(rule, arg.value, prefix + self.code(arg.value), prefix + spec.value)
         for rule in plan.add_keywords:
             spec = rule.spec
             new = add_keyword_argument(new, spec.keyword, cst.parse_expression(spec.value))
@@ -1078,6 +1170,12 @@ class Applier(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
                                   updated_node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        after = self.plans.after_lines.get(id(original_node))
+        if after is not None:
+            self._after[id(updated_node)] = after
+            self.edit(after[0], original_node, "", "; ".join(after[1]),
+                      f"added `{'; '.join(after[1])}` after it: the NPU is shut down when the program exits,"
+                      " not when this block ends")
         if not self.plans.removed_imports:
             return updated_node
         body = [u for o, u in zip(original_node.body, updated_node.body) if not self._removed(o)]
@@ -1104,6 +1202,8 @@ class Applier(cst.CSTTransformer):
                 stmt = stmt.with_changes(leading_lines=[*pending_lines, *stmt.leading_lines])
                 pending_lines = []
             out.append(stmt)
+            if id(stmt) in self._after:
+                out.extend(cst.parse_statement(line) for line in self._after[id(stmt)][1])
         for rule, anchor in self.plans.cleanups.get(key, ()):
             new_lines = [cst.parse_statement(s) for s in rule.spec.cleanup]
             insert_at = len(out)
@@ -1116,7 +1216,7 @@ class Applier(cst.CSTTransformer):
         return out, pending_lines
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        if not self._drop and id(original_node) not in self.plans.cleanups:
+        if not self._drop and not self._after and id(original_node) not in self.plans.cleanups:
             return updated_node
         body, pending = self._finish_block(id(original_node), updated_node.body)
         if not body:
@@ -1148,6 +1248,39 @@ class Applier(cst.CSTTransformer):
 
 def _code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
+
+
+def _atexit_registration(statement: str) -> str:
+    """`f(a, b)` -> `atexit.register(f, a, b)`."""
+    call = cst.parse_expression(statement)
+    assert isinstance(call, cst.Call)
+    parts = [_code(call.func)] + [_code(a.value) for a in call.args]
+    return f"atexit.register({', '.join(parts)})"
+
+
+def _returns_early(function: cst.FunctionDef) -> bool:
+    """A `return` anywhere but as the last statement of the function's own body."""
+    found: List[cst.Return] = []
+
+    class Returns(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_Lambda(self, node: cst.Lambda) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_Return(self, node: cst.Return) -> None:
+            found.append(node)
+
+    function.visit(Returns())
+    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
+    last = body[-1] if body else None
+    final = (last.body[0] if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
+             else None)
+    return any(r is not final for r in found)
 
 
 # ---------------------------------------------------------------------------- the import to add
@@ -1207,6 +1340,24 @@ def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Mo
     return new_module
 
 
+def add_plain_import(module: cst.Module, ctx: Context, rule: Rule, name: str) -> cst.Module:
+    """`import <name>` after the leading `from npu_bridge...`/first import of the module."""
+    statement = f"import {name}"
+    body = list(module.body)
+    index = next((i for i, s in enumerate(body) if _imports_something(s)), None)
+    if index is None:
+        index = 0
+        while index < len(body) and _is_docstring_or_future(body[index]):
+            index += 1
+    elif isinstance(body[index], cst.SimpleStatementLine):
+        index += 1  # after the first import line (the TF Adapter's, when it was just added)
+    body.insert(index, cst.parse_statement(statement))
+    new_module = module.with_changes(body=body)
+    ctx.edit(rule, new_module.body[index], f"added `{statement}`: it registers the NPU shut-down at exit", "",
+             statement, module=new_module)
+    return new_module
+
+
 # ---------------------------------------------------------------------------- entry point
 
 
@@ -1226,7 +1377,8 @@ def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, cano
         # numbers: the findings come from the original tree, the plans from this one.
         _plan(ctx, ctx.module, rules, canonical, report=True)
     plans = _plan(ctx, module, rules, canonical, report=module is ctx.module)
-    if not (plans.calls or plans.literals or plans.statements or plans.removed_imports or plans.entry_setups):
+    if not (plans.calls or plans.literals or plans.statements or plans.removed_imports or plans.entry_setups
+            or plans.after_lines):
         return module
     new_module = module.visit(Applier(ctx, module, plans))
     add_import = rules.add_import
@@ -1237,4 +1389,6 @@ def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, cano
         and not already_imported(ctx, add_import.to)
     ):
         new_module = add_framework_import(new_module, ctx, add_import)
+    if plans.needs_atexit is not None and ctx.options.add_import and not already_imported(ctx, "atexit"):
+        new_module = add_plain_import(new_module, ctx, plans.needs_atexit, "atexit")
     return new_module
