@@ -571,6 +571,10 @@ def default_rules() -> RuleSet:
 #                   and `teardown` the last statement of its `if __name__ == "__main__":` block,
 #                   unless it calls one of `skip_if_called`.
 # [[remove_import]] imports of `modules` are removed once every reference to them was rewritten.
+# [[device_dispatch]] the device-target value named by `options` (argparse options, attributes and
+#                   variables of those names) is migrated as one: `from` -> `to` in its default,
+#                   choices and comparisons, or only its default when `to` has a branch already,
+#                   or nothing (the finding `unknown_finding`); codemods/device_dispatch.py.
 
 FRAMEWORKS = ("tensorflow", "mindspore")
 _FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
@@ -629,6 +633,7 @@ _CALL_KINDS: Dict[str, Tuple[set, set]] = {
                                            "unknown_finding"}),
     "entry_setup": ({"uses", "methods", "setup", "teardown"}, {"skip_if_called", "unknown_finding"}),
     "remove_import": ({"modules"}, set()),
+    "device_dispatch": ({"options", "from", "to"}, {"unknown_finding"}),
 }
 for _kind, (_required, _optional) in _CALL_KINDS.items():
     _SCHEMA[_kind] = (_required | {"framework"}, _optional | {"examples", "suggestion"})
@@ -735,7 +740,7 @@ def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple
         raise RuleError(f"{label}: 'unknown_finding' must be a code like NPU123, got {entry['unknown_finding']!r}")
     if kind in ("call_rename", "call_replace", "call_config") and not QUALNAME_RE.match(entry["to"]):
         raise RuleError(f"{label}: 'to' must be a dotted Python name, got {entry['to']!r}")
-    if not lists["apis"] and kind not in ("add_keyword", "entry_setup", "remove_import"):
+    if not lists["apis"] and kind not in ("add_keyword", "entry_setup", "remove_import", "device_dispatch"):
         raise RuleError(f"{label}: 'apis' must name at least one API")
     if kind == "call_rename" and ints["npu_argument_position"] is not None and "npu_argument" not in entry:
         raise RuleError(f"{label}: 'npu_argument_position' needs 'npu_argument'")

@@ -472,6 +472,7 @@ class Planner(Bindings):
         self._import_paths: Dict[int, Tuple[int, ...]] = {}
         self._block = MODULE_SCOPE  # the block and statement path of the call being planned
         self._call_path: Tuple[int, ...] = ()
+        self.keep: Set[int] = set()  # statements whose call arguments stay (device_dispatch.py)
         self._compound: Dict[int, cst.CSTNode] = {}  # id -> compound statement (for lifetimes)
         self._statement_lines: Dict[int, cst.SimpleStatementLine] = {}
         self._main_functions: Set[str] = set()  # functions the main block runs (main(), app.run(main))
@@ -643,7 +644,7 @@ class Planner(Bindings):
             rule = self.rules.add_keyword_method.get(method)
             if rule is not None:
                 self._plan_method_keyword(node, rule, plan)
-            if method == "add_argument":
+            if method == "add_argument" and not (self.keep and any(i in self.keep for i in self._call_path)):
                 self._plan_argparse(node)
         if plan.rename or plan.replace or plan.config or plan.add_keywords or plan.set_keywords:
             self.plans.calls[id(node)] = plan
@@ -667,8 +668,9 @@ class Planner(Bindings):
                 self._unfit(node, rename, qual)
         if config is not None and not self.suppressed(node, config) and not self._skip_config(config):
             self._plan_config(node, config, plan)
+        kept = bool(self.keep) and any(i in self.keep for i in self._call_path)
         for rule in rules.arguments.get(qual, ()):
-            if not self.suppressed(node, rule):
+            if not self.suppressed(node, rule) and not kept:
                 self._plan_argument(node, rule)
         for keyword_rule in rules.add_keyword_api.get(qual, ()):
             if not self.suppressed(node, keyword_rule):
@@ -1361,22 +1363,26 @@ def add_plain_import(module: cst.Module, ctx: Context, rule: Rule, name: str) ->
 # ---------------------------------------------------------------------------- entry point
 
 
-def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool) -> Plans:
+def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool,
+          keep: Optional[Set[int]] = None) -> Plans:
     planner = Planner(ctx, tree, rules, canonical, report)
+    planner.keep = keep or set()
     walk(tree, planner)  # = tree.visit(planner), without copying the tree
     return planner.plans
 
 
-def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical) -> cst.Module:
-    """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it)."""
+def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical,
+                          keep: Optional[Set[int]] = None) -> cst.Module:
+    """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it).
+    `keep`: ids of statements (of `module`) whose calls' arguments are left as they are."""
     if not ctx.framework_rules_may_apply(framework):
         return module  # no rule can match: spare the planner's walks
     rules = FrameworkRules(ctx.rules.framework_rules.get(framework, ()))
     if module is not ctx.module:
         # An earlier pass (torch, in a file that uses both) changed the tree, maybe its line
         # numbers: the findings come from the original tree, the plans from this one.
-        _plan(ctx, ctx.module, rules, canonical, report=True)
-    plans = _plan(ctx, module, rules, canonical, report=module is ctx.module)
+        _plan(ctx, ctx.module, rules, canonical, report=True, keep=keep)
+    plans = _plan(ctx, module, rules, canonical, report=module is ctx.module, keep=keep)
     if not (plans.calls or plans.literals or plans.statements or plans.removed_imports or plans.entry_setups
             or plans.after_lines):
         return module

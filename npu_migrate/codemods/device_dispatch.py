@@ -1,0 +1,338 @@
+"""A MindSpore script's device target, migrated as one value (rules/mindspore.toml,
+`[[device_dispatch]]`): the argparse option that holds it (default and choices), the comparisons
+that read it (`if args.device_target == "GPU":`) and the branch they select move together, or
+nothing moves and the file is reported.
+
+For each key (`device_target`, `platform`, ...: an attribute or variable of that name compared
+with "GPU"/"Ascend"/"CPU", or an argparse option of that name with such a default or choices):
+
+* the option is defined in this file, read here, and "Ascend" appears nowhere (not in its
+  choices, not in a comparison): the GPU branch becomes the Ascend branch -- "GPU" becomes
+  "Ascend" in the default, the choices and every comparison; the rewrites inside that branch
+  (device_target="GPU", init("nccl")) are then done by the [[argument]] rules as usual;
+* the option is defined here and "Ascend" is already known: only the default moves to
+  "Ascend" (and "Ascend" joins choices that lack it); a branch selected by "GPU" stays the GPU
+  branch, so nothing inside it is rewritten;
+* the value comes from elsewhere (a config module, a YAML file) or the option is defined here
+  but read elsewhere: nothing of it is rewritten, the GPU-selected branches are kept as they
+  are, and the file is reported (`unknown_finding`) when no Ascend branch exists.
+
+`analyse()` returns the literal rewrites and the statements to keep; `apply_device_dispatch()`
+makes the rewrites and returns the ids of the statements the framework rules must leave alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from ..context import Context
+from ..rules import Rule
+from .strings import string_value, with_body
+from .torch import option_names
+
+TARGETS = ("GPU", "Ascend", "CPU")
+
+
+@dataclass
+class Option:
+    call: cst.Call
+    path: Tuple[int, ...]
+    statement: Optional[cst.SimpleStatementLine]
+    defaults: List[cst.SimpleString] = field(default_factory=list)
+    choices: Optional[cst.BaseExpression] = None  # the List/Tuple/Set of the choices
+    choice_literals: List[cst.SimpleString] = field(default_factory=list)
+
+
+@dataclass
+class Comparison:
+    node: cst.Comparison
+    path: Tuple[int, ...]
+    literals: List[cst.SimpleString]
+    negated: bool  # != / not in
+
+
+@dataclass
+class Key:
+    options: List[Option] = field(default_factory=list)
+    comparisons: List[Comparison] = field(default_factory=list)
+    readers: int = 0  # references other than in the comparisons
+    gpu_bodies: List[cst.BaseSuite] = field(default_factory=list)  # branches selected by "GPU"
+
+
+def _key_of(node: cst.BaseExpression, keys: Tuple[str, ...]) -> Optional[str]:
+    if isinstance(node, cst.Attribute) and node.attr.value in keys:
+        return node.attr.value
+    if isinstance(node, cst.Name) and node.value in keys:
+        return node.value
+    return None
+
+
+def _target_literals(node: cst.BaseExpression) -> Optional[List[cst.SimpleString]]:
+    """The device-target literals of "GPU" or ("GPU", "CPU"); None for anything else."""
+    if isinstance(node, cst.SimpleString):
+        return [node] if string_value(node) in TARGETS else None
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        found = [e.value for e in node.elements if isinstance(e.value, cst.SimpleString)]
+        if found and len(found) == len(node.elements) and all(string_value(s) in TARGETS for s in found):
+            return found  # type: ignore[return-value]
+    return None
+
+
+class _Analysis(cst.CSTVisitor):
+    def __init__(self, keys: Tuple[str, ...]) -> None:
+        super().__init__()
+        self.keys_names = keys
+        self.keys: Dict[str, Key] = {}
+        self._in_comparison: Set[int] = set()
+        self._not_readers: Set[int] = set()  # keyword names, attribute names, parameters
+        self._line: Optional[cst.SimpleStatementLine] = None
+        self._stack: List[int] = []  # ids of the nodes the visit is in
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        self._stack.append(id(node))
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        super().on_leave(original_node)
+        self._stack.pop()
+
+    def key(self, name: str) -> Key:
+        return self.keys.setdefault(name, Key())
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self._line = node
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine) -> None:
+        self._line = None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"):
+            return
+        names = [n for n in option_names(node) if n in self.keys_names]
+        if not names:
+            return
+        option = Option(node, tuple(self._stack), self._line)
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value == "default":
+                option.defaults = _target_literals(arg.value) or [] if isinstance(arg.value, cst.SimpleString) else []
+            elif arg.keyword.value == "choices":
+                literals = _target_literals(arg.value)
+                if literals is not None and not isinstance(arg.value, cst.SimpleString):
+                    option.choices, option.choice_literals = arg.value, literals
+        if option.defaults or option.choice_literals:
+            self.key(names[0]).options.append(option)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if len(node.comparisons) != 1:
+            return
+        target = node.comparisons[0]
+        operator = target.operator
+        left, right = node.left, target.comparator
+        key = _key_of(left, self.keys_names)
+        literals = _target_literals(right)
+        if key is None and isinstance(operator, (cst.Equal, cst.NotEqual)):
+            key, literals = _key_of(right, self.keys_names), _target_literals(left)
+        if key is None or literals is None:
+            return
+        if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
+            return
+        negated = isinstance(operator, (cst.NotEqual, cst.NotIn))
+        self.key(key).comparisons.append(Comparison(node, tuple(self._stack), literals, negated))
+        self._in_comparison.add(id(left))
+        self._in_comparison.add(id(right))
+
+    def visit_If(self, node: cst.If) -> None:
+        for comparison, key in self._gates(node.test):
+            gpu = any(string_value(s) == "GPU" for s in comparison.literals)
+            if not gpu:
+                continue
+            if not comparison.negated:
+                self.key(key).gpu_bodies.append(node.body)
+            elif isinstance(node.orelse, cst.Else):
+                self.key(key).gpu_bodies.append(node.orelse.body)
+
+    def _gates(self, test: cst.BaseExpression) -> List[Tuple[Comparison, str]]:
+        """The comparisons that decide `test`: itself, or the operands of `and`/`or`."""
+        if isinstance(test, cst.BooleanOperation):
+            return self._gates(test.left) + self._gates(test.right)
+        if isinstance(test, cst.Comparison):
+            probe = _Analysis(self.keys_names)
+            test.visit(probe)
+            return [(c, k) for k, key in probe.keys.items() for c in key.comparisons if c.node is test]
+        return []
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._not_readers.add(id(node.keyword))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._not_readers.add(id(node.name))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_readers.add(id(node.attr))
+
+    def leave_Attribute(self, original_node: cst.Attribute) -> None:
+        if original_node.attr.value in self.keys_names and id(original_node) not in self._in_comparison:
+            self.key(original_node.attr.value).readers += 1
+
+    def leave_Name(self, original_node: cst.Name) -> None:
+        if (original_node.value in self.keys_names and id(original_node) not in self._in_comparison
+                and id(original_node) not in self._not_readers):
+            self.key(original_node.value).readers += 1
+
+
+@dataclass
+class Decision:
+    literals: Dict[int, Tuple[cst.SimpleString, str]] = field(default_factory=dict)  # id -> (node, new value)
+    add_choice: Dict[int, cst.BaseExpression] = field(default_factory=dict)  # choices container -> itself
+    keep: Set[int] = field(default_factory=set)  # statements the framework rules leave alone
+    hot: Set[int] = field(default_factory=set)  # ids of the nodes on the way to a rewrite
+    roots: Set[int] = field(default_factory=set)  # the calls and comparisons rewritten (visited whole)
+    reports: List[Tuple[cst.CSTNode, str, str]] = field(default_factory=list)  # (node, api, message)
+
+
+def _statements(suite: cst.BaseSuite) -> List[cst.CSTNode]:
+    if isinstance(suite, cst.IndentedBlock):
+        return list(suite.body)
+    return [suite]
+
+
+def analyse(module: cst.Module, rule: Rule) -> Decision:
+    spec = rule.spec
+    assert spec is not None
+    frm, to = spec.literal, spec.to
+    found = _Analysis(spec.options)
+    module.visit(found)
+    decision = Decision()
+
+    def rewrite(literals: List[cst.SimpleString], path: Tuple[int, ...]) -> None:
+        for s in literals:
+            if string_value(s) == frm:
+                decision.literals[id(s)] = (s, to)
+                decision.hot.update(path)
+                decision.roots.add(path[-1])
+
+    for name, key in found.keys.items():
+        gpu_compared = [c for c in key.comparisons if any(string_value(s) == frm for s in c.literals)]
+        gpu_options = [o for o in key.options if any(string_value(s) == frm for s in o.defaults + o.choice_literals)]
+        if not gpu_compared and not gpu_options:
+            continue
+        known = any(string_value(s) == to for c in key.comparisons for s in c.literals) or any(
+            string_value(s) == to for o in key.options for s in o.choice_literals
+        )
+        read_here = bool(key.comparisons) or key.readers > 0
+        # A config module: the option is defined here and read elsewhere. Its default can move
+        # alone only when its choices say the readers know "Ascend".
+        offered = any(string_value(s) == to for o in key.options for s in o.choice_literals)
+        if key.options and (read_here or offered):
+            if not known:  # the GPU branch becomes the Ascend branch
+                for option in key.options:
+                    rewrite(option.defaults + option.choice_literals, option.path)
+                for comparison in key.comparisons:
+                    rewrite(comparison.literals, comparison.path)
+            else:  # Ascend has a branch already: only the default moves
+                for option in key.options:
+                    rewrite(option.defaults, option.path)
+                    if option.choices is not None and not any(string_value(s) == to for s in option.choice_literals):
+                        decision.add_choice[id(option.choices)] = option.choices
+                        decision.hot.update(option.path)
+                        decision.roots.add(option.path[-1])
+                for body in key.gpu_bodies:
+                    decision.keep.update(id(s) for s in _statements(body))
+            continue
+        # Not migratable here: keep everything about this value as it is.
+        for body in key.gpu_bodies:
+            decision.keep.update(id(s) for s in _statements(body))
+        for option in key.options:
+            if option.statement is not None:
+                decision.keep.add(id(option.statement))
+        if key.options:
+            option = key.options[0]
+            decision.reports.append((
+                option.call, f"--{name}",
+                f"`--{name}` defaults to \"{frm}\" and does not offer \"{to}\", and nothing in this file reads it:"
+                f" the code that does (in another file) must move to \"{to}\" with it, so it was left as it is.",
+            ))
+        elif gpu_compared and not known:
+            comparison = gpu_compared[0]
+            decision.reports.append((
+                comparison.node, name,
+                f"`{name}` selects the \"{frm}\" branch here, and its value comes from outside this file (a config"
+                f" module or YAML file): the branch and the value must become \"{to}\" together, so both were"
+                " left as they are.",
+            ))
+    return decision
+
+
+class _Apply(cst.CSTTransformer):
+    """Visits only the way to the rewrites (through `hot`, then all of a call or comparison
+    there), so every other statement keeps its identity: the framework rules' `keep` ids stay
+    valid in the tree this returns."""
+
+    def __init__(self, decision: Decision) -> None:
+        super().__init__()
+        self.decision = decision
+        self._inside = 0  # depth inside a root
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if id(node) in self.decision.roots:
+            self._inside += 1
+        elif not self._inside and id(node) not in self.decision.hot:
+            return False
+        return super().on_visit(node)
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        if id(original_node) in self.decision.roots:
+            self._inside -= 1
+        return super().on_leave(original_node, updated_node)
+
+    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.SimpleString:
+        planned = self.decision.literals.get(id(original_node))
+        return with_body(updated_node, planned[1]) if planned is not None else updated_node
+
+    def _add(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        if id(original) not in self.decision.add_choice:
+            return updated
+        elements = list(updated.elements)  # type: ignore[attr-defined]
+        first = elements[0].value
+        quote = first.quote if isinstance(first, cst.SimpleString) else '"'
+        new = cst.Element(value=cst.SimpleString(f"{quote}Ascend{quote}"),
+                          comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return updated.with_changes(elements=[new, *elements])
+
+    def leave_List(self, original_node: cst.List, updated_node: cst.List) -> cst.BaseExpression:
+        return self._add(original_node, updated_node)
+
+    def leave_Tuple(self, original_node: cst.Tuple, updated_node: cst.Tuple) -> cst.BaseExpression:
+        return self._add(original_node, updated_node)
+
+    def leave_Set(self, original_node: cst.Set, updated_node: cst.Set) -> cst.BaseExpression:
+        return self._add(original_node, updated_node)
+
+
+def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding: Optional[Rule]) -> Tuple[cst.Module, Set[int]]:
+    decision = analyse(module, rule)
+    tree = None if module is ctx.module else module
+    for node, api, message in decision.reports:
+        if finding is not None and not ctx.suppressed(node, finding.code):
+            ctx.finding(finding, node, api=api, message=message, module=tree)
+    planned = {k: v for k, v in decision.literals.items() if not ctx.suppressed(v[0], rule.code)}
+    decision.literals = planned
+    if not planned and not decision.add_choice:
+        return module, decision.keep
+    for node, new in planned.values():
+        ctx.edit(rule, node, rule.render_message(before=module.code_for_node(node), after=with_body(node, new).value),
+                 module.code_for_node(node), with_body(node, new).value, module=tree)
+    for container in decision.add_choice.values():
+        before = module.code_for_node(container)
+        first = container.elements[0].value  # type: ignore[attr-defined]
+        quote = first.quote if isinstance(first, cst.SimpleString) else '"'
+        after = f"{before[0]}{quote}Ascend{quote}, {before[1:]}"
+        ctx.edit(rule, container, f"`{before}` -> `{after}`: the default is \"Ascend\" now", before, after,
+                 module=tree)
+    return module.visit(_Apply(decision)), decision.keep
