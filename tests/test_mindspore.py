@@ -31,15 +31,16 @@ def findings(text: str):
 
 
 def test_fixtures_exist():
-    assert {p.stem for p in CASES} == {"resnet50_train", "lenet_ms2"}
+    assert {p.stem for p in CASES} == {"resnet50_train", "lenet_ms2", "mlp_dispatch", "modelzoo_train"}
 
 
 @pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
 def test_golden(source):
     expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
-    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    text = source.read_text(encoding="utf-8")
+    result = migrate_source(text, str(source))
     assert result.error is None
-    assert result.new_text == expected
+    assert (result.new_text if result.changed else text) == expected  # unchanged: byte for byte
 
 
 @pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
@@ -62,6 +63,68 @@ def test_golden_edits_and_findings():
     assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
         ("NPU346", 27, 54, "config.device_target"),
     ]
+
+
+def test_an_argparse_dispatch_without_an_ascend_branch_moves_as_one():
+    """default, choices, the comparison and the branch it selects: "GPU" -> "Ascend" together."""
+    source = FIXTURES / "mlp_dispatch.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert [(e.code, e.span.line, e.before, e.after) for e in result.edits] == [
+        ("NPU142", 21, '"GPU"', '"Ascend"'),
+        ("NPU142", 21, '"GPU"', '"Ascend"'),
+        ("NPU142", 33, '"GPU"', '"Ascend"'),
+        ("NPU140", 34, '"GPU"', '"Ascend"'),
+        ("NPU141", 36, '"nccl"', '"hccl"'),
+    ]
+    assert result.findings == []
+    new = result.new_text
+    assert 'default="Ascend", choices=("Ascend", "CPU")' in new and 'if args.device_target == "Ascend":' in new
+    assert 'raise ValueError("Unsupported device_target.")' in new  # the dispatch's guard is kept
+
+
+def test_a_model_zoo_script_with_its_settings_in_a_config_module_is_left_and_reported():
+    """config.* comes from src/model_utils/config.py and default_config.yaml: the GPU branches
+    (the `else` of `target == "Ascend"`, `if config.platform == "GPU":`) keep nccl and "GPU"."""
+    source = FIXTURES / "modelzoo_train.py"
+    text = source.read_text(encoding="utf-8")
+    result = migrate_source(text, str(source))
+    assert not result.changed and result.edits == []
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
+        ("NPU346", 34, 68, "target"),
+        ("NPU346", 36, 71, "target"),
+        ("NPU348", 54, 8, "platform"),
+    ]
+
+
+def test_a_branch_kept_for_the_gpu_keeps_its_backend_and_device():
+    text = (
+        "import argparse\nimport mindspore as ms\nfrom mindspore.communication import init\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--device_target', default='GPU', choices=['Ascend', 'GPU'])\n"
+        "args = parser.parse_args()\n"
+        "if args.device_target == 'Ascend':\n"
+        "    ms.set_context(device_target='Ascend')\n"
+        "    init('hccl')\n"
+        "else:\n"
+        "    ms.set_context(device_target='GPU')\n"
+        "    init('nccl')\n"
+    )
+    assert after(text) == text.replace("default='GPU'", "default='Ascend'")
+
+
+def test_an_alias_of_the_device_target_is_the_device_target():
+    text = (
+        "import argparse\nimport mindspore as ms\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--device_target', default='GPU')\n"
+        "args = parser.parse_args()\n"
+        "dev = args.device_target\n"
+        "if dev == 'GPU':\n"
+        "    ms.set_context(device_target='GPU')\n"
+        "else:\n"
+        "    raise ValueError(dev)\n"
+    )
+    assert after(text) == text.replace("'GPU'", "'Ascend'")
 
 
 def test_modelarts_adaptation_composes_with_the_mindspore_rewrites():
@@ -179,3 +242,17 @@ def test_the_framework_option_on_the_command_line(run_cli, tmp_path):
     assert r.returncode == 1
     assert ("-parser.add_argument('--device_target', default='GPU', choices=['Ascend', 'GPU'])\n"
             "+parser.add_argument('--device_target', default='Ascend', choices=['Ascend', 'GPU'])\n") in r.stdout.decode()
+
+
+def test_a_yaml_config_that_selects_the_gpu_is_reported_not_edited(run_cli, tmp_path):
+    config = (FIXTURES / "default_config.yaml").read_bytes()
+    (tmp_path / "default_config.yaml").write_bytes(config)
+    result = migrate_source(config.decode(), "default_config.yaml")
+    assert not result.changed
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
+        ("NPU349", 8, 16, 'device_target: "GPU"'),
+        ("NPU349", 9, 11, "platform: GPU"),
+    ]
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 0 and b"NPU349" in r.stderr + r.stdout
+    assert (tmp_path / "default_config.yaml").read_bytes() == config

@@ -59,15 +59,40 @@ class Key:
     options: List[Option] = field(default_factory=list)
     comparisons: List[Comparison] = field(default_factory=list)
     readers: int = 0  # references other than in the comparisons
-    gpu_bodies: List[cst.BaseSuite] = field(default_factory=list)  # branches selected by "GPU"
+    gpu_bodies: List[cst.CSTNode] = field(default_factory=list)  # branches that run for "GPU"
 
 
-def _key_of(node: cst.BaseExpression, keys: Tuple[str, ...]) -> Optional[str]:
+def _key_of(node: cst.BaseExpression, keys: Tuple[str, ...], aliases: Optional[Dict[str, str]] = None
+            ) -> Optional[str]:
     if isinstance(node, cst.Attribute) and node.attr.value in keys:
         return node.attr.value
-    if isinstance(node, cst.Name) and node.value in keys:
-        return node.value
+    if isinstance(node, cst.Name):
+        if node.value in keys:
+            return node.value
+        if aliases and node.value in aliases:
+            return aliases[node.value]
     return None
+
+
+class _Aliases(cst.CSTVisitor):
+    """`dev = config.device_target`: `dev` is the device target too (assigned nothing else)."""
+
+    def __init__(self, keys: Tuple[str, ...]) -> None:
+        super().__init__()
+        self.keys = keys
+        self.assigned: Dict[str, List[Optional[str]]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self.assigned.setdefault(target.target.value, []).append(_key_of(node.value, self.keys))
+
+    def aliases(self) -> Dict[str, str]:
+        found = {}
+        for name, keys in self.assigned.items():
+            if name not in self.keys and len(set(keys)) == 1 and keys[0] is not None:
+                found[name] = keys[0]
+        return found
 
 
 def _target_literals(node: cst.BaseExpression) -> Optional[List[cst.SimpleString]]:
@@ -82,9 +107,10 @@ def _target_literals(node: cst.BaseExpression) -> Optional[List[cst.SimpleString
 
 
 class _Analysis(cst.CSTVisitor):
-    def __init__(self, keys: Tuple[str, ...]) -> None:
+    def __init__(self, keys: Tuple[str, ...], aliases: Optional[Dict[str, str]] = None) -> None:
         super().__init__()
         self.keys_names = keys
+        self.aliases = aliases or {}
         self.keys: Dict[str, Key] = {}
         self._in_comparison: Set[int] = set()
         self._not_readers: Set[int] = set()  # keyword names, attribute names, parameters
@@ -133,10 +159,10 @@ class _Analysis(cst.CSTVisitor):
         target = node.comparisons[0]
         operator = target.operator
         left, right = node.left, target.comparator
-        key = _key_of(left, self.keys_names)
+        key = _key_of(left, self.keys_names, self.aliases)
         literals = _target_literals(right)
         if key is None and isinstance(operator, (cst.Equal, cst.NotEqual)):
-            key, literals = _key_of(right, self.keys_names), _target_literals(left)
+            key, literals = _key_of(right, self.keys_names, self.aliases), _target_literals(left)
         if key is None or literals is None:
             return
         if not isinstance(operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
@@ -147,21 +173,27 @@ class _Analysis(cst.CSTVisitor):
         self._in_comparison.add(id(right))
 
     def visit_If(self, node: cst.If) -> None:
+        """Record the branches that run for "GPU": the body of `== "GPU"`, the `else` of
+        `!= "GPU"`, and what runs when the target is not "Ascend" (the `else`/`elif`s of
+        `== "Ascend"`, the body of `!= "Ascend"`)."""
         for comparison, key in self._gates(node.test):
-            gpu = any(string_value(s) == "GPU" for s in comparison.literals)
-            if not gpu:
+            values = {string_value(s) for s in comparison.literals}
+            orelse = node.orelse.body if isinstance(node.orelse, cst.Else) else node.orelse
+            if "GPU" in values:
+                branch = orelse if comparison.negated else node.body
+            elif "Ascend" in values:
+                branch = node.body if comparison.negated else orelse
+            else:
                 continue
-            if not comparison.negated:
-                self.key(key).gpu_bodies.append(node.body)
-            elif isinstance(node.orelse, cst.Else):
-                self.key(key).gpu_bodies.append(node.orelse.body)
+            if branch is not None:
+                self.key(key).gpu_bodies.append(branch)
 
     def _gates(self, test: cst.BaseExpression) -> List[Tuple[Comparison, str]]:
         """The comparisons that decide `test`: itself, or the operands of `and`/`or`."""
         if isinstance(test, cst.BooleanOperation):
             return self._gates(test.left) + self._gates(test.right)
         if isinstance(test, cst.Comparison):
-            probe = _Analysis(self.keys_names)
+            probe = _Analysis(self.keys_names, self.aliases)
             test.visit(probe)
             return [(c, k) for k, key in probe.keys.items() for c in key.comparisons if c.node is test]
         return []
@@ -196,17 +228,19 @@ class Decision:
     reports: List[Tuple[cst.CSTNode, str, str]] = field(default_factory=list)  # (node, api, message)
 
 
-def _statements(suite: cst.BaseSuite) -> List[cst.CSTNode]:
+def _statements(suite: cst.CSTNode) -> List[cst.CSTNode]:
     if isinstance(suite, cst.IndentedBlock):
         return list(suite.body)
-    return [suite]
+    return [suite]  # a one-line suite, or an `elif` (its If statement)
 
 
 def analyse(module: cst.Module, rule: Rule) -> Decision:
     spec = rule.spec
     assert spec is not None
     frm, to = spec.literal, spec.to
-    found = _Analysis(spec.options)
+    aliases = _Aliases(spec.options)
+    module.visit(aliases)
+    found = _Analysis(spec.options, aliases.aliases())
     module.visit(found)
     decision = Decision()
 
@@ -219,9 +253,6 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
 
     for name, key in found.keys.items():
         gpu_compared = [c for c in key.comparisons if any(string_value(s) == frm for s in c.literals)]
-        gpu_options = [o for o in key.options if any(string_value(s) == frm for s in o.defaults + o.choice_literals)]
-        if not gpu_compared and not gpu_options:
-            continue
         known = any(string_value(s) == to for c in key.comparisons for s in c.literals) or any(
             string_value(s) == to for o in key.options for s in o.choice_literals
         )
@@ -235,33 +266,34 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
                     rewrite(option.defaults + option.choice_literals, option.path)
                 for comparison in key.comparisons:
                     rewrite(comparison.literals, comparison.path)
-            else:  # Ascend has a branch already: only the default moves
-                for option in key.options:
-                    rewrite(option.defaults, option.path)
-                    if option.choices is not None and not any(string_value(s) == to for s in option.choice_literals):
-                        decision.add_choice[id(option.choices)] = option.choices
-                        decision.hot.update(option.path)
-                        decision.roots.add(option.path[-1])
-                for body in key.gpu_bodies:
-                    decision.keep.update(id(s) for s in _statements(body))
-            continue
-        # Not migratable here: keep everything about this value as it is.
+                continue
+            # Ascend has a branch already: only the default moves.
+            for option in key.options:
+                rewrite(option.defaults, option.path)
+                if option.choices is not None and not offered and any(
+                        string_value(s) == frm for s in option.defaults):
+                    decision.add_choice[id(option.choices)] = option.choices
+                    decision.hot.update(option.path)
+                    decision.roots.add(option.path[-1])
+        # The branches that run for "GPU" stay the GPU branches.
         for body in key.gpu_bodies:
             decision.keep.update(id(s) for s in _statements(body))
-        for option in key.options:
+        if key.options and (read_here or offered):
+            continue
+        # Not migratable here: keep everything about this value as it is.
+        gpu_options = [o for o in key.options if any(string_value(s) == frm for s in o.defaults)]
+        for option in gpu_options:
             if option.statement is not None:
                 decision.keep.add(id(option.statement))
-        if key.options:
-            option = key.options[0]
+        if gpu_options:
             decision.reports.append((
-                option.call, f"--{name}",
+                gpu_options[0].call, f"--{name}",
                 f"`--{name}` defaults to \"{frm}\" and does not offer \"{to}\", and nothing in this file reads it:"
                 f" the code that does (in another file) must move to \"{to}\" with it, so it was left as it is.",
             ))
         elif gpu_compared and not known:
-            comparison = gpu_compared[0]
             decision.reports.append((
-                comparison.node, name,
+                gpu_compared[0].node, name,
                 f"`{name}` selects the \"{frm}\" branch here, and its value comes from outside this file (a config"
                 f" module or YAML file): the branch and the value must become \"{to}\" together, so both were"
                 " left as they are.",
