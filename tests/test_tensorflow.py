@@ -36,7 +36,8 @@ def findings(text: str, code: str = ""):
 
 
 def test_fixtures_exist():
-    assert {p.stem for p in CASES} == {"biggan_train", "keras_mnist", "resnet50_horovod", "bert_run_classifier"}
+    assert {p.stem for p in CASES} == {"biggan_train", "keras_mnist", "resnet50_horovod", "bert_run_classifier",
+                                       "horovod_helper", "queue_pipeline"}
 
 
 @pytest.mark.parametrize("source", CASES, ids=[p.stem for p in CASES])
@@ -63,12 +64,18 @@ GOLDEN_FINDINGS = {
     # log_softmax unsupported, CrossShardOptimizer/TPUClusterResolver deprecated (Huawei's list);
     # map_and_batch(drop_remainder=drop_remainder) is the user's choice.
     "bert_run_classifier": [("NPU342", 68, 15), ("NPU343", 96, 21), ("NPU338", 156, 28), ("NPU343", 172, 28)],
+    "horovod_helper": [],
+    # Queues, FixedLengthRecordReader and start_queue_runners are supported (no error); the
+    # producer and shuffle_batch are deprecated (warnings); conv2d/max_pool per Huawei's list.
+    "queue_pipeline": [("NPU332", 38, 20), ("NPU332", 46, 25), ("NPU342", 55, 38), ("NPU342", 57, 10)],
 }
 GOLDEN_EDITS = {
     "biggan_train": {"NPU120": 1, "NPU121": 1, "NPU122": 3, "NPU126": 1, "NPU127": 1},
     "keras_mnist": {"NPU120": 1, "NPU124": 2, "NPU126": 2},
     "resnet50_horovod": {"NPU120": 1, "NPU122": 4, "NPU125": 13, "NPU126": 1},
     "bert_run_classifier": {"NPU120": 1, "NPU128": 4},
+    "horovod_helper": {"NPU120": 1, "NPU121": 1, "NPU125": 9, "NPU126": 1},
+    "queue_pipeline": {"NPU120": 1, "NPU121": 1},
 }
 
 
@@ -430,3 +437,69 @@ def test_findings_in_a_torch_and_tensorflow_file_keep_their_original_lines():
 def test_cupy_is_reported_in_tensorflow_files():
     # CuPy's finding (NPU303, rules/findings_libraries.toml) applies to every framework.
     assert findings("import tensorflow as tf\nimport cupy as cp\n") == [("NPU303", 2, 8)]
+
+
+def test_a_queue_pipeline_has_no_error_to_fail_check_on():
+    source = FIXTURES / "queue_pipeline.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    assert [f for f in result.findings if f.severity.value == "error"] == []
+
+
+def test_horovod_started_in_a_helper_is_shut_down_at_exit_not_at_the_end_of_its_block():
+    text = (FIXTURES / "horovod_helper.expected.py").read_text(encoding="utf-8")
+    helper = text[text.index("def setup_distributed"):text.index("def dataset")]
+    assert helper.splitlines()[3:6] == [
+        "        npu_sess, npu_shutdown = init_resource()",
+        "        atexit.register(close_session, npu_sess)",
+        "        atexit.register(shutdown_resource, npu_sess, npu_shutdown)",
+    ]
+    assert "shutdown_resource(npu_sess, npu_shutdown)\n" not in text  # no shut-down at a block's end
+    assert text.index("from npu_bridge.npu_init import *\nimport atexit\n") > 0
+
+
+@pytest.mark.parametrize("runner", ["main()", "tf.app.run()", "tf.app.run(main)", "absl.app.run(main)"])
+def test_horovod_in_the_function_the_main_block_runs_is_shut_down_at_its_end(runner):
+    text = (
+        "import absl.app\nimport tensorflow as tf\nimport horovod.tensorflow as hvd\n\n\n"
+        "def main(argv=None):\n    hvd.init()\n    train(hvd.size())\n\n\n"
+        f"if __name__ == '__main__':\n    {runner}\n"
+    )
+    new = after(text)
+    assert "    npu_sess, npu_shutdown = init_resource()\n    train(get_npu_rank_size())\n" \
+           "    shutdown_resource(npu_sess, npu_shutdown)\n    close_session(npu_sess)\n" in new
+    assert "atexit" not in new
+
+
+def test_horovod_in_a_function_with_an_early_return_is_shut_down_at_exit():
+    text = (
+        "import tensorflow as tf\nimport horovod.tensorflow as hvd\n\n\n"
+        "def main():\n    hvd.init()\n    if hvd.rank() > 7:\n        return\n    train()\n\n\n"
+        "if __name__ == '__main__':\n    main()\n"
+    )
+    new = after(text)
+    assert "    npu_sess, npu_shutdown = init_resource()\n    atexit.register(close_session, npu_sess)\n" in new
+    assert "import atexit\n" in new
+
+
+def test_horovod_init_in_a_loop_is_reported_and_left():
+    text = "import horovod.tensorflow as hvd\nfor attempt in range(3):\n    hvd.init()\n"
+    result = migrate(text)
+    assert not result.changed
+    (finding,) = [f for f in result.findings if f.code == "NPU337"]
+    assert (finding.span.line, "runs in a loop") == (3, "runs in a loop") and "runs in a loop" in finding.message
+
+
+def test_a_tpu_estimator_that_cannot_be_rewritten_is_an_error_never_silent():
+    text = "import tensorflow as tf\nest = tf.contrib.tpu.TPUEstimator(model_fn=f, **estimator_kwargs)\n"
+    result = migrate(text)
+    assert not result.changed
+    assert [(f.code, f.severity.value, f.span.line) for f in result.findings if f.code == "NPU350"] == [
+        ("NPU350", "error", 2)]
+
+
+def test_the_bert_tpu_estimator_trains_on_the_npu_and_keeps_its_tpu_run_config():
+    text = (FIXTURES / "bert_run_classifier.expected.py").read_text(encoding="utf-8")
+    assert ("  estimator = tf.contrib.tpu.TPUEstimator(\n      use_tpu=False,\n      model_fn=model_fn,\n"
+            "      config=npu_run_config_init(run_config=run_config),\n") in text
+    assert "      eval_on_tpu=False,\n      export_to_tpu=False)\n" in text
+    assert "run_config = tf.contrib.tpu.RunConfig(" in text  # TPUEstimator requires its own RunConfig
