@@ -115,7 +115,9 @@ def _framework_requirements(rule) -> List[Requirement]:
 
     spec = rule.spec
     if rule.kind == "finding" and rule.match_kind == "codemod":
-        return []
+        # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's own
+        # scan for the words it names (`words`, in any case: '/device:GPU:%d').
+        return _words(*rule.words, ignore_case=True)
     if rule.kind == "entry_setup" and spec is not None and spec.uses and spec.methods:
         return [
             Requirement(frozenset({Word(use.rsplit(".", 1)[-1]), Word(method)}), refs=frozenset({("attr", method)}))

@@ -87,6 +87,7 @@ class Rule:
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
     spec: Optional["CallSpec"] = None  # the parameters of a framework rule (see CallSpec)
     once_per_file: bool = False  # framework api findings: report each listed name once per file
+    words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
 
     def render_message(self, **values: str) -> str:
         return _render(self.message, self, values)
@@ -422,6 +423,7 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         framework=framework,
         spec=spec,
         once_per_file=bool(entry.get("once_per_file", False)),
+        words=tuple(entry.get("words", ())),
     )
 
 
@@ -641,7 +643,7 @@ _CALL_KINDS: Dict[str, Tuple[set, set]] = {
 for _kind, (_required, _optional) in _CALL_KINDS.items():
     _SCHEMA[_kind] = (_required | {"framework"}, _optional | {"examples", "suggestion"})
 _SCHEMA["add_import"][1].update({"framework", "names"})
-_SCHEMA["finding"][1].update({"framework", "once_per_file"})
+_SCHEMA["finding"][1].update({"framework", "once_per_file", "words"})
 FINDING_KINDS.add("codemod")
 
 # key -> what it must hold, for the keys of the kinds above.
@@ -684,6 +686,9 @@ def _parse_framework_rule(kind: str, entry: Dict[str, Any], label: str) -> Tuple
             for key in ("context", "positions", "suffixes", "methods", "unless"):
                 if key in entry:
                     raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
+        if "words" in entry and (match_kind != "codemod" or not isinstance(entry["words"], list)
+                                 or not all(isinstance(w, str) and IDENT_RE.match(w) for w in entry["words"])):
+            raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" findings")
         if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
                                          or match_kind != "api"):
             raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")

@@ -16,17 +16,24 @@ Only files that use TensorFlow (imports, or --framework tensorflow) are touched.
 
 from __future__ import annotations
 
+import re
+from typing import Dict, Optional
+
 import libcst as cst
 
 from ..context import Context
 from ..engine import register_codemod
+from ..rules import Rule
 from .callrules import apply_framework_rules
+from .strings import string_value
+from .torch import option_names
 
 # Spellings of the same API, mapped to the one the rules use. `tf.compat.v1.Session` and
 # `import tensorflow.compat.v1 as tf` are TF 1.15's own API; Horovod's Keras bindings share the
 # TensorFlow ones' names.
 _CANONICAL_PREFIXES = (
     ("tensorflow.compat.v1.", "tensorflow."),
+    ("tensorflow.compat.v2.", "tensorflow."),
     ("tensorflow.python.keras.", "tensorflow.keras."),
     ("horovod.tensorflow.keras.", "horovod.tensorflow."),
     ("horovod.keras.", "horovod.tensorflow."),
@@ -48,8 +55,71 @@ def canonical_tensorflow(qualname: str) -> str:
     return qualname
 
 
+# A GPU device name with a placeholder for its index: '/gpu:%d', '/device:GPU:{}', 'gpu:'.
+_GPU_NAME_HEAD = re.compile(r"(?i)^/?(?:job:[^/]*/)?(?:replica:\d+/)?(?:task:\d+/)?(?:device:)?gpu:")
+_GPU_DEFAULT = re.compile(r"(?i)^/?(?:device:)?gpu(?::\d+)?$")
+_DEVICE_OPTIONS = {"device", "devices", "device_name", "gpu", "gpus", "worker_device", "ps_device"}
+
+
+class GpuPatterns(cst.CSTVisitor):
+    """What ties a TF script to GPUs at run time and has no rule of its own: device names built
+    from an index ('/gpu:%d' % i, '/gpu:{}'.format(i), f'/gpu:{i}', '/gpu:' + str(i); NPU340),
+    a `--device` option whose default is a GPU (NPU340), and `dataset.shard(...)` by a GPU
+    count (NPU353). Reported only: the fix is one process per NPU, not a new string."""
+
+    def __init__(self, ctx: Context, tree: Optional[cst.Module], findings: Dict[str, Rule]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.tree = tree
+        self.findings = findings
+
+    def report(self, code: str, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
+        rule = self.findings.get(code)
+        if rule is not None and not self.ctx.suppressed(node, code):
+            self.ctx.finding(rule, node, api=api, message=message, module=self.tree)
+
+    def source(self, node: cst.CSTNode) -> str:
+        return (self.tree or self.ctx.module).code_for_node(node)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        head = string_value(node.left)
+        if head is not None and isinstance(node.operator, (cst.Modulo, cst.Add)) and _GPU_NAME_HEAD.match(head):
+            self.report("NPU340", node, self.source(node))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute):
+            return
+        method = func.attr.value
+        if method == "format":
+            head = string_value(func.value)
+            if head is not None and _GPU_NAME_HEAD.match(head):
+                self.report("NPU340", node, self.source(node))
+        elif method == "add_argument" and set(option_names(node)) & _DEVICE_OPTIONS:
+            for arg in node.args:
+                if arg.keyword is not None and arg.keyword.value == "default":
+                    value = string_value(arg.value)
+                    if value is not None and _GPU_DEFAULT.match(value):
+                        self.report("NPU340", arg.value, self.source(arg.value),
+                                    f"the option's default `{self.source(arg.value)}` is a GPU device: "
+                                    "there is no GPU device on the NPU machine.")
+        elif method == "shard" and node.args:
+            count = self.source(node.args[0].value)
+            if "gpu" in count.lower():
+                self.report("NPU353", node, f".shard({count}, ...)")
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        first = node.parts[0] if node.parts else None
+        if isinstance(first, cst.FormattedStringText) and _GPU_NAME_HEAD.match(first.value) and len(node.parts) > 1:
+            self.report("NPU340", node, self.source(node))
+
+
 @register_codemod(120)
 def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if "tensorflow" not in ctx.frameworks:
         return module
+    if re.search(r"(?i)gpu", ctx.text):
+        findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
+                    if r.kind == "finding" and r.match_kind == "codemod"}
+        ctx.module.visit(GpuPatterns(ctx, None, findings))
     return apply_framework_rules(module, ctx, "tensorflow", canonical_tensorflow)
