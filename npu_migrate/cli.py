@@ -417,3 +417,35 @@ def explain_command(code, rule_files) -> None:
         click.echo(f"npu-migrate: error: unknown code {code.upper()}; `npu-migrate rules` lists them", err=True)
         sys.exit(EXIT_ERROR)
     click.echo(text, nl=False)
+
+
+@main.command("rehearse", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("script", type=str)
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes to start, as on a node with that many NPUs.")
+@click.option("--data", type=str, help="A folder that becomes the job's input, obs://rehearsal/data/.")
+@click.option("--obs", type=str, help="The local OBS folder (default: one in the job folder); obs://B/K is DIR/B/K.")
+@click.option("--python", "python", type=str, default=sys.executable,
+              help="The interpreter that runs the script (one with torch installed).  [default: this one]")
+@click.option("--timeout", type=click.FloatRange(min=0), help="Stop the whole job after this many seconds.")
+@click.option("--sigterm-after", type=click.FloatRange(min=0),
+              help="Send SIGTERM to every process after this many seconds, as a preemption does.")
+@click.option("--job-dir", type=str, help="Where to lay out the job (a new or empty folder; default: a temporary one).")
+@click.option("--quiet", "-q", is_flag=True, help="Do not show the processes' output (it is still in the job's logs).")
+def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sigterm_after, job_dir, quiet) -> None:
+    """Run an adapted entry script as a ModelArts job would, on the CPU.
+
+    Copies the script's folder into a job folder, lays out a local OBS with --data at
+    obs://rehearsal/data/, and starts --nproc processes with --data_url/--train_url, the
+    arguments and variables ModelArts sets, and CPU stand-ins for torch_npu and MoXing.
+    Arguments after `--` go to the script. This RUNS the script (migrating never does); your
+    files are not modified. Exit 0 when every process succeeded and a file reached
+    train_url, 1 when not (one line says why), 2 on bad input.
+    """
+    from .rehearse import RehearsalOptions, run_rehearsal
+
+    options = RehearsalOptions(script=script, nproc=nproc, data=data, obs=obs, python=python, timeout=timeout,
+                               sigterm_after=sigterm_after, script_args=tuple(script_args), job_dir=job_dir,
+                               echo=None if quiet else sys.stderr)
+    sys.exit(run_rehearsal(options))

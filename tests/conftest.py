@@ -56,3 +56,22 @@ def prefilter_never_skips_work(monkeypatch):
         return False
 
     monkeypatch.setattr(RuleSet, "may_need_work", checked)
+
+
+@pytest.fixture(scope="session")
+def torch_python():
+    """A Python with torch==2.13.0 (CPU), from a virtualenv cached under ~/.cache/npu-migrate-torch;
+    skips the test, with the reason, when it cannot be created. See tests/torch_env.py."""
+    from torch_env import torch_python_or_skip
+
+    return torch_python_or_skip()
+
+
+@pytest.fixture
+def run_on_standin(torch_python, tmp_path):
+    """run_on_standin(source, *args, migrate=True, modelarts=False, ...) -> CompletedProcess:
+    migrate a snippet and run it with `torch_python` under npu-migrate's CPU stand-in of torch_npu
+    and MoXing (obs://bucket/key is tmp_path/obs/bucket/key). See tests/torch_env.py."""
+    from torch_env import run_on_standin as run
+
+    return lambda source, *args, **kwargs: run(torch_python, tmp_path, source, *args, **kwargs)

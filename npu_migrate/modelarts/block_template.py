@@ -33,7 +33,9 @@ try:
 except ImportError:  # Windows: no file locks, and no multi-process jobs to guard there
     _fcntl = None
 
-# Where an OBS input is copied:
+# Where an OBS input is copied (a folder under /cache, the node's local disk on ModelArts; the
+# environment variable NPU_MIGRATE_MODELARTS_CACHE names a folder used instead of /cache, as
+# `npu-migrate rehearse` does):
 MODELARTS_DATA_DIR = "/cache/data"
 # The script's arguments that then hold the path of the local input:
 MODELARTS_DATA_ARGS = ()
@@ -118,7 +120,7 @@ def _modelarts_log(message):
 def _modelarts_local_input(data_url, train_url):
     if not _modelarts_is_obs(data_url):
         return data_url  # a local path (newer ModelArts jobs download the input themselves)
-    local = _os.path.abspath(MODELARTS_DATA_DIR)
+    local = _os.path.abspath(_modelarts_cache_path(MODELARTS_DATA_DIR))
     _modelarts_copy_once(data_url, local, _modelarts_job_id(data_url, train_url))
     return local
 
@@ -127,7 +129,16 @@ def _modelarts_output_dir(args):
     value = getattr(args, MODELARTS_OUTPUT_ARG, None) if MODELARTS_OUTPUT_ARG else None
     if not value or _modelarts_is_obs(value):
         value = MODELARTS_OUTPUT_DIR
-    return _os.path.abspath(value)  # now: the script may change directory later
+    # abspath now: the script may change directory later
+    return _os.path.abspath(_modelarts_cache_path(value))
+
+
+def _modelarts_cache_path(path):
+    """`path`, with /cache replaced by $NPU_MIGRATE_MODELARTS_CACHE when that is set."""
+    cache = _os.environ.get("NPU_MIGRATE_MODELARTS_CACHE")
+    if cache and (path == "/cache" or path.startswith("/cache/")):
+        return _os.path.join(cache, path[len("/cache") :].lstrip("/"))
+    return path
 
 
 def _modelarts_restore(train_url, output_dir, data_url):

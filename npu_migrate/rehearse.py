@@ -1,0 +1,524 @@
+"""`npu-migrate rehearse SCRIPT`: run an adapted entry script as a ModelArts job would, on the CPU.
+
+This is the one part of npu-migrate that runs the user's code (migrating never does), and it
+runs it in a copy: the script's folder is copied into a job folder, and nothing of the user's
+tree is written. The job folder holds
+
+    code/<folder>/   the copy of the code folder (the working folder of every process)
+    obs/             the local OBS: obs://rehearsal/data/ (the --data folder) and obs://rehearsal/out/
+    cache/           what the generated code uses instead of the node's /cache
+    logs/rankN.log   what each process printed
+    moxing.jsonl     every MoXing call (the stand-in's record)
+    rank_table.json  the HCCL rank table ModelArts provides (RANK_TABLE_FILE)
+
+N processes start with `--data_url=obs://rehearsal/data/ --train_url=obs://rehearsal/out/`, the
+arguments the platform adds, ModelArts' job variables and the per-process ones of torchrun and
+of Ascend's launchers, with the CPU stand-in of torch_npu and MoXing (npu_migrate/standin) first
+on PYTHONPATH. The verdict: every process succeeded and at least one file reached train_url.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+# Running the user's script, on request, is this module's job (argument lists, never a shell).
+import subprocess  # nosec B404
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, TextIO, Tuple
+
+from .standin import DEVICES_VAR, LOG_VAR, OBS_ROOT_VAR, SITE
+
+BUCKET = "rehearsal"
+DATA_URL = f"obs://{BUCKET}/data/"
+TRAIN_URL = f"obs://{BUCKET}/out/"
+CACHE_VAR = "NPU_MIGRATE_MODELARTS_CACHE"  # honoured by the generated ModelArts code
+# Arguments ModelArts adds to the job's command line besides --data_url/--train_url (old-style
+# PyTorch/GPU engines pass the rendezvous address and the accelerator count); scripts that parse
+# their arguments with parse_args() die on them.
+PLATFORM_ARGUMENTS = ("--init_method=tcp://{master_addr}:{master_port}", "--num_gpus={nproc}")
+# Variables a launcher or an earlier job may have left in our own environment.
+LAUNCHER_VARIABLES = (
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_TABLE_FILE", "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES",
+    "NPU_MIGRATE_MODELARTS_OUTPUTS",
+)
+SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache",
+                   "node_modules", ".ipynb_checkpoints"}
+MODELARTS_MAX_CODE_FILES = 1000  # ModelArts refuses a code folder with more files
+GRACE_SECONDS = 20.0  # after SIGTERM (a preemption or a timeout), before SIGKILL
+
+
+class RehearsalError(Exception):
+    """Bad input: one line for the user, exit 2."""
+
+
+@dataclass
+class RehearsalOptions:
+    script: str
+    nproc: int = 1
+    data: Optional[str] = None
+    obs: Optional[str] = None
+    python: str = sys.executable
+    timeout: Optional[float] = None
+    sigterm_after: Optional[float] = None
+    script_args: Tuple[str, ...] = ()
+    job_dir: Optional[str] = None
+    echo: Optional[TextIO] = None  # where the processes' output is shown live (None: only logged)
+
+
+@dataclass
+class RankResult:
+    rank: int
+    pid: int
+    returncode: Optional[int] = None  # None: still running when the rehearsal ended it
+    seconds: float = 0.0
+    log: str = ""
+    sigterm: bool = False  # received the preemption SIGTERM while running
+    killed: bool = False  # still running at the timeout
+
+
+@dataclass
+class Copy:
+    rank: str
+    pid: int
+    call: str
+    src: str
+    dst: str
+    files: int
+
+
+@dataclass
+class RehearsalResult:
+    options: RehearsalOptions
+    job_dir: Path
+    command: List[str]
+    ranks: List[RankResult]
+    copies_in: List[Copy]
+    uploaded: List[Tuple[str, int]]  # (path under train_url, size)
+    not_uploaded: List[str]  # files the job wrote that did not reach train_url (working folder or /cache/...)
+    seconds: float
+    timed_out: bool
+    calls: int
+    problems: List[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _skip(name: str) -> bool:
+    return name in SKIPPED_FOLDERS or name.endswith(".egg-info")
+
+
+def _copy_code(src: Path, dst: Path) -> int:
+    def ignore(folder, names):
+        return [n for n in names if _skip(n) and os.path.isdir(os.path.join(folder, n))]
+
+    shutil.copytree(src, dst, symlinks=True, ignore=ignore)
+    return sum(len(files) for _, _, files in os.walk(dst))
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _snapshot(root: Path) -> Dict[str, Tuple[int, int]]:
+    found = {}
+    if not root.is_dir():
+        return found
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            path = Path(folder, name)
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            found[path.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+def _is_adapted(text: str) -> bool:
+    return "data_url" in text and "train_url" in text
+
+
+def _needs_torch(code: Path, script_text: str) -> bool:
+    return "import torch" in script_text or "from torch" in script_text
+
+
+def check_python(python: str, needs_torch: bool) -> None:
+    """One line naming the interpreter when it cannot run the script."""
+    probe = "import importlib.util, sys; sys.exit(0 if importlib.util.find_spec('torch') else 3)"
+    try:
+        done = subprocess.run([python, "-c", probe], capture_output=True, timeout=60)  # nosec B603
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RehearsalError(f"cannot run the interpreter {python}: {exc}") from None
+    if done.returncode == 3 and needs_torch:
+        raise RehearsalError(
+            f"torch is not installed in {python}: install it there (for the CPU: pip install torch) "
+            "or name an interpreter that has it with --python"
+        )
+    if done.returncode not in (0, 3):
+        raise RehearsalError(f"cannot run the interpreter {python} (exit status {done.returncode})")
+
+
+def _rank_table(nproc: int) -> dict:
+    devices = [{"device_id": str(i), "device_ip": f"192.168.100.{101 + i}", "rank_id": str(i)} for i in range(nproc)]
+    return {"version": "1.0", "server_count": "1", "status": "completed",
+            "server_list": [{"server_id": "127.0.0.1", "device": devices}]}
+
+
+def _environment(job: Path, code: Path, options: RehearsalOptions, rank: int, port: int) -> Dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    path = [str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    n = str(options.nproc)
+    env.update({
+        "PYTHONPATH": os.pathsep.join(path),
+        "PYTHONUNBUFFERED": "1",
+        # the stand-in
+        OBS_ROOT_VAR: str(job / "obs"), LOG_VAR: str(job / "moxing.jsonl"), DEVICES_VAR: n,
+        CACHE_VAR: str(job / "cache"),
+        # ModelArts' job variables (one node)
+        "MA_JOB_DIR": str(code.parent), "MA_LOG_DIR": str(job / "logs"), "MA_MOUNT_PATH": str(job),
+        "MA_CURRENT_IP": "127.0.0.1", "MA_NUM_GPUS": n, "MA_NUM_HOSTS": "1", "MA_TASK_NAME": "worker",
+        "MA_VJ_NAME": "rehearsal-" + job.name, "VC_TASK_INDEX": "0", "VC_WORKER_NUM": "1",
+        "VC_WORKER_HOSTS": "127.0.0.1",
+        # torchrun's
+        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "GROUP_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+        # Ascend's launchers (MindSpore, TensorFlow, HCCL)
+        "RANK_ID": str(rank), "RANK_SIZE": n, "DEVICE_ID": str(rank), "ASCEND_DEVICE_ID": str(rank),
+        "RANK_TABLE_FILE": str(job / "rank_table.json"), "HCCL_WHITELIST_DISABLE": "1",
+    })
+    return env
+
+
+class _Process:
+    def __init__(self, rank: int, command: List[str], cwd: Path, env: Dict[str, str], log: Path,
+                 echo: Optional[TextIO]) -> None:
+        self.rank = rank
+        self.log_path = log
+        self.start = time.monotonic()
+        self.end: Optional[float] = None
+        self.sigterm = False
+        self.killed = False
+        self.popen = subprocess.Popen(  # nosec B603
+            command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        self.reader = threading.Thread(target=self._read, args=(echo,), daemon=True)
+        self.reader.start()
+
+    def _read(self, echo: Optional[TextIO]) -> None:
+        with open(self.log_path, "wb") as log:
+            for line in iter(self.popen.stdout.readline, b""):
+                log.write(line)
+                log.flush()
+                if echo is not None:
+                    echo.write(f"[rank {self.rank}] " + line.decode("utf-8", "replace").rstrip("\n") + "\n")
+                    echo.flush()
+        self.popen.stdout.close()
+
+    def poll(self) -> Optional[int]:
+        code = self.popen.poll()
+        if code is not None and self.end is None:
+            self.end = time.monotonic()
+        return code
+
+    def signal(self, signum: int) -> None:
+        try:
+            os.killpg(self.popen.pid, signum)  # the script's own children (data loader workers) too
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def rehearse(options: RehearsalOptions) -> RehearsalResult:
+    script = Path(options.script)
+    if not script.is_file():
+        raise RehearsalError(f"{options.script}: " + ("not a file" if script.exists() else "no such file"))
+    if options.nproc < 1:
+        raise RehearsalError("--nproc must be at least 1")
+    if options.data and not Path(options.data).is_dir():
+        raise RehearsalError(f"--data {options.data}: not a folder")
+    try:
+        text = script.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise RehearsalError(f"{options.script}: cannot read: {exc.strerror}") from None
+    if not _is_adapted(text):
+        raise RehearsalError(
+            f"{options.script} is not adapted for ModelArts (it takes no --data_url/--train_url): "
+            f"run `npu-migrate {options.script} --modelarts --write` first"
+        )
+    source = script.resolve().parent
+    check_python(options.python, _needs_torch(source, text))
+
+    job = Path(options.job_dir) if options.job_dir else Path(tempfile.mkdtemp(prefix="npu-migrate-rehearsal-"))
+    job.mkdir(parents=True, exist_ok=True)
+    if any(job.iterdir()):
+        raise RehearsalError(f"--job-dir {job}: not empty")
+    job = job.resolve()
+    if job == source or source in job.parents:
+        # the copy would contain itself; and the user's tree must stay as it is
+        raise RehearsalError(f"the job folder {job} lies inside the script's folder {source}")
+    code = job / "code" / (source.name or "code")
+    code_files = _copy_code(source, code)
+    obs = Path(options.obs).resolve() if options.obs else job / "obs"
+    data = obs / BUCKET / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    if options.data:
+        shutil.copytree(options.data, data, dirs_exist_ok=True)
+    out = obs / BUCKET / "out"
+    if options.obs and obs != job / "obs":
+        (job / "obs").symlink_to(obs, target_is_directory=True)
+    (job / "cache").mkdir()
+    (job / "logs").mkdir()
+    (job / "rank_table.json").write_text(json.dumps(_rank_table(options.nproc), indent=2) + "\n")
+    before_out = _snapshot(out)
+    before_job = {"code": _snapshot(code), "cache": {}}
+
+    port = _free_port()
+    extra = [a.format(master_addr="127.0.0.1", master_port=port, nproc=options.nproc) for a in PLATFORM_ARGUMENTS]
+    command = [options.python, str(code / script.name), f"--data_url={DATA_URL}", f"--train_url={TRAIN_URL}",
+               *extra, *options.script_args]
+    started = time.monotonic()
+    processes = [
+        _Process(rank, command, code, _environment(job, code, options, rank, port), job / "logs" / f"rank{rank}.log",
+                 options.echo)
+        for rank in range(options.nproc)
+    ]
+    try:
+        timed_out = _supervise(processes, options, started)
+    except BaseException:  # Ctrl-C or SIGTERM of npu-migrate itself: stop the job first
+        for p in processes:
+            p.signal(signal.SIGKILL)
+        raise
+    for p in processes:
+        p.signal(signal.SIGKILL)  # what a rank left running (it holds the output pipe open); the job is over
+        p.reader.join(timeout=10)
+    seconds = time.monotonic() - started
+
+    ranks = [RankResult(rank=p.rank, pid=p.popen.pid, returncode=None if p.killed else p.popen.returncode,
+                        seconds=((p.end or time.monotonic()) - p.start), log=str(p.log_path), sigterm=p.sigterm,
+                        killed=p.killed) for p in processes]
+    calls = _read_calls(job / "moxing.jsonl")
+    copies_in = [_copy(c) for c in calls if c.get("call") in ("copy_parallel", "copy") and len(c.get("args", [])) == 2
+                 and _is_obs(c["args"][0]) and not _is_obs(c["args"][1]) and "error" not in c]
+    after_out = _snapshot(out)
+    uploaded = sorted((name, size) for name, (size, mtime) in after_out.items() if before_out.get(name) != (size, mtime))
+    written = _written(job, code, before_job, copies_in)
+    uploaded_names = {(Path(n).name, s) for n, s in uploaded}
+    not_uploaded = [name for name, size in written if (Path(name).name, size) not in uploaded_names]
+    result = RehearsalResult(options=options, job_dir=job, command=command, ranks=ranks, copies_in=copies_in,
+                             uploaded=uploaded, not_uploaded=not_uploaded, seconds=seconds, timed_out=timed_out,
+                             calls=len(calls))
+    result.problems = _problems(result, code_files)
+    return result
+
+
+def _supervise(processes: List[_Process], options: RehearsalOptions, started: float) -> bool:
+    """Wait for every process; SIGTERM at --sigterm-after, stop everything at --timeout."""
+    sigterm_sent = False
+    deadline_kill: Optional[float] = None
+    timed_out = False
+    while True:
+        running = [p for p in processes if p.poll() is None]
+        if not running:
+            return timed_out
+        now = time.monotonic() - started
+        if options.sigterm_after is not None and not sigterm_sent and now >= options.sigterm_after:
+            sigterm_sent = True
+            for p in running:
+                p.sigterm = True
+                p.signal(signal.SIGTERM)
+            deadline_kill = now + GRACE_SECONDS
+        if options.timeout is not None and not timed_out and now >= options.timeout:
+            timed_out = True
+            for p in running:
+                p.killed = True
+                p.signal(signal.SIGTERM)
+            deadline_kill = now + min(GRACE_SECONDS, 5.0)
+        if deadline_kill is not None and now >= deadline_kill:
+            for p in running:
+                p.killed = True
+                p.signal(signal.SIGKILL)
+            deadline_kill = None
+        time.sleep(0.05)
+
+
+def _read_calls(log: Path) -> List[dict]:
+    if not log.exists():
+        return []
+    calls = []
+    for line in log.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            calls.append(json.loads(line))
+        except ValueError:
+            continue
+    return calls
+
+
+def _is_obs(url: str) -> bool:
+    return url.lower().startswith(("obs://", "s3://"))
+
+
+def _copy(call: dict) -> Copy:
+    return Copy(rank=str(call.get("rank", "")), pid=int(call.get("pid", 0)), call=call["call"], src=call["args"][0],
+                dst=call["args"][1], files=int(call.get("files", 0)))
+
+
+def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Copy]) -> List[Tuple[str, int]]:
+    """Files the job wrote in its working folder (named relative to it) and in /cache (named
+    /cache/...), leaving out the input copied there."""
+    inputs = [Path(c.dst).resolve() for c in copies_in]
+    found = []
+    for name, root, prefix in (("code", code, ""), ("cache", job / "cache", "/cache/")):
+        old = before.get(name, {})
+        for rel, (size, mtime) in sorted(_snapshot(root).items()):
+            path = (root / rel).resolve()
+            if any(path == d or d in path.parents for d in inputs):
+                continue
+            base = Path(rel).name
+            if base.startswith(".") and ".modelarts-" in base:
+                continue  # the generated code's copy-once markers
+            if old.get(rel) != (size, mtime):
+                found.append((prefix + rel, size))
+    return found
+
+
+def _problems(result: RehearsalResult, code_files: int) -> List[str]:
+    problems = []
+    if result.timed_out:
+        running = [str(r.rank) for r in result.ranks if r.killed]
+        problems.append(f"timed out after {result.options.timeout:g} s: rank{'s' if len(running) > 1 else ''} "
+                        f"{', '.join(running)} still running (stopped)")
+    failed = [r for r in result.ranks if not r.killed and r.returncode != 0 and not (r.sigterm and r.returncode in
+                                                                                         (-signal.SIGTERM, 143))]
+    if failed:
+        first = failed[0]
+        problems.append(f"rank{'s' if len(failed) > 1 else ''} {', '.join(str(r.rank) for r in failed)} failed "
+                        f"(exit status {_status(first.returncode)}; see {first.log}): {_last_error(first.log)}")
+    per_source: Dict[str, List[Copy]] = {}
+    for c in result.copies_in:
+        per_source.setdefault(c.src.rstrip("/"), []).append(c)
+    for src, copies in per_source.items():
+        if len(copies) > 1:
+            who = ", ".join(f"rank {c.rank or '?'} to {c.dst}" for c in copies)
+            problems.append(f"{src} was copied {len(copies)} times on one node ({who}): copy once per node")
+    if not result.uploaded:
+        if result.not_uploaded:
+            here = [n for n in result.not_uploaded if not n.startswith("/cache/")]
+            cache = [n for n in result.not_uploaded if n.startswith("/cache/")]
+            parts = [_names(here) + " in its working folder"] if here else []
+            parts += [_names(cache)] if cache else []
+            problems.append("nothing reached train_url: the script saved " + " and ".join(parts) + ", never uploaded")
+        else:
+            problems.append("nothing reached train_url: the script wrote no file at all")
+    if code_files > MODELARTS_MAX_CODE_FILES:
+        problems.append(f"the code folder has {code_files} files: ModelArts takes at most {MODELARTS_MAX_CODE_FILES}")
+    return problems
+
+
+def _names(names: List[str], shown: int = 4) -> str:
+    text = ", ".join(f"`{n}`" for n in names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+
+def _status(code: Optional[int]) -> str:
+    if code is None:
+        return "none"
+    if code < 0:
+        try:
+            return f"{code} ({signal.Signals(-code).name})"
+        except ValueError:
+            return str(code)
+    return str(code)
+
+
+def _last_error(log: str) -> str:
+    """What killed the process: the exception line of the last traceback, else argparse's error
+    line, else the last line printed (not the generated code's own [modelarts] lines)."""
+    try:
+        lines = Path(log).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return "no output"
+    lines = [line.rstrip() for line in lines if line.strip()]
+    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback (most recent call last)")]
+    if tracebacks:
+        for line in lines[tracebacks[-1] + 1:]:
+            if not line[:1].isspace():
+                return line[:300]
+    errors = [line for line in lines if ": error: " in line]
+    if errors:
+        return errors[-1][:300]
+    own = [line for line in lines if not line.startswith("[modelarts] ")]
+    return (own or lines or ["no output"])[-1][:300]
+
+
+def render(result: RehearsalResult) -> str:
+    """The report printed after the rehearsal."""
+    o = result.options
+    lines = [f"rehearsal of {o.script}: {o.nproc} process{'es' if o.nproc > 1 else ''} on one node, "
+             f"job folder {result.job_dir}"]
+    shown = [Path(result.command[0]).name, os.path.relpath(result.command[1], result.job_dir)] + result.command[2:]
+    lines.append("  command: " + " ".join(shown))
+    lines.append("  rank  exit status               time  log")
+    for r in result.ranks:
+        if r.killed:
+            status = "stopped at the timeout"
+        elif r.sigterm and r.returncode in (-signal.SIGTERM, 143):
+            status = f"{_status(r.returncode)} after SIGTERM"
+        else:
+            status = _status(r.returncode) + (" (had SIGTERM)" if r.sigterm else "")
+        lines.append(f"  {r.rank:<4}  {status:<22} {r.seconds:6.1f}s  {os.path.relpath(r.log, result.job_dir)}")
+    lines.append(f"  copies of OBS input into /cache on node 0: {len(result.copies_in)} (expected: 1"
+                 f"{', or none when the script reads no OBS input' if not result.copies_in else ''})")
+    for c in result.copies_in:
+        lines.append(f"    rank {c.rank or '?'} (pid {c.pid}): mox.file.{c.call} {c.src} -> "
+                     f"{_under(c.dst, result.job_dir)} ({c.files} file{'s' if c.files != 1 else ''})")
+    lines.append(f"  files that reached train_url ({TRAIN_URL}): {len(result.uploaded)}")
+    for name, size in result.uploaded[:50]:
+        lines.append(f"    {name}  {size:,} bytes")
+    if len(result.uploaded) > 50:
+        lines.append(f"    ... and {len(result.uploaded) - 50} more")
+    if result.not_uploaded:
+        lines.append(f"  files the job wrote that did not reach train_url: {len(result.not_uploaded)}")
+        for name in result.not_uploaded[:20]:
+            lines.append(f"    {name}")
+    lines.append(f"  MoXing calls: {result.calls}; wall time {result.seconds:.1f} s")
+    if result.ok:
+        lost = (f" (but {_names(result.not_uploaded)} did not)") if result.not_uploaded else ""
+        lines.append(f"OK: every rank succeeded and {len(result.uploaded)} file{'s' if len(result.uploaded) != 1 else ''}"
+                     f" reached train_url{lost}")
+    else:
+        lines.append("FAILED: " + "; ".join(result.problems))
+    return "\n".join(lines) + "\n"
+
+
+def _under(path: str, job: Path) -> str:
+    try:
+        return "<job>/" + Path(path).resolve().relative_to(job).as_posix()
+    except ValueError:
+        return path
+
+
+def run_rehearsal(options: RehearsalOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
+    """The command: 0 when the rehearsal passed, 1 when it failed, 2 on bad input."""
+    try:
+        result = rehearse(options)
+    except RehearsalError as exc:
+        err.write(f"npu-migrate rehearse: error: {exc}\n")
+        return 2
+    out.write(render(result))
+    return 0 if result.ok else 1
+

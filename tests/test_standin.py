@@ -1,0 +1,144 @@
+"""The CPU stand-in of torch_npu and MoXing (npu_migrate/standin): migrated GPU code runs on it.
+
+Each test writes GPU code, migrates it with npu-migrate and runs the result with torch==2.13.0
+(the `torch_python` fixture) under the stand-in, asserting what it printed.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+GPU_TRAINING = """
+import os
+import threading
+
+import torch
+import torch.nn as nn
+from torch.cuda.amp import GradScaler, autocast
+
+assert torch.cuda.is_available()
+torch.cuda.manual_seed_all(0)
+torch.cuda.set_device(0)
+device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).cuda()
+model.to(device)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+scaler = GradScaler()
+x = torch.randn(16, 4).cuda(non_blocking=True)
+y = torch.zeros(16, dtype=torch.long, device="cuda")
+start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+start.record()
+for step in range(3):
+    optimizer.zero_grad()
+    with autocast():
+        loss = nn.functional.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(optimizer)
+    scaler.update()
+end.record()
+torch.cuda.synchronize()
+assert start.elapsed_time(end) >= 0
+torch.save(model.state_dict(), "model.pt")
+state = torch.load("model.pt", map_location="cuda:0")
+state = torch.load("model.pt", map_location={"cuda:1": "cuda:0"})
+state = torch.load("model.pt", map_location=device)
+model.load_state_dict(state)
+with torch.autocast(device_type="cuda", dtype=torch.float16):
+    pass
+g = torch.Generator(device="cuda")
+g.manual_seed(1)
+assert isinstance(g, torch.Generator)
+print(torch.rand(2, generator=g, device="cuda").device.type)
+print(x.is_cuda, torch.cuda.device_count(), torch.cuda.current_device())
+print(torch.cuda.memory_allocated(), torch.cuda.max_memory_allocated(0))
+print(torch.ones(2).to("cuda").device, x.new_zeros(3, device=device).device)
+seen = []
+t = threading.Thread(target=lambda: seen.append(torch.zeros(1, device="cuda:0").device))
+t.start()
+t.join()
+print(seen)
+with torch.device("cuda"):
+    print(torch.empty(1).device)
+print("trained", type(torch.cuda.get_device_name(0)).__name__)
+"""
+
+
+def test_migrated_gpu_training_runs_on_the_standin(run_on_standin):
+    done = run_on_standin(GPU_TRAINING)
+    assert "import torch_npu" in done.migrated and ".cuda" not in done.migrated.replace("torch.cuda.amp", "")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "cpu",
+        "False 1 0",
+        "0 0",
+        "cpu cpu",
+        "[device(type='cpu')]",
+        "cpu",
+        "trained str",
+    ]
+
+
+def test_device_count_follows_the_process_count_and_set_device_checks_it(run_on_standin):
+    code = """
+    import torch
+    import torch_npu
+    print(torch.npu.device_count(), torch.device("npu:1").type)
+    torch.npu.set_device("npu:1")
+    print(torch.npu.current_device())
+    torch.npu.set_device(2)
+    """
+    done = run_on_standin(code, migrate=False, devices=2)
+    assert done.stdout.splitlines() == ["2 npu", "1"]
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == (
+        "RuntimeError: set_device: invalid device id 2: this job has 2 NPU(s) (the CPU stand-in has as many as the "
+        "rehearsal has processes)")
+
+
+def test_plain_import_torch_loads_the_standin_like_torch_npus_autoload(run_on_standin):
+    done = run_on_standin("import torch\nprint(torch.zeros(1, device='npu').device)\n", migrate=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "cpu\n"
+
+
+def test_what_the_standin_lacks_is_said_not_faked(run_on_standin):
+    done = run_on_standin("import torch, torch_npu\ntorch.npu.nvtx\n", migrate=False)
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "AttributeError: module 'torch.npu' has no attribute 'nvtx' in npu-migrate's CPU stand-in")
+
+
+def test_moxing_maps_obs_to_a_folder_and_records_every_call(run_on_standin, tmp_path):
+    (tmp_path / "obs" / "bucket" / "in" / "sub").mkdir(parents=True)
+    (tmp_path / "obs" / "bucket" / "in" / "sub" / "a.txt").write_text("data")
+    code = """
+    import moxing as mox
+    mox.file.copy_parallel("obs://bucket/in", "local")
+    print(open("local/sub/a.txt").read())
+    mox.file.make_dirs("obs://bucket/out")
+    mox.file.copy("local/sub/a.txt", "obs://bucket/out/a.txt")
+    print(mox.file.exists("obs://bucket/out/a.txt"), mox.file.is_directory("obs://bucket/out"))
+    print(mox.file.list_directory("obs://bucket", recursive=True))
+    mox.file.remove("obs://bucket/out", recursive=True)
+    print(mox.file.exists("obs://bucket/out"))
+    """
+    done = run_on_standin(code, migrate=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "data", "True True", "['in', 'in/sub', 'in/sub/a.txt', 'out', 'out/a.txt']", "False"]
+    calls = [json.loads(line) for line in (tmp_path / "moxing.jsonl").read_text().splitlines()]
+    assert [(c["call"], c["args"]) for c in calls] == [
+        ("copy_parallel", ["obs://bucket/in", "local"]),
+        ("make_dirs", ["obs://bucket/out"]),
+        ("copy", ["local/sub/a.txt", "obs://bucket/out/a.txt"]),
+        ("exists", ["obs://bucket/out/a.txt"]),
+        ("is_directory", ["obs://bucket/out"]),
+        ("list_directory", ["obs://bucket"]),
+        ("remove", ["obs://bucket/out"]),
+        ("exists", ["obs://bucket/out"]),
+    ]
+    assert calls[0]["files"] == 1
