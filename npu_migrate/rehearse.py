@@ -149,11 +149,42 @@ def _snapshot(root: Path) -> Dict[str, Tuple[int, int]]:
     return found
 
 
-def _is_adapted(text: str) -> bool:
-    return "data_url" in text and "train_url" in text
+def _is_adapted(text: str, folder: Path, limit: int = 5000) -> bool:
+    """The script takes --data_url/--train_url, itself or through a module of its folder (a
+    launcher that calls an adapted package's main function)."""
+    if "data_url" in text and "train_url" in text:
+        return True
+    seen = 0
+    for parent, dirs, files in os.walk(folder):
+        dirs[:] = [d for d in dirs if not _skip(d)]
+        for name in files:
+            if not name.endswith(".py"):
+                continue
+            seen += 1
+            if seen > limit:
+                return False
+            try:
+                other = Path(parent, name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "data_url" in other and "train_url" in other:
+                return True
+    return False
 
 
-def _needs_torch(code: Path, script_text: str) -> bool:
+def _cache_arguments(args: Tuple[str, ...], cache: Path) -> List[str]:
+    """`/cache/...` in the script's arguments (`-c /cache/data/x`, `--data=/cache/data`) is the
+    job's stand-in for the node's /cache, as for the generated code."""
+    mapped = []
+    for arg in args:
+        head, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+        if value == "/cache" or value.startswith("/cache/"):
+            value = str(cache) + value[len("/cache"):]
+        mapped.append(head + eq + value)
+    return mapped
+
+
+def _needs_torch(script_text: str) -> bool:
     return "import torch" in script_text or "from torch" in script_text
 
 
@@ -255,13 +286,13 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         text = script.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise RehearsalError(f"{options.script}: cannot read: {exc.strerror}") from None
-    if not _is_adapted(text):
+    source = script.resolve().parent
+    if not _is_adapted(text, source):
         raise RehearsalError(
             f"{options.script} is not adapted for ModelArts (it takes no --data_url/--train_url): "
             f"run `npu-migrate {options.script} --modelarts --write` first"
         )
-    source = script.resolve().parent
-    check_python(options.python, _needs_torch(source, text))
+    check_python(options.python, _needs_torch(text))
 
     job = Path(options.job_dir) if options.job_dir else Path(tempfile.mkdtemp(prefix="npu-migrate-rehearsal-"))
     job.mkdir(parents=True, exist_ok=True)
@@ -290,7 +321,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
     port = _free_port()
     extra = [a.format(master_addr="127.0.0.1", master_port=port, nproc=options.nproc) for a in PLATFORM_ARGUMENTS]
     command = [options.python, str(code / script.name), f"--data_url={DATA_URL}", f"--train_url={TRAIN_URL}",
-               *extra, *options.script_args]
+               *extra, *_cache_arguments(options.script_args, job / "cache")]
     started = time.monotonic()
     processes = [
         _Process(rank, command, code, _environment(job, code, options, rank, port), job / "logs" / f"rank{rank}.log",
@@ -472,7 +503,7 @@ def render(result: RehearsalResult) -> str:
              f"job folder {result.job_dir}"]
     shown = [Path(result.command[0]).name, os.path.relpath(result.command[1], result.job_dir)] + result.command[2:]
     lines.append("  command: " + " ".join(shown))
-    lines.append("  rank  exit status               time  log")
+    lines.append("  rank  exit status                    time  log")
     for r in result.ranks:
         if r.killed:
             status = "stopped at the timeout"
@@ -480,7 +511,7 @@ def render(result: RehearsalResult) -> str:
             status = f"{_status(r.returncode)} after SIGTERM"
         else:
             status = _status(r.returncode) + (" (had SIGTERM)" if r.sigterm else "")
-        lines.append(f"  {r.rank:<4}  {status:<22} {r.seconds:6.1f}s  {os.path.relpath(r.log, result.job_dir)}")
+        lines.append(f"  {r.rank:<4}  {status:<27} {r.seconds:6.1f}s  {os.path.relpath(r.log, result.job_dir)}")
     lines.append(f"  copies of OBS input into /cache on node 0: {len(result.copies_in)} (expected: 1"
                  f"{', or none when the script reads no OBS input' if not result.copies_in else ''})")
     for c in result.copies_in:

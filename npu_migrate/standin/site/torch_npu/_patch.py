@@ -23,6 +23,7 @@ import torch.amp.autocast_mode
 import torch.distributed as dist
 import torch.nn.parallel
 import torch.overrides
+from torch._utils import _get_available_device_type
 
 _DEVICE_NAMES = ["npu"]
 _cuda_too = False
@@ -135,6 +136,36 @@ def _ddp_args(args, kwargs):
                 args = tuple(args[:position]) + (None,) + tuple(args[position + 1:])
             kwargs.pop(name, None)
     return args, kwargs
+
+
+def _data_parallel_args(args, kwargs):
+    """torch_npu has no nn.DataParallel: over several NPUs it fails on the NPU, so here too."""
+    device_ids = args[2] if len(args) > 2 else kwargs.get("device_ids")
+    module = args[1] if len(args) > 1 else kwargs.get("module")
+    count = len(device_ids) if device_ids is not None else torch.npu.device_count()
+    if count > 1 and not _cuda_too and _get_available_device_type() == "npu":
+        raise RuntimeError(
+            "torch.nn.DataParallel over %d NPUs: not supported on Ascend NPUs (npu-migrate reports it as NPU305); "
+            "use DistributedDataParallel with one process per NPU" % count
+        )
+    return args, kwargs
+
+
+def _single_device_data_parallel():
+    """On one NPU, DataParallel just runs the module there; here it runs it on the CPU."""
+    init = torch.nn.DataParallel.__init__
+    if getattr(init, "_npu_migrate_single", False):
+        return
+
+    @functools.wraps(init)
+    def wrapper(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        if self.device_ids and _get_available_device_type() == "npu":
+            self.device_ids = []  # forward() then calls the module as it is
+
+    wrapper._npu_migrate_single = True
+    wrapper._npu_migrate_standin = True
+    torch.nn.DataParallel.__init__ = wrapper
 
 
 def _autocast_args(args, kwargs):
@@ -253,6 +284,8 @@ def install(npu_module):
         if not hasattr(dist.Backend, "HCCL"):
             dist.Backend.HCCL = "hccl"
         _wrap(torch.nn.parallel.DistributedDataParallel, "__init__", _ddp_args)
+    _wrap(torch.nn.DataParallel, "__init__", _data_parallel_args)
+    _single_device_data_parallel()
 
 
 def _tensor_and_module_methods():
