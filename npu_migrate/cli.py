@@ -74,6 +74,9 @@ def _install_signal_handlers() -> None:
 @click.option("--framework", type=click.Choice(["auto", "torch", "tensorflow", "mindspore"]), default="auto", show_default=True,
               help="Which framework's rules to apply; auto decides per file from its imports.")
 @click.option("--no-import", "no_import", is_flag=True, help="Do not add `import torch_npu`.")
+@click.option("--npu-ops", is_flag=True,
+              help="TensorFlow: replace tf.nn.dropout, a hand-written gelu and tf.layers.max_pooling2d by the NPU's "
+                   "operators (NPU129); without it they are reported as advice (NPU351).")
 @click.option("--modelarts", is_flag=True, help="Adapt entry scripts for ModelArts (--data_url/--train_url, OBS copies).")
 @click.option("--entry", "entries", multiple=True, type=click.Path(path_type=str), help="With --modelarts: treat this file as an entry script; repeatable.")
 @click.option("--modelarts-entry", is_flag=True,
@@ -135,6 +138,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
         data_arg=settings.data_arg,
         output_arg=settings.output_arg,
         add_import=not settings.no_import,
+        npu_ops=settings.npu_ops,
     )
     from .discovery import FileFilter, discover
 

@@ -97,6 +97,7 @@ class Options:
     output_arg: str = ""
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
+    npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)
 
     def cache_key(self) -> str:
         return repr(self)

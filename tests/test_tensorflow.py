@@ -503,3 +503,47 @@ def test_the_bert_tpu_estimator_trains_on_the_npu_and_keeps_its_tpu_run_config()
             "      config=npu_run_config_init(run_config=run_config),\n") in text
     assert "      eval_on_tpu=False,\n      export_to_tpu=False)\n" in text
     assert "run_config = tf.contrib.tpu.RunConfig(" in text  # TPUEstimator requires its own RunConfig
+
+
+# ---------------------------------------------------------------------------- --npu-ops
+
+
+def test_npu_operators_are_offered_as_info_and_replaced_with_npu_ops():
+    source = FIXTURES / "bert_run_classifier.py"
+    text = source.read_text(encoding="utf-8")
+    offered = migrate(text)
+    assert [(f.code, f.severity.value, f.span.line) for f in offered.findings if f.code == "NPU351"] == [
+        ("NPU351", "info", 39), ("NPU351", "info", 65)]
+    result = migrate(text, npu_ops=True)
+    new = result.new_text
+    assert [(e.code, e.span.line) for e in result.edits if e.code == "NPU129"] == [("NPU129", 39), ("NPU129", 65)]
+    assert '    `x` with the GELU activation applied.\n  """\n  return npu_unary_ops.gelu(x)\n\n\n' in new
+    assert "    pooled = npu_ops.dropout(pooled, keep_prob=0.9)\n" in new
+    assert not [f for f in result.findings if f.code == "NPU351"]
+    again = migrate(new, npu_ops=True)
+    assert not again.changed and not [f for f in again.findings if f.code in ("NPU351", "NPU129")]
+
+
+@pytest.mark.parametrize("call,expected", [
+    ("tf.layers.max_pooling2d(x, 2, 2)", 'tf.nn.max_pool_with_argmax(x, ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")[0]'),
+    ("tf.layers.max_pooling2d(inputs=x, pool_size=(3, 3), strides=2, padding='same', name='pool1')",
+     'tf.nn.max_pool_with_argmax(x, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1], padding="SAME", name=\'pool1\')[0]'),
+    ("tf.nn.dropout(h, 0.5)", "npu_ops.dropout(h, 0.5)"),
+    # Left alone: `rate=` (npu_ops.dropout takes keep_prob), sizes that are not literals, NCHW.
+    ("tf.nn.dropout(h, rate=0.1)", None),
+    ("tf.layers.max_pooling2d(x, k, k)", None),
+    ("tf.layers.max_pooling2d(x, 2, 2, data_format='channels_first')", None),
+])
+def test_npu_operator_replacements(call, expected):
+    text = f"import tensorflow as tf\ny = {call}\n"
+    new = after(text, npu_ops=True, add_import=False)
+    assert new == (text if expected is None else f"import tensorflow as tf\ny = {expected}\n")
+
+
+def test_npu_ops_is_an_option_of_the_command_line_and_of_pyproject(run_cli, tmp_path):
+    (tmp_path / "model.py").write_text("import tensorflow as tf\nh = tf.nn.dropout(h, 0.9)\n")
+    r = run_cli("model.py", "--diff", "--npu-ops", cwd=tmp_path)
+    assert r.returncode == 1 and b"+h = npu_ops.dropout(h, 0.9)" in r.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.npu-migrate]\nnpu-ops = true\n")
+    r = run_cli("model.py", "--diff", cwd=tmp_path)
+    assert r.returncode == 1 and b"+h = npu_ops.dropout(h, 0.9)" in r.stdout

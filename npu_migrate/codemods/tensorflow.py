@@ -24,7 +24,8 @@ import libcst as cst
 from ..context import Context
 from ..engine import register_codemod
 from ..rules import Rule
-from .callrules import apply_framework_rules
+from .callrules import add_framework_import, apply_framework_rules
+from .npu_ops import OFFER_CODE, apply_npu_ops
 from .strings import string_value
 from .torch import option_names
 
@@ -122,4 +123,13 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
         findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
                     if r.kind == "finding" and r.match_kind == "codemod"}
         ctx.module.visit(GpuPatterns(ctx, None, findings))
-    return apply_framework_rules(module, ctx, "tensorflow", canonical_tensorflow)
+    rules = ctx.rules.framework_rules.get("tensorflow", ())
+    npu_ops_used = False
+    if re.search(r"dropout|gelu|max_pooling2d", ctx.text):
+        offer = next((r for r in rules if r.kind == "finding" and r.code == OFFER_CODE), None)
+        module, npu_ops_used = apply_npu_ops(module, ctx, canonical_tensorflow, offer)
+    new = apply_framework_rules(module, ctx, "tensorflow", canonical_tensorflow)
+    add_import = next((r for r in rules if r.kind == "add_import"), None)
+    if npu_ops_used and add_import is not None and ctx.options.add_import and "npu_bridge.npu_init" not in new.code:
+        new = add_framework_import(new, ctx, add_import)
+    return new
