@@ -21,6 +21,7 @@ import torch.nn as nn
 from torch.cuda.amp import GradScaler, autocast
 
 assert torch.cuda.is_available()
+torch.manual_seed(0)
 torch.cuda.manual_seed_all(0)
 torch.cuda.set_device(0)
 device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
@@ -46,6 +47,10 @@ torch.save(model.state_dict(), "model.pt")
 state = torch.load("model.pt", map_location="cuda:0")
 state = torch.load("model.pt", map_location={"cuda:1": "cuda:0"})
 state = torch.load("model.pt", map_location=device)
+state = torch.load("model.pt", map_location=lambda storage, loc: storage.cuda(0))
+loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=8, pin_memory=True,
+                                     num_workers=1)
+print([inputs.to(device, non_blocking=True).device.type for inputs, _ in loader])
 model.load_state_dict(state)
 with torch.autocast(device_type="cuda", dtype=torch.float16):
     pass
@@ -71,7 +76,9 @@ def test_migrated_gpu_training_runs_on_the_standin(run_on_standin):
     done = run_on_standin(GPU_TRAINING)
     assert "import torch_npu" in done.migrated and ".cuda" not in done.migrated.replace("torch.cuda.amp", "")
     assert done.returncode == 0, done.stderr
+    assert "does not take effect" not in done.stderr  # torch.manual_seed reached the npu module
     assert done.stdout.splitlines() == [
+        "['cpu', 'cpu']",
         "cpu",
         "False 1 0",
         "0 0",
@@ -100,9 +107,15 @@ def test_device_count_follows_the_process_count_and_set_device_checks_it(run_on_
 
 
 def test_plain_import_torch_loads_the_standin_like_torch_npus_autoload(run_on_standin):
-    done = run_on_standin("import torch\nprint(torch.zeros(1, device='npu').device)\n", migrate=False)
+    code = """
+    import torch
+    print(torch.zeros(1, device='npu').device)
+    torch.set_default_device('npu')
+    print(torch.empty(2).device)
+    """
+    done = run_on_standin(code, migrate=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == "cpu\n"
+    assert done.stdout == "cpu\ncpu\n"
 
 
 def test_what_the_standin_lacks_is_said_not_faked(run_on_standin):

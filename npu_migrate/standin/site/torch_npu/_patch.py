@@ -57,9 +57,12 @@ class NpuOnCpu(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
+            return args[0]  # page-locked host memory serves copies to an NPU; here there is none to serve
         if "device" in kwargs:
             kwargs["device"] = cpu(kwargs["device"])
-        if args and getattr(func, "__name__", "") in ("to", "to_empty", "pin_memory"):
+        if args and name in ("to", "to_empty"):
             args = tuple(cpu(arg) for arg in args)  # x.to("npu:0"): a string only here
         elif any(isinstance(arg, torch.device) for arg in args):
             args = tuple(cpu(arg) if isinstance(arg, torch.device) else arg for arg in args)
@@ -168,6 +171,19 @@ def _single_device_data_parallel():
     torch.nn.DataParallel.__init__ = wrapper
 
 
+def _accelerator_api(npu_module):
+    """torch.accelerator sees the registered npu backend; its device functions are torch.npu's."""
+    acc = getattr(torch, "accelerator", None)
+    if acc is None:
+        return
+    for name, function in (("current_device_index", npu_module.current_device),
+                           ("current_device_idx", npu_module.current_device),
+                           ("set_device_index", npu_module.set_device), ("set_device_idx", npu_module.set_device),
+                           ("synchronize", npu_module.synchronize)):
+        if hasattr(acc, name):
+            setattr(acc, name, function)
+
+
 def _autocast_args(args, kwargs):
     if "device_type" in kwargs:
         kwargs["device_type"] = _device_type(kwargs["device_type"])
@@ -265,8 +281,12 @@ def install(npu_module):
         _tensor_and_module_methods()
     _push_mode()
     _every_new_thread_too()
+    _accelerator_api(npu_module)
 
     _wrap(torch, "load", _load_args)
+    if hasattr(torch, "set_default_device"):  # its device context sits below the mode: map first
+        _wrap(torch, "set_default_device", lambda args, kwargs: (tuple(cpu(a) for a in args),
+                                                                 {k: cpu(v) for k, v in kwargs.items()}))
     torch.Generator = Generator
     _wrap(torch.amp.autocast_mode.autocast, "__init__", _autocast_args)
     _wrap(torch.amp.GradScaler, "__init__", _scaler_args)
@@ -298,9 +318,15 @@ def _tensor_and_module_methods():
     def is_npu(self):
         return False  # the tensor lives on the CPU, the NPU's stand-in
 
+    def storage_npu(self, device=None, non_blocking=False):
+        return self  # storages stay where they are: on the CPU
+
     torch.Tensor.npu = tensor_npu
     torch.Tensor.is_npu = property(is_npu)
     torch.nn.Module.npu = module_npu
+    for storage in (torch.UntypedStorage, torch.TypedStorage):
+        storage.npu = storage_npu
+        storage.is_npu = property(is_npu)
 
 
 def map_cuda_too():

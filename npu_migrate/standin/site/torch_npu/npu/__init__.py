@@ -129,17 +129,22 @@ def can_device_access_peer(device, peer):
 
 
 def manual_seed(seed):
-    torch.manual_seed(seed)
+    # The NPU's generator is the CPU's here (not torch.manual_seed: it calls this function).
+    torch.default_generator.manual_seed(int(seed))
 
 
 manual_seed_all = manual_seed
 
 
 def seed():
-    torch.seed()
+    torch.default_generator.seed()
 
 
 seed_all = seed
+
+
+def _is_in_bad_fork():
+    return False
 
 
 def initial_seed():
