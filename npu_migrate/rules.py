@@ -147,8 +147,10 @@ FINDING_CONTEXTS = ("any", "torch", "device")
 # `requirement` (a dependency name, `cupy-cuda*` globs; `unless`: not when one of these is listed
 # too), `requirement-build` (a CUDA build: local version label `cu*`, or a wheel index URL glob),
 # `heredoc` (a word, `NAME` or `PREFIX*`, in a shell heredoc body, which is never rewritten).
-# `config-key` (a `key: value` line of a YAML config, `device_target=GPU`; the value's quotes do not matter).
-NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc", "config-key"}
+# `config-key` (a `key: value` line of a YAML config, `device_target=GPU`; the value's quotes do not matter),
+# `install-path` (a shell script's path into an Ascend install, `ascend-toolkit/20.*`: product/version glob).
+NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc", "config-key",
+                            "install-path"}
 FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"} | NON_PYTHON_FINDING_KINDS
 _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path"}
 ENV_PATTERN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
@@ -464,6 +466,8 @@ def _check_non_python_patterns(match_kind: str, names: List[str], label: str) ->
         pattern, what = REQUIREMENT_PATTERN_RE, "a package name (globs with * allowed)"
     elif match_kind == "heredoc":
         pattern, what = re.compile(r"^[A-Za-z0-9_.-]+\*?$"), "a word, optionally ending in *"
+    elif match_kind == "install-path":
+        pattern, what = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*/[0-9*][0-9A-Za-z.*_-]*$"), "product/version glob"
     elif match_kind == "config-key":
         pattern, what = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=[^\s=]+$"), "key=value"
     else:  # requirement-build: a local version label glob ("cu*") or an index URL glob

@@ -692,7 +692,27 @@ class ShellMigrator:
         for cmd in self.scan.commands:
             self.command(cmd)
         self.heredocs()
+        self.install_paths()
         return self.change
+
+    _INSTALL_PATH = re.compile(r"(?<![\w.-])([A-Za-z][A-Za-z0-9_-]*)/(\d+\.\d+[0-9A-Za-z._-]*)")
+
+    def install_paths(self) -> None:
+        """Paths into a versioned Ascend install (`/usr/local/Ascend/ascend-toolkit/20.0.0.B035/...`):
+        the script pins that CANN version, whose TF Adapter may lack what the migrated code calls."""
+        rules = self.rules.findings.get("install-path", ())
+        if not rules:
+            return
+        comments = [(a, b) for a, b in self.scan.comments]
+        reported = set()
+        for m in self._INSTALL_PATH.finditer(self.text):
+            if any(a <= m.start() < b for a, b in comments):
+                continue
+            found = f"{m.group(1)}/{m.group(2)}"
+            for rule in rules:
+                if found not in reported and any(fnmatch.fnmatchcase(found, p) for p in rule.patterns or (rule.from_,)):
+                    reported.add(found)
+                    self.report(rule, m.start(), m.end(), found)
 
     def heredocs(self) -> None:
         """Heredoc bodies are text the script writes out or feeds to a program: never rewritten,

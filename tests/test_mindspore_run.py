@@ -1,0 +1,87 @@
+"""MindSpore scripts, migrated, run on MindSpore for the CPU: the stand-in of `rehearse`
+(npu_migrate/standin, first on PYTHONPATH) runs `device_target="Ascend"` on the CPU, so a
+migrated script that starts with its default arguments proves the device target moved as one
+value -- and the half-migrated version (only the default moved) proves the test can fail.
+
+MindSpore (the `mindspore` wheel from PyPI, ~800 MB for CPython 3.11 on x86_64 Linux) is installed
+once into a virtualenv cached under ~/.cache/npu-migrate-mindspore ($NPU_MIGRATE_MINDSPORE_CACHE);
+the tests are skipped, saying why, when it cannot be installed. MindSpore is never a dependency
+of npu-migrate itself.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.standin import SITE
+
+pytestmark = pytest.mark.slow
+
+MINDSPORE = "mindspore==2.10.0"
+# MindSpore 2.10's datasets call np.array(x, copy=False), which NumPy 2 refuses.
+NUMPY = "numpy<2"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mindspore"
+CACHE = Path(os.environ.get("NPU_MIGRATE_MINDSPORE_CACHE") or Path.home() / ".cache" / "npu-migrate-mindspore")
+
+
+def _works(python: Path) -> bool:
+    if not python.exists():
+        return False
+    probe = "import mindspore, numpy; assert numpy.__version__ < '2'"
+    return subprocess.run([str(python), "-c", probe], capture_output=True, timeout=600).returncode == 0
+
+
+@pytest.fixture(scope="module")
+def mindspore_python() -> Path:
+    folder = CACHE / f"venv-{MINDSPORE.split('==')[1]}"
+    python = folder / "bin" / "python"
+    if _works(python):
+        return python
+    if sys.version_info[:2] != (3, 11) or sys.platform != "linux":
+        pytest.skip(f"{MINDSPORE} is installed for CPython 3.11 on Linux only (this is {sys.version.split()[0]})")
+    venv.EnvBuilder(with_pip=True, clear=True).create(folder)
+    done = subprocess.run([str(python), "-m", "pip", "install", "-q", MINDSPORE, NUMPY],
+                          capture_output=True, text=True, timeout=3600)
+    if done.returncode != 0 or not _works(python):
+        last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+        pytest.skip(f"cannot install {MINDSPORE} from PyPI into {folder}: {last}")
+    return python
+
+
+def _run(python: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RANK", "DEVICE_ID"))}
+    env["PYTHONPATH"] = str(SITE)
+    env["GLOG_v"] = "3"  # MindSpore: errors only
+    return subprocess.run([str(python), str(script), *args], cwd=script.parent, env=env,
+                          capture_output=True, text=True, timeout=900)
+
+
+def test_a_migrated_argparse_dispatch_runs_with_its_default_arguments(mindspore_python, tmp_path):
+    source = FIXTURES / "mlp_dispatch.py"
+    result = migrate_source(source.read_text(encoding="utf-8"), str(source))
+    script = tmp_path / "train.py"
+    script.write_text(result.new_text, encoding="utf-8")
+    done = _run(mindspore_python, script)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # The stand-in ran device_target="Ascend" on the CPU; the (former GPU) branch was taken.
+    assert done.stdout.splitlines()[-1] == "trained 4 steps on CPU", done.stdout[-2000:]
+
+
+def test_a_half_migrated_dispatch_dies_at_start(mindspore_python, tmp_path):
+    """What the tool produced before: only the default moved, so the default argument matches
+    no branch of the dispatch."""
+    text = (FIXTURES / "mlp_dispatch.py").read_text(encoding="utf-8")
+    half = text.replace('default="GPU", choices=("GPU", "CPU")', 'default="Ascend", choices=("GPU", "CPU")')
+    assert half != text
+    script = tmp_path / "train.py"
+    script.write_text(half, encoding="utf-8")
+    done = _run(mindspore_python, script)
+    assert done.returncode != 0
+    assert "ValueError: Unsupported device_target." in done.stderr
