@@ -72,6 +72,7 @@ class RehearsalOptions:
     sigterm_after: Optional[float] = None
     script_args: Tuple[str, ...] = ()
     job_dir: Optional[str] = None
+    code: Optional[str] = None  # the code folder ModelArts downloads (default: the script's folder)
     echo: Optional[TextIO] = None  # where the processes' output is shown live (None: only logged)
 
 
@@ -286,7 +287,11 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         text = script.read_text(encoding="utf-8", errors="replace")
     except OSError as exc:
         raise RehearsalError(f"{options.script}: cannot read: {exc.strerror}") from None
-    source = script.resolve().parent
+    source = Path(options.code).resolve() if options.code else script.resolve().parent
+    if not source.is_dir():
+        raise RehearsalError(f"--code {options.code}: not a folder")
+    if source not in script.resolve().parents:
+        raise RehearsalError(f"{options.script} is not inside the code folder {options.code}")
     if not _is_adapted(text, source):
         raise RehearsalError(
             f"{options.script} is not adapted for ModelArts (it takes no --data_url/--train_url): "
@@ -294,14 +299,19 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         )
     check_python(options.python, _needs_torch(text))
 
-    job = Path(options.job_dir) if options.job_dir else Path(tempfile.mkdtemp(prefix="npu-migrate-rehearsal-"))
-    job.mkdir(parents=True, exist_ok=True)
-    if any(job.iterdir()):
-        raise RehearsalError(f"--job-dir {job}: not empty")
-    job = job.resolve()
-    if job == source or source in job.parents:
-        # the copy would contain itself; and the user's tree must stay as it is
-        raise RehearsalError(f"the job folder {job} lies inside the script's folder {source}")
+    if options.job_dir:
+        job = Path(options.job_dir).resolve()
+        if job == source or source in job.parents:
+            # the copy would contain itself, and the user's tree must stay as it is
+            raise RehearsalError(f"--job-dir {options.job_dir} lies inside the code folder {source}")
+        if job.exists() and (not job.is_dir() or any(job.iterdir())):
+            raise RehearsalError(f"--job-dir {options.job_dir}: not an empty folder")
+        job.mkdir(parents=True, exist_ok=True)
+    else:
+        parent = Path(tempfile.gettempdir()).resolve()
+        if parent == source or source in parent.parents:
+            parent = source.parent  # the code lies in the temporary folder: the job goes next to it
+        job = Path(tempfile.mkdtemp(prefix="npu-migrate-rehearsal-", dir=parent)).resolve()
     code = job / "code" / (source.name or "code")
     code_files = _copy_code(source, code)
     obs = Path(options.obs).resolve() if options.obs else job / "obs"
@@ -320,7 +330,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
 
     port = _free_port()
     extra = [a.format(master_addr="127.0.0.1", master_port=port, nproc=options.nproc) for a in PLATFORM_ARGUMENTS]
-    command = [options.python, str(code / script.name), f"--data_url={DATA_URL}", f"--train_url={TRAIN_URL}",
+    command = [options.python, str(code / script.resolve().relative_to(source)), f"--data_url={DATA_URL}", f"--train_url={TRAIN_URL}",
                *extra, *_cache_arguments(options.script_args, job / "cache")]
     started = time.monotonic()
     processes = [

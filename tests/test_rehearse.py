@@ -373,3 +373,47 @@ def test_migrated_ddp_script_trains_on_two_processes(world, torch_python, run_cl
     assert done.returncode == 0, report(done) + done.stderr.decode()
     assert uploaded(done) == ["model.pt"]
     assert "[rank 0] world 2 backend gloo" in done.stderr.decode()  # hccl ran on gloo
+
+
+def test_a_local_obs_folder_of_your_own_is_used_and_only_new_uploads_count(world, tmp_path):
+    world.adapted_fixture("train_module_level.py")
+    obs = tmp_path / "my-obs"
+    (obs / "rehearsal" / "data").mkdir(parents=True)
+    (obs / "rehearsal" / "data" / "words.txt").write_text("a b c")
+    (obs / "rehearsal" / "out").mkdir()
+    (obs / "rehearsal" / "out" / "old.ckpt").write_text("from an earlier job")
+    done = world.rehearse("train_module_level.py", "--obs", str(obs))
+    assert done.returncode == 0, report(done) + done.stderr.decode()
+    assert uploaded(done) == ["epoch0.ckpt"]  # not old.ckpt, which was there before
+    assert (obs / "rehearsal" / "out" / "epoch0.ckpt").read_text() == "words=3\n"
+    assert "read 3 words from" in done.stderr.decode()
+
+
+def test_code_folder_above_the_script_is_copied_whole(world, tmp_path):
+    world.script("helpers.py", "def save(path):\n    open(path, 'w').write('ok')\n")
+    (world.code / "tools").mkdir()
+    (world.code / "tools" / "train.py").write_text(
+        "import argparse, os, sys\n"
+        "sys.path.insert(0, os.getcwd())\n"  # the code folder is the working folder
+        "import helpers\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data_url')\n"
+        "parser.add_argument('--train_url')\n"
+        "args, _ = parser.parse_known_args()\n"
+        "import moxing as mox\n"
+        "os.makedirs('out')\n"
+        "helpers.save('out/done.txt')\n"
+        "mox.file.copy_parallel('out', args.train_url)\n")
+    done = world.rehearse("tools/train.py", "--code", ".")
+    assert done.returncode == 0, report(done) + done.stderr.decode()
+    assert uploaded(done) == ["done.txt"]
+    assert "  command: python code/project/tools/train.py " in report(done).replace("python3", "python")
+
+
+def test_job_folder_inside_the_code_folder_is_refused_before_anything_is_written(world, run_cli):
+    world.adapted_fixture("train_module_level.py")
+    before = tree(world.code)
+    done = run_cli("rehearse", "train_module_level.py", "--job-dir", "job", cwd=world.code)
+    assert done.returncode == 2
+    assert done.stderr.decode().startswith("npu-migrate rehearse: error: --job-dir job lies inside the code folder ")
+    assert tree(world.code) == before and not (world.code / "job").exists()

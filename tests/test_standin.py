@@ -7,6 +7,7 @@ Each test writes GPU code, migrates it with npu-migrate and runs the result with
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -155,3 +156,39 @@ def test_moxing_maps_obs_to_a_folder_and_records_every_call(run_on_standin, tmp_
         ("exists", ["obs://bucket/out"]),
     ]
     assert calls[0]["files"] == 1
+
+
+def test_transfer_to_npu_runs_unmigrated_cuda_code_on_the_standin(run_on_standin):
+    code = """
+    import torch
+    import torch_npu
+    from torch_npu.contrib import transfer_to_npu
+    model = torch.nn.Linear(2, 2).cuda()
+    x = torch.ones(1, 2, device="cuda:0")
+    print(model(x).device, torch.cuda.device_count(), x.is_cuda)
+    """
+    done = run_on_standin(code, migrate=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "cpu 1 False\n"
+
+
+def test_mindspore_ascend_target_runs_on_the_cpu(tmp_path):
+    # MindSpore itself is not installed here: a stub records what set_context received.
+    import subprocess
+    import sys
+
+    from torch_env import standin_env
+
+    stub = tmp_path / "stub" / "mindspore"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("def set_context(**kwargs):\n    print('set_context', kwargs)\n")
+    (stub / "context.py").write_text("def set_context(**kwargs):\n    print('context.set_context', kwargs)\n")
+    script = tmp_path / "train.py"
+    script.write_text("import mindspore as ms\nfrom mindspore import context\n"
+                      "ms.set_context(device_target='Ascend', mode=0)\ncontext.set_context(device_target='Ascend')\n")
+    env = standin_env(tmp_path)
+    env["PYTHONPATH"] += os.pathsep + str(tmp_path / "stub")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["set_context {'device_target': 'CPU', 'mode': 0}",
+                                        "context.set_context {'device_target': 'CPU'}"]
