@@ -104,10 +104,28 @@ class GpuPatterns(cst.CSTVisitor):
                         self.report("NPU340", arg.value, self.source(arg.value),
                                     f"the option's default `{self.source(arg.value)}` is a GPU device: "
                                     "there is no GPU device on the NPU machine.")
+        elif method in ("DEFINE_bool", "DEFINE_boolean") and node.args:
+            self._tpu_flag(node, string_value(node.args[0].value), 1)
+        elif method == "add_argument" and "use_tpu" in option_names(node):
+            self._tpu_flag(node, "use_tpu", None)
         elif method == "shard" and node.args:
             count = self.source(node.args[0].value)
             if "gpu" in count.lower():
                 self.report("NPU353", node, f".shard({count}, ...)")
+
+    def _tpu_flag(self, node: cst.Call, name: Optional[str], position: Optional[int]) -> None:
+        """A `use_tpu` flag that defaults to True: the TPUEstimator runs without the TPU
+        (NPU128), but the code that reads the flag would still take its TPU-only paths."""
+        if name != "use_tpu":
+            return
+        default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"), None)
+        plain = [a for a in node.args if a.keyword is None]
+        if default is None and position is not None and len(plain) > position:
+            default = plain[position].value
+        if isinstance(default, cst.Name) and default.value == "True":
+            self.report("NPU355", default, "use_tpu",
+                        "the flag `use_tpu` defaults to True: what reads it (the model_fn's `if use_tpu:`, "
+                        "CrossShardOptimizer, TPUClusterResolver) takes TPU-only paths on the NPU machine.")
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         first = node.parts[0] if node.parts else None
@@ -119,7 +137,7 @@ class GpuPatterns(cst.CSTVisitor):
 def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if "tensorflow" not in ctx.frameworks:
         return module
-    if re.search(r"(?i)gpu", ctx.text):
+    if re.search(r"(?i)gpu|use_tpu", ctx.text):
         findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
                     if r.kind == "finding" and r.match_kind == "codemod"}
         ctx.module.visit(GpuPatterns(ctx, None, findings))
