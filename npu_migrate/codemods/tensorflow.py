@@ -99,11 +99,12 @@ class GpuPatterns(cst.CSTVisitor):
         elif method == "add_argument" and set(option_names(node)) & _DEVICE_OPTIONS:
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "default":
-                    value = string_value(arg.value)
-                    if value is not None and _GPU_DEFAULT.match(value):
-                        self.report("NPU340", arg.value, self.source(arg.value),
-                                    f"the option's default `{self.source(arg.value)}` is a GPU device: "
-                                    "there is no GPU device on the NPU machine.")
+                    self._device_default(arg.value)
+        elif method == "DEFINE_string" and len(node.args) > 1 and string_value(node.args[0].value) in _DEVICE_OPTIONS:
+            default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"),
+                           node.args[1].value if node.args[1].keyword is None else None)
+            if default is not None:
+                self._device_default(default)
         elif method in ("DEFINE_bool", "DEFINE_boolean") and node.args:
             self._tpu_flag(node, string_value(node.args[0].value), 1)
         elif method == "add_argument" and "use_tpu" in option_names(node):
@@ -112,6 +113,13 @@ class GpuPatterns(cst.CSTVisitor):
             count = self.source(node.args[0].value)
             if "gpu" in count.lower():
                 self.report("NPU353", node, f".shard({count}, ...)")
+
+    def _device_default(self, value: cst.BaseExpression) -> None:
+        text = string_value(value)
+        if text is not None and _GPU_DEFAULT.match(text):
+            self.report("NPU340", value, self.source(value),
+                        f"the option's default `{self.source(value)}` is a GPU device: "
+                        "there is no GPU device on the NPU machine.")
 
     def _tpu_flag(self, node: cst.Call, name: Optional[str], position: Optional[int]) -> None:
         """A `use_tpu` flag that defaults to True: the TPUEstimator runs without the TPU
