@@ -53,6 +53,9 @@ class Context:
     code: Optional[Any] = None
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
+    # Ids of original nodes the rewrites must leave as they are (Context.keep): a guard that
+    # sends tensors to a CUDA kernel, a line the tool itself would break (codemods/guards.py).
+    kept: Set[int] = field(default_factory=set)
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
@@ -73,7 +76,23 @@ class Context:
             self._positions[key] = NodePositions(module)
         return self._positions[key].get(node)
 
+    def keep(self, node: cst.CSTNode) -> None:
+        """Leave `node` and everything in it as it is: no rewrite touches it (findings still
+        are reported)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            self.kept.add(id(n))
+            stack.extend(n.children)
+
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
+        """Whether this node must not be rewritten: a `# npu-migrate: ignore` comment covers it
+        (original tree only), or a pass decided to keep it (`keep`)."""
+        if id(node) in self.kept:
+            return True
+        return self.comment_suppressed(node, code)
+
+    def comment_suppressed(self, node: cst.CSTNode, code: str) -> bool:
         """Whether a `# npu-migrate: ignore` comment covers this node (original tree only)."""
         if not self.suppressions:
             return False
@@ -124,7 +143,7 @@ class Context:
         severity: Optional[Severity] = None,
         module: Optional[cst.Module] = None,
     ) -> None:
-        if (module is None or module is self.module) and self.suppressed(node, rule.code):
+        if (module is None or module is self.module) and self.comment_suppressed(node, rule.code):
             return
         self._pending.append(
             _Pending(

@@ -205,6 +205,14 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
             return [_components(n) for n in names]
         if match == "method":
             return [_attribute(n) for n in names]
+        if match == "string":  # every word of the text, inside a string literal
+            return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
+                                leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
+                    for n in names if re.search(r"[A-Za-z0-9_]", n)]
+        if match == "guard":
+            from .rules import GUARD_TRIGGERS
+
+            return [Requirement(frozenset({Word(GUARD_TRIGGERS[n])})) for n in names if n in GUARD_TRIGGERS]
     return None
 
 

@@ -83,6 +83,7 @@ class Rule:
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
     context: str = "any"  # findings: any | torch (the file imports torch) | device (it uses the device)
+    skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     examples: Tuple[Example, ...] = ()
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
     spec: Optional["CallSpec"] = None  # the parameters of a framework rule (see CallSpec)
@@ -128,7 +129,7 @@ _SCHEMA: Dict[str, Tuple[set, set]] = {
     "finding": (
         {"kind", "severity"},
         {"api", "apis", "suggestion", "examples", "keywords", "patterns", "methods", "unless", "positions",
-         "suffixes", "context"},
+         "suffixes", "context", "skip_logged"},
     ),
 }
 # How Python findings match (codemods/torch.py does `api`, codemods/findings.py the rest):
@@ -151,7 +152,17 @@ FINDING_CONTEXTS = ("any", "torch", "device")
 # `install-path` (a shell script's path into an Ascend install, `ascend-toolkit/20.*`: product/version glob).
 NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc", "config-key",
                             "install-path"}
-FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call"} | NON_PYTHON_FINDING_KINDS
+# Kind `guard`: device code the torch pass leaves as it is because the rewrite would break it
+# (codemods/guards.py); `api` names which guard, and the word a file must contain for it.
+GUARD_TRIGGERS = {
+    "kernel-guard": "is_cuda",  # `x.is_cuda` deciding whether a compiled CUDA extension runs
+    "cuda-only-guard": "is_cuda",  # `assert x.is_cuda, "CUDA only"`
+    "build-gate": "CUDA_HOME",  # `if torch.cuda.is_available() and CUDA_HOME is not None:`
+    "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
+}
+# Kind `string`: a string literal holding one of `apis` that the code matches text against (a
+# comparison operand, `re.search(...)`, `.startswith(...)`): an error message of CUDA's.
+FINDING_KINDS = {"api", "import", "method", "call-kwarg", "file", "call", "guard", "string"} | NON_PYTHON_FINDING_KINDS
 _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path"}
 ENV_PATTERN_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\*?$")
 COMMAND_RE = re.compile(r"^[A-Za-z0-9_./+-]+(?: [A-Za-z0-9_./=+-]+)*$")
@@ -390,6 +401,12 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         for key in ("from", "to"):
             if not ENV_PATTERN_RE.match(entry[key]) or entry[key].endswith("*"):
                 raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
+    if kind == "finding" and "skip_logged" in entry and (
+        match_kind != "api" or not isinstance(entry["skip_logged"], bool)
+    ):
+        raise RuleError(f"{label}: 'skip_logged' must be true or false, and only for kind = \"api\" findings")
+    if kind == "finding" and match_kind == "guard" and from_ not in GUARD_TRIGGERS:
+        raise RuleError(f"{label}: a \"guard\" finding's 'api' must be one of {', '.join(sorted(GUARD_TRIGGERS))}")
     if kind == "finding":
         _check_python_finding(match_kind, entry, from_, label)
     if kind in ("method", "attribute") and not (IDENT_RE.match(from_) and IDENT_RE.match(entry["to"])):
@@ -421,6 +438,7 @@ def _parse_rule(kind: str, entry: Dict[str, Any], where: str) -> Rule:
         positions=tuple(entry.get("positions", ())),
         suffixes=tuple(entry.get("suffixes", ())),
         context=entry.get("context", "any"),
+        skip_logged=entry.get("skip_logged", False),
         examples=examples,
         framework=framework,
         spec=spec,

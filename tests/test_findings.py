@@ -45,6 +45,7 @@ def test_torch_cuda_without_twin_through_every_spelling():
         """
     ) == [
         ("NPU301", 4, 24, "torch.cuda.nvtx"),
+        ("NPU301", 5, 8, "torch.cuda.nvtx"),  # the import itself (kind "import")
         ("NPU301", 6, 1, "torch.cuda.nvtx"),
         ("NPU301", 7, 1, "torch.cuda.nvtx"),
         ("NPU301", 8, 1, "torch.cuda.nvtx"),

@@ -62,7 +62,10 @@ def test_text(run_cli, project):
     lines = r.stdout.decode().splitlines()
     found = [line.split(": ", 1)[0] + " " + line.split(": ", 1)[1].split(" ", 2)[0]
              for line in lines if ": NPU" in line and not line.startswith("10 findings")]
-    assert found == ["kernels/add.cu:2:1 NPU302"] + [f"{p}:{ln}:{c} {code}" for p, code, _, ln, c in EXPECTED]
+    # The two NPU301 findings for torch.cuda.nvtx (its import, its use) are one line of text.
+    grouped = [e for e in EXPECTED if e[1:2] != ("NPU301",) or e[3] == 3]
+    assert found == ["kernels/add.cu:2:1 NPU302"] + [f"{p}:{ln}:{c} {code}" for p, code, _, ln, c in grouped]
+    assert "(2 times: lines 3, 12)" in next(line for line in lines if line.startswith("train.py:3:24: NPU301"))
     assert lines[-1] == "10 findings: NPU301 x2, NPU302 x2, NPU303 x2, NPU304 x1, NPU305 x1, NPU401 x1, NPU402 x1"
     assert "fine.py" not in r.stdout.decode()
 

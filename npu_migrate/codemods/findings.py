@@ -41,6 +41,8 @@ def _call_words(rules: RuleSet) -> List[FrozenSet[str]]:
     if needed is None:
         needed = [frozenset(name.split(".")) for name in rules.finding_call]
         needed += [frozenset((name,)) for name in rules.finding_method]
+        needed += [frozenset(_WORD_RE.findall(text)) for rule in rules.findings.get("string", ())
+                   for text in rule.patterns or (rule.from_,)]
         _CALL_WORDS[rules.fingerprint] = needed
     return needed
 
@@ -120,6 +122,7 @@ class FindingVisitor(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         qual = self.ctx.imports.resolve(node.func)
+        _text_argument(self, node, qual)
         if qual is not None:
             for rule in self.rules.finding_call.get(qual, ()):
                 if self.applies(rule) and arguments_match(rule, node):
@@ -129,6 +132,39 @@ class FindingVisitor(cst.CSTVisitor):
             for rule in self.rules.finding_method.get(name, ()):
                 if self.applies(rule):
                     self.ctx.finding(rule, node, api=f".{name}()")
+
+
+    # -- error texts (kind "string") -----------------------------------------------------------
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        if self.rules.findings.get("string"):
+            for operand in [node.left] + [c.comparator for c in node.comparisons]:
+                self._matched_text(operand)
+
+    def _matched_text(self, node: cst.BaseExpression) -> None:
+        if not isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return
+        text = "".join(_string_literals(node))
+        for rule in self.rules.findings.get("string", ()):
+            for pattern in rule.patterns or (rule.from_,):
+                if pattern in text and self.applies(rule):
+                    self.ctx.finding(rule, node, api=pattern)
+                    return
+
+
+# Calls that match text against their string argument: re.search("CUDA out of memory", msg),
+# msg.startswith("CUDA out of memory").
+_TEXT_MATCHERS = {"re.search", "re.match", "re.fullmatch", "re.findall", "re.compile", "re.finditer"}
+_TEXT_METHODS = {"startswith", "endswith", "find", "rfind", "index", "count", "__contains__"}
+
+
+def _text_argument(visitor: "FindingVisitor", node: cst.Call, qual) -> None:
+    if not node.args or not visitor.rules.findings.get("string"):
+        return
+    if qual in _TEXT_MATCHERS or (
+        qual is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in _TEXT_METHODS
+    ):
+        visitor._matched_text(node.args[0].value)
 
 
 class _OptionalImports(cst.CSTVisitor):

@@ -26,6 +26,7 @@ from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
 from ..walk import walk
+from .guards import is_display_call, plan_kept_code
 from .strings import LiteralRewriter, string_value
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
@@ -48,7 +49,7 @@ TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
 DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
 # Packages this pass resolves names of besides those the rules name: partial.py keeps
 # every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var).
-RESOLVED_PACKAGES = {"os"} | {
+RESOLVED_PACKAGES = {"os", "re"} | {  # re: codemods/findings.py matches re.search(...) texts
     name.split(".", 1)[0]
     for name in [*ENV_FUNCS, *BACKEND_FUNCS, *BACKEND_GETTERS, *TYPE_STRING_FUNCS, *DEVICE_KEYWORDS_OF]
 }
@@ -144,6 +145,9 @@ class TorchTransformer(cst.CSTTransformer):
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
         self._plan_import_renames()
         self._variables: Optional[DeviceVariables] = None
+        plan_kept_code(ctx)
+        # > 0 inside a call that only shows its arguments (print, logging, str.format, f-strings).
+        self._shown = 0
 
     def is_device_variable(self, name: str) -> bool:
         return name in self._usage(name).device_names
@@ -440,7 +444,8 @@ class TorchTransformer(cst.CSTTransformer):
         rs = self.ctx.rules
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
-            self.ctx.finding(rule, node, api=qual)
+            if not (rule.skip_logged and self._shown):
+                self.ctx.finding(rule, node, api=qual)
             return
         if not rewritten and parent is not None and self._is_member_module(parent):
             fallback = rs.finding_api.get(parent)
@@ -550,7 +555,20 @@ class TorchTransformer(cst.CSTTransformer):
 
     # ------------------------------------------------------------------ calls
 
+    def visit_Call(self, node: cst.Call) -> None:
+        if is_display_call(node):
+            self._shown += 1
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self._shown += 1
+
+    def leave_FormattedString(self, original: cst.FormattedString, updated: cst.FormattedString):
+        self._shown -= 1
+        return updated
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if is_display_call(original):
+            self._shown -= 1
         rs = self.ctx.rules
         # `.cuda(...)` on any receiver that is not an imported module.
         func = updated.func

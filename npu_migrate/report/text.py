@@ -11,9 +11,9 @@ from __future__ import annotations
 import io
 import shutil
 from collections import Counter
-from typing import List
+from typing import Dict, List, Tuple
 
-from ..model import FileResult, Severity
+from ..model import FileResult, Finding, Severity
 from . import RunReport, register
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -24,6 +24,26 @@ def location(report: RunReport, path: str, line: int, col: int, cell=None) -> st
     if cell is not None:
         return f"{shown}:cell {cell}:{line}:{col}"
     return f"{shown}:{line}:{col}"
+
+
+def group_findings(findings: List[Finding]) -> List[List[Finding]]:
+    """A file's findings grouped by code, API and text, in the order of their first location:
+    the same finding repeated line after line is read once (JSON and SARIF keep each one)."""
+    groups: Dict[Tuple, List[Finding]] = {}
+    for f in findings:
+        groups.setdefault((f.code, f.severity, f.api, f.message, f.suggestion), []).append(f)
+    return list(groups.values())
+
+
+def _where(f: Finding) -> str:
+    return f"{f.span.line}" if f.cell is None else f"cell {f.cell}:{f.span.line}"
+
+
+def repeats(group: List[Finding]) -> str:
+    """` (3 times: lines 4, 9, 17)` for a group of more than one finding, else ``."""
+    if len(group) == 1:
+        return ""
+    return f" ({len(group)} times: lines {', '.join(_where(f) for f in group)})"
 
 
 @register("text")
@@ -40,8 +60,10 @@ def render_text(report: RunReport) -> str:
                 out.append(f"{location(report, r.path, e.span.line, e.span.col, e.cell)}: {e.code} {e.message}")
         if report.quiet:
             continue
-        for f in r.findings:
-            line = f"{location(report, r.path, f.span.line, f.span.col, f.cell)}: {f.code} [{f.severity.value}] {f.message}"
+        for group in group_findings(r.findings):
+            f = group[0]
+            line = (f"{location(report, r.path, f.span.line, f.span.col, f.cell)}: {f.code} [{f.severity.value}] "
+                    f"{f.message}{repeats(group)}")
             if f.suggestion:
                 line += f" -- {f.suggestion}"
             out.append(line)
@@ -130,9 +152,10 @@ def _file_table(report: RunReport, r: FileResult, Table, Text):
     table.add_column("Code", no_wrap=True)
     table.add_column("Severity", no_wrap=True)
     table.add_column("Finding")
-    for f in r.findings:
+    for group in group_findings(r.findings):
+        f = group[0]
         where = f"{f.span.line}:{f.span.col}" if f.cell is None else f"cell {f.cell} {f.span.line}:{f.span.col}"
-        text = Text(f.message)
+        text = Text(f.message + repeats(group))
         if f.suggestion:
             text.append("\n" + f.suggestion, style="dim")
         table.add_row(where, f.code, Text(f.severity.value, SEVERITY_STYLE[f.severity]), text)

@@ -1,0 +1,327 @@
+"""Device code the torch pass leaves as it is, because the rewrite would break the program.
+
+Planned once per file, before the torch pass (`plan_kept_code`); what is kept is recorded with
+`Context.keep` (no rewrite touches it) and reported:
+
+* **kernel guards** -- an `x.is_cuda` test in a function that calls a compiled CUDA extension
+  (`_C.box_encode(...)`, a `*_cuda`/`*_ext` module, a module built by cpp_extension.load, or a
+  local function or autograd Function that calls one), or whose assert/raise says the code is
+  CUDA only: as `is_npu` it would send NPU tensors into the CUDA kernel instead of the
+  pure-PyTorch fallback. Left as `is_cuda`, NPU tensors take the fallback (NPU302).
+* **build gates** -- a test that reads `CUDA_HOME` decides whether `.cu` sources are compiled;
+  `torch.cuda.is_available()` in it stays too, so no CUDA build is attempted on the NPU (NPU302).
+* **capability checks** -- `torch.cuda.get_device_capability()` returns None on the NPU, so a
+  statement that indexes, unpacks or compares its result would raise TypeError once migrated;
+  the whole statement stays (`torch.cuda.is_available() and ...` then short-circuits) and is
+  reported as an error (NPU307). Printing or logging the value is migrated.
+
+Everything here looks at one file; names are resolved through its imports (relative imports
+too: `from . import _C`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Iterator, List, Optional, Set
+
+import libcst as cst
+
+from ..context import Context
+from ..imports import dotted_name
+from ..walk import walk
+
+# Words that make the test cheap: a file without any of them has nothing to plan.
+_TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
+# A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
+# `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
+_EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
+_BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+# An assert/raise message that says the code runs on CUDA only.
+_CUDA_ONLY_RE = re.compile(r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b")
+_CAPABILITY = {"torch.cuda.get_device_capability", "torch.npu.get_device_capability"}
+# Calls whose arguments are only shown: the value may be None there.
+_SHOWN = {"print", "str", "repr", "format"}
+_LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
+
+
+def plan_kept_code(ctx: Context) -> None:
+    if not any(word in ctx.text for word in _TRIGGERS):
+        return
+    kernels = _kernel_names(ctx)
+    planner = _Planner(ctx, kernels)
+    walk(ctx.module, planner)
+
+
+# ----------------------------------------------------------------------------- extensions
+
+
+def _kernel_names(ctx: Context) -> Set[str]:
+    """Local names that stand for compiled extensions, and for the file's own functions and
+    classes that call them."""
+    names: Set[str] = set()
+    for stmt in ctx.imports.import_nodes:
+        if isinstance(stmt, cst.Import):
+            for alias in stmt.names:
+                full = dotted_name(alias.name) or ""
+                if any(_EXTENSION_PART_RE.search(p) for p in full.split(".")) and not _is_torch(full):
+                    names.add(_local_name(alias, full.split(".", 1)[0]))
+        elif not isinstance(stmt.names, cst.ImportStar):
+            module = dotted_name(stmt.module) if stmt.module is not None else ""
+            module = module or ""
+            in_module = any(_EXTENSION_PART_RE.search(p) for p in module.split(".") if p)
+            if not stmt.relative and _is_torch(module):
+                continue
+            for alias in stmt.names:
+                name = dotted_name(alias.name) or ""
+                if in_module or _EXTENSION_PART_RE.search(name):
+                    names.add(_local_name(alias, name))
+    collector = _Definitions(ctx)
+    walk(ctx.module, collector)
+    names |= collector.built
+    # The file's own functions and classes that call an extension count as one (a wrapper
+    # `def nms(...)`, an autograd Function whose forward calls `_C`); a few rounds reach
+    # wrappers of wrappers.
+    for _ in range(3):
+        more = {name for name, body in collector.definitions.items()
+                if name not in names and _calls_any(body, names)}
+        if not more:
+            break
+        names |= more
+    return names
+
+
+def _is_torch(module: str) -> bool:
+    return module == "torch" or module.startswith(("torch.", "torch_npu"))
+
+
+def _local_name(alias: cst.ImportAlias, default: str) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    return default
+
+
+class _Definitions(cst.CSTVisitor):
+    """Top-level and class-level functions and classes by name, and names bound to
+    `cpp_extension.load(...)`."""
+
+    def __init__(self, ctx: Context) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.definitions: Dict[str, cst.CSTNode] = {}
+        self.built: Set[str] = set()
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.definitions.setdefault(node.name.value, node)
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.definitions.setdefault(node.name.value, node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call) and self.ctx.imports.resolve(node.value.func) in _BUILDERS:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    self.built.add(target.target.value)
+
+
+def _root(node: cst.BaseExpression) -> Optional[str]:
+    while isinstance(node, (cst.Attribute, cst.Subscript, cst.Call)):
+        node = node.func if isinstance(node, cst.Call) else node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call):
+            yield n
+        stack.extend(n.children)
+
+
+def _calls_any(node: cst.CSTNode, names: Set[str]) -> bool:
+    return any(_root(call.func) in names for call in _calls(node))
+
+
+# ----------------------------------------------------------------------------- planning
+
+
+class _Planner(cst.CSTVisitor):
+    def __init__(self, ctx: Context, kernels: Set[str]) -> None:
+        super().__init__()
+        self.ctx = ctx
+        self.kernels = kernels
+        self.parents: List[cst.CSTNode] = []
+        self.functions: List[cst.CSTNode] = [ctx.module]
+        self.kernel_call: Dict[int, Optional[cst.Call]] = {}
+        self.guard_rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.FunctionDef):
+            self.functions.append(node)
+        elif isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
+            self._is_cuda(node)
+        elif isinstance(node, cst.Name) and node.value == "CUDA_HOME":
+            self._build_gate(node)
+        elif isinstance(node, cst.Call) and self.ctx.imports.resolve(node.func) in _CAPABILITY:
+            self._capability(node)
+        self.parents.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.parents.pop()
+        if isinstance(original_node, cst.FunctionDef):
+            self.functions.pop()
+
+    # -- is_cuda ---------------------------------------------------------------------------
+
+    def _kernel_in_function(self) -> Optional[cst.Call]:
+        function = self.functions[-1]
+        if id(function) not in self.kernel_call:
+            body = function.body if isinstance(function, cst.FunctionDef) else function
+            found = None
+            if self.kernels:
+                found = next((c for c in _calls(body) if _root(c.func) in self.kernels), None)
+            self.kernel_call[id(function)] = found
+        return self.kernel_call[id(function)]
+
+    def _is_cuda(self, node: cst.Attribute) -> None:
+        guard = self._guard_of(node)
+        kernel = self._kernel_in_function()
+        cuda_only = guard is not None and _says_cuda_only(guard)
+        if kernel is None and not cuda_only:
+            self._note_elided_callees()
+            return
+        kept = _test_of(guard) if guard is not None else node
+        self.ctx.keep(kept)
+        receiver = self.ctx.code_for(node)
+        if kernel is not None:
+            self._report("kernel-guard", node, receiver, self.ctx.code_for(kernel.func))
+        else:
+            self._report("cuda-only-guard", node, receiver)
+
+    def _report(self, guard: str, node: cst.CSTNode, api: str, detail: str = "") -> None:
+        rule = self.guard_rules.get(guard)
+        if rule is not None:
+            self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
+                             suggestion=rule.render_suggestion(api=api, detail=detail))
+
+    def _note_elided_callees(self) -> None:
+        """With partial parsing, a function the guard's function calls may be defined in a line
+        left out (an autograd Function calling `_C`): the engine then parses those lines too."""
+        partial = self.ctx.partial
+        if partial is None:
+            return
+        function = self.functions[-1]
+        for call in _calls(function):
+            root = _root(call.func)
+            if root is not None and partial.elided_word(root):
+                self.ctx.partial_misses.add(root)
+        # ... the uses of the extensions themselves (a method of that Function), and relative
+        # imports (`from . import _C`), which partial.py leaves out as they resolve nothing.
+        self.ctx.partial_misses.update(name for name in self.kernels if partial.elided_word(name))
+        if partial.elided_word("import"):
+            self.ctx.partial_misses.add("import")
+
+    def _guard_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The if/while/assert/conditional expression whose test holds `node`."""
+        child = node
+        for parent in reversed(self.parents):
+            if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is child:
+                return parent
+            if isinstance(parent, cst.Assert) and parent.test is child:
+                return parent
+            if isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
+                return None
+            child = parent
+        return None
+
+    # -- CUDA_HOME -------------------------------------------------------------------------
+
+    def _build_gate(self, node: cst.Name) -> None:
+        statement = self._statement_part(node)
+        if statement is None or isinstance(statement, (cst.Import, cst.ImportFrom)):
+            return
+        self.ctx.keep(statement)
+        self._report("build-gate", node, "CUDA_HOME")
+
+    def _statement_part(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+        """The test of the compound statement holding `node`, or its small statement."""
+        child = node
+        for parent in reversed(self.parents):
+            if isinstance(parent, (cst.If, cst.While)) and parent.test is child:
+                return child
+            if isinstance(parent, cst.BaseSmallStatement):
+                return parent
+            if isinstance(parent, cst.BaseStatement):
+                return None
+            child = parent
+        return None
+
+    # -- get_device_capability -------------------------------------------------------------
+
+    def _capability(self, call: cst.Call) -> None:
+        if self._only_shown(call):
+            return
+        statement = self._statement_part(call)
+        if statement is None:
+            return
+        self.ctx.keep(statement)
+        api = self.ctx.imports.resolve(call.func) or "get_device_capability"
+        self._report("capability", call.func, api)
+
+    def _only_shown(self, call: cst.Call) -> bool:
+        """Whether the value is only printed, logged or formatted (None shows as None)."""
+        parent = self.parents[-1] if self.parents else None
+        if isinstance(parent, cst.Arg) and len(self.parents) > 1:
+            outer = self.parents[-2]
+            return isinstance(outer, cst.Call) and is_display_call(outer)
+        if isinstance(parent, cst.FormattedStringExpression):
+            return True
+        if isinstance(parent, cst.Comparison):
+            return all(isinstance(t.operator, (cst.Is, cst.IsNot)) for t in parent.comparisons)
+        return False
+
+
+def is_display_call(call: cst.Call) -> bool:
+    """`print(...)`, `str(...)`, `logger.info(...)`, `"...".format(...)`: calls that only show
+    their arguments."""
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value in _SHOWN
+    if isinstance(func, cst.Attribute):
+        return func.attr.value in _LOG_METHODS or func.attr.value == "format"
+    return False
+
+
+def _test_of(guard: cst.CSTNode) -> cst.CSTNode:
+    return guard if isinstance(guard, cst.Assert) else guard.test  # type: ignore[attr-defined]
+
+
+def _says_cuda_only(guard: cst.CSTNode) -> bool:
+    """An assert whose message says CUDA only, or an `if` whose body raises such an error or
+    NotImplementedError."""
+    if isinstance(guard, cst.Assert):
+        return guard.msg is not None and _cuda_only_text(guard.msg)
+    if isinstance(guard, cst.If):
+        for stmt in guard.body.body:
+            for small in getattr(stmt, "body", ()):
+                if isinstance(small, cst.Raise) and small.exc is not None:
+                    exc = small.exc
+                    name = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) or ""
+                    if name.rsplit(".", 1)[-1] == "NotImplementedError" or _cuda_only_text(exc):
+                        return True
+    return False
+
+
+def _cuda_only_text(node: cst.CSTNode) -> bool:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleString):
+            if _CUDA_ONLY_RE.search(n.value):
+                return True
+        elif isinstance(n, cst.FormattedStringText):
+            if _CUDA_ONLY_RE.search(n.value):
+                return True
+        stack.extend(n.children)
+    return False

@@ -1,0 +1,192 @@
+"""Migrated PyTorch code that still runs (issue 16): guards that must stay, device strings only
+where they are devices, and findings without noise. Exact outputs; the executed versions are in
+tests/test_semantics_run.py."""
+
+from __future__ import annotations
+
+import textwrap
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+from npu_migrate.report import RunReport
+from npu_migrate.report.text import render_text
+from npu_migrate.rules import default_rules
+
+RULES = default_rules()
+
+
+def migrate(source: str, path: str = "train.py"):
+    result = migrate_source(textwrap.dedent(source), path, rules=RULES)
+    assert result.error is None
+    return result
+
+
+def migrated(source: str) -> str:
+    result = migrate(source)
+    return result.new_text if result.changed else textwrap.dedent(source)
+
+
+def codes(source: str):
+    return [(f.code, f.span.line) for f in migrate(source).findings]
+
+
+# ----------------------------------------------------------------------------- messages
+
+
+def test_every_finding_suggestion_is_a_sentence():
+    """No rule prints a suggestion like "-- torch": each is a sentence of its own."""
+    for rule in RULES.rules:
+        if rule.kind == "finding" and rule.suggestion:
+            words = rule.suggestion.split()
+            assert len(words) >= 4 and rule.suggestion.rstrip().endswith((".", ")")), rule.source
+            assert rule.suggestion != rule.message, rule.source
+
+
+def test_tensor_method_suggestion():
+    (f,) = migrate("import torch\ny = x.to_sparse_csr()\n").findings
+    assert f.code == "NPU304" and f.suggestion.startswith("Check the Ascend PyTorch API support list")
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+def test_kernel_guard_stays_and_the_rest_is_migrated():
+    source = """\
+        import torch
+        from maskrcnn_benchmark import _C
+
+        def encode(boxes, anchors):
+            if boxes.is_cuda and anchors.is_cuda:
+                return _C.box_encode(boxes, anchors)
+            return boxes - anchors
+
+        def move(x):
+            return x.cuda() if not x.is_cuda else x
+        """
+    assert migrated(source) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        from maskrcnn_benchmark import _C
+
+        def encode(boxes, anchors):
+            if boxes.is_cuda and anchors.is_cuda:
+                return _C.box_encode(boxes, anchors)
+            return boxes - anchors
+
+        def move(x):
+            return x.npu() if not x.is_npu else x
+        """)
+    found = migrate(source).findings
+    assert [(f.code, f.severity.value, f.span.line, f.api) for f in found] == [
+        ("NPU302", "warning", 5, "boxes.is_cuda"), ("NPU302", "warning", 5, "anchors.is_cuda"),
+    ]
+    assert "`_C.box_encode`" in found[0].message
+
+
+def test_kernel_guard_through_a_wrapper_and_a_relative_import_partial_and_whole():
+    source = textwrap.dedent("""\
+        import torch
+        from torch.autograd import Function
+        from .._ext import nms_ext
+
+        class NMSop(Function):
+            @staticmethod
+            def forward(ctx, boxes):
+                return nms_ext.nms(boxes)
+
+        def nms(boxes):
+            if boxes.is_cuda:
+                return NMSop.apply(boxes)
+            return boxes.cuda()
+        """)
+    for partial in (True, False):
+        result = migrate_source(source, "ops.py", rules=RULES, partial=partial)
+        assert result.new_text == source.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n") \
+            .replace("boxes.cuda()", "boxes.npu()")
+        assert [f.code for f in result.findings] == ["NPU302"]
+
+
+def test_build_gate_stays():
+    source = """\
+        import torch
+        from torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension
+        if torch.cuda.is_available() and CUDA_HOME is not None:
+            extension = CUDAExtension
+        else:
+            extension = CppExtension
+        """
+    result = migrate(source)
+    assert not result.changed
+    assert [(f.code, f.span.line) for f in result.findings] == [("NPU302", 3)]
+
+
+def test_capability_that_would_raise_stays_and_printing_it_is_migrated():
+    source = """\
+        import torch
+        BF16 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+        print(torch.cuda.get_device_capability())
+        """
+    assert migrated(source) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        BF16 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+        print(torch.npu.get_device_capability())
+        """)
+    severities = [(f.code, f.severity.value, f.span.line) for f in migrate(source).findings]
+    assert severities == [("NPU307", "error", 2), ("NPU307", "warning", 3)]
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def test_tf32_flag_only_logged_is_not_reported():
+    assert codes("""\
+        import torch
+        print(torch.backends.cuda.matmul.allow_tf32)
+        logger.info("tf32 %s", torch.backends.cudnn.allow_tf32)
+        log.info(f"{torch.backends.cudnn.benchmark=}")
+        torch.backends.cuda.matmul.allow_tf32 = True
+        """) == [("NPU402", 5)]
+
+
+def test_version_gate_and_oom_text():
+    assert codes("""\
+        import torch
+        print(torch.version.cuda)
+        if torch.version.cuda is not None:
+            pass
+        try:
+            step()
+        except RuntimeError as e:
+            if "CUDA out of memory" in str(e) or str(e).startswith("CUDA error: out of memory"):
+                pass
+        """) == [("NPU311", 3), ("NPU312", 8), ("NPU312", 8)]
+
+
+def test_nccl_variables_with_an_hccl_twin_python():
+    assert migrated("""\
+        import os
+        os.environ["NCCL_ASYNC_ERROR_HANDLING"] = "1"
+        os.environ.setdefault("TORCH_NCCL_BLOCKING_WAIT", "1")
+        os.environ["NCCL_DEBUG"] = "INFO"
+        """) == textwrap.dedent("""\
+        import os
+        os.environ["HCCL_ASYNC_ERROR_HANDLING"] = "1"
+        os.environ.setdefault("HCCL_BLOCKING_WAIT", "1")
+        os.environ["NCCL_DEBUG"] = "INFO"
+        """)
+
+
+# ----------------------------------------------------------------------------- text report
+
+
+def test_text_report_groups_repeated_findings_json_keeps_each(tmp_path):
+    source = "import torch\n" + "".join(f"y{i} = x.to_sparse_csr()\n" for i in range(3)) + "z = x.to_dense()\n"
+    result = migrate_source(source, str(tmp_path / "m.py"), rules=RULES)
+    assert len(result.findings) == 4
+    report = RunReport(results=[result], mode="report", rules=RULES, root=str(tmp_path))
+    lines = render_text(report).splitlines()
+    assert lines[0].startswith("m.py:2:6: NPU304 [warning] `.to_sparse_csr()` is listed as unsupported")
+    assert "(3 times: lines 2, 3, 4) -- Check the Ascend" in lines[0]
+    assert lines[1].startswith("m.py:5:5: NPU304 [warning] `.to_dense()`") and "times" not in lines[1]
+    assert lines[-1] == "4 findings: NPU304 x4"
