@@ -41,6 +41,18 @@ class DefaultGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
+def _with_local_modules(options: Options, files, rules) -> Options:
+    """Options naming the project's own modules that a library finding would mistake for the
+    library (a `triton/` folder of deployment scripts)."""
+    from dataclasses import replace
+
+    from .local_modules import shadowing_modules
+
+    roots = {name.split(".", 1)[0] for name in rules.finding_import}
+    local = shadowing_modules(files, roots)
+    return replace(options, local_modules=local) if local else options
+
+
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def main() -> None:
     """npu-migrate: migrate CUDA training code to Ascend NPUs."""
@@ -170,6 +182,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
             click.echo(f"{path}: skipped: {why}", err=True)
     if selection.errors and not selection.files:
         sys.exit(EXIT_ERROR)
+    options = _with_local_modules(options, selection.files, rules)
 
     from .cache import Cache
     from .progress import ProgressBar, wanted

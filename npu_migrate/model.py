@@ -98,6 +98,9 @@ class Options:
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
     npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)
+    # The project's own packages/modules named like a library a rule reports (local_modules.py):
+    # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
+    local_modules: Tuple[str, ...] = ()
 
     def cache_key(self) -> str:
         return repr(self)

@@ -67,7 +67,7 @@ REWRITES = [
     ("CALCULATE_DEVICE = 'gpu:0'\nm.to(CALCULATE_DEVICE)\n", "CALCULATE_DEVICE = 'npu:0'\nm.to(CALCULATE_DEVICE)\n"),
     ("loader = DataLoader(ds, pin_memory_device='cuda')\n", "loader = DataLoader(ds, pin_memory_device='npu')\n"),
     ("import torch\nsd = torch.load(p, map_location={'cuda:1': 'cuda:0'})\n",
-     "import torch\nsd = torch.load(p, map_location={'npu:1': 'npu:0'})\n"),
+     "import torch\nsd = torch.load(p, map_location={'cuda:1': 'npu:0'})\n"),
     ("if device.startswith('cuda:'):\n    pass\n", "if device.startswith('npu:'):\n    pass\n"),
     ("ok = args.device.startswith('cuda')\n", "ok = args.device.startswith('npu')\n"),
     # distributed backend

@@ -18,6 +18,7 @@ import libcst as cst
 from ..context import Context
 from ..engine import register_codemod
 from ..imports import dotted_name
+from ..local_modules import is_local_import
 from ..model import Severity
 from ..walk import walk
 from ..rules import Rule, RuleSet
@@ -109,7 +110,8 @@ class FindingVisitor(cst.CSTVisitor):
                         rule = self.rules.import_finding(sub) if name else None
                         if rule is not None:
                             found.append((rule, sub, alias, stmt))
-        found = [f for f in found if self.applies(f[0])]
+        found = [f for f in found if self.applies(f[0])
+                 and not is_local_import(self.ctx.path, f[1], self.ctx.options.local_modules)]
         optional = _optional_imports(self.ctx.module) if found and "try" in self.ctx.text else set()
         for rule, module, node, stmt in found:
             if id(stmt) in optional:

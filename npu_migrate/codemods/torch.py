@@ -26,6 +26,7 @@ from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
 from ..walk import walk
+from . import device_context as dc
 from .guards import is_display_call, plan_kept_code
 from .strings import LiteralRewriter, string_value
 
@@ -122,6 +123,12 @@ class TorchTransformer(cst.CSTTransformer):
         rs = ctx.rules
         self.imports = ctx.imports
         self.devices = LiteralRewriter({r.from_: r.to for r in rs.device.values()}, index=True)
+        # Device rules with no positions of their own ("gpu") apply only to variables the
+        # module passes as a device (the guide's `CALCULATE_DEVICE = "gpu:0"`): elsewhere "gpu"
+        # is some other library's device name (DALI's `device="gpu"`).
+        self.positional_devices = LiteralRewriter(
+            {r.from_: r.to for r in rs.device.values() if r.keywords or r.functions or r.methods}, index=True
+        )
         self.backends = LiteralRewriter(
             {r.from_: r.to for r in rs.backend.values()}, index=False, ignore_case=True
         )
@@ -148,6 +155,14 @@ class TorchTransformer(cst.CSTTransformer):
         plan_kept_code(ctx)
         # > 0 inside a call that only shows its arguments (print, logging, str.format, f-strings).
         self._shown = 0
+        # > 0 inside a call of a library with device names of its own (device_context.py).
+        self._foreign = 0
+        # The functions around the node being visited, and whether each returns devices.
+        self._functions: List[cst.FunctionDef] = []
+        self._returns_devices: Dict[int, bool] = {}
+        # Bodies of `if torch.cuda.is_available():` / `if x.is_cuda:` (ids), and how deep in them.
+        self._device_bodies: Set[int] = set()
+        self._in_device_body = 0
 
     def is_device_variable(self, name: str) -> bool:
         return name in self._usage(name).device_names
@@ -206,8 +221,14 @@ class TorchTransformer(cst.CSTTransformer):
             self.ctx.needs_torch_npu = True
         return new
 
-    def device_literal(self, original, updated, what="device string"):
-        return self._rewrite_literal(self.devices, self.device_rule, original, updated, what)
+    def device_literal(self, original, updated, what="device string", variable: bool = False):
+        """`variable`: the literal is assigned to or compared with a variable the module passes
+        as a device (then variable-only rules such as "gpu" apply too)."""
+        rewriter = self.devices if variable else self.positional_devices
+        return self._rewrite_literal(rewriter, self.device_rule, original, updated, what)
+
+    def is_passed_device(self, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Name) and self.is_device_variable(node.value)
 
     def backend_literal(self, original, updated, what="distributed backend"):
         if isinstance(updated, cst.Dict) and isinstance(original, cst.Dict):
@@ -251,6 +272,8 @@ class TorchTransformer(cst.CSTTransformer):
         out: List[Tuple[cst.Arg, str]] = []
         func = call.func
         qual = self.resolve(func)
+        if dc.is_foreign_callee(qual):
+            return out  # DALI's fn.resize(..., device="gpu"): that library's own device names
         positional = [a for a in call.args if a.keyword is None and a.star == ""]
         if qual is not None and qual in self.device_functions and positional:
             out.append((positional[0], "device"))
@@ -429,6 +452,7 @@ class TorchTransformer(cst.CSTTransformer):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._not_references.add(id(node.name))
+        self._functions.append(node)
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._not_references.add(id(node.name))
@@ -558,6 +582,8 @@ class TorchTransformer(cst.CSTTransformer):
     def visit_Call(self, node: cst.Call) -> None:
         if is_display_call(node):
             self._shown += 1
+        if dc.is_foreign_callee(self.resolve(node.func)):
+            self._foreign += 1
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self._shown += 1
@@ -569,6 +595,9 @@ class TorchTransformer(cst.CSTTransformer):
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if is_display_call(original):
             self._shown -= 1
+        if dc.is_foreign_callee(self.resolve(original.func)):
+            self._foreign -= 1
+        updated = self._parametrized_devices(original, updated)
         rs = self.ctx.rules
         # `.cuda(...)` on any receiver that is not an imported module.
         func = updated.func
@@ -594,7 +623,10 @@ class TorchTransformer(cst.CSTTransformer):
             new_args = []
             for o_arg, u_arg in zip(original.args, updated.args):
                 kind = special.get(id(o_arg))
-                if kind == "device":
+                if kind == "device" and isinstance(o_arg.value, cst.Dict) and o_arg.keyword is not None \
+                        and o_arg.keyword.value == "map_location":
+                    u_arg = u_arg.with_changes(value=self._map_location_values(o_arg.value, u_arg.value))
+                elif kind == "device":
                     u_arg = u_arg.with_changes(value=self.device_literal(o_arg.value, u_arg.value))
                 elif kind == "backend":
                     u_arg = u_arg.with_changes(value=self.backend_literal(o_arg.value, u_arg.value))
@@ -632,6 +664,16 @@ class TorchTransformer(cst.CSTTransformer):
         ):
             updated = self._tensor_type_string(original, updated)
         return updated
+
+    def _map_location_values(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
+        """`map_location={"cuda:1": "cuda:0"}`: a key is the device a tensor was saved on (the
+        checkpoint keeps saying so); only the values, where tensors go, are devices to migrate."""
+        elements = []
+        for o_el, u_el in zip(original.elements, updated.elements):
+            if isinstance(o_el, cst.DictElement) and isinstance(u_el, cst.DictElement):
+                u_el = u_el.with_changes(value=self.device_literal(o_el.value, u_el.value))
+            elements.append(u_el)
+        return updated.with_changes(elements=elements)
 
     def _argparse_defaults(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         names = option_names(original)
@@ -737,7 +779,7 @@ class TorchTransformer(cst.CSTTransformer):
                 if isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
                     new = self.env_literal(lit_o, lit_u)
                 elif self.is_device_expr(other):
-                    new = self.device_literal(lit_o, lit_u)
+                    new = self.device_literal(lit_o, lit_u, variable=self.is_passed_device(other))
                 elif self.is_backend_expr(other):
                     new = self.backend_literal(lit_o, lit_u)
                 if new is not lit_u:
@@ -758,7 +800,8 @@ class TorchTransformer(cst.CSTTransformer):
         device = any(self.is_device_expr(t) for t in targets)
         backend = any(self.is_backend_expr(t) for t in targets)
         if device:
-            return self.device_literal(original_value, updated_value)
+            variable = any(self.is_passed_device(t) for t in targets)
+            return self.device_literal(original_value, updated_value, variable=variable)
         if backend:
             return self.backend_literal(original_value, updated_value)
         return updated_value
@@ -780,6 +823,115 @@ class TorchTransformer(cst.CSTTransformer):
             return updated
         new_default = self._assigned_value([original.name], original.default, updated.default)
         return updated.with_changes(default=new_default) if new_default is not updated.default else updated
+
+    # -- devices in containers, returns and conditional expressions (device_context.py) ------
+
+    def _parametrized_devices(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`@pytest.mark.parametrize("device", ["cpu", "cuda"])`, also `("dtype,device", [(..,
+        "cuda"), pytest.param(.., "cuda")])`: the values of device-named parameters."""
+        if self.resolve(original.func) not in dc.PARAMETRIZE:
+            return updated
+        found = dc.parametrized_devices(original)
+        if found is None:
+            return updated
+        index, positions, count = found
+        o_values, u_values = original.args[index].value, updated.args[index].value
+        if not isinstance(o_values, (cst.List, cst.Tuple)) or not isinstance(u_values, (cst.List, cst.Tuple)):
+            return updated
+        elements = []
+        for o_el, u_el in zip(o_values.elements, u_values.elements):
+            if isinstance(o_el, cst.Element) and isinstance(u_el, cst.Element):
+                u_el = u_el.with_changes(value=self._parameter_values(o_el.value, u_el.value, positions, count))
+            elements.append(u_el)
+        args = list(updated.args)
+        args[index] = args[index].with_changes(value=u_values.with_changes(elements=elements))
+        return updated.with_changes(args=args)
+
+    def _parameter_values(self, original, updated, positions: List[int], count: int):
+        if count == 1:
+            return self.device_literal(original, updated)
+        holder_o, holder_u = original, updated
+        if isinstance(original, cst.Call) and isinstance(updated, cst.Call):  # pytest.param(a, b, marks=...)
+            values_o = [a for a in original.args if a.keyword is None]
+            values_u = [a for a in updated.args if a.keyword is None]
+            new_args = list(updated.args)
+            for pos in positions:
+                if pos < len(values_o):
+                    i = list(updated.args).index(values_u[pos])
+                    new_args[i] = values_u[pos].with_changes(value=self.device_literal(values_o[pos].value, values_u[pos].value))
+            return updated.with_changes(args=new_args)
+        if isinstance(holder_o, cst.Tuple) and isinstance(holder_u, cst.Tuple):
+            elements = list(holder_u.elements)
+            for pos in positions:
+                if pos < len(elements) and isinstance(elements[pos], cst.Element):
+                    o_el = holder_o.elements[pos]
+                    elements[pos] = elements[pos].with_changes(value=self.device_literal(o_el.value, elements[pos].value))
+            return updated.with_changes(elements=elements)
+        return updated
+
+    def leave_For(self, original: cst.For, updated: cst.For):
+        # for device in ["cpu", "cuda"]:
+        if isinstance(original.iter, (cst.List, cst.Tuple, cst.Set)) and self._is_device_target(original.target):
+            new_iter = self.device_literal(original.iter, updated.iter)
+            if new_iter is not updated.iter:
+                return updated.with_changes(iter=new_iter)
+        return updated
+
+    def _is_device_target(self, target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Tuple):
+            return any(isinstance(e, cst.Element) and self._is_device_target(e.value) for e in target.elements)
+        return self.is_device_expr(target)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        if self._functions and self._functions[-1] is original:
+            self._functions.pop()
+        return updated
+
+    def visit_If(self, node: cst.If) -> None:
+        self._device_bodies |= dc.device_bodies(node, self.resolve)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if id(node) in self._device_bodies:
+            self._in_device_body += 1
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+        if id(original) in self._device_bodies:
+            self._in_device_body -= 1
+        return updated
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return):
+        """`return "cuda"` where it is a device: in a function that returns devices (`get_device`,
+        another `return "cpu"`), or under `if torch.cuda.is_available():` / `if x.is_cuda:`."""
+        if original.value is None or updated.value is None or not self._is_rewritable_literal(updated.value):
+            return updated
+        if not (self._in_device_body or self._function_returns_devices()):
+            return updated
+        new = self.device_literal(original.value, updated.value)
+        return updated.with_changes(value=new) if new is not updated.value else updated
+
+    def _function_returns_devices(self) -> bool:
+        if not self._functions:
+            return False
+        func = self._functions[-1]
+        if id(func) not in self._returns_devices:
+            self._returns_devices[id(func)] = dc.returns_devices(func, self.resolve, DEVICE_NAME_RE)
+        return self._returns_devices[id(func)]
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
+        """`"cuda" if torch.cuda.is_available() else "cpu"`: a device, whatever receives it."""
+        if self._shown or self._foreign or not self._is_rewritable_literal(updated):
+            return updated
+        if not (dc.is_device_test(original.test, self.resolve)
+                and (dc.names_a_device(original.orelse, self.resolve) or dc.names_a_device(original.body, self.resolve))):
+            return updated
+        return self.device_literal(original, updated)
+
+    def leave_Element(self, original: cst.Element, updated: cst.Element) -> cst.Element:
+        """`("cuda:0",) + args`, `["cuda:0", "cuda:1"]`: with an index, a device by its form."""
+        if self._shown or self._foreign or not dc.is_indexed_device(original.value):
+            return updated
+        new = self.device_literal(original.value, updated.value)
+        return updated.with_changes(value=new) if new is not updated.value else updated
 
     def leave_DictElement(self, original: cst.DictElement, updated: cst.DictElement) -> cst.DictElement:
         # {"device": "cuda"} / {"dist_backend": "nccl"}
