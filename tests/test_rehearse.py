@@ -372,7 +372,7 @@ def test_migrated_ddp_script_trains_on_two_processes(world, torch_python, run_cl
     done = world.rehearse("train_ddp.py", "--data", str(world.data), "--nproc", "2", "--python", torch_python)
     assert done.returncode == 0, report(done) + done.stderr.decode()
     assert uploaded(done) == ["model.pt"]
-    assert "[rank 0] world 2 backend gloo" in done.stderr.decode()  # hccl ran on gloo
+    assert "[rank 0] world 2 backend hccl" in done.stderr.decode()  # hccl ran (on gloo)
 
 
 def test_a_local_obs_folder_of_your_own_is_used_and_only_new_uploads_count(world, tmp_path):

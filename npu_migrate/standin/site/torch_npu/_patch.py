@@ -9,7 +9,8 @@
    `Module.to` and `.npu()` end in `Tensor.to`, so they are covered too.
 3. What is not a torch function is wrapped: `torch.load(map_location=...)`, `torch.Generator`,
    `torch.autocast`, `torch.amp.GradScaler`, DDP (its `device_ids` are dropped for a CPU module),
-   `init_process_group`/`new_group` (`hccl` runs on gloo) and `barrier(device_ids=...)`.
+   `init_process_group`/`new_group` (`hccl` runs on gloo, and `get_backend()` still says `hccl`)
+   and `barrier(device_ids=...)`.
 """
 
 import functools
@@ -97,14 +98,33 @@ def _load_args(args, kwargs):
     return args, kwargs
 
 
+_asked = {}  # the backend name the script asked for, which dist.get_backend() gives back
+
+
 def _backend(value):
     if not isinstance(value, str):
         return value
     names = ("hccl", "nccl") if _cuda_too else ("hccl",)
     parts = [part.split(":")[-1].strip().lower() for part in value.split(",")]
-    if any(part in names for part in parts):
-        return "gloo"  # "hccl", "npu:hccl,cpu:gloo"
+    for part in parts:
+        if part in names:
+            _asked["backend"] = part
+            return "gloo"  # "hccl", "npu:hccl,cpu:gloo"
     return value
+
+
+def _wrap_get_backend(owner):
+    original = getattr(owner, "get_backend", None)
+    if original is None or getattr(original, "_npu_migrate_standin", False):
+        return
+
+    @functools.wraps(original)
+    def get_backend(*args, **kwargs):
+        found = original(*args, **kwargs)
+        return _asked.get("backend", found) if found == "gloo" else found
+
+    get_backend._npu_migrate_standin = True
+    owner.get_backend = get_backend
 
 
 def _process_group_args(args, kwargs):
@@ -300,6 +320,7 @@ def install(npu_module):
             _wrap(owner, "init_process_group", _process_group_args)
             _wrap(owner, "new_group", _new_group_args)
             _wrap(owner, "barrier", _barrier_args)
+            _wrap_get_backend(owner)
         dist.is_hccl_available = lambda: True
         if not hasattr(dist.Backend, "HCCL"):
             dist.Backend.HCCL = "hccl"
