@@ -288,12 +288,13 @@ def _gone(pid: int) -> bool:
 
 # ---------------------------------------------------------------- bad input: one line
 
-def test_missing_script(world):
-    world.code.mkdir()
-    done = world.rehearse("nope.py")
+@pytest.mark.parametrize("name, why", [("nope.py", "no such file"), ("folder", "not a file")])
+def test_missing_script(world, name, why):
+    (world.code / "folder").mkdir(parents=True)
+    done = world.rehearse(name)
     assert done.returncode == 2
     assert done.stdout == b""
-    assert done.stderr.decode() == "npu-migrate rehearse: error: nope.py: no such file\n"
+    assert done.stderr.decode() == f"npu-migrate rehearse: error: {name}: {why}\n"
 
 
 def test_script_not_adapted_suggests_the_command(world):
@@ -315,11 +316,12 @@ def test_torch_missing_in_the_interpreter_names_it(world):
         "install torch) or name an interpreter that has it with --python\n")
 
 
-def test_module_api_matches_the_command(tmp_path):
-    from npu_migrate.rehearse import RehearsalError, RehearsalOptions, rehearse
-
-    with pytest.raises(RehearsalError, match="not a folder"):
-        rehearse(RehearsalOptions(script=str(AFTER / "train_module_level.py"), data=str(tmp_path / "none")))
+def test_data_that_is_not_a_folder_is_bad_input(world):
+    world.adapted_fixture("train_module_level.py")
+    done = world.rehearse("train_module_level.py", "--data", "nowhere")
+    assert done.returncode == 2
+    assert done.stderr.decode() == "npu-migrate rehearse: error: --data nowhere: not a folder\n"
+    assert not world.job.exists()
 
 
 DDP_TRAINING = '''\
