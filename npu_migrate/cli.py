@@ -96,8 +96,12 @@ def _install_signal_handlers() -> None:
 @click.option("--modelarts-resume", is_flag=True, help="With --modelarts: copy checkpoints found under train_url back at start.")
 @click.option("--modelarts-data-dir", default="/cache/data", show_default=True, help="Where OBS input data is copied to.")
 @click.option("--modelarts-output-dir", default="/cache/output", show_default=True, help="Default local output folder copied to train_url.")
-@click.option("--data-arg", default="", help="The script's own data-path argument (when not --data/--data_dir/…).")
-@click.option("--output-arg", default="", help="The script's own output-folder argument (when not --output_dir/--save_dir/…).")
+@click.option("--data-arg", "data_args", multiple=True,
+              help="With --modelarts: a data argument of the script (instead of those found by name and help); repeatable.")
+@click.option("--output-arg", "output_args", multiple=True,
+              help="With --modelarts: an output argument (file or folder) of the script, copied to train_url; repeatable.")
+@click.option("--modelarts-sync-every", type=click.FloatRange(min=0), default=0, metavar="MINUTES",
+              help="With --modelarts: also copy new outputs to train_url every MINUTES (default: only at the end).")
 @click.option("--exclude", multiple=True, metavar="GLOB",
               help="Skip files and folders matching this gitignore-style pattern; replaces the default excludes. Repeatable.")
 @click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Like --exclude, but keeps the default excludes. Repeatable.")
@@ -147,8 +151,9 @@ def migrate_command(ctx: click.Context, **params) -> None:
         modelarts_resume=settings.modelarts_resume,
         data_dir=settings.modelarts_data_dir,
         output_dir=settings.modelarts_output_dir,
-        data_arg=settings.data_arg,
-        output_arg=settings.output_arg,
+        data_args=tuple(settings.data_args),
+        output_args=tuple(settings.output_args),
+        modelarts_sync_every=settings.modelarts_sync_every,
         add_import=not settings.no_import,
         npu_ops=settings.npu_ops,
     )

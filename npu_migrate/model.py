@@ -93,8 +93,11 @@ class Options:
     modelarts_resume: bool = False
     data_dir: str = "/cache/data"
     output_dir: str = "/cache/output"
-    data_arg: str = ""  # the script's own data-path argument, when not one of the usual names
-    output_arg: str = ""
+    data_args: Tuple[str, ...] = ()  # --data-arg: the script's own data arguments, when not recognised
+    output_args: Tuple[str, ...] = ()  # --output-arg
+    modelarts_sync_every: float = 0  # minutes between uploads to train_url (0: at the end only)
+    # .py files of the project that import moxing (an entry importing one is adapted already)
+    modelarts_moxing_files: Tuple[str, ...] = ()
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
     npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)

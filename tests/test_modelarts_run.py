@@ -83,6 +83,8 @@ class Job:
         assert result.error is None and result.changed
         script = self.work / name
         script.write_text(result.new_text)
+        for path, generated in result.extra_files.items():  # the runtime module beside it
+            (self.work / path).write_text(generated)
         return script
 
     def original(self, name: str) -> Path:
@@ -143,10 +145,26 @@ def test_module_level_parser_copies_data_in_and_outputs_out(job):
     assert f"read 4 words from {job.cache / 'data'}" in done.stdout
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt", "epoch1.ckpt"]
     assert (job.obs / "bucket/out/epoch1.ckpt").read_text() == "words=4\n"
-    assert job.calls() == [
-        [str(_pid(job, 0)), "copy_parallel", "obs://bucket/corpus", str(job.cache / "data")],
-        [str(_pid(job, 0)), "copy_parallel", str(job.work / "checkpoints"), "obs://bucket/out"],
+    pid = _pid(job, 0)
+    # Copied into a new folder, then switched into place; the outputs file by file.
+    assert job.calls() == [[pid, "copy_parallel", "obs://bucket/corpus", f"{job.cache / 'data'}.modelarts-new-{pid}"]]
+    assert job.calls("copy") == [
+        [pid, "copy", str(job.work / "checkpoints" / name), f"obs://bucket/out/{name}"]
+        for name in ("epoch0.ckpt", "epoch1.ckpt")
     ]
+    assert sorted(p.name for p in job.cache.iterdir()) == [
+        ".data.modelarts-data-run-" + _only(job.cache, ".data.modelarts-data-run-"),
+        ".data.modelarts-data.lock",
+        ".output.modelarts-output-run-" + _only(job.cache, ".output.modelarts-output-run-"),
+        ".output.modelarts-output.lock",
+        "data", "data.modelarts-source", "output",
+    ]
+
+
+def _only(folder: Path, prefix: str) -> str:
+    names = [p.name[len(prefix):] for p in folder.iterdir() if p.name.startswith(prefix)]
+    assert len(names) == 1, names
+    return names[0]
 
 
 def _pid(job: Job, row: int) -> str:
@@ -170,7 +188,7 @@ def test_without_the_urls_the_script_behaves_as_before(tmp_path, name, args, fil
         script = script.rename(job.work / name)
         done = job.run(script, *args)
         produced = sorted(p.relative_to(job.work).as_posix() for p in job.work.rglob("*") if p.is_file())
-        contents = {p: (job.work / p).read_text() for p in produced if p != name}
+        contents = {p: (job.work / p).read_text() for p in produced if p not in (name, "npu_migrate_modelarts.py")}
         outcomes.append((done.returncode, done.stdout, done.stderr, contents))
         assert not job.log.exists()  # MoXing never called
     assert outcomes[0] == outcomes[1]
@@ -187,7 +205,7 @@ def test_outputs_are_copied_when_the_job_is_stopped_with_sigterm(job):
     stdout, stderr = proc.communicate(timeout=30)
     assert proc.returncode == -signal.SIGTERM  # ended by SIGTERM, as it was before the adaptation
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt"]
-    assert f"[modelarts] copying {job.work / 'checkpoints'} to obs://bucket/out" in stderr
+    assert "[modelarts] copying 1 file(s) to obs://bucket/out" in stderr
 
 
 def test_the_previous_sigterm_handler_still_runs(job):
@@ -224,28 +242,46 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
     assert [r[2] for r in results] == [0, 0, 0], results
     copies_in = [row for row in job.calls() if row[2] == "obs://bucket/data"]
-    copies_out = [row for row in job.calls() if row[3] == "obs://bucket/out"]
+    copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
     assert len(copies_in) == 1
     assert [row[0] for row in copies_out] == [str(procs[0].pid)]
-    waiting = [r for r in results if "[modelarts] waiting for another process to copy obs://bucket/data" in r[1]]
+    waiting = [r for r in results if "[modelarts] waiting for another process of this job" in r[1]]
     assert len(waiting) == 2  # the other two waited instead of copying
     assert job.listing("obs://bucket/out") == ["step000.ckpt"]
-    assert (job.obs / "bucket/out/step000.ckpt").read_text() == "s1,s2"
+    # Every rank writes this file (the fixture is that simple); each read the whole copy.
+    assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
 
 
-def test_a_marker_left_by_an_earlier_job_does_not_skip_the_copy(job):
+def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
     script = job.adapt("train_helper.py")
-    job.put("obs://bucket/data", {"old": ""})
+    job.put("obs://bucket/data", {"old": "", "gone": ""})
     args = ["--data_url=obs://bucket/data", "--train_url=obs://bucket/out"]
-    assert job.run(script, *args, MA_VJ_NAME="ma-job-1").returncode == 0
+
+    def run(name):
+        done = job.run(script, *args, MA_VJ_NAME=name)
+        assert done.returncode == 0, done.stderr
+        return (job.obs / "bucket/out/step000.ckpt").read_text(), len(job.calls())
+
+    assert run("ma-job-1") == ("gone,old", 1)
+    # The same job again, the same data on OBS: the copy in /cache is used.
+    assert run("ma-job-1") == ("gone,old", 1)
+    # The data changed on OBS: copied again, into a new folder (nothing of the old copy survives).
+    (job.obs / "bucket/data/gone").unlink()
     job.put("obs://bucket/data", {"new": ""})
-    # The same job started again (a second process of it): the copy is there, no second copy.
-    assert job.run(script, *args, MA_VJ_NAME="ma-job-1").returncode == 0
-    assert len([row for row in job.calls() if row[2] == "obs://bucket/data"]) == 1
-    # A new job on the same /cache copies again and sees the new file.
-    assert job.run(script, *args, MA_VJ_NAME="ma-job-2").returncode == 0
-    assert len([row for row in job.calls() if row[2] == "obs://bucket/data"]) == 2
-    assert (job.obs / "bucket/out/step000.ckpt").read_text() == "new,old"
+    assert run("ma-job-1") == ("new,old", 2)
+    # Another job on the same /cache: copied again.
+    assert run("ma-job-2") == ("new,old", 3)
+    assert sorted(p.name for p in job.cache.iterdir() if "modelarts-new" in p.name or "modelarts-old" in p.name) == []
+
+
+def test_a_leftover_output_folder_is_not_uploaded_to_the_next_job(job):
+    script = job.adapt("train_no_data_arg.py", output_dir=str(job.cache / "output"))
+    job.put(str(job.cache / "output"), {"other_jobs_model.ckpt": "theirs"})
+    job.put(str(job.work / "dataset"), {"x": ""})
+    done = job.run(script, "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert "other_jobs_model.ckpt" not in job.listing("obs://bucket/out")
+    assert not (job.cache / "output" / "other_jobs_model.ckpt").exists()
 
 
 def test_resume_copies_the_checkpoints_at_train_url_back_first(job):
@@ -306,8 +342,8 @@ def test_mindspore_8_card_job_keeps_its_per_device_data_folders(job):
     assert outputs[0][0] == "device 0 trained on ['batch_1.bin']\n"
     assert outputs[1][0] == "device 1 trained on ['batch_2.bin']\n"
     assert len([row for row in job.calls() if row[2] == "obs://bucket/cifar"]) == 1
-    uploads = [row for row in job.calls() if row[3] == "obs://bucket/out"]
-    assert [row[0] for row in uploads] == [str(procs[0].pid)]  # RANK_ID 0 only
+    uploads = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out/")]
+    assert {row[0] for row in uploads} == {str(procs[0].pid)}  # RANK_ID 0 only
     assert "resnet-0.ckpt" in job.listing("obs://bucket/out")
 
 

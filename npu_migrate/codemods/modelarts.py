@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -39,25 +39,47 @@ from ..model import Severity
 from ..modelarts import (
     BEGIN_MARKER,
     END_MARKER,
+    RUNTIME_MODULE,
     SETUP_FUNCTION,
-    BlockSettings,
     black_format,
     boot_file_name,
-    render_block,
     render_boot,
+    render_runtime,
+    runtime_file_name,
 )
 from ..rules import Rule
 from .strings import string_value
 
-# The script's own data-path argument: these names (argparse dests), specific ones first. The
-# generic ones also name datasets ("--dataset cifar10"), so they count only when the argument
-# looks like a path (a path-like default, or "dir"/"path"/"folder" in its help or metavar).
-DATA_ARGS = ("data_dir", "data_path", "data_root", "dataset_dir", "dataset_path", "dataset_root",
-             "local_data_path", "train_data_dir")
-GENERIC_DATA_ARGS = ("data", "dataset", "root")
-OUTPUT_ARGS = ("output_dir", "save_dir", "checkpoint_dir", "ckpt_dir", "out_dir", "output_path", "save_path")
-GENERIC_OUTPUT_ARGS = ("out", "output")
+# How data and output arguments are recognised (argparse dests split at "_"): see
+# data_arguments() and output_arguments().
+DATA_WORDS = {"data", "dataset", "datasets", "dataroot", "datadir", "datapath", "corpus", "root", "image", "images",
+              "img", "imgs", "attr", "attrs", "annotation", "annotations", "ann", "anno", "label", "labels",
+              "train", "val", "valid", "test", "input", "inputs", "mindrecord", "tfrecord", "lmdb", "wav", "audio",
+              "text", "txt", "csv", "json", "list"}
+GENERIC_DATA_NAMES = {"data", "dataset", "dataroot", "datadir", "root", "corpus", "input", "data_root"}
+NOT_DATA_WORDS = {"resume", "pretrain", "pretrained", "load", "checkpoint", "ckpt", "weight", "weights", "model",
+                  "config", "cfg", "log", "logs", "save", "out", "outf", "output", "outputs", "result", "results",
+                  "sample", "samples", "cache", "tmp", "url", "name", "type", "format", "mode", "backend", "vocab",
+                  "tokenizer", "size", "num", "workers", "split", "ratio", "snapshot", "export", "dist"}
+OUTPUT_WORDS = {"save", "saved", "saving", "out", "outf", "output", "outputs", "outdir", "ckpt", "ckpts", "checkpoint",
+                "checkpoints", "log", "logs", "logdir", "logging", "sample", "samples", "result", "results", "snapshot",
+                "snapshots", "tensorboard", "tb", "summary", "summaries", "exp", "experiment", "work", "workdir",
+                "savedir", "model"}
+SINGLE_OUTPUT_NAMES = {"save", "out", "outf", "output", "outputs", "outdir", "results", "logs", "logdir",
+                       "checkpoints", "snapshot", "savedir", "workdir", "save_to"}
+PATH_SUFFIXES = ("dir", "path", "folder", "root", "file", "prefix", "location")
+NOT_OUTPUT_RE = re.compile(r"(?i)\b(load|loading|resume|resuming|pretrain\w*|restore|init\w*|continue training|"
+                           r"read from|evaluate|finetune from)\b")
+OUTPUT_HELP_RE = re.compile(r"(?i)\b(save[sd]?|saving|output|outputs|write|written|store[sd]?|checkpoints?|logs?|"
+                            r"results?|samples?)\b")
+DATA_HELP_RE = re.compile(r"(?i)\b(data|dataset|datasets|corpus|images?|annotations?|labels?)\b|数据")
+PATH_TYPES = {"str", "Path", "pathlib.Path", "os.path.abspath", "os.path.expanduser", "os.path.realpath"}
 PATH_WORDS_RE = re.compile(r"(?i)\b(dir|directory|folder|path|root|location)\b|目录|路径|文件夹")
+# Scripts named like this are not entry scripts unless named with --entry (model-zoo layout).
+HELPER_SCRIPT_WORDS = {"eval", "evaluate", "evaluation", "export", "infer", "inference", "predict", "preprocess",
+                       "postprocess", "convert", "demo", "benchmark", "onnx", "om"}
+# What a script started by torchrun (torch.distributed.run) reads from its environment.
+LAUNCHER_VARIABLES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "GROUP_RANK")
 URL_ARGS = ("data_url", "train_url")
 HELP = {
     "data_url": "ModelArts input: OBS URL or local path",
@@ -89,7 +111,7 @@ def _rule(code: str, severity: Severity, message: str, suggestion: str = "") -> 
 
 ALREADY_ADAPTED = _rule(
     "NPU210", Severity.INFO,
-    "already adapted for ModelArts by hand (it uses moxing): left unchanged",
+    "already adapted for ModelArts: it copies from and to OBS through `{api}`, so no second copier is added",
 )
 NO_DATA_ARG = _rule(
     "NPU211", Severity.WARNING,
@@ -107,9 +129,11 @@ OTHER_CLI = _rule(
     "define data_url and train_url flags and copy the data with moxing yourself, or parse them with argparse",
 )
 NO_OUTPUT_ARG = _rule(
-    "NPU214", Severity.INFO,
-    "no output-folder argument found: what the script writes to {output_dir} is copied to --train_url",
-    "save checkpoints and logs under {output_dir}, or name the script's output argument with --output-arg NAME",
+    "NPU214", Severity.WARNING,
+    "no output argument found ({looked_for}) and {where}: only files the job writes under its working folder or "
+    "{output_dir} reach --train_url",
+    "save checkpoints and logs under the working folder or {output_dir}, or name the script's output argument with "
+    "--output-arg NAME",
 )
 UNKNOWN_CONFIGURED_ARG = _rule(
     "NPU215", Severity.WARNING,
@@ -122,7 +146,20 @@ PARSED_ELSEWHERE = _rule(
     "add the two arguments where that parser is built (for another module: adapt it too, naming it with --entry) "
     "and use parse_known_args() there",
 )
-EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_BLOCK = "NPU201", "NPU202", "NPU203", "NPU204"
+FIXED_DOWNLOAD = _rule(
+    "NPU217", Severity.WARNING,
+    "`{api}` downloads its data into the fixed folder '{folder}': a copy of --data_url is not read there",
+    "make the folder an argument (for example --data_dir with default '{folder}') so the adapted script points it at "
+    "the copy in {data_dir}, or start the job without --data_url so the download runs; '{folder}' is not copied to "
+    "--train_url",
+)
+POSITIONAL_ARG = _rule(
+    "NPU218", Severity.WARNING,
+    "the positional argument(s) {api} cannot be given as ModelArts job parameters, which are all --name=value",
+    "generate the boot file with --modelarts-entry --entry SCRIPT (it passes --name=value to the script as the "
+    "positional argument), or make them options",
+)
+EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_IMPORT = "NPU201", "NPU202", "NPU203", "NPU204"
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -136,6 +173,9 @@ class Argument:
     required: bool
     path_like: bool  # default/help/metavar say it holds a path
     plain_value: bool  # a single string value: no choices, action, numeric type or nargs list
+    help: str = ""  # the literal text of help= (pieces of an expression joined)
+    default: Optional[str] = None  # a string default
+    enumerates: bool = False  # its help lists names ("cifar10 | lsun | mnist")
 
 
 @dataclass
@@ -182,6 +222,23 @@ def _is_true(node: Optional[cst.Arg]) -> bool:
     return node is not None and isinstance(node.value, cst.Name) and node.value.value == "True"
 
 
+
+def _literal_text(node: Optional[cst.BaseExpression]) -> str:
+    """The string literals in an expression, joined (`'arch: ' + ' | '.join(names)`)."""
+    if node is None:
+        return ""
+    if isinstance(node, cst.SimpleString):
+        try:
+            value = node.evaluated_value
+        except Exception:  # noqa: BLE001 - odd escapes: no text
+            return ""
+        return value if isinstance(value, str) else ""
+    return " ".join(_literal_text(child) for child in node.children if isinstance(child, cst.BaseExpression))
+
+
+ENUMERATION_RE = re.compile(r"\w\s*\|\s*\w|\bone of\b|\bchoose from\b|\bname of\b|\bwhich dataset\b|\{\w+,", re.IGNORECASE)
+
+
 def describe_argument(call: cst.Call) -> Optional[Argument]:
     """What an `add_argument(...)` call defines, when its option strings are literals."""
     flags = []
@@ -204,19 +261,22 @@ def describe_argument(call: cst.Call) -> Optional[Argument]:
     required = positional and not (nargs is not None and string_value(nargs.value) in ("?", "*"))
     required = required or _is_true(_keyword(call, "required"))
     type_arg = _keyword(call, "type")
-    numeric = type_arg is not None and isinstance(type_arg.value, cst.Name) and type_arg.value.value in ("int", "float", "bool")
+    numeric = type_arg is not None and (dotted_name(type_arg.value) or "") not in PATH_TYPES
     list_nargs = nargs is not None and string_value(nargs.value) != "?"
-    plain = not (numeric or list_nargs or _keyword(call, "choices") or _keyword(call, "action"))
-    texts = []
-    for name in ("help", "metavar"):
-        kw = _keyword(call, name)
-        if kw is not None and string_value(kw.value):
-            texts.append(string_value(kw.value))
     default = _keyword(call, "default")
     default_text = string_value(default.value) if default is not None else None
+    other_default = default is not None and default_text is None and not (
+        isinstance(default.value, cst.Name) and default.value.value == "None")
+    plain = not (numeric or list_nargs or other_default or _keyword(call, "choices") or _keyword(call, "action"))
+    help_text = _literal_text(_keyword(call, "help").value) if _keyword(call, "help") is not None else ""
+    texts = [help_text]
+    metavar = _keyword(call, "metavar")
+    if metavar is not None and string_value(metavar.value):
+        texts.append(string_value(metavar.value))
     path_like = bool(default_text and (default_text.startswith((".", "~", "/")) or "/" in default_text or "\\" in default_text))
     path_like = path_like or any(PATH_WORDS_RE.search(t) for t in texts)
-    return Argument(dest, call, positional, required, path_like, plain)
+    enumerates = bool(ENUMERATION_RE.search(help_text))
+    return Argument(dest, call, positional, required, path_like, plain, help_text, default_text, enumerates)
 
 
 class _Scope:
@@ -341,6 +401,24 @@ class _Visitor(cst.CSTVisitor):
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer) and index.value.value == "0":
                 self.a._indexed[id(node.value)] = node
 
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if self.second and string_value(node) in LAUNCHER_VARIABLES:
+            self.a.reads_launcher_env = True
+
+    def _note_io(self, node: cst.Call) -> None:
+        """Downloads into a fixed folder, and where the script saves."""
+        download = _keyword(node, "download")
+        if download is not None and _is_true(download):
+            root = _keyword(node, "root")
+            first = next((arg for arg in node.args if arg.keyword is None and not arg.star), None)
+            folder = string_value((root or first).value) if (root or first) is not None else None
+            if folder:
+                self.a.downloads.append((node, folder))
+        name = (dotted_name(node.func) or "").rsplit(".", 1)[-1].lower()
+        if "save" in name or name == "savefig":
+            paths = [string_value(arg.value) for arg in node.args if isinstance(arg.value, cst.SimpleString)]
+            self.a.saves.append((node, [p for p in paths if p]))
+
     def visit_Call(self, node: cst.Call) -> None:
         if not self.second:
             return
@@ -353,6 +431,7 @@ class _Visitor(cst.CSTVisitor):
                     inner = inner.value
                 a._wrapped.add(id(inner))
             return
+        self._note_io(node)
         receiver, method = _method_call(node)
         if method.startswith("DEFINE_") and receiver is not None:
             a.flag_definitions.append(node)
@@ -428,12 +507,18 @@ class ScriptAnalysis:
         self.foreign_parse_calls: List[cst.Call] = []
         self.setup_calls: List[cst.Call] = []
         self.flag_definitions: List[cst.Call] = []
+        self.downloads: List[Tuple[cst.Call, str]] = []  # (call, the fixed folder it downloads into)
+        self.saves: List[Tuple[cst.Call, List[str]]] = []  # (a call saving something, its literal paths)
+        self.reads_launcher_env = False  # reads LOCAL_RANK etc.: started by torchrun
         self._scopes: Dict[int, _Scope] = {}
         self._indexed: Dict[int, cst.Subscript] = {}
         self._wrapped: Set[int] = set()
         module.visit(_Visitor(self, second_pass=False))
         module.visit(_Visitor(self, second_pass=True))
         self.header_end = self._header_end(body)
+        self.runtime_import = next((stmt for stmt in user_body if isinstance(stmt, cst.SimpleStatementLine)
+                                    and any(isinstance(x, cst.ImportFrom) and x.module is not None
+                                            and dotted_name(x.module) == RUNTIME_MODULE for x in stmt.body)), None)
 
     @property
     def module_level_parser(self) -> bool:
@@ -446,12 +531,36 @@ class ScriptAnalysis:
             return None
         return max(self.parsers, key=lambda p: (len(p.arguments), -self.parsers.index(p)))
 
-    def moxing_import(self) -> Optional[cst.CSTNode]:
+    def imported_modules(self) -> List[Tuple[cst.CSTNode, str, int]]:
+        """(import node, dotted module, relative level) of every module the script imports,
+        `from a import b` counted as a.b as well (b may be a module)."""
+        found = []
         for node in self.imports.import_nodes:
-            names = ([dotted_name(a.name) or "" for a in node.names] if isinstance(node, cst.Import)
-                     else [dotted_name(node.module) or ""] if node.module is not None else [])
-            if any(n == "moxing" or n.startswith("moxing.") for n in names):
-                return node
+            if isinstance(node, cst.Import):
+                found += [(node, dotted_name(a.name) or "", 0) for a in node.names]
+                continue
+            base = dotted_name(node.module) or "" if node.module is not None else ""
+            level = len(node.relative)
+            found.append((node, base, level))
+            if not isinstance(node.names, cst.ImportStar):
+                found += [(node, ".".join(filter(None, [base, dotted_name(a.name) or ""])), level) for a in node.names]
+        return found
+
+    def moxing_import(self, project_files: Sequence[str] = (), here: str = "") -> Optional[Tuple[cst.CSTNode, str]]:
+        """An import of moxing, of a helper named after it (moxing_adapter, moxing_wrapper,
+        help_modelarts) or of a module of the project that imports moxing: (node, its name)."""
+        for node, module, level in self.imported_modules():
+            words = set(re.split(r"[._]", module.lower()))
+            if "moxing" in words or "help_modelarts" in module.lower() or any("moxing" in w for w in words):
+                return node, module
+            if project_files and module:
+                parts = module.split(".")
+                folder = os.path.dirname(os.path.abspath(here))
+                for _ in range(max(level - 1, 0)):
+                    folder = os.path.dirname(folder)
+                for candidate in (os.path.join(folder, *parts) + ".py", os.path.join(folder, *parts, "__init__.py")):
+                    if candidate in project_files:
+                        return node, module
         return None
 
     def other_cli(self) -> Optional[Tuple[str, cst.CSTNode]]:
@@ -527,38 +636,90 @@ def may_be_entry_script(module: cst.Module) -> bool:
     return False
 
 
+def helper_script(path: str) -> bool:
+    """eval.py, export.py, infer_onnx.py, preprocess.py, ...: not entry scripts of a training job."""
+    stem = os.path.splitext(os.path.basename(path))[0].lower()
+    return bool(set(re.split(r"[_\-.]", stem)) & HELPER_SCRIPT_WORDS)
+
+
+def _words(dest: str) -> List[str]:
+    return [w for w in dest.lower().split("_") if w]
+
+
+def is_output_argument(arg: Argument) -> bool:
+    """--save model.pt, --outf, --output_dir, --model_save_dir, --log_dir, --sample_dir, ..."""
+    if not arg.plain_value or arg.enumerates or arg.dest in URL_ARGS or NOT_OUTPUT_RE.search(arg.help):
+        return False
+    words = _words(arg.dest)
+    if arg.dest in SINGLE_OUTPUT_NAMES or (len(words) == 1 and words[0] in OUTPUT_WORDS - {"model", "log"}):
+        return True
+    if not set(words) & OUTPUT_WORDS:
+        return bool(OUTPUT_HELP_RE.search(arg.help) and arg.path_like and not DATA_HELP_RE.search(arg.help))
+    if "model" in words and not ({"dir", "save", "saved", "folder", "output"} & set(words)):
+        return False  # --model_path is usually what is loaded
+    return words[-1] in PATH_SUFFIXES or words[-1].endswith(PATH_SUFFIXES) or arg.path_like
+
+
+def is_data_argument(arg: Argument) -> bool:
+    """--data, --dataroot ("path to dataset"), --data_dir, --celeba_image_dir, --attr_path, ...;
+    never a dataset *name* (choices, or a help text listing names)."""
+    if not arg.plain_value or arg.enumerates or arg.dest in URL_ARGS or is_output_argument(arg):
+        return False
+    words = _words(arg.dest)
+    if set(words) & NOT_DATA_WORDS:
+        return False
+    if arg.dest in GENERIC_DATA_NAMES or "".join(words) in GENERIC_DATA_NAMES:
+        return arg.path_like or bool(arg.default is None and DATA_HELP_RE.search(arg.help) and not arg.help == "")
+    if set(words) & DATA_WORDS:
+        return words[-1] in PATH_SUFFIXES or arg.path_like
+    return bool(DATA_HELP_RE.search(arg.help) and PATH_WORDS_RE.search(arg.help))
+
+
+def _output_rank(arg: Argument) -> int:
+    """Output folders first (their files go to the top of train_url), then the others."""
+    words = set(_words(arg.dest))
+    if words & {"output", "outputs", "out", "outf", "outdir", "save", "savedir", "ckpt", "checkpoint", "checkpoints",
+                "model", "work", "workdir", "exp", "experiment"}:
+        return 0
+    return 1
+
+
 @dataclass
 class Plan:
     """What to do to one entry script, decided on the original tree."""
 
-    settings: BlockSettings
+    keywords: Tuple[Tuple[str, object], ...] = ()  # modelarts_setup(..., name=value)
     add_urls: Tuple[str, ...] = ()  # URL arguments to add to the main parser
     minimal_setup: bool = False  # no parser of its own: call modelarts_setup() in the main block
-
-
-def _pick(arguments: Sequence[Argument], names: Sequence[str], generic: Sequence[str]) -> Optional[Argument]:
-    by_dest = {a.dest: a for a in arguments}
-    for name in names:
-        arg = by_dest.get(name)
-        if arg is not None and arg.plain_value:
-            return arg
-    for name in generic:
-        arg = by_dest.get(name)
-        if arg is not None and arg.plain_value and arg.path_like:
-            return arg
-    return None
+    positionals: Tuple[str, ...] = ()  # for the boot file
+    distributed: bool = False  # started by torchrun
 
 
 def _normalise_dest(name: str) -> str:
     return name.strip().lstrip("-").replace("-", "_")
 
 
+def _looked_for(options) -> str:
+    return "arguments named save, out, outf, output, output_dir, save_dir, checkpoint_dir, model_dir, log_dir, " \
+           "sample_dir, result_dir, ... or whose help says they are saved to"
+
+
 def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     """Decide (and report findings on the original tree); None leaves the script alone."""
     options = ctx.options
-    moxing = analysis.moxing_import()
+    moxing = analysis.moxing_import(options.modelarts_moxing_files, ctx.path)
     if moxing is not None:
-        ctx.finding(ALREADY_ADAPTED, moxing, "moxing")
+        node, module = moxing
+        api = module or "moxing"
+        left = ""
+        if analysis.main_parser is None and analysis.foreign_parse_calls:
+            call = analysis.foreign_parse_calls[0]
+            left = f"; its arguments are parsed by `{cst.Module(body=[]).code_for_node(call)}`: it must accept " \
+                   "--data_url/--train_url and the platform's other arguments (parse_known_args)"
+        elif analysis.main_parser is None:
+            left = "; its arguments are parsed elsewhere (a config module?): that parser must accept --data_url/" \
+                   "--train_url and the platform's other arguments (parse_known_args)"
+        ctx.finding(ALREADY_ADAPTED, node, api, message=ALREADY_ADAPTED.render_message(api=api) + left)
         return None
     parser = analysis.main_parser
     if parser is None:
@@ -571,48 +732,78 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     arguments = parser.arguments if parser is not None else []
     by_dest = {a.dest: a for a in arguments}
     user_urls = {name for name in URL_ARGS if name in analysis.dests and not _generated_argument(by_dest.get(name))}
-
-    # Data: the configured argument, else a known name, else the script's own --data_url.
-    data_args: List[str] = []
     values = {"data_dir": options.data_dir, "output_dir": options.output_dir}
-    if options.data_arg:
-        name = _normalise_dest(options.data_arg)
-        data_args.append(name)
-        if name not in by_dest:
-            api = f"--data-arg {options.data_arg}"
-            ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api, message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+
+    def configured(names: Sequence[str], option: str) -> List[str]:
+        chosen = []
+        for given in names:
+            name = _normalise_dest(given)
+            chosen.append(name)
+            if name not in by_dest:
+                api = f"{option} {given}"
+                ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api,
+                            message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+        return chosen
+
+    # Data: the configured arguments, else every data-like one, else the script's own --data_url.
+    if options.data_args:
+        data_args = configured(options.data_args, "--data-arg")
     else:
-        found = _pick(arguments, DATA_ARGS, GENERIC_DATA_ARGS)
-        if found is not None:
-            data_args.append(found.dest)
-            if found.required:
-                ctx.finding(REQUIRED_DATA_ARG, found.call, found.dest,
-                            message=REQUIRED_DATA_ARG.render_message(api=found.dest))
+        data_args = [a.dest for a in arguments if is_data_argument(a)]
+        for arg in arguments:
+            if arg.dest in data_args and arg.required and not arg.positional:
+                ctx.finding(REQUIRED_DATA_ARG, arg.call, arg.dest, message=REQUIRED_DATA_ARG.render_message(api=arg.dest))
     if "data_url" in user_urls:
         data_args.append("data_url")  # the script reads its --data_url itself
-    if not data_args:
+    for call, folder in analysis.downloads:
+        api = cst.Module(body=[]).code_for_node(call.func)
+        ctx.finding(FIXED_DOWNLOAD, call, api, message=FIXED_DOWNLOAD.render_message(api=api, folder=folder),
+                    suggestion=FIXED_DOWNLOAD.render_suggestion(folder=folder, **values))
+    if not data_args and not analysis.downloads:
         ctx.finding(NO_DATA_ARG, anchor_node, "data", message=NO_DATA_ARG.render_message(**values),
                     suggestion=NO_DATA_ARG.render_suggestion(**values))
 
-    # Outputs: the configured argument, else a known name, else the script's own --train_url.
-    output_arg = ""
-    if options.output_arg:
-        output_arg = _normalise_dest(options.output_arg)
-        if output_arg not in by_dest:
-            api = f"--output-arg {options.output_arg}"
-            ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api, message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+    # Outputs: the configured arguments, else every output-like one, else the script's own --train_url.
+    if options.output_args:
+        output_args = configured(options.output_args, "--output-arg")
     else:
-        found = _pick(arguments, OUTPUT_ARGS, GENERIC_OUTPUT_ARGS)
-        if found is not None:
-            output_arg = found.dest
-        elif "train_url" in user_urls:
-            output_arg = "train_url"  # the script writes to its --train_url itself
-    if not output_arg:
-        ctx.finding(NO_OUTPUT_ARG, anchor_node, "output", message=NO_OUTPUT_ARG.render_message(**values),
-                    suggestion=NO_OUTPUT_ARG.render_suggestion(**values))
+        found = sorted((a for a in arguments if is_output_argument(a)), key=_output_rank)
+        output_args = [a.dest for a in found]
+        if not output_args and "train_url" in user_urls:
+            output_args = ["train_url"]  # the script writes to its --train_url itself
+    if not output_args:
+        unseen = [call for call, paths in analysis.saves if not paths or any(os.path.isabs(p) for p in paths)]
+        if unseen or not analysis.saves:
+            where = (f"`{cst.Module(body=[]).code_for_node(unseen[0])}` saves to a path it cannot follow" if unseen
+                     else "no save call was found")
+            ctx.finding(NO_OUTPUT_ARG, anchor_node, "output",
+                        message=NO_OUTPUT_ARG.render_message(looked_for=_looked_for(options), where=where, **values),
+                        suggestion=NO_OUTPUT_ARG.render_suggestion(**values))
 
-    settings = BlockSettings(options.data_dir, tuple(data_args), output_arg, options.output_dir, options.modelarts_resume)
-    plan = Plan(settings)
+    keywords: List[Tuple[str, object]] = []
+    if data_args:
+        keywords.append(("data", tuple(data_args)))
+    if output_args:
+        keywords.append(("outputs", tuple(output_args)))
+    ignored = tuple(sorted({folder for _, folder in analysis.downloads}))
+    if ignored:
+        keywords.append(("ignore", ignored))
+    if options.data_dir != "/cache/data":
+        keywords.append(("data_dir", options.data_dir))
+    if options.output_dir != "/cache/output":
+        keywords.append(("output_dir", options.output_dir))
+    if options.modelarts_resume:
+        keywords.append(("resume", True))
+    if options.modelarts_sync_every:
+        keywords.append(("sync_every", options.modelarts_sync_every))
+    plan = Plan(tuple(keywords))
+    plan.positionals = tuple(a.dest for a in arguments if a.positional)
+    plan.distributed = analysis.reads_launcher_env
+    required_positionals = [a for a in arguments if a.positional and a.required]
+    if required_positionals and not options.modelarts_boot:
+        names = ", ".join(a.dest for a in required_positionals)
+        ctx.finding(POSITIONAL_ARG, required_positionals[0].call, names,
+                    message=POSITIONAL_ARG.render_message(api=names))
     if parser is None or not parser.parse_calls:
         plan.minimal_setup = True
         if analysis.foreign_parse_calls:
@@ -639,8 +830,27 @@ def _parse_statement(code: str, newline: str) -> cst.BaseStatement:
     return cst.parse_module(code.replace("\n", newline)).body[0]
 
 
-def _setup_call(inner: cst.BaseExpression) -> cst.Call:
-    return cst.Call(func=cst.Name(SETUP_FUNCTION), args=[cst.Arg(inner)])
+def _literal(value: object, quote: str) -> cst.BaseExpression:
+    if isinstance(value, bool):
+        return cst.Name("True" if value else "False")
+    if isinstance(value, (int, float)):
+        return cst.parse_expression(repr(value))
+    if isinstance(value, str):
+        text = repr(value)
+        if quote == '"' and '"' not in value and "\\" not in text:
+            text = '"' + text[1:-1] + '"'
+        return cst.parse_expression(text)
+    items = [cst.Element(_literal(v, quote)) for v in value]
+    return cst.List(items)
+
+
+def _setup_args(inner: Optional[cst.Arg], plan: Plan, quote: str) -> List[cst.Arg]:
+    args = [inner] if inner is not None else []
+    for name, value in plan.keywords:
+        args.append(cst.Arg(keyword=cst.Name(name), value=_literal(value, quote),
+                            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                  whitespace_after=cst.SimpleWhitespace(""))))
+    return [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in args]
 
 
 class _Rewriter(cst.CSTTransformer):
@@ -652,17 +862,30 @@ class _Rewriter(cst.CSTTransformer):
         self.analysis = analysis
         self.plan = plan
         self.main = analysis.main_parser
+        self.quote = (self.main.quote if self.main is not None else None) or '"'
         self.parse_calls = {id(p.call): p for p in analysis.parse_calls}
         self.indexed = {id(p.indexed): p for p in analysis.parse_calls if p.indexed is not None}
+        self.setup_ids = {id(c) for c in analysis.setup_calls}
         self.argument_lines = added  # inserted after the main parser's anchor
         self.tolerant: List[ParseCall] = []  # parse calls made tolerant (for the report)
         self.hooked: List[ParseCall] = []
+        self.updated_setup: List[cst.Call] = []  # existing modelarts_setup(...) calls given new settings
         self.setup_statement: Optional[cst.SimpleStatementLine] = None
 
     def _hook(self, parse: ParseCall) -> bool:
         return parse.parser is self.main and not parse.wrapped and not parse.explicit_argv
 
+    def _setup_call(self, inner: cst.BaseExpression) -> cst.Call:
+        return cst.Call(func=cst.Name(SETUP_FUNCTION), args=_setup_args(cst.Arg(inner), self.plan, self.quote))
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if id(original) in self.setup_ids:
+            inner = next((a for a in updated.args if a.keyword is None), None)
+            new = updated.with_changes(args=_setup_args(inner, self.plan, self.quote))
+            if not new.deep_equals(updated) and _code(new) != _code(updated):
+                self.updated_setup.append(original)
+                return new
+            return updated
         parse = self.parse_calls.get(id(original))
         if parse is None:
             return updated
@@ -674,7 +897,7 @@ class _Rewriter(cst.CSTTransformer):
             )
             self.tolerant.append(parse)
         if self._hook(parse) and parse.indexed is None:
-            result = _setup_call(result)
+            result = self._setup_call(result)
             self.hooked.append(parse)
         return result
 
@@ -682,7 +905,7 @@ class _Rewriter(cst.CSTTransformer):
         parse = self.indexed.get(id(original))
         if parse is not None and self._hook(parse):
             self.hooked.append(parse)
-            return _setup_call(updated)
+            return self._setup_call(updated)
         return updated
 
     def _insert_arguments(self, original_body: Sequence[cst.BaseStatement],
@@ -706,13 +929,18 @@ class _Rewriter(cst.CSTTransformer):
         return updated.with_changes(body=new_body) if new_body is not None else updated
 
     def new_setup_statement(self) -> cst.SimpleStatementLine:
-        """`modelarts_setup()`, for a script with no parser of its own."""
-        self.setup_statement = cst.SimpleStatementLine(body=[cst.Expr(cst.Call(func=cst.Name(SETUP_FUNCTION)))])
+        """`modelarts_setup(...)`, for a script with no parser of its own."""
+        call = cst.Call(func=cst.Name(SETUP_FUNCTION), args=_setup_args(None, self.plan, self.quote))
+        self.setup_statement = cst.SimpleStatementLine(body=[cst.Expr(call)])
         return self.setup_statement
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         new_body = self._insert_arguments(original.body, updated.body)
         return updated.with_changes(body=new_body) if new_body is not None else updated
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def _argument_lines(parser: Parser, names: Sequence[str], module: cst.Module) -> List[cst.BaseStatement]:
@@ -726,63 +954,48 @@ def _argument_lines(parser: Parser, names: Sequence[str], module: cst.Module) ->
     return lines
 
 
-def _block_statements(settings: BlockSettings, module: cst.Module) -> List[cst.BaseStatement]:
-    """The block's statements; the comments above the first one (the begin marker among them)
-    are its leading lines."""
-    parsed = cst.parse_module(render_block(settings).replace("\n", module.default_newline))
-    stmts = list(parsed.body)
-    stmts[0] = stmts[0].with_changes(leading_lines=[*parsed.header, *stmts[0].leading_lines])
-    return stmts
+IMPORT_LINE = f"from {RUNTIME_MODULE} import {SETUP_FUNCTION}  # npu-migrate: ModelArts\n"
 
 
-def _code_of(module: cst.Module, stmts: Sequence[cst.BaseStatement]) -> str:
-    """Statements as they are written in `module` (its indentation and newlines)."""
-    return module.with_changes(body=stmts, header=[], footer=[]).code
-
-
-def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: BlockSettings,
-                   extra: Sequence[cst.BaseStatement]) -> Tuple[cst.Module, Optional[str]]:
-    """Insert the block after the imports, or replace the one there; returns the new module and
-    "inserted"/"updated" (None when the block there is already up to date)."""
-    stmts = _block_statements(settings, module)
+def _install_import(module: cst.Module, analysis: ScriptAnalysis,
+                    extra: Sequence[cst.BaseStatement]) -> Tuple[cst.Module, Optional[str]]:
+    """`from npu_migrate_modelarts import modelarts_setup` after the imports (in place of the
+    block earlier versions inserted); returns the new module and "inserted"/"replaced" (None
+    when it is there already)."""
     body = list(module.body)
-    blank = cst.EmptyLine()
+    if analysis.runtime_import is not None and analysis.block is None:
+        if extra:
+            at = body.index(analysis.runtime_import) + 1
+            return module.with_changes(body=body[:at] + list(extra) + body[at:]), "inserted"
+        return module, None
+    statement = _parse_statement(IMPORT_LINE, module.default_newline)
     if analysis.block is not None:
         start, end = analysis.block
-        old = body[start:end]
-        lines = list(old[0].leading_lines)
+        lines = list(body[start].leading_lines)
         before = lines[:next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)]
-        old_code = _code_of(module, [old[0].with_changes(leading_lines=lines[len(before):]), *old[1:]])
-        if old_code == _code_of(module, stmts):
-            return module, None
-        stmts[0] = stmts[0].with_changes(leading_lines=before + list(stmts[0].leading_lines))
-        body[start:end] = stmts
-        return module.with_changes(body=body), "updated"
-    # The end marker is a comment above the first statement after the block: `extra`, or the
-    # script's own code (whose blank lines stay as they were).
+        while before and before[-1].comment is None:
+            before.pop()  # the blank lines the block put above itself
+        tail = body[end:]
+        if tail:
+            lead = list(tail[0].leading_lines)
+            at_end = next((i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == END_MARKER), -1)
+            tail[0] = tail[0].with_changes(leading_lines=lead[at_end + 1:])
+            footer = list(module.footer)
+        else:
+            footer = [line for line in module.footer if not (line.comment and line.comment.value.strip() == END_MARKER)]
+        statement = statement.with_changes(leading_lines=before)
+        new_body = body[:start] + [statement] + list(extra) + tail
+        return module.with_changes(body=new_body, footer=footer), "replaced"
     at = analysis.header_end
-    if at > 0:
-        stmts[0] = stmts[0].with_changes(leading_lines=[blank, *stmts[0].leading_lines])
-    end_marker = [blank, blank, cst.EmptyLine(comment=cst.Comment(END_MARKER))]
-    tail = list(extra) + body[at:]
-    if tail:
-        lead = list(tail[0].leading_lines)
-        if not lead or lead[0].comment is not None:
-            lead.insert(0, blank)
-        tail[0] = tail[0].with_changes(leading_lines=end_marker + lead)
-        return module.with_changes(body=body[:at] + stmts + tail), "inserted"
-    return module.with_changes(body=body + stmts, footer=end_marker + list(module.footer)), "inserted"
+    return module.with_changes(body=body[:at] + [statement] + list(extra) + body[at:]), "inserted"
 
 
 @register_codemod(500)
 def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module
-    if ctx.options.modelarts_boot and named_with_entry(ctx):
-        folder = os.path.dirname(ctx.path)
-        ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(os.path.basename(ctx.path))
     chosen = entry_script_by_choice(ctx)
-    if chosen is False or (chosen is None and not may_be_entry_script(ctx.module)):
+    if chosen is False or (chosen is None and (helper_script(ctx.path) or not may_be_entry_script(ctx.module))):
         return module
     original = ScriptAnalysis(ctx.module)
     if chosen is None and original.main_guard is None and not original.module_level_parser:
@@ -791,21 +1004,25 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if plan is None:
         return module
     current = original if module is ctx.module else ScriptAnalysis(module)
+    ctx.extra_files[runtime_file_name(ctx.path)] = render_runtime()
+    if ctx.options.modelarts_boot and named_with_entry(ctx):
+        folder = os.path.dirname(ctx.path)
+        ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(
+            os.path.basename(ctx.path), plan.positionals, plan.distributed)
 
     added = _argument_lines(current.main_parser, plan.add_urls, module) if plan.add_urls else []
     rewriter = _Rewriter(ctx, current, plan, added)
     new_module = module.visit(rewriter)
 
-    # A script with no main block and no parser: call modelarts_setup() right after the block.
+    # A script with no main block and no parser: call modelarts_setup() right after the import.
     extra: List[cst.BaseStatement] = []
     if plan.minimal_setup and current.main_guard is None and not current.setup_calls:
         extra.append(rewriter.new_setup_statement())
-    # The rewrite inserted statements only below the block and the imports: `current` still
-    # says where they are.
-    new_module, block_change = _install_block(new_module, current, plan.settings, extra)
+    # The rewrite inserted statements only below the imports: `current` still says where they are.
+    new_module, import_change = _install_import(new_module, current, extra)
 
     # Report each change where it is in the original file, as findings are: the parse call,
-    # the line the arguments follow, the main block, the statement the block goes above.
+    # the line the arguments follow, the main block, the statement the import goes above.
     same_calls = len(current.parse_calls) == len(original.parse_calls)
 
     def at_original(parse: ParseCall) -> Tuple[cst.CSTNode, Optional[cst.Module]]:
@@ -821,6 +1038,10 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
         node, tree = at_original(parse)
         ctx.edit(EDIT_SETUP, node, f"{SETUP_FUNCTION}(...) around the parsed arguments: copies --data_url in "
                  "and the outputs to --train_url", "", f"{SETUP_FUNCTION}(...)", module=tree)
+    for call in rewriter.updated_setup:
+        tree = None if current is original else module
+        ctx.edit(EDIT_SETUP, call, f"{SETUP_FUNCTION}(...) given the current settings", "",
+                 f"{SETUP_FUNCTION}(...)", module=tree)
     body = original.module.body
     following = body[original.header_end] if original.header_end < len(body) else (body[-1] if body else original.module)
     if rewriter.setup_statement is not None:
@@ -832,9 +1053,11 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
         names = " and ".join(f"--{name}" for name in plan.add_urls)
         ctx.edit(EDIT_ARGS, main.anchor or main.statement, f"{names} added to the argument parser, after this line",
                  "", names)
-    if block_change is not None:
-        node = body[original.block[0]] if original.block else following
-        where = "here" if original.block else "above this line"
-        ctx.edit(EDIT_BLOCK, node, f"ModelArts block {block_change} {where}: it copies --data_url in and the "
-                 "outputs to --train_url", "", "ModelArts block")
+    if import_change is not None:
+        if original.block is not None:
+            node, message = body[original.block[0]], "the ModelArts block of an earlier version replaced by"
+        else:
+            node, message = following, "added above this line:"
+        ctx.edit(EDIT_IMPORT, node, f"{message} an import of {RUNTIME_MODULE}.py, generated beside the script "
+                 "(it copies --data_url in and the outputs to --train_url)", "", f"import {RUNTIME_MODULE}")
     return new_module

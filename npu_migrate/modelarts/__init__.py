@@ -1,9 +1,11 @@
-"""The code generated for ModelArts: the block put into entry scripts and the optional boot file.
+"""The code generated for ModelArts: the runtime module put beside entry scripts and the
+optional boot file.
 
-Both are templates kept as Python files next to this one (`block_template.py`,
-`boot_template.py`), so they can be read, linted and checked for Python 3.7 like any code; the
-functions here fill in their settings and lay them out with black (imported here only, and only
-when code is generated: it is slow to import).
+Both are templates kept as Python files next to this one (`runtime_template.py`,
+`boot_template.py`), so they can be read, linted and checked for Python 3.7 like any code. The
+runtime module is the same for every script (each entry script passes its own settings to
+`modelarts_setup`); the boot file gets the script's name and launch settings, laid out with
+black (imported here only, and only when code is generated: it is slow to import).
 """
 
 from __future__ import annotations
@@ -11,36 +13,18 @@ from __future__ import annotations
 import functools
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Tuple
 
+# The block earlier versions put into entry scripts: replaced by the import of the module.
 BEGIN_MARKER = "# >>> npu-migrate: ModelArts >>>"
 END_MARKER = "# <<< npu-migrate: ModelArts <<<"
 SETUP_FUNCTION = "modelarts_setup"  # what the script calls where it parses its arguments
+RUNTIME_MODULE = "npu_migrate_modelarts"  # the generated module beside the entry script
+RUNTIME_MARKER = "# npu-migrate: ModelArts runtime"  # its first line starts so
 BOOT_MARKER = "# npu-migrate: ModelArts boot file"  # first comment line of a generated boot file
 
 _HERE = Path(__file__).resolve().parent
-
-
-@dataclass(frozen=True)
-class BlockSettings:
-    """The values the block's MODELARTS_* settings take for one script."""
-
-    data_dir: str = "/cache/data"
-    data_args: Tuple[str, ...] = ()
-    output_arg: str = ""
-    output_dir: str = "/cache/output"
-    resume: bool = False
-
-    def values(self) -> dict:
-        return {
-            "MODELARTS_DATA_DIR": self.data_dir,
-            "MODELARTS_DATA_ARGS": tuple(self.data_args),
-            "MODELARTS_OUTPUT_ARG": self.output_arg,
-            "MODELARTS_OUTPUT_DIR": self.output_dir,
-            "MODELARTS_RESUME": bool(self.resume),
-        }
 
 
 def _template(name: str) -> str:
@@ -69,24 +53,14 @@ def black_format(code: str, line_length: int = 88, normalize_strings: bool = Tru
 
 
 @functools.lru_cache(maxsize=1)
-def _block_parts() -> Tuple[str, str, str]:
-    """The block template laid out once, cut around its settings (their comments included):
-    only the settings differ from script to script, and black is slow on 250 lines."""
-    text = _template("block_template.py")
-    text = black_format(text[text.index(BEGIN_MARKER):text.index(END_MARKER) + len(END_MARKER)] + "\n")
-    lines = text.splitlines(keepends=True)
-    first = next(i for i, line in enumerate(lines) if line.startswith("MODELARTS_DATA_DIR = "))
-    while lines[first - 1].startswith("# "):
-        first -= 1
-    last = next(i for i, line in enumerate(lines) if line.startswith("MODELARTS_RESUME = "))
-    return "".join(lines[:first]), "".join(lines[first:last + 1]), "".join(lines[last + 1:])
+def render_runtime() -> str:
+    """The module `npu_migrate_modelarts.py` (kept black-formatted in the template itself)."""
+    return _template("runtime_template.py")
 
 
-@functools.lru_cache(maxsize=32)
-def render_block(settings: BlockSettings) -> str:
-    """The block for one entry script, from its begin marker line to its end marker line."""
-    head, template_settings, tail = _block_parts()
-    return head + black_format(_set_constants(template_settings, settings.values())) + tail
+def runtime_file_name(script: str) -> str:
+    """Where the runtime module of an entry script goes: beside it."""
+    return os.path.join(os.path.dirname(script), RUNTIME_MODULE + ".py")
 
 
 def boot_file_name(script: str) -> str:
@@ -95,9 +69,12 @@ def boot_file_name(script: str) -> str:
 
 
 @functools.lru_cache(maxsize=32)
-def render_boot(script: str) -> str:
-    """A ModelArts boot file that runs `script` (a file name in the boot file's folder)."""
-    text = _set_constants(_template("boot_template.py"), {"TRAINING_SCRIPT": script})
+def render_boot(script: str, positionals: Tuple[str, ...] = (), distributed: bool = False) -> str:
+    """A ModelArts boot file that runs `script` (a file name in the boot file's folder):
+    `positionals` are the script's positional arguments, which the job passes as --name=value;
+    `distributed` starts it with torch.distributed.run (it reads LOCAL_RANK)."""
+    values = {"TRAINING_SCRIPT": script, "POSITIONAL_ARGUMENTS": tuple(positionals), "TORCHRUN": bool(distributed)}
+    text = _set_constants(_template("boot_template.py"), values)
     # The name also goes into the docstring: escaped, so a file named `x"""; os.system(...)`
     # cannot end the docstring and become code.
     in_docstring = script.replace("\\", "\\\\").replace('"', '\\"')

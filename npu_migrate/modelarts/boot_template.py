@@ -3,9 +3,11 @@
 
 Choose this file as the training job's boot file. It prints the environment, installs
 requirements.txt when the code folder has one, runs {script} with every argument the job
-passes (--data_url, --train_url and the rest) and exits with its status. SIGTERM is passed
-on to {script}, which copies its outputs to --train_url as it ends; if it dies without
-doing so (a crash, SIGKILL), this file copies them instead. No shell is involved.
+passes (--data_url, --train_url and the rest; --name=value for a positional argument of the
+script) and exits with its status: with torch.distributed.run, one process per NPU, when the
+script is written for torchrun. SIGTERM is passed on, and the script copies its outputs to
+--train_url as it ends; if it dies without doing so (a crash, SIGKILL), this file copies
+them instead. No shell is involved.
 
 `npu-migrate --modelarts-entry` rewrites this file when it changes; delete its first line to
 keep your own edits (it then leaves the file alone).
@@ -20,6 +22,10 @@ import sys
 import tempfile
 
 TRAINING_SCRIPT = "train.py"  # in the folder of this file
+# The script's positional arguments, in order: the job passes them as --name=value.
+POSITIONAL_ARGUMENTS = ()
+# Whether to start it with torch.distributed.run (it reads LOCAL_RANK, RANK, WORLD_SIZE).
+TORCHRUN = False
 CODE_DIR = os.path.dirname(os.path.abspath(__file__))
 # Environment worth seeing in the job log (no credentials among them).
 SHOWN_VARIABLES = (
@@ -36,6 +42,8 @@ SHOWN_VARIABLES = (
     "LOCAL_RANK",
     "DEVICE_ID",
     "ASCEND_VISIBLE_DEVICES",
+    "ASCEND_RT_VISIBLE_DEVICES",
+    "VC_WORKER_NUM",
     "RANK_TABLE_FILE",
 )
 
@@ -63,9 +71,62 @@ def install_requirements():
         subprocess.check_call(pip)
 
 
+def positional(arguments):
+    """--name=value (or --name value) of a positional argument moved to its place."""
+    values, rest, i = {}, [], 0
+    while i < len(arguments):
+        name, equals, value = arguments[i].partition("=")
+        key = name[2:].replace("-", "_") if name.startswith("--") else None
+        if key in POSITIONAL_ARGUMENTS and key not in values:
+            if not equals and i + 1 < len(arguments):
+                i += 1
+                value = arguments[i]
+            values[key] = value
+        else:
+            rest.append(arguments[i])
+        i += 1
+    given = [n for n in POSITIONAL_ARGUMENTS if n in values]
+    return [values[n] for n in given] + rest
+
+
+def processes_per_node():
+    """One process per visible NPU, or per RANK_SIZE on this node."""
+    for name in ("ASCEND_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES"):
+        devices = [d for d in os.environ.get(name, "").split(",") if d.strip()]
+        if devices:
+            return len(devices)
+    nodes = int(os.environ.get("VC_WORKER_NUM", "1") or 1)
+    for name in ("RANK_SIZE", "MA_NUM_GPUS"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return max(1, int(value) // nodes) if name == "RANK_SIZE" else int(value)
+    return 1
+
+
+def launcher():
+    """The command that starts the script: python, or torch.distributed.run."""
+    if not TORCHRUN:
+        return [sys.executable]
+    command = [sys.executable, "-m", "torch.distributed.run"]
+    command.append("--nproc_per_node=%d" % processes_per_node())
+    nodes = int(os.environ.get("VC_WORKER_NUM", "1") or 1)
+    if nodes > 1:
+        hosts = os.environ.get("VC_WORKER_HOSTS", "").split(",")
+        command += [
+            "--nnodes=%d" % nodes,
+            "--node_rank=%s" % os.environ.get("VC_TASK_INDEX", "0"),
+            "--master_addr=%s" % hosts[0],
+            "--master_port=%s" % os.environ.get("MASTER_PORT", "29500"),
+        ]
+    else:
+        command.append("--standalone")
+    return command
+
+
 def run_training(arguments, outputs_file):
     """Run the training script; returns its exit status (negative: ended by that signal)."""
-    command = [sys.executable, os.path.join(CODE_DIR, TRAINING_SCRIPT)] + arguments
+    script = os.path.join(CODE_DIR, TRAINING_SCRIPT)
+    command = launcher() + [script] + positional(arguments)
     log("running " + " ".join(command))
     env = dict(os.environ, NPU_MIGRATE_MODELARTS_OUTPUTS=outputs_file)
     child = subprocess.Popen(command, cwd=CODE_DIR, env=env)
@@ -80,26 +141,13 @@ def run_training(arguments, outputs_file):
 
 def copy_outputs(outputs_file):
     """Copy the outputs the training script named, which it could not copy itself."""
-    try:
-        with open(outputs_file) as f:
-            output, train_url = f.read().splitlines()[:2]
-    except (OSError, ValueError):
-        return  # it ended before setting up the copy: nothing was written yet
-    if not os.path.isdir(output):
-        return
-    log("copying %s to %s" % (output, train_url))
-    if train_url.lower().startswith(("obs://", "s3://")):
-        import moxing  # the training script checked it is Huawei's MoXing
+    if not os.path.getsize(outputs_file):
+        return  # copied by the script itself, or it ended before writing anything
+    sys.path.insert(0, CODE_DIR)
+    import npu_migrate_modelarts  # generated beside the training script
 
-        moxing.file.copy_parallel(src_url=output, dst_url=train_url)
-        return
-    if os.path.realpath(output) == os.path.realpath(train_url):
-        return  # the script wrote straight into --train_url
-    for folder, _, files in os.walk(output):
-        target = os.path.join(train_url, os.path.relpath(folder, output))
-        os.makedirs(target, exist_ok=True)
-        for name in files:
-            shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+    log("copying the outputs of %s" % TRAINING_SCRIPT)
+    npu_migrate_modelarts.upload_saved(outputs_file)
 
 
 def main():
@@ -110,8 +158,7 @@ def main():
     try:
         status = run_training(sys.argv[1:], outputs_file)
         log("%s ended with status %d" % (TRAINING_SCRIPT, status))
-        if status < 0 and -status != signal.SIGTERM:
-            copy_outputs(outputs_file)  # killed before its own exit handlers could run
+        copy_outputs(outputs_file)  # when it died before its own exit handlers ran
     finally:
         os.remove(outputs_file)
     sys.exit(128 - status if status < 0 else status)

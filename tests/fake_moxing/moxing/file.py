@@ -71,3 +71,11 @@ def list_directory(url, recursive=False):
         for folder, dirs, files in os.walk(top)
         for name in dirs + files
     )
+
+
+def get_size(url, recursive=False):
+    _log("get_size", url)
+    top = _local(url)
+    if os.path.isfile(top):
+        return os.path.getsize(top)
+    return sum(os.path.getsize(os.path.join(f, n)) for f, _, names in os.walk(top) for n in names)

@@ -1,0 +1,555 @@
+# npu-migrate: ModelArts runtime (generated; a later run of npu-migrate updates it in place)
+"""What `npu-migrate --modelarts` adds to a training job on ModelArts.
+
+ModelArts starts the job with --data_url (the input) and --train_url (where results go): OBS
+URLs (obs://bucket/path) or local paths. The entry script calls modelarts_setup() once, with
+what its parser returned, and names its own data and output arguments:
+
+* the input at an OBS --data_url is copied to local disk (/cache/data) once per node: the
+  first process copies into a new folder that then replaces the old one, the others wait;
+  the copy is redone when the job or the data's OBS listing changed; the data arguments
+  then point into the local copy (relative defaults such as data/celeba/images are looked
+  up inside it);
+* global rank 0 copies to --train_url what the job produced: the files created or changed
+  during the run in the working folder, in the output arguments' files and folders and in
+  the local output folder (/cache/output, emptied at start); at exit, after an exception,
+  on SIGTERM and, if asked, every few minutes; each file only when it changed.
+
+Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
+for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
+instead of /cache (to rehearse a job on a laptop).
+"""
+
+import argparse
+import atexit
+import hashlib
+import json
+import multiprocessing
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+
+try:
+    import fcntl
+except ImportError:  # Windows: no file locks, and no multi-process jobs to guard there
+    fcntl = None
+
+VERSION = 2
+CACHE = "/cache"
+# Not copied to train_url: the code's own caches and the platform's and tools' hidden folders.
+SKIPPED_FOLDERS = ("__pycache__", ".git", ".ipynb_checkpoints")
+SKIPPED_SUFFIXES = (".pyc", ".pyo")
+MAX_FILES = 200000  # files looked at per folder when comparing before and after
+
+_state = {}  # what modelarts_setup() did in this process
+_lock = threading.Lock()
+
+
+def modelarts_setup(
+    parsed=None,
+    data=(),
+    outputs=(),
+    ignore=(),
+    data_dir="/cache/data",
+    output_dir="/cache/output",
+    resume=False,
+    sync_every=0,
+):
+    """Make --data_url local and arrange for the outputs to reach --train_url.
+
+    `parsed` is what the script's parser returned (a namespace, or the pair that
+    parse_known_args() returns) and is returned as it came, with the `data` arguments
+    pointing into the local copy. With None, the two URLs are read from the command line.
+    `outputs` are the script's output arguments (files or folders), `ignore` folders the
+    script downloads into; `sync_every` is in minutes (0: only at the end).
+    """
+    if parsed is None:
+        parsed = _parse_urls()
+    args = parsed[0] if isinstance(parsed, tuple) else parsed
+    data_url = getattr(args, "data_url", None)
+    train_url = getattr(args, "train_url", None)
+    if not data_url and not train_url:
+        return parsed
+    if _state.get("pid") != os.getpid():
+        _state.clear()
+        _state["pid"] = os.getpid()
+        _state["start"] = time.time()
+        _state["cwd"] = os.getcwd()
+        for url in (data_url, train_url):
+            if url and is_obs(url):
+                _moxing(url)  # fail now, not after hours of training
+        if data_url:
+            _state["data"] = _local_input(data_url, data_dir)
+    if "data" in _state:
+        for name in data:
+            value = getattr(args, name, None)
+            setattr(args, name, _rebase(value, _state["data"], data_url, len(data)))
+    if train_url and "train_url" not in _state:
+        _state["train_url"] = train_url
+        _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
+        if _is_uploader():
+            _state["before"] = dict((p, _stamp(p)) for p, _ in _files(_state))
+            _state["sent"] = {}
+            _upload_at_exit(sync_every)
+    return parsed
+
+
+def _parse_urls():
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--data_url")
+    parser.add_argument("--train_url")
+    return parser.parse_known_args()[0]
+
+
+def is_obs(url):
+    return str(url).lower().startswith(("obs://", "s3://"))
+
+
+def _moxing(url):
+    try:
+        import moxing
+    except ImportError:
+        moxing = None
+    # Huawei's MoXing has moxing.file; the PyPI package called moxing is unrelated.
+    if not hasattr(getattr(moxing, "file", None), "copy_parallel"):
+        raise SystemExit(
+            "modelarts: %s is an OBS URL: copying it needs Huawei MoXing, which ModelArts "
+            "training images include but this Python does not (the PyPI package named "
+            "moxing is a different project). Pass a local path instead." % url
+        )
+    return moxing
+
+
+def log(message):
+    print("[modelarts] " + message, file=sys.stderr, flush=True)
+
+
+def _cache_path(path):
+    """/cache/... moved under $NPU_MIGRATE_MODELARTS_CACHE when that is set."""
+    override = os.environ.get("NPU_MIGRATE_MODELARTS_CACHE")
+    if override and (path == CACHE or path.startswith(CACHE + "/")):
+        path = override + path[len(CACHE) :]
+    return os.path.abspath(path)
+
+
+# -- the input ------------------------------------------------------------------------
+
+
+def _local_input(data_url, data_dir):
+    if not is_obs(data_url):
+        return os.path.abspath(data_url)  # a local path (newer jobs download the input)
+    local = _cache_path(data_dir)
+    _copy_in(data_url, local)
+    return local
+
+
+def _rebase(value, local, data_url, count):
+    """Where the script's data argument points once the input is at `local`."""
+    if not value or not isinstance(value, str) or is_obs(value) or value == data_url:
+        return local
+    if os.path.isabs(value) and os.path.exists(value):
+        return value  # a path on this machine, given on purpose
+    parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    for i in range(
+        len(parts)
+    ):  # data/celeba/images: <local>/data/celeba/images, celeba/images, ...
+        candidate = os.path.join(local, *parts[i:])
+        if os.path.exists(candidate):
+            return candidate
+    return local if count == 1 or not parts else os.path.join(local, parts[-1])
+
+
+def _job_id():
+    """What tells this job from an earlier one that used the same /cache folders."""
+    parts = [os.environ.get(name, "") for name in ("MA_VJ_NAME", "TORCHELASTIC_RUN_ID")]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot_id:
+            parts.append(boot_id.read().strip())
+    except OSError:
+        pass
+    parts.append(_started(1))  # changes whenever the container starts again
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+
+
+def _run_id():
+    """This job, and the launcher that started the processes of this run of it."""
+    size = os.environ.get("WORLD_SIZE", os.environ.get("RANK_SIZE", "1")).strip()
+    pid = os.getppid() if size.isdigit() and int(size) > 1 else os.getpid()
+    text = "%s %d %s" % (_job_id(), pid, _started(pid))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _started(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as stat:
+            return stat.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+class _Once(object):
+    """A lock shared by the processes of a node, and a marker saying this run did `what`."""
+
+    def __init__(self, folder, what):
+        parent, name = os.path.split(folder.rstrip("/\\"))
+        os.makedirs(parent, exist_ok=True)
+        self.prefix = os.path.join(parent, ".%s.modelarts-%s" % (name, what))
+        self.marker = "%s-run-%s" % (self.prefix, _run_id())
+
+    def __enter__(self):
+        self.file = open(self.prefix + ".lock", "a")
+        if fcntl is not None:
+            try:
+                fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                log("waiting for another process of this job (%s)" % self.prefix)
+                fcntl.flock(self.file.fileno(), fcntl.LOCK_EX)
+        return self
+
+    def done(self):
+        return os.path.exists(self.marker)
+
+    def mark(self):
+        parent = os.path.dirname(self.prefix)
+        base = os.path.basename(self.prefix) + "-run-"
+        for name in os.listdir(parent):
+            if name.startswith(base):
+                os.remove(os.path.join(parent, name))
+        with open(self.marker, "w"):
+            pass
+
+    def __exit__(self, *exc):
+        self.file.close()  # releases the lock (so does the end of a process that dies)
+
+
+def _listing(url):
+    """The OBS listing of the input: copied again when it changes."""
+    mox = _moxing(url).file
+    if not mox.is_directory(url):
+        return [url, str(mox.get_size(url))]
+    names = mox.list_directory(url, recursive=True)
+    return [url] + sorted(str(n) for n in names)
+
+
+def _copy_in(url, local):
+    """Copy url to local once per node and run: not again when this job already copied
+    the same listing, always when the job or the listing changed."""
+    with _Once(local, "data") as once:
+        if once.done() and os.path.isdir(local):
+            return
+        source = local + ".modelarts-source"
+        listing = "\n".join(_listing(url)).encode("utf-8", "replace")
+        key = _job_id() + " " + hashlib.sha256(listing).hexdigest()
+        old = None
+        if os.path.isfile(source):
+            with open(source) as f:
+                old = f.read().strip()
+        if old == key and os.path.isdir(local):
+            log("%s is already in %s (same job, same listing)" % (url, local))
+        else:
+            # A new folder, switched into place: nothing of an earlier copy survives.
+            fresh = "%s.modelarts-new-%d" % (local, os.getpid())
+            _remove(fresh)
+            log("copying %s to %s" % (url, local))
+            _copy(url, fresh)
+            if os.path.lexists(source):
+                os.remove(source)
+            if os.path.lexists(local):
+                stale = "%s.modelarts-old-%d" % (local, os.getpid())
+                os.rename(local, stale)
+                _remove(stale)
+            os.rename(fresh, local)
+            with open(source, "w") as f:
+                f.write(key + "\n")
+        once.mark()
+
+
+def _remove(path):
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    elif os.path.lexists(path):
+        os.remove(path)
+
+
+def _copy(src, dst):
+    """Copy folder (or file) src to dst; either may be an OBS URL."""
+    if is_obs(src) or is_obs(dst):
+        mox = _moxing(src if is_obs(src) else dst).file
+        if is_obs(src) and not mox.is_directory(src):
+            os.makedirs(dst, exist_ok=True)
+            mox.copy(src, os.path.join(dst, src.rstrip("/").rsplit("/", 1)[-1]))
+        else:
+            mox.copy_parallel(src_url=src, dst_url=dst)
+        return
+    for folder, subfolders, files in os.walk(src):
+        target = os.path.join(dst, os.path.relpath(folder, src))
+        os.makedirs(target, exist_ok=True)
+        for name in files:
+            shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+
+
+# -- the outputs ----------------------------------------------------------------------
+
+
+def _looks_like_folder(path):
+    name = os.path.basename(path.rstrip("/\\"))
+    return name in ("", ".", "..") or "." not in name or os.path.isdir(path)
+
+
+def _folder_argument(name):
+    return name == "train_url" or name.endswith(("dir", "folder", "outf"))
+
+
+def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume):
+    """Decide what is watched and empty the local output folder (once per node and run)."""
+    local = _cache_path(output_dir)
+    roots = []  # the output arguments' files and folders
+    for name in outputs:
+        value = getattr(args, name, None)
+        if (not value or is_obs(value)) and _folder_argument(name):
+            setattr(
+                args, name, local
+            )  # the script writes locally, the copy goes to OBS
+            value = local
+        if isinstance(value, str) and value and not is_obs(value):
+            roots.append(os.path.abspath(value))
+    folders = [r for r in roots if _looks_like_folder(r)]
+    main = folders[0] if folders else local
+    if not is_obs(train_url) and _inside(main, train_url):
+        main = local  # the script writes straight into --train_url
+    cwd = _state["cwd"]
+    watched = [(main, "")]
+    for root in [local, cwd] + roots:
+        if any(os.path.realpath(root) == os.path.realpath(w) for w, _ in watched):
+            continue
+        inside = _inside(root, cwd) and os.path.realpath(root) != os.path.realpath(cwd)
+        watched.append((root, os.path.relpath(root, cwd) if inside else _name(root)))
+    skipped = [os.path.abspath(p) for p in ignore]
+    skipped += [_state["data"]] if "data" in _state else []
+    skipped += [os.path.abspath(getattr(args, n)) for n in data if _is_path(args, n)]
+    skipped += [os.path.abspath(train_url)] if not is_obs(train_url) else []
+    _state["watched"] = watched
+    _state["skipped"] = [
+        s for s in skipped if not any(_inside(w, s) for w, _ in watched)
+    ]
+    with _Once(local, "output") as once:
+        if not once.done():
+            _remove(local)  # what an earlier job left there is not this job's
+            os.makedirs(local, exist_ok=True)
+            if resume:
+                _restore(train_url, main)
+            once.mark()
+
+
+def _is_path(args, name):
+    value = getattr(args, name, None)
+    return isinstance(value, str) and value and not is_obs(value)
+
+
+def _inside(path, folder):
+    path, folder = os.path.realpath(path), os.path.realpath(folder)
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _name(path):
+    return os.path.basename(path.rstrip("/\\")) or "output"
+
+
+def _restore(train_url, folder):
+    if is_obs(train_url):
+        found = _moxing(train_url).file.exists(train_url)
+    else:
+        found = os.path.isdir(train_url) and not _inside(folder, train_url)
+    if found:
+        log("copying %s to %s (to resume)" % (train_url, folder))
+        _copy(train_url, folder)
+
+
+def _files(state):
+    """(path, name under train_url) of every file in the watched places, most specific
+    place first, so a file in the output folder is named as in the output folder."""
+    seen = set()
+    places = sorted(state["watched"], key=lambda w: -len(os.path.realpath(w[0])))
+    for root, prefix in places:
+        if os.path.isfile(root):
+            if root not in seen:
+                seen.add(root)
+                yield root, prefix
+            continue
+        count = 0
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = [
+                s
+                for s in sorted(subfolders)
+                if s not in SKIPPED_FOLDERS
+                and not any(
+                    _inside(os.path.join(folder, s), x) for x in state["skipped"]
+                )
+            ]
+            for name in sorted(files):
+                path = os.path.join(folder, name)
+                if (
+                    path in seen
+                    or name.endswith(SKIPPED_SUFFIXES)
+                    or ".modelarts-" in name
+                ):
+                    continue
+                seen.add(path)
+                yield path, os.path.join(prefix, os.path.relpath(path, root))
+            count += len(files)
+            if count > MAX_FILES:
+                break
+
+
+def _stamp(path):
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return None
+    return (stat.st_mtime, stat.st_size)
+
+
+def _is_uploader():
+    """Only one process of the whole job copies the outputs: global rank 0."""
+    if multiprocessing.current_process().name != "MainProcess":
+        return False  # a worker started by the script itself
+    env = os.environ
+    # torchrun; Ascend launchers (MindSpore, HCCL); mpirun (Horovod)
+    for name in ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK"):
+        if env.get(name, "").strip().isdigit():
+            return int(env[name]) == 0
+    size = env.get("WORLD_SIZE", env.get("RANK_SIZE", "1")).strip()
+    if not size.isdigit() or int(size) <= 1:
+        return True
+    # Launchers that give only per-node ids: the first device of the first node.
+    local = env.get("LOCAL_RANK", env.get("DEVICE_ID", "0")).strip()
+    return env.get("VC_TASK_INDEX", "0").strip() in ("", "0") and local in ("", "0")
+
+
+def _upload_at_exit(sync_every):
+    atexit.register(upload, True)
+    # A boot file generated by npu-migrate that started this script copies the outputs
+    # itself if the script dies without running its exit handlers (a crash, SIGKILL).
+    boot_file = os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
+    if boot_file:
+        keys = ("train_url", "watched", "skipped", "cwd", "start")
+        saved = dict((k, _state[k]) for k in keys)
+        saved["before"] = sorted(_state["before"].items())
+        with open(boot_file, "w") as f:
+            json.dump(saved, f)
+    if sync_every and float(sync_every) > 0:
+        thread = threading.Thread(target=_sync, args=(float(sync_every) * 60,))
+        thread.daemon = True
+        thread.start()
+    try:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread: SIGTERM keeps its handler
+        return
+    _state["previous_sigterm"] = previous
+
+
+def _sync(seconds):
+    while True:
+        time.sleep(seconds)
+        upload(False)
+
+
+def _on_sigterm(signum, frame):
+    if _state.get("copying") is threading.current_thread():
+        return  # the process is already ending and copying: let the copy finish
+    upload(True)
+    previous = _state.get("previous_sigterm")
+    if callable(previous):
+        previous(signum, frame)
+    elif previous != signal.SIG_IGN:
+        # What SIGTERM did before: end the process.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+
+def upload(final=False, state=None):
+    """Copy the files created or changed since the start (and since the last copy) to
+    --train_url; at the end, warn when nothing at all was copied."""
+    state = _state if state is None else state
+    if state.get("pid") != os.getpid() or "sent" not in state:
+        return  # a forked child, or a process that copies nothing
+    with _lock:
+        if state.get("finished"):
+            return
+        state["copying"] = threading.current_thread()
+        try:
+            _upload(state)
+        except Exception as exc:  # at exit or in a signal handler: report, do not raise
+            log("copying the outputs to %s failed: %s" % (state["train_url"], exc))
+        finally:
+            state["copying"] = None
+        if final:
+            state["finished"] = True
+            if not state["sent"]:
+                _nothing_copied(state)
+            boot_file = os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
+            if boot_file and state is _state and os.path.exists(boot_file):
+                open(boot_file, "w").close()  # copied: nothing left for the boot file
+
+
+def _upload(state):
+    train_url = state["train_url"]
+    changed = []
+    for path, name in _files(state):
+        stamp = _stamp(path)
+        if stamp is None or state["before"].get(path) == stamp:
+            continue
+        if state["sent"].get(path) != stamp:
+            changed.append((path, name, stamp))
+    if not changed:
+        return
+    log("copying %d file(s) to %s" % (len(changed), train_url))
+    mox = _moxing(train_url).file if is_obs(train_url) else None
+    for path, name, stamp in changed:
+        target = train_url.rstrip("/") + "/" + name.replace(os.sep, "/")
+        if mox is not None:
+            mox.copy(path, target)
+        else:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copy2(path, target)
+        state["sent"][path] = stamp
+
+
+def _nothing_copied(state):
+    """Name the files the job wrote outside the watched places."""
+    start = state["start"]
+    found = []
+    places = [os.path.dirname(state["cwd"]), _cache_path(CACHE)]
+    for place in places:
+        for folder, subfolders, files in os.walk(place):
+            subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
+            for name in files:
+                path = os.path.join(folder, name)
+                stamp = _stamp(path)
+                if stamp and stamp[0] >= start and ".modelarts-" not in path:
+                    found.append(path)
+            if len(found) > 20:
+                break
+    watched = ", ".join(w for w, _ in state["watched"])
+    if found:
+        wrote = "it wrote %s" % ", ".join(sorted(set(found))[:10])
+    else:
+        wrote = "no file it wrote was found"
+    log(
+        "warning: nothing was copied to %s: no file in %s was created or changed by the "
+        "job; %s (save them under the working folder, or name the script's output "
+        "argument with npu-migrate --output-arg)" % (state["train_url"], watched, wrote)
+    )
+
+
+def upload_saved(path):
+    """For the boot file: copy what a script that died without its exit handlers left."""
+    with open(path) as f:
+        saved = json.load(f)
+    saved["before"] = dict((p, tuple(s) if s else s) for p, s in saved["before"])
+    saved["watched"] = [tuple(w) for w in saved["watched"]]
+    saved.update(sent={}, pid=os.getpid())
+    upload(False, saved)
