@@ -50,11 +50,15 @@ def _read(path: str) -> Optional[str]:
 def pending(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[ExtraFile]:
     """The generated files that differ from what is on disk at `where(path)`."""
     found = []
+    seen = set()
     for result in results:
         if result.error:
             continue
         for path, text in sorted(result.extra_files.items()):
             dest = where(path)
+            if dest in seen:
+                continue  # the ModelArts module of two entry scripts in one folder: once
+            seen.add(dest)
             old = _read(dest)
             if old != text:
                 found.append(ExtraFile(result.path, path, dest, text, old))

@@ -13,7 +13,7 @@ import pytest
 
 from npu_migrate.engine import migrate_source
 from npu_migrate.model import Options
-from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, BlockSettings, black_format, render_block
+from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, black_format, render_runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "modelarts"
@@ -50,7 +50,9 @@ def test_fixture(name):
     assert sorted(f.code for f in result.findings) == findings
     again = migrate_source(after, name, MODELARTS)  # a second --modelarts run changes nothing
     assert again.error is None and not again.changed and again.edits == []
-    assert after.count(BEGIN_MARKER) == (1 if "NPU204" in edits else 0)
+    assert after.count(IMPORT) == (1 if "NPU204" in edits else 0)
+    assert list(result.extra_files) == (["npu_migrate_modelarts.py"] if "NPU204" in edits else [])
+    assert list(again.extra_files) == list(result.extra_files)  # the module is kept up to date
 
 
 def adapt(source: str, path: str = "train.py", **options):
@@ -59,19 +61,21 @@ def adapt(source: str, path: str = "train.py", **options):
     return result
 
 
+IMPORT = f"from {RUNTIME_MODULE} import modelarts_setup  # npu-migrate: ModelArts\n"
+
+
 def without_block(text: str) -> str:
-    """The adapted text with the generated block replaced by one `# <block>` line."""
-    start = text.index(BEGIN_MARKER)
-    end = text.index(END_MARKER) + len(END_MARKER)
-    return text[:start] + "# <block>" + text[end:]
+    """The adapted text with the import of the runtime module replaced by `# <import>`."""
+    assert text.count(IMPORT) == 1
+    return text.replace(IMPORT, "# <import>\n")
 
 
 def settings_of(text: str) -> dict:
-    """The MODELARTS_* settings of the block in `text`."""
-    block = text[text.index(BEGIN_MARKER):text.index(END_MARKER)]
-    tree = ast.parse(block)
-    return {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
-            if isinstance(node, ast.Assign) and node.targets[0].id.startswith("MODELARTS_")}
+    """The keyword arguments of the modelarts_setup(...) call in `text`."""
+    calls = [node for node in ast.walk(ast.parse(text)) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == "modelarts_setup"]
+    assert len(calls) == 1
+    return {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords}
 
 
 def test_arguments_go_after_the_last_add_argument_of_the_parser_in_main():
@@ -95,8 +99,7 @@ def test_arguments_go_after_the_last_add_argument_of_the_parser_in_main():
     )
     assert without_block(result.new_text) == (
         "import argparse\n"
-        "\n"
-        "# <block>\n"
+        "# <import>\n"
         "\n"
         "\n"
         "def main():\n"
@@ -108,19 +111,16 @@ def test_arguments_go_after_the_last_add_argument_of_the_parser_in_main():
         "    p.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
         "    p.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
         "\n"
-        "    args = modelarts_setup(p.parse_known_args()[0])\n"
+        "    args = modelarts_setup(p.parse_known_args()[0], data=['data_dir'], outputs=['out_dir'])\n"
         "    return args\n"
         "\n"
         "\n"
         "if __name__ == '__main__':\n"
         "    main()\n"
     )
-    assert settings_of(result.new_text) == {
-        "MODELARTS_DATA_DIR": "/cache/data", "MODELARTS_DATA_ARGS": ("data_dir",),
-        "MODELARTS_OUTPUT_ARG": "out_dir", "MODELARTS_OUTPUT_DIR": "/cache/output", "MODELARTS_RESUME": False,
-    }
     assert [(e.code, e.span.line, e.message) for e in result.edits] == [
-        ("NPU204", 4, "ModelArts block inserted above this line: it copies --data_url in and the outputs to --train_url"),
+        ("NPU204", 4, "added above this line: an import of npu_migrate_modelarts.py, generated beside the script "
+                      "(it copies --data_url in and the outputs to --train_url)"),
         ("NPU201", 9, "--data_url and --train_url added to the argument parser, after this line"),
         ("NPU202", 11, "parse_args() -> parse_known_args()[0]: arguments the platform adds do not stop the script"),
         ("NPU203", 11, "modelarts_setup(...) around the parsed arguments: copies --data_url in and the outputs to --train_url"),
@@ -144,12 +144,11 @@ def test_a_parser_built_by_a_helper_and_parsed_by_the_caller():
         "    main()\n"
     )
     text = without_block(result.new_text)
-    assert "    args = modelarts_setup(build_parser().parse_known_args()[0])\n" in text
+    assert "    args = modelarts_setup(build_parser().parse_known_args()[0], data=['root'])\n" in text
     assert ("    parser.add_argument('--root', default='./data', help='dataset root')\n"
             "    parser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
             "    parser.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
             "    return parser\n") in text
-    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("root",)
 
 
 def test_existing_url_arguments_are_not_added_again():
@@ -163,17 +162,13 @@ def test_existing_url_arguments_are_not_added_again():
     result = adapt(source)
     assert without_block(result.new_text) == (
         "import argparse\n"
-        "\n"
-        "# <block>\n"
-        "\n"
+        "# <import>\n"
         "parser = argparse.ArgumentParser()\n"
         "parser.add_argument('--data_url', default='/home/ma-user/modelarts/inputs/data_url_0')\n"
         "parser.add_argument('--train_url', default='/home/ma-user/modelarts/outputs/train_url_0/')\n"
-        "args, _ = modelarts_setup(parser.parse_known_args())\n"
+        "args, _ = modelarts_setup(parser.parse_known_args(), data=['data_url'], outputs=['train_url'])\n"
     )
     # The script uses its own URL arguments as paths: they get the local copy / output folder.
-    settings = settings_of(result.new_text)
-    assert (settings["MODELARTS_DATA_ARGS"], settings["MODELARTS_OUTPUT_ARG"]) == (("data_url",), "train_url")
     assert {e.code for e in result.edits} == {"NPU203", "NPU204"}
 
 
@@ -185,7 +180,7 @@ def test_a_dataset_name_is_not_taken_for_a_data_path():
         "parser.add_argument('--data', default='imagenet', help='dataset name')\n"
         "args = parser.parse_args()\n"
     )
-    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ()
+    assert settings_of(result.new_text) == {}
     assert [f.code for f in result.findings] == ["NPU211", "NPU214"]
 
 
@@ -197,10 +192,10 @@ def test_a_required_data_argument_is_reported():
         "parser.add_argument('--output-dir', default='out')\n"
         "args = parser.parse_args()\n"
     )
-    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("data",)
+    assert settings_of(result.new_text) == {"data": ["data"], "outputs": ["output_dir"]}
     assert [(f.code, f.span.line, f.message) for f in result.findings] == [
-        ("NPU212", 3, "the data argument `data` is required, but ModelArts passes only --data_url: "
-                      "the job stops before the data is copied"),
+        ("NPU218", 3, "the positional argument(s) data cannot be given as ModelArts job parameters, which are all "
+                      "--name=value"),
     ]
 
 
@@ -212,15 +207,16 @@ def test_configured_argument_names():
         "parser.add_argument('--logs', default='logs')\n"
         "args = parser.parse_args()\n"
     )
-    result = adapt(source, data_arg="--images", output_arg="logs")
-    assert settings_of(result.new_text)["MODELARTS_DATA_ARGS"] == ("images",)
-    assert settings_of(result.new_text)["MODELARTS_OUTPUT_ARG"] == "logs"
-    assert result.findings == []
-    result = adapt(source, data_arg="imgs")
+    result = adapt(source, data_args=("--images", "labels"), output_args=("logs",))
+    assert settings_of(result.new_text) == {"data": ["images", "labels"], "outputs": ["logs"]}
     assert [(f.code, f.message) for f in result.findings] == [
-        ("NPU214", "no output-folder argument found: what the script writes to /cache/output is copied to --train_url"),
+        ("NPU215", "the configured --data-arg labels is not an argument of this script's parser"),
+    ]
+    result = adapt(source, data_args=("imgs",))
+    assert [(f.code, f.message) for f in result.findings] == [
         ("NPU215", "the configured --data-arg imgs is not an argument of this script's parser"),
     ]
+    assert settings_of(result.new_text) == {"data": ["imgs"], "outputs": ["logs"]}
 
 
 def test_explicit_argument_lists_are_not_made_tolerant():
@@ -253,7 +249,7 @@ def test_only_the_main_parser_gets_the_arguments_and_the_setup_call():
         "parser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\n"
         "parser.add_argument('--train_url', help='ModelArts output: OBS URL or local path')\n"
         "args_config, remaining = config_parser.parse_known_args()\n"
-        "args = modelarts_setup(parser.parse_known_args(remaining)[0])\n"
+        "args = modelarts_setup(parser.parse_known_args(remaining)[0], data=['data_dir'], outputs=['output'])\n"
     )
 
 
@@ -298,7 +294,7 @@ def test_entry_scripts_are_chosen_by_main_block_parser_or_entry_option(tmp_path)
     script = "print('training')\n"
     assert not adapt(script, "run.py").changed
     chosen = adapt(script, str(tmp_path / "run.py"), modelarts_entry_files=(str(tmp_path / "run.py"),))
-    assert without_block(chosen.new_text) == "# <block>\n\nmodelarts_setup()\nprint('training')\n"
+    assert without_block(chosen.new_text) == "# <import>\nmodelarts_setup()\nprint('training')\n"
     # With --entry, files with a main block that were not named are left alone.
     guarded = "if __name__ == '__main__':\n    print('hi')\n"
     assert not adapt(guarded, str(tmp_path / "other.py"), modelarts_entry_files=(str(tmp_path / "run.py"),)).changed
@@ -318,19 +314,36 @@ def test_without_modelarts_nothing_happens():
     assert not migrate_source(source, "train.py", Options()).changed
 
 
-def test_changed_options_update_the_block_in_place():
+def test_changed_options_update_the_setup_call_in_place():
     before = (FIXTURES / "before" / "train_helper.py").read_text()
     first = adapt(before).new_text
-    second = adapt(first, data_dir="/cache/dataset", modelarts_resume=True)
-    assert second.new_text.count(BEGIN_MARKER) == 1 and second.new_text.count(END_MARKER) == 1
+    second = adapt(first, data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10)
+    assert second.new_text.count(IMPORT) == 1
     assert [(e.code, e.message) for e in second.edits] == [
-        ("NPU204", "ModelArts block updated here: it copies --data_url in and the outputs to --train_url"),
+        ("NPU203", "modelarts_setup(...) given the current settings"),
     ]
-    assert settings_of(second.new_text)["MODELARTS_DATA_DIR"] == "/cache/dataset"
-    assert settings_of(second.new_text)["MODELARTS_RESUME"] is True
-    # Everything outside the block is as the first run left it.
-    assert without_block(second.new_text) == without_block(first)
-    assert not adapt(second.new_text, data_dir="/cache/dataset", modelarts_resume=True).changed
+    assert settings_of(second.new_text) == {
+        "data": ["data_path"], "outputs": ["checkpoint_dir"], "data_dir": "/cache/dataset", "resume": True,
+        "sync_every": 10,
+    }
+    # Only that line changed.
+    assert [line for line in second.new_text.splitlines() if line not in first.splitlines()] == [
+        "    return modelarts_setup(parser.parse_known_args()[0], data=['data_path'], outputs=['checkpoint_dir'], "
+        "data_dir='/cache/dataset', resume=True, sync_every=10)",
+    ]
+    assert not adapt(second.new_text, data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10).changed
+
+
+def test_the_block_of_an_earlier_version_is_replaced_by_the_import():
+    old = (FIXTURES / "before" / "train_module_level.py").read_text().replace(
+        "import time\n",
+        "import time\n\n" + BEGIN_MARKER + "\n# Generated by `npu-migrate --modelarts`\nimport os as _os\n\n"
+        "def modelarts_setup(parsed=None):\n    return parsed\n\n\n" + END_MARKER + "\n"
+    ).replace("args = parser.parse_args()", "args = modelarts_setup(parser.parse_known_args()[0])")
+    result = adapt(old)
+    assert BEGIN_MARKER not in result.new_text and END_MARKER not in result.new_text
+    assert result.new_text == adapt((FIXTURES / "before" / "train_module_level.py").read_text()).new_text
+    assert not adapt(result.new_text).changed
 
 
 def test_crlf_and_tab_indented_scripts_keep_their_style():
@@ -340,7 +353,6 @@ def test_crlf_and_tab_indented_scripts_keep_their_style():
     text = adapt(source).new_text
     assert "\n" not in text.replace("\r\n", "")
     assert "\tparser.add_argument('--data_url', help='ModelArts input: OBS URL or local path')\r\n" in text
-    assert "\tif parsed is None:\r\n" in text  # the block takes the file's indentation
     assert not adapt(text).changed
     compile(text, "train.py", "exec")
 
@@ -357,34 +369,23 @@ def test_a_suppression_comment_silences_a_finding():
 # -- the generated code ----------------------------------------------------------------------
 
 
-BLOCK = render_block(BlockSettings(data_args=("data_dir",), output_arg="output_dir"))
+RUNTIME = render_runtime()
 
 
-def test_block_is_laid_out_with_black_and_is_python_3_7():
-    assert black_format(BLOCK) == BLOCK
-    ast.parse(BLOCK, feature_version=(3, 7))
+def test_runtime_is_laid_out_with_black_is_python_3_7_and_versioned():
+    assert black_format(RUNTIME) == RUNTIME
+    ast.parse(RUNTIME, feature_version=(3, 7))
+    assert RUNTIME.startswith("# npu-migrate: ModelArts runtime")
+    assert re.search(r"^VERSION = \d+$", RUNTIME, re.MULTILINE)
+    assert "NPU_MIGRATE_MODELARTS_CACHE" in RUNTIME
 
 
-def test_block_imports_only_the_standard_library_and_moxing():
+def test_runtime_imports_only_the_standard_library_and_moxing():
     imported = set()
-    for node in ast.walk(ast.parse(BLOCK)):
+    for node in ast.walk(ast.parse(RUNTIME)):
         if isinstance(node, ast.Import):
             imported.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             imported.add(node.module.split(".")[0])
     assert imported - set(sys.stdlib_module_names) == {"moxing"}
-    assert not re.search(r"\b(subprocess|os\.system|os\.popen|shell=)", BLOCK)
-
-
-def test_block_defines_only_prefixed_names():
-    names = set()
-    for node in ast.parse(BLOCK).body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(t.id for t in node.targets)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names.update(a.asname or a.name for a in node.names)
-        elif isinstance(node, ast.Try):
-            names.update(a.asname for n in node.body for a in n.names)
-    assert all(re.match(r"^(_?modelarts_|_?MODELARTS_|_[a-z]+$)", n) for n in names), names
+    assert not re.search(r"\b(subprocess|os\.system|os\.popen|shell=)", RUNTIME)

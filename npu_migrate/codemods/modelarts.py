@@ -6,21 +6,20 @@ What an adapted entry script gets (codes documented in rules/codes.toml):
   built (module level, `main()`, a `get_args()` helper), unless the script has them already;
 * NPU202 `parser.parse_args()` -> `parser.parse_known_args()[0]`, so the arguments the platform
   adds do not stop the script;
-* NPU203 `modelarts_setup(...)` around the parse call (or, with no parser, a call that reads the
-  two URLs itself at the top of the `if __name__ == "__main__":` block);
-* NPU204 one delimited block after the imports, generated from npu_migrate/modelarts/
-  block_template.py, that defines `modelarts_setup` (copy the input in once per node, copy the
-  outputs out from global rank 0 at exit, on an exception or SIGTERM). Running again replaces
-  the block, so a second run changes nothing.
+* NPU203 `modelarts_setup(..., data=[...], outputs=[...])` around the parse call, naming the
+  script's data and output arguments (or, with no parser, a call that reads the two URLs itself
+  at the top of the `if __name__ == "__main__":` block);
+* NPU204 `from npu_migrate_modelarts import modelarts_setup` after the imports, and the module
+  itself beside the script (FileResult.extra_files; npu_migrate/modelarts/runtime_template.py):
+  one module per folder whatever the number of entry scripts, so the diff of a script stays a
+  few lines. Running again updates the call and the module in place, and replaces the block
+  earlier versions put into the script.
 
-Why one block in the script rather than a helper module next to it: the engine turns one file
-into one file, the script keeps working when copied or launched from another folder (`python -m`,
-ModelArts' own boot command) and there is no second file to keep in step with it.
-
-Scripts that already talk to OBS themselves (they import moxing) are left alone (NPU210);
-scripts whose arguments are parsed by absl/tf.flags, click or fire are reported (NPU213).
-The decisions are made on the original tree (findings carry original line numbers); the same
-analysis of the tree being transformed locates the nodes to change.
+Scripts that already talk to OBS (moxing, a moxing helper, a project module importing moxing)
+are left alone (NPU210); scripts whose arguments are parsed by absl/tf.flags, click or fire are
+reported (NPU213); eval/export/infer/pre-/postprocess scripts are not entry scripts unless named
+with --entry. The decisions are made on the original tree (findings carry original line
+numbers); the same analysis of the tree being transformed locates the nodes to change.
 """
 
 from __future__ import annotations
@@ -668,10 +667,12 @@ def is_data_argument(arg: Argument) -> bool:
     words = _words(arg.dest)
     if set(words) & NOT_DATA_WORDS:
         return False
+    if set(words) & DATA_WORDS and len(words) > 1 and words[-1] in PATH_SUFFIXES:
+        return True  # data_dir, celeba_image_dir, attr_path, train_root
     if arg.dest in GENERIC_DATA_NAMES or "".join(words) in GENERIC_DATA_NAMES:
-        return arg.path_like or bool(arg.default is None and DATA_HELP_RE.search(arg.help) and not arg.help == "")
+        return arg.path_like or bool(arg.default is None and DATA_HELP_RE.search(arg.help))
     if set(words) & DATA_WORDS:
-        return words[-1] in PATH_SUFFIXES or arg.path_like
+        return arg.path_like
     return bool(DATA_HELP_RE.search(arg.help) and PATH_WORDS_RE.search(arg.help))
 
 
