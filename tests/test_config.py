@@ -136,6 +136,8 @@ def _valid_value(param: click.Option):
         value = param.type.choices[0]
     elif isinstance(param.type, (click.IntRange, click.types.IntParamType)):
         value = 1
+    elif isinstance(param.type, (click.FloatRange, click.types.FloatParamType)):
+        value = 1.5
     else:
         value = "x"
     return [value] if param.multiple else value

@@ -22,6 +22,12 @@ MODELARTS = Options(modelarts=True)
 # fixture -> (edit codes, finding codes)
 EXPECTED = {
     "mindspore_8card.py": ({"NPU201", "NPU203", "NPU204"}, []),
+    "pt_dcgan.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, []),
+    "pt_ddp_torchrun.py": ({"NPU102", "NPU106", "NPU108", "NPU201", "NPU202", "NPU203", "NPU204"},
+                           ["NPU211", "NPU214", "NPU218"]),
+    "pt_imagenet.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, []),
+    "pt_mnist.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, ["NPU217"]),
+    "pt_word_language_model.py": ({"NPU201", "NPU202", "NPU203", "NPU204"}, []),
     "tf115_biggan.py": ({"NPU120", "NPU121", "NPU201", "NPU202", "NPU203", "NPU204"}, ["NPU211"]),
     "tf115_flags.py": (set(), ["NPU213"]),
     "train_already_adapted.py": (set(), ["NPU210"]),

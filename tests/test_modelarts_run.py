@@ -34,9 +34,43 @@ LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_
 
 STUBS = {
     "torch/__init__.py": (
+        "from . import distributed\n\n\n"
         "def manual_seed(seed):\n    pass\n\n\n"
-        "class cuda:\n    is_available = staticmethod(lambda: False)\n\n\n"
-        "class npu:\n    is_available = staticmethod(lambda: False)\n"
+        "def save(obj, f):\n"
+        "    if isinstance(f, str):\n"
+        "        with open(f, 'w') as out:\n            out.write(repr(obj))\n"
+        "    else:\n        f.write(repr(obj).encode())\n\n\n"
+        "class cuda:\n    is_available = staticmethod(lambda: False)\n    set_device = staticmethod(lambda d: None)\n\n\n"
+        "class npu:\n    is_available = staticmethod(lambda: False)\n    set_device = staticmethod(lambda d: None)\n"
+    ),
+    "torch/distributed/__init__.py": (
+        "def init_process_group(backend=None, **kwargs):\n    pass\n\n\n"
+        "def destroy_process_group():\n    pass\n"
+    ),
+    # torchrun: --nproc_per_node processes with the variables it sets; SIGTERM passed on.
+    "torch/distributed/run.py": (
+        "import os, signal, subprocess, sys, uuid\n"
+        "args = sys.argv[1:]\n"
+        "options = [a for a in args[:args.index(next(a for a in args if not a.startswith('--')))]]\n"
+        "rest = args[len(options):]\n"
+        "n = int(next(a.split('=')[1] for a in options if a.startswith('--nproc_per_node=')))\n"
+        "with open(os.environ['FAKE_TORCHRUN_LOG'], 'a') as log:\n"
+        "    log.write(' '.join(args) + '\\n')\n"
+        "run_id = uuid.uuid4().hex\n"
+        "procs = [subprocess.Popen([sys.executable] + rest, env=dict(os.environ, LOCAL_RANK=str(r), RANK=str(r),\n"
+        "         WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n), TORCHELASTIC_RUN_ID=run_id)) for r in range(n)]\n"
+        "signal.signal(signal.SIGTERM, lambda s, f: [p.send_signal(s) for p in procs])\n"
+        "codes = [p.wait() for p in procs]\n"
+        "sys.exit(1 if any(codes) else 0)\n"
+    ),
+    "torchvision/__init__.py": "",
+    "torchvision/datasets.py": (
+        "import os\n\n\n"
+        "def MNIST(root, train=True, download=False, transform=None):\n"
+        "    os.makedirs(os.path.join(root, 'MNIST', 'raw'), exist_ok=True)\n"
+        "    with open(os.path.join(root, 'MNIST', 'raw', 'train-images-idx3-ubyte'), 'w') as f:\n"
+        "        f.write('60000')\n"
+        "    return list(range(60))\n"
     ),
     "torch_npu/__init__.py": "",
     "tensorflow/__init__.py": (
@@ -50,9 +84,12 @@ STUBS = {
     "npu_bridge/__init__.py": "",
     "npu_bridge/npu_init.py": "def npu_config_proto(config_proto=None):\n    return config_proto\n",
     "mindspore/__init__.py": "",
+    "mindspore/communication/__init__.py": "",
+    "mindspore/communication/management.py": "def init():\n    pass\n\n\ndef get_rank():\n    return 0\n",
     "mindspore/context.py": (
         "class ParallelMode:\n    DATA_PARALLEL = 'data_parallel'\n\n\n"
-        "def set_auto_parallel_context(**kwargs):\n    pass\n"
+        "def set_auto_parallel_context(**kwargs):\n    pass\n\n\n"
+        "def set_context(**kwargs):\n    pass\n\n\nGRAPH_MODE = 0\n"
     ),
 }
 
@@ -245,7 +282,8 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
     assert len(copies_in) == 1
     assert [row[0] for row in copies_out] == [str(procs[0].pid)]
-    waiting = [r for r in results if "[modelarts] waiting for another process of this job" in r[1]]
+    waiting = [r for r in results if "[modelarts] waiting for another process of this job "
+               f"({job.cache / '.data.modelarts-data'})" in r[1]]
     assert len(waiting) == 2  # the other two waited instead of copying
     assert job.listing("obs://bucket/out") == ["step000.ckpt"]
     # Every rank writes this file (the fixture is that simple); each read the whole copy.

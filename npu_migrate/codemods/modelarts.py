@@ -66,6 +66,7 @@ OUTPUT_WORDS = {"save", "saved", "saving", "out", "outf", "output", "outputs", "
                 "savedir", "model"}
 SINGLE_OUTPUT_NAMES = {"save", "out", "outf", "output", "outputs", "outdir", "results", "logs", "logdir",
                        "checkpoints", "snapshot", "savedir", "workdir", "save_to"}
+INPUT_WORDS = {"resume", "load", "pretrained", "pretrain", "restore", "init", "initial", "finetune", "teacher", "from"}
 PATH_SUFFIXES = ("dir", "path", "folder", "root", "file", "prefix", "location")
 NOT_OUTPUT_RE = re.compile(r"(?i)\b(load|loading|resume|resuming|pretrain\w*|restore|init\w*|continue training|"
                            r"read from|evaluate|finetune from)\b")
@@ -308,6 +309,7 @@ class _Visitor(cst.CSTVisitor):
         self.bodies: List[cst.CSTNode] = [analysis.module]
         self.statement: Optional[cst.SimpleStatementLine] = None
         self.function_names: List[str] = []
+        self.defaults: List[Dict[str, str]] = []
         if second_pass:
             self.scope = self.scopes[id(analysis.module)]
         else:
@@ -333,12 +335,17 @@ class _Visitor(cst.CSTVisitor):
             self.scopes[id(node)] = self.scope
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.a.functions.add(node.name.value)
         self._enter_scope(node)
         self.function_names.append(node.name.value)
+        # save_checkpoint(state, filename='checkpoint.pth.tar'): where torch.save(state, filename) saves
+        self.defaults.append({p.name.value: string_value(p.default) for p in node.params.params
+                              if p.default is not None and string_value(p.default)})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scope = self.scope.parent
         self.function_names.pop()
+        self.defaults.pop()
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._enter_scope(node)
@@ -414,8 +421,18 @@ class _Visitor(cst.CSTVisitor):
             if folder:
                 self.a.downloads.append((node, folder))
         name = (dotted_name(node.func) or "").rsplit(".", 1)[-1].lower()
-        if "save" in name or name == "savefig":
-            paths = [string_value(arg.value) for arg in node.args if isinstance(arg.value, cst.SimpleString)]
+        mode = _keyword(node, "mode") or (node.args[1] if len(node.args) > 1 and node.args[1].keyword is None else None)
+        writes = name == "open" and mode is not None and set(string_value(mode.value) or "r") & set("wax")
+        func = node.func
+        local = (isinstance(func, cst.Name) and func.value in self.a.functions) or (
+            isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self")
+        if ("save" in name or name == "savefig" or writes) and not local:  # local ones: their body counts
+            if writes:
+                node = node.with_changes(args=node.args[:1])
+            defaults = self.defaults[-1] if self.defaults else {}
+            paths = [string_value(arg.value) if isinstance(arg.value, cst.SimpleString)
+                     else defaults.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+                     for arg in node.args]
             self.a.saves.append((node, [p for p in paths if p]))
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -508,7 +525,8 @@ class ScriptAnalysis:
         self.flag_definitions: List[cst.Call] = []
         self.downloads: List[Tuple[cst.Call, str]] = []  # (call, the fixed folder it downloads into)
         self.saves: List[Tuple[cst.Call, List[str]]] = []  # (a call saving something, its literal paths)
-        self.reads_launcher_env = False  # reads LOCAL_RANK etc.: started by torchrun
+        self.reads_launcher_env = False
+        self.functions: Set[str] = set()  # names of the functions defined in the script  # reads LOCAL_RANK etc.: started by torchrun
         self._scopes: Dict[int, _Scope] = {}
         self._indexed: Dict[int, cst.Subscript] = {}
         self._wrapped: Set[int] = set()
@@ -650,6 +668,8 @@ def is_output_argument(arg: Argument) -> bool:
     if not arg.plain_value or arg.enumerates or arg.dest in URL_ARGS or NOT_OUTPUT_RE.search(arg.help):
         return False
     words = _words(arg.dest)
+    if set(words) & INPUT_WORDS:
+        return False  # --resume, --pretrained_path, --load_dir: read, not written
     if arg.dest in SINGLE_OUTPUT_NAMES or (len(words) == 1 and words[0] in OUTPUT_WORDS - {"model", "log"}):
         return True
     if not set(words) & OUTPUT_WORDS:
@@ -718,8 +738,11 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
             left = f"; its arguments are parsed by `{cst.Module(body=[]).code_for_node(call)}`: it must accept " \
                    "--data_url/--train_url and the platform's other arguments (parse_known_args)"
         elif analysis.main_parser is None:
-            left = "; its arguments are parsed elsewhere (a config module?): that parser must accept --data_url/" \
-                   "--train_url and the platform's other arguments (parse_known_args)"
+            configs = [m for _, m, _ in analysis.imported_modules()
+                       if set(re.split(r"[._]", m.lower())) & {"config", "configs", "cfg", "options", "opts", "args"}]
+            where = f"in `{configs[0]}`" if configs else "elsewhere"
+            left = f"; its arguments are parsed {where}: that parser must accept --data_url/--train_url and the " \
+                   "platform's other arguments (parse_known_args)"
         ctx.finding(ALREADY_ADAPTED, node, api, message=ALREADY_ADAPTED.render_message(api=api) + left)
         return None
     parser = analysis.main_parser
@@ -775,7 +798,7 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     if not output_args:
         unseen = [call for call, paths in analysis.saves if not paths or any(os.path.isabs(p) for p in paths)]
         if unseen or not analysis.saves:
-            where = (f"`{cst.Module(body=[]).code_for_node(unseen[0])}` saves to a path it cannot follow" if unseen
+            where = (f"`{_code(unseen[0].func)}(...)` saves to a path it cannot follow" if unseen
                      else "no save call was found")
             ctx.finding(NO_OUTPUT_ARG, anchor_node, "output",
                         message=NO_OUTPUT_ARG.render_message(looked_for=_looked_for(options), where=where, **values),

@@ -325,8 +325,9 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
     for root in [local, cwd] + roots:
         if any(os.path.realpath(root) == os.path.realpath(w) for w, _ in watched):
             continue
-        inside = _inside(root, cwd) and os.path.realpath(root) != os.path.realpath(cwd)
-        watched.append((root, os.path.relpath(root, cwd) if inside else _name(root)))
+        # Files of the working folder keep their place; other folders go under their name.
+        name = os.path.relpath(root, cwd) if _inside(root, cwd) else _name(root)
+        watched.append((root, "" if name == "." else name))
     skipped = [os.path.abspath(p) for p in ignore]
     skipped += [_state["data"]] if "data" in _state else []
     skipped += [os.path.abspath(getattr(args, n)) for n in data if _is_path(args, n)]

@@ -1,0 +1,251 @@
+"""Scripts in the styles real projects use (pytorch/examples imagenet, mnist, dcgan,
+word_language_model; the DDP tutorial's torchrun script; a StarGAN-style solver with a config;
+a MindSpore model-zoo project with a config module and moxing_wrapper), adapted with --modelarts
+and run as a ModelArts job would run them: one process, two processes under the boot file,
+stopped with SIGTERM, failing with an exception. What counts is what arrives in train_url.
+
+Frameworks resolve to the stubs of tests/test_modelarts_run.py (the scripts do file I/O and
+argparse); MoXing to tests/fake_moxing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.engine import migrate_source
+from npu_migrate.model import Options
+from test_modelarts_run import Job
+
+ROOT = Path(__file__).resolve().parent.parent
+PROJECTS = ROOT / "fixtures" / "modelarts" / "projects"
+CODE = ["npu_migrate_modelarts.py"]
+
+
+@pytest.fixture
+def job(tmp_path):
+    return Job(tmp_path)
+
+
+def _wait_for(proc: subprocess.Popen, text: str) -> None:
+    for line in proc.stdout:
+        if line.strip() == text:
+            return
+    raise AssertionError(f"never printed {text!r}: {proc.communicate()}")
+
+
+# -- pytorch/examples imagenet: a positional data folder, checkpoints under fixed names ----------
+
+
+IMAGENET = {"train/n01440764/a.JPEG": "", "train/n01443537/b.JPEG": ""}
+
+
+def test_imagenet_checkpoints_saved_in_the_working_folder_reach_train_url(job):
+    script = job.adapt("pt_imagenet.py")
+    job.put("obs://bucket/imagenet", IMAGENET)
+    done = job.run(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=2")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("classes: n01440764,n01443537\n")
+    # The checkpoints, not the code (the script and the module were there before the run).
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+    assert (job.obs / "bucket/out/checkpoint.pth.tar").read_text() == repr(
+        {"epoch": 2, "arch": "resnet18", "classes": ["n01440764", "n01443537"]})
+
+
+def test_imagenet_stopped_with_sigterm(job):
+    script = job.adapt("pt_imagenet.py")
+    job.put("obs://bucket/imagenet", IMAGENET)
+    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--hold=60")
+    _wait_for(proc, "epoch 0 saved")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGTERM
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+
+
+def test_imagenet_failing_with_an_exception(job):
+    script = job.adapt("pt_imagenet.py")
+    job.put("obs://bucket/imagenet", IMAGENET)
+    done = job.run(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--crash")
+    assert done.returncode == 1 and "RuntimeError: loss is nan" in done.stderr
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+
+
+def test_imagenet_periodic_uploads_copy_only_what_changed(job):
+    script = job.adapt("pt_imagenet.py", modelarts_sync_every=0.01)  # every 0.6 s
+    job.put("obs://bucket/imagenet", IMAGENET)
+    done = job.run(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=2",
+                   "--hold=1.5")
+    assert done.returncode == 0, done.stderr
+    copies = [row[2] for row in job.calls("copy")]
+    # Each epoch's checkpoint once, after it was written: never the same version twice.
+    assert copies.count(str(job.work / "checkpoint.pth.tar")) == 2
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+
+
+# -- pytorch/examples mnist: downloads into ../data, saves mnist_cnn.pt -------------------------
+
+
+def test_mnist_model_reaches_train_url_and_the_download_does_not(job):
+    script = job.adapt("pt_mnist.py")
+    done = job.run(script, "--save-model", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "train on 60 samples\n"
+    assert job.listing("obs://bucket/out") == ["mnist_cnn.pt"]
+    assert (job.root / "data/MNIST/raw/train-images-idx3-ubyte").exists()
+
+
+def test_an_upload_of_nothing_names_the_files_the_job_wrote(job):
+    script = job.adapt("pt_mnist.py")
+    done = job.run(script, "--train_url=obs://bucket/out")  # no --save-model: nothing saved here
+    assert done.returncode == 0, done.stderr
+    assert job.listing("obs://bucket/out") == []
+    assert "[modelarts] warning: nothing was copied to obs://bucket/out" in done.stderr
+    assert str(job.root / "data/MNIST/raw/train-images-idx3-ubyte") in done.stderr
+
+
+# -- pytorch/examples dcgan: --dataset is a name, --dataroot the path, --outf '.' ----------------
+
+
+def test_dcgan_dataset_name_stays_a_name_and_outf_dot_uploads_only_new_files(job):
+    script = job.adapt("pt_dcgan.py")
+    job.put("obs://bucket/faces", {"img1.png": "", "img2.png": ""})
+    done = job.run(script, "--dataset=folder", "--data_url=obs://bucket/faces", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert "dataset='folder'" in done.stdout and f"dataroot='{job.cache / 'data'}'" in done.stdout
+    assert job.listing("obs://bucket/out") == [
+        "netD_epoch_0.pth", "netD_epoch_1.pth", "netG_epoch_0.pth", "netG_epoch_1.pth", "real_samples.png"]
+    assert (job.obs / "bucket/out/real_samples.png").read_text() == "img1.png img2.png"
+
+
+# -- pytorch/examples word_language_model: --data ./data/wikitext-2, --save model.pt ------------
+
+
+@pytest.mark.parametrize("layout", ["wikitext-2/", "data/wikitext-2/", ""])
+def test_word_language_model_finds_its_corpus_in_the_copy(job, layout):
+    script = job.adapt("pt_word_language_model.py")
+    job.put("obs://bucket/corpus", {layout + "train.txt": "the cat sat on the mat", layout + "valid.txt": ""})
+    done = job.run(script, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "| vocabulary 5 words\n"
+    assert job.listing("obs://bucket/out") == ["model.pt"]
+
+
+# -- StarGAN: a solver class, two relative data paths, four output folders -----------------------
+
+
+def _adapt_project(job: Job, name: str, **options):
+    for path in (PROJECTS / name).rglob("*.py"):
+        target = job.work / path.relative_to(PROJECTS / name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        result = migrate_source(path.read_text(), str(target), Options(modelarts=True, **options))
+        assert result.error is None
+        target.write_text(result.new_text if result.changed else path.read_text())
+        for extra, text in result.extra_files.items():
+            Path(extra).write_text(text)
+    return job.work
+
+
+CELEBA = {"celeba/images/000001.jpg": "", "celeba/images/000002.jpg": "",
+          "celeba/list_attr_celeba.txt": "Black_Hair Male"}
+
+
+def test_stargan_reads_both_data_paths_from_the_copy_and_uploads_every_output_folder(job):
+    work = _adapt_project(job, "stargan", data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+    assert sorted(p.name for p in work.iterdir()) == ["main.py", "npu_migrate_modelarts.py", "solver.py"]
+    job.put("obs://bucket/celeba", CELEBA)
+    done = job.run(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert "2 images, attributes Black_Hair,Male\n" in done.stdout
+    # The model folder is the output folder (its files at the top); the other folders keep their place.
+    assert job.listing("obs://bucket/out") == [
+        "1-G.ckpt", "2-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg",
+        "stargan/samples/2-images.jpg"]
+
+
+def test_stargan_failing_and_stopped(job):
+    work = _adapt_project(job, "stargan", data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+    job.put("obs://bucket/celeba", CELEBA)
+    done = job.run(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/failed",
+                   "--crash=true")
+    assert done.returncode == 1 and "RuntimeError: D/loss_real is nan" in done.stderr
+    assert job.listing("obs://bucket/failed") == ["1-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg"]
+    proc = job.start(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/stopped",
+                     "--hold=60")
+    _wait_for(proc, f"Saved model checkpoints into stargan/models...")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert job.listing("obs://bucket/stopped") == [
+        "1-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg"]
+
+
+# -- the DDP tutorial under torchrun, started by the boot file ------------------------------------
+
+
+def _boot(job: Job, name: str) -> Path:
+    script = job.work / name
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
+                      data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+    result = migrate_source((ROOT / "fixtures/modelarts/before" / name).read_text(), str(script), options)
+    script.write_text(result.new_text)
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
+    return job.work / ("modelarts_entry_" + name)
+
+
+def test_torchrun_script_runs_one_process_per_npu_and_rank_0_uploads(job):
+    boot = _boot(job, "pt_ddp_torchrun.py")
+    log = job.root / "torchrun.log"
+    done = job.run(boot, "--total_epochs=3", "--save_every=2", "--train_url=obs://bucket/out", cwd=job.root,
+                   ASCEND_VISIBLE_DEVICES="0,1", FAKE_TORCHRUN_LOG=str(log))
+    assert done.returncode == 0, done.stderr
+    # Two processes; the positional arguments in their place.
+    assert log.read_text() == f"--nproc_per_node=2 --standalone {job.work / 'pt_ddp_torchrun.py'} 3 2 " \
+                              "--train_url=obs://bucket/out\n"
+    assert done.stdout.count("Training snapshot saved at snapshot.pt") == 2  # epochs 0 and 2, rank 0
+    assert job.listing("obs://bucket/out") == ["snapshot.pt"]
+    assert {row[0] for row in job.calls("copy")} == {job.calls("copy")[0][0]}  # one process uploads
+    assert (job.obs / "bucket/out/snapshot.pt").read_text() == repr({"EPOCHS_RUN": 2, "WORLD": "2"})
+
+
+def test_torchrun_script_stopped_with_sigterm_through_the_boot_file(job):
+    boot = _boot(job, "pt_ddp_torchrun.py")
+    proc = job.start(boot, "--total_epochs=50", "--save_every=1", "--hold=1", "--train_url=obs://bucket/out",
+                     RANK_SIZE="2", FAKE_TORCHRUN_LOG=str(job.root / "torchrun.log"))
+    _wait_for(proc, "Epoch 0 | Training snapshot saved at snapshot.pt")
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert job.listing("obs://bucket/out") == ["snapshot.pt"]
+
+
+# -- a MindSpore model-zoo project: config module, moxing_wrapper, eval/export scripts ------------
+
+
+def test_model_zoo_project_gets_no_second_copier_and_helper_scripts_are_not_entries(tmp_path, run_cli):
+    project = tmp_path / "resnet"
+    shutil.copytree(PROJECTS / "ms_modelzoo", project)
+    before = {p: p.read_text() for p in project.rglob("*.py")}
+    done = run_cli(".", "--modelarts", "--write", "--format", "json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    found = {(Path(r["path"]).name, f["code"]) for r in report["files"] for f in r["findings"]}
+    assert ("train.py", "NPU210") in found
+    messages = [f["message"] for r in report["files"] for f in r.get("findings", []) if f["code"] == "NPU210"]
+    assert messages == ["already adapted for ModelArts: it copies from and to OBS through "
+                        "`src.model_utils.moxing_adapter`, so no second copier is added; its arguments "
+                        "are parsed in `src.model_utils.config`: that parser must accept --data_url/--train_url and "
+                        "the platform's other arguments (parse_known_args)"]
+    assert not (project / "npu_migrate_modelarts.py").exists()
+    after = {p: p.read_text() for p in project.rglob("*.py")}
+    assert after[project / "train.py"] == before[project / "train.py"]
+    assert after[project / "export.py"] == before[project / "export.py"]
+    # eval.py only gets the device migration.
+    assert after[project / "eval.py"] == before[project / "eval.py"].replace('device_target="GPU"',
+                                                                             'device_target="Ascend"')
