@@ -188,6 +188,12 @@ def migrate_command(ctx: click.Context, **params) -> None:
     if selection.errors and not selection.files:
         sys.exit(EXIT_ERROR)
     options = _with_local_modules(options, selection.files, rules)
+    if options.modelarts:
+        from dataclasses import replace
+
+        from .modelarts.project import files_importing_moxing
+
+        options = replace(options, modelarts_moxing_files=files_importing_moxing(selection.files, settings.paths))
 
     from .cache import Cache
     from .progress import ProgressBar, wanted

@@ -249,3 +249,20 @@ def test_model_zoo_project_gets_no_second_copier_and_helper_scripts_are_not_entr
     # eval.py only gets the device migration.
     assert after[project / "eval.py"] == before[project / "eval.py"].replace('device_target="GPU"',
                                                                              'device_target="Ascend"')
+
+
+def test_a_script_importing_a_project_module_that_uses_moxing_is_adapted_already(tmp_path, run_cli):
+    (tmp_path / "utils").mkdir()
+    (tmp_path / "utils" / "__init__.py").write_text("")
+    (tmp_path / "utils" / "obs.py").write_text(
+        "import moxing as mox\n\n\ndef download(url, local):\n    mox.file.copy_parallel(url, local)\n")
+    script = ("import argparse\nfrom utils.obs import download\n\n"
+              "parser = argparse.ArgumentParser()\nparser.add_argument('--data_dir', default='data')\n"
+              "args = parser.parse_args()\n")
+    (tmp_path / "train.py").write_text(script)
+    done = run_cli("train.py", "--modelarts", "--write", cwd=tmp_path)  # only the script is named
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "train.py").read_text() == script
+    assert not (tmp_path / "npu_migrate_modelarts.py").exists()
+    assert ("train.py:2:1: NPU210 [info] already adapted for ModelArts: it copies from and to OBS through "
+            "`utils.obs`, so no second copier is added") in done.stdout.decode()

@@ -567,6 +567,8 @@ class ScriptAnalysis:
         """An import of moxing, of a helper named after it (moxing_adapter, moxing_wrapper,
         help_modelarts) or of a module of the project that imports moxing: (node, its name)."""
         for node, module, level in self.imported_modules():
+            if module.split(".")[0] == RUNTIME_MODULE:
+                continue  # the module this adaptation generates
             words = set(re.split(r"[._]", module.lower()))
             if "moxing" in words or "help_modelarts" in module.lower() or any("moxing" in w for w in words):
                 return node, module
