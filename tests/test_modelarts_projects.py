@@ -266,3 +266,11 @@ def test_a_script_importing_a_project_module_that_uses_moxing_is_adapted_already
     assert not (tmp_path / "npu_migrate_modelarts.py").exists()
     assert ("train.py:2:1: NPU210 [info] already adapted for ModelArts: it copies from and to OBS through "
             "`utils.obs`, so no second copier is added") in done.stdout.decode()
+
+
+def test_an_output_folder_holding_the_code_is_never_emptied(job):
+    script = job.adapt("pt_mnist.py", output_dir=".")  # a mistake: the working folder
+    done = job.run(script, "--save-model", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in job.work.iterdir()) == ["mnist_cnn.pt", "npu_migrate_modelarts.py", "pt_mnist.py"]
+    assert job.listing("obs://bucket/out") == ["mnist_cnn.pt"]

@@ -148,6 +148,8 @@ def _local_input(data_url, data_dir):
 
 def _rebase(value, local, data_url, count):
     """Where the script's data argument points once the input is at `local`."""
+    if hasattr(value, "__fspath__") and not isinstance(value, str):
+        return type(value)(_rebase(os.fspath(value), local, data_url, count))  # a Path
     if not value or not isinstance(value, str) or is_obs(value) or value == data_url:
         return local
     if os.path.isabs(value) and os.path.exists(value):
@@ -309,6 +311,8 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
     roots = []  # the output arguments' files and folders
     for name in outputs:
         value = getattr(args, name, None)
+        if hasattr(value, "__fspath__"):
+            value = os.fspath(value)
         if (not value or is_obs(value)) and _folder_argument(name):
             setattr(
                 args, name, local
@@ -330,7 +334,9 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
         watched.append((root, "" if name == "." else name))
     skipped = [os.path.abspath(p) for p in ignore]
     skipped += [_state["data"]] if "data" in _state else []
-    skipped += [os.path.abspath(getattr(args, n)) for n in data if _is_path(args, n)]
+    skipped += [
+        os.path.abspath(os.fspath(getattr(args, n))) for n in data if _is_path(args, n)
+    ]
     skipped += [os.path.abspath(train_url)] if not is_obs(train_url) else []
     _state["watched"] = watched
     _state["skipped"] = [
@@ -338,7 +344,9 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
     ]
     with _Once(local, "output") as once:
         if not once.done():
-            _remove(local)  # what an earlier job left there is not this job's
+            script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else cwd
+            if not _inside(cwd, local) and not _inside(script, local):
+                _remove(local)  # what an earlier job left there is not this job's
             os.makedirs(local, exist_ok=True)
             if resume:
                 _restore(train_url, main)
@@ -347,6 +355,7 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
 
 def _is_path(args, name):
     value = getattr(args, name, None)
+    value = os.fspath(value) if hasattr(value, "__fspath__") else value
     return isinstance(value, str) and value and not is_obs(value)
 
 
@@ -520,19 +529,26 @@ def _upload(state):
 
 
 def _nothing_copied(state):
-    """Name the files the job wrote outside the watched places."""
-    start = state["start"]
-    found = []
-    places = [os.path.dirname(state["cwd"]), _cache_path(CACHE)]
-    for place in places:
+    """Name the files the job wrote outside the watched places (a bounded look around)."""
+    found, looked = [], 0
+    for place in (os.path.dirname(state["cwd"]), _cache_path(CACHE)):
         for folder, subfolders, files in os.walk(place):
-            subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS]
+            subfolders[:] = [
+                s
+                for s in subfolders
+                if s not in SKIPPED_FOLDERS
+                and not any(
+                    _inside(os.path.join(folder, s), x) for x in state["skipped"]
+                )
+                and os.path.join(folder, s) not in ("/proc", "/sys", "/dev")
+            ]
+            looked += len(files)
             for name in files:
                 path = os.path.join(folder, name)
                 stamp = _stamp(path)
-                if stamp and stamp[0] >= start and ".modelarts-" not in path:
+                if stamp and stamp[0] >= state["start"] and ".modelarts-" not in path:
                     found.append(path)
-            if len(found) > 20:
+            if len(found) > 20 or looked > 20000:
                 break
     watched = ", ".join(w for w, _ in state["watched"])
     if found:
