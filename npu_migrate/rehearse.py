@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -421,7 +422,8 @@ def _copy(call: dict) -> Copy:
 def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Copy]) -> List[Tuple[str, int]]:
     """Files the job wrote in its working folder (named relative to it) and in /cache (named
     /cache/...), leaving out the input copied there."""
-    inputs = [Path(c.dst).resolve() for c in copies_in]
+    # (the generated code copies into DIR.modelarts-new-PID, then switches it into place as DIR)
+    inputs = [Path(re.sub(r"\.modelarts-new-\d+$", "", c.dst)).resolve() for c in copies_in]
     found = []
     for name, root, prefix in (("code", code, ""), ("cache", job / "cache", "/cache/")):
         old = before.get(name, {})
@@ -430,8 +432,8 @@ def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Cop
             if any(path == d or d in path.parents for d in inputs):
                 continue
             base = Path(rel).name
-            if base.startswith(".") and ".modelarts-" in base:
-                continue  # the generated code's copy-once markers
+            if ".modelarts-" in base:
+                continue  # the generated code's copy-once markers and its record of the copied listing
             if old.get(rel) != (size, mtime):
                 found.append((prefix + rel, size))
     return found

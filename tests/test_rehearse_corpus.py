@@ -143,9 +143,6 @@ def test_bert_trains_an_epoch_on_one_npu(bert_project, torch_python, tmp_path_fa
     assert "    output/bert.model.ep0\n" in done.stdout  # written, and listed as not uploaded
 
 
-@pytest.mark.xfail(strict=True, reason="issue #15: -o/--output_path is a file prefix (output/bert.model); the "
-                                       "generated code takes it for the output folder, finds no such folder and "
-                                       "uploads nothing")
 def test_bert_checkpoint_reaches_train_url(bert_project, torch_python, tmp_path_factory):
     done = rehearse_bert(bert_project, torch_python, tmp_path_factory, 1)
     assert done.returncode == 0, done.stdout

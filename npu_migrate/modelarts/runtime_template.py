@@ -321,12 +321,19 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
         if isinstance(value, str) and value and not is_obs(value):
             roots.append(os.path.abspath(value))
     folders = [r for r in roots if _looks_like_folder(r)]
-    main = folders[0] if folders else local
+    cwd = _state["cwd"]
+    # The folder of an output file (--save output/model.pt, a prefix such as output/bert.model)
+    # when it is the job's own: the working folder or /cache.
+    near = [
+        os.path.dirname(r)
+        for r in roots
+        if r not in folders and (_inside(r, cwd) or _inside(r, _cache_path(CACHE)))
+    ]
+    main = folders[0] if folders else near[0] if near else local
     if not is_obs(train_url) and _inside(main, train_url):
         main = local  # the script writes straight into --train_url
-    cwd = _state["cwd"]
     watched = [(main, "")]
-    for root in [local, cwd] + roots:
+    for root in [local, cwd] + roots + near:
         if any(os.path.realpath(root) == os.path.realpath(w) for w, _ in watched):
             continue
         # Files of the working folder keep their place; other folders go under their name.
@@ -384,10 +391,21 @@ def _files(state):
     seen = set()
     places = sorted(state["watched"], key=lambda w: -len(os.path.realpath(w[0])))
     for root, prefix in places:
-        if os.path.isfile(root):
-            if root not in seen:
-                seen.add(root)
-                yield root, prefix
+        if not os.path.isdir(
+            root
+        ):  # an output file, and those named after it (model.pt.ep1)
+            folder, base = os.path.split(root)
+            try:
+                names = sorted(os.listdir(folder))
+            except OSError:
+                names = []
+            for name in names:
+                path = os.path.join(folder, name)
+                if path in seen or not os.path.isfile(path):
+                    continue
+                if name == base or name.startswith(tuple(base + c for c in "._-")):
+                    seen.add(path)
+                    yield path, os.path.join(os.path.dirname(prefix), name)
             continue
         count = 0
         for folder, subfolders, files in os.walk(root):
@@ -445,8 +463,8 @@ def _upload_at_exit(sync_every):
     # itself if the script dies without running its exit handlers (a crash, SIGKILL).
     boot_file = os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
     if boot_file:
-        keys = ("train_url", "watched", "skipped", "cwd", "start")
-        saved = dict((k, _state[k]) for k in keys)
+        keys = ("train_url", "watched", "skipped", "cwd", "start", "data")
+        saved = dict((k, _state.get(k)) for k in keys)
         saved["before"] = sorted(_state["before"].items())
         with open(boot_file, "w") as f:
             json.dump(saved, f)
@@ -537,8 +555,9 @@ def _nothing_copied(state):
                 s
                 for s in subfolders
                 if s not in SKIPPED_FOLDERS
-                and not any(
-                    _inside(os.path.join(folder, s), x) for x in state["skipped"]
+                and not (
+                    state.get("data")
+                    and _inside(os.path.join(folder, s), state["data"])
                 )
                 and os.path.join(folder, s) not in ("/proc", "/sys", "/dev")
             ]
