@@ -395,3 +395,29 @@ def test_runtime_imports_only_the_standard_library_and_moxing():
             imported.add(node.module.split(".")[0])
     assert imported - set(sys.stdlib_module_names) == {"moxing"}
     assert not re.search(r"\b(subprocess|os\.system|os\.popen|shell=)", RUNTIME)
+
+
+@pytest.mark.parametrize("name", ["eval.py", "export.py", "infer_onnx.py", "preprocess.py", "postprocess.py",
+                                  "predict.py", "eval_onnx.py", "evaluate.py"])
+def test_helper_scripts_are_not_entry_scripts_unless_named(tmp_path, name):
+    source = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--ckpt_file')\n"
+              "args = parser.parse_args()\nif __name__ == '__main__':\n    print(args.ckpt_file)\n")
+    assert not adapt(source, str(tmp_path / name)).changed
+    named = adapt(source, str(tmp_path / name), modelarts_entry_files=(str(tmp_path / name),))
+    assert named.changed and IMPORT in named.new_text
+    for kept in ("train.py", "main.py", "pretrain.py", "train_eval.py"):  # train_eval trains: an entry script
+        assert IMPORT in adapt(source, str(tmp_path / kept)).new_text, kept
+
+
+def test_a_module_of_a_package_imports_the_generated_module_relatively(tmp_path):
+    # bert_pytorch/__main__.py: run through a launcher or `python -m`, its folder is not on sys.path.
+    source = ("import argparse\n\nfrom .model import BERT\n\n\ndef train():\n"
+              "    parser = argparse.ArgumentParser()\n"
+              "    parser.add_argument('-o', '--output_path', required=True, type=str, help='ex)output/bert.model')\n"
+              "    args = parser.parse_args()\n")
+    path = str(tmp_path / "bert_pytorch" / "__main__.py")
+    result = adapt(source, path, modelarts_entry_files=(path,))
+    assert "from .model import BERT\nfrom .npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n" \
+        in result.new_text
+    assert list(result.extra_files) == [str(tmp_path / "bert_pytorch" / "npu_migrate_modelarts.py")]
+    assert not adapt(result.new_text, path, modelarts_entry_files=(path,)).changed

@@ -533,6 +533,8 @@ class ScriptAnalysis:
         module.visit(_Visitor(self, second_pass=False))
         module.visit(_Visitor(self, second_pass=True))
         self.header_end = self._header_end(body)
+        self.relative_imports = any(isinstance(node, cst.ImportFrom) and node.relative
+                                    for node in self.imports.import_nodes)
         self.runtime_import = next((stmt for stmt in user_body if isinstance(stmt, cst.SimpleStatementLine)
                                     and any(isinstance(x, cst.ImportFrom) and x.module is not None
                                             and dotted_name(x.module) == RUNTIME_MODULE for x in stmt.body)), None)
@@ -658,7 +660,8 @@ def may_be_entry_script(module: cst.Module) -> bool:
 def helper_script(path: str) -> bool:
     """eval.py, export.py, infer_onnx.py, preprocess.py, ...: not entry scripts of a training job."""
     stem = os.path.splitext(os.path.basename(path))[0].lower()
-    return bool(set(re.split(r"[_\-.]", stem)) & HELPER_SCRIPT_WORDS)
+    words = set(re.split(r"[_\-.]", stem))
+    return bool(words & HELPER_SCRIPT_WORDS) and not words & {"train", "training", "finetune", "pretrain"}
 
 
 def _words(dest: str) -> List[str]:
@@ -994,7 +997,10 @@ def _install_import(module: cst.Module, analysis: ScriptAnalysis,
             at = body.index(analysis.runtime_import) + 1
             return module.with_changes(body=body[:at] + list(extra) + body[at:]), "inserted"
         return module, None
-    statement = _parse_statement(IMPORT_LINE, module.default_newline)
+    # A module of a package (it imports its siblings relatively, as bert_pytorch/__main__.py does)
+    # imports the module beside it relatively too: its folder is not on sys.path.
+    line = IMPORT_LINE.replace("from ", "from .", 1) if analysis.relative_imports else IMPORT_LINE
+    statement = _parse_statement(line, module.default_newline)
     if analysis.block is not None:
         start, end = analysis.block
         lines = list(body[start].leading_lines)
