@@ -336,8 +336,13 @@ def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
     for root in [local, cwd] + roots + near:
         if any(os.path.realpath(root) == os.path.realpath(w) for w, _ in watched):
             continue
-        # Files of the working folder keep their place; other folders go under their name.
-        name = os.path.relpath(root, cwd) if _inside(root, cwd) else _name(root)
+        # Named as in the output folder, else as in the working folder, else by their name.
+        if _inside(root, main):
+            name = os.path.relpath(root, main)
+        elif _inside(root, cwd):
+            name = os.path.relpath(root, cwd)
+        else:
+            name = _name(root)
         watched.append((root, "" if name == "." else name))
     skipped = [os.path.abspath(p) for p in ignore]
     skipped += [_state["data"]] if "data" in _state else []
