@@ -72,10 +72,9 @@ def diff(extra: ExtraFile, display: str) -> str:
 
 def write(extra: ExtraFile) -> None:
     """Write a created or updated file atomically (a new one with mode 0644, as editors make)."""
-    from .source import atomic_write
+    from .source import write_text_file
 
-    mode = os.stat(extra.dest).st_mode & 0o7777 if extra.old is not None else 0o644
-    atomic_write(extra.dest, extra.text.encode("utf-8"), mode)
+    write_text_file(extra.dest, extra.text)
 
 
 def apply(report, mode: str, output_dir: Optional[str] = None,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, BlockSettings, black_format, render_block
 
@@ -321,7 +321,7 @@ def test_without_modelarts_nothing_happens():
 def test_changed_options_update_the_block_in_place():
     before = (FIXTURES / "before" / "train_helper.py").read_text()
     first = adapt(before).new_text
-    second = adapt(first, data_dir="/cache/dataset", modelarts_resume=True)
+    second = adapt(first, modelarts_data_dir="/cache/dataset", modelarts_resume=True)
     assert second.new_text.count(BEGIN_MARKER) == 1 and second.new_text.count(END_MARKER) == 1
     assert [(e.code, e.message) for e in second.edits] == [
         ("NPU204", "ModelArts block updated here: it copies --data_url in and the outputs to --train_url"),
@@ -330,7 +330,7 @@ def test_changed_options_update_the_block_in_place():
     assert settings_of(second.new_text)["MODELARTS_RESUME"] is True
     # Everything outside the block is as the first run left it.
     assert without_block(second.new_text) == without_block(first)
-    assert not adapt(second.new_text, data_dir="/cache/dataset", modelarts_resume=True).changed
+    assert not adapt(second.new_text, modelarts_data_dir="/cache/dataset", modelarts_resume=True).changed
 
 
 def test_crlf_and_tab_indented_scripts_keep_their_style():

@@ -18,7 +18,7 @@ from typing import Dict
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 
 ROOT = Path(__file__).resolve().parent.parent

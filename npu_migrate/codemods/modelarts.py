@@ -28,14 +28,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from ..context import Context
-from ..engine import register_codemod
 from ..imports import ImportTable, dotted_name
-from ..model import Severity
 from ..modelarts import (
     BEGIN_MARKER,
     END_MARKER,
@@ -46,8 +44,8 @@ from ..modelarts import (
     render_block,
     render_boot,
 )
-from ..rules import Rule
 from .strings import string_value
+from .syntax import is_main_guard
 
 # The script's own data-path argument: these names (argparse dests), specific ones first. The
 # generic ones also name datasets ("--dataset cifar10"), so they count only when the argument
@@ -82,46 +80,10 @@ OTHER_CLI_MODULES = {
 }
 
 
-def _rule(code: str, severity: Severity, message: str, suggestion: str = "") -> Rule:
-    return Rule(kind="finding", code=code, source="codemods/modelarts.py", message=message,
-                suggestion=suggestion, severity=severity)
-
-
-ALREADY_ADAPTED = _rule(
-    "NPU210", Severity.INFO,
-    "already adapted for ModelArts by hand (it uses moxing): left unchanged",
-)
-NO_DATA_ARG = _rule(
-    "NPU211", Severity.WARNING,
-    "no data-path argument found: the input at --data_url is copied to {data_dir}, which the script does not read",
-    "read the data from {data_dir}, or name the script's data argument with --data-arg NAME",
-)
-REQUIRED_DATA_ARG = _rule(
-    "NPU212", Severity.WARNING,
-    "the data argument `{api}` is required, but ModelArts passes only --data_url: the job stops before the data is copied",
-    "make it optional (a default, or nargs='?' for a positional argument); the adapted script fills it in from --data_url",
-)
-OTHER_CLI = _rule(
-    "NPU213", Severity.WARNING,
-    "the command line is read with {api}: --data_url/--train_url are not added automatically",
-    "define data_url and train_url flags and copy the data with moxing yourself, or parse them with argparse",
-)
-NO_OUTPUT_ARG = _rule(
-    "NPU214", Severity.INFO,
-    "no output-folder argument found: what the script writes to {output_dir} is copied to --train_url",
-    "save checkpoints and logs under {output_dir}, or name the script's output argument with --output-arg NAME",
-)
-UNKNOWN_CONFIGURED_ARG = _rule(
-    "NPU215", Severity.WARNING,
-    "the configured {api} is not an argument of this script's parser",
-    "check the name given with --data-arg/--output-arg (the argparse dest, e.g. data_dir for --data-dir)",
-)
-PARSED_ELSEWHERE = _rule(
-    "NPU216", Severity.WARNING,
-    "the arguments are parsed by a parser built elsewhere (`{api}`): it must accept --data_url/--train_url",
-    "add the two arguments where that parser is built (for another module: adapt it too, naming it with --entry) "
-    "and use parse_known_args() there",
-)
+# The codes this pass reports (rules/modelarts.toml gives their severity, message and
+# suggestion: ctx.rules.reported(code)).
+ALREADY_ADAPTED, NO_DATA_ARG, REQUIRED_DATA_ARG, OTHER_CLI = "NPU210", "NPU211", "NPU212", "NPU213"
+NO_OUTPUT_ARG, UNKNOWN_CONFIGURED_ARG, PARSED_ELSEWHERE = "NPU214", "NPU215", "NPU216"
 EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_BLOCK = "NPU201", "NPU202", "NPU203", "NPU204"
 
 
@@ -385,18 +347,6 @@ class _Visitor(cst.CSTVisitor):
             a.parse_calls.append(parse)
 
 
-def _is_main_guard(stmt: cst.CSTNode) -> bool:
-    if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
-        return False
-    test = stmt.test
-    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
-        return False
-    sides = [test.left, test.comparisons[0].comparator]
-    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
-    mains = [s for s in sides if string_value(s) == "__main__"]
-    return len(names) == 1 and len(mains) == 1
-
-
 def _comments(lines: Sequence[cst.EmptyLine]) -> List[str]:
     return [line.comment.value.strip() for line in lines if line.comment is not None]
 
@@ -420,7 +370,7 @@ class ScriptAnalysis:
         self.block_ids: Set[int] = {id(s) for s in block_stmts}
         user_body = [s for s in body if id(s) not in self.block_ids]
         self.imports = ImportTable.of(module.with_changes(body=user_body))
-        self.main_guard: Optional[cst.If] = next((s for s in user_body if _is_main_guard(s)), None)
+        self.main_guard: Optional[cst.If] = next((s for s in user_body if is_main_guard(s)), None)
         self.parsers: List[Parser] = []
         self.parser_functions: Dict[str, Parser] = {}
         self.dests: Set[str] = set()
@@ -517,7 +467,7 @@ def may_be_entry_script(module: cst.Module) -> bool:
     """A cheap look at the top level (most files of a tree are not entry scripts): a main block,
     or `x = ...ArgumentParser(...)`. ScriptAnalysis then decides with resolved imports."""
     for stmt in module.body:
-        if _is_main_guard(stmt):
+        if is_main_guard(stmt):
             return True
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -558,13 +508,13 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     options = ctx.options
     moxing = analysis.moxing_import()
     if moxing is not None:
-        ctx.finding(ALREADY_ADAPTED, moxing, "moxing")
+        ctx.finding(ctx.rules.reported(ALREADY_ADAPTED), moxing, "moxing")
         return None
     parser = analysis.main_parser
     if parser is None:
         other = analysis.other_cli()
         if other is not None:
-            ctx.finding(OTHER_CLI, other[1], other[0], message=OTHER_CLI.render_message(api=other[0]))
+            ctx.finding(ctx.rules.reported(OTHER_CLI), other[1], other[0])
             return None
     anchor_node: cst.CSTNode = parser.statement if parser is not None else (
         analysis.main_guard or (analysis.module.body[0] if analysis.module.body else analysis.module))
@@ -574,25 +524,25 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
 
     # Data: the configured argument, else a known name, else the script's own --data_url.
     data_args: List[str] = []
-    values = {"data_dir": options.data_dir, "output_dir": options.output_dir}
+    values = {"data_dir": options.modelarts_data_dir, "output_dir": options.modelarts_output_dir}
     if options.data_arg:
         name = _normalise_dest(options.data_arg)
         data_args.append(name)
         if name not in by_dest:
             api = f"--data-arg {options.data_arg}"
-            ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api, message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+            ctx.finding(ctx.rules.reported(UNKNOWN_CONFIGURED_ARG), anchor_node, api)
     else:
         found = _pick(arguments, DATA_ARGS, GENERIC_DATA_ARGS)
         if found is not None:
             data_args.append(found.dest)
             if found.required:
-                ctx.finding(REQUIRED_DATA_ARG, found.call, found.dest,
-                            message=REQUIRED_DATA_ARG.render_message(api=found.dest))
+                ctx.finding(ctx.rules.reported(REQUIRED_DATA_ARG), found.call, found.dest)
     if "data_url" in user_urls:
         data_args.append("data_url")  # the script reads its --data_url itself
     if not data_args:
-        ctx.finding(NO_DATA_ARG, anchor_node, "data", message=NO_DATA_ARG.render_message(**values),
-                    suggestion=NO_DATA_ARG.render_suggestion(**values))
+        rule = ctx.rules.reported(NO_DATA_ARG)
+        ctx.finding(rule, anchor_node, "data", message=rule.render_message(**values),
+                    suggestion=rule.render_suggestion(**values))
 
     # Outputs: the configured argument, else a known name, else the script's own --train_url.
     output_arg = ""
@@ -600,7 +550,7 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
         output_arg = _normalise_dest(options.output_arg)
         if output_arg not in by_dest:
             api = f"--output-arg {options.output_arg}"
-            ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api, message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+            ctx.finding(ctx.rules.reported(UNKNOWN_CONFIGURED_ARG), anchor_node, api)
     else:
         found = _pick(arguments, OUTPUT_ARGS, GENERIC_OUTPUT_ARGS)
         if found is not None:
@@ -608,17 +558,19 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
         elif "train_url" in user_urls:
             output_arg = "train_url"  # the script writes to its --train_url itself
     if not output_arg:
-        ctx.finding(NO_OUTPUT_ARG, anchor_node, "output", message=NO_OUTPUT_ARG.render_message(**values),
-                    suggestion=NO_OUTPUT_ARG.render_suggestion(**values))
+        rule = ctx.rules.reported(NO_OUTPUT_ARG)
+        ctx.finding(rule, anchor_node, "output", message=rule.render_message(**values),
+                    suggestion=rule.render_suggestion(**values))
 
-    settings = BlockSettings(options.data_dir, tuple(data_args), output_arg, options.output_dir, options.modelarts_resume)
+    settings = BlockSettings(options.modelarts_data_dir, tuple(data_args), output_arg, options.modelarts_output_dir,
+                             options.modelarts_resume)
     plan = Plan(settings)
     if parser is None or not parser.parse_calls:
         plan.minimal_setup = True
         if analysis.foreign_parse_calls:
             call = analysis.foreign_parse_calls[0]
             api = cst.Module(body=[]).code_for_node(call)
-            ctx.finding(PARSED_ELSEWHERE, call, api, message=PARSED_ELSEWHERE.render_message(api=api))
+            ctx.finding(ctx.rules.reported(PARSED_ELSEWHERE), call, api)
     if parser is not None:
         plan.add_urls = tuple(name for name in URL_ARGS if name not in analysis.dests)
     return plan
@@ -774,7 +726,6 @@ def _install_block(module: cst.Module, analysis: ScriptAnalysis, settings: Block
     return module.with_changes(body=body + stmts, footer=end_marker + list(module.footer)), "inserted"
 
 
-@register_codemod(500)
 def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module
