@@ -113,6 +113,17 @@ def framework_name(name: str, framework: str) -> Requirement:
     return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}))
 
 
+def framework_path(name: str, framework: str) -> Requirement:
+    """Like framework_name, for the names of Huawei's support list (`tensorflow.contrib.keras`):
+    every part between the framework and the last is written too, in the import path or the
+    attribute chain that reaches the name (the canonical spellings keep them: `tf.compat.v1.nn.X`
+    is `tensorflow.nn.X`, `tensorflow.python.keras.X` is `tensorflow.keras.X`)."""
+    req = framework_name(name, framework)
+    parts = name.split(".")
+    middle = {Word(p) for p in parts[1:-1]} if parts[0] == framework else set()
+    return Requirement(req.words | frozenset(middle), req.refs, leaf=Word(parts[-1]))
+
+
 def framework_imports(framework: str) -> List[Requirement]:
     """What makes a file use `framework`: an import of one of its modules
     (frameworks.FRAMEWORK_IMPORTS), or a star import and the name the framework always goes by

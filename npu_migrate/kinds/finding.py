@@ -45,7 +45,8 @@ import re
 from typing import Dict, FrozenSet, List
 
 from ..model import Severity
-from ..words import Requirement, Word, attribute, components, framework_name, imported, plain_words
+from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
+                     plain_words)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
                    check_module_path, schema)
 
@@ -230,6 +231,8 @@ def _requirements(rule: Rule) -> List[Requirement]:
             return plain_words(*rule.words, ignore_case=True)
         if match == "import":
             return [imported(name) for name in names]
+        if rule.once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
+            return [framework_path(name, rule.framework) for name in names]
         return [framework_name(name, rule.framework) for name in names]
     if match in ("file", "analysis") or match in NON_PYTHON_FINDING_KINDS:
         return []
