@@ -78,6 +78,8 @@ def _install_signal_handlers() -> None:
 @click.option("--npu-ops", is_flag=True,
               help="TensorFlow: replace tf.nn.dropout, a hand-written gelu and tf.layers.max_pooling2d by the NPU's "
                    "operators (NPU129); without it they are reported as advice (NPU351).")
+@click.option("--distributed", is_flag=True,
+              help="Turn one-device training scripts into data-parallel training on several NPUs (and write launch scripts).")
 @click.option("--modelarts", is_flag=True, help="Adapt entry scripts for ModelArts (--data_url/--train_url, OBS copies).")
 @click.option("--entry", "entries", multiple=True, type=click.Path(path_type=str), help="With --modelarts: treat this file as an entry script; repeatable.")
 @click.option("--modelarts-entry", is_flag=True,

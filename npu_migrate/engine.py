@@ -89,7 +89,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     work (partial.py); whenever that cannot be done faithfully the file is parsed whole, so the
     result is the same either way (but for what partial.py says of lines libcst would drop)."""
     result = FileResult(path=path)
-    wants_modelarts = options.modelarts and entry_script is not False
+    # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
+    wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework):
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())

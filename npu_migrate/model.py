@@ -107,6 +107,7 @@ class Options:
     # The project's own packages/modules named like a library a rule reports (local_modules.py):
     # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
     local_modules: Tuple[str, ...] = ()
+    distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     def cache_key(self) -> str:
         return repr(self)

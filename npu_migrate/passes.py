@@ -8,6 +8,8 @@ or ModelArts code (nor the other way round).
     tensorflow  codemods/tensorflow.py: TensorFlow 1.x rules (codemods/callrules.py)
     mindspore   codemods/mindspore.py: MindSpore rules (codemods/callrules.py)
     findings    codemods/findings.py: findings no rewrite depends on (imports, calls, methods)
+    distributed codemods/distributed_torch.py, distributed_mindspore.py, distributed_tf.py:
+                `--distributed` (data-parallel training on several NPUs, launch scripts)
     modelarts   codemods/modelarts.py: `--modelarts` adaptation of entry scripts
 
 The findings pass reads the original tree; ModelArts plans around the migrated script, so it
@@ -51,6 +53,16 @@ def _findings(module: "cst.Module", ctx: "Context") -> "cst.Module":
     return report_findings(module, ctx)
 
 
+def _distributed(module: "cst.Module", ctx: "Context") -> "cst.Module":
+    from .codemods.distributed_mindspore import distribute_mindspore
+    from .codemods.distributed_tf import distribute_tensorflow
+    from .codemods.distributed_torch import distribute_torch
+
+    for run in (distribute_torch, distribute_mindspore, distribute_tensorflow):
+        module = run(module, ctx)
+    return module
+
+
 def _modelarts(module: "cst.Module", ctx: "Context") -> "cst.Module":
     from .codemods.modelarts import adapt_for_modelarts
 
@@ -69,5 +81,6 @@ PASSES = (
     Pass("tensorflow", lambda ctx: "tensorflow" in ctx.frameworks, _tensorflow),
     Pass("mindspore", lambda ctx: "mindspore" in ctx.frameworks, _mindspore),
     Pass("findings", lambda ctx: True, _findings),
+    Pass("distributed", lambda ctx: bool(ctx.options.distributed) and ctx.entry_script is not False, _distributed),
     Pass("modelarts", lambda ctx: bool(ctx.options.modelarts) and ctx.entry_script is not False, _modelarts),
 )

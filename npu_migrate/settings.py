@@ -28,6 +28,7 @@ class Settings:
     framework: str = "auto"
     no_import: bool = False
     npu_ops: bool = False
+    distributed: bool = False
     modelarts: bool = False
     entries: Tuple[str, ...] = ()  # --entry
     modelarts_entry: bool = False
@@ -97,4 +98,5 @@ class Settings:
             output_arg=self.output_arg,
             add_import=not self.no_import,
             npu_ops=self.npu_ops,
+            distributed=self.distributed,
         )
