@@ -285,7 +285,7 @@ def partial_differences(root: Path, jobs: int = 2) -> List[str]:
 
 
 def _same_partial_and_whole(path: str) -> bool:
-    from npu_migrate.engine import migrate_source
+    from npu_migrate.dispatch import migrate_source
 
     text = _decode(Path(path).read_bytes())
     if text is None:

@@ -207,18 +207,19 @@ def baselines(files: List[Path], texts: List[str], jobs: int) -> Dict[str, float
 def verify_prefilter(files: List[Path], jobs: int) -> Tuple[int, List[str]]:
     """Migrate every file with the prefilter on and off (in this process's workers)."""
     from npu_migrate.model import Options
-    from npu_migrate.rules import RuleSet, default_rules
+    from npu_migrate import prefilter
+    from npu_migrate.rules import default_rules
     from npu_migrate.runner import run
 
     rules = default_rules()
     paths = [str(f) for f in files]
     filtered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
-    real = RuleSet.may_need_work
-    RuleSet.may_need_work = lambda self, text, framework="auto": True
+    real = prefilter.may_need_work
+    prefilter.may_need_work = lambda rules, text, framework="auto": True
     try:
         unfiltered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
     finally:
-        RuleSet.may_need_work = real
+        prefilter.may_need_work = real
     differ = [a.result.path for a, b in zip(filtered, unfiltered) if a.result.to_dict() != b.result.to_dict()]
     return len(paths), differ
 

@@ -11,7 +11,7 @@ def __getattr__(name: str):
     # The engine pulls in libcst (~0.2 s): loaded on first use, so `npu-migrate --version`,
     # `--help`, `rules` and configuration errors answer at once.
     if name == "migrate_source":
-        from .engine import migrate_source
+        from .dispatch import migrate_source
 
         return migrate_source
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,12 +32,12 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from . import __version__
+from .source import atomic_write
 from .model import FileResult, Options
 
 ENV_VAR = "NPU_MIGRATE_CACHE_DIR"
@@ -170,17 +170,9 @@ class Cache:
         try:
             target.parent.mkdir(parents=True, exist_ok=True)  # (a new folder is "used now")
             self._tag()
-            fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".entry.", suffix=".tmp")
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:
-                    json.dump(_entry_dict(digest, data), f, ensure_ascii=False, separators=(",", ":"))
-                os.replace(tmp, target)  # atomic: readers see the old or the new entry
-            except BaseException:
-                try:
-                    os.unlink(tmp)
-                except OSError:
-                    pass
-                raise
+            text = json.dumps(_entry_dict(digest, data), ensure_ascii=False, separators=(",", ":"))
+            # atomic: readers see the old or the new entry
+            atomic_write(str(target), text.encode("utf-8"), 0o600, durable=False)
         except OSError:
             pass  # a read-only or full disk: just no cache
 

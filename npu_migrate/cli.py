@@ -1,4 +1,5 @@
-"""The `npu-migrate` command line: options -> Options -> run -> render -> exit code.
+"""The `npu-migrate` command line: click options -> settings.Settings -> pipeline.run ->
+render -> exit code (report.RunReport.return_code).
 
 Exit codes (like black and ruff):
   0  nothing to do, or everything done;
@@ -13,18 +14,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from pathlib import Path
-from types import SimpleNamespace
-from typing import List, NoReturn, Optional
+from typing import List
 
 import click
 
 from . import __version__
-from .diffs import colorize, patch_path, unified_diff, use_color
-from .model import Options, Severity
+from .diffs import colorize, use_color
+from .console import EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM, emit_report
+from .console import fail as _fail
+from .model import Severity
+from .settings import Settings
 from .rules import RuleError, RuleSet, load_rules
 
-EXIT_OK, EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
 
 class Interrupted(Exception):
@@ -39,18 +40,6 @@ class DefaultGroup(click.Group):
         if not args or args[0] not in self.commands:
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
-
-
-def _with_local_modules(options: Options, files, rules) -> Options:
-    """Options naming the project's own modules that a library finding would mistake for the
-    library (a `triton/` folder of deployment scripts)."""
-    from dataclasses import replace
-
-    from .local_modules import shadowing_modules
-
-    roots = {name.split(".", 1)[0] for name in rules.finding_import}
-    local = shadowing_modules(files, roots)
-    return replace(options, local_modules=local) if local else options
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -89,6 +78,8 @@ def _install_signal_handlers() -> None:
 @click.option("--npu-ops", is_flag=True,
               help="TensorFlow: replace tf.nn.dropout, a hand-written gelu and tf.layers.max_pooling2d by the NPU's "
                    "operators (NPU129); without it they are reported as advice (NPU351).")
+@click.option("--distributed", is_flag=True,
+              help="Turn one-device training scripts into data-parallel training on several NPUs (and write launch scripts).")
 @click.option("--modelarts", is_flag=True, help="Adapt entry scripts for ModelArts (--data_url/--train_url, OBS copies).")
 @click.option("--entry", "entries", multiple=True, type=click.Path(path_type=str), help="With --modelarts: treat this file as an entry script; repeatable.")
 @click.option("--modelarts-entry", is_flag=True,
@@ -135,7 +126,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
     Every option can also be set in [tool.npu-migrate] of pyproject.toml (`fail-on = "warning"`).
     Other commands: `npu-migrate rules` lists every code; `npu-migrate explain NPU301`.
     """
-    from .report import RENDERERS, RunReport, load_renderers
+    from .report import RENDERERS, load_renderers
 
     settings, config = _settings(ctx, params)
     load_renderers()
@@ -143,20 +134,6 @@ def migrate_command(ctx: click.Context, **params) -> None:
     rules = _load_rules_or_exit(settings.rule_files)
     if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
         raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
-    options = Options(
-        framework=settings.framework,
-        modelarts=settings.modelarts or settings.modelarts_entry,
-        modelarts_boot=settings.modelarts_entry,
-        modelarts_entry_files=tuple(os.path.abspath(e) for e in settings.entries),
-        modelarts_resume=settings.modelarts_resume,
-        data_dir=settings.modelarts_data_dir,
-        output_dir=settings.modelarts_output_dir,
-        data_args=tuple(settings.data_args),
-        output_args=tuple(settings.output_args),
-        modelarts_sync_every=settings.modelarts_sync_every,
-        add_import=not settings.no_import,
-        npu_ops=settings.npu_ops,
-    )
     from .discovery import FileFilter, discover
 
     file_filter = FileFilter(
@@ -167,10 +144,10 @@ def migrate_command(ctx: click.Context, **params) -> None:
     )
     if settings.verbose and config.path:
         click.echo(f"npu-migrate: configuration from {config.path}", err=True)
-    if settings.paths == ("-",):
+    if settings.stdin:
         from .stdin import run_stdin
 
-        sys.exit(run_stdin(settings, options, rules, file_filter, use_color(settings.color, sys.stdout)))
+        sys.exit(run_stdin(settings, rules, file_filter, use_color(settings.color, sys.stdout)))
 
     if settings.output_dir:
         from .output_dir import OutputDirError, check
@@ -187,57 +164,34 @@ def migrate_command(ctx: click.Context, **params) -> None:
             click.echo(f"{path}: skipped: {why}", err=True)
     if selection.errors and not selection.files:
         sys.exit(EXIT_ERROR)
-    options = _with_local_modules(options, selection.files, rules)
-    if options.modelarts:
-        from dataclasses import replace
 
-        from .modelarts.project import files_importing_moxing
-
-        options = replace(options, modelarts_moxing_files=files_importing_moxing(selection.files, settings.paths))
-
-    from .cache import Cache
+    from .pipeline import run
     from .progress import ProgressBar, wanted
-    from .runner import default_jobs, run
+    from .runner import default_jobs
 
-    mode = ("write" if settings.write else "diff" if settings.show_diff else "check" if settings.check
-            else "output-dir" if settings.output_dir else "report")
     _install_signal_handlers()
     try:
         with ProgressBar(len(selection.files), wanted(len(selection.files), settings.quiet)) as bar:
-            outcomes = run(selection.files, options, rules, settings.rule_files,
-                           jobs=settings.jobs or default_jobs(), on_done=bar.advance,
-                           keep_text=settings.show_diff or settings.fmt != "text",  # for the diffs
-                           cache=None if settings.no_cache else Cache(rules.fingerprint, options))
-        report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=mode,
-                           color=use_color(settings.color, sys.stdout), verbose=settings.verbose, quiet=settings.quiet)
-        if settings.report_unused_ignores:
-            report_unused_ignores(report)
-        if settings.write:
-            _write_in_place(outcomes)
-        if settings.output_dir:
-            _write_output_dir(settings, file_filter, outcomes)
-        if settings.show_diff or settings.fmt != "text":
-            _compute_diffs(report, outcomes)
-        generated, generated_waiting = _generated_files(settings, mode, report)
+            report = run(settings, rules, selection.files, file_filter, color=use_color(settings.color, sys.stdout),
+                         jobs=settings.jobs or default_jobs(), on_done=bar.advance,
+                         warn=lambda line: click.echo(line, err=True))
     except KeyboardInterrupt:
         click.echo("npu-migrate: interrupted; every file is either unchanged or fully migrated", err=True)
         sys.exit(EXIT_SIGINT)
     except Interrupted as exc:
         click.echo("npu-migrate: terminated; every file is either unchanged or fully migrated", err=True)
         sys.exit(exc.code)
+    report.path_errors = list(selection.errors)
 
     if settings.verbose:
         for r in report.results:
             if r.skipped:
                 click.echo(f"{report.display_path(r.path)}: skipped: {r.skipped}", err=True)
     _render(settings, report, RENDERERS)
-    for line in generated:
+    for line in report.notes:
         if not settings.quiet or line.startswith("npu-migrate: warning"):
             click.echo(line, err=True)
-    code = exit_code(report, mode, Severity(settings.fail_on))
-    if generated_waiting and mode in ("diff", "check") and code == EXIT_OK:
-        code = EXIT_CHANGES  # a file still to be generated is a change
-    sys.exit(EXIT_ERROR if selection.errors else code)
+    sys.exit(report.return_code(Severity(settings.fail_on)))
 
 
 def _settings(ctx: click.Context, params: dict):
@@ -251,7 +205,7 @@ def _settings(ctx: click.Context, params: dict):
                              params["stdin_filename"])
     except ConfigError as exc:
         _fail(str(exc))
-    return SimpleNamespace(**apply(config, ctx, params)), config
+    return Settings.from_params(apply(config, ctx, params)), config
 
 
 def _was_set(ctx: click.Context, config, name: str) -> bool:
@@ -261,7 +215,7 @@ def _was_set(ctx: click.Context, config, name: str) -> bool:
     return name in config.values or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
 
 
-def _check_usage(s, renderers) -> None:
+def _check_usage(s: Settings, renderers) -> None:
     if s.fmt not in renderers:
         raise click.BadParameter(f"unknown format {s.fmt!r}; choose from {', '.join(sorted(renderers))}", param_hint="--format")
     if not s.paths:
@@ -280,59 +234,11 @@ def _check_usage(s, renderers) -> None:
         raise click.UsageError("--modelarts-entry needs --entry FILE: the boot file runs that script")
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"npu-migrate: error: {message}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
 def _load_rules_or_exit(rule_files) -> RuleSet:
     try:
         return load_rules(rule_files)
     except RuleError as exc:
         _fail(str(exc))
-
-
-def _write_in_place(outcomes) -> None:
-    from .source import SourceError, write_source
-
-    for o in outcomes:
-        if o.result.changed and o.source is not None:
-            try:
-                write_source(o.source, o.result.new_text)
-            except SourceError as exc:
-                o.result.error = str(exc)
-                o.result.new_text = None
-
-
-def _generated_files(settings, mode, report):
-    """Files generated next to migrated ones (the ModelArts boot file): written, or diffed."""
-    from .extra_files import apply
-    from .output_dir import input_root
-
-    root = input_root(settings.paths) if settings.output_dir else None
-    return apply(report, mode, settings.output_dir, root)
-
-
-def _write_output_dir(settings, file_filter, outcomes) -> None:
-    from .output_dir import write_tree
-
-    migrated = {o.result.path: (o.source, o.result.new_text)
-                for o in outcomes if o.result.changed and o.source is not None}
-    warnings, errors = write_tree(settings.paths, settings.output_dir, file_filter, migrated)
-    if not settings.quiet:
-        for w in warnings:
-            click.echo(f"npu-migrate: warning: {w}", err=True)
-    for o in outcomes:
-        if o.result.path in errors:
-            o.result.error = errors[o.result.path]
-            o.result.new_text = None
-
-
-def _compute_diffs(report, outcomes) -> None:
-    for o in outcomes:
-        if o.result.changed and o.original_text is not None:
-            report.diffs[o.result.path] = unified_diff(
-                o.original_text, o.result.new_text, patch_path(report.display_path(o.result.path)))
 
 
 def _diff_header(report, result) -> str:
@@ -377,41 +283,6 @@ def writes_several_files(renderer, rules: RuleSet) -> bool:
     from .report import RunReport
 
     return isinstance(renderer(RunReport(results=[], rules=rules, mode="report")), dict)
-
-
-def emit_report(rendered, output_file: Optional[str], err: bool) -> None:
-    """A report to stdout/stderr or -o; a multi-file report (a dict) into the folder -o names."""
-    if isinstance(rendered, dict):
-        from .report import write_report_files
-
-        assert output_file, "checked by writes_several_files before the run"
-        try:
-            write_report_files(rendered, output_file)
-        except OSError as exc:
-            _fail(str(exc))
-    elif output_file:
-        if os.path.isdir(output_file):
-            _fail(f"{output_file}: is a folder; -o names the report file for this format")
-        Path(output_file).write_text(rendered, encoding="utf-8")
-    else:
-        click.echo(rendered, nl=False, err=err)
-
-
-def report_unused_ignores(report) -> None:
-    """--report-unused-ignores: the NPU001 findings the engine set aside join the findings."""
-    for r in report.results:
-        if r.unused_ignores:
-            r.findings = sorted(r.findings + r.unused_ignores, key=lambda f: (f.span.line, f.span.col, f.code))
-
-
-def exit_code(report, mode: str, fail_on: Severity) -> int:
-    if report.failed:
-        return EXIT_ERROR
-    if mode == "diff" and report.changed:
-        return EXIT_CHANGES
-    if mode == "check" and (report.changed or report.findings_at_least(fail_on)):
-        return EXIT_CHANGES
-    return EXIT_OK
 
 
 @main.command("rules")

@@ -12,8 +12,8 @@ from libcst.metadata import CodeRange
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
 from .positions import NodePositions
+from .prefilter import framework_rules_may_apply
 from .rules import Rule, RuleSet
-from .suppressions import parse_suppressions, unused_suppressions  # noqa: F401 (re-exported)
 
 @dataclass
 class _Pending:
@@ -35,7 +35,6 @@ class Context:
     module: cst.Module
     imports: ImportTable
     suppressions: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
-    used_suppressions: Set[int] = field(default_factory=set)
     used_suppression_codes: Set[Tuple[int, str]] = field(default_factory=set)  # (line, code) silenced
     needs_torch_npu: bool = False
     # Frameworks this file uses (from its imports, or --framework): "torch", "tensorflow", ...
@@ -64,7 +63,7 @@ class Context:
         (prefilter.CodeWords); True when that cannot be told."""
         if self.code is None:
             return True
-        return self.rules.framework_rules_may_apply(self.code.get(), framework)
+        return framework_rules_may_apply(self.rules, self.code.get(), framework)
 
     # -- positions -------------------------------------------------------------------------
 
@@ -103,7 +102,6 @@ class Context:
             if line in self.suppressions:
                 codes = self.suppressions[line]
                 if codes is None or code in codes:
-                    self.used_suppressions.add(line)
                     self.used_suppression_codes.add((line, code))
                     return True
         return False

@@ -1,14 +1,14 @@
-"""The engine: `migrate_source(text, path, options) -> FileResult`, a pure function.
+"""The Python engine: `migrate_python(text, path, options, rules) -> FileResult`, a pure function.
 
 No I/O and no global state besides the (read-only) rule set, so it can be tested directly,
-cached by content hash and run in a process pool. Plain `.py` text goes through
-`migrate_python`; other kinds of file (notebooks, shell scripts, requirements) have their own
-front ends that reuse it.
+cached by content hash and run in a process pool. `dispatch.migrate_source` sends plain `.py`
+text here; other kinds of file (notebooks, shell scripts, requirements) have their own front
+ends (frontends/), some of which reuse this.
 
 `migrate_python`: prefilter (prefilter.py) -> Python's parser (safe_parse.py) -> libcst on the
 statements that can need work (partial.py; the whole file when that cannot be done faithfully)
--> the PyTorch pass and the registered codemods -> positions, the migrated text, and the check
-that it parses.
+-> the passes of passes.py, in order -> positions, the migrated text, and the check that it
+parses.
 """
 
 from __future__ import annotations
@@ -16,50 +16,21 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Optional, Set, Tuple
 
 import libcst as cst
 
 from .context import Context
+from .frameworks import detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
-from .rules import RuleSet, default_rules
+from .rules import RuleSet
 from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
+from .passes import PASSES
+from . import prefilter
 from .prefilter import LazyCodeWords
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
-
-# Codemods that run after the torch pass, each `(module, ctx) -> module`, in `order`.
-# Every module of the `codemods` package is imported once and registers its own here
-# (framework codemods use order 100-199, the ModelArts adaptation 500).
-Codemod = Callable[[cst.Module, Context], cst.Module]
-_EXTRA_CODEMODS: List[tuple] = []
-_LOADED = False
-
-
-def register_codemod(order: int) -> Callable[[Codemod], Codemod]:
-    def deco(fn: Codemod) -> Codemod:
-        if all(existing is not fn for _, existing in _EXTRA_CODEMODS):
-            _EXTRA_CODEMODS.append((order, fn))
-            _EXTRA_CODEMODS.sort(key=lambda pair: pair[0])
-        return fn
-
-    return deco
-
-
-def _load_codemods() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    import importlib
-    import pkgutil
-
-    from . import codemods
-
-    for info in pkgutil.iter_modules(codemods.__path__):
-        importlib.import_module(f"{codemods.__name__}.{info.name}")
-    _LOADED = True
-
 
 class CannotParse(Exception):
     """The input is not Python this tool can parse."""
@@ -112,81 +83,15 @@ def python_parses(text: str) -> bool:
         return False
 
 
-# Imported module (or package) -> the framework it means. Standalone Keras and Horovod's
-# TensorFlow bindings are TensorFlow code: their files get the TensorFlow rules (and findings).
-FRAMEWORK_IMPORTS = (
-    ("torch", "torch"),
-    ("tensorflow", "tensorflow"),
-    ("keras", "tensorflow"),
-    ("horovod.tensorflow", "tensorflow"),
-    ("horovod.keras", "tensorflow"),
-    ("mindspore", "mindspore"),
-)
-
-
-def detect_frameworks(imports: ImportTable) -> List[str]:
-    found: List[str] = []
-    for root, name in FRAMEWORK_IMPORTS:
-        if name not in found and imports.imports_module(root):
-            found.append(name)
-    if "torch" in found:
-        # A PyTorch module that imports another framework only inside a function (a weight
-        # converter such as transformers' load_tf_weights) is not written for that framework:
-        # giving it `from npu_bridge.npu_init import *` would break its import.
-        found = [
-            name
-            for name in found
-            if name == "torch"
-            or any(imports.imports_module_at_top_level(root) for root, n in FRAMEWORK_IMPORTS if n == name)
-        ]
-    return found
-
-
-# The name a framework is always imported as, for files that get it through a star import:
-# BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`.
-STAR_IMPORTED_ALIASES = (("tf", "tensorflow", "tensorflow"),)  # (local name, module, framework)
-
-
-def star_imported_frameworks(text: str, imports: ImportTable, wanted: Sequence[str]) -> List[str]:
-    """For a file with a star import that uses `tf.` without binding `tf` itself: make `tf`
-    resolve to tensorflow (in `imports`) and return ["tensorflow"] -- when `wanted` (the
-    frameworks detected or forced) is empty or includes tensorflow."""
-    if not any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in imports.import_nodes):
-        return []
-    found: List[str] = []
-    for alias, module, framework in STAR_IMPORTED_ALIASES:
-        if wanted and framework not in wanted:
-            continue
-        if alias in imports.names or re.search(rf"^[ \t]*{alias}\s*=[^=]", text, re.MULTILINE):
-            continue
-        if re.search(rf"(?<![\w.]){alias}\.[A-Za-z_]", text):
-            imports.names[alias] = module
-            found.append(framework)
-    return found
-
-
-def migrate_source(text: str, path: str = "<string>", options: Optional[Options] = None,
-                   rules: Optional[RuleSet] = None, partial: bool = True) -> FileResult:
-    """Migrate one file's text. Never raises for bad input: errors land in `result.error`.
-    `partial=False` makes libcst parse every file whole (see partial.py; same results)."""
-    options = options or Options()
-    rules = rules or default_rules()
-    from .frontends import frontend_for  # local import: frontends import this module
-
-    frontend = frontend_for(path, text)
-    if frontend is not None:
-        return frontend(text, path, options, rules)
-    return migrate_python(text, path, options, rules, partial=partial)
-
-
 def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                    entry_script: Optional[bool] = None, partial: bool = False) -> FileResult:
     """Migrate Python source. `partial`: libcst may parse only the statements that can need
     work (partial.py); whenever that cannot be done faithfully the file is parsed whole, so the
     result is the same either way (but for what partial.py says of lines libcst would drop)."""
     result = FileResult(path=path)
-    wants_modelarts = options.modelarts and entry_script is not False
-    if not wants_modelarts and not rules.may_need_work(text, options.framework):
+    # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
+    wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
+    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework):
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
         return result
@@ -241,10 +146,6 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
                     partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
     NeedsWholeModule is raised wherever a whole parse could give another result."""
-    from .codemods.torch import TorchTransformer, add_torch_npu_import
-    from .walk import transform
-
-    _load_codemods()
     imports = ImportTable.of(module)
     ctx = Context(
         path=path,
@@ -266,11 +167,9 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
 
     new_module = module
-    if "torch" in frameworks or not frameworks:
-        new_module = transform(module, TorchTransformer(ctx))  # = module.visit(...), faster
-        new_module = add_torch_npu_import(new_module, ctx, rules.add_import.get("torch"))
-    for _order, codemod in _EXTRA_CODEMODS:
-        new_module = codemod(new_module, ctx)
+    for step in PASSES:
+        if step.wanted(ctx):
+            new_module = step.run(new_module, ctx)
     if ctx.partial_misses:
         raise NeedsWholeModule("device variable", ctx.partial_misses)
     result.extra_files = dict(ctx.extra_files)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import List, Optional
 
-from .rules import Rule, RuleSet
+from .rules import Rule, RuleSet, kind_of
 
 _SHOWN_NAMES = 8
 
@@ -61,6 +61,9 @@ def _describe(rule: Rule) -> List[str]:
     else:
         head = f"  {rule.source}"
     lines = [head]
+    kind = kind_of(rule)
+    if kind is not None:
+        lines.append(f"    kind: [[{rule.kind}]], npu_migrate/kinds/{rule.kind}.py; applied by {kind.implementation(rule)}")
     names = list(rule.patterns or ((rule.from_,) if rule.from_ else ()))
     if rule.kind == "finding" and names:
         shown = ", ".join(names[:_SHOWN_NAMES])

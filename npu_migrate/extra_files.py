@@ -4,16 +4,50 @@ file): what to do with each, its diff, and writing it.
 The engine only says what the file should contain; here the disk decides: a missing file is
 created, a file with the same first line (the generator's marker) is updated when it differs, and
 any other file of that name is the user's and is never overwritten (a warning says so).
+
+A marker line may carry `checksum XXXXXXXXXXXX` (`stamp()`: a hash of the rest of the file as it
+was generated). Such a file is updated only while it is as npu-migrate wrote it: one edited by
+hand since (a launch script given its arguments, a rank table filled in) is kept, with a warning.
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, List, Optional, Tuple
 
 from .model import FileResult
+
+
+CHECKSUM_RE = re.compile(r"checksum [0-9a-f]{12}")
+CHECKSUM_SLOT = "checksum 000000000000"
+
+
+def _checksum(body: str) -> str:
+    return "checksum " + hashlib.sha256(body.encode("utf-8")).hexdigest()[:12]
+
+
+def _marker_and_body(text: str):
+    """The marker (the first line; for a script, its `#!` line and the next) and the rest."""
+    lines = text.split("\n", 2 if text.startswith("#!") else 1)
+    head = "\n".join(lines[:-1]) if len(lines) > 1 else lines[0]
+    return head, lines[-1] if len(lines) > 1 else ""
+
+
+def stamp(text: str) -> str:
+    """`text` with the CHECKSUM_SLOT of its marker filled in (a hash of the other lines)."""
+    head, body = _marker_and_body(text)
+    return text.replace(CHECKSUM_SLOT, _checksum(body), 1) if CHECKSUM_SLOT in head else text
+
+
+def _split(text: str):
+    """(marker without its checksum, the checksum or None, the rest)."""
+    head, body = _marker_and_body(text)
+    found = CHECKSUM_RE.search(head)
+    return CHECKSUM_RE.sub(CHECKSUM_SLOT, head), found.group(0) if found else None, body
 
 
 @dataclass
@@ -26,14 +60,22 @@ class ExtraFile:
 
     @property
     def action(self) -> str:
-        """create | update | keep (a file of the user's is in the way)."""
+        """create | update | keep (a file of the user's is in the way) | edited (ours, changed by hand)."""
         if self.old is None:
             return "create"
-        first = self.text.split("\n", 1)[0]
-        return "update" if self.old.split("\n", 1)[0] == first else "keep"
+        new_marker, _, _ = _split(self.text)
+        old_marker, old_sum, old_body = _split(self.old)
+        if old_marker != new_marker:
+            return "keep"
+        if old_sum is not None and old_sum != _checksum(old_body):
+            return "edited"
+        return "update"
 
     @property
     def warning(self) -> str:
+        if self.action == "edited":
+            return (f"{self.path}: not updated: it was edited after npu-migrate generated it "
+                    "(delete it to have it generated again)")
         return f"{self.path}: not written: a file of that name exists and npu-migrate did not generate it"
 
 
@@ -50,19 +92,37 @@ def _read(path: str) -> Optional[str]:
 def pending(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[ExtraFile]:
     """The generated files that differ from what is on disk at `where(path)`."""
     found = []
+    wanted = {}  # dest -> the texts the files of the run want there
+    for result in results:
+        if not result.error:
+            for path, text in result.extra_files.items():
+                wanted.setdefault(where(path), set()).add(text)
     seen = set()
     for result in results:
         if result.error:
             continue
         for path, text in sorted(result.extra_files.items()):
             dest = where(path)
-            if dest in seen:
-                continue  # the ModelArts module of two entry scripts in one folder: once
+            if len(wanted[dest]) > 1 or dest in seen:
+                continue  # several scripts want different files there (see conflicts()), or made it already
             seen.add(dest)
             old = _read(dest)
             if old != text:
                 found.append(ExtraFile(result.path, path, dest, text, old))
     return found
+
+
+def conflicts(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[str]:
+    """Generated files that several migrated files want with different contents (two TF scripts
+    in one folder, each with its run_8p.sh): written for none of them."""
+    owners = {}
+    for result in results:
+        if not result.error:
+            for path, text in result.extra_files.items():
+                owners.setdefault((where(path), path), {}).setdefault(text, []).append(result.path)
+    return [f"{path}: not written: {' and '.join(sorted(p for paths in texts.values() for p in paths))} "
+            "would each generate it differently (write it by hand, or run npu-migrate on one of them)"
+            for (dest, path), texts in sorted(owners.items()) if len(texts) > 1]
 
 
 def diff(extra: ExtraFile, display: str) -> str:
@@ -75,11 +135,14 @@ def diff(extra: ExtraFile, display: str) -> str:
 
 
 def write(extra: ExtraFile) -> None:
-    """Write a created or updated file atomically (a new one with mode 0644, as editors make)."""
-    from .source import atomic_write
+    """Write a created or updated file atomically (a new one with mode 0644, as editors make, or
+    0755 for a script with a `#!` line)."""
+    from .source import atomic_write, write_text_file
 
-    mode = os.stat(extra.dest).st_mode & 0o7777 if extra.old is not None else 0o644
-    atomic_write(extra.dest, extra.text.encode("utf-8"), mode)
+    if extra.old is None and extra.text.startswith("#!"):
+        atomic_write(extra.dest, extra.text.encode("utf-8"), 0o755)
+        return
+    write_text_file(extra.dest, extra.text)
 
 
 def apply(report, mode: str, output_dir: Optional[str] = None,
@@ -97,12 +160,12 @@ def apply(report, mode: str, output_dir: Optional[str] = None,
             return path
         return os.path.join(output_dir, os.path.relpath(os.path.abspath(path), input_root or "."))
 
-    lines: List[str] = []
+    lines: List[str] = [f"npu-migrate: warning: {line}" for line in conflicts(report.results, where)]
     writes = mode in ("write", "output-dir")
     waiting = False
     for extra in pending(report.results, where):
         shown = report.display_path(extra.path)
-        if extra.action == "keep":
+        if extra.action in ("keep", "edited"):
             lines.append(f"npu-migrate: warning: {extra.warning}")
             continue
         verb = "created" if extra.action == "create" else "updated"

@@ -8,7 +8,7 @@ common in training scripts); relative and star imports resolve nothing.
 
 from __future__ import annotations
 
-from typing import Dict, Iterator, List, Optional, Sequence, Set, Union
+from typing import Dict, List, Optional, Sequence, Set, Union
 
 import libcst as cst
 
@@ -123,7 +123,5 @@ class ImportTable(cst.CSTVisitor):
     def imports_module_at_top_level(self, root: str) -> bool:
         return any(m == root or m.startswith(root + ".") for m in self.top_level_modules)
 
-    def local_names_for(self, qualname: str) -> Iterator[str]:
-        for local, full in self.names.items():
-            if full == qualname:
-                yield local
+    def has_star_import(self) -> bool:
+        return any(isinstance(n, cst.ImportFrom) and isinstance(n.names, cst.ImportStar) for n in self.import_nodes)

@@ -23,6 +23,12 @@ class Severity(str, enum.Enum):
         return {"info": 0, "warning": 1, "error": 2}[self.value]
 
 
+# Exit codes (like black and ruff): 0 nothing to do or everything done; 1 something would change
+# (--diff, --check) or a finding at/above --fail-on (--check); 2 a usage, configuration or file
+# error; 130 / 143 interrupted by Ctrl-C / SIGTERM. report.RunReport.return_code decides.
+EXIT_OK, EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
+
+
 @dataclass(frozen=True)
 class Span:
     """A source range. Lines are 1-based, columns are 1-based (as editors show them)."""
@@ -83,7 +89,7 @@ class Finding:
 class Options:
     """What to do to a file. Hashable pieces only, so it can key the cache.
 
-    The rule set itself travels separately (see engine.migrate_source) because it is large;
+    The rule set itself travels separately (see dispatch.migrate_source) because it is large;
     its fingerprint is part of the cache key.
     """
 
@@ -91,8 +97,8 @@ class Options:
     modelarts: bool = False  # adapt entry scripts for ModelArts
     modelarts_entry_files: Tuple[str, ...] = ()  # --entry: files always treated as entry scripts
     modelarts_resume: bool = False
-    data_dir: str = "/cache/data"
-    output_dir: str = "/cache/output"
+    modelarts_data_dir: str = "/cache/data"  # where the job's input (--data_url) is copied to
+    modelarts_output_dir: str = "/cache/output"  # the local folder copied to --train_url
     data_args: Tuple[str, ...] = ()  # --data-arg: the script's own data arguments, when not recognised
     output_args: Tuple[str, ...] = ()  # --output-arg
     modelarts_sync_every: float = 0  # minutes between uploads to train_url (0: at the end only)
@@ -104,6 +110,7 @@ class Options:
     # The project's own packages/modules named like a library a rule reports (local_modules.py):
     # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
     local_modules: Tuple[str, ...] = ()
+    distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     def cache_key(self) -> str:
         return repr(self)

@@ -44,7 +44,9 @@ import re
 from dataclasses import dataclass
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
-from .prefilter import Prefilter, Requirement, Word, link_found, link_regex, rule_requirements, words_of
+from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES
+from .prefilter import Prefilter, link_found, link_regex, rule_requirements
+from .words import Requirement, Word, words_of
 
 MARKER = "npu-migrate-elided:"
 
@@ -315,9 +317,6 @@ def statement_filter(rules) -> Optional[StatementFilter]:
             break
         requirements.extend(reqs)
     else:
-        from .codemods.torch import RESOLVED_PACKAGES
-        from .engine import FRAMEWORK_IMPORTS
-
         packages = [module for module, _ in FRAMEWORK_IMPORTS] + ["torch_npu", *RESOLVED_PACKAGES]
         found = StatementFilter(requirements, packages)
     _FILTERS[rules.fingerprint] = found

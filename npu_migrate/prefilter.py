@@ -5,228 +5,44 @@ Most files of a large tree need nothing, and parsing is the expensive part (libc
 The check is derived from the rules themselves, so a rule added with `--rules` is never missed.
 
 It must never skip a file that needs work. What makes that hold: every rule of the engine
-matches a *name* that has to be written in the file. A qualified name (`torch.cuda.amp`) is
-only resolved through imports and attribute chains, so every one of its components appears in
-the text as a whole word (`import torch.cuda.amp as a`, `from torch.cuda import amp`,
-`torch.cuda.amp.autocast`); a method, an attribute, a device string, a backend or an
-environment variable is written as itself. Each rule therefore gives one or more
-*requirements* -- sets of words a file must all contain, and for some of them how they must be
-written (`.double` for a method; `nn.Transformer` or `from torch.nn import Transformer` for a
-qualified name; see Requirement) -- and a file may need work when it meets one of them. A rule kind the prefilter does not know turns it off (every file is parsed):
-slow, never wrong, and tests/test_prefilter.py fails until the kind is described here.
+matches a *name* that has to be written in the file (words.py says why). Each rule therefore
+gives one or more *requirements* -- sets of words a file must all contain, and for some of them
+how they must be written (`.double` for a method; `nn.Transformer` or `from torch.nn import
+Transformer` for a qualified name; see words.Requirement) -- and a file may need work when it
+meets one of them. Each kind's module (kinds/) says what its rules require. A rule of a kind
+no module describes turns the prefilter off (every file is parsed): slow, never wrong.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-# Rule kinds that only apply to files that are not Python (shell scripts): their front ends do
-# not go through the prefilter. Finding kinds: `file` (`.cu` sources) and
-# rules.NON_PYTHON_FINDING_KINDS (shell scripts, requirements files).
-NOT_PYTHON_KINDS = {"command"}
+if TYPE_CHECKING:  # pragma: no cover
+    import ast
 
+from .kinds import KINDS
+from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
 
-@dataclass(frozen=True)
-class Word:
-    """A word the file must contain: as a whole word (`cuda`), or starting a word (`npu`,
-    which also matches `npu_format_cast`), optionally in any case (`NCCL` for `nccl`)."""
-
-    text: str
-    ignore_case: bool = False
-    prefix: bool = False
-
-
-@dataclass(frozen=True)
-class Requirement:
-    """A file meets it when it contains every word, and every `ref` is written as it says:
-
-    ("link", "parent.name")  `name` right after `parent`: as an attribute (`nn.Transformer`,
-                             whitespace and comments allowed in between), in `from ...parent
-                             import ..., name`, or with `parent` imported under an alias
-                             (`import torch.nn as tnn`) -- the only ways a reference to
-                             `...parent.name` can resolve through imports;
-    ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
-    ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
-    ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
-    ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
-    ("star_import", "")      `import *`;   ("attr_of", a)  `a.`.
-    """
-
-    words: FrozenSet[Word]
-    refs: FrozenSet[Tuple[str, str]] = frozenset()
-    # For partial.py, which looks at one top-level statement at a time: the word the matched
-    # code itself contains (the last part of a qualified name, `import` for an import; None
-    # when the requirement has one word, which is then it), and the qualified name a
-    # requirement of `_components` stands for (reached through aliases: `tc.synchronize()`).
-    leaf: Optional[Word] = None
-    name: str = ""
-    # Whether the words may be written only inside a string literal (an argparse option, a
-    # device string); the others are identifiers of the code (see code_words).
-    in_strings: bool = False
-
-    @property
-    def leaf_word(self) -> Optional[Word]:
-        if self.leaf is not None:
-            return self.leaf
-        return next(iter(self.words)) if len(self.words) == 1 else None
-
-
-def _components(qualname: str) -> Requirement:
-    parts = [p for p in qualname.split(".") if p]
-    refs = frozenset({("link", ".".join(parts[-2:]))}) if len(parts) > 1 else frozenset()
-    return Requirement(frozenset(Word(p) for p in parts), refs, leaf=Word(parts[-1]) if parts else None,
-                       name=".".join(parts))
-
-
-def _attribute(name: str) -> Requirement:
-    return Requirement(frozenset({Word(name)}), frozenset({("attr", name)}))
-
-
-def _words(*names: str, ignore_case: bool = False) -> List[Requirement]:
-    return [Requirement(frozenset({Word(n, ignore_case)}), in_strings=True) for n in names if n]
-
-
-def _framework_imports(framework: str) -> List[Requirement]:
-    """What makes a file use `framework`: an import of one of its modules
-    (engine.FRAMEWORK_IMPORTS), or a star import and the name the framework always goes by
-    (engine.STAR_IMPORTED_ALIASES: `from utils import *` then `tf.Session()`)."""
-    from .engine import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES
-
-    found = [_imported(module) for module, name in FRAMEWORK_IMPORTS if name == framework]
-    found += [
-        Requirement(frozenset({Word("import"), Word(alias)}), refs=frozenset({("star_import", ""), ("attr_of", alias)}))
-        for alias, _module, name in STAR_IMPORTED_ALIASES
-        if name == framework
-    ]
-    return found
-
-
-def _framework_requirements(rule) -> List[Requirement]:
-    """A framework rule's own words (before the framework's import is added to each).
-
-    rules._framework_tokens gives words one of which must appear; three kinds say more:
-    a `codemod` finding is only raised as the `unknown_finding` of another rule (which brings
-    its own words); an `entry_setup` needs one of its `uses` *and* a call of one of its
-    `methods`; and a finding on a name outside the framework's own package (`horovod.*`)
-    needs that package's name too."""
-    from .rules import _framework_tokens
-
-    spec = rule.spec
-    if rule.kind == "finding" and rule.match_kind == "codemod":
-        # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's own
-        # scan for the words it names (`words`, in any case: '/device:GPU:%d').
-        return _words(*rule.words, ignore_case=True)
-    if rule.kind == "entry_setup" and spec is not None and spec.uses and spec.methods:
-        return [
-            Requirement(frozenset({Word(use.rsplit(".", 1)[-1]), Word(method)}), refs=frozenset({("attr", method)}))
-            for use in spec.uses
-            for method in spec.methods
-        ]
-    if rule.kind == "finding":
-        names = rule.patterns or (rule.from_,)
-        if rule.match_kind == "import":
-            return [_imported(name) for name in names]
-        return [_framework_name(name, rule.framework) for name in names]
-    if rule.kind in ("call_rename", "call_replace", "call_config", "argument", "add_keyword") and spec is not None:
-        # What these kinds match: calls of `apis`, `.methods(...)` calls; argparse `options`
-        # (plain words: they are strings).
-        reqs = [_framework_name(name, rule.framework) for name in spec.apis]
-        reqs += [_attribute(m) for m in spec.methods]
-        reqs += _words(*spec.options)
-        return reqs
-    return _words(*_framework_tokens(rule))
-
-
-def _framework_name(name: str, framework: str) -> Requirement:
-    """A reference to a canonical framework name (`tensorflow.train.batch`): its last part is
-    written as an attribute or imported. Only the framework's own name can be missing from
-    the text (`tf.` through a star import; `horovod.keras` is canonicalised to
-    `horovod.tensorflow`, which keeps `horovod`)."""
-    parts = name.split(".")
-    if len(parts) == 1:
-        return Requirement(frozenset({Word(name)}))
-    root = {Word(parts[0])} if parts[0] != framework else set()
-    return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}))
-
-
-def _imported(module: str) -> Requirement:
-    """An import of `module` or of a submodule: its first part starts an import path."""
-    root = module.split(".", 1)[0]
-    req = _components(module)
-    return Requirement(req.words, req.refs | {("import", root)}, leaf=Word("import"), name=req.name)
 
 
 def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Requirement]]:
-    """The requirements one of which a Python file must meet for `rule` to apply to it;
-    None when the prefilter does not know the rule's kind (then it cannot skip any file).
-    `forced_framework` is --framework: "auto" means frameworks are detected from imports."""
-    framework = getattr(rule, "framework", "")
-    if framework:
-        # TensorFlow/MindSpore rules name their own words (rules._framework_tokens), one of
-        # which must appear (names are canonicalised, so not every component is written), and
-        # apply only to files that use the framework: its import, unless --framework says so.
-        tokens = _framework_requirements(rule)
-        if forced_framework == framework:
-            return tokens
-        return [Requirement(t.words | imp.words, t.refs | imp.refs, in_strings=t.in_strings)
-                for t in tokens for imp in _framework_imports(framework)]
-    kind = rule.kind
-    if kind in ("api", "module"):
-        return [_components(rule.from_)]
-    if kind == "method":  # `.cuda()`, and a class's own `def cuda(self)` (renamed with its callers)
-        return [Requirement(frozenset({Word(rule.from_)}), frozenset({("attr_or_def", rule.from_)}))]
-    if kind == "attribute":  # `x.is_cuda`
-        return [_attribute(rule.from_)]
-    if kind in ("env", "device", "backend"):
-        # Rewritten only in string literals that start with the word: "cuda", 'cuda:0',
-        # f"cuda:{i}", "cuda:%d" % i, "NCCL" (a backend in any case).
-        ignore_case = kind == "backend"
-        return [Requirement(frozenset({Word(rule.from_, ignore_case)}),
-                            frozenset({("quoted_any_case" if ignore_case else "quoted", rule.from_)}), in_strings=True)]
-    if kind == "add_import":
-        # `import torch_npu` is added where NPU APIs are used: the rewrites above, or code that
-        # already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file importing `after`.
-        root = Word(rule.from_.split(".", 1)[0])
-        return [Requirement(frozenset({root, Word("npu", prefix=True)}), leaf=Word("npu", prefix=True))]
-    if kind in NOT_PYTHON_KINDS:
-        return []
-    if kind == "finding":
-        match = rule.match_kind
-        names = rule.patterns or (rule.from_,)
-        from .rules import NON_PYTHON_FINDING_KINDS
-
-        if match == "file" or match in NON_PYTHON_FINDING_KINDS:
-            return []
-        if match == "import":
-            return [_imported(n) for n in names]
-        if match in ("api", "call", "call-kwarg"):
-            return [_components(n) for n in names]
-        if match == "method":
-            return [_attribute(n) for n in names]
-        if match == "string":  # every word of the text, inside a string literal
-            return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
-                                leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
-                    for n in names if re.search(r"[A-Za-z0-9_]", n)]
-        if match == "guard":
-            from .rules import GUARD_TRIGGERS
-
-            return [Requirement(frozenset({Word(GUARD_TRIGGERS[n])})) for n in names if n in GUARD_TRIGGERS]
-    return None
-
-
-# Every byte that cannot be part of an identifier becomes a separator. Bytes of non-ASCII
-# characters are separators too: a word then also "appears" in `ñcuda`, which only lets
-# more files through, never fewer.
-_SEPARATORS = bytes(b for b in range(256) if not (chr(b).isascii() and (chr(b).isalnum() or chr(b) == "_")))
-_TO_SPACE = bytes.maketrans(_SEPARATORS, b" " * len(_SEPARATORS))
-
-
-def words_of(text: str) -> Set[bytes]:
-    """The words (identifier-like runs) of a text. A translate and a split run at C speed:
-    about 4x faster than one regex over the anchors, whatever the number of rules."""
-    return set(text.encode("utf-8", "replace").translate(_TO_SPACE).split())
+    """The requirements one of which a Python file must meet for `rule` to apply to it, as its
+    kind (kinds/) says; None when the prefilter does not know the rule's kind (then it cannot
+    skip any file). `forced_framework` is --framework: "auto" means frameworks are detected
+    from imports."""
+    kind = KINDS.get(rule.kind)
+    if kind is None:
+        return None
+    own = kind.requirements(rule)
+    if not rule.framework or forced_framework == rule.framework:
+        return own
+    # TensorFlow/MindSpore rules apply only to files that use the framework: its import,
+    # unless --framework says so. (Their names are canonicalised, so not every component is
+    # written: the kinds give the words one of which must appear.)
+    return [Requirement(t.words | imp.words, t.refs | imp.refs, in_strings=t.in_strings)
+            for t in own for imp in framework_imports(rule.framework)]
 
 
 # Between the parts of an attribute chain: spaces, line continuations, and inside brackets
@@ -411,6 +227,28 @@ class RulePrefilter:
         if prefilter is None:
             prefilter = self._by_framework[framework] = build_prefilter(self.rules, framework)
         return prefilter.may_need_work(text)
+
+
+_RULE_PREFILTERS: Dict[str, RulePrefilter] = {}  # rule set fingerprint -> its prefilters
+
+
+def _rule_prefilter(rules) -> RulePrefilter:
+    found = _RULE_PREFILTERS.get(rules.fingerprint)
+    if found is None or found.rules is not rules:
+        found = _RULE_PREFILTERS[rules.fingerprint] = RulePrefilter(rules)
+    return found
+
+
+def may_need_work(rules, text: str, framework: str = "auto") -> bool:
+    """Whether a Python file can need anything at all under `rules` (words derived from the
+    rules); False means it is skipped without being parsed. `framework`: --framework."""
+    return _rule_prefilter(rules).may_need_work(text, framework)
+
+
+def framework_rules_may_apply(rules, code: "CodeWords", framework: str) -> bool:
+    """Whether one of `framework`'s rules can match in a file using it, whose CodeWords are
+    `code`."""
+    return _rule_prefilter(rules).framework_rules_may_apply(code, framework)
 
 
 def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:

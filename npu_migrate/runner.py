@@ -57,7 +57,7 @@ def read(path: str) -> Tuple[Optional[Source], Optional[Outcome]]:
 
 def migrate_text(source: Source, options: Options, rules: RuleSet, keep_text: bool = True) -> Outcome:
     """Migrate a file already read. Never raises for a bad file: errors land in the result."""
-    from .engine import migrate_source
+    from .dispatch import migrate_source
 
     path = source.path
     if is_generated(source.text):
@@ -107,7 +107,6 @@ def run(
     paths: Sequence[str],
     options: Options,
     rules: RuleSet,
-    rule_files: Sequence[str] = (),  # unused: the workers get `rules` itself; kept for callers
     jobs: int = 1,
     on_done: Optional[Callable[[Outcome], None]] = None,
     keep_text: bool = True,

@@ -139,16 +139,19 @@ def write_source(source: Source, new_text: str, target: Optional[str] = None) ->
             raise SourceError(f"cannot write: {exc.strerror or exc}") from None
 
 
-def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, int]] = None) -> None:
-    """Write `data` to a temporary file next to `dest`, then rename it over `dest`."""
+def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, int]] = None,
+                 durable: bool = True) -> None:
+    """Write `data` to a temporary file next to `dest`, then rename it over `dest`: every write
+    of a run goes through here. `durable`: fsync before the rename (the cache does without)."""
     folder = os.path.dirname(os.path.abspath(dest))
     with signals_deferred():
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(dest)}.", suffix=TEMP_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.chmod(tmp, mode)
             if owner is not None and hasattr(os, "chown"):
                 try:
@@ -162,6 +165,21 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
             except OSError:
                 pass
             raise
+
+
+def write_text_file(path: str, text: str) -> None:
+    """A file npu-migrate generates (a report, a boot file), as UTF-8: atomically, keeping the
+    mode of the file it replaces (0644 for a new one, as editors make). What is not a regular
+    file (`-o /dev/stderr`, a pipe) is written to directly."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        return
+    atomic_write(path, text.encode("utf-8"), stat.S_IMODE(st.st_mode) if st is not None else 0o644)
 
 
 @contextlib.contextmanager

@@ -18,20 +18,15 @@ from typing import Any, Optional
 
 import click
 
-from .model import Options, Severity
+from .model import Severity
 from .rules import RuleSet
+from .settings import Settings
 
 
-def run_stdin(
-    settings: Any,
-    options: Options,
-    rules: RuleSet,
-    file_filter: Any,
-    use_color: bool,
-) -> int:
-    from .cli import emit_report
+def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: bool) -> int:
+    from .console import EXIT_ERROR, emit_report
     from .diffs import colorize, patch_path, unified_diff
-    from .engine import migrate_source
+    from .dispatch import migrate_source
     from .model import FileResult
     from .report import RENDERERS, RunReport
     from .runner import decoder_for
@@ -40,7 +35,7 @@ def run_stdin(
     name: Optional[str] = settings.stdin_filename
     shown = name or "stdin.py"
     data = sys.stdin.buffer.read()
-    mode = "diff" if settings.show_diff else "check" if settings.check else "stdin"
+    mode = settings.mode
 
     def passthrough() -> int:
         if mode == "stdin":
@@ -57,11 +52,11 @@ def run_stdin(
         click.echo(f"{shown}: {exc}", err=True)
         if mode == "stdin":
             _write_stdout(data)  # never eat the user's buffer
-        return 2
+        return EXIT_ERROR
     if is_generated(text):
         result = FileResult(path=shown, skipped="generated")
     else:
-        result = migrate_source(text, shown, options, rules)
+        result = migrate_source(text, shown, settings.options(), rules)
     report = RunReport(results=[result], rules=rules, mode=mode, color=use_color,
                        verbose=settings.verbose, quiet=settings.quiet)
     if result.changed:
@@ -77,13 +72,7 @@ def run_stdin(
             click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
         emit_report(RENDERERS[settings.fmt](report), settings.output_file, err=True)
 
-    if result.error:
-        return 2
-    if mode == "diff" and result.changed:
-        return 1
-    if mode == "check" and (result.changed or report.findings_at_least(Severity(settings.fail_on))):
-        return 1
-    return 0
+    return report.return_code(Severity(settings.fail_on))
 
 
 def _write_stdout(data: bytes) -> None:

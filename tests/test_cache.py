@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate import engine
+from npu_migrate import dispatch
 from npu_migrate.cache import Cache, cache_root
 from npu_migrate.model import Edit, FileResult, Finding, Options, Severity, Span
 from npu_migrate.rules import default_rules, load_rules
@@ -107,7 +107,7 @@ def test_concurrent_writers_never_leave_half_an_entry(tmp_path):
         w.join()
         assert w.exitcode == 0
     assert cache.get("a.py", "d").new_text[:1] in ("x", "y")
-    assert not [p for p in cache.folder.rglob("*") if p.name.startswith(".entry.")]  # no leftovers
+    assert not [p for p in cache.folder.rglob("*") if p.name.endswith(".tmp")]  # no leftovers
 
 
 # -- through the runner -----------------------------------------------------------------------
@@ -129,7 +129,7 @@ def _no_migration(monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("migrated although cached")
 
-    monkeypatch.setattr(engine, "migrate_source", fail)
+    monkeypatch.setattr(dispatch, "migrate_source", fail)
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -151,8 +151,8 @@ def test_a_changed_file_is_migrated_again(tree, tmp_path, monkeypatch):
     gpu = [p for p in tree if p.endswith("gpu.py")][0]
     Path(gpu).write_text(GPU + "y = torch.zeros(1).cuda()\n", encoding="utf-8")
     seen = []
-    real = engine.migrate_source
-    monkeypatch.setattr(engine, "migrate_source", lambda t, p, o, r: seen.append(p) or real(t, p, o, r))
+    real = dispatch.migrate_source
+    monkeypatch.setattr(dispatch, "migrate_source", lambda t, p, o, r: seen.append(p) or real(t, p, o, r))
     outcomes = run(tree, Options(), RULES, cache=Cache(RULES.fingerprint, Options(), root=tmp_path / "c"))
     assert seen == [gpu]
     assert outcomes[tree.index(gpu)].result.new_text.count(".npu()") == 2

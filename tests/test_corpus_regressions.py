@@ -1,7 +1,7 @@
 """Bugs the real-corpus check (bench/corpus_check.py) found, each pinned by the smallest code
 that shows it, with the exact expected output."""
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 
 IMPORT_NPU = "import torch\nimport torch_npu  # noqa: F401\n"
 

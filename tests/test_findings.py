@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Severity
 from npu_migrate.rules import default_rules
 

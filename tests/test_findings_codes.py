@@ -49,5 +49,7 @@ def test_cannot_migrate_codes_are_findings_and_rewrite_codes_are_rewrites():
     for rule in RULES.rules:
         if rule.code.startswith("NPU3"):
             assert rule.kind == "finding", rule.source
+        if rule.code.startswith("NPU16"):
+            assert rule.kind == "edit", rule.source
         if rule.code.startswith("NPU10"):
             assert rule.kind != "finding" or rule.framework, rule.source

@@ -3,7 +3,7 @@ nothing become NPU001 findings in FileResult.unused_ignores (reported with --rep
 
 from __future__ import annotations
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import FileResult, Severity
 from npu_migrate.rules import default_rules
 

@@ -4,7 +4,7 @@ either matched by a rule (NPU304 or a more specific code) or deliberately left o
 
 from __future__ import annotations
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from npu_migrate import engine
+from npu_migrate import dispatch
 from npu_migrate import runner as runner_module
 from npu_migrate.cli import main
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.safe_parse import MAX_PARSE_CHARS
 from npu_migrate.source import SourceError, read_source, write_source
 
@@ -156,7 +156,7 @@ def test_recursion_in_the_transformer_is_a_message_not_a_crash():
     # Nesting Python accepts, with the recursion limit of a deeper program's worth of frames
     # already used up: the codemods run out of stack, the file is reported, the run goes on.
     code = (
-        "import sys\nfrom npu_migrate.engine import migrate_source\nsys.setrecursionlimit(150)\n"
+        "import sys\nfrom npu_migrate.dispatch import migrate_source\nsys.setrecursionlimit(150)\n"
         "text = 'import torch\\nx = ' + '[' * 60 + 'a.cuda()' + ']' * 60 + '\\n'\n"
         "r = migrate_source(text, 'x.py')\nprint(repr(r.error), r.new_text is None)\n"
     )
@@ -226,7 +226,7 @@ def test_file_changed_during_a_cli_run_is_reported(tmp_path, monkeypatch):
     edited = GPU + b"# edited by the user meanwhile\n"
     (tmp_path / "a.py").write_bytes(GPU)
     (tmp_path / "b.py").write_bytes(GPU)
-    real = engine.migrate_source
+    real = dispatch.migrate_source
 
     def migrate_while_the_user_edits(text, path, *args, **kwargs):
         if path.endswith("a.py"):
@@ -234,7 +234,7 @@ def test_file_changed_during_a_cli_run_is_reported(tmp_path, monkeypatch):
         return real(text, path, *args, **kwargs)
 
     # The runner calls the engine between reading and writing (-j 1: in this process).
-    monkeypatch.setattr(engine, "migrate_source", migrate_while_the_user_edits)
+    monkeypatch.setattr(dispatch, "migrate_source", migrate_while_the_user_edits)
     monkeypatch.setattr(runner_module, "migrate_source", migrate_while_the_user_edits, raising=False)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(tmp_path / ".cache"))

@@ -21,7 +21,7 @@ from typing import Dict, List
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 
 FILES = 160
 FOLDERS = 4

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mindspore"

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.standin import SITE
 
 pytestmark = pytest.mark.slow

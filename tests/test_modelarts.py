@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, black_format, render_runtime
 
@@ -323,7 +323,7 @@ def test_without_modelarts_nothing_happens():
 def test_changed_options_update_the_setup_call_in_place():
     before = (FIXTURES / "before" / "train_helper.py").read_text()
     first = adapt(before).new_text
-    second = adapt(first, data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10)
+    second = adapt(first, modelarts_data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10)
     assert second.new_text.count(IMPORT) == 1
     assert [(e.code, e.message) for e in second.edits] == [
         ("NPU203", "modelarts_setup(...) given the current settings"),
@@ -337,7 +337,7 @@ def test_changed_options_update_the_setup_call_in_place():
         "    return modelarts_setup(parser.parse_known_args()[0], data=['data_path'], outputs=['checkpoint_dir'], "
         "data_dir='/cache/dataset', resume=True, sync_every=10)",
     ]
-    assert not adapt(second.new_text, data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10).changed
+    assert not adapt(second.new_text, modelarts_data_dir="/cache/dataset", modelarts_resume=True, modelarts_sync_every=10).changed
 
 
 def test_the_block_of_an_earlier_version_is_replaced_by_the_import():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import BOOT_MARKER, black_format, render_boot
 
@@ -35,7 +35,7 @@ def code(tmp_path):
     folder.mkdir()
     script = folder / "train.py"
     options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
-                      data_dir=str(tmp_path / "cache/data"))
+                      modelarts_data_dir=str(tmp_path / "cache/data"))
     result = migrate_source((BEFORE / "train_module_level.py").read_text(), str(script), options)
     script.write_text(result.new_text)
     assert sorted(result.extra_files) == [str(folder / "modelarts_entry_train.py"), str(folder / "npu_migrate_modelarts.py")]

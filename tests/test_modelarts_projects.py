@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from test_modelarts_run import Job
 
@@ -157,7 +157,7 @@ CELEBA = {"celeba/images/000001.jpg": "", "celeba/images/000002.jpg": "",
 
 
 def test_stargan_reads_both_data_paths_from_the_copy_and_uploads_every_output_folder(job):
-    work = _adapt_project(job, "stargan", data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+    work = _adapt_project(job, "stargan", modelarts_data_dir=str(job.cache / "data"), modelarts_output_dir=str(job.cache / "output"))
     assert sorted(p.name for p in work.iterdir()) == ["main.py", "npu_migrate_modelarts.py", "solver.py"]
     job.put("obs://bucket/celeba", CELEBA)
     done = job.run(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/out")
@@ -170,7 +170,7 @@ def test_stargan_reads_both_data_paths_from_the_copy_and_uploads_every_output_fo
 
 
 def test_stargan_failing_and_stopped(job):
-    work = _adapt_project(job, "stargan", data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+    work = _adapt_project(job, "stargan", modelarts_data_dir=str(job.cache / "data"), modelarts_output_dir=str(job.cache / "output"))
     job.put("obs://bucket/celeba", CELEBA)
     done = job.run(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/failed",
                    "--crash=true")
@@ -191,7 +191,7 @@ def test_stargan_failing_and_stopped(job):
 def _boot(job: Job, name: str) -> Path:
     script = job.work / name
     options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
-                      data_dir=str(job.cache / "data"), output_dir=str(job.cache / "output"))
+                      modelarts_data_dir=str(job.cache / "data"), modelarts_output_dir=str(job.cache / "output"))
     result = migrate_source((ROOT / "fixtures/modelarts/before" / name).read_text(), str(script), options)
     script.write_text(result.new_text)
     for path, text in result.extra_files.items():
@@ -269,7 +269,7 @@ def test_a_script_importing_a_project_module_that_uses_moxing_is_adapted_already
 
 
 def test_an_output_folder_holding_the_code_is_never_emptied(job):
-    script = job.adapt("pt_mnist.py", output_dir=".")  # a mistake: the working folder
+    script = job.adapt("pt_mnist.py", modelarts_output_dir=".")  # a mistake: the working folder
     done = job.run(script, "--save-model", "--train_url=obs://bucket/out")
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in job.work.iterdir()) == ["mnist_cnn.pt", "npu_migrate_modelarts.py", "pt_mnist.py"]

@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,8 +113,8 @@ class Job:
 
     def adapt(self, name: str, **options) -> Path:
         """The fixture adapted with --modelarts (folders in tmp_path unless given), in work/."""
-        options.setdefault("data_dir", str(self.cache / "data"))
-        options.setdefault("output_dir", str(self.cache / "output"))
+        options.setdefault("modelarts_data_dir", str(self.cache / "data"))
+        options.setdefault("modelarts_output_dir", str(self.cache / "output"))
         text = (BEFORE / name).read_text()
         result = migrate_source(text, name, Options(modelarts=True, **options))
         assert result.error is None and result.changed
@@ -313,7 +313,7 @@ def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
 
 
 def test_a_leftover_output_folder_is_not_uploaded_to_the_next_job(job):
-    script = job.adapt("train_no_data_arg.py", output_dir=str(job.cache / "output"))
+    script = job.adapt("train_no_data_arg.py", modelarts_output_dir=str(job.cache / "output"))
     job.put(str(job.cache / "output"), {"other_jobs_model.ckpt": "theirs"})
     job.put(str(job.work / "dataset"), {"x": ""})
     done = job.run(script, "--train_url=obs://bucket/out")
@@ -387,7 +387,7 @@ def test_mindspore_8_card_job_keeps_its_per_device_data_folders(job):
 
 def test_tensorflow_script_reading_a_relative_dataset_folder(job):
     # BigGAN reads ./dataset/<name>: the input is copied there with --modelarts-data-dir dataset.
-    script = job.adapt("tf115_biggan.py", data_dir="dataset")
+    script = job.adapt("tf115_biggan.py", modelarts_data_dir="dataset")
     job.put("obs://bucket/gan", {"celebA/1.jpg": "", "celebA/2.jpg": ""})
     done = job.run(script, "--data_url=obs://bucket/gan", "--train_url=obs://bucket/log", "--epoch=3")
     assert done.returncode == 0, done.stderr
@@ -397,7 +397,7 @@ def test_tensorflow_script_reading_a_relative_dataset_folder(job):
 
 
 def test_script_without_a_parser_gets_a_minimal_one(job):
-    script = job.adapt("train_no_parser.py", data_dir="dataset", output_dir="outputs")
+    script = job.adapt("train_no_parser.py", modelarts_data_dir="dataset", modelarts_output_dir="outputs")
     job.put("obs://bucket/ft", {"x": "", "y": ""})
     done = job.run(script, "--data_url=obs://bucket/ft", "--train_url=obs://bucket/out", "--num_gpus=1")
     assert done.returncode == 0, done.stderr

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from npu_migrate import engine
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.partial import MARKER, partial_text, statement_filter
 from npu_migrate.rules import default_rules

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.source import decode_python, encode
 
 # hypothesmith compiles what it generates: `{1}()` draws a SyntaxWarning, not ours to fix.

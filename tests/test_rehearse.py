@@ -18,7 +18,7 @@ from typing import Dict
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import render_runtime
 
@@ -134,7 +134,7 @@ def test_module_level_fixture_passes_with_one_and_two_processes(world, nproc):
 def test_preemption_sigterm_still_delivers_the_outputs(world):
     world.adapted_fixture("train_module_level.py")
     done = world.rehearse("train_module_level.py", "--data", str(world.data), "--nproc", "2",
-                          "--sigterm-after", "3", "--", "--hold", "60")
+                          "--sigterm-after", "5", "--", "--hold", "60")
     assert done.returncode == 0, report(done) + done.stderr.decode()
     assert uploaded(done) == ["epoch0.ckpt"]
     assert report(done).count("-15 (SIGTERM) after SIGTERM") == 2
@@ -271,9 +271,9 @@ def test_timeout_stops_every_process_and_names_the_ranks_still_running(world):
         "    sys.exit(0)\n"
         "time.sleep(120)\n"
     ))
-    done = world.rehearse("train.py", "--nproc", "2", "--timeout", "2")
+    done = world.rehearse("train.py", "--nproc", "2", "--timeout", "4")
     assert done.returncode == 1
-    assert verdict(done).startswith("FAILED: timed out after 2 s: rank 1 still running (stopped); ")
+    assert verdict(done).startswith("FAILED: timed out after 4 s: rank 1 still running (stopped); ")
     child = int((world.job / "code/project/child1.pid").read_text())
     assert _gone(child), "the process group of rank 1 was not stopped"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import FileResult, Finding, Severity, Span
 from npu_migrate.report import RENDERERS, RunReport, load_renderers, write_report_files
 from npu_migrate.report.csv import CHANGE_HEADER, UNSUPPORTED_HEADER, sanitize

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.frontends import claims
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 
@@ -28,7 +28,18 @@ def test_examples_name_their_file_kind():
 
 @pytest.mark.parametrize("rule,example", list(_cases()))
 def test_rule_example(rule, example):
-    options = Options(add_import=example.add_import)
+    options = Options(**{"add_import": example.add_import, **dict(example.options)})
+    if rule.kind == "edit":  # made by a pass's own analysis: credited to the code, or not
+        if example.flagged:
+            result = migrate_source(example.flagged, example.path, options, RULES)
+            assert result.error is None and result.changed
+            assert rule.code in {e.code for e in result.edits}, f"{rule.source}: no edit credited to its code"
+            assert not migrate_source(result.new_text, example.path, options, RULES).changed  # idempotent
+        if example.not_flagged:
+            result = migrate_source(example.not_flagged, example.path, options, RULES)
+            assert result.error is None
+            assert rule.code not in {e.code for e in result.edits}
+        return
     if rule.kind != "finding":
         result = migrate_source(example.before, example.path, options, RULES)
         assert result.error is None
@@ -43,9 +54,13 @@ def test_rule_example(rule, example):
     if example.flagged:
         result = migrate_source(example.flagged, example.path, options, RULES)
         assert result.error is None
-        assert rule.code in {f.code for f in result.findings}, f"{rule.source} did not flag its example"
+        found = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
+        assert found, f"{rule.source} did not flag its example"
+        if rule.match_kind == "analysis":  # the code that reports it uses the rule's own words
+            assert {f.severity for f in found} == {rule.severity}
+            assert any(f.message == rule.render_message(api=f.api) for f in found) or "{" in rule.message
     if example.not_flagged:
         result = migrate_source(example.not_flagged, example.path, options, RULES)
         assert result.error is None
-        flagged = [f for f in result.findings if f.code == rule.code]
+        flagged = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
         assert not flagged, f"{rule.source} flagged code it must not flag: {flagged}"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate import engine
+from npu_migrate import dispatch
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 from npu_migrate.runner import BATCH, run
@@ -48,21 +48,21 @@ def test_same_results_in_the_same_order_for_any_jobs(tree):
 
 
 def test_jobs_1_runs_in_this_process(tree, monkeypatch):
-    real = engine.migrate_source
+    real = dispatch.migrate_source
 
     def tagged(text, path, options, rules):
         result = real(text, path, options, rules)
         result.skipped = str(os.getpid())  # which process did the work
         return result
 
-    monkeypatch.setattr(engine, "migrate_source", tagged)
+    monkeypatch.setattr(dispatch, "migrate_source", tagged)
     assert {o.result.skipped for o in run(tree, Options(), RULES, jobs=1)} == {str(os.getpid())}
     workers = {o.result.skipped for o in run(tree, Options(), RULES, jobs=2)}
     assert len(workers) == 2 and str(os.getpid()) not in workers
 
 
 def _crashing(how):
-    real = engine.migrate_source
+    real = dispatch.migrate_source
 
     def migrate(text, path, options, rules):
         if "CRASH" in text:
@@ -93,7 +93,7 @@ def test_a_worker_that_dies_fails_only_its_file(tree, monkeypatch, tmp_path, how
         Path(path).write_text(GPU + "# CRASH\n", encoding="utf-8")
     paths = sorted(tree + bad)
     assert len(paths) > 3 * BATCH
-    monkeypatch.setattr(engine, "migrate_source", _crashing(how))
+    monkeypatch.setattr(dispatch, "migrate_source", _crashing(how))
     done = []
     outcomes = run(paths, Options(), RULES, jobs=2, on_done=done.append)
     assert [o.result.path for o in outcomes] == paths

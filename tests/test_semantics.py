@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.report import RunReport
 from npu_migrate.report.text import render_text

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.frontends import claims, frontend_for
 from npu_migrate.frontends.shell import migrate_shell, scan_shell
 from npu_migrate.model import Options

@@ -1,6 +1,6 @@
 """TensorFlow 1.15 -> NPU (codemods/tensorflow.py, rules/tensorflow.toml): golden fixtures,
 framework detection, the decisions the rewrites depend on, findings at their exact positions,
-and the validation of the framework rule schema (rules.py)."""
+and the validation of the framework rule schema (kinds/calls.py and the kind modules)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.rules import RuleError, build_ruleset
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_migrate.engine import migrate_source
+from npu_migrate.dispatch import migrate_source
 from npu_migrate.rules import default_rules
 
 ROOT = Path(__file__).resolve().parent.parent

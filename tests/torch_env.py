@@ -105,7 +105,7 @@ def run_on_standin(python: str, tmp_path: Path, source: str, *args: str, migrate
                    devices: int = 1, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `source` (dedented; migrated first unless migrate=False) with `python` under the
     stand-in, in tmp_path. The result has `.migrated` (the text that ran) besides stdout/stderr."""
-    from npu_migrate.engine import migrate_source
+    from npu_migrate.dispatch import migrate_source
     from npu_migrate.model import Options
 
     text = textwrap.dedent(source)

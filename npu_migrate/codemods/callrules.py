@@ -1,15 +1,15 @@
-"""The framework rules (rules.py, "framework rules") applied to a file: the call-level rewrites
+"""The framework rules (kinds/calls.py and its kinds) applied to a file: the call-level rewrites
 and the findings that the TensorFlow and MindSpore codemods share.
 
 `apply_framework_rules(module, ctx, framework, canonical)` runs two passes over the tree:
 
-1. `Planner` (a `Bindings`) records what every variable is assigned (per function scope), so a
+1. `Planner` (a `bindings.Bindings`) records what every variable is assigned (per function scope), so a
    value passed by name (`config=run_config`, `dataset.batch(...)`) can be traced to the call
    that built it; at the end of the module it decides, on the unchanged tree, what happens to
    each call, string literal, import and statement, and records the findings (so their
    positions are the file's own);
-2. `Applier` carries the plans out (visiting only the statements that have one) and records
-   the edits.
+2. `Applier` (callrules_apply.py) carries the plans out (visiting only the statements that
+   have one) and records the edits.
 
 Deciding before changing anything keeps each decision a function of the original code: whether
 `tf.estimator.Estimator(config=cfg)` may become `NPUEstimator` depends on the call that built
@@ -20,305 +20,21 @@ on every use of `hvd` having been rewritten.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
 from ..rules import Rule
-from ..walk import own_leave, own_visit, walk
-from .strings import string_value, with_body
+from ..walk import walk
+from .strings import string_value
+from .bindings import MODULE_SCOPE, Bindings
+from .callrules_apply import (Applier, CallPlan, Plans, add_framework_import, add_plain_import, already_imported,
+                              atexit_registration, returns_early)
+from .syntax import find_argument, has_star, is_main_guard, is_none, option_names, positional
 
 Canonical = Callable[[str], str]
-MODULE_SCOPE = 0
-_MAIN_GUARD_VALUES = {"__main__"}
-
-
-# ---------------------------------------------------------------------------- call arguments
-
-
-def positional(call: cst.Call) -> List[Tuple[int, cst.Arg]]:
-    """(index in call.args, arg) of the plain positional arguments."""
-    return [(i, a) for i, a in enumerate(call.args) if a.keyword is None and a.star == ""]
-
-
-def has_star(call: cst.Call) -> bool:
-    return any(a.star for a in call.args)
-
-
-def find_argument(call: cst.Call, keyword: str, position: Optional[int]) -> Optional[int]:
-    """The index in call.args of the argument `keyword` (given by name or at `position`)."""
-    for i, a in enumerate(call.args):
-        if a.keyword is not None and a.keyword.value == keyword:
-            return i
-    if position is not None:
-        plain = positional(call)
-        if len(plain) > position and not any(a.star == "*" for _, a in plain[:position]):
-            return plain[position][0]
-    return None
-
-
-def is_none(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Name) and node.value == "None"
-
-
-def _keyword_equal(call: cst.Call) -> cst.AssignEqual:
-    """The `=` style of the call's own keyword arguments (`a=1` or `a = 1`)."""
-    for a in call.args:
-        if a.keyword is not None and isinstance(a.equal, cst.AssignEqual):
-            return a.equal
-    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
-
-
-def add_keyword_argument(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
-    """`call` with `keyword=value` appended, in the call's own layout: one line stays one line,
-    one argument per line (with or without a trailing comma) stays so."""
-    new_arg = cst.Arg(value=value, keyword=cst.Name(keyword), equal=_keyword_equal(call))
-    args = list(call.args)
-    if not args:
-        return call.with_changes(args=[new_arg])
-    last = args[-1]
-    separators = [a.comma for a in args[:-1]]
-    one_per_line = bool(separators) and all(
-        isinstance(c, cst.Comma) and isinstance(c.whitespace_after, cst.ParenthesizedWhitespace) for c in separators
-    )
-    if one_per_line:
-        separator = separators[-1]
-    elif not separators and isinstance(last.comma, cst.Comma) and isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace):
-        # f(\n    a,\n): the one argument sits on its own line after the parenthesis.
-        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
-    else:
-        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
-    # The new argument takes the old last one's place before `)`: its trailing comma, and the
-    # line break before the parenthesis.
-    args[-1] = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
-    args.append(new_arg.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
-    return call.with_changes(args=args)
-
-
-def new_call(func: str, values: Sequence[cst.BaseExpression], keywords: Sequence[Tuple[str, cst.BaseExpression]] = ()) -> cst.Call:
-    args = [cst.Arg(value=v) for v in values]
-    args += [
-        cst.Arg(
-            value=v,
-            keyword=cst.Name(k),
-            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
-        )
-        for k, v in keywords
-    ]
-    for i in range(len(args) - 1):
-        args[i] = args[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
-    return cst.Call(func=cst.parse_expression(func), args=args)
-
-
-def is_main_guard(node: cst.CSTNode) -> bool:
-    """`if __name__ == "__main__":` (either operand order, any quotes)."""
-    if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
-        return False
-    test = node.test
-    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
-        return False
-    operands = [test.left, test.comparisons[0].comparator]
-    names = [o for o in operands if isinstance(o, cst.Name) and o.value == "__name__"]
-    values = [string_value(o) for o in operands if isinstance(o, cst.SimpleString)]
-    return len(names) == 1 and any(v in _MAIN_GUARD_VALUES for v in values)
-
-
-# ---------------------------------------------------------------------------- scopes and bindings
-
-
-_STATEMENT_CLASSES: Dict[type, bool] = {}
-
-
-def _is_statement(node: cst.CSTNode) -> bool:
-    kind = type(node)
-    known = _STATEMENT_CLASSES.get(kind)
-    if known is None:
-        known = _STATEMENT_CLASSES[kind] = isinstance(node, cst.BaseStatement)
-    return known
-
-
-class ScopeTracker(cst.CSTVisitor):
-    """Keeps `self.scope`: the function (or lambda, or class body) the visit is in."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.scopes: List[int] = [MODULE_SCOPE]
-        self.parents: Dict[int, int] = {}
-        self.class_scopes: Set[int] = set()
-        self.path: List[int] = []  # ids of the statements the visit is in, outermost first
-
-    # Called on every node of the tree: hooks and statement classes are looked up in caches
-    # (isinstance of libcst's abstract classes is slow), not through libcst's on_visit.
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if _is_statement(node):
-            self.path.append(id(node))
-        return own_visit(self, node)
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        own_leave(self, original_node)
-        if _is_statement(original_node):
-            self.path.pop()
-
-    @property
-    def scope(self) -> int:
-        return self.scopes[-1]
-
-    def _enter(self, node: cst.CSTNode, is_class: bool = False) -> None:
-        self.parents[id(node)] = self.scope
-        if is_class:
-            self.class_scopes.add(id(node))
-        self.scopes.append(id(node))
-
-    def _leave(self) -> None:
-        self.scopes.pop()
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> Optional[bool]:
-        self.on_definition(node.name.value)
-        self._enter(node)
-        return None
-
-    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
-        self._leave()
-
-    def visit_Lambda(self, node: cst.Lambda) -> Optional[bool]:
-        self._enter(node)
-        return None
-
-    def leave_Lambda(self, original_node: cst.Lambda) -> None:
-        self._leave()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> Optional[bool]:
-        self.on_definition(node.name.value)
-        self._enter(node, is_class=True)
-        return None
-
-    def leave_ClassDef(self, original_node: cst.ClassDef) -> None:
-        self._leave()
-
-    def on_definition(self, name: str) -> None:
-        """A `def`/`class` binds its name in the enclosing scope."""
-
-
-class Bindings(ScopeTracker):
-    """What each variable is bound to: (scope, name) -> the assigned expressions, None for a
-    binding whose value is unknown (a parameter, a loop variable, an import, an augmented
-    assignment, ...). Attributes (`self.dataset = ...`) are tracked file-wide by their text."""
-
-    ATTRIBUTES = -1
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.values: Dict[Tuple[int, str], List[Optional[cst.BaseExpression]]] = {}
-        self.value_paths: Dict[int, Tuple[int, ...]] = {}  # bound value -> its statement path
-        # Options the file's argparse parsers define (`device_target` for --device-target):
-        # `args.device_target` holds what the option's default says.
-        self.argparse_options: Set[str] = set()
-
-    def visit_Call(self, node: cst.Call) -> None:
-        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
-            from .torch import option_names  # the torch pass's reading of add_argument options
-
-            self.argparse_options.update(option_names(node))
-
-    def bind(self, name: str, value: Optional[cst.BaseExpression], scope: Optional[int] = None) -> None:
-        self.values.setdefault((self.scope if scope is None else scope, name), []).append(value)
-        if value is not None:
-            self.value_paths[id(value)] = tuple(self.path)
-
-    def bind_target(self, target: cst.BaseExpression, value: Optional[cst.BaseExpression]) -> None:
-        if isinstance(target, cst.Name):
-            self.bind(target.value, value)
-        elif isinstance(target, cst.Attribute):
-            key = dotted_name(target)
-            if key is not None:
-                self.bind(key, value, scope=self.ATTRIBUTES)
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self.bind_target(element.value, None)
-        elif isinstance(target, cst.StarredElement):
-            self.bind_target(target.value, None)
-
-    def on_definition(self, name: str) -> None:
-        self.bind(name, None)
-
-    def visit_Param(self, node: cst.Param) -> None:
-        self.bind(node.name.value, None)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        for target in node.targets:
-            self.bind_target(target.target, node.value)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        if node.value is not None:
-            self.bind_target(node.target, node.value)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self.bind_target(node.target, None)
-
-    def visit_For(self, node: cst.For) -> None:
-        self.bind_target(node.target, None)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self.bind_target(node.target, None)
-
-    def visit_WithItem(self, node: cst.WithItem) -> None:
-        if node.asname is not None:
-            self.bind_target(node.asname.name, None)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self.bind_target(node.target, None)
-
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> None:
-        if node.name is not None:
-            self.bind_target(node.name.name, None)
-
-    def visit_Global(self, node: cst.Global) -> None:
-        for item in node.names:
-            self.bind(item.name.value, None)
-
-    def visit_Nonlocal(self, node: cst.Nonlocal) -> None:
-        for item in node.names:
-            self.bind(item.name.value, None)
-
-    def visit_Import(self, node: cst.Import) -> None:
-        for alias in node.names:
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.bind(alias.asname.name.value, None)
-            else:
-                name = dotted_name(alias.name)
-                if name:
-                    self.bind(name.split(".", 1)[0], None)
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
-        if isinstance(node.names, cst.ImportStar):
-            return
-        for alias in node.names:
-            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-                self.bind(alias.asname.name.value, None)
-            elif isinstance(alias.name, cst.Name):
-                self.bind(alias.name.value, None)
-
-    def lookup(self, node: cst.BaseExpression, scope: int) -> Optional[List[Optional[cst.BaseExpression]]]:
-        """The values bound to a Name (as Python resolves it from `scope`) or to an attribute
-        chain; None when the variable is never bound in this file."""
-        if isinstance(node, cst.Attribute):
-            key = dotted_name(node)
-            return self.values.get((self.ATTRIBUTES, key)) if key is not None else None
-        if not isinstance(node, cst.Name):
-            return None
-        current: Optional[int] = scope
-        first = True
-        while current is not None:
-            if first or current not in self.class_scopes:  # methods do not see class-body names
-                found = self.values.get((current, node.value))
-                if found is not None:
-                    return found
-            first = False
-            current = self.parents.get(current) if current != MODULE_SCOPE else None
-        return None
 
 
 # ---------------------------------------------------------------------------- the rules, indexed
@@ -401,36 +117,6 @@ class FrameworkRules:
             if rule is not None:
                 return name, rule
         return None
-
-
-# ---------------------------------------------------------------------------- plans
-
-
-@dataclass
-class CallPlan:
-    rename: Optional[Rule] = None
-    replace: Optional[Rule] = None
-    replace_args: Tuple[int, ...] = ()  # indexes into call.args, in `args` order
-    config: Optional[Rule] = None
-    config_arg: Optional[int] = None  # index of the argument to wrap (None: add the keyword)
-    add_keywords: List[Rule] = field(default_factory=list)
-    set_keywords: List[Tuple[Rule, int]] = field(default_factory=list)  # (rule, index of the argument to replace)
-
-
-@dataclass
-class Plans:
-    calls: Dict[int, CallPlan] = field(default_factory=dict)
-    literals: Dict[int, Tuple[Rule, str]] = field(default_factory=dict)  # SimpleString -> (rule, new body)
-    statements: Dict[int, Rule] = field(default_factory=dict)  # Expr -> call_replace rule with assign_to
-    cleanups: Dict[int, List[Tuple[Rule, cst.CSTNode]]] = field(default_factory=dict)  # block -> rules
-    removed_imports: Dict[int, Tuple[Rule, Set[int]]] = field(default_factory=dict)  # Import -> alias indexes
-    entry_setups: List[Tuple[Rule, cst.If]] = field(default_factory=list)
-    # SimpleStatementLine -> (rule, statements to add after it): the atexit registrations of a
-    # start-up call whose block does not last as long as the program.
-    after_lines: Dict[int, Tuple[Rule, List[str]]] = field(default_factory=dict)
-    needs_import: bool = False
-    needs_atexit: Optional[Rule] = None
-    hot: Set[int] = field(default_factory=set)  # statements with something planned inside
 
 
 # ---------------------------------------------------------------------------- pass 2: plan
@@ -783,7 +469,7 @@ class Planner(Bindings):
                 # The block ends before the program does (a helper, an `if`): shut down at exit.
                 # atexit runs the last registration first, so the cleanups are registered reversed.
                 line = self._call_path[-1]
-                registrations = [_atexit_registration(c) for c in reversed(spec.cleanup)]
+                registrations = [atexit_registration(c) for c in reversed(spec.cleanup)]
                 self.plans.after_lines[line] = (rule, registrations)
                 self.plans.needs_atexit = rule
 
@@ -805,7 +491,7 @@ class Planner(Bindings):
             if owner is self._main_guard:
                 return "block"
             if (isinstance(owner, cst.FunctionDef) and owner.name.value in self._main_functions
-                    and not _returns_early(owner)):
+                    and not returns_early(owner)):
                 return "block"
         return "atexit"
 
@@ -923,8 +609,6 @@ class Planner(Bindings):
             self.codemod_finding(spec.unknown_finding, value, api=source)
 
     def _plan_argparse(self, node: cst.Call) -> None:
-        from .torch import option_names  # the torch pass's reading of add_argument options
-
         for name in option_names(node):
             rule = self.rules.argparse_options.get(name)
             if rule is None or self.suppressed(node, rule):
@@ -1030,334 +714,6 @@ class Planner(Bindings):
                 continue
             self.plans.entry_setups.append((rule, self._main_guard))
             self.plans.needs_import = True
-
-
-# ---------------------------------------------------------------------------- pass 3: apply
-
-
-class Applier(cst.CSTTransformer):
-    def __init__(self, ctx: Context, tree: cst.Module, plans: Plans) -> None:
-        super().__init__()
-        self.ctx = ctx
-        self.tree = tree
-        self.plans = plans
-        self._module = None if tree is ctx.module else tree
-        self._drop: Set[int] = set()  # ids of updated statement lines to drop
-        self._after: Dict[int, Tuple[Rule, List[str]]] = {}  # updated statement line -> lines to add
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        # Most statements need nothing: not visiting them keeps the pass cheap.
-        if isinstance(node, cst.BaseStatement) and id(node) not in self.plans.hot:
-            return False
-        return super().on_visit(node)
-
-    def edit(self, rule: Rule, node: cst.CSTNode, before: str, after: str, message: str = "") -> None:
-        message = message or rule.render_message(before=before, after=after)
-        self.ctx.edit(rule, node, message, before, after, module=self._module)
-
-    def code(self, node: cst.CSTNode) -> str:
-        return self.tree.code_for_node(node)
-
-    # -- calls -------------------------------------------------------------------------------------
-
-    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        plan = self.plans.calls.get(id(original_node))
-        if plan is None:
-            return updated_node
-        new = updated_node
-        if plan.replace is not None:
-            spec = plan.replace.spec
-            values = [new.args[i].value for i in plan.replace_args]
-            values += [cst.parse_expression(e) for e in spec.extra_args]
-            replaced = new_call(spec.to, values)
-            replaced = replaced.with_changes(lpar=new.lpar, rpar=new.rpar)
-            after = _code(replaced)
-            if plan.replace.spec.assign_to:
-                after = f"{plan.replace.spec.assign_to} = {after}"
-            self.edit(plan.replace, original_node, self.code(original_node), after)
-            new = replaced
-        if plan.rename is not None:
-            func = cst.parse_expression(plan.rename.spec.to)
-            self.edit(plan.rename, original_node.func, self.code(original_node.func), plan.rename.spec.to)
-            new = new.with_changes(func=func)
-        if plan.config is not None:
-            new = self._configure(original_node, new, plan)
-        for rule, index in plan.set_keywords:
-            spec = rule.spec
-            args = list(new.args)
-            args[index] = args[index].with_changes(value=cst.parse_expression(spec.value))
-            new = new.with_changes(args=args)
-            arg = original_node.args[index]
-            prefix = f"{spec.keyword}=" if arg.keyword is not None else ""
-            self.edit(rule, arg.value, prefix + self.code(arg.value), prefix + spec.value)
-        for rule in plan.add_keywords:
-            spec = rule.spec
-            new = add_keyword_argument(new, spec.keyword, cst.parse_expression(spec.value))
-            self.edit(rule, original_node, self.code(original_node.func) + "(...)",
-                      f"{self.code(original_node.func)}(..., {spec.keyword}={spec.value})")
-        return new
-
-    def _configure(self, original: cst.Call, call: cst.Call, plan: CallPlan) -> cst.Call:
-        rule = plan.config
-        spec = rule.spec
-        index = plan.config_arg
-        if index is None:
-            added = new_call(spec.to, [])
-            self.edit(rule, original, f"{self.code(original.func)}(...)",
-                      f"{self.code(original.func)}(..., {spec.keyword}={_code(added)})")
-            return add_keyword_argument(call, spec.keyword, added)
-        arg = call.args[index]
-        before = self.code(original.args[index].value)
-        if is_none(arg.value):
-            wrapped = new_call(spec.to, [])
-            after = f"{spec.to}()"
-        else:
-            wrapped = new_call(spec.to, [], [(spec.wrap_keyword, arg.value)])
-            after = f"{spec.to}({spec.wrap_keyword}={before})"
-        self.edit(rule, original.args[index].value, before, after)
-        args = list(call.args)
-        args[index] = arg.with_changes(value=wrapped)
-        return call.with_changes(args=args)
-
-    def leave_SimpleString(self, original_node: cst.SimpleString, updated_node: cst.SimpleString) -> cst.SimpleString:
-        planned = self.plans.literals.get(id(original_node))
-        if planned is None:
-            return updated_node
-        rule, body = planned
-        new = with_body(updated_node, body)
-        self.edit(rule, original_node, self.code(original_node), _code(new))
-        return new
-
-    # -- statements --------------------------------------------------------------------------------
-
-    def leave_Expr(self, original_node: cst.Expr, updated_node: cst.Expr) -> cst.BaseSmallStatement:
-        rule = self.plans.statements.get(id(original_node))
-        if rule is None:
-            return updated_node
-        target = cst.parse_expression(rule.spec.assign_to)
-        return cst.Assign(
-            targets=[cst.AssignTarget(target=target)],
-            value=updated_node.value,
-            semicolon=updated_node.semicolon,
-        )
-
-    def leave_Import(self, original_node: cst.Import, updated_node: cst.Import) -> cst.Import:
-        planned = self.plans.removed_imports.get(id(original_node))
-        if planned is None:
-            return updated_node
-        rule, aliases = planned
-        for i in sorted(aliases):
-            alias = original_node.names[i]
-            self.edit(rule, alias, f"import {self.code(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))}", "")
-        kept = [a for i, a in enumerate(updated_node.names) if i not in aliases]
-        if not kept:
-            return updated_node  # the whole statement goes: leave_SimpleStatementLine
-        kept[-1] = kept[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(names=kept)
-
-    def leave_ImportFrom(self, original_node: cst.ImportFrom, updated_node: cst.ImportFrom) -> cst.ImportFrom:
-        planned = self.plans.removed_imports.get(id(original_node))
-        if planned is not None:
-            self.edit(planned[0], original_node, self.code(original_node.with_changes(semicolon=cst.MaybeSentinel.DEFAULT)), "")
-        return updated_node
-
-    def _removed(self, statement: cst.BaseSmallStatement) -> bool:
-        """Whether a whole import statement of the original tree goes."""
-        planned = self.plans.removed_imports.get(id(statement))
-        if planned is None:
-            return False
-        if isinstance(statement, cst.Import):
-            return len(planned[1]) == len(statement.names)
-        return True
-
-    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
-                                  updated_node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-        after = self.plans.after_lines.get(id(original_node))
-        if after is not None:
-            self._after[id(updated_node)] = after
-            self.edit(after[0], original_node, "", "; ".join(after[1]),
-                      f"added `{'; '.join(after[1])}` after it: the NPU is shut down when the program exits,"
-                      " not when this block ends")
-        if not self.plans.removed_imports:
-            return updated_node
-        body = [u for o, u in zip(original_node.body, updated_node.body) if not self._removed(o)]
-        if len(body) == len(updated_node.body):
-            return updated_node
-        if not body:
-            self._drop.add(id(updated_node))
-            return updated_node
-        body[-1] = body[-1].with_changes(semicolon=cst.MaybeSentinel.DEFAULT)
-        return updated_node.with_changes(body=body)
-
-    # -- blocks ------------------------------------------------------------------------------------
-
-    def _finish_block(self, key: int, body: Sequence[cst.BaseStatement]) -> Tuple[List[cst.BaseStatement], List]:
-        """The block's statements without the dropped lines (their comments move to the next
-        statement), with planned cleanups at its end (before a final `return`)."""
-        out: List[cst.BaseStatement] = []
-        pending_lines: List[cst.EmptyLine] = []
-        for stmt in body:
-            if id(stmt) in self._drop:
-                pending_lines.extend(stmt.leading_lines)
-                continue
-            if pending_lines:
-                stmt = stmt.with_changes(leading_lines=[*pending_lines, *stmt.leading_lines])
-                pending_lines = []
-            out.append(stmt)
-            if id(stmt) in self._after:
-                out.extend(cst.parse_statement(line) for line in self._after[id(stmt)][1])
-        for rule, anchor in self.plans.cleanups.get(key, ()):
-            new_lines = [cst.parse_statement(s) for s in rule.spec.cleanup]
-            insert_at = len(out)
-            if out and isinstance(out[-1], cst.SimpleStatementLine) and isinstance(out[-1].body[0], cst.Return):
-                insert_at -= 1
-            out[insert_at:insert_at] = new_lines
-            after = "; ".join(rule.spec.cleanup)
-            self.edit(rule, anchor, "", after,
-                      f"added `{after}` at the end of the block: it releases what `{rule.spec.to}()` set up")
-        return out, pending_lines
-
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
-        if not self._drop and not self._after and id(original_node) not in self.plans.cleanups:
-            return updated_node
-        body, pending = self._finish_block(id(original_node), updated_node.body)
-        if not body:
-            body = [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=pending)]
-            pending = []
-        return updated_node.with_changes(body=body, footer=[*pending, *updated_node.footer])
-
-    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
-        body, pending = self._finish_block(MODULE_SCOPE, updated_node.body)
-        new = updated_node.with_changes(body=body, footer=[*pending, *updated_node.footer])
-        for rule, guard in self.plans.entry_setups:
-            new = self._entry_setup(new, rule, guard)
-        return new
-
-    def _entry_setup(self, module: cst.Module, rule: Rule, original_guard: cst.If) -> cst.Module:
-        spec = rule.spec
-        body = list(module.body)
-        for i, stmt in enumerate(body):
-            if is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
-                block = stmt.body
-                lines = list(block.body)
-                lines.insert(0, cst.parse_statement(spec.setup))
-                lines.append(cst.parse_statement(spec.teardown))
-                body[i] = stmt.with_changes(body=block.with_changes(body=lines))
-                self.edit(rule, original_guard.test, "", f"{spec.setup} ... {spec.teardown}")
-                return module.with_changes(body=body)
-        return module
-
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
-def _atexit_registration(statement: str) -> str:
-    """`f(a, b)` -> `atexit.register(f, a, b)`."""
-    call = cst.parse_expression(statement)
-    assert isinstance(call, cst.Call)
-    parts = [_code(call.func)] + [_code(a.value) for a in call.args]
-    return f"atexit.register({', '.join(parts)})"
-
-
-def _returns_early(function: cst.FunctionDef) -> bool:
-    """A `return` anywhere but as the last statement of the function's own body."""
-    found: List[cst.Return] = []
-
-    class Returns(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-            return node is function
-
-        def visit_Lambda(self, node: cst.Lambda) -> bool:
-            return False
-
-        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
-            return False
-
-        def visit_Return(self, node: cst.Return) -> None:
-            found.append(node)
-
-    function.visit(Returns())
-    body = function.body.body if isinstance(function.body, cst.IndentedBlock) else ()
-    last = body[-1] if body else None
-    final = (last.body[0] if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
-             else None)
-    return any(r is not final for r in found)
-
-
-# ---------------------------------------------------------------------------- the import to add
-
-
-def _imports_something(stmt: cst.BaseStatement) -> bool:
-    """A top-level statement that imports (not `from __future__`), directly or in a try/if."""
-    if isinstance(stmt, cst.SimpleStatementLine):
-        for s in stmt.body:
-            if isinstance(s, cst.Import):
-                return True
-            if isinstance(s, cst.ImportFrom) and not (s.module is not None and dotted_name(s.module) == "__future__"):
-                return True
-        return False
-    if isinstance(stmt, (cst.Try, cst.If)) and isinstance(stmt.body, cst.IndentedBlock):
-        return any(_imports_something(s) for s in stmt.body.body)
-    return False
-
-
-def _is_docstring_or_future(stmt: cst.BaseStatement) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return False
-    s = stmt.body[0]
-    if isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)):
-        return True
-    return isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
-
-
-def already_imported(ctx: Context, module: str) -> bool:
-    for node in ctx.imports.import_nodes:
-        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted_name(node.module) == module:
-            return True
-        if isinstance(node, cst.Import) and any(dotted_name(a.name) == module for a in node.names):
-            return True
-    return False
-
-
-def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Module:
-    """Insert the rule's import before the first top-level import (after the docstring and the
-    `from __future__` imports), so that names the file imports itself win over a star import's."""
-    names = rule.spec.names if rule.spec is not None else ()
-    statement = f"from {rule.to} import {', '.join(names)}" if names else f"import {rule.to}"
-    new_line = cst.parse_statement(statement)
-    body = list(module.body)
-    index = next((i for i, s in enumerate(body) if _imports_something(s)), None)
-    if index is None:
-        index = 0
-        while index < len(body) and _is_docstring_or_future(body[index]):
-            index += 1
-    if index < len(body):
-        anchor = body[index]
-        new_line = new_line.with_changes(leading_lines=anchor.leading_lines)
-        body[index] = anchor.with_changes(leading_lines=())
-    body.insert(index, new_line)
-    new_module = module.with_changes(body=body)
-    ctx.edit(rule, new_module.body[index], rule.render_message(), "", statement, module=new_module)
-    return new_module
-
-
-def add_plain_import(module: cst.Module, ctx: Context, rule: Rule, name: str) -> cst.Module:
-    """`import <name>` after the leading `from npu_bridge...`/first import of the module."""
-    statement = f"import {name}"
-    body = list(module.body)
-    index = next((i for i, s in enumerate(body) if _imports_something(s)), None)
-    if index is None:
-        index = 0
-        while index < len(body) and _is_docstring_or_future(body[index]):
-            index += 1
-    elif isinstance(body[index], cst.SimpleStatementLine):
-        index += 1  # after the first import line (the TF Adapter's, when it was just added)
-    body.insert(index, cst.parse_statement(statement))
-    new_module = module.with_changes(body=body)
-    ctx.edit(rule, new_module.body[index], f"added `{statement}`: it registers the NPU shut-down at exit", "",
-             statement, module=new_module)
-    return new_module
 
 
 # ---------------------------------------------------------------------------- entry point

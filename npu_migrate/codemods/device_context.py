@@ -4,7 +4,7 @@ function that returns devices, conditional expressions that pick a device -- and
 not: the arguments of a library that is not torch (DALI's `device="gpu"`, cupy, TensorFlow,
 JAX, numba...), whose device names are its own.
 
-Pure functions over libcst nodes; codemods/torch.py calls them from its leave_* methods.
+Pure functions over libcst nodes; codemods/torch/literals.py calls them from its leave_* methods.
 """
 
 from __future__ import annotations

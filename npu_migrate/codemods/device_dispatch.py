@@ -31,7 +31,7 @@ import libcst as cst
 from ..context import Context
 from ..rules import Rule
 from .strings import string_value, with_body
-from .torch import option_names
+from .syntax import option_names
 
 TARGETS = ("GPU", "Ascend", "CPU")
 

@@ -3,7 +3,7 @@ particular arguments), and method calls.
 
 Runs after the framework passes, for every framework, and visits `ctx.module` -- the ORIGINAL
 tree -- so positions are the file's own. The rules are `[[finding]]` entries of kind `import`,
-`call`, `call-kwarg` and `method` (see rules.py); kind `api` is reported by the torch pass,
+`call`, `call-kwarg` and `method` (see kinds/finding.py); kind `api` is reported by the torch pass,
 which knows which `torch.cuda` names it rewrites, and kind `file` by the front end for the
 file's suffix (frontends/cuda_sources.py).
 """
@@ -11,44 +11,26 @@ file's suffix (frontends/cuda_sources.py).
 from __future__ import annotations
 
 import re
-from typing import Dict, FrozenSet, Iterator, List, Set
+from typing import Iterator, Set
 
 import libcst as cst
 
 from ..context import Context
-from ..engine import register_codemod
 from ..imports import dotted_name
+from ..kinds.finding import call_words
 from ..local_modules import is_local_import
 from ..model import Severity
 from ..walk import walk
-from ..rules import Rule, RuleSet
+from ..rules import Rule
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPTIONAL_IMPORT_NOTE = (
     " (optional: imported in `try: … except ImportError`, so the code has a fallback; check that"
     " the fallback is what runs on the NPU)"
 )
 
-# Rule-set fingerprint -> for each call/method rule name, the words a file must contain for a
-# reference to it: every part of `torch.utils.cpp_extension.load` (an import or the reference
-# spells each one out), the name of a method.
-_CALL_WORDS: Dict[str, List[FrozenSet[str]]] = {}
-_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def _call_words(rules: RuleSet) -> List[FrozenSet[str]]:
-    needed = _CALL_WORDS.get(rules.fingerprint)
-    if needed is None:
-        needed = [frozenset(name.split(".")) for name in rules.finding_call]
-        needed += [frozenset((name,)) for name in rules.finding_method]
-        needed += [frozenset(_WORD_RE.findall(text)) for rule in rules.findings.get("string", ())
-                   for text in rule.patterns or (rule.from_,)]
-        _CALL_WORDS[rules.fingerprint] = needed
-    return needed
-
-
-@register_codemod(300)
 def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     """Record the findings; the tree itself is returned unchanged.
 
@@ -57,7 +39,7 @@ def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     finder = FindingVisitor(ctx)
     if ctx.rules.finding_import:
         finder.report_imports()
-    needed = _call_words(ctx.rules)
+    needed = call_words(ctx.rules)
     if needed:
         words = set(_WORD_RE.findall(ctx.text))
         if any(n <= words for n in needed):

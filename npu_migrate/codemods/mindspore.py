@@ -15,7 +15,6 @@ from __future__ import annotations
 import libcst as cst
 
 from ..context import Context
-from ..engine import register_codemod
 from .callrules import apply_framework_rules
 from .device_dispatch import apply_device_dispatch
 
@@ -32,7 +31,6 @@ def canonical_mindspore(qualname: str) -> str:
     return qualname
 
 
-@register_codemod(140)
 def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if "mindspore" not in ctx.frameworks:
         return module

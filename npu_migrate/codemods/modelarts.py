@@ -32,9 +32,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..engine import register_codemod
 from ..imports import ImportTable, dotted_name
-from ..model import Severity
 from ..modelarts import (
     BEGIN_MARKER,
     END_MARKER,
@@ -46,8 +44,8 @@ from ..modelarts import (
     render_runtime,
     runtime_file_name,
 )
-from ..rules import Rule
 from .strings import string_value
+from .syntax import is_main_guard
 
 # How data and output arguments are recognised (argparse dests split at "_"): see
 # data_arguments() and output_arguments().
@@ -104,62 +102,21 @@ OTHER_CLI_MODULES = {
 }
 
 
-def _rule(code: str, severity: Severity, message: str, suggestion: str = "") -> Rule:
-    return Rule(kind="finding", code=code, source="codemods/modelarts.py", message=message,
-                suggestion=suggestion, severity=severity)
-
-
-ALREADY_ADAPTED = _rule(
-    "NPU210", Severity.INFO,
-    "already adapted for ModelArts: it copies from and to OBS through `{api}`, so no second copier is added",
-)
-NO_DATA_ARG = _rule(
-    "NPU211", Severity.WARNING,
-    "no data-path argument found: the input at --data_url is copied to {data_dir}, which the script does not read",
-    "read the data from {data_dir}, or name the script's data argument with --data-arg NAME",
-)
-REQUIRED_DATA_ARG = _rule(
-    "NPU212", Severity.WARNING,
-    "the data argument `{api}` is required, but ModelArts passes only --data_url: the job stops before the data is copied",
-    "make it optional (a default, or nargs='?' for a positional argument); the adapted script fills it in from --data_url",
-)
-OTHER_CLI = _rule(
-    "NPU213", Severity.WARNING,
-    "the command line is read with {api}: --data_url/--train_url are not added automatically",
-    "define data_url and train_url flags and copy the data with moxing yourself, or parse them with argparse",
-)
-NO_OUTPUT_ARG = _rule(
-    "NPU214", Severity.WARNING,
-    "no output argument found ({looked_for}) and {where}: only files the job writes under its working folder or "
-    "{output_dir} reach --train_url",
-    "save checkpoints and logs under the working folder or {output_dir}, or name the script's output argument with "
-    "--output-arg NAME",
-)
-UNKNOWN_CONFIGURED_ARG = _rule(
-    "NPU215", Severity.WARNING,
-    "the configured {api} is not an argument of this script's parser",
-    "check the name given with --data-arg/--output-arg (the argparse dest, e.g. data_dir for --data-dir)",
-)
-PARSED_ELSEWHERE = _rule(
-    "NPU216", Severity.WARNING,
-    "the arguments are parsed by a parser built elsewhere (`{api}`): it must accept --data_url/--train_url",
-    "add the two arguments where that parser is built (for another module: adapt it too, naming it with --entry) "
-    "and use parse_known_args() there",
-)
-FIXED_DOWNLOAD = _rule(
-    "NPU217", Severity.WARNING,
-    "`{api}` downloads its data into the fixed folder '{folder}': a copy of --data_url is not read there",
-    "make the folder an argument (for example --data_dir with default '{folder}') so the adapted script points it at "
-    "the copy in {data_dir}, or start the job without --data_url so the download runs; '{folder}' is not copied to "
-    "--train_url",
-)
-POSITIONAL_ARG = _rule(
-    "NPU218", Severity.WARNING,
-    "the positional argument(s) {api} cannot be given as ModelArts job parameters, which are all --name=value",
-    "generate the boot file with --modelarts-entry --entry SCRIPT (it passes --name=value to the script as the "
-    "positional argument), or make them options",
-)
+# The codes this pass reports (rules/modelarts.toml gives their severity, message and
+# suggestion: ctx.rules.reported(code)).
+ALREADY_ADAPTED, NO_DATA_ARG, REQUIRED_DATA_ARG, OTHER_CLI = "NPU210", "NPU211", "NPU212", "NPU213"
+NO_OUTPUT_ARG, UNKNOWN_CONFIGURED_ARG, PARSED_ELSEWHERE = "NPU214", "NPU215", "NPU216"
+FIXED_DOWNLOAD, POSITIONAL_ARG = "NPU217", "NPU218"
 EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_IMPORT = "NPU201", "NPU202", "NPU203", "NPU204"
+
+
+def _report(ctx: Context, code: str, node: cst.CSTNode, api: str, extra: str = "", **values) -> None:
+    """A finding of this pass, its texts from rules/modelarts.toml filled in with `values`."""
+    rule = ctx.rules.reported(code)
+    values = {"data_dir": ctx.options.modelarts_data_dir, "output_dir": ctx.options.modelarts_output_dir,
+              "api": api, **values}
+    ctx.finding(rule, node, api, message=rule.render_message(**values) + extra,
+                suggestion=rule.render_suggestion(**values))
 
 
 # ----------------------------------------------------------------------------- analysis
@@ -480,18 +437,6 @@ class _Visitor(cst.CSTVisitor):
             a.parse_calls.append(parse)
 
 
-def _is_main_guard(stmt: cst.CSTNode) -> bool:
-    if not isinstance(stmt, cst.If) or not isinstance(stmt.test, cst.Comparison):
-        return False
-    test = stmt.test
-    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
-        return False
-    sides = [test.left, test.comparisons[0].comparator]
-    names = [s for s in sides if isinstance(s, cst.Name) and s.value == "__name__"]
-    mains = [s for s in sides if string_value(s) == "__main__"]
-    return len(names) == 1 and len(mains) == 1
-
-
 def _comments(lines: Sequence[cst.EmptyLine]) -> List[str]:
     return [line.comment.value.strip() for line in lines if line.comment is not None]
 
@@ -515,7 +460,7 @@ class ScriptAnalysis:
         self.block_ids: Set[int] = {id(s) for s in block_stmts}
         user_body = [s for s in body if id(s) not in self.block_ids]
         self.imports = ImportTable.of(module.with_changes(body=user_body))
-        self.main_guard: Optional[cst.If] = next((s for s in user_body if _is_main_guard(s)), None)
+        self.main_guard: Optional[cst.If] = next((s for s in user_body if is_main_guard(s)), None)
         self.parsers: List[Parser] = []
         self.parser_functions: Dict[str, Parser] = {}
         self.dests: Set[str] = set()
@@ -647,7 +592,7 @@ def may_be_entry_script(module: cst.Module) -> bool:
     """A cheap look at the top level (most files of a tree are not entry scripts): a main block,
     or `x = ...ArgumentParser(...)`. ScriptAnalysis then decides with resolved imports."""
     for stmt in module.body:
-        if _is_main_guard(stmt):
+        if is_main_guard(stmt):
             return True
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
@@ -748,20 +693,19 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
             where = f"in `{configs[0]}`" if configs else "elsewhere"
             left = f"; its arguments are parsed {where}: that parser must accept --data_url/--train_url and the " \
                    "platform's other arguments (parse_known_args)"
-        ctx.finding(ALREADY_ADAPTED, node, api, message=ALREADY_ADAPTED.render_message(api=api) + left)
+        _report(ctx, ALREADY_ADAPTED, node, api, extra=left)
         return None
     parser = analysis.main_parser
     if parser is None:
         other = analysis.other_cli()
         if other is not None:
-            ctx.finding(OTHER_CLI, other[1], other[0], message=OTHER_CLI.render_message(api=other[0]))
+            _report(ctx, OTHER_CLI, other[1], other[0])
             return None
     anchor_node: cst.CSTNode = parser.statement if parser is not None else (
         analysis.main_guard or (analysis.module.body[0] if analysis.module.body else analysis.module))
     arguments = parser.arguments if parser is not None else []
     by_dest = {a.dest: a for a in arguments}
     user_urls = {name for name in URL_ARGS if name in analysis.dests and not _generated_argument(by_dest.get(name))}
-    values = {"data_dir": options.data_dir, "output_dir": options.output_dir}
 
     def configured(names: Sequence[str], option: str) -> List[str]:
         chosen = []
@@ -770,8 +714,7 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
             chosen.append(name)
             if name not in by_dest:
                 api = f"{option} {given}"
-                ctx.finding(UNKNOWN_CONFIGURED_ARG, anchor_node, api,
-                            message=UNKNOWN_CONFIGURED_ARG.render_message(api=api))
+                _report(ctx, UNKNOWN_CONFIGURED_ARG, anchor_node, api)
         return chosen
 
     # Data: the configured arguments, else every data-like one, else the script's own --data_url.
@@ -781,16 +724,14 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
         data_args = [a.dest for a in arguments if is_data_argument(a)]
         for arg in arguments:
             if arg.dest in data_args and arg.required and not arg.positional:
-                ctx.finding(REQUIRED_DATA_ARG, arg.call, arg.dest, message=REQUIRED_DATA_ARG.render_message(api=arg.dest))
+                _report(ctx, REQUIRED_DATA_ARG, arg.call, arg.dest)
     if "data_url" in user_urls:
         data_args.append("data_url")  # the script reads its --data_url itself
     for call, folder in analysis.downloads:
         api = cst.Module(body=[]).code_for_node(call.func)
-        ctx.finding(FIXED_DOWNLOAD, call, api, message=FIXED_DOWNLOAD.render_message(api=api, folder=folder),
-                    suggestion=FIXED_DOWNLOAD.render_suggestion(folder=folder, **values))
+        _report(ctx, FIXED_DOWNLOAD, call, api, folder=folder)
     if not data_args and not analysis.downloads:
-        ctx.finding(NO_DATA_ARG, anchor_node, "data", message=NO_DATA_ARG.render_message(**values),
-                    suggestion=NO_DATA_ARG.render_suggestion(**values))
+        _report(ctx, NO_DATA_ARG, anchor_node, "data")
 
     # Outputs: the configured arguments, else every output-like one, else the script's own --train_url.
     if options.output_args:
@@ -805,9 +746,7 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
         if unseen or not analysis.saves:
             where = (f"`{_code(unseen[0].func)}(...)` saves to a path it cannot follow" if unseen
                      else "no save call was found")
-            ctx.finding(NO_OUTPUT_ARG, anchor_node, "output",
-                        message=NO_OUTPUT_ARG.render_message(looked_for=_looked_for(options), where=where, **values),
-                        suggestion=NO_OUTPUT_ARG.render_suggestion(**values))
+            _report(ctx, NO_OUTPUT_ARG, anchor_node, "output", looked_for=_looked_for(options), where=where)
 
     keywords: List[Tuple[str, object]] = []
     if data_args:
@@ -817,10 +756,10 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     ignored = tuple(sorted({folder for _, folder in analysis.downloads}))
     if ignored:
         keywords.append(("ignore", ignored))
-    if options.data_dir != "/cache/data":
-        keywords.append(("data_dir", options.data_dir))
-    if options.output_dir != "/cache/output":
-        keywords.append(("output_dir", options.output_dir))
+    if options.modelarts_data_dir != "/cache/data":
+        keywords.append(("data_dir", options.modelarts_data_dir))
+    if options.modelarts_output_dir != "/cache/output":
+        keywords.append(("output_dir", options.modelarts_output_dir))
     if options.modelarts_resume:
         keywords.append(("resume", True))
     if options.modelarts_sync_every:
@@ -831,14 +770,13 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     required_positionals = [a for a in arguments if a.positional and a.required]
     if required_positionals and not options.modelarts_boot:
         names = ", ".join(a.dest for a in required_positionals)
-        ctx.finding(POSITIONAL_ARG, required_positionals[0].call, names,
-                    message=POSITIONAL_ARG.render_message(api=names))
+        _report(ctx, POSITIONAL_ARG, required_positionals[0].call, names)
     if parser is None or not parser.parse_calls:
         plan.minimal_setup = True
         if analysis.foreign_parse_calls:
             call = analysis.foreign_parse_calls[0]
             api = cst.Module(body=[]).code_for_node(call)
-            ctx.finding(PARSED_ELSEWHERE, call, api, message=PARSED_ELSEWHERE.render_message(api=api))
+            _report(ctx, PARSED_ELSEWHERE, call, api)
     if parser is not None:
         plan.add_urls = tuple(name for name in URL_ARGS if name not in analysis.dests)
     return plan
@@ -1022,7 +960,6 @@ def _install_import(module: cst.Module, analysis: ScriptAnalysis,
     return module.with_changes(body=body[:at] + [statement] + list(extra) + body[at:]), "inserted"
 
 
-@register_codemod(500)
 def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module

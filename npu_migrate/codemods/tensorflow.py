@@ -2,7 +2,7 @@
 rules/tensorflow.toml (interpreted by codemods/callrules.py).
 
 What the rules do follows Huawei's convert_tf2npu tool and the helpers of npu_bridge/npu_init.py
-(ascend-facts.md §4): sessions get `config=npu_config_proto(...)` (the NpuOptimizer graph
+(Ascend/tensorflow repository, tf_adapter/python/npu_bridge/npu_init.py): sessions get `config=npu_config_proto(...)` (the NpuOptimizer graph
 optimizer, remapping off), `tf.estimator.RunConfig/Estimator/EstimatorSpec` become
 `NPURunConfig/NPUEstimator/NPUEstimatorSpec` (or, when the estimator's config cannot be shown to
 be an NPURunConfig, keep their name and get `config=npu_run_config_init(...)`), Keras scripts get
@@ -22,12 +22,11 @@ from typing import Dict, Optional
 import libcst as cst
 
 from ..context import Context
-from ..engine import register_codemod
 from ..rules import Rule
 from .callrules import add_framework_import, apply_framework_rules
 from .npu_ops import OFFER_CODE, apply_npu_ops
 from .strings import string_value
-from .torch import option_names
+from .syntax import option_names
 
 # Spellings of the same API, mapped to the one the rules use. `tf.compat.v1.Session` and
 # `import tensorflow.compat.v1 as tf` are TF 1.15's own API; Horovod's Keras bindings share the
@@ -141,7 +140,6 @@ class GpuPatterns(cst.CSTVisitor):
             self.report("NPU340", node, self.source(node))
 
 
-@register_codemod(120)
 def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if "tensorflow" not in ctx.frameworks:
         return module

@@ -1,15 +1,20 @@
 """Front ends for files that are not plain Python source: each turns its file into the same
 FileResult (edits, findings, new text) the Python engine produces. Looked up by path.
 
-A front end claims files three ways, checked in this order:
-- by suffix (`register(".ipynb", fn)`): also what discovery's `source_suffixes()` walks for;
-- by file name (`register_name(predicate, fn)`): `requirements-dev.txt`, `pyproject.toml`;
-- by shebang, for files without a suffix (`register_shebang(("sh", "bash"), fn)`): `#!/bin/bash`,
-  `#!/usr/bin/env bash`. `claims(path)` answers "would a front end take this file?" for discovery.
+A front end claims files three ways, checked in this order (the tables below):
+- by suffix (`.ipynb`, `.sh`, `.cu`, `.yaml`): also what discovery walks folders for;
+- by file name (`requirements-dev.txt`, `pyproject.toml`);
+- by shebang, for files without a suffix: `#!/bin/bash`, `#!/usr/bin/env bash`.
+`claims(path)` answers "would a front end take this file?" for discovery.
+
+Each front end is a module of this package with a `migrate(text, path, options, rules)`
+function (and, for files that are not text in the file's own encoding, `decode(data, path)`);
+it is imported only when a file needs it.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 from typing import Callable, Dict, List, Optional, Tuple
@@ -19,28 +24,41 @@ from ..rules import RuleSet
 
 Frontend = Callable[[str, str, Options, RuleSet], FileResult]
 
-# suffix or predicate -> front end; filled by the modules of this package as they are added.
-_BY_SUFFIX: Dict[str, Frontend] = {}
+
+def is_requirements_file(path: str) -> bool:
+    name = os.path.basename(path).lower()
+    parent = os.path.basename(os.path.dirname(path)).lower()
+    return name.endswith(".txt") and ("requirements" in name or parent == "requirements")
 
 
-def register(suffix: str, frontend: Frontend) -> None:
-    _BY_SUFFIX[suffix] = frontend
+def is_pyproject(path: str) -> bool:
+    return os.path.basename(path) == "pyproject.toml"
 
 
-# (predicate on the file's path, front end)
-_BY_NAME: List[Tuple[Callable[[str], bool], Frontend]] = []
-# interpreter name (`bash`, from `#!/bin/bash` or `#!/usr/bin/env bash`) -> front end
-_BY_SHEBANG: Dict[str, Frontend] = {}
+# suffix -> front-end module
+_BY_SUFFIX: Dict[str, str] = {
+    ".cu": "cuda_sources",
+    ".cuh": "cuda_sources",
+    ".ipynb": "notebook",
+    ".sh": "shell",
+    ".bash": "shell",
+    ".yaml": "yaml_config",
+    ".yml": "yaml_config",
+}
+# (predicate on the file's path, front-end module)
+_BY_NAME: List[Tuple[Callable[[str], bool], str]] = [
+    (is_requirements_file, "requirements"),
+    (is_pyproject, "requirements"),
+]
+# interpreter name (`bash`, from `#!/bin/bash` or `#!/usr/bin/env bash`) -> front-end module
+_BY_SHEBANG: Dict[str, str] = {name: "shell" for name in ("sh", "bash", "dash", "ksh", "zsh")}
+# Front ends whose files are not text in their own encoding (JSON notebooks, CUDA sources).
+_DECODES = {"notebook", "cuda_sources"}
 _SHEBANG_RE = re.compile(r"#![ \t]*(\S+)(?:[ \t]+(\S+))?")
 
 
-def register_name(predicate: Callable[[str], bool], frontend: Frontend) -> None:
-    _BY_NAME.append((predicate, frontend))
-
-
-def register_shebang(interpreters: Tuple[str, ...], frontend: Frontend) -> None:
-    for name in interpreters:
-        _BY_SHEBANG[name] = frontend
+def _load(module: str):
+    return importlib.import_module(f"{__name__}.{module}")
 
 
 def shebang_interpreter(first_line: str) -> Optional[str]:
@@ -58,21 +76,21 @@ def _has_suffix(path: str) -> bool:
     return "." in os.path.basename(path).lstrip(".")
 
 
-def _by_name_or_suffix(path: str) -> Optional[Frontend]:
-    for suffix, fe in _BY_SUFFIX.items():
+def _by_name_or_suffix(path: str) -> Optional[str]:
+    for suffix, module in _BY_SUFFIX.items():
         if path.endswith(suffix):
-            return fe
-    for predicate, fe in _BY_NAME:
+            return module
+    for predicate, module in _BY_NAME:
         if predicate(path):
-            return fe
+            return module
     return None
 
 
 def frontend_for(path: str, text: str) -> Optional[Frontend]:
-    fe = _by_name_or_suffix(path)
-    if fe is not None or _has_suffix(path):
-        return fe
-    return _BY_SHEBANG.get(shebang_interpreter(text[:256].split("\n", 1)[0]) or "")
+    module = _by_name_or_suffix(path)
+    if module is None and not _has_suffix(path):
+        module = _BY_SHEBANG.get(shebang_interpreter(text[:256].split("\n", 1)[0]) or "")
+    return _load(module).migrate if module is not None else None
 
 
 def claims(path: str) -> bool:
@@ -80,7 +98,7 @@ def claims(path: str) -> bool:
     files without a suffix, to find a shebang."""
     if _by_name_or_suffix(path) is not None:
         return True
-    if _has_suffix(path) or not _BY_SHEBANG:
+    if _has_suffix(path):
         return False
     try:
         with open(path, "rb") as f:
@@ -90,28 +108,9 @@ def claims(path: str) -> bool:
     return _BY_SHEBANG.get(shebang_interpreter(first.decode("utf-8", "replace")) or "") is not None
 
 
-# Decoders for non-Python files: bytes -> (text, encoding). Python files use the PEP 263 one.
-_DECODERS: Dict[str, Callable] = {}
-
-
-def register_decoder(suffix: str, decoder: Callable) -> None:
-    _DECODERS[suffix] = decoder
-
-
 def decoder_for(path: str) -> Optional[Callable]:
-    for suffix, dec in _DECODERS.items():
-        if path.endswith(suffix):
-            return dec
+    """bytes -> (text, encoding) for files a front end reads its own way; None: PEP 263 (Python)."""
+    for suffix, module in _BY_SUFFIX.items():
+        if path.endswith(suffix) and module in _DECODES:
+            return _load(module).decode
     return None
-
-
-def load_builtin_frontends() -> None:
-    """Import the front-end modules so they register themselves."""
-    import importlib
-    import pkgutil
-
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
-
-
-load_builtin_frontends()

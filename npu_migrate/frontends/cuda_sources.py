@@ -16,9 +16,7 @@ from typing import List, Tuple
 from ..suppressions import SUPPRESS_RE
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
-from . import register, register_decoder
 
-SUFFIXES = (".cu", ".cuh")
 _SHOWN_KERNELS = 5
 
 # Comments are blanked (newlines kept, so line numbers hold) before kernels are looked for.
@@ -81,6 +79,4 @@ def migrate_cuda_source(text: str, path: str, options: Options, rules: RuleSet) 
     return result
 
 
-for _suffix in SUFFIXES:
-    register(_suffix, migrate_cuda_source)
-    register_decoder(_suffix, decode)
+migrate = migrate_cuda_source  # the front end (frontends/__init__.py)

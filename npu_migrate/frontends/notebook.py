@@ -7,7 +7,7 @@ How, and why this way:
   `engine.migrate_python(entry_script=False)` once. That is how `torch` imported in cell 1 is
   known when cell 5 calls `torch.cuda.synchronize()`, how `device = "cuda"` in cell 2 is known to
   be a device for `.to(device)` in cell 4, and why `import torch_npu` lands in the cell that
-  imports torch. (nbQA and tf_upgrade_v2 join cells the same way; peer-tools.md §6.)
+  imports torch. (nbQA and tf_upgrade_v2 join cells the same way.)
 * IPython syntax is masked first: line magics (`%matplotlib inline`), shell escapes
   (`!nvidia-smi`, `x = !ls`), help (`torch.cuda?`) and the first line of Python cell magics
   (`%%time`) become placeholder statements, one per line, restored byte for byte afterwards.
@@ -34,12 +34,11 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from ..model import Edit, FileResult, Finding, Options, Severity, Span
+from .. import prefilter
+from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
 from ..source import SourceError
-from . import register, register_decoder
 
-SUFFIX = ".ipynb"
 # Cell magics whose body is Python run in the notebook's namespace.
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
 # Cell magics whose body is a shell script.
@@ -51,6 +50,7 @@ _MAGIC_ASSIGN_RE = re.compile(r"^[A-Za-z_][\w.\[\], ]*?\s*=\s*[%!]")
 _SHELL_ASSIGN_RE = re.compile(r"^([A-Za-z_][\w.\[\], ]*?\s*=\s*!{1,2})(.*)$", re.S)
 _ENV_MAGIC_RE = re.compile(r"^%(env|set_env)[ \t]+(.*)$", re.S)
 
+# The codes this front end reports (rules/notebook.toml gives their severity, message, suggestion).
 MODELARTS_CODE = "NPU375"
 BAD_CELL_CODE = "NPU376"
 
@@ -408,12 +408,11 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
             continue  # %%html, %%writefile, %%javascript …: not this notebook's Python
         masked = mask_ipython(cell.source, cell.number, python_cell_magic=magic is not None)
         if not _parses(masked.text):
-            if not rules.may_need_work(cell.source):
+            if not prefilter.may_need_work(rules, cell.source):
                 continue  # nothing to migrate in it anyway: no need to say it was skipped
+            rule = rules.reported(BAD_CELL_CODE)
             result.findings.append(Finding(
-                BAD_CELL_CODE, Severity.WARNING, Span(1, 1, 1, 1), "",
-                "this cell is not valid Python (IPython syntax set aside); it was left unchanged",
-                "Fix the syntax, or migrate the cell by hand.", cell=cell.number,
+                rule.code, rule.severity, Span(1, 1, 1, 1), "", rule.message, rule.suggestion, cell=cell.number,
             ))
             continue
         _migrate_shell_lines(masked, cell.number, rules, result)
@@ -453,11 +452,9 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
                 new_sources[part.cell.number] = new
 
     if options.modelarts:
-        result.findings.append(Finding(
-            MODELARTS_CODE, Severity.INFO, Span(1, 1, 1, 1), "--modelarts",
-            "--modelarts does not apply to notebooks: no ModelArts entry-script adaptation was made",
-            "Export the training code to a .py entry script (`jupyter nbconvert --to script`) and migrate that with --modelarts.",
-        ))
+        rule = rules.reported(MODELARTS_CODE)
+        result.findings.append(Finding(rule.code, rule.severity, Span(1, 1, 1, 1), "--modelarts", rule.message,
+                                       rule.suggestion))
     result.edits.sort(key=lambda e: (e.cell or 0, e.span.line, e.span.col, e.code))
     result.findings.sort(key=lambda f: (f.cell or 0, f.span.line, f.span.col, f.code))
     if new_sources:
@@ -581,5 +578,4 @@ def _splice(nb: Notebook, new_sources: Dict[int, str]) -> str:
     return "".join(pieces)
 
 
-register(SUFFIX, migrate_notebook)
-register_decoder(SUFFIX, decode)
+migrate = migrate_notebook  # the front end (frontends/__init__.py)

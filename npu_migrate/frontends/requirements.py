@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import os
 import re
 import sys
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Tuple
 
 from ..model import FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
-from . import register_name
+from . import is_pyproject
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -37,16 +36,6 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 _INDEX_OPTIONS = ("-i", "--index-url", "--extra-index-url", "-f", "--find-links")
 _PINNED_OPERATORS = ("==", "===", "~=")
-
-
-def is_requirements_file(path: str) -> bool:
-    name = os.path.basename(path).lower()
-    parent = os.path.basename(os.path.dirname(path)).lower()
-    return name.endswith(".txt") and ("requirements" in name or parent == "requirements")
-
-
-def is_pyproject(path: str) -> bool:
-    return os.path.basename(path) == "pyproject.toml"
 
 
 @dataclass
@@ -113,7 +102,7 @@ def read_requirements_txt(text: str) -> Tuple[List[Dependency], List[IndexOption
 
 
 def _parse(spec: str) -> Optional[Requirement]:
-    # (packaging is imported here: every run registers this front end, few read requirements)
+    # (packaging is imported here: this module is loaded for any requirements file, few need it)
     from packaging.requirements import InvalidRequirement, Requirement
 
     try:
@@ -280,5 +269,4 @@ def migrate_requirements(text: str, path: str, options: Options, rules: RuleSet)
     return result
 
 
-register_name(is_requirements_file, migrate_requirements)
-register_name(is_pyproject, migrate_requirements)
+migrate = migrate_requirements  # the front end (frontends/__init__.py)

@@ -29,10 +29,6 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..suppressions import SUPPRESS_RE
 from ..model import Edit, FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
-from . import register, register_shebang
-
-SUFFIXES = (".sh", ".bash")
-SHEBANG_INTERPRETERS = ("sh", "bash", "dash", "ksh", "zsh")
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
@@ -829,6 +825,4 @@ def migrate_shell(text: str, path: str, options: Options, rules: RuleSet) -> Fil
     return result
 
 
-for _suffix in SUFFIXES:
-    register(_suffix, migrate_shell)
-register_shebang(SHEBANG_INTERPRETERS, migrate_shell)
+migrate = migrate_shell  # the front end (frontends/__init__.py)

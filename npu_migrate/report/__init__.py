@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Union
+from typing import Callable, Dict, List, Union
 
-from ..model import FileResult, Severity
+from ..model import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, FileResult, Severity
 from ..rules import RuleSet
 
 
@@ -27,7 +27,12 @@ class RunReport:
     verbose: bool = False
     quiet: bool = False
     root: str = "."  # paths are shown relative to this folder
-    unused_ignores: List = field(default_factory=list)
+    # Paths given that could not be used (discovery): the run exits 2 after doing the others.
+    path_errors: List[str] = field(default_factory=list)
+    # Files still to be generated next to migrated ones (--diff/--check: a change), and the
+    # lines that say what happened to them (printed after the report).
+    files_waiting: bool = False
+    notes: List[str] = field(default_factory=list)
 
     def display_path(self, path: str) -> str:
         try:
@@ -52,6 +57,18 @@ class RunReport:
 
     def findings_at_least(self, level: Severity) -> int:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)
+
+    def return_code(self, fail_on: Severity) -> int:
+        """The exit code of the run (model.EXIT_*): 2 when a path or a file failed; with --diff
+        1 when something would change; with --check also when a finding is at `fail_on` or above."""
+        if self.failed or self.path_errors:
+            return EXIT_ERROR
+        changes = bool(self.changed) or self.files_waiting
+        if self.mode == "diff" and changes:
+            return EXIT_CHANGES
+        if self.mode == "check" and (changes or self.findings_at_least(fail_on)):
+            return EXIT_CHANGES
+        return EXIT_OK
 
 
 def with_suggestion(message: str, suggestion: str) -> str:
@@ -78,12 +95,13 @@ def write_report_files(files: Dict[str, str], folder: str) -> List[str]:
     Raises NotADirectoryError when `folder` exists and is not a folder."""
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise NotADirectoryError(f"{folder}: exists and is not a folder (this format writes several files)")
+    from ..source import write_text_file
+
     os.makedirs(folder, exist_ok=True)
     written = []
     for name, content in files.items():
         path = os.path.join(folder, name)
-        with open(path, "w", encoding="utf-8", newline="") as fh:
-            fh.write(content)
+        write_text_file(path, content)
         written.append(path)
     return written
 

@@ -67,8 +67,6 @@ def render_text(report: RunReport) -> str:
             if f.suggestion:
                 line += f" -- {f.suggestion}"
             out.append(line)
-    for u in report.unused_ignores:
-        out.append(u)
     if not report.quiet:
         out.append(summary(report))
     return "\n".join(out) + ("\n" if out else "")
@@ -135,8 +133,6 @@ def render_rich(report: RunReport, width: int = 0) -> str:
         if report.quiet or not r.findings:
             continue
         console.print(_file_table(report, r, Table, Text))
-    for u in report.unused_ignores:
-        console.print(u)
     if not report.quiet:
         console.print(summary(report))
         counts = report.finding_counts()

@@ -1,0 +1,229 @@
+"""What the three `--distributed` passes share (distributed_torch.py, distributed_mindspore.py,
+distributed_tf.py): their messages (rules/distributed.toml), the marked helper block after the
+imports, the main block, and a visitor that knows each node's ancestors.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from ..context import Context
+from ..distributed import BEGIN_MARKER, END_MARKER
+from ..modelarts import END_MARKER as MODELARTS_END
+from ..rules import Rule
+
+
+def wanted(ctx: Context, framework: str) -> bool:
+    """Whether the --distributed pass of `framework` looks at this file (not notebooks: a
+    notebook cell cannot be started once per NPU)."""
+    return (ctx.options.distributed and framework in ctx.frameworks and ctx.entry_script is not False
+            and not ctx.path.endswith(".ipynb"))
+
+
+def rule(ctx: Context, code: str) -> Rule:
+    """The [[edit]] or analysis [[finding]] of rules/distributed.toml with that code."""
+    return ctx.rules.edits.get(code) or ctx.rules.analysis[code]
+
+
+def report(ctx: Context, code: str, node: cst.CSTNode, api: str, module: Optional[cst.Module] = None,
+           **values: str) -> None:
+    r = rule(ctx, code)
+    ctx.finding(r, node, api, message=r.render_message(api=api, **values),
+                suggestion=r.render_suggestion(api=api, **values), module=module)
+
+
+def edit(ctx: Context, code: str, node: cst.CSTNode, before: str, after: str,
+         module: Optional[cst.Module] = None, **values: str) -> None:
+    r = rule(ctx, code)
+    ctx.edit(r, node, r.render_message(before=before, after=after, **values), before, after, module=module)
+
+
+def comments(lines: Sequence[cst.EmptyLine]) -> List[str]:
+    return [line.comment.value.strip() for line in lines if line.comment is not None]
+
+
+def find_block(module: cst.Module) -> Optional[Tuple[int, int]]:
+    """(first, end) statement indexes of the distributed block, or None."""
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        if BEGIN_MARKER in comments(stmt.leading_lines):
+            end = next((j for j in range(i + 1, len(body)) if END_MARKER in comments(body[j].leading_lines)),
+                       len(body))
+            return i, end
+    return None
+
+
+def is_main_guard(stmt: cst.CSTNode) -> bool:
+    from .syntax import is_main_guard as main_guard_test
+
+    return main_guard_test(stmt)
+
+
+def main_guard(module: cst.Module) -> Optional[cst.If]:
+    return next((s for s in module.body if is_main_guard(s)), None)
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def header_end(module: cst.Module) -> int:
+    """Where the block goes: after the docstring, the leading imports (also `try: import`) and
+    the ModelArts block."""
+    body = list(module.body)
+    i = 0
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
+            and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+        i = 1
+    from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN
+
+    while i < len(body):
+        stmt = body[i]
+        if BEGIN_MARKER in comments(stmt.leading_lines):
+            break
+        if MODELARTS_BEGIN in comments(stmt.leading_lines):
+            # The ModelArts block (which starts with imports) ends at the statement carrying
+            # its end marker: this block goes there.
+            return next((j for j in range(i + 1, len(body)) if MODELARTS_END in comments(body[j].leading_lines)),
+                        len(body))
+        if _is_import_line(stmt) or (isinstance(stmt, cst.Try) and all(_is_import_line(s) for s in stmt.body.body)):
+            i += 1
+            continue
+        break
+    return i
+
+
+def block_statements(text: str, module: cst.Module) -> List[cst.BaseStatement]:
+    parsed = cst.parse_module(text.replace("\n", module.default_newline))
+    stmts = list(parsed.body)
+    stmts[0] = stmts[0].with_changes(leading_lines=[*parsed.header, *stmts[0].leading_lines])
+    return stmts
+
+
+def _code_of(module: cst.Module, stmts: Sequence[cst.BaseStatement]) -> str:
+    return module.with_changes(body=stmts, header=[], footer=[]).code
+
+
+def install_block(module: cst.Module, text: str, extra: Sequence[cst.BaseStatement] = ()) -> Tuple[cst.Module, Optional[str]]:
+    """The block after the imports (or the one there replaced), `extra` statements right after
+    it: the new module and "inserted"/"updated" (None when the block there is up to date)."""
+    stmts = block_statements(text, module)
+    body = list(module.body)
+    blank = cst.EmptyLine()
+    found = find_block(module)
+    if found is not None:
+        start, end = found
+        old = body[start:end]
+        lines = list(old[0].leading_lines)
+        at = next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)
+        old_code = _code_of(module, [old[0].with_changes(leading_lines=lines[at:]), *old[1:]])
+        if old_code == _code_of(module, stmts):
+            return module, None
+        stmts[0] = stmts[0].with_changes(leading_lines=lines[:at] + list(stmts[0].leading_lines))
+        body[start:end] = stmts
+        return module.with_changes(body=body), "updated"
+    at = header_end(module)
+    own = list(stmts[0].leading_lines)
+    above: List[cst.EmptyLine] = []
+    if at < len(body):
+        # A ModelArts block ends with a comment above the statement after it: that comment
+        # stays above this block.
+        lead = list(body[at].leading_lines)
+        marks = [i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == MODELARTS_END]
+        if marks:
+            above, rest = lead[:marks[-1] + 1], lead[marks[-1] + 1:]
+            body[at] = body[at].with_changes(leading_lines=rest)
+    if at > 0:
+        own = [*above, blank, blank, *own]
+    stmts[0] = stmts[0].with_changes(leading_lines=own)
+    end_marker = [blank, blank, cst.EmptyLine(comment=cst.Comment(END_MARKER))]
+    tail = list(extra) + body[at:]
+    if tail:
+        lead = list(tail[0].leading_lines)
+        if not lead or lead[0].comment is not None:
+            lead.insert(0, blank)
+        tail[0] = tail[0].with_changes(leading_lines=end_marker + lead)
+        return module.with_changes(body=body[:at] + stmts + tail), "inserted"
+    return module.with_changes(body=body + stmts, footer=end_marker + list(module.footer)), "inserted"
+
+
+def statement(code: str, module: cst.Module) -> cst.BaseStatement:
+    return cst.parse_statement(code, config=module.config_for_parsing)
+
+
+class Ancestry(cst.CSTVisitor):
+    """A visitor that knows the ancestors of the node it is at (`self.stack`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: List[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        from ..walk import own_visit
+
+        self.stack.append(node)
+        return own_visit(self, node)
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        from ..walk import own_leave
+
+        own_leave(self, original_node)
+        self.stack.pop()
+
+    def scope(self) -> cst.CSTNode:
+        """The innermost function (or the module) around the current node."""
+        return next((n for n in reversed(self.stack) if isinstance(n, (cst.FunctionDef, cst.Module))), self.stack[0])
+
+    def statement(self) -> Tuple[Optional[cst.BaseStatement], Optional[cst.CSTNode]]:
+        """The innermost statement around the current node that sits in a block, with the
+        block (an IndentedBlock or the Module)."""
+        for i in range(len(self.stack) - 1, 0, -1):
+            parent = self.stack[i - 1]
+            if isinstance(parent, (cst.IndentedBlock, cst.Module)) and isinstance(self.stack[i], cst.BaseStatement):
+                return self.stack[i], parent
+        return None, None
+
+    def top_statement(self, scope: cst.CSTNode) -> Optional[cst.BaseStatement]:
+        """The statement of `scope`'s own body around the current node."""
+        body_owner = scope if isinstance(scope, cst.Module) else scope.body
+        for i in range(len(self.stack) - 1):
+            if self.stack[i] is body_owner and isinstance(self.stack[i + 1], cst.BaseStatement):
+                return self.stack[i + 1]
+        return None
+
+
+def script_name(ctx: Context) -> str:
+    return os.path.basename(ctx.path) if ctx.path and not ctx.path.startswith("<") else "train.py"
+
+
+def generated_path(ctx: Context, name: str) -> str:
+    return os.path.join(os.path.dirname(ctx.path), name)
+
+
+def add_extra(ctx: Context, name: str, text: str) -> None:
+    if ctx.path and not ctx.path.startswith("<"):
+        ctx.extra_files[generated_path(ctx, name)] = text
+
+
+def ids(nodes) -> Dict[int, cst.CSTNode]:
+    return {id(n): n for n in nodes}
+
+
+def calls_outside_block(module: cst.Module, name: str) -> bool:
+    """Whether code outside the distributed block calls `name()`."""
+    found = find_block(module)
+    body = list(module.body)
+    outside = [s for i, s in enumerate(body) if found is None or not (found[0] <= i < found[1])]
+    hits = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Name) and call.func.value == name:
+                hits.append(call)
+
+    module.with_changes(body=outside).visit(Finder())
+    return bool(hits)

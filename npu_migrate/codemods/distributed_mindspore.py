@@ -1,0 +1,275 @@
+"""`--distributed` for MindSpore: the 8-card adaptation of the "MindSpore on the cloud" guide.
+
+A training script (one that builds a `Model` with an optimizer, or a `TrainOneStepCell`) gets
+(codes in rules/distributed.toml):
+
+* NPU164 the helper block after the imports (npu_migrate/distributed/mindspore_block.py:
+  device_id(), rank_id(), rank_size() from DEVICE_ID/RANK_ID/RANK_SIZE, and distributed_setup():
+  `set_context(device_id=...)`, and with several processes `init()` and
+  `set_auto_parallel_context(device_num=..., parallel_mode=DATA_PARALLEL, gradients_mean=True)`),
+  a `distributed_setup()` call right after the script's own `set_context(...)` (init needs the
+  device target) or first in the main block, and `run_8p.sh` with the rank table template
+  `hccl_8p.json` beside it;
+* NPU165 `num_shards=rank_size(), shard_id=rank_id()` for each data set it creates (other
+  modules that create data sets get the same, with the helpers but not the setup);
+* NPU163 `save_checkpoint(...)` on rank 0 only.
+
+Reported: scripts distributed already (NPU380), a GeneratorDataset whose source may be iterable
+(NPU382), a training loop of the script's own (value_and_grad: it would need
+nn.DistributedGradReducer; NPU390), ModelCheckpoint callbacks, which every rank runs (NPU389),
+and the global batch size (NPU384).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from ..context import Context
+from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
+from ..imports import ImportTable, dotted_name
+from . import distributed_common as common
+from .distributed_torch import _is_eval_name, _kwarg, _sole_call
+from .mindspore import canonical_mindspore
+
+MODELS = {"mindspore.Model", "mindspore.train.Model", "mindspore.train.model.Model"}
+TRAIN_CELLS = {"mindspore.nn.TrainOneStepCell", "mindspore.nn.TrainOneStepWithLossScaleCell",
+               "mindspore.nn.wrap.TrainOneStepCell", "mindspore.nn.wrap.cell_wrapper.TrainOneStepCell",
+               "mindspore.boost.BoostTrainOneStepCell"}
+OWN_LOOPS = {"mindspore.value_and_grad", "mindspore.ops.value_and_grad", "mindspore.grad", "mindspore.ops.grad",
+             "mindspore.ops.GradOperation", "mindspore.ops.composite.GradOperation"}
+DISTRIBUTED = {"mindspore.communication.init", "mindspore.communication.get_rank",
+               "mindspore.communication.get_group_size", "mindspore.context.set_auto_parallel_context",
+               "mindspore.set_auto_parallel_context", "mindspore.nn.DistributedGradReducer"}
+SET_CONTEXT = {"mindspore.context.set_context", "mindspore.set_context", "mindspore.set_device"}
+SAVE = {"mindspore.save_checkpoint", "mindspore.train.serialization.save_checkpoint",
+        "mindspore.train.save_checkpoint"}
+CHECKPOINT_CALLBACKS = {"mindspore.ModelCheckpoint", "mindspore.train.ModelCheckpoint",
+                        "mindspore.train.callback.ModelCheckpoint"}
+
+
+class MindSporeAnalysis(common.Ancestry):
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module
+        self.imports = ImportTable.of(module)
+        self.block = common.find_block(module)
+        body = list(module.body)
+        self.block_ids = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        self.training: List[cst.Call] = []
+        self.own_loops: List[Tuple[cst.Call, str]] = []
+        self.distributed: List[Tuple[cst.CSTNode, str]] = []
+        self.datasets: List[Tuple[cst.Call, str]] = []
+        self.generators: List[Tuple[cst.Call, str]] = []
+        self.set_context: List[cst.BaseStatement] = []
+        self.saves: List[cst.BaseStatement] = []
+        self.checkpoints: List[Tuple[cst.Call, str]] = []
+        self.batches: List[cst.Call] = []
+        self.classes_with_getitem = set()
+        from ..walk import walk
+
+        walk(module.with_changes(body=[s for s in body if id(s) not in self.block_ids]), self)
+        self.main_guard = common.main_guard(module)
+
+    def _name(self, node: cst.BaseExpression) -> str:
+        return canonical_mindspore(self.imports.resolve(node) or "")
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for stmt in node.body.body:
+            if isinstance(stmt, cst.FunctionDef) and stmt.name.value == "__getitem__":
+                self.classes_with_getitem.add(node.name.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self._name(node.func)
+        if name in MODELS:
+            positional = [a for a in node.args if a.keyword is None and not a.star]
+            if _kwarg(node, "optimizer") is not None or len(positional) >= 3:
+                self.training.append(node)
+        elif name in TRAIN_CELLS:
+            self.training.append(node)
+        elif name in OWN_LOOPS:
+            self.own_loops.append((node, name))
+        elif name in DISTRIBUTED:
+            self.distributed.append((node, name))
+        elif name in SET_CONTEXT:
+            stmt, _ = self.statement()
+            if stmt is not None and _sole_call(stmt) is node:
+                self.set_context.append(stmt)
+        elif name in SAVE:
+            stmt, _ = self.statement()
+            if stmt is not None and _sole_call(stmt) is node:
+                self.saves.append(stmt)
+        elif name in CHECKPOINT_CALLBACKS:
+            self.checkpoints.append((node, name))
+        elif name.startswith("mindspore.dataset.") and name.endswith("Dataset") \
+                and name.rsplit(".", 1)[1][:1].isupper() and name.count(".") == 2:
+            if _kwarg(node, "num_shards") is not None:
+                self.distributed.append((node, f"{name}(num_shards=...)"))
+            elif name == "mindspore.dataset.GeneratorDataset":
+                self.generators.append((node, name))
+            elif not self._in_eval():
+                self.datasets.append((node, name))
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "batch" and node.args:
+            self.batches.append(node)
+
+    def _in_eval(self) -> bool:
+        """In a function or assigned to a name that says test/val/eval."""
+        for node in self.stack:
+            if isinstance(node, cst.FunctionDef) and _is_eval_name(node.name.value):
+                return True
+        parent = self.stack[-2] if len(self.stack) > 1 else None
+        if isinstance(parent, cst.Assign) and any(_is_eval_name(dotted_name(t.target) or "") for t in parent.targets):
+            return True
+        return False
+
+
+def _random_access(a: MindSporeAnalysis, call: cst.Call) -> bool:
+    """A GeneratorDataset whose source is an instance of a class of this file with __getitem__."""
+    source = _kwarg(call, "source") or next((arg for arg in call.args if arg.keyword is None), None)
+    if source is None:
+        return False
+    value = source.value
+    if isinstance(value, cst.Call):
+        return (dotted_name(value.func) or "") in a.classes_with_getitem
+    return False
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, a: MindSporeAnalysis, datasets: List[cst.Call], setup_after: Optional[cst.BaseStatement]):
+        super().__init__()
+        self.a = a
+        self.datasets = {id(c) for c in datasets}
+        self.saves = {id(s) for s in a.saves}
+        self.setup_after = id(setup_after) if setup_after is not None else None
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if id(original) not in self.datasets:
+            return updated
+        args = list(updated.args)
+        last = args[-1] if args else None
+        extra = [cst.Arg(keyword=cst.Name("num_shards"), value=cst.parse_expression("rank_size()"),
+                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))),
+                 cst.Arg(keyword=cst.Name("shard_id"), value=cst.parse_expression("rank_id()"),
+                         equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))]
+        if last is not None:
+            trailing = last.comma
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            extra[0] = extra[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            if isinstance(trailing, cst.Comma):
+                extra[1] = extra[1].with_changes(comma=trailing)
+        else:
+            extra[0] = extra[0].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        return updated.with_changes(args=[*args, *extra])
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if id(original) in self.saves:
+            inner = updated.with_changes(leading_lines=[])
+            return cst.If(test=cst.parse_expression("rank_id() == 0"), body=cst.IndentedBlock(body=[inner]),
+                          leading_lines=updated.leading_lines)
+        return updated
+
+    def _body(self, original_body, updated_body):
+        if self.setup_after is None or not any(id(s) == self.setup_after for s in original_body):
+            return None
+        out = []
+        for old, new in zip(original_body, updated_body):
+            out.append(new)
+            if id(old) == self.setup_after:
+                out.append(cst.parse_statement("distributed_setup()\n"))
+        return out
+
+    def leave_IndentedBlock(self, original, updated):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def leave_Module(self, original, updated):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+
+def _helpers_only(text: str) -> str:
+    return text[:text.index("\n\ndef distributed_setup")].rstrip("\n") + "\n"
+
+
+def _setup_first_in_main(module: cst.Module) -> cst.Module:
+    body = list(module.body)
+    setup = cst.parse_statement("distributed_setup()\n")
+    for i, stmt in enumerate(body):
+        if common.is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
+            inner = list(stmt.body.body)
+            first = inner[0]
+            inner = [setup.with_changes(leading_lines=first.leading_lines), first.with_changes(leading_lines=[]), *inner[1:]]
+            body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
+            return module.with_changes(body=body)
+    at = common.find_block(module)
+    end = at[1] if at else 0
+    body.insert(end, setup)
+    return module.with_changes(body=body)
+
+
+def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
+    if not common.wanted(ctx, "mindspore"):
+        return module
+    original = MindSporeAnalysis(ctx.module)
+    script = common.script_name(ctx)
+    full = render_block("mindspore", script)
+    if original.block is not None:
+        is_entry = common.calls_outside_block(ctx.module, "distributed_setup")
+        new_module, change = common.install_block(module, full if is_entry else _helpers_only(full))
+        if change is not None:
+            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "", "distributed block", change=change)
+        if is_entry:
+            common.add_extra(ctx, RUN_8P, render_run_8p(script))
+            common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        return new_module
+    if original.distributed:
+        node, api = original.distributed[0]
+        common.report(ctx, "NPU380", node, api)
+        return module
+    entry = bool(original.training)
+    if not entry and original.own_loops:
+        node, api = original.own_loops[0]
+        common.report(ctx, "NPU390", node, api,
+                      why="a training loop of its own needs nn.DistributedGradReducer to average the gradients")
+        return module
+    blocked = False
+    for call, api in original.generators:
+        if not _random_access(original, call):
+            common.report(ctx, "NPU382", call, api)
+            blocked = True
+    if blocked or not (entry or original.datasets or original.generators):
+        return module
+    datasets = original.datasets + [g for g in original.generators]
+    current = original if module is ctx.module else MindSporeAnalysis(module)
+    if len(current.datasets) + len(current.generators) != len(datasets) or len(current.set_context) != len(original.set_context):
+        return module
+    setup_after = current.set_context[0] if (entry and current.set_context) else None
+    rewriter = _Rewriter(current, [c for c, _ in current.datasets + current.generators], setup_after)
+    if not entry:
+        rewriter.saves = set()
+    from ..walk import transform
+
+    new_module = transform(module, rewriter)
+    new_module, _ = common.install_block(new_module, full if entry else _helpers_only(full))
+    if entry and setup_after is None:
+        new_module = _setup_first_in_main(new_module)
+
+    first = ctx.module.body[min(common.header_end(ctx.module), len(ctx.module.body) - 1)]
+    if entry:
+        common.add_extra(ctx, RUN_8P, render_run_8p(script))
+        common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        common.edit(ctx, "NPU164", original.set_context[0] if original.set_context else (original.main_guard or first),
+                    "", "distributed_setup()", change="inserted")
+        for stmt in original.saves:
+            common.edit(ctx, "NPU163", stmt, "", "if rank_id() == 0:")
+        for call, api in original.checkpoints:
+            common.report(ctx, "NPU389", call, api)
+    else:
+        common.edit(ctx, "NPU164", first, "", "distributed helpers", change="inserted")
+    for call, api in datasets:
+        common.edit(ctx, "NPU165", call, api, f"{api}(..., num_shards=rank_size(), shard_id=rank_id())")
+    for call in original.batches[:1] if entry or original.datasets else []:
+        size = call.args[0].value
+        common.report(ctx, "NPU384", call, ctx.module.code_for_node(size))
+    return new_module

@@ -1,0 +1,296 @@
+"""`--distributed` for TensorFlow 1.15 (TF Adapter): the 8-NPU setup of Ascend's TF guides.
+
+A training script (one that builds a `tf.train.*Optimizer`) gets (codes in rules/distributed.toml):
+
+* NPU164 the helper block after the imports (npu_migrate/distributed/tensorflow_block.py:
+  rank_id(), rank_size() from RANK_ID/RANK_SIZE, broadcast_global_variables() with
+  hccl_ops.broadcast), and beside it `run_8p.sh` (one process per NPU with DEVICE_ID, RANK_ID,
+  RANK_SIZE, RANK_TABLE_FILE) and the rank table template `hccl_8p.json`;
+* NPU166 the optimizer wrapped in `NPUDistributedOptimizer(...)` (the gradients are averaged
+  over the NPUs with HCCL);
+* NPU165 `.shard(rank_size(), rank_id())` on each tf.data source it creates (other modules that
+  create data sets get the same, with the helpers);
+* NPU167 the initial variables broadcast from rank 0: `sess.run(broadcast_global_variables())`
+  after the session's `sess.run(<global variables initializer>)`; `hooks=npu_hooks_append(...)`
+  (NPUBroadcastGlobalVariablesHook) for `Estimator.train`, `TrainSpec` and
+  `MonitoredTrainingSession`.
+
+Reported: scripts distributed already (Horovod, the TF Adapter's distributed optimizer, tf.distribute;
+NPU380), `from_generator` data sets (NPU382), Keras optimizers and scripts with no place to
+broadcast the initial variables (NPU390: not converted).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Set, Tuple
+
+import libcst as cst
+
+from ..context import Context
+from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
+from ..imports import ImportTable, dotted_name
+from . import distributed_common as common
+from .distributed_torch import _is_eval_name, _kwarg, _sole_call
+from .tensorflow import canonical_tensorflow
+
+SOURCES = {"tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset",
+           "tensorflow.data.FixedLengthRecordDataset", "tensorflow.data.Dataset.from_tensor_slices",
+           "tensorflow.data.Dataset.range"}
+GENERATORS = {"tensorflow.data.Dataset.from_generator"}
+INITIALIZERS = {"tensorflow.global_variables_initializer", "tensorflow.initializers.global_variables",
+                "tensorflow.initialize_all_variables"}
+MONITORED = {"tensorflow.train.MonitoredTrainingSession"}
+TRAIN_SPECS = {"tensorflow.estimator.TrainSpec"}
+ALREADY = ("horovod", "npu_bridge.hccl", "tensorflow.distribute", "tensorflow.contrib.distribute")
+ALREADY_NAMES = {"NPUDistributedOptimizer", "npu_distributed_optimizer_wrapper", "hccl_ops",
+                 "NPUBroadcastGlobalVariablesHook", "broadcast_global_variables"}
+NPU_INIT = "npu_bridge.npu_init"
+
+
+def _estimator_class(name: str, local: str) -> bool:
+    return (name.startswith("tensorflow.estimator.") and name.endswith("Estimator")) or local in (
+        "NPUEstimator", "Estimator") or name.endswith(".NPUEstimator")
+
+
+class TFAnalysis(common.Ancestry):
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module
+        self.imports = ImportTable.of(module)
+        self.block = common.find_block(module)
+        body = list(module.body)
+        self.block_ids = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        self.optimizers: List[cst.Call] = []
+        self.keras_optimizers: List[Tuple[cst.Call, str]] = []
+        self.distributed: List[Tuple[cst.CSTNode, str]] = []
+        self.sources: List[Tuple[cst.Call, str]] = []
+        self.generators: List[Tuple[cst.Call, str]] = []
+        self.init_names: Set[str] = set()
+        self.init_runs: List[Tuple[cst.BaseStatement, str]] = []  # (statement, session expression)
+        self.estimators: Set[str] = set()
+        self.hooks_calls: List[cst.Call] = []  # calls that get hooks=npu_hooks_append(...)
+        self.batches: List[cst.Call] = []
+        self.savers: Set[str] = set()
+        self.saves: List[cst.BaseStatement] = []
+        for node in self.imports.import_nodes:
+            from .distributed_torch import _imported_modules
+
+            for name in _imported_modules(node):
+                if any(name == m or name.startswith(m + ".") for m in ALREADY):
+                    self.distributed.append((node, name))
+        from ..walk import walk
+
+        walk(module.with_changes(body=[s for s in body if id(s) not in self.block_ids]), self)
+
+    def _name(self, node: cst.BaseExpression) -> str:
+        return canonical_tensorflow(self.imports.resolve(node) or "")
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if isinstance(node.value, cst.Call) and len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name):
+            name = self._name(node.value.func)
+            target = node.targets[0].target.value
+            if name in INITIALIZERS:
+                self.init_names.add(target)
+            if _estimator_class(name, dotted_name(node.value.func) or ""):
+                self.estimators.add(target)
+            if name == "tensorflow.train.Saver":
+                self.savers.add(target)
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in ALREADY_NAMES:
+            self.distributed.append((node, node.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self._name(node.func)
+        last = name.rsplit(".", 1)[-1]
+        if name.startswith("tensorflow.train.") and last.endswith("Optimizer") and last not in (
+                "Optimizer", "SyncReplicasOptimizer"):
+            self.optimizers.append(node)
+        elif name.startswith("tensorflow.keras.optimizers.") and last[:1].isupper():
+            self.keras_optimizers.append((node, name))
+        elif name in SOURCES and not self._in_eval():
+            self.sources.append((node, name))
+        elif name in GENERATORS:
+            self.generators.append((node, name))
+        elif name in MONITORED or name in TRAIN_SPECS:
+            self.hooks_calls.append(node)
+        elif isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method == "run" and node.args:
+                value = node.args[0].value
+                init = (isinstance(value, cst.Call) and self._name(value.func) in INITIALIZERS) or (
+                    isinstance(value, cst.Name) and value.value in self.init_names)
+                stmt, _ = self.statement()
+                if init and stmt is not None and _sole_call(stmt) is node:
+                    self.init_runs.append((stmt, self.module.code_for_node(node.func.value)))
+            elif method == "train" and isinstance(node.func.value, cst.Name) and node.func.value.value in self.estimators:
+                self.hooks_calls.append(node)
+            elif method == "save" and isinstance(node.func.value, cst.Name) and node.func.value.value in self.savers:
+                stmt, _ = self.statement()
+                if stmt is not None and _sole_call(stmt) is node:
+                    self.saves.append(stmt)
+            elif method == "batch" and node.args:
+                self.batches.append(node)
+            elif method == "shard":
+                self.distributed.append((node, ".shard(...)"))
+
+    def _in_eval(self) -> bool:
+        for node in self.stack:
+            if isinstance(node, cst.FunctionDef) and _is_eval_name(node.name.value):
+                return True
+        return False
+
+
+def _with_hooks(call: cst.Call) -> cst.Call:
+    """`hooks=npu_hooks_append(hooks_list=<the hooks it had>)`."""
+    hooks = _kwarg(call, "hooks")
+    if hooks is not None:
+        value = cst.Call(func=cst.Name("npu_hooks_append"),
+                         args=[cst.Arg(keyword=cst.Name("hooks_list"), value=hooks.value,
+                                       equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))])
+        return call.with_changes(args=[a.with_changes(value=value) if a is hooks else a for a in call.args])
+    args = list(call.args)
+    new = cst.Arg(keyword=cst.Name("hooks"), value=cst.parse_expression("npu_hooks_append()"),
+                  equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+    if args:
+        trailing = args[-1].comma
+        args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        if isinstance(trailing, cst.Comma):
+            new = new.with_changes(comma=trailing)
+    return call.with_changes(args=[*args, new])
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, a: TFAnalysis, entry: bool) -> None:
+        super().__init__()
+        self.sources = {id(c) for c, _ in a.sources}
+        self.optimizers = {id(c) for c in a.optimizers} if entry else set()
+        self.hooks = {id(c) for c in a.hooks_calls} if entry else set()
+        self.after: Dict[int, str] = {id(stmt): sess for stmt, sess in a.init_runs} if entry else {}
+        self.saves = {id(s) for s in a.saves} if entry else set()
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if id(original) in self.saves:
+            inner = updated.with_changes(leading_lines=[])
+            return cst.If(test=cst.parse_expression("rank_id() == 0"), body=cst.IndentedBlock(body=[inner]),
+                          leading_lines=updated.leading_lines)
+        return updated
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        key = id(original)
+        if key in self.sources:
+            return cst.Call(func=cst.Attribute(value=updated, attr=cst.Name("shard")),
+                            args=[cst.Arg(cst.parse_expression("rank_size()"),
+                                          comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                                  cst.Arg(cst.parse_expression("rank_id()"))])
+        if key in self.optimizers:
+            return cst.Call(func=cst.Name("NPUDistributedOptimizer"), args=[cst.Arg(updated)])
+        if key in self.hooks:
+            return _with_hooks(updated)
+        return updated
+
+    def _body(self, original_body, updated_body):
+        if not any(id(s) in self.after for s in original_body):
+            return None
+        out = []
+        for old, new in zip(original_body, updated_body):
+            out.append(new)
+            if id(old) in self.after:
+                out.append(cst.parse_statement(f"{self.after[id(old)]}.run(broadcast_global_variables())\n"))
+        return out
+
+    def leave_IndentedBlock(self, original, updated):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def leave_Module(self, original, updated):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+
+def _has_npu_init(module: cst.Module) -> bool:
+    for node in ImportTable.of(module).import_nodes:
+        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted_name(node.module) == NPU_INIT:
+            return True
+    return False
+
+
+def _add_npu_init(module: cst.Module, ctx: Context) -> cst.Module:
+    """`from npu_bridge.npu_init import *` (NPU120): NPUDistributedOptimizer, npu_hooks_append."""
+    if _has_npu_init(module):
+        return module
+    from .callrules import add_framework_import
+
+    rule = next((r for r in ctx.rules.framework_rules.get("tensorflow", ()) if r.kind == "add_import"), None)
+    return add_framework_import(module, ctx, rule) if rule is not None else module
+
+
+def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
+    if not common.wanted(ctx, "tensorflow"):
+        return module
+    original = TFAnalysis(ctx.module)
+    script = common.script_name(ctx)
+    full = render_block("tensorflow", script)
+    if original.block is not None:
+        is_entry = common.calls_outside_block(ctx.module, "broadcast_global_variables") or any(
+            isinstance(n, cst.Name) and n.value == "NPUDistributedOptimizer" for n, _ in original.distributed)
+        new_module, change = common.install_block(module, full if is_entry else _helpers_only_tf(full))
+        if change is not None:
+            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "", "distributed block", change=change)
+        if is_entry:
+            common.add_extra(ctx, RUN_8P, render_run_8p(script))
+            common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        return new_module
+    if original.distributed:
+        node, api = original.distributed[0]
+        common.report(ctx, "NPU380", node, api)
+        return module
+    entry = bool(original.optimizers)
+    if original.keras_optimizers and not entry:
+        node, api = original.keras_optimizers[0]
+        common.report(ctx, "NPU390", node, api, why="a Keras optimizer (wrap it with npu_distributed_optimizer_wrapper "
+                      "and add NPUBroadcastGlobalVariablesCallback(0) to the callbacks)")
+        return module
+    if entry and not (original.init_runs or original.hooks_calls):
+        common.report(ctx, "NPU390", original.optimizers[0], "tf.train optimizer",
+                      why="no place found to broadcast the initial variables (sess.run of the variables "
+                      "initializer, Estimator.train, MonitoredTrainingSession)")
+        return module
+    for call, api in original.generators:
+        common.report(ctx, "NPU382", call, api)
+    if original.generators or not (entry or original.sources):
+        return module
+    current = original if module is ctx.module else TFAnalysis(module)
+    if (len(current.sources), len(current.optimizers), len(current.init_runs), len(current.hooks_calls),
+            len(current.saves)) != (len(original.sources), len(original.optimizers), len(original.init_runs),
+                                    len(original.hooks_calls), len(original.saves)):
+        return module
+    from ..walk import transform
+
+    new_module = transform(module, _Rewriter(current, entry))
+    new_module, _ = common.install_block(new_module, full if entry else _helpers_only_tf(full))
+    first = ctx.module.body[min(common.header_end(ctx.module), len(ctx.module.body) - 1)]
+    if entry:
+        new_module = _add_npu_init(new_module, ctx)
+        common.add_extra(ctx, RUN_8P, render_run_8p(script))
+        common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        common.edit(ctx, "NPU164", first, "", "distributed helpers", change="inserted")
+        for call in original.optimizers:
+            common.edit(ctx, "NPU166", call, "", "NPUDistributedOptimizer(...)")
+        for stmt, sess in original.init_runs:
+            common.edit(ctx, "NPU167", stmt, "", f"{sess}.run(broadcast_global_variables())")
+        for call in original.hooks_calls:
+            common.edit(ctx, "NPU167", call, "", "hooks=npu_hooks_append(...)")
+        for stmt in original.saves:
+            common.edit(ctx, "NPU163", stmt, "", "if rank_id() == 0:")
+    else:
+        common.edit(ctx, "NPU164", first, "", "distributed helpers", change="inserted")
+    for call, api in original.sources:
+        common.edit(ctx, "NPU165", call, api, ".shard(rank_size(), rank_id())")
+    for call in original.batches[:1]:
+        common.report(ctx, "NPU384", call, ctx.module.code_for_node(call.args[0].value))
+    return new_module
+
+
+def _helpers_only_tf(text: str) -> str:
+    return text[:text.index("\n\ndef broadcast_global_variables")].rstrip("\n") + "\n"

@@ -1,0 +1,674 @@
+"""`--distributed` for PyTorch: a one-NPU training script becomes data-parallel training with
+one process per NPU (DistributedDataParallel over HCCL), started by a generated launch script.
+
+What a training script (one that builds a `torch.optim` optimizer, and has a main block or runs
+at module level) gets, each an edit with a code of rules/distributed.toml:
+
+* NPU160 the helper block after the imports (npu_migrate/distributed/torch_block.py), a
+  `distributed_setup()` call first in the main block (process group from the launcher's
+  environment, `torch.npu.set_device(local_rank)`, printing on rank 0 only) and
+  `distributed_cleanup()` (destroy_process_group) last;
+* NPU161 the model wrapped with `distributed_model(...)` (DistributedDataParallel) right after
+  the statement that moves it to the NPU; `nn.DataParallel(model)` unwrapped; `state_dict()` /
+  `load_state_dict()` of the model go through `unwrap_model(...)`;
+* NPU162 a DistributedSampler for each training DataLoader (its `shuffle` moved into it) and
+  `set_sampler_epoch(loader, epoch)` at the top of the epoch loop;
+* NPU163 `torch.save(...)` and log files (logging.basicConfig(filename=...),
+  logging.FileHandler) on rank 0 only;
+* the launch script `run_distributed_<script>.sh` (torchrun / torch_npu_run) beside it.
+
+Reported instead of guessed: scripts that are distributed already (NPU380), custom samplers
+(NPU381), iterable data sets (NPU382), manual all-reduce (NPU383), no place to wrap the model
+(NPU385); advice: the global batch grows with the number of NPUs (NPU384), a fixed device index
+puts every process on one NPU (NPU386), model attributes DDP does not have (NPU387).
+A script that has the block already only gets the block and the launch script refreshed, so a
+second run changes nothing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from ..context import Context
+from ..distributed import launch_script_name, render_block, render_torch_launcher
+from ..imports import ImportTable, dotted_name
+from . import distributed_common as common
+from .strings import string_value
+
+DATALOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                 "torch.nn.parallel.data_parallel.DataParallel"}
+ITERABLE_DATASETS = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
+                     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torchdata.datapipes.iter.IterDataPipe"}
+FILE_HANDLERS = {"logging.FileHandler", "logging.handlers.RotatingFileHandler",
+                 "logging.handlers.TimedRotatingFileHandler", "logging.handlers.WatchedFileHandler"}
+# Already distributed: these (or anything under torch.distributed) in the file.
+DISTRIBUTED_APIS = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
+                    "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
+                    "torch.multiprocessing.spawn", "torch.distributed.run")
+DISTRIBUTED_LIBRARIES = ("accelerate", "deepspeed", "horovod.torch", "lightning", "pytorch_lightning",
+                         "torch.distributed", "colossalai", "fairscale")
+# What DistributedDataParallel has of a model's API (the rest is reached through `.module`).
+MODULE_API = {
+    "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "zero_grad", "to",
+    "npu", "cuda", "cpu", "half", "float", "double", "bfloat16", "apply", "requires_grad_", "training",
+    "forward", "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    "module", "no_sync", "type", "share_memory", "extra_repr", "add_module", "register_buffer",
+    "register_parameter", "get_submodule", "get_parameter", "to_empty", "__class__", "join",
+}
+EVAL_WORDS = ("test", "val", "eval", "valid", "dev")
+
+
+def _words(text: str) -> List[str]:
+    import re
+
+    return [w for w in re.split(r"[^a-z0-9]+", text.lower()) if w]
+
+
+def _is_eval_name(text: str) -> bool:
+    return any(w.startswith(EVAL_WORDS) for w in _words(text))
+
+
+def _kwarg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+@dataclass
+class Loader:
+    call: cst.Call
+    statement: cst.BaseStatement
+    scope: cst.CSTNode
+    target: Optional[str]  # the name it is assigned to
+    dataset: Optional[cst.BaseExpression]
+    training: bool = False
+    problem: Optional[Tuple[str, str]] = None  # (code, api) that stops the conversion
+
+
+@dataclass
+class Move:
+    statement: cst.BaseStatement  # the statement of the scope's body after which the model is wrapped
+    name: str
+    scope: cst.CSTNode
+
+
+class TorchAnalysis(common.Ancestry):
+    """What the PyTorch pass needs to know about one module (the original or the current tree)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module
+        self.imports = ImportTable.of(module)
+        self.block = common.find_block(module)
+        body = list(module.body)
+        self.block_ids: Set[int] = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        self.optimizers: List[Tuple[cst.Call, cst.CSTNode]] = []
+        self.model_names: List[str] = []
+        self.loaders: List[Loader] = []
+        self.data_parallel: List[cst.Call] = []
+        self.saves: List[cst.BaseStatement] = []
+        self.log_configs: List[cst.BaseStatement] = []
+        self.file_handlers: List[cst.Call] = []
+        self.epoch_loops: List[Tuple[cst.For, cst.CSTNode]] = []
+        self.distributed: List[Tuple[cst.CSTNode, str]] = []  # (node, api): already distributed
+        self.all_reduce: List[Tuple[cst.CSTNode, str]] = []
+        self.iterable: List[Tuple[cst.CSTNode, str]] = []
+        self.iterable_classes: Set[str] = set()
+        self.fixed_devices: List[Tuple[cst.CSTNode, str]] = []
+        self.state_dict_calls: List[cst.Call] = []
+        self.backward: List[Tuple[cst.Call, cst.CSTNode]] = []
+        self.attributes: List[Tuple[cst.Attribute, str]] = []
+        self.assignments: Dict[int, List[Tuple[str, cst.BaseStatement, cst.CSTNode, cst.BaseExpression]]] = {}
+        self.expr_moves: List[Tuple[str, cst.BaseStatement, cst.CSTNode]] = []
+        for node in self.imports.import_nodes:
+            for name in _imported_modules(node):
+                if any(name == lib or name.startswith(lib + ".") for lib in DISTRIBUTED_LIBRARIES):
+                    self.distributed.append((node, name))
+        from ..walk import walk
+
+        user = module.with_changes(body=[s for s in body if id(s) not in self.block_ids])
+        self.user_module = user
+        walk(user, self)
+        self.main_guard = common.main_guard(module)
+
+    # -- visiting ----------------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            name = self.imports.resolve(base.value) or ""
+            if name in ITERABLE_DATASETS or (dotted_name(base.value) or "") in self.iterable_classes:
+                self.iterable_classes.add(node.name.value)
+                self.iterable.append((node, name or dotted_name(base.value) or "IterableDataset"))
+
+    def visit_For(self, node: cst.For) -> None:
+        outer = {id(loop) for loop, _ in self.epoch_loops}
+        if any(id(n) in outer for n in self.stack[:-1]):
+            return  # a loop inside the epoch loop (steps)
+        if isinstance(node.target, cst.Name) and ("epoch" in node.target.value.lower() or (
+                isinstance(node.iter, cst.Call) and dotted_name(node.iter.func) == "range"
+                and "epoch" in self.module.code_for_node(node.iter).lower())):
+            self.epoch_loops.append((node, self.scope()))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        stmt, _ = self.statement()
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and stmt is not None:
+            name = node.targets[0].target.value
+            self.assignments.setdefault(id(self.scope()), []).append((name, stmt, self.scope(), node.value))
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        # `model.to(device)` / `model.npu()` / `model.cuda()` as a statement
+        value = node.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in ("to", "npu", "cuda") and isinstance(value.func.value, cst.Name):
+            stmt, _ = self.statement()
+            self.expr_moves.append((value.func.value.value, stmt, self.scope()))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name):
+            self.attributes.append((node, node.value.value))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.imports.resolve(node.func) or ""
+        if name.startswith("torch.optim.") and name.rsplit(".", 1)[1][:1].isupper() and ".lr_scheduler" not in name:
+            self.optimizers.append((node, self.scope()))
+            for arg in node.args[:1]:
+                self.model_names.extend(n for n in _parameters_of(arg.value) if n not in self.model_names)
+        elif name in DATALOADERS:
+            self._loader(node)
+        elif name in DATA_PARALLEL:
+            self.data_parallel.append(node)
+        elif name == "torch.save":
+            stmt, _ = self.statement()
+            if stmt is not None and _sole_call(stmt) is node:
+                self.saves.append(stmt)
+        elif name == "logging.basicConfig" and _kwarg(node, "filename") is not None:
+            stmt, _ = self.statement()
+            if stmt is not None and _sole_call(stmt) is node:
+                self.log_configs.append(stmt)
+        elif name in FILE_HANDLERS:
+            self.file_handlers.append(node)
+        elif name.startswith("torch.distributed.all_reduce") or name.endswith(".all_reduce"):
+            if name.startswith("torch."):
+                self.all_reduce.append((node, name))
+        elif name in ("torch.npu.set_device", "torch.cuda.set_device") and node.args:
+            value = node.args[0].value
+            if isinstance(value, cst.Integer) or (string_value(value) or "").count(":") == 1:
+                self.fixed_devices.append((node, self.module.code_for_node(value)))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.backward.append((node, self.scope()))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("state_dict", "load_state_dict") \
+                and isinstance(node.func.value, cst.Name):
+            self.state_dict_calls.append(node)
+        if name and any(name == api or name.startswith(api + ".") for api in DISTRIBUTED_APIS):
+            if name.startswith("torch.distributed.all_reduce"):
+                return
+            self.distributed.append((node, name))
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node) or ""
+        if re.match(r"^(cuda|npu|gpu):[0-9]+$", value):
+            self.fixed_devices.append((node, node.value))
+
+    def _loader(self, node: cst.Call) -> None:
+        stmt, _ = self.statement()
+        scope = self.scope()
+        target = None
+        parent = self.stack[-2] if len(self.stack) > 1 else None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            target = parent.targets[0].target.value
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        dataset_arg = _kwarg(node, "dataset") or (positional[0] if positional else None)
+        loader = Loader(node, stmt, scope, target, dataset_arg.value if dataset_arg is not None else None)
+        if stmt is None or loader.dataset is None:
+            loader.problem = ("NPU385", "DataLoader")
+        for key in ("sampler", "batch_sampler"):
+            arg = _kwarg(node, key)
+            if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                loader.problem = ("NPU381", f"DataLoader({key}=...)")
+        if len(positional) > 2:  # DataLoader(dataset, batch_size, shuffle, sampler, ...)
+            loader.problem = ("NPU381", "DataLoader(dataset, batch_size, shuffle, ...)")
+        self.loaders.append(loader)
+
+
+def _imported_modules(node) -> List[str]:
+    if isinstance(node, cst.Import):
+        return [dotted_name(a.name) or "" for a in node.names]
+    if node.module is not None and not node.relative:
+        base = dotted_name(node.module) or ""
+        if isinstance(node.names, cst.ImportStar):
+            return [base]
+        return [base] + [f"{base}.{dotted_name(a.name)}" for a in node.names]
+    return []
+
+
+def _parameters_of(node: cst.CSTNode) -> List[str]:
+    """Names `m` of every `m.parameters()` (or `m.named_parameters()`) inside an expression."""
+    found: List[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("parameters", "named_parameters"):
+                root = call.func.value
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value not in found:
+                    found.append(root.value)
+
+    node.visit(Finder())
+    return found
+
+
+def _sole_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
+def _moves_model(value: cst.BaseExpression, name: str) -> bool:
+    """`<...>.to(...)`, `<...>.npu(...)`, `<...>.cuda(...)`: the value assigned to `name` is on the device."""
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+        and value.func.attr.value in ("to", "npu", "cuda")
+
+
+# ----------------------------------------------------------------------------- decisions
+
+
+@dataclass
+class Plan:
+    moves: List[Move]  # one per model an optimizer trains
+
+    @property
+    def models(self) -> List[str]:
+        return [m.name for m in self.moves]
+    loaders: List[Loader] = field(default_factory=list)  # training loaders to give a sampler
+    epoch_loops: List[Tuple[cst.For, List[str]]] = field(default_factory=list)  # loop, loader names
+    hoist: Dict[int, str] = field(default_factory=dict)  # id(loader call) -> dataset variable to make
+
+
+def _training_loaders(a: TorchAnalysis) -> List[Loader]:
+    loaders = a.loaders
+    for loader in loaders:
+        text = " ".join(filter(None, [loader.target or "", a.module.code_for_node(loader.dataset)
+                                      if loader.dataset is not None else ""]))
+        shuffle = _kwarg(loader.call, "shuffle")
+        if _is_eval_name(text):
+            loader.training = False
+        elif "train" in text.lower() or (shuffle is not None and not _false(shuffle.value)) or len(loaders) == 1:
+            loader.training = True
+    return [loader for loader in loaders if loader.training]
+
+
+def _false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value in ("False", "None")
+
+
+def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
+    """The last statement that puts `model` on the device, in the scope that builds the optimizer
+    (or, when the optimizer is built elsewhere, anywhere): as a statement of that scope's body."""
+    scopes = [scope for call, scope in a.optimizers if any(model in _parameters_of(arg.value) for arg in call.args[:1])]
+    candidates: List[Tuple[cst.BaseStatement, cst.CSTNode]] = []
+    for scope_id, assigned in a.assignments.items():
+        for name, stmt, scope, value in assigned:
+            if name == model and _moves_model(value, model):
+                candidates.append((stmt, scope))
+    for name, stmt, scope in a.expr_moves:
+        if name == model and stmt is not None:
+            candidates.append((stmt, scope))
+    in_scope = [c for c in candidates if any(c[1] is s for s in scopes)]
+    chosen = in_scope or (candidates if len({id(c[1]) for c in candidates}) == 1 else [])
+    if not chosen:
+        return None
+    scope = chosen[0][1]
+    body = list(scope.body if isinstance(scope, cst.Module) else scope.body.body)
+    # The statements of the scope's own body that hold a move (a move inside `if use_cuda:`
+    # is wrapped after that `if`).
+    positions = []
+    for stmt, _ in chosen:
+        top = _top_of(body, stmt)
+        if top is not None:
+            positions.append(top)
+    if not positions:
+        return None
+    return Move(body[max(positions)], model, scope)
+
+
+def _top_of(body: List[cst.BaseStatement], stmt: cst.CSTNode) -> Optional[int]:
+    for i, top in enumerate(body):
+        if top is stmt or _contains(top, stmt):
+            return i
+    return None
+
+
+def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def on_visit(self, n: cst.CSTNode) -> bool:
+            if n is node:
+                found.append(n)
+            return not found
+
+    tree.visit(Finder())
+    return bool(found)
+
+
+def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
+    """What to do, or None (reported when `report`)."""
+    def say(code: str, node: cst.CSTNode, api: str, **values: str) -> None:
+        if report:
+            common.report(ctx, code, node, api, **values)
+
+    if a.all_reduce:
+        for node, api in a.all_reduce:
+            say("NPU383", node, api)
+        return None
+    if a.distributed:
+        node, api = a.distributed[0]
+        say("NPU380", node, api)
+        return None
+    if not a.optimizers:
+        if a.backward and (a.main_guard is not None or any(isinstance(scope, cst.Module) for _, scope in a.backward)):
+            say("NPU385", a.backward[0][0], "loss.backward() without a torch.optim optimizer")
+        return None  # not a training script
+    if not a.model_names:
+        say("NPU385", a.optimizers[0][0], "an optimizer of parameters not read from a model here")
+        return None
+    if a.main_guard is None and not any(isinstance(scope, cst.Module) for _, scope in a.optimizers) \
+            and not _module_level_call(a):
+        return None  # a library module: its caller is the script to convert
+    blocked = False
+    training = _training_loaders(a)
+    for loader in training:
+        if loader.problem is not None:
+            say(loader.problem[0], loader.call, loader.problem[1])
+            blocked = True
+        elif isinstance(loader.dataset, cst.Name) and loader.dataset.value in _iterable_values(a):
+            say("NPU382", loader.call, loader.dataset.value)
+            blocked = True
+    for node, api in a.iterable:
+        say("NPU382", node, api)
+        blocked = True
+    moves = []
+    for model in a.model_names:
+        move = _find_move(a, model)
+        if move is None:
+            say("NPU385", a.optimizers[0][0], f"{model}.parameters()")
+            blocked = True
+        moves.append(move)
+    if blocked:
+        return None
+    result = Plan(moves=moves, loaders=training)
+    names = [loader.target for loader in training if loader.target]
+    for loop, scope in a.epoch_loops:
+        used = [n for n in names if _uses_name(loop, n) or _assigned_in(a, scope, n)]
+        if used:
+            result.epoch_loops.append((loop, used))
+    for loader in training:
+        if not isinstance(loader.dataset, (cst.Name, cst.Attribute)):
+            result.hoist[id(loader.call)] = _dataset_name(a, loader)
+    return result
+
+
+def _module_level_call(a: TorchAnalysis) -> bool:
+    return any(isinstance(s, cst.SimpleStatementLine) and _sole_call(s) is not None
+               for s in a.user_module.body)
+
+
+def _iterable_values(a: TorchAnalysis) -> Set[str]:
+    names = set()
+    for assigned in a.assignments.values():
+        for name, _, _, value in assigned:
+            if isinstance(value, cst.Call) and (dotted_name(value.func) or "") in a.iterable_classes:
+                names.add(name)
+    return names
+
+
+def _uses_name(tree: cst.CSTNode, name: str) -> bool:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            if n.value == name:
+                found.append(n)
+
+    tree.visit(Finder())
+    return bool(found)
+
+
+def _assigned_in(a: TorchAnalysis, scope: cst.CSTNode, name: str) -> bool:
+    return any(n == name for n, _, _, _ in a.assignments.get(id(scope), ()))
+
+
+def _dataset_name(a: TorchAnalysis, loader: Loader) -> str:
+    base = loader.target or "train_loader"
+    stem = base[: -len("loader")].rstrip("_") if base.endswith("loader") else base
+    candidate = f"{stem}_dataset" if stem else "train_dataset"
+    taken = {n for assigned in a.assignments.values() for n, _, _, _ in assigned}
+    while candidate in taken or _uses_name(a.module, candidate):
+        candidate += "_"
+    return candidate
+
+
+# ----------------------------------------------------------------------------- rewriting
+
+
+def _parse_expr(code: str) -> cst.BaseExpression:
+    return cst.parse_expression(code)
+
+
+def _if_main(stmt: cst.BaseStatement, module: cst.Module) -> cst.If:
+    """`if is_main_process():` around a statement (its comments stay above the `if`)."""
+    inner = stmt.with_changes(leading_lines=[])
+    return cst.If(test=_parse_expr("is_main_process()"),
+                  body=cst.IndentedBlock(body=[inner]),
+                  leading_lines=stmt.leading_lines)
+
+
+class _Rewriter(cst.CSTTransformer):
+    def __init__(self, ctx: Context, a: TorchAnalysis, p: Plan) -> None:
+        super().__init__()
+        self.ctx, self.a, self.p = ctx, a, p
+        self.module = a.module
+        self.loader_calls = {id(loader.call): loader for loader in p.loaders}
+        self.data_parallel = {id(c) for c in a.data_parallel}
+        self.wrap = {id(s) for s in a.saves + a.log_configs}
+        self.handlers = {id(c) for c in a.file_handlers}
+        self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}
+        self.loops = {id(loop): names for loop, names in p.epoch_loops}
+        self.after: Dict[int, List[cst.BaseStatement]] = {}
+        for move in p.moves:
+            self.after.setdefault(id(move.statement), []).append(
+                common.statement(f"{move.name} = distributed_model({move.name})\n", self.module))
+        self.before: Dict[int, List[cst.BaseStatement]] = {}
+        for loader in p.loaders:
+            name = p.hoist.get(id(loader.call))
+            if name is not None:
+                code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"
+                self.before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
+        self.removed_data_parallel: List[cst.Call] = []
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        key = id(original)
+        if key in self.data_parallel:
+            positional = [a for a in updated.args if a.keyword is None and not a.star]
+            inner = _kwarg(updated, "module") or (positional[0] if positional else None)
+            if inner is not None:
+                self.removed_data_parallel.append(original)
+                return inner.value
+        if key in self.loader_calls:
+            return self._loader(self.loader_calls[key], updated)
+        if key in self.handlers:
+            return cst.IfExp(test=_parse_expr("is_main_process()"), body=updated,
+                             orelse=_parse_expr("logging.NullHandler()"),
+                             lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if key in self.state_calls:
+            func = updated.func
+            return updated.with_changes(func=func.with_changes(
+                value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(func.value)])))
+        return updated
+
+    def _loader(self, loader: Loader, call: cst.Call) -> cst.Call:
+        dataset_name = self.p.hoist.get(id(loader.call))
+        args = list(call.args)
+        if dataset_name is not None:
+            at = next(i for i, a in enumerate(args) if (a.keyword is None and not a.star) or
+                      (a.keyword is not None and a.keyword.value == "dataset"))
+            args[at] = args[at].with_changes(value=cst.Name(dataset_name))
+        dataset = dataset_name or self.module.code_for_node(loader.dataset)
+        shuffle = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "shuffle"), None)
+        double_star = next((i for i, a in enumerate(args) if a.star == "**"), None)
+        if shuffle is not None:
+            value = self.module.code_for_node(args[shuffle].value)
+            args[shuffle] = args[shuffle].with_changes(
+                keyword=cst.Name("sampler"),
+                value=_parse_expr(f"distributed_sampler({dataset}, shuffle={value})"))
+        elif double_star is not None:
+            value = self.module.code_for_node(args[double_star].value)
+            args[double_star] = args[double_star].with_changes(
+                value=_parse_expr(f"distributed_loader_args({dataset}, {value})"))
+        else:
+            last = args[-1]
+            comma = last.comma if last.comma is not cst.MaybeSentinel.DEFAULT else cst.MaybeSentinel.DEFAULT
+            args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            args.append(cst.Arg(keyword=cst.Name("sampler"), value=_parse_expr(f"distributed_sampler({dataset}, shuffle=False)"),
+                                equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                                                      whitespace_after=cst.SimpleWhitespace("")),
+                                comma=comma if isinstance(comma, cst.Comma) else cst.MaybeSentinel.DEFAULT))
+        return call.with_changes(args=args)
+
+    def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
+        if id(original) in self.wrap:
+            return _if_main(updated, self.module)
+        return updated
+
+    def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
+        names = self.loops.get(id(original))
+        if not names or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        epoch = original.target.value
+        calls = [common.statement(f"set_sampler_epoch({n}, {epoch})\n", self.module) for n in names]
+        return updated.with_changes(body=updated.body.with_changes(body=[*calls, *updated.body.body]))
+
+    def _body(self, original_body, updated_body) -> Optional[list]:
+        if not any(id(s) in self.after or id(s) in self.before for s in original_body):
+            return None
+        body = []
+        for old, new in zip(original_body, updated_body):
+            body.extend(self.before.get(id(old), ()))
+            body.append(new)
+            body.extend(self.after.get(id(old), ()))
+        return body
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module):
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+
+def _add_setup(module: cst.Module) -> cst.Module:
+    """`distributed_setup()` first in the main block and `distributed_cleanup()` last in it; a
+    script without one gets them after the block and at the end."""
+    setup = common.statement("distributed_setup()\n", module)
+    cleanup = common.statement("distributed_cleanup()\n", module)
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        if common.is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
+            inner = list(stmt.body.body)
+            first = inner[0]
+            inner[0] = first.with_changes(leading_lines=[])
+            inner = [setup.with_changes(leading_lines=first.leading_lines), *inner, cleanup]
+            body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
+            return module.with_changes(body=body)
+    return module.with_changes(body=[*body, cleanup])
+
+
+def _attribute_findings(ctx: Context, a: TorchAnalysis, model: str) -> None:
+    seen = set()
+    for node, name in a.attributes:
+        attr = node.attr.value
+        if name == model and attr not in MODULE_API and not attr.startswith("__") and attr not in seen:
+            seen.add(attr)
+            common.report(ctx, "NPU387", node, f"{model}.{attr}", model=model, attr=attr)
+
+
+def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
+    if not common.wanted(ctx, "torch"):
+        return module
+    original = TorchAnalysis(ctx.module)
+    script = common.script_name(ctx)
+    if original.block is not None:
+        # Converted by an earlier run: refresh what was generated, touch nothing else.
+        new_module, change = common.install_block(module, render_block("torch", script))
+        if change is not None:
+            common.edit(ctx, "NPU160", ctx.module.body[original.block[0]], "", "distributed block", change=change)
+        common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
+        return new_module
+    p = plan(ctx, original, report=True)
+    if p is None:
+        return module
+    current = original if module is ctx.module else TorchAnalysis(module)
+    cp = plan(ctx, current, report=False)
+    if cp is None or cp.models != p.models or len(cp.loaders) != len(p.loaders):
+        return module  # (the torch pass changed what the plan rests on: cannot happen today)
+    rewriter = _Rewriter(ctx, current, cp)
+    from ..walk import transform
+
+    new_module = transform(module, rewriter)
+    new_module, _ = common.install_block(new_module, render_block("torch", script))
+    new_module = _add_setup(new_module)
+    common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
+    new_module = _ensure_torch_npu(new_module, ctx)
+
+    # Report on the original tree (its line numbers).
+    first = ctx.module.body[common.header_end(ctx.module)] if common.header_end(ctx.module) < len(ctx.module.body) \
+        else ctx.module.body[-1]
+    common.edit(ctx, "NPU160", original.main_guard or first, "", "distributed_setup()",
+                launcher=launch_script_name("torch", script), change="inserted")
+    for move in p.moves:
+        common.edit(ctx, "NPU161", move.statement, "", f"{move.name} = distributed_model({move.name})", model=move.name)
+    for call in original.data_parallel:
+        common.edit(ctx, "NPU161", call, "DataParallel(...)", "", model=", ".join(p.models))
+    for loader in p.loaders:
+        common.edit(ctx, "NPU162", loader.call, "DataLoader(...)", "DataLoader(..., sampler=distributed_sampler(...))")
+        size = _kwarg(loader.call, "batch_size")
+        api = ctx.module.code_for_node(size.value) if size is not None else "batch_size"
+        common.report(ctx, "NPU384", loader.call, api)
+    for loop, names in p.epoch_loops:
+        common.edit(ctx, "NPU162", loop, "", f"set_sampler_epoch({names[0]}, ...)")
+    if not p.epoch_loops and p.loaders:
+        common.report(ctx, "NPU388", p.loaders[0].call, p.loaders[0].target or "DataLoader")
+    for stmt in original.saves + original.log_configs:
+        common.edit(ctx, "NPU163", stmt, "", "if is_main_process():")
+    for call in original.file_handlers:
+        common.edit(ctx, "NPU163", call, "", "... if is_main_process() else logging.NullHandler()")
+    for node, api in original.fixed_devices:
+        common.report(ctx, "NPU386", node, api)
+    for model in p.models:
+        _attribute_findings(ctx, original, model)
+    _drop_data_parallel_findings(ctx, original)
+    return new_module
+
+
+def _ensure_torch_npu(module: cst.Module, ctx: Context) -> cst.Module:
+    """The block calls torch.npu: `import torch_npu` (NPU108), unless the torch pass added it."""
+    if ctx.needs_torch_npu:
+        return module  # added already (or --no-import)
+    from .torch import add_torch_npu_import
+
+    ctx.needs_torch_npu = True
+    return add_torch_npu_import(module, ctx, ctx.rules.add_import.get("torch"))
+
+
+def _drop_data_parallel_findings(ctx: Context, a: TorchAnalysis) -> None:
+    """nn.DataParallel was replaced: its NPU305 finding (use DDP) is done with."""
+    if not a.data_parallel:
+        return
+    ctx._pending = [p for p in ctx._pending if not (p.finding is not None and p.finding.code == "NPU305")]

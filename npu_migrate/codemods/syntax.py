@@ -1,0 +1,113 @@
+"""Readings and makings of libcst nodes that several passes share: call arguments (by position
+or keyword, adding one, a new call), the options an argparse `add_argument` call adds, and the
+`if __name__ == "__main__":` guard."""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from .strings import string_value
+
+
+def option_names(call: cst.Call) -> List[str]:
+    """The option strings of an argparse `add_argument` call, normalised (`--dist-backend` ->
+    `dist_backend`), plus its `dest=`."""
+    names = []
+    for arg in call.args:
+        if arg.keyword is None and arg.star == "":
+            value = string_value(arg.value)
+            if value is not None:
+                names.append(value.lstrip("-").replace("-", "_"))
+        elif arg.keyword is not None and arg.keyword.value == "dest":
+            value = string_value(arg.value)
+            if value is not None:
+                names.append(value)
+    return names
+
+
+def is_main_guard(node: cst.CSTNode) -> bool:
+    """`if __name__ == "__main__":` (either operand order, any quotes)."""
+    if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
+        return False
+    test = node.test
+    if len(test.comparisons) != 1 or not isinstance(test.comparisons[0].operator, cst.Equal):
+        return False
+    operands = [test.left, test.comparisons[0].comparator]
+    names = [o for o in operands if isinstance(o, cst.Name) and o.value == "__name__"]
+    return len(names) == 1 and any(string_value(o) == "__main__" for o in operands)
+
+
+def positional(call: cst.Call) -> List[Tuple[int, cst.Arg]]:
+    """(index in call.args, arg) of the plain positional arguments."""
+    return [(i, a) for i, a in enumerate(call.args) if a.keyword is None and a.star == ""]
+
+
+def has_star(call: cst.Call) -> bool:
+    return any(a.star for a in call.args)
+
+
+def find_argument(call: cst.Call, keyword: str, position: Optional[int]) -> Optional[int]:
+    """The index in call.args of the argument `keyword` (given by name or at `position`)."""
+    for i, a in enumerate(call.args):
+        if a.keyword is not None and a.keyword.value == keyword:
+            return i
+    if position is not None:
+        plain = positional(call)
+        if len(plain) > position and not any(a.star == "*" for _, a in plain[:position]):
+            return plain[position][0]
+    return None
+
+
+def is_none(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
+
+
+def _keyword_equal(call: cst.Call) -> cst.AssignEqual:
+    """The `=` style of the call's own keyword arguments (`a=1` or `a = 1`)."""
+    for a in call.args:
+        if a.keyword is not None and isinstance(a.equal, cst.AssignEqual):
+            return a.equal
+    return cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def add_keyword_argument(call: cst.Call, keyword: str, value: cst.BaseExpression) -> cst.Call:
+    """`call` with `keyword=value` appended, in the call's own layout: one line stays one line,
+    one argument per line (with or without a trailing comma) stays so."""
+    new_arg = cst.Arg(value=value, keyword=cst.Name(keyword), equal=_keyword_equal(call))
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new_arg])
+    last = args[-1]
+    separators = [a.comma for a in args[:-1]]
+    one_per_line = bool(separators) and all(
+        isinstance(c, cst.Comma) and isinstance(c.whitespace_after, cst.ParenthesizedWhitespace) for c in separators
+    )
+    if one_per_line:
+        separator = separators[-1]
+    elif not separators and isinstance(last.comma, cst.Comma) and isinstance(last.comma.whitespace_after, cst.ParenthesizedWhitespace):
+        # f(\n    a,\n): the one argument sits on its own line after the parenthesis.
+        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+    else:
+        separator = cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+    # The new argument takes the old last one's place before `)`: its trailing comma, and the
+    # line break before the parenthesis.
+    args[-1] = last.with_changes(comma=separator, whitespace_after_arg=cst.SimpleWhitespace(""))
+    args.append(new_arg.with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg))
+    return call.with_changes(args=args)
+
+
+def new_call(func: str, values: Sequence[cst.BaseExpression], keywords: Sequence[Tuple[str, cst.BaseExpression]] = ()) -> cst.Call:
+    args = [cst.Arg(value=v) for v in values]
+    args += [
+        cst.Arg(
+            value=v,
+            keyword=cst.Name(k),
+            equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+        )
+        for k, v in keywords
+    ]
+    for i in range(len(args) - 1):
+        args[i] = args[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+    return cst.Call(func=cst.parse_expression(func), args=args)

@@ -1,0 +1,490 @@
+"""The device, backend and environment-variable kinds (kinds/device.py, kinds/backend.py,
+kinds/env.py) in the PyTorch pass: string literals rewritten where they certainly are a device
+(`"cuda:0"` -> `"npu:0"`), a distributed backend (`"nccl"` -> `"hccl"`) or an environment
+variable name -- arguments, comparisons, assignments to device/backend variables, argparse
+defaults -- never elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from ...context import Context
+from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
+from ...rules import Rule
+from ...walk import walk
+from .. import device_context as dc
+from ..strings import LiteralRewriter, string_value
+from ..syntax import option_names
+
+DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
+BACKEND_NAME_RE = re.compile(r"(?i)backend")
+ARGPARSE_ADDERS = {"add_argument"}
+
+
+def last_identifier(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    if isinstance(node, cst.Subscript):
+        # args["device"] / cfg['dist_backend']
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            return string_value(node.slice[0].slice.value)
+    return None
+
+
+class DeviceVariables(cst.CSTVisitor):
+    """Names of variables that the module passes where a device is expected
+    (`.to(DEV)`, `torch.device(DEV)`, `device=DEV`, `set_device(DEV)`) or a backend is.
+    Their literal assignments are then device strings (the seed's `CALCULATE_DEVICE = "gpu:0"`)."""
+
+    def __init__(self, transformer: "LiteralRewrites") -> None:
+        super().__init__()
+        self.t = transformer
+        self.device_names: Set[str] = set()
+        self.backend_names: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        for arg, kind in self.t.special_args(node):
+            if isinstance(arg.value, cst.Name):
+                (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
+
+
+class LiteralRewrites:
+    """Mixed into codemods/torch/__init__.TorchTransformer."""
+
+    ctx: Context
+
+    def _init_literals(self) -> None:
+        rs = self.ctx.rules
+        self.devices = LiteralRewriter({r.from_: r.to for r in rs.device.values()}, index=True)
+        # Device rules with no positions of their own ("gpu") apply only to variables the
+        # module passes as a device (the guide's `CALCULATE_DEVICE = "gpu:0"`): elsewhere "gpu"
+        # is some other library's device name (DALI's `device="gpu"`).
+        self.positional_devices = LiteralRewriter(
+            {r.from_: r.to for r in rs.device.values() if r.keywords or r.functions or r.methods}, index=True
+        )
+        self.backends = LiteralRewriter(
+            {r.from_: r.to for r in rs.backend.values()}, index=False, ignore_case=True
+        )
+        self.envs = LiteralRewriter({r.from_: r.to for r in rs.env.values()}, index=False)
+        self.device_rule = {r.from_: r for r in rs.device.values()}
+        self.backend_rule = {r.from_.lower(): r for r in rs.backend.values()}
+        self.env_rule = dict(rs.env)
+        self.device_keywords: Set[str] = set()
+        self.device_functions: Dict[str, int] = {}
+        self.device_methods: Set[str] = set()
+        for r in rs.device.values():
+            self.device_keywords.update(r.keywords)
+            self.device_methods.update(r.methods)
+            for f in r.functions:
+                self.device_functions[f] = 0
+        self.backend_keywords: Set[str] = {"backend"}
+        for r in rs.backend.values():
+            self.backend_keywords.update(r.keywords)
+        self._variables: Optional[DeviceVariables] = None
+        # The functions around the node being visited, and whether each returns devices.
+        self._functions: List[cst.FunctionDef] = []
+        self._returns_devices: Dict[int, bool] = {}
+        # Bodies of `if torch.cuda.is_available():` / `if x.is_cuda:` (ids), and how deep in them.
+        self._device_bodies: Set[int] = set()
+        self._in_device_body = 0
+
+    def is_device_variable(self, name: str) -> bool:
+        return name in self._usage(name).device_names
+
+    def is_backend_variable(self, name: str) -> bool:
+        return name in self._usage(name).backend_names
+
+    def _usage(self, name: str) -> DeviceVariables:
+        # A whole pass over the tree: done only when a literal is found where such a
+        # variable decides (most files never get there).
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            # Used in a statement not parsed: the answer below may be wrong, and the engine
+            # migrates the file again with those statements (all such names at once).
+            self.ctx.partial_misses.add(name)
+        if self._variables is None:
+            self._variables = DeviceVariables(self)
+            walk(self.ctx.module, self._variables)
+        return self._variables
+
+    def _record_literal(self, rule: Rule, original: cst.CSTNode, new: cst.CSTNode, what: str) -> None:
+        before = self.ctx.code_for(original)
+        after = self.ctx.code_for(new)
+        self.ctx.edit(rule, original, rule.render_message(before=before, after=after, what=what), before, after)
+
+    def _rule_for_literal(self, table: Dict[str, Rule], before: cst.CSTNode) -> Optional[Rule]:
+        text = self.ctx.code_for(before).lower()
+        for word, rule in table.items():
+            if word.lower() in text:
+                return rule
+        return next(iter(table.values()), None)
+
+    def _rewrite_literal(
+        self,
+        rewriter: LiteralRewriter,
+        table: Dict[str, Rule],
+        original: cst.BaseExpression,
+        updated: cst.BaseExpression,
+        what: str,
+    ) -> cst.BaseExpression:
+        """Rewrite a device/backend/env literal expression; record the edit on `original`."""
+        if not table:
+            return updated
+        new = rewriter.rewrite(updated)
+        if new is None:
+            return updated
+        rule = self._rule_for_literal(table, updated)
+        if rule is None or self.ctx.suppressed(original, rule.code):
+            return updated
+        self._record_literal(rule, original, new, what)
+        if rewriter is not self.envs:
+            self.ctx.needs_torch_npu = True
+        return new
+
+    def device_literal(self, original, updated, what="device string", variable: bool = False):
+        """`variable`: the literal is assigned to or compared with a variable the module passes
+        as a device (then variable-only rules such as "gpu" apply too)."""
+        rewriter = self.devices if variable else self.positional_devices
+        return self._rewrite_literal(rewriter, self.device_rule, original, updated, what)
+
+    def is_passed_device(self, node: cst.BaseExpression) -> bool:
+        return isinstance(node, cst.Name) and self.is_device_variable(node.value)
+
+    def backend_literal(self, original, updated, what="distributed backend"):
+        if isinstance(updated, cst.Dict) and isinstance(original, cst.Dict):
+            # {"cuda": "nccl", "cpu": "gloo"}: a device -> backend table; its keys are looked up
+            # with device types, which become "npu" too.
+            elements = []
+            for o_el, u_el in zip(original.elements, updated.elements):
+                if isinstance(u_el, cst.DictElement) and isinstance(o_el, cst.DictElement):
+                    u_el = u_el.with_changes(key=self.device_literal(o_el.key, u_el.key))
+                elements.append(u_el)
+            updated = updated.with_changes(elements=elements)
+        return self._rewrite_literal(self.backends, self.backend_rule, original, updated, what)
+
+    def env_literal(self, original, updated, what="environment variable"):
+        return self._rewrite_literal(self.envs, self.env_rule, original, updated, what)
+
+    def is_device_expr(self, node: cst.BaseExpression) -> bool:
+        """`x.device.type`, `device`, `args.device`, `str(device)`, `cfg["device"]`."""
+        if isinstance(node, cst.Attribute) and node.attr.value == "type":
+            return True
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str":
+            return len(node.args) == 1 and self.is_device_expr(node.args[0].value)
+        name = last_identifier(node)
+        return bool(name and DEVICE_NAME_RE.search(name)) or (
+            isinstance(node, cst.Name) and self.is_device_variable(node.value)
+        )
+
+    def is_backend_expr(self, node: cst.BaseExpression) -> bool:
+        if isinstance(node, cst.Call) and self.resolve(node.func) in BACKEND_GETTERS:
+            return True
+        name = last_identifier(node)
+        return bool(name and BACKEND_NAME_RE.search(name)) or (
+            isinstance(node, cst.Name) and self.is_backend_variable(node.value)
+        )
+
+    def is_environ(self, node: cst.BaseExpression) -> bool:
+        return self.resolve(node) == "os.environ"
+
+    def special_args(self, call: cst.Call) -> List[Tuple[cst.Arg, str]]:
+        """The arguments of `call` that are devices or backends: [(arg, "device"|"backend")]."""
+        out: List[Tuple[cst.Arg, str]] = []
+        func = call.func
+        qual = self.resolve(func)
+        if dc.is_foreign_callee(qual):
+            return out  # DALI's fn.resize(..., device="gpu"): that library's own device names
+        positional = [a for a in call.args if a.keyword is None and a.star == ""]
+        if qual is not None and qual in self.device_functions and positional:
+            out.append((positional[0], "device"))
+        elif (
+            qual is None
+            and isinstance(func, cst.Attribute)
+            and func.attr.value in self.device_methods
+            and positional
+        ):
+            out.append((positional[0], "device"))
+        if qual is not None and qual in BACKEND_FUNCS and BACKEND_FUNCS[qual] is not None and positional:
+            out.append((positional[BACKEND_FUNCS[qual]], "backend"))
+        own_keywords = DEVICE_KEYWORDS_OF.get(qual or "", set())
+        for arg in call.args:
+            if arg.keyword is None:
+                continue
+            if arg.keyword.value in self.device_keywords or arg.keyword.value in own_keywords:
+                out.append((arg, "device"))
+            elif arg.keyword.value in self.backend_keywords:
+                out.append((arg, "backend"))
+        return out
+
+    def _literal_arguments(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
+        """Device and backend arguments, environment variable names, `device.startswith(...)`,
+        argparse defaults of device/backend options."""
+        special = {id(arg): kind for arg, kind in self.special_args(original)}
+        if special:
+            new_args = []
+            for o_arg, u_arg in zip(original.args, updated.args):
+                kind = special.get(id(o_arg))
+                if kind == "device" and isinstance(o_arg.value, cst.Dict) and o_arg.keyword is not None \
+                        and o_arg.keyword.value == "map_location":
+                    u_arg = u_arg.with_changes(value=self._map_location_values(o_arg.value, u_arg.value))
+                elif kind == "device":
+                    u_arg = u_arg.with_changes(value=self.device_literal(o_arg.value, u_arg.value))
+                elif kind == "backend":
+                    u_arg = u_arg.with_changes(value=self.backend_literal(o_arg.value, u_arg.value))
+                new_args.append(u_arg)
+            updated = updated.with_changes(args=new_args)
+        # Environment variables: os.getenv("CUDA_VISIBLE_DEVICES"), os.environ.get(...).
+        if qual in ENV_FUNCS and updated.args:
+            first = updated.args[0]
+            updated = updated.with_changes(
+                args=[first.with_changes(value=self.env_literal(original.args[0].value, first.value))]
+                + list(updated.args[1:])
+            )
+        # device.startswith("cuda") / device.type.startswith("cuda:")
+        if (
+            qual is None
+            and isinstance(original.func, cst.Attribute)
+            and original.func.attr.value in ("startswith", "endswith")
+            and self.is_device_expr(original.func.value)
+            and updated.args
+            and original.args[0].keyword is None
+        ):
+            first = updated.args[0]
+            updated = updated.with_changes(
+                args=[first.with_changes(value=self.device_literal(original.args[0].value, first.value))]
+                + list(updated.args[1:])
+            )
+        # argparse: parser.add_argument("--device", default="cuda", choices=[...]).
+        if isinstance(original.func, cst.Attribute) and original.func.attr.value in ARGPARSE_ADDERS:
+            updated = self._argparse_defaults(original, updated)
+        return updated
+
+    def _map_location_values(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
+        """`map_location={"cuda:1": "cuda:0"}`: a key is the device a tensor was saved on (the
+        checkpoint keeps saying so); only the values, where tensors go, are devices to migrate."""
+        elements = []
+        for o_el, u_el in zip(original.elements, updated.elements):
+            if isinstance(o_el, cst.DictElement) and isinstance(u_el, cst.DictElement):
+                u_el = u_el.with_changes(value=self.device_literal(o_el.value, u_el.value))
+            elements.append(u_el)
+        return updated.with_changes(elements=elements)
+
+    def _argparse_defaults(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        names = option_names(original)
+        is_device = any(DEVICE_NAME_RE.search(n) for n in names)
+        is_backend = any(BACKEND_NAME_RE.search(n) for n in names)
+        if not (is_device or is_backend):
+            return updated
+        new_args = []
+        for o_arg, u_arg in zip(original.args, updated.args):
+            if o_arg.keyword is not None and o_arg.keyword.value in ("default", "choices", "const"):
+                if is_device:
+                    u_arg = u_arg.with_changes(value=self.device_literal(o_arg.value, u_arg.value))
+                else:
+                    u_arg = u_arg.with_changes(value=self.backend_literal(o_arg.value, u_arg.value))
+            new_args.append(u_arg)
+        return updated.with_changes(args=new_args)
+
+    def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
+        # os.environ["CUDA_VISIBLE_DEVICES"]
+        if self.is_environ(original.value) and len(updated.slice) == 1:
+            el = updated.slice[0]
+            if isinstance(el.slice, cst.Index):
+                o_index = original.slice[0].slice
+                new_value = self.env_literal(o_index.value, el.slice.value)
+                if new_value is not el.slice.value:
+                    return updated.with_changes(
+                        slice=[el.with_changes(slice=el.slice.with_changes(value=new_value))]
+                    )
+        return updated
+
+    def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.Comparison:
+        # x.device.type == "cuda"; backend != "nccl"; "CUDA_VISIBLE_DEVICES" in os.environ
+        left_o, left_u = original.left, updated.left
+        targets = list(updated.comparisons)
+        changed = False
+        operands_o = [left_o] + [t.comparator for t in original.comparisons]
+        operands_u = [left_u] + [t.comparator for t in targets]
+        for i, target in enumerate(original.comparisons):
+            if not isinstance(
+                target.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn, cst.Is, cst.IsNot)
+            ):
+                continue
+            a_o, b_o = operands_o[i], operands_o[i + 1]
+            for lit_index, other in ((i, b_o), (i + 1, a_o)):
+                lit_o, lit_u = operands_o[lit_index], operands_u[lit_index]
+                if not (self._is_rewritable_literal(lit_u) or self.envs.rewrite(lit_u) is not None):
+                    continue
+                new = lit_u
+                if isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
+                    new = self.env_literal(lit_o, lit_u)
+                elif self.is_device_expr(other):
+                    new = self.device_literal(lit_o, lit_u, variable=self.is_passed_device(other))
+                elif self.is_backend_expr(other):
+                    new = self.backend_literal(lit_o, lit_u)
+                if new is not lit_u:
+                    operands_u[lit_index] = new
+                    changed = True
+        if not changed:
+            return updated
+        new_targets = [t.with_changes(comparator=operands_u[j + 1]) for j, t in enumerate(targets)]
+        return updated.with_changes(left=operands_u[0], comparisons=new_targets)
+
+    def _is_rewritable_literal(self, node: cst.BaseExpression) -> bool:
+        """Whether a device or backend rewriter would change `node` (cheap: looks at literals only)."""
+        return self.devices.rewrite(node) is not None or self.backends.rewrite(node) is not None
+
+    def _assigned_value(self, targets: Sequence[cst.BaseExpression], original_value, updated_value):
+        if not self._is_rewritable_literal(updated_value):
+            return updated_value
+        device = any(self.is_device_expr(t) for t in targets)
+        backend = any(self.is_backend_expr(t) for t in targets)
+        if device:
+            variable = any(self.is_passed_device(t) for t in targets)
+            return self.device_literal(original_value, updated_value, variable=variable)
+        if backend:
+            return self.backend_literal(original_value, updated_value)
+        return updated_value
+
+    def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
+        targets = [t.target for t in original.targets]
+        new_value = self._assigned_value(targets, original.value, updated.value)
+        return updated.with_changes(value=new_value) if new_value is not updated.value else updated
+
+    def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
+        if original.value is None:
+            return updated
+        new_value = self._assigned_value([original.target], original.value, updated.value)
+        return updated.with_changes(value=new_value) if new_value is not updated.value else updated
+
+    def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
+        # def train(device="cuda", backend="nccl")
+        if original.default is None:
+            return updated
+        new_default = self._assigned_value([original.name], original.default, updated.default)
+        return updated.with_changes(default=new_default) if new_default is not updated.default else updated
+
+    def _parametrized_devices(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`@pytest.mark.parametrize("device", ["cpu", "cuda"])`, also `("dtype,device", [(..,
+        "cuda"), pytest.param(.., "cuda")])`: the values of device-named parameters."""
+        if self.resolve(original.func) not in dc.PARAMETRIZE:
+            return updated
+        found = dc.parametrized_devices(original)
+        if found is None:
+            return updated
+        index, positions, count = found
+        o_values, u_values = original.args[index].value, updated.args[index].value
+        if not isinstance(o_values, (cst.List, cst.Tuple)) or not isinstance(u_values, (cst.List, cst.Tuple)):
+            return updated
+        elements = []
+        for o_el, u_el in zip(o_values.elements, u_values.elements):
+            if isinstance(o_el, cst.Element) and isinstance(u_el, cst.Element):
+                u_el = u_el.with_changes(value=self._parameter_values(o_el.value, u_el.value, positions, count))
+            elements.append(u_el)
+        args = list(updated.args)
+        args[index] = args[index].with_changes(value=u_values.with_changes(elements=elements))
+        return updated.with_changes(args=args)
+
+    def _parameter_values(self, original, updated, positions: List[int], count: int):
+        if count == 1:
+            return self.device_literal(original, updated)
+        holder_o, holder_u = original, updated
+        if isinstance(original, cst.Call) and isinstance(updated, cst.Call):  # pytest.param(a, b, marks=...)
+            values_o = [a for a in original.args if a.keyword is None]
+            values_u = [a for a in updated.args if a.keyword is None]
+            new_args = list(updated.args)
+            for pos in positions:
+                if pos < len(values_o):
+                    i = list(updated.args).index(values_u[pos])
+                    new_args[i] = values_u[pos].with_changes(value=self.device_literal(values_o[pos].value, values_u[pos].value))
+            return updated.with_changes(args=new_args)
+        if isinstance(holder_o, cst.Tuple) and isinstance(holder_u, cst.Tuple):
+            elements = list(holder_u.elements)
+            for pos in positions:
+                if pos < len(elements) and isinstance(elements[pos], cst.Element):
+                    o_el = holder_o.elements[pos]
+                    elements[pos] = elements[pos].with_changes(value=self.device_literal(o_el.value, elements[pos].value))
+            return updated.with_changes(elements=elements)
+        return updated
+
+    def leave_For(self, original: cst.For, updated: cst.For):
+        # for device in ["cpu", "cuda"]:
+        if isinstance(original.iter, (cst.List, cst.Tuple, cst.Set)) and self._is_device_target(original.target):
+            new_iter = self.device_literal(original.iter, updated.iter)
+            if new_iter is not updated.iter:
+                return updated.with_changes(iter=new_iter)
+        return updated
+
+    def _is_device_target(self, target: cst.BaseExpression) -> bool:
+        if isinstance(target, cst.Tuple):
+            return any(isinstance(e, cst.Element) and self._is_device_target(e.value) for e in target.elements)
+        return self.is_device_expr(target)
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        if self._functions and self._functions[-1] is original:
+            self._functions.pop()
+        return updated
+
+    def visit_If(self, node: cst.If) -> None:
+        self._device_bodies |= dc.device_bodies(node, self.resolve)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if id(node) in self._device_bodies:
+            self._in_device_body += 1
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
+        if id(original) in self._device_bodies:
+            self._in_device_body -= 1
+        return updated
+
+    def leave_Return(self, original: cst.Return, updated: cst.Return):
+        """`return "cuda"` where it is a device: in a function that returns devices (`get_device`,
+        another `return "cpu"`), or under `if torch.cuda.is_available():` / `if x.is_cuda:`."""
+        if original.value is None or updated.value is None or not self._is_rewritable_literal(updated.value):
+            return updated
+        if not (self._in_device_body or self._function_returns_devices()):
+            return updated
+        new = self.device_literal(original.value, updated.value)
+        return updated.with_changes(value=new) if new is not updated.value else updated
+
+    def _function_returns_devices(self) -> bool:
+        if not self._functions:
+            return False
+        func = self._functions[-1]
+        if id(func) not in self._returns_devices:
+            self._returns_devices[id(func)] = dc.returns_devices(func, self.resolve, DEVICE_NAME_RE)
+        return self._returns_devices[id(func)]
+
+    def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
+        """`"cuda" if torch.cuda.is_available() else "cpu"`: a device, whatever receives it."""
+        if self._shown or self._foreign or not self._is_rewritable_literal(updated):
+            return updated
+        if not (dc.is_device_test(original.test, self.resolve)
+                and (dc.names_a_device(original.orelse, self.resolve) or dc.names_a_device(original.body, self.resolve))):
+            return updated
+        return self.device_literal(original, updated)
+
+    def leave_Element(self, original: cst.Element, updated: cst.Element) -> cst.Element:
+        """`("cuda:0",) + args`, `["cuda:0", "cuda:1"]`: with an index, a device by its form."""
+        if self._shown or self._foreign or not dc.is_indexed_device(original.value):
+            return updated
+        new = self.device_literal(original.value, updated.value)
+        return updated.with_changes(value=new) if new is not updated.value else updated
+
+    def leave_DictElement(self, original: cst.DictElement, updated: cst.DictElement) -> cst.DictElement:
+        # {"device": "cuda"} / {"dist_backend": "nccl"}
+        key = string_value(original.key)
+        if key is None:
+            return updated
+        if DEVICE_NAME_RE.search(key):
+            new = self.device_literal(original.value, updated.value)
+        elif BACKEND_NAME_RE.search(key):
+            new = self.backend_literal(original.value, updated.value)
+        else:
+            return updated
+        return updated.with_changes(value=new) if new is not updated.value else updated

@@ -1,0 +1,107 @@
+"""The method and attribute kinds (kinds/method.py, kinds/attribute.py) in the PyTorch pass:
+`x.cuda(...)` -> `x.npu(...)` and `x.is_cuda` -> `x.is_npu` on any receiver that is not an
+imported module, and a class's own `def cuda(self)` with its callers.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from ...context import Context
+
+# What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
+# that many positional arguments, only these keywords. A call that does not fit is some other
+# object's method (hqq's `quantizer.cuda(qtensor, meta=meta)`) and stays as it is.
+METHOD_SIGNATURES = {"cuda": (2, {"device", "non_blocking", "memory_format"})}
+# Decorators that make a `def` something other than a method called as `x.name(...)`.
+NOT_A_PLAIN_METHOD = {"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"}
+
+
+def fits_signature(call: cst.Call, method: str) -> bool:
+    if method not in METHOD_SIGNATURES:
+        return True
+    max_positional, keywords = METHOD_SIGNATURES[method]
+    positional = [a for a in call.args if a.keyword is None and a.star == ""]
+    named = {a.keyword.value for a in call.args if a.keyword is not None}
+    return len(positional) <= max_positional and named <= keywords
+
+
+class MethodRewrites:
+    """Mixed into codemods/torch/__init__.TorchTransformer."""
+
+    ctx: Context
+
+    def _rename_method(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
+        """`.cuda(...)` on any receiver that is not an imported module (`qual` is None)."""
+        rs = self.ctx.rules
+        func = updated.func
+        if isinstance(func, cst.Attribute) and qual is None:
+            rule = rs.method.get(func.attr.value)
+            if rule is not None and not fits_signature(original, func.attr.value):
+                rule = None
+            if rule is not None and not self.ctx.suppressed(original, rule.code):
+                self.ctx.edit(
+                    rule,
+                    original.func.attr,
+                    rule.render_message(before=f".{func.attr.value}()", after=f".{rule.to}()"),
+                    func.attr.value,
+                    rule.to,
+                )
+                self.ctx.needs_torch_npu = True
+                updated = updated.with_changes(func=func.with_changes(attr=cst.Name(rule.to)))
+            elif func.attr.value in {r.to for r in rs.method.values()}:
+                self.ctx.needs_torch_npu = True  # half-migrated code: `.npu()` already there
+        return updated
+
+    def _rename_attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
+        """Not an imported name: attribute renames on any receiver (`x.is_cuda`)."""
+        rule = self.ctx.rules.attribute.get(original.attr.value)
+        if rule is not None and not self.ctx.suppressed(original, rule.code):
+            new = updated.with_changes(attr=cst.Name(rule.to))
+            self.ctx.edit(
+                rule,
+                original.attr,
+                rule.render_message(before=original.attr.value, after=rule.to),
+                original.attr.value,
+                rule.to,
+            )
+            self.ctx.needs_torch_npu = True
+            return new
+        return updated
+
+    def leave_ClassDef(self, original: cst.ClassDef, updated: cst.ClassDef) -> cst.ClassDef:
+        """A class's own `def cuda(self)` follows its callers: every `.cuda()` call becomes
+        `.npu()`, so the method must be `npu` too, or `Rigid.npu()` would call a `Rotation.npu`
+        that does not exist (transformers' openfold utils). Properties are accessed, not
+        called, so they keep their names, and so does a class that has both methods."""
+        if not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        rs = self.ctx.rules
+        defined = {s.name.value for s in updated.body.body if isinstance(s, cst.FunctionDef)}
+        body = list(updated.body.body)
+        changed = False
+        for i, (o_stmt, stmt) in enumerate(zip(original.body.body, body)):
+            if not isinstance(stmt, cst.FunctionDef) or not isinstance(o_stmt, cst.FunctionDef):
+                continue
+            rule = rs.method.get(stmt.name.value)
+            if rule is None or rule.to in defined or self._decorated_as_attribute(stmt):
+                continue
+            if self.ctx.suppressed(o_stmt.name, rule.code):
+                continue
+            before, after = f"def {stmt.name.value}", f"def {rule.to}"
+            self.ctx.edit(rule, o_stmt.name, f"`{before}` -> `{after}`: the class's own method follows "
+                          f"its callers (`.{stmt.name.value}()` -> `.{rule.to}()`)", stmt.name.value, rule.to)
+            body[i] = stmt.with_changes(name=cst.Name(rule.to))
+            changed = True
+        return updated.with_changes(body=updated.body.with_changes(body=body)) if changed else updated
+
+    @staticmethod
+    def _decorated_as_attribute(func: cst.FunctionDef) -> bool:
+        for d in func.decorators:
+            node = d.decorator.func if isinstance(d.decorator, cst.Call) else d.decorator
+            name = node.attr.value if isinstance(node, cst.Attribute) else getattr(node, "value", None)
+            if name in NOT_A_PLAIN_METHOD:
+                return True
+        return False

@@ -1,0 +1,309 @@
+"""The api and module kinds (kinds/api.py, kinds/module.py) in the PyTorch pass: qualified
+names rewritten through imports (`torch.cuda.X` -> `torch.npu.X`, also as `th.cuda`, `from torch
+import cuda`, `from torch.cuda.amp import GradScaler`), import statements of rewritten modules,
+tensor type strings (`"torch.cuda.FloatTensor"`), and the findings of kind `api` (references to
+APIs with no NPU twin).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Sequence, Set, Tuple
+
+import libcst as cst
+
+from ...context import Context
+from ...frameworks import TYPE_STRING_FUNCS
+from ...imports import dotted_name
+from ...rules import Rule
+from ..strings import string_value
+
+
+class ReferenceRewrites:
+    """Mixed into codemods/torch/__init__.TorchTransformer."""
+
+    ctx: Context
+
+    def _init_references(self) -> None:
+        # Names to skip when resolving bare names: attribute names, keywords, parameters.
+        self._not_references: Set[int] = set()
+        self._local_renames: Dict[str, Tuple[str, Rule]] = {}
+        self._plan_import_renames()
+
+    def _plan_import_renames(self) -> None:
+        """`from torch import cuda` becomes `from torch import npu`: uses of the local name
+        `cuda` must follow. Work out those local renames before the pass starts."""
+        for node in self.imports.import_nodes:
+            if not isinstance(node, cst.ImportFrom) or node.relative or isinstance(node.names, cst.ImportStar):
+                continue
+            module = dotted_name(node.module)
+            if module is None:
+                continue
+            plan = self._plan_from_import(module, node.names)
+            if plan is None:
+                continue
+            new_module, renames = plan
+            for alias in node.names:
+                name = dotted_name(alias.name)
+                if alias.asname is None and name in renames:
+                    # Uses are credited to the rule that renames the name itself, if any.
+                    qual = f"{module}.{name}"
+                    hit = self.ctx.rules.rewrite_api(qual)
+                    own = hit[2] if hit and hit[2].members is None else None
+                    rule = own or self._rule_for_from_import(module, name, new_module)
+                    if rule is not None:
+                        self._local_renames[name] = (renames[name], rule)
+
+    def _rule_for_from_import(self, module: str, name: str, new_module) -> Optional[Rule]:
+        if new_module:
+            return new_module[1]
+        qual = f"{module}.{name}"
+        sub = self.ctx.rules.module.get(qual)
+        hit = self.ctx.rules.rewrite_api(qual)
+        return sub or (hit[2] if hit else None)
+
+    def _plan_from_import(
+        self, module: str, aliases: Sequence[cst.ImportAlias]
+    ) -> Optional[Tuple[Optional[Tuple[str, Rule]], Dict[str, str]]]:
+        """How to rewrite `from module import names`: (new module + rule or None, name renames).
+        None when nothing changes or when a name has no NPU twin (then the statement stays as
+        it is and the names are reported where they are used)."""
+        rs = self.ctx.rules
+        module_rule = rs.module.get(module)
+        renames: Dict[str, str] = {}
+        for alias in aliases:
+            name = dotted_name(alias.name)
+            if name is None:
+                return None
+            qual = f"{module}.{name}"
+            sub_rule = rs.module.get(qual)
+            if sub_rule is not None and sub_rule.to.rsplit(".", 1)[0] == (module_rule.to if module_rule else module):
+                renames[name] = sub_rule.to.rsplit(".", 1)[1]
+                continue
+            hit = rs.rewrite_api(qual)
+            if hit is not None:
+                prefix, to, _rule = hit
+                new_qual = to + qual[len(prefix) :]
+                new_parent, new_name = new_qual.rsplit(".", 1)
+                target_parent = module_rule.to if module_rule else None
+                if new_parent == (target_parent or module):
+                    if new_name != name:
+                        renames[name] = new_name
+                    continue
+                if target_parent is None and new_parent != module:
+                    return None
+                continue
+            if module_rule is not None:
+                # A name of a rewritten module with no NPU twin: keep the import as it is.
+                return None
+        if module_rule is None and not renames:
+            return None
+        return ((module_rule.to, module_rule) if module_rule else None), renames
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
+        rs = self.ctx.rules
+        names = []
+        changed = False
+        for alias in updated.names:
+            full = dotted_name(alias.name)
+            rule = rs.module.get(full) if full else None
+            if rule is not None and not self.ctx.suppressed(original, rule.code):
+                new_alias = alias.with_changes(name=cst.parse_expression(rule.to))
+                self.ctx.edit(
+                    rule,
+                    alias,
+                    rule.render_message(before=f"import {full}", after=f"import {rule.to}"),
+                    f"import {full}",
+                    f"import {rule.to}",
+                )
+                names.append(new_alias)
+                changed = True
+                self.ctx.needs_torch_npu = True
+            else:
+                names.append(alias)
+        return updated.with_changes(names=names) if changed else updated
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:
+        if updated.relative or updated.module is None:
+            return updated
+        module = dotted_name(updated.module)
+        if module is None:
+            return updated
+        if isinstance(updated.names, cst.ImportStar):
+            return updated
+        plan = self._plan_from_import(module, updated.names)
+        if plan is None:
+            self._report_untwinned_imports(module, original)
+            return updated
+        new_module, renames = plan
+        rule = self._rule_for_from_import(module, next(iter(renames), ""), new_module)
+        if rule is None or self.ctx.suppressed(original, rule.code):
+            return updated
+        new_names = []
+        for alias in updated.names:
+            name = dotted_name(alias.name)
+            if name in renames:
+                alias = alias.with_changes(name=cst.Name(renames[name]))
+            new_names.append(alias)
+        new = updated.with_changes(names=new_names)
+        if new_module:
+            new = new.with_changes(module=cst.parse_expression(new_module[0]))
+        before = self.ctx.code_for(updated.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
+        after = self.ctx.code_for(new.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
+        self.ctx.edit(rule, original, rule.render_message(before=before, after=after), before, after)
+        self.ctx.needs_torch_npu = True
+        return new
+
+    def _report_untwinned_imports(self, module: str, node: cst.ImportFrom) -> None:
+        if isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = dotted_name(alias.name)
+            if name is None:
+                continue
+            qual = f"{module}.{name}"
+            self._report_reference(qual, alias, module, rewritten=self.ctx.rules.rewrite_api(qual) is not None)
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._not_references.add(id(node.attr))
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        if node.keyword is not None:
+            self._not_references.add(id(node.keyword))
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._not_references.add(id(node.name))
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self._not_references.add(id(node.name))
+
+    def _is_member_module(self, qual: str) -> bool:
+        """Whether `qual` is a module whose members are rewritten one by one (`torch.cuda`)."""
+        return any(r.members is not None for r in self.ctx.rules.api.get(qual, ()))
+
+    def _report_reference(self, qual: str, node: cst.CSTNode, parent: Optional[str], rewritten: bool) -> None:
+        """Report `qual` if a finding names it exactly (also when it is rewritten: the NPU twin
+        may behave differently), or -- for a member of a module whose members are rewritten one
+        by one -- if that member has no NPU twin (the module's own finding is the fallback)."""
+        rs = self.ctx.rules
+        rule = rs.finding_api.get(qual)
+        if rule is not None and not self._is_member_module(qual):
+            if not (rule.skip_logged and self._shown):
+                self.ctx.finding(rule, node, api=qual)
+            return
+        if not rewritten and parent is not None and self._is_member_module(parent):
+            fallback = rs.finding_api.get(parent)
+            if fallback is not None:
+                self.ctx.finding(fallback, node, api=qual)
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if id(original) in self._not_references:
+            return updated
+        qual = self.resolve(original)
+        if qual is None:
+            return updated
+        if original.value in self._local_renames:
+            new_name, rule = self._local_renames[original.value]
+            if self.ctx.suppressed(original, rule.code):
+                return updated
+            self.ctx.edit(
+                rule, original, rule.render_message(before=original.value, after=new_name), original.value, new_name
+            )
+            return updated.with_changes(value=new_name)
+        if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
+            self.ctx.needs_torch_npu = True
+        parent = qual.rsplit(".", 1)[0] if "." in qual else None
+        # `synchronize` after `from torch.cuda import synchronize`: the import was rewritten,
+        # so the name has its NPU twin.
+        self._report_reference(qual, original, parent, rewritten=self.ctx.rules.rewrite_api(qual) is not None)
+        return updated
+
+    def _rewrite_reference(self, original: cst.Attribute, updated: cst.Attribute, qual: str) -> cst.BaseExpression:
+        """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
+        rs = self.ctx.rules
+        if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
+            self.ctx.needs_torch_npu = True
+        parent = self.resolve(original.value)
+        hit = rs.rewrite_api(qual)
+        self._report_reference(qual, original, parent, rewritten=hit is not None)
+        if hit is not None:
+            prefix, to, rule = hit
+            if rule.members is None and prefix == qual:
+                return self._replace_reference(original, updated, updated, qual, to, rule)
+            if rule.members is not None and prefix == parent:
+                new_value = self._replace_prefix(original.value, updated.value, parent, to, rule, qual)
+                if new_value is not updated.value:
+                    return updated.with_changes(value=new_value)
+        return updated
+
+    def _replace_prefix(self, original_value, updated_value, old: str, new: str, rule: Rule, qual: str):
+        """Replace the expression that names module `old` by one naming `new`, keeping the
+        user's alias: `th.cuda` -> `th.npu`; an imported alias (`tc`) stays as it is because
+        its import statement is rewritten instead."""
+        if self.ctx.suppressed(original_value, rule.code):
+            return updated_value
+        old_parent, old_last = old.rsplit(".", 1) if "." in old else ("", old)
+        new_parent, new_last = new.rsplit(".", 1) if "." in new else ("", new)
+        if isinstance(updated_value, cst.Attribute) and old_parent == new_parent:
+            replaced = updated_value.with_changes(attr=cst.Name(new_last))
+        elif isinstance(updated_value, cst.Attribute):
+            replaced = cst.parse_expression(new)
+        else:
+            return updated_value  # a Name: its import is rewritten (or renamed locally)
+        member = qual[len(old) + 1 :]
+        before = f"{self.ctx.code_for(original_value)}.{member}"
+        after = f"{self.ctx.code_for(replaced)}.{member}"
+        self.ctx.edit(rule, original_value, rule.render_message(before=before, after=after), before, after)
+        self.ctx.needs_torch_npu = True
+        return replaced
+
+    def _replace_reference(self, original, updated, value, old: str, new: str, rule: Rule):
+        """Exact renames (`torch.cuda.CUDAGraph` -> `torch.npu.NPUGraph`), keeping the user's
+        spelling of the base (`th.cuda.CUDAGraph` -> `th.npu.NPUGraph`)."""
+        if self.ctx.suppressed(original, rule.code):
+            return updated
+        old_parent = old.rsplit(".", 1)[0]
+        new_parent, new_last = new.rsplit(".", 1)
+        base = updated.value
+        if old_parent != new_parent:
+            if isinstance(base, cst.Attribute) and old_parent.rsplit(".", 1)[0] == new_parent.rsplit(".", 1)[0]:
+                base = base.with_changes(attr=cst.Name(new_parent.rsplit(".", 1)[-1]))
+            elif not isinstance(base, cst.Name):  # an imported alias's own import is rewritten
+                base = cst.parse_expression(new_parent)
+        replaced = updated.with_changes(value=base, attr=cst.Name(new_last))
+        before = self.ctx.code_for(original)
+        after = self.ctx.code_for(replaced)
+        self.ctx.edit(rule, original, rule.render_message(before=before, after=after), before, after)
+        self.ctx.needs_torch_npu = True
+        return replaced
+
+    def _type_string_argument(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
+        """x.type("torch.cuda.FloatTensor"), torch.set_default_tensor_type("torch.cuda.FloatTensor")"""
+        if len(updated.args) == 1 and (
+            qual in TYPE_STRING_FUNCS
+            or (qual is None and isinstance(original.func, cst.Attribute) and original.func.attr.value == "type")
+        ):
+            return self._tensor_type_string(original, updated)
+        return updated
+
+    def _tensor_type_string(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        arg = updated.args[0]
+        value = string_value(arg.value)
+        if value is None or arg.keyword is not None:
+            return updated
+        hit = self.ctx.rules.rewrite_api(value)
+        if hit is None or not value.startswith("torch."):
+            return updated
+        prefix, to, rule = hit
+        if self.ctx.suppressed(original, rule.code):
+            return updated
+        new_value = to + value[len(prefix) :]
+        new_node = arg.value.with_changes(value=f"{arg.value.prefix}{arg.value.quote}{new_value}{arg.value.quote}")
+        self.ctx.edit(rule, original.args[0].value, rule.render_message(before=value, after=new_value), value, new_value)
+        self.ctx.needs_torch_npu = True
+        return updated.with_changes(args=[arg.with_changes(value=new_node)])

@@ -1,0 +1,116 @@
+"""The add_import kind (kinds/add_import.py) in the PyTorch pass: `import torch_npu` after the
+file's first import of torch, where the pass migrated something to the NPU or found NPU code.
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional, Sequence, Union
+
+import libcst as cst
+
+from ...context import Context
+from ...imports import dotted_name
+from ...rules import Rule
+
+
+def _imports_torch(stmt: cst.CSTNode) -> Optional[Union[cst.Import, cst.ImportFrom]]:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return None
+    for s in stmt.body:
+        if isinstance(s, cst.Import):
+            for alias in s.names:
+                name = dotted_name(alias.name) or ""
+                if name == "torch" or name.startswith("torch."):
+                    return s
+        elif isinstance(s, cst.ImportFrom) and not s.relative and s.module is not None:
+            name = dotted_name(s.module) or ""
+            if name == "torch" or name.startswith("torch."):
+                return s
+    return None
+
+
+def _imports_torch_npu(ctx: Context) -> bool:
+    return ctx.imports.imports_module("torch_npu")
+
+
+def _needs_torch_npu_before(stmt: Union[cst.Import, cst.ImportFrom]) -> bool:
+    """`import torch.npu` / `from torch.npu import x` only work once torch_npu is imported."""
+    if isinstance(stmt, cst.Import):
+        names = [dotted_name(a.name) or "" for a in stmt.names]
+    else:
+        names = [dotted_name(stmt.module) or ""]
+    return any(n == "torch.npu" or n.startswith("torch.npu.") for n in names)
+
+
+class _InsertTorchNpu(cst.CSTTransformer):
+    """Insert `import torch_npu` next to the first statement that imports torch, in the block
+    that statement is in (module level, a `try:` body, a function)."""
+
+    def __init__(self, statement: cst.SimpleStatementLine) -> None:
+        super().__init__()
+        self.statement = statement
+        self.done = False
+        self.inserted: Optional[cst.SimpleStatementLine] = None
+
+    def _insert(self, body: Sequence[cst.BaseStatement]) -> Optional[List[cst.BaseStatement]]:
+        for i, stmt in enumerate(body):
+            hit = _imports_torch(stmt)
+            if hit is None:
+                continue
+            new = cst.SimpleStatementLine(
+                body=[cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))])],
+                trailing_whitespace=cst.TrailingWhitespace(
+                    whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# noqa: F401")
+                ),
+            )
+            self.inserted = new
+            self.done = True
+            out = list(body)
+            if _needs_torch_npu_before(hit):
+                moved = stmt.with_changes(leading_lines=())
+                new = new.with_changes(leading_lines=stmt.leading_lines)
+                out[i : i + 1] = [new, moved]
+            else:
+                out.insert(i + 1, new)
+            self.inserted = new
+            return out
+        return None
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        if self.done:
+            return updated
+        body = self._insert(updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def on_leave(self, original, updated):
+        if self.done or not isinstance(updated, cst.IndentedBlock):
+            return super().on_leave(original, updated)
+        body = self._insert(updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        # Expressions hold no statements.
+        return not self.done and not isinstance(node, cst.BaseExpression)
+
+
+def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule]) -> cst.Module:
+    if rule is None or not ctx.options.add_import or not ctx.needs_torch_npu:
+        return module
+    if not ctx.imports.imports_module("torch") or _imports_torch_npu(ctx):
+        return module
+    # Prefer a module-level import of torch; fall back to the first one anywhere.
+    inserter = _InsertTorchNpu(cst.SimpleStatementLine(body=[]))
+    body = inserter._insert(module.body)
+    if body is not None:
+        new_module = module.with_changes(body=body)
+    else:
+        inserter = _InsertTorchNpu(cst.SimpleStatementLine(body=[]))
+        new_module = module.visit(inserter)
+    inserted = inserter.inserted
+    if new_module is module:
+        return module
+    # The statement the inserter made is in the new tree as it is (libcst does not copy it).
+    node = inserted.body[0] if inserted is not None else None
+    if node is not None:
+        ctx.edit(rule, node, rule.render_message(), "", "import torch_npu", module=new_module)
+    return new_module

@@ -1,0 +1,92 @@
+"""Which frameworks a file uses, and the names of framework APIs the passes resolve.
+
+The lowest layer of the engine: the prefilter, partial parsing, the engine and the passes all
+read these tables, and this module imports nothing of theirs.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, List, Sequence
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .imports import ImportTable
+
+# Imported module (or package) -> the framework it means. Standalone Keras and Horovod's
+# TensorFlow bindings are TensorFlow code: their files get the TensorFlow rules (and findings).
+FRAMEWORK_IMPORTS = (
+    ("torch", "torch"),
+    ("tensorflow", "tensorflow"),
+    ("keras", "tensorflow"),
+    ("horovod.tensorflow", "tensorflow"),
+    ("horovod.keras", "tensorflow"),
+    ("mindspore", "mindspore"),
+)
+
+# The name a framework is always imported as, for files that get it through a star import:
+# BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`.
+STAR_IMPORTED_ALIASES = (("tf", "tensorflow", "tensorflow"),)  # (local name, module, framework)
+
+# ----------------------------------------------------------------------------- PyTorch names
+# Where the PyTorch pass knows a device string, a backend name or an environment variable name
+# is what it looks like (kinds/device.py, kinds/backend.py, kinds/env.py).
+
+# Functions taking an environment variable name (argument index).
+ENV_FUNCS = {
+    "os.getenv": 0,
+    "os.putenv": 0,
+    "os.unsetenv": 0,
+    "os.environ.get": 0,
+    "os.environ.setdefault": 0,
+    "os.environ.pop": 0,
+    "os.environ.__getitem__": 0,
+}
+# Functions taking a distributed backend (argument index, or None: by keyword only).
+BACKEND_FUNCS = {"torch.distributed.init_process_group": 0, "torch.distributed.new_group": None}
+BACKEND_GETTERS = {"torch.distributed.get_backend"}
+# Functions whose single argument may name a tensor type as a string ("torch.cuda.FloatTensor").
+TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
+# Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
+DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
+# Packages the PyTorch pass resolves names of besides those the rules name: partial.py keeps
+# every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var).
+RESOLVED_PACKAGES = {"os", "re"} | {  # re: codemods/findings.py matches re.search(...) texts
+    name.split(".", 1)[0]
+    for name in [*ENV_FUNCS, *BACKEND_FUNCS, *BACKEND_GETTERS, *TYPE_STRING_FUNCS, *DEVICE_KEYWORDS_OF]
+}
+
+
+def detect_frameworks(imports: "ImportTable") -> List[str]:
+    found: List[str] = []
+    for root, name in FRAMEWORK_IMPORTS:
+        if name not in found and imports.imports_module(root):
+            found.append(name)
+    if "torch" in found:
+        # A PyTorch module that imports another framework only inside a function (a weight
+        # converter such as transformers' load_tf_weights) is not written for that framework:
+        # giving it `from npu_bridge.npu_init import *` would break its import.
+        found = [
+            name
+            for name in found
+            if name == "torch"
+            or any(imports.imports_module_at_top_level(root) for root, n in FRAMEWORK_IMPORTS if n == name)
+        ]
+    return found
+
+
+def star_imported_frameworks(text: str, imports: "ImportTable", wanted: Sequence[str]) -> List[str]:
+    """For a file with a star import that uses `tf.` without binding `tf` itself: make `tf`
+    resolve to tensorflow (in `imports`) and return ["tensorflow"] -- when `wanted` (the
+    frameworks detected or forced) is empty or includes tensorflow."""
+    if not imports.has_star_import():
+        return []
+    found: List[str] = []
+    for alias, module, framework in STAR_IMPORTED_ALIASES:
+        if wanted and framework not in wanted:
+            continue
+        if alias in imports.names or re.search(rf"^[ \t]*{alias}\s*=[^=]", text, re.MULTILINE):
+            continue
+        if re.search(rf"(?<![\w.]){alias}\.[A-Za-z_]", text):
+            imports.names[alias] = module
+            found.append(framework)
+    return found

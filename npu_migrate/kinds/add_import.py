@@ -1,0 +1,56 @@
+"""`[[add_import]]`: an import to add where NPU APIs are used.
+
+Without `framework`: `import <module>` (torch_npu) goes right after the file's first import of
+`after` (torch) when the PyTorch pass rewrote something to the NPU or found NPU code already.
+With `framework`: the TensorFlow/MindSpore pass adds `import <module>` -- or, with `names`,
+`from <module> import <names>` (`["*"]`: a star import) -- before the file's first import
+when one of its rewrites uses those names.
+
+    [[add_import]]
+    code = "NPU108"
+    module = "torch_npu"
+    after = "torch"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import Requirement, Word
+from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, RuleError, schema
+
+
+def _requirements(rule):
+    if rule.framework:
+        return []  # added only where another rule of the framework rewrote something
+    # `import torch_npu` is added where NPU APIs are used: the rewrites of the other kinds, or
+    # code that already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file
+    # importing `after`.
+    root = Word(rule.from_.split(".", 1)[0])
+    return [Requirement(frozenset({root, Word("npu", prefix=True)}), leaf=Word("npu", prefix=True))]
+
+
+def _spec(entry, label, framework):
+    names = entry.get("names", [])
+    if "names" in entry and not framework:
+        raise RuleError(f"{label}: 'names' is only for [[add_import]] with 'framework'")
+    if not isinstance(names, list) or not all(isinstance(n, str) and (n == "*" or IDENT_RE.match(n)) for n in names):
+        raise RuleError(f"{label}: 'names' must be a list of identifiers, or [\"*\"]")
+    if not QUALNAME_RE.match(entry["module"]):
+        raise RuleError(f"{label}: {entry['module']!r} is not a dotted Python name")
+    return CallSpec(names=tuple(names)) if framework else None
+
+
+def _index(rs, rule):
+    rs.add_import[rule.from_] = rule
+
+
+KIND = Kind(
+    name="add_import",
+    schema=schema(("module", "after"), ("framework", "names")),
+    summary="an import added where the migrated code needs it",
+    implemented_in="npu_migrate/codemods/torch/torch_npu_import.py; "
+                   "npu_migrate/codemods/callrules_apply.py (add_framework_import)",
+    requirements=_requirements,
+    index=_index,
+    spec=_spec,
+)

@@ -1,0 +1,28 @@
+"""`[[attribute]]`: an attribute rename on any receiver (not a call): `x.is_cuda` -> `x.is_npu`.
+
+    [[attribute]]
+    code = "NPU104"
+    from = "is_cuda"
+    to = "is_npu"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import attribute
+from .base import Kind, from_and_to_are_identifiers, schema
+
+
+def _index(rs, rule):
+    rs.attribute[rule.from_] = rule
+
+
+KIND = Kind(
+    name="attribute",
+    schema=schema(("from", "to"), ()),
+    summary="an attribute `.from` on any receiver becomes `.to`",
+    implemented_in="npu_migrate/codemods/torch/methods.py (_rename_attribute)",
+    requirements=lambda rule: [attribute(rule.from_)],
+    index=_index,
+    check=from_and_to_are_identifiers,
+)

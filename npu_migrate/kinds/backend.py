@@ -1,0 +1,30 @@
+"""`[[backend]]`: a distributed backend name (`"nccl"` -> `"hccl"`, in any case) where it is
+certainly one: `init_process_group("nccl")`, `backend=` and `keywords`, comparisons with and
+assignments to something named like a backend, argparse defaults of `--backend` options.
+
+    [[backend]]
+    code = "NPU106"
+    from = "nccl"
+    to = "hccl"
+    keywords = ["dist_backend"]   # more arguments that are backends
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import quoted
+from .base import Kind, schema
+
+
+def _index(rs, rule):
+    rs.backend[rule.from_] = rule
+
+
+KIND = Kind(
+    name="backend",
+    schema=schema(("from", "to"), ("keywords", "functions")),
+    summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
+    implemented_in="npu_migrate/codemods/torch/literals.py",
+    requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
+    index=_index,
+)

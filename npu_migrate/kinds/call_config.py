@@ -1,0 +1,22 @@
+"""`[[call_config]]` (framework rules, kinds/calls.py): calls of `apis` get `keyword=to()`, or
+`keyword=to(wrap_keyword=<value>)` around the value given (by keyword or at `position`); not in
+files whose text contains `unless_file_contains`.
+"""
+
+from __future__ import annotations
+
+from .calls import call_kind, needs_apis, to_is_a_name
+
+
+def _check(entry, label, lists, ints):
+    to_is_a_name(entry, label)
+    needs_apis(entry, label, lists, ints)
+
+
+KIND = call_kind(
+    "call_config",
+    ("apis", "keyword", "to", "wrap_keyword"),
+    ("position", "unless_file_contains", "unknown_finding"),
+    "calls of an API get an NPU configuration argument",
+    _check,
+)

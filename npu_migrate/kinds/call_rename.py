@@ -1,0 +1,33 @@
+"""`[[call_rename]]` (framework rules, kinds/calls.py): a call of one of `apis` becomes a call of
+`to` with the same arguments when they fit `to`: at most `max_positional` positional ones,
+keywords among `keywords`. With `npu_argument` (at `npu_argument_position`): only when that
+argument is itself the result of a call_rename rewrite (or a variable assigned only such).
+
+    [[call_rename]]
+    code = "NPU402"
+    framework = "tensorflow"
+    apis = ["tensorflow.estimator.RunConfig"]
+    to = "npu_bridge.estimator.npu.npu_config.NPURunConfig"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from .base import RuleError
+from .calls import call_kind, needs_apis, to_is_a_name
+
+
+def _check(entry, label, lists, ints):
+    to_is_a_name(entry, label)
+    needs_apis(entry, label, lists, ints)
+    if ints["npu_argument_position"] is not None and "npu_argument" not in entry:
+        raise RuleError(f"{label}: 'npu_argument_position' needs 'npu_argument'")
+
+
+KIND = call_kind(
+    "call_rename",
+    ("apis", "to"),
+    ("max_positional", "keywords", "npu_argument", "npu_argument_position", "unknown_finding"),
+    "a call of an API becomes a call of another with the same arguments",
+    _check,
+)

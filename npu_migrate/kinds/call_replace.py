@@ -1,0 +1,27 @@
+"""`[[call_replace]]` (framework rules, kinds/calls.py): a call of one of `apis` becomes
+`to(<args>, <extra_args>)`: `args` are the parameters kept, given by position or keyword and
+passed on by position; any other argument leaves the call alone (a codemod finding). With
+`assign_to` the call must be a statement and becomes `<assign_to> = to(...)`; `cleanup`
+statements are then added at the end of its block.
+"""
+
+from __future__ import annotations
+
+from .base import RuleError
+from .calls import call_kind, needs_apis, to_is_a_name
+
+
+def _check(entry, label, lists, ints):
+    to_is_a_name(entry, label)
+    needs_apis(entry, label, lists, ints)
+    if lists["cleanup"] and "assign_to" not in entry:
+        raise RuleError(f"{label}: 'cleanup' needs 'assign_to' (the call must be a statement)")
+
+
+KIND = call_kind(
+    "call_replace",
+    ("apis", "to"),
+    ("args", "extra_args", "assign_to", "cleanup", "unknown_finding"),
+    "a call of an API becomes a call of another with chosen arguments",
+    _check,
+)

@@ -1,0 +1,35 @@
+"""`[[command]]`: a shell command rewrite in launch scripts: `from` is a command with its exact
+arguments (`nvidia-smi`), `to` its replacement (`npu-smi info`). Never applies to Python files.
+
+    [[command]]
+    code = "NPU151"
+    from = "nvidia-smi"
+    to = "npu-smi info"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from .base import COMMAND_RE, Kind, RuleError, schema
+
+
+def _check(entry, label, from_):
+    for key in ("from", "to"):
+        if not COMMAND_RE.match(entry[key]):
+            raise RuleError(f"{label}: '{key}' must be a command and its arguments separated by single spaces, "
+                            f"got {entry[key]!r}")
+
+
+def _index(rs, rule):
+    rs.command[rule.from_] = rule
+
+
+KIND = Kind(
+    name="command",
+    schema=schema(("from", "to"), ()),
+    summary="a shell command and its arguments become another command",
+    implemented_in="npu_migrate/frontends/shell.py (commands)",
+    requirements=lambda rule: [],
+    index=_index,
+    check=_check,
+)

@@ -1,0 +1,34 @@
+"""`[[device]]`: the device type inside device strings, where they certainly are device
+strings: `"cuda"`, `'cuda:0'`, `f"cuda:{i}"` passed as a device (`keywords`, the first argument
+of `functions` and of `.methods(...)`), compared with or assigned to something named like a
+device, argparse defaults of `--device` options, and variables passed where a device is.
+
+    [[device]]
+    code = "NPU105"
+    from = "cuda"
+    to = "npu"
+    keywords = ["device", "map_location"]   # arguments that are devices
+    functions = ["torch.device"]            # whose first argument is one
+    methods = ["to"]                        # `.to("cuda")`
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import quoted
+from .base import Kind, schema
+
+
+def _index(rs, rule):
+    rs.device[rule.from_] = rule
+
+
+KIND = Kind(
+    name="device",
+    schema=schema(("from", "to"), ("keywords", "functions", "methods")),
+    summary="a device type in device strings (`\"cuda:0\"` -> `\"npu:0\"`)",
+    implemented_in="npu_migrate/codemods/torch/literals.py",
+    # Rewritten only in string literals that start with the word: "cuda", 'cuda:0', f"cuda:{i}".
+    requirements=lambda rule: [quoted(rule.from_)],
+    index=_index,
+)

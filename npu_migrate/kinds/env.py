@@ -1,0 +1,36 @@
+"""`[[env]]`: an environment variable name (`CUDA_VISIBLE_DEVICES` -> `ASCEND_RT_VISIBLE_DEVICES`)
+in Python where it is certainly one (`os.environ[...]`, `os.getenv(...)`, `... in os.environ`),
+and in shell scripts (frontends/shell.py).
+
+    [[env]]
+    code = "NPU107"
+    from = "CUDA_VISIBLE_DEVICES"
+    to = "ASCEND_RT_VISIBLE_DEVICES"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import quoted
+from .base import ENV_PATTERN_RE, Kind, RuleError, schema
+
+
+def _check(entry, label, from_):
+    for key in ("from", "to"):
+        if not ENV_PATTERN_RE.match(entry[key]) or entry[key].endswith("*"):
+            raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
+
+
+def _index(rs, rule):
+    rs.env[rule.from_] = rule
+
+
+KIND = Kind(
+    name="env",
+    schema=schema(("from", "to"), ()),
+    summary="an environment variable name (Python strings and shell scripts)",
+    implemented_in="npu_migrate/codemods/torch/literals.py; npu_migrate/frontends/shell.py",
+    requirements=lambda rule: [quoted(rule.from_)],
+    index=_index,
+    check=_check,
+)

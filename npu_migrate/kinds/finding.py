@@ -1,0 +1,292 @@
+"""`[[finding]]`: something that cannot be migrated (or advice), reported with a severity.
+
+`kind` says how a finding matches (`api`/`apis` name what it matches):
+
+    api          any reference to the qualified name(s), resolved through imports
+                 (codemods/torch/references.py, which knows which names it rewrites)
+    import       an import of the module(s) or of one of their submodules (codemods/findings.py)
+    method       a call `.name(...)` on any receiver that is not an imported module
+    call         a call of the qualified name(s); with `keywords`/`positions`, only when one of
+                 those arguments is given and not None/False/empty (with `suffixes`: only when
+                 it holds a string literal ending in one of them)
+    call-kwarg   `call` with `keywords` (the older name)
+    file         a whole file whose name ends with one of `suffixes` (frontends/cuda_sources.py)
+    env          a shell variable set (names, `NCCL_*` globs)          (frontends/shell.py)
+    command      a shell command: its name and leading words          (frontends/shell.py)
+    heredoc      a word, `NAME` or `PREFIX*`, in a shell heredoc body  (frontends/shell.py)
+    requirement  a dependency name, `cupy-cuda*` globs; `unless`: not when one of these is
+                 listed too                                           (frontends/requirements.py)
+    requirement-build  a CUDA build: local version label `cu*`, or a wheel index URL glob
+    config-key   a `key: value` line of a YAML config, written `device_target=GPU` (the value's
+                 quotes do not matter)                                (frontends/yaml_config.py)
+    install-path a shell script's path into an Ascend install, `ascend-toolkit/20.*`: a
+                 product/version glob                                 (frontends/shell.py)
+    guard        device code the torch pass leaves as it is because the rewrite would break it;
+                 `api` names which guard (GUARD_TRIGGERS)             (codemods/guards.py)
+    string       a string literal holding one of `apis` that the code matches text against (a
+                 comparison operand, `re.search(...)`, `.startswith(...)`): an error message of
+                 CUDA's                                               (codemods/findings.py)
+    codemod      (framework rules only) raised by the framework pass's own analysis, as the
+                 `unknown_finding` of another rule                    (codemods/callrules.py)
+    analysis     raised by the analysis of the module `by` names (the ModelArts adaptation, the
+                 notebook front end, unused suppressions), which looks the rule up by its code
+                 (RuleSet.analysis); no `api`. Its examples run with the options they name
+                 (`modelarts = true`).
+
+`context` narrows a Python finding to files that import torch (`"torch"`) or that use the
+device (`"device"`). With `framework`, a finding (kinds api, import, call, codemod) belongs to
+that framework's pass; `once_per_file = true` reports each listed name of an `api` finding once
+per file; `words` (kind `codemod`) are the words a codemod's own scan looks for (the prefilter's).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, FrozenSet, List
+
+from ..model import Severity
+from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
+                     plain_words)
+from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
+                   check_module_path, schema)
+
+FINDING_CONTEXTS = ("any", "torch", "device")
+# Finding kinds for files that are not Python (shell scripts, dependency lists).
+NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc", "config-key",
+                            "install-path"}
+# Kind `guard`: device code the torch pass leaves as it is because the rewrite would break it
+# (codemods/guards.py); `api` names which guard, and the word a file must contain for it.
+GUARD_TRIGGERS = {
+    "kernel-guard": "is_cuda",  # `x.is_cuda` deciding whether a compiled CUDA extension runs
+    "cuda-only-guard": "is_cuda",  # `assert x.is_cuda, "CUDA only"`
+    "build-gate": "CUDA_HOME",  # `if torch.cuda.is_available() and CUDA_HOME is not None:`
+    "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
+}
+FINDING_KINDS = ({"api", "import", "method", "call-kwarg", "file", "call", "codemod", "analysis", "guard", "string"}
+                 | NON_PYTHON_FINDING_KINDS)
+_FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
+
+# Where each kind of finding is reported.
+IMPLEMENTED_IN = {
+    "api": "npu_migrate/codemods/torch/references.py (_report_reference)",
+    "import": "npu_migrate/codemods/findings.py (FindingVisitor.report_imports)",
+    "method": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call)",
+    "call": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call, arguments_match)",
+    "call-kwarg": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call, arguments_match)",
+    "file": "npu_migrate/frontends/cuda_sources.py",
+    "env": "npu_migrate/frontends/shell.py",
+    "command": "npu_migrate/frontends/shell.py",
+    "heredoc": "npu_migrate/frontends/shell.py",
+    "requirement": "npu_migrate/frontends/requirements.py",
+    "requirement-build": "npu_migrate/frontends/requirements.py",
+    "config-key": "npu_migrate/frontends/yaml_config.py",
+    "install-path": "npu_migrate/frontends/shell.py",
+    "codemod": "npu_migrate/codemods/callrules.py",
+    "guard": "npu_migrate/codemods/guards.py",
+    "string": "npu_migrate/codemods/findings.py (FindingVisitor._matched_text)",
+}
+_FRAMEWORK_IMPLEMENTED_IN = "npu_migrate/codemods/callrules.py (Planner)"
+
+
+def _also_required(entry) -> FrozenSet[str]:
+    if entry.get("kind") == "analysis":
+        return frozenset({"by"})
+    return frozenset({"apis"} if "apis" in entry else {"api"})
+
+
+def _fields(entry, label) -> Dict:
+    try:
+        severity = Severity(entry["severity"])
+    except ValueError:
+        raise RuleError(f"{label}: 'severity' must be error, warning or info, got {entry['severity']!r}") from None
+    match_kind = entry["kind"]
+    if match_kind not in FINDING_KINDS:
+        raise RuleError(f"{label}: 'kind' must be one of {', '.join(sorted(FINDING_KINDS))}, got {match_kind!r}")
+    return {"severity": severity, "match_kind": match_kind}
+
+
+def _check(entry, label, from_):
+    match_kind = entry["kind"]
+    if match_kind == "analysis":
+        check_module_path(entry, label)
+    elif "by" in entry:
+        raise RuleError(f"{label}: 'by' is only for kind = \"analysis\" findings")
+    names = entry.get("apis", [from_])
+    if match_kind in ("api", "import", "call", "call-kwarg"):
+        for n in names:
+            if not QUALNAME_RE.match(n):
+                raise RuleError(f"{label}: {n!r} is not a dotted Python name")
+    if match_kind in NON_PYTHON_FINDING_KINDS:
+        _check_non_python_patterns(match_kind, names + entry.get("unless", []), label)
+    elif "unless" in entry:
+        raise RuleError(f"{label}: 'unless' is only for kind = \"requirement\" findings")
+    if "skip_logged" in entry and (match_kind != "api" or not isinstance(entry["skip_logged"], bool)):
+        raise RuleError(f"{label}: 'skip_logged' must be true or false, and only for kind = \"api\" findings")
+    if match_kind == "guard" and from_ not in GUARD_TRIGGERS:
+        raise RuleError(f"{label}: a \"guard\" finding's 'api' must be one of {', '.join(sorted(GUARD_TRIGGERS))}")
+    _check_python_finding(match_kind, entry, from_, label)
+
+
+def _check_python_finding(match_kind: str, entry, from_: str, label: str) -> None:
+    """The keys that only some finding kinds take, and what they must hold."""
+    context = entry.get("context", "any")
+    if context not in FINDING_CONTEXTS:
+        raise RuleError(f"{label}: 'context' must be one of {', '.join(FINDING_CONTEXTS)}, got {context!r}")
+    if match_kind == "method":
+        for n in entry.get("apis", [from_]):
+            if not IDENT_RE.match(n):
+                raise RuleError(f"{label}: {n!r} is not a method name")
+    if match_kind in NON_PYTHON_FINDING_KINDS:  # shell/requirements kinds have keys of their own
+        return
+    arguments = ("keywords", "positions")
+    if match_kind not in ("call", "call-kwarg"):
+        for key in arguments:
+            if key in entry:
+                raise RuleError(f"{label}: '{key}' is only for kind = \"call\" findings")
+    if match_kind == "call-kwarg" and not entry.get("keywords"):
+        raise RuleError(f"{label}: a \"call-kwarg\" finding needs 'keywords'")
+    if match_kind == "file":
+        if not entry.get("suffixes"):
+            raise RuleError(f"{label}: a \"file\" finding needs 'suffixes' (file name endings such as \".cu\")")
+    elif "suffixes" in entry:
+        if match_kind not in ("call", "call-kwarg"):
+            raise RuleError(f"{label}: 'suffixes' is only for kind = \"call\" or \"file\" findings")
+        if not any(entry.get(key) for key in arguments):
+            raise RuleError(f"{label}: 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)")
+
+
+def _check_non_python_patterns(match_kind: str, names: List[str], label: str) -> None:
+    if match_kind == "env":
+        pattern, what = ENV_PATTERN_RE, "an environment variable name (optionally ending in *)"
+    elif match_kind == "command":
+        pattern, what = COMMAND_RE, "a command and its leading arguments separated by single spaces"
+    elif match_kind == "requirement":
+        pattern, what = REQUIREMENT_PATTERN_RE, "a package name (globs with * allowed)"
+    elif match_kind == "heredoc":
+        pattern, what = re.compile(r"^[A-Za-z0-9_.-]+\*?$"), "a word, optionally ending in *"
+    elif match_kind == "install-path":
+        pattern, what = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*/[0-9*][0-9A-Za-z.*_-]*$"), "product/version glob"
+    elif match_kind == "config-key":
+        pattern, what = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*=[^\s=]+$"), "key=value"
+    else:  # requirement-build: a local version label glob ("cu*") or an index URL glob
+        pattern, what = re.compile(r"^\S+$"), "a version label or URL glob without spaces"
+    for n in names:
+        if not isinstance(n, str) or not pattern.match(n):
+            raise RuleError(f"{label}: {n!r} is not {what}")
+
+
+def _check_framework_finding(entry, label: str, framework: str) -> None:
+    """(After rules.py checked the value of `framework`.)"""
+    match_kind = entry["kind"]
+    if match_kind == "codemod" and not framework:
+        raise RuleError(f"{label}: a \"codemod\" finding needs 'framework' (the codemod that raises it)")
+    if framework:
+        if match_kind not in _FRAMEWORK_FINDING_KINDS:
+            raise RuleError(
+                f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
+                f", got {match_kind!r}"
+            )
+        for key in ("context", "positions", "suffixes", "methods", "unless"):
+            if key in entry:
+                raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
+    if "words" in entry and (match_kind != "codemod" or not isinstance(entry["words"], list)
+                             or not all(isinstance(w, str) and IDENT_RE.match(w) for w in entry["words"])):
+        raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" findings")
+    if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
+                                     or match_kind != "api"):
+        raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
+    return None
+
+
+def names_of(rule: Rule):
+    return rule.patterns or (rule.from_,)
+
+
+def _index(rs, rule):
+    rs.findings.setdefault(rule.match_kind, []).append(rule)
+    names = names_of(rule)
+    if rule.match_kind == "api":
+        for n in names:
+            rs.finding_api.setdefault(n, rule)
+    elif rule.match_kind in ("call", "call-kwarg"):
+        for n in names:
+            rs.finding_call.setdefault(n, []).append(rule)
+    elif rule.match_kind == "method":
+        for n in names:
+            rs.finding_method.setdefault(n, []).append(rule)
+    elif rule.match_kind == "import":
+        for n in names:
+            rs.finding_import.setdefault(n, rule)
+    elif rule.match_kind == "analysis":
+        rs.analysis[rule.code] = rule
+
+
+def _requirements(rule: Rule) -> List[Requirement]:
+    match = rule.match_kind
+    names = names_of(rule)
+    if rule.framework:
+        if match == "codemod":
+            # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's
+            # own scan for the words it names (`words`, in any case: '/device:GPU:%d').
+            return plain_words(*rule.words, ignore_case=True)
+        if match == "import":
+            return [imported(name) for name in names]
+        if rule.once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
+            return [framework_path(name, rule.framework) for name in names]
+        return [framework_name(name, rule.framework) for name in names]
+    if match in ("file", "analysis") or match in NON_PYTHON_FINDING_KINDS:
+        return []
+    if match == "import":
+        return [imported(n) for n in names]
+    if match in ("api", "call", "call-kwarg"):
+        return [components(n) for n in names]
+    if match == "string":  # every word of the text, inside a string literal
+        return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
+                            leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
+                for n in names if re.search(r"[A-Za-z0-9_]", n)]
+    if match == "guard":
+        return [Requirement(frozenset({Word(GUARD_TRIGGERS[n])})) for n in names if n in GUARD_TRIGGERS]
+    return [attribute(n) for n in names]  # method
+
+
+_CALL_WORDS: Dict[str, List[FrozenSet[str]]] = {}  # rule-set fingerprint -> see call_words
+
+
+def call_words(rules) -> List[FrozenSet[str]]:
+    """For each call/method finding's name, the words a file must contain for a reference to
+    it: every part of `torch.utils.cpp_extension.load` (an import or the reference spells each
+    one out), the name of a method. codemods/findings.py walks the tree only when a file has
+    all the words of one of them."""
+    needed = _CALL_WORDS.get(rules.fingerprint)
+    if needed is None:
+        needed = [frozenset(name.split(".")) for name in rules.finding_call]
+        needed += [frozenset((name,)) for name in rules.finding_method]
+        needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) for rule in rules.findings.get("string", ())
+                   for text in rule.patterns or (rule.from_,)]
+        _CALL_WORDS[rules.fingerprint] = needed
+    return needed
+
+
+class FindingKind(Kind):
+    def implementation(self, rule: Rule) -> str:
+        if rule.by:
+            return rule.by
+        if rule.framework and rule.match_kind != "codemod":
+            return _FRAMEWORK_IMPLEMENTED_IN
+        return IMPLEMENTED_IN.get(rule.match_kind, self.implemented_in)
+
+
+KIND = FindingKind(
+    name="finding",
+    schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "methods", "unless", "positions",
+                                         "suffixes", "context", "framework", "once_per_file", "words", "by", "skip_logged")),
+    summary="something to report (no rewrite): a reference, import, call, method, file, …",
+    implemented_in="npu_migrate/codemods/findings.py",
+    requirements=_requirements,
+    index=_index,
+    check=_check,
+    spec=_check_framework_finding,
+    also_required=_also_required,
+    fields=_fields,
+    reports=True,
+)

@@ -1,0 +1,28 @@
+"""`[[module]]`: an import-path rewrite: `from torch.cuda.amp import X`, `import torch.cuda`.
+
+    [[module]]
+    code = "NPU102"
+    from = "torch.cuda.amp"
+    to = "torch_npu.npu.amp"
+    message = "..."
+"""
+
+from __future__ import annotations
+
+from ..words import components
+from .base import Kind, from_is_a_dotted_name, schema
+
+
+def _index(rs, rule):
+    rs.module[rule.from_] = rule
+
+
+KIND = Kind(
+    name="module",
+    schema=schema(("from", "to"), ()),
+    summary="an imported module path becomes another",
+    implemented_in="npu_migrate/codemods/torch/references.py (leave_Import, leave_ImportFrom)",
+    requirements=lambda rule: [components(rule.from_)],
+    index=_index,
+    check=from_is_a_dotted_name,
+)

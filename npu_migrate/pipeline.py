@@ -1,0 +1,121 @@
+"""One run over files: migrate them (runner.py), write back what the mode says, and hand back
+the RunReport the renderers and the exit code read. The way black separates its WriteBack from
+its Report: this module decides nothing about printing; cli.py renders the report and exits
+with `report.return_code(...)`.
+
+Every write of a run goes through here, and each through `source.atomic_write`: the migrated
+files in place (`--write`, source.write_source), the migrated copy (`--output-dir`,
+output_dir.write_tree) and the files generated next to migrated ones (extra_files.apply; the
+ModelArts boot file). Report files (console.emit_report) and cache entries (cache.Cache.put)
+use the same function.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+from .diffs import patch_path, unified_diff
+from .model import Options
+from .report import RunReport
+from .rules import RuleSet
+from .runner import Outcome
+from .settings import Settings
+
+
+def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *,
+        color: bool = False, jobs: int = 1, on_done: Optional[Callable[[Outcome], None]] = None,
+        warn: Callable[[str], None] = lambda line: None) -> RunReport:
+    """Migrate `files` as `settings` say and write back what the mode says. `warn` gets the
+    warnings of the output-dir copy as they happen; the lines about generated files are in
+    `report.notes`."""
+    from .runner import run as run_files
+
+    options = with_local_modules(settings.options(), files, rules)
+    if options.modelarts:
+        from dataclasses import replace
+
+        from .modelarts.project import files_importing_moxing
+
+        options = replace(options, modelarts_moxing_files=files_importing_moxing(files, settings.paths))
+    cache = None
+    if not settings.no_cache:
+        from .cache import Cache
+
+        cache = Cache(rules.fingerprint, options)
+    outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
+                         keep_text=settings.keeps_original_text, cache=cache)
+    report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
+                       color=color, verbose=settings.verbose, quiet=settings.quiet)
+    if settings.report_unused_ignores:
+        report_unused_ignores(report)
+    if settings.write:
+        write_in_place(outcomes)
+    if settings.output_dir:
+        write_output_dir(settings, file_filter, outcomes, warn)
+    if settings.keeps_original_text:
+        add_diffs(report, outcomes)
+    report.notes, report.files_waiting = write_generated_files(settings, report)
+    return report
+
+
+def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -> Options:
+    """Options naming the project's own modules that a library finding would mistake for the
+    library (a `triton/` folder of deployment scripts)."""
+    from dataclasses import replace
+
+    from .local_modules import shadowing_modules
+
+    roots = {name.split(".", 1)[0] for name in rules.finding_import}
+    local = shadowing_modules(files, roots)
+    return replace(options, local_modules=local) if local else options
+
+
+def report_unused_ignores(report: RunReport) -> None:
+    """--report-unused-ignores: the NPU001 findings the engine set aside join the findings."""
+    for r in report.results:
+        if r.unused_ignores:
+            r.findings = sorted(r.findings + r.unused_ignores, key=lambda f: (f.span.line, f.span.col, f.code))
+
+
+def write_in_place(outcomes: List[Outcome]) -> None:
+    from .source import SourceError, write_source
+
+    for o in outcomes:
+        if o.result.changed and o.source is not None:
+            try:
+                write_source(o.source, o.result.new_text)
+            except SourceError as exc:
+                o.result.error = str(exc)
+                o.result.new_text = None
+
+
+def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome], warn: Callable[[str], None]) -> None:
+    from .output_dir import write_tree
+
+    migrated = {o.result.path: (o.source, o.result.new_text)
+                for o in outcomes if o.result.changed and o.source is not None}
+    warnings, errors = write_tree(settings.paths, settings.output_dir, file_filter, migrated)
+    if not settings.quiet:
+        for w in warnings:
+            warn(f"npu-migrate: warning: {w}")
+    for o in outcomes:
+        if o.result.path in errors:
+            o.result.error = errors[o.result.path]
+            o.result.new_text = None
+
+
+def add_diffs(report: RunReport, outcomes: List[Outcome]) -> None:
+    for o in outcomes:
+        if o.result.changed and o.original_text is not None:
+            report.diffs[o.result.path] = unified_diff(
+                o.original_text, o.result.new_text, patch_path(report.display_path(o.result.path)))
+
+
+def write_generated_files(settings: Settings, report: RunReport):
+    """Files generated next to migrated ones (the ModelArts boot file): written, or diffed.
+    (lines to tell the user, whether some are still to be written)"""
+    from .extra_files import apply
+    from .output_dir import input_root
+
+    root = input_root(settings.paths) if settings.output_dir else None
+    return apply(report, settings.mode, settings.output_dir, root)

@@ -1,0 +1,104 @@
+"""What one run of `npu-migrate` is asked to do: the command line merged over the configuration
+file (config.py), typed. cli.py makes a Settings from click's options; pipeline.py runs it."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Tuple
+
+from .model import Options
+
+
+@dataclass(frozen=True)
+class Settings:
+    """One field per option of the `migrate` command, under its click parameter name."""
+
+    paths: Tuple[str, ...] = ()
+    write: bool = False
+    show_diff: bool = False  # --diff
+    check: bool = False
+    output_dir: Optional[str] = None  # --output-dir: a migrated copy of the input tree
+    fail_on: str = "error"
+    report_unused_ignores: bool = False
+    fmt: str = "text"  # --format
+    output_file: Optional[str] = None  # -o: where the report goes
+    rule_files: Tuple[str, ...] = ()  # --rules
+    framework: str = "auto"
+    no_import: bool = False
+    npu_ops: bool = False
+    distributed: bool = False
+    modelarts: bool = False
+    entries: Tuple[str, ...] = ()  # --entry
+    modelarts_entry: bool = False
+    modelarts_resume: bool = False
+    modelarts_data_dir: str = "/cache/data"
+    modelarts_output_dir: str = "/cache/output"
+    data_args: Tuple[str, ...] = ()  # --data-arg
+    output_args: Tuple[str, ...] = ()  # --output-arg
+    modelarts_sync_every: float = 0
+    exclude: Tuple[str, ...] = ()
+    extend_exclude: Tuple[str, ...] = ()
+    force_exclude: bool = False
+    respect_gitignore: bool = True
+    jobs: int = 0
+    no_cache: bool = False
+    stdin_filename: Optional[str] = None
+    config_file: Optional[str] = None  # --config
+    isolated: bool = False
+    color: str = "auto"
+    quiet: bool = False
+    verbose: bool = False
+
+    @classmethod
+    def from_params(cls, params: Dict[str, Any]) -> "Settings":
+        """From click's parameters (a new option of the command needs a field here)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(params) - names)
+        if unknown:
+            raise TypeError(f"settings.Settings has no field for the option(s) {', '.join(unknown)}")
+        return cls(**params)
+
+    @property
+    def stdin(self) -> bool:
+        return self.paths == ("-",)
+
+    @property
+    def mode(self) -> str:
+        """What happens to migrated files: write | diff | check | output-dir | report (stdin:
+        the migrated text goes to stdout unless --diff or --check)."""
+        if self.stdin:
+            return "diff" if self.show_diff else "check" if self.check else "stdin"
+        if self.write:
+            return "write"
+        if self.show_diff:
+            return "diff"
+        if self.check:
+            return "check"
+        if self.output_dir:
+            return "output-dir"
+        return "report"
+
+    @property
+    def keeps_original_text(self) -> bool:
+        """Whether the original text of changed files is needed (for diffs)."""
+        return self.show_diff or self.fmt != "text"
+
+    def options(self) -> Options:
+        """What the engine does to each file."""
+        return Options(
+            framework=self.framework,
+            modelarts=self.modelarts or self.modelarts_entry,
+            modelarts_boot=self.modelarts_entry,
+            modelarts_entry_files=tuple(os.path.abspath(e) for e in self.entries),
+            modelarts_resume=self.modelarts_resume,
+            modelarts_data_dir=self.modelarts_data_dir,
+            modelarts_output_dir=self.modelarts_output_dir,
+            data_args=tuple(self.data_args),
+            output_args=tuple(self.output_args),
+            modelarts_sync_every=self.modelarts_sync_every,
+            add_import=not self.no_import,
+            npu_ops=self.npu_ops,
+            distributed=self.distributed,
+        )

@@ -1,0 +1,296 @@
+"""`--distributed`: golden outputs per framework (fixtures/distributed/<framework>/: NAME.py,
+NAME.expected.py and the files generated beside it under generated/NAME/), idempotence, what is
+left alone and reported, the generated files themselves."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from npu_migrate import migrate_source
+from npu_migrate.model import Options
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures" / "distributed"
+CASES = sorted(p for p in FIXTURES.glob("*/*.py") if not p.name.endswith(".expected.py")
+               and (p.parent / (p.stem + ".expected.py")).exists())
+DIST = Options(distributed=True)
+
+
+def _migrate(text, path="train.py", options=DIST):
+    result = migrate_source(text, path, options)
+    assert result.error is None
+    return result
+
+
+def test_every_framework_has_fixtures():
+    assert {p.parent.name for p in CASES} >= {"pytorch", "mindspore", "tensorflow"}
+
+
+@pytest.mark.parametrize("source", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
+def test_golden(source):
+    result = _migrate(source.read_text(encoding="utf-8"), str(source))
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    assert result.new_text == expected
+    generated = source.parent / "generated" / source.stem
+    want = {p.name: p.read_text(encoding="utf-8") for p in sorted(generated.glob("*"))}
+    got = {Path(path).name: text for path, text in result.extra_files.items()}
+    assert got == want
+
+
+@pytest.mark.parametrize("source", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
+def test_second_run_changes_nothing(source):
+    expected = source.with_name(source.stem + ".expected.py").read_text(encoding="utf-8")
+    again = _migrate(expected, str(source))
+    assert not again.changed and again.edits == []
+    first = _migrate(source.read_text(encoding="utf-8"), str(source))
+    assert again.extra_files == first.extra_files  # the generated files stay as they are
+
+
+@pytest.mark.parametrize("source", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
+def test_generated_shell_scripts_pass_bash_n(source, tmp_path):
+    result = _migrate(source.read_text(encoding="utf-8"), str(source))
+    scripts = [text for path, text in result.extra_files.items() if path.endswith(".sh")]
+    assert scripts
+    for i, text in enumerate(scripts):
+        path = tmp_path / f"s{i}.sh"
+        path.write_text(text, encoding="utf-8")
+        check = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+        assert check.returncode == 0, check.stderr
+
+
+def test_without_the_option_nothing_distributed_happens():
+    source = FIXTURES / "pytorch" / "mnist_train.py"
+    result = _migrate(source.read_text(encoding="utf-8"), str(source), Options())
+    assert "distributed_setup" not in (result.new_text or "") and not result.extra_files
+
+
+# ----------------------------------------------------------------------------- left alone, reported
+
+ALREADY = [
+    ("fixtures/pytorch/imagenet_ddp_main.py", "torch.distributed"),
+    ("fixtures/mindspore/lenet_ms2.py", "mindspore.communication.init"),
+    ("fixtures/mindspore/resnet50_train.py", "mindspore.dataset.Cifar10Dataset(num_shards="),
+    ("fixtures/tensorflow/resnet50_horovod.py", "horovod"),
+]
+
+
+@pytest.mark.parametrize("path,api", ALREADY, ids=[Path(p).stem for p, _ in ALREADY])
+def test_already_distributed_scripts_get_only_the_device_migration(path, api):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    plain = _migrate(text, path, Options())
+    dist = _migrate(text, path)
+    assert dist.new_text == plain.new_text and not dist.extra_files
+    found = [f for f in dist.findings if f.code == "NPU380"]
+    assert len(found) == 1 and found[0].api.startswith(api)
+
+
+TORCH = """import torch
+from torch.utils.data import DataLoader
+
+def main():
+    model = Net().cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+{loader}
+    for epoch in range(3):
+        for x, y in train_loader:
+            pass
+
+if __name__ == "__main__":
+    main()
+"""
+UNSAFE = [
+    ("    train_loader = DataLoader(data, batch_size=8, sampler=WeightedSampler(data))", "NPU381"),
+    ("    train_loader = DataLoader(data, batch_size=8, batch_sampler=buckets)", "NPU381"),
+    ("    train_loader = DataLoader(data, 8, True)", "NPU381"),
+    ("    data = Stream()\n    train_loader = DataLoader(data, batch_size=8)\n"
+     "class Stream(torch.utils.data.IterableDataset):\n    pass\ndef unused():", "NPU382"),
+]
+
+
+@pytest.mark.parametrize("loader,code", UNSAFE)
+def test_what_cannot_be_converted_safely_is_reported_and_nothing_changes(loader, code):
+    text = TORCH.format(loader=loader)
+    plain = _migrate(text, "train.py", Options())
+    dist = _migrate(text)
+    assert dist.new_text == plain.new_text and not dist.extra_files
+    assert code in {f.code for f in dist.findings}
+
+
+def test_manual_all_reduce_is_reported():
+    text = TORCH.format(loader="    train_loader = DataLoader(data, batch_size=8)") + (
+        "def sync(model):\n    for p in model.parameters():\n        torch.distributed.all_reduce(p.grad)\n")
+    dist = _migrate(text)
+    assert [f.code for f in dist.findings if f.code.startswith("NPU38")] == ["NPU383"]
+    assert "distributed_setup" not in (dist.new_text or "")
+
+
+def test_evaluation_loaders_keep_every_sample_and_eval_datasets_are_not_sharded():
+    text = TORCH.format(loader="    train_loader = DataLoader(data, batch_size=8, shuffle=True)\n"
+                               "    val_loader = DataLoader(val_data, batch_size=8)")
+    out = _migrate(text).new_text
+    assert "train_loader = DataLoader(data, batch_size=8, sampler=distributed_sampler(data, shuffle=True))" in out
+    assert "    val_loader = DataLoader(val_data, batch_size=8)\n" in out
+    tf = (FIXTURES / "tensorflow" / "resnet_estimator.expected.py").read_text(encoding="utf-8")
+    assert 'dataset = tf.data.TFRecordDataset(tf.gfile.Glob(FLAGS.data_dir + "/validation-*"))\n' in tf
+
+
+def test_a_dataset_built_inside_the_loader_call_gets_a_name_first():
+    text = TORCH.format(loader="    train_loader = DataLoader(\n        datasets.MNIST('data', train=True),\n"
+                               "        batch_size=8, shuffle=True)")
+    out = _migrate(text).new_text
+    assert ("    train_dataset = datasets.MNIST('data', train=True)\n    train_loader = DataLoader(\n"
+            "        train_dataset,\n        batch_size=8, sampler=distributed_sampler(train_dataset, shuffle=True))\n") in out
+
+
+def test_mindspore_custom_training_loop_is_reported():
+    text = ("import mindspore as ms\nimport mindspore.dataset as ds\n\ndef train(net, opt):\n"
+            "    data = ds.MnistDataset('mnist')\n    grad_fn = ms.value_and_grad(net, None, opt.parameters)\n")
+    dist = _migrate(text)
+    assert "NPU390" in {f.code for f in dist.findings} and not dist.changed
+
+
+def test_a_mindspore_dataset_module_is_sharded_with_the_helpers_only():
+    text = "import mindspore.dataset as ds\n\n\ndef create_dataset(path):\n    return ds.Cifar10Dataset(path)\n"
+    out = _migrate(text, "dataset.py")
+    assert "return ds.Cifar10Dataset(path, num_shards=rank_size(), shard_id=rank_id())" in out.new_text
+    assert "def distributed_setup" not in out.new_text and not out.extra_files
+    assert not _migrate(out.new_text, "dataset.py").changed
+
+
+# ----------------------------------------------------------------------------- with --modelarts
+
+
+@pytest.mark.parametrize("source", ["pytorch/mnist_train.py", "mindspore/lenet_train.py", "tensorflow/mlp_session.py"])
+def test_distributed_combines_with_modelarts(source):
+    path = FIXTURES / source
+    both = Options(distributed=True, modelarts=True)
+    result = _migrate(path.read_text(encoding="utf-8"), str(path), both)
+    text = result.new_text
+    assert text.count("# >>> npu-migrate: ModelArts >>>") == 1 and text.count("# <<< npu-migrate: ModelArts <<<") == 1
+    assert text.count("# >>> npu-migrate: distributed >>>") == 1 and text.count("# <<< npu-migrate: distributed <<<") == 1
+    # the ModelArts block, then the distributed one
+    assert text.index("<<< npu-migrate: ModelArts <<<") < text.index(">>> npu-migrate: distributed >>>")
+    assert "--data_url" in text and "NPU160" in {e.code for e in result.edits} | {"NPU160"}
+    again = _migrate(text, str(path), both)
+    assert not again.changed, again.edits
+    assert again.extra_files == result.extra_files
+
+
+# ----------------------------------------------------------------------------- generated files
+
+
+def test_rank_table_is_json_of_the_documented_shape():
+    from npu_migrate.distributed import render_rank_table
+
+    table = json.loads(render_rank_table())
+    assert table["version"] == "1.0" and table["status"] == "completed" and table["server_count"] == "1"
+    (server,) = table["server_list"]
+    assert server["server_id"].startswith("<")
+    assert [d["device_id"] for d in server["device"]] == [str(i) for i in range(8)]
+    assert [d["rank_id"] for d in server["device"]] == [str(i) for i in range(8)]
+    assert all(d["device_ip"].startswith("<") and set(d) == {"device_id", "device_ip", "rank_id"}
+               for d in server["device"])
+    assert all(isinstance(v, str) for v in (table["version"], table["server_count"]))
+    assert "hccn_tool" in table["_comment"] and "@generated" in table["_comment"]
+
+
+def test_run_8p_starts_one_process_per_npu_and_refuses_placeholders(tmp_path):
+    from npu_migrate.distributed import render_rank_table, render_run_8p
+
+    (tmp_path / "run_8p.sh").write_text(render_run_8p("train.py"), encoding="utf-8")
+    (tmp_path / "train.py").write_text(
+        "import os\nprint(os.environ['DEVICE_ID'], os.environ['RANK_ID'], os.environ['RANK_SIZE'],"
+        " os.path.basename(os.environ['RANK_TABLE_FILE']))\n", encoding="utf-8")
+    table = tmp_path / "hccl_8p.json"
+    table.write_text(render_rank_table(), encoding="utf-8")
+    refused = subprocess.run(["bash", "run_8p.sh"], cwd=tmp_path, capture_output=True, text=True)
+    assert refused.returncode == 1 and "placeholders" in refused.stderr
+    table.write_text(render_rank_table().replace("<", "").replace(">", ""), encoding="utf-8")
+    env = dict(os.environ, RANK_SIZE="3", PATH=os.environ["PATH"])
+    env.pop("RANK_TABLE_FILE", None)
+    ran = subprocess.run(["bash", "run_8p.sh", "--lr", "1"], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert ran.returncode == 0, ran.stderr
+    logs = sorted((tmp_path / f"train_{i}.log").read_text().split() for i in range(3))
+    assert logs == [[str(i), str(i), "3", "hccl_8p.json"] for i in range(3)]
+
+
+def test_generated_files_are_updated_in_place_but_never_over_hand_edits(tmp_path, run_cli):
+    script = tmp_path / "mnist_train.py"
+    script.write_text((FIXTURES / "pytorch" / "mnist_train.py").read_text(encoding="utf-8"), encoding="utf-8")
+    launcher = tmp_path / "run_distributed_mnist_train.sh"
+    r = run_cli("mnist_train.py", "--distributed", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert os.access(launcher, os.X_OK)
+    generated = launcher.read_text(encoding="utf-8")
+    # an older version of the file (its checksum matches): updated in place
+    launcher.write_text(generated.replace("#   LAUNCHER", "#   (old) LAUNCHER").replace(
+        generated.split("\n")[1], "# @generated by `npu-migrate --distributed` from mnist_train.py "
+        "(checksum 000000000000): a later run updates this file unless you edit it."), encoding="utf-8")
+    from npu_migrate.extra_files import stamp
+
+    launcher.write_text(stamp(launcher.read_text(encoding="utf-8")), encoding="utf-8")
+    r = run_cli("mnist_train.py", "--distributed", "--write", cwd=tmp_path)
+    assert launcher.read_text(encoding="utf-8") == generated and "updated" in r.stderr.decode()
+    # edited by hand: kept, with a warning
+    edited = generated.replace('"$@"', '--epochs 90 "$@"')
+    launcher.write_text(edited, encoding="utf-8")
+    r = run_cli("mnist_train.py", "--distributed", "--check", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert launcher.read_text(encoding="utf-8") == edited
+    assert "it was edited after npu-migrate generated it" in r.stderr.decode()
+
+
+def test_two_scripts_wanting_different_run_8p_files_get_none(tmp_path, run_cli):
+    for name in ("mlp_session.py", "resnet_estimator.py"):
+        (tmp_path / name).write_text((FIXTURES / "tensorflow" / name).read_text(encoding="utf-8"), encoding="utf-8")
+    r = run_cli(".", "--distributed", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert not (tmp_path / "run_8p.sh").exists() and (tmp_path / "hccl_8p.json").exists()
+    assert "run_8p.sh: not written" in r.stderr.decode()
+
+
+@pytest.mark.parametrize("source", ["pytorch/mnist_train.py", "mindspore/lenet_train.py", "tensorflow/mlp_session.py"])
+def test_distributed_after_an_earlier_modelarts_run(source):
+    path = FIXTURES / source
+    first = _migrate(path.read_text(encoding="utf-8"), str(path), Options(modelarts=True)).new_text
+    both = Options(distributed=True, modelarts=True)
+    text = _migrate(first, str(path), both).new_text
+    assert text == _migrate(path.read_text(encoding="utf-8"), str(path), both).new_text
+
+
+def test_every_model_an_optimizer_trains_is_wrapped():
+    text = """import torch
+import torch.optim as optim
+
+netD = Discriminator().to(device)
+netG = Generator().to(device)
+if opt.netG != '':
+    netG.load_state_dict(torch.load(opt.netG))
+optimizerD = optim.Adam(netD.parameters(), lr=opt.lr)
+optimizerG = optim.Adam(netG.parameters(), lr=opt.lr)
+dataloader = torch.utils.data.DataLoader(dataset, batch_size=opt.batchSize, shuffle=True)
+for epoch in range(opt.niter):
+    for i, data in enumerate(dataloader, 0):
+        for step in range(opt.steps_per_epoch):
+            pass
+    torch.save(netG.state_dict(), '%s/netG_epoch_%d.pth' % (opt.outf, epoch))
+"""
+    out = _migrate(text).new_text
+    assert "netD = Discriminator().to(device)\nnetD = distributed_model(netD)\n" in out
+    assert "netG = Generator().to(device)\nnetG = distributed_model(netG)\n" in out
+    assert "    unwrap_model(netG).load_state_dict(torch.load(opt.netG))\n" in out
+    assert out.count("set_sampler_epoch(") == 2  # its definition and one call, in the epoch loop
+    assert "for epoch in range(opt.niter):\n    set_sampler_epoch(dataloader, epoch)\n" in out
+    assert "    if is_main_process():\n        torch.save(unwrap_model(netG).state_dict()" in out
+
+
+def test_a_training_script_without_an_optimizer_is_reported():
+    text = ("import torch\nmodel = Net().cuda()\nfor x, y in data:\n    loss = model(x).sum()\n    loss.backward()\n"
+            "    for p in model.parameters():\n        p.data.add_(p.grad, alpha=-lr)\n")
+    dist = _migrate(text)
+    assert "NPU385" in {f.code for f in dist.findings} and "distributed_setup" not in (dist.new_text or "")
