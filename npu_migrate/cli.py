@@ -11,6 +11,7 @@ Exit codes (like black and ruff):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import sys
@@ -75,6 +76,9 @@ def _install_signal_handlers() -> None:
 @click.option("--framework", type=click.Choice(["auto", "torch", "tensorflow", "mindspore"]), default="auto", show_default=True,
               help="Which framework's rules to apply; auto decides per file from its imports.")
 @click.option("--no-import", "no_import", is_flag=True, help="Do not add `import torch_npu`.")
+@click.option("--torch-npu-version", default="", metavar="X.Y",
+              help="The torch_npu release the code must run on (2.1, or 2.1.0.post17): rewrites into names it lacks "
+                   "are not made. Default: read from the project's torch/torch-npu pin, else the newest.")
 @click.option("--npu-ops", is_flag=True,
               help="TensorFlow: replace tf.nn.dropout, a hand-written gelu and tf.layers.max_pooling2d by the NPU's "
                    "operators (NPU129); without it they are reported as advice (NPU351).")
@@ -129,6 +133,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
     from .report import RENDERERS, load_renderers
 
     settings, config = _settings(ctx, params)
+    settings = dataclasses.replace(settings, target=_target(ctx, settings, config))
     load_renderers()
     _check_usage(settings, RENDERERS)
     rules = _load_rules_or_exit(settings.rule_files)
@@ -206,6 +211,24 @@ def _settings(ctx: click.Context, params: dict):
     except ConfigError as exc:
         _fail(str(exc))
     return Settings.from_params(apply(config, ctx, params)), config
+
+
+def _target(ctx: click.Context, settings, config):
+    """The torch_npu target of this run (targets.py): the option, the configuration, the
+    project's pins, or the newest release. Exits 2 on a version the tool does not know."""
+    from click.core import ParameterSource
+
+    from .targets import TargetError, resolve_torch_npu
+
+    if ctx.get_parameter_source("torch_npu_version") is ParameterSource.COMMANDLINE:
+        source = "--torch-npu-version"
+    else:
+        source = f"torch-npu-version in [tool.npu-migrate] of {config.path}"
+    paths = [settings.stdin_filename or "."] if settings.stdin else list(settings.paths)
+    try:
+        return resolve_torch_npu(settings.torch_npu_version, source, paths)
+    except TargetError as exc:
+        _fail(str(exc))
 
 
 def _was_set(ctx: click.Context, config, name: str) -> bool:
@@ -287,7 +310,9 @@ def writes_several_files(renderer, rules: RuleSet) -> bool:
 
 @main.command("rules")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str))
-def rules_command(rule_files) -> None:
+@click.option("--torch-npu-version", default="", metavar="X.Y",
+              help="List instead which torch.cuda rewrites this torch_npu target gets (2.1, 2.1.0.post17).")
+def rules_command(rule_files, torch_npu_version) -> None:
     """List every code: what it reports (rewrite or severity) and its title."""
     from .explain import list_codes
 
@@ -296,6 +321,15 @@ def rules_command(rule_files) -> None:
     except RuleError as exc:
         click.echo(f"npu-migrate: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
+    if torch_npu_version:
+        from .targets import Target, TargetError, describe_target, load_table, releases_for
+
+        try:
+            releases_for(torch_npu_version, load_table())
+        except TargetError as exc:
+            _fail(str(exc))
+        click.echo(describe_target(rules, Target(torch_npu_version, "--torch-npu-version")), nl=False)
+        return
     click.echo(list_codes(rules), nl=False)
 
 

@@ -107,6 +107,8 @@ class Options:
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
     npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)
+    # The torch_npu target (targets.py): "2.1", "2.1.0.post17"; "" = the newest known release.
+    torch_npu_version: str = ""
     # The project's own packages/modules named like a library a rule reports (local_modules.py):
     # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
     local_modules: Tuple[str, ...] = ()

@@ -45,7 +45,7 @@ def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
                          keep_text=settings.keeps_original_text, cache=cache)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
-                       color=color, verbose=settings.verbose, quiet=settings.quiet)
+                       color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
     if settings.report_unused_ignores:
         report_unused_ignores(report)
     if settings.write:

@@ -29,6 +29,7 @@ class Settings:
     no_import: bool = False
     npu_ops: bool = False
     distributed: bool = False
+    torch_npu_version: str = ""  # --torch-npu-version, as given
     modelarts: bool = False
     entries: Tuple[str, ...] = ()  # --entry
     modelarts_entry: bool = False
@@ -50,6 +51,9 @@ class Settings:
     color: str = "auto"
     quiet: bool = False
     verbose: bool = False
+    # Not an option: the torch_npu target resolved from the option, the configuration or the
+    # project's pins (targets.Target; cli.py sets it), which the reports name.
+    target: Optional[Any] = None
 
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "Settings":
@@ -101,4 +105,5 @@ class Settings:
             add_import=not self.no_import,
             npu_ops=self.npu_ops,
             distributed=self.distributed,
+            torch_npu_version=self.target.spec if self.target is not None else self.torch_npu_version,
         )

@@ -58,7 +58,7 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
     else:
         result = migrate_source(text, shown, settings.options(), rules)
     report = RunReport(results=[result], rules=rules, mode=mode, color=use_color,
-                       verbose=settings.verbose, quiet=settings.quiet)
+                       verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
     if result.changed:
         report.diffs[shown] = unified_diff(text, result.new_text, patch_path(shown))
 

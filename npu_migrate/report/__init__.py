@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Union
+from typing import Any, Callable, Dict, List, Optional, Union
 
 from ..model import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, FileResult, Severity
 from ..rules import RuleSet
@@ -27,6 +27,7 @@ class RunReport:
     verbose: bool = False
     quiet: bool = False
     root: str = "."  # paths are shown relative to this folder
+    target: Optional[Any] = None  # targets.Target: the torch_npu release(s) the run migrated for
     # Paths given that could not be used (discovery): the run exits 2 after doing the others.
     path_errors: List[str] = field(default_factory=list)
     # Files still to be generated next to migrated ones (--diff/--check: a change), and the

@@ -65,4 +65,7 @@ def render_json(report: RunReport) -> str:
         },
         "files": files,
     }
+    if report.target is not None:
+        # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
+        doc["target"] = report.target.to_dict()
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -66,6 +66,13 @@ def _md(text: str) -> str:
     return text.replace("\n", " ")
 
 
+def _target_properties(report: RunReport) -> Dict[str, Any]:
+    """The torch_npu target of the run (targets.py), as invocation properties."""
+    if report.target is None:
+        return {}
+    return {"properties": {"target": report.target.to_dict()}}
+
+
 @register("sarif")
 def render_sarif(report: RunReport) -> str:
     used = sorted({f.code for r in report.results for f in r.findings})
@@ -120,6 +127,7 @@ def render_sarif(report: RunReport) -> str:
                     {
                         "executionSuccessful": not notifications,
                         "toolExecutionNotifications": notifications,
+                        **_target_properties(report),
                     }
                 ],
                 "columnKind": "unicodeCodePoints",

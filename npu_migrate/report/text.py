@@ -95,6 +95,9 @@ def summary(report: RunReport) -> str:
             + ", ".join(f"{code} x{count}" for code, count in sorted(edits.items()))
         )
     findings = report.finding_counts()
+    if report.target is not None and (edits or findings):
+        # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
+        lines.insert(1, f"Target: {report.target.label()} ({report.target.reason or 'the newest release'}).")
     if findings:
         lines.append(
             f"{sum(findings.values())} finding{'s' if sum(findings.values()) != 1 else ''}: "

@@ -15,7 +15,21 @@ from ...context import Context
 from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
 from ...rules import Rule
+from ...targets import Missing, Target, describe
+from ...walk import walk
 from ..strings import string_value
+
+
+class _AliasAttributes(cst.CSTVisitor):
+    """`name.attr` pairs of a module: the members used through each local name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.attrs: Dict[str, Set[str]] = {}
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name):
+            self.attrs.setdefault(node.value.value, set()).add(node.attr.value)
 
 
 class ReferenceRewrites:
@@ -27,7 +41,64 @@ class ReferenceRewrites:
         # Names to skip when resolving bare names: attribute names, keywords, parameters.
         self._not_references: Set[int] = set()
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
+        # The torch_npu release(s) the output must run on: a rewrite into a name they lack is
+        # not made (targets.py), and the reference is reported (`target` findings) instead.
+        self.target = Target(self.ctx.options.torch_npu_version)
+        self._blocked: Dict[str, Missing] = {}
+        self._target_rule = next(iter(self.ctx.rules.findings.get("target", ())), None)
+        self._alias_attrs: Optional[Dict[str, Set[str]]] = None  # local name -> attributes read on it
         self._plan_import_renames()
+
+    def _rewrite_api(self, qualname: str) -> Optional[Tuple[str, str, Rule]]:
+        """`RuleSet.rewrite_api`, unless the name it would write is missing in the target."""
+        hit = self.ctx.rules.rewrite_api(qualname)
+        if hit is None:
+            return None
+        prefix, to, _rule = hit
+        missing = self.target.missing(to + qualname[len(prefix):])
+        if missing is not None:
+            self._blocked[qualname] = missing
+            return None
+        return hit
+
+    def _alias_members_ok(self, local: str, qual: str) -> bool:
+        """Whether every `local.X` in the file can follow when the import that binds `local` to
+        `qual` is rewritten (`import torch.cuda as tc` -> `import torch.npu as tc`): each
+        `qual.X` has a rewrite into a name the target has. Otherwise the import stays as it is,
+        so `tc.get_arch_list()` keeps meaning what it meant (and is reported) instead of
+        becoming a `torch.npu` name that does not exist."""
+        if not local:
+            return True
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(local):
+            self.ctx.partial_misses.add(local)  # used in a statement not parsed: migrated again
+        if self._alias_attrs is None:
+            collector = _AliasAttributes()
+            walk(self.ctx.module, collector)
+            self._alias_attrs = collector.attrs
+        rs = self.ctx.rules
+        for member in sorted(self._alias_attrs.get(local, ())):
+            full = f"{qual}.{member}"
+            if self._rewrite_api(full) is None and rs.module.get(full) is None:
+                return False
+        return True
+
+    def _report_target(self, qual: str, node: cst.CSTNode) -> bool:
+        """Report a reference left as it is because the target lacks its NPU twin."""
+        missing = self._blocked.get(qual)
+        rule = self._target_rule
+        if missing is None or rule is None:
+            return False
+        if missing.minors:
+            where = f"torch_npu {missing.minors[0]}" + (" or newer" if len(missing.minors) > 1 else "")
+            instead = f"On {where}, `{qual}` becomes `{missing.name}`: raise the target (--torch-npu-version)"
+        else:
+            instead = "No torch_npu release has it on every build: replace the call by hand"
+        self.ctx.finding(
+            rule, node, api=qual,
+            message=rule.render_message(api=qual, after=missing.name, why=describe(missing)),
+            suggestion=rule.render_suggestion(api=qual, after=missing.name, instead=instead),
+        )
+        return True
 
     def _plan_import_renames(self) -> None:
         """`from torch import cuda` becomes `from torch import npu`: uses of the local name
@@ -47,7 +118,7 @@ class ReferenceRewrites:
                 if alias.asname is None and name in renames:
                     # Uses are credited to the rule that renames the name itself, if any.
                     qual = f"{module}.{name}"
-                    hit = self.ctx.rules.rewrite_api(qual)
+                    hit = self._rewrite_api(qual)
                     own = hit[2] if hit and hit[2].members is None else None
                     rule = own or self._rule_for_from_import(module, name, new_module)
                     if rule is not None:
@@ -58,7 +129,7 @@ class ReferenceRewrites:
             return new_module[1]
         qual = f"{module}.{name}"
         sub = self.ctx.rules.module.get(qual)
-        hit = self.ctx.rules.rewrite_api(qual)
+        hit = self._rewrite_api(qual)
         return sub or (hit[2] if hit else None)
 
     def _plan_from_import(
@@ -75,11 +146,14 @@ class ReferenceRewrites:
             if name is None:
                 return None
             qual = f"{module}.{name}"
+            local = dotted_name(alias.asname.name) if alias.asname is not None else name
+            if not self._alias_members_ok(local, qual):
+                return None  # `from torch import cuda` + `cuda.get_arch_list()`: see _alias_members_ok
             sub_rule = rs.module.get(qual)
             if sub_rule is not None and sub_rule.to.rsplit(".", 1)[0] == (module_rule.to if module_rule else module):
                 renames[name] = sub_rule.to.rsplit(".", 1)[1]
                 continue
-            hit = rs.rewrite_api(qual)
+            hit = self._rewrite_api(qual)
             if hit is not None:
                 prefix, to, _rule = hit
                 new_qual = to + qual[len(prefix) :]
@@ -112,6 +186,11 @@ class ReferenceRewrites:
         for alias in updated.names:
             full = dotted_name(alias.name)
             rule = rs.module.get(full) if full else None
+            if rule is not None and self.target.missing(rule.to) is not None:
+                rule = None
+            if rule is not None and alias.asname is not None:
+                if not self._alias_members_ok(dotted_name(alias.asname.name) or "", full):
+                    rule = None
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 new_alias = alias.with_changes(name=cst.parse_expression(rule.to))
                 self.ctx.edit(
@@ -167,7 +246,7 @@ class ReferenceRewrites:
             if name is None:
                 continue
             qual = f"{module}.{name}"
-            self._report_reference(qual, alias, module, rewritten=self.ctx.rules.rewrite_api(qual) is not None)
+            self._report_reference(qual, alias, module, rewritten=self._rewrite_api(qual) is not None)
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._not_references.add(id(node.attr))
@@ -191,6 +270,8 @@ class ReferenceRewrites:
         may behave differently), or -- for a member of a module whose members are rewritten one
         by one -- if that member has no NPU twin (the module's own finding is the fallback)."""
         rs = self.ctx.rules
+        if not rewritten and self._report_target(qual, node):
+            return
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
             if not (rule.skip_logged and self._shown):
@@ -220,7 +301,7 @@ class ReferenceRewrites:
         parent = qual.rsplit(".", 1)[0] if "." in qual else None
         # `synchronize` after `from torch.cuda import synchronize`: the import was rewritten,
         # so the name has its NPU twin.
-        self._report_reference(qual, original, parent, rewritten=self.ctx.rules.rewrite_api(qual) is not None)
+        self._report_reference(qual, original, parent, rewritten=self._rewrite_api(qual) is not None)
         return updated
 
     def _rewrite_reference(self, original: cst.Attribute, updated: cst.Attribute, qual: str) -> cst.BaseExpression:
@@ -229,7 +310,7 @@ class ReferenceRewrites:
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.needs_torch_npu = True
         parent = self.resolve(original.value)
-        hit = rs.rewrite_api(qual)
+        hit = self._rewrite_api(qual)
         self._report_reference(qual, original, parent, rewritten=hit is not None)
         if hit is not None:
             prefix, to, rule = hit
@@ -296,7 +377,7 @@ class ReferenceRewrites:
         value = string_value(arg.value)
         if value is None or arg.keyword is not None:
             return updated
-        hit = self.ctx.rules.rewrite_api(value)
+        hit = self._rewrite_api(value)
         if hit is None or not value.startswith("torch."):
             return updated
         prefix, to, rule = hit

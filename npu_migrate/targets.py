@@ -1,0 +1,487 @@
+"""The target: which torch_npu release(s) the migrated code must run on, and what they provide.
+
+Data: `rules/targets/torch_npu.toml`, generated from the wheels of every torch-npu release on
+PyPI by `scripts/target_tables.py` (a name -> the releases it exists in). A target is a set of
+releases: `2.1` is every 2.1.0.postN release, `2.1.0.post17` that one release; a name exists in a
+target when every release of it has the name, so code migrated for `2.1` runs on any 2.1 release.
+
+Where the target comes from (`resolve_torch_npu`), first hit wins:
+1. `--torch-npu-version X.Y` (or `X.Y.Z.postN`), or `torch-npu-version` in `[tool.npu-migrate]`;
+2. the project's own pins, read statically (nothing is run): a `torch-npu`/`torch_npu` pin, else a
+   `torch` pin (`torch==2.1.0`, `torch~=2.1`, `torch>=2.1,<2.2`) in `requirements*.txt`,
+   `requirements/*.txt`, `pyproject.toml`, `setup.py` (`install_requires`), `setup.cfg` or
+   `environment.yml`, in the folder of the paths given or the nearest folder above it that has
+   such a file (the search stops at a repository's root);
+   A specifier that allows several minor versions targets the oldest of them (the code must run
+   there too); one with only a lower bound (`torch>=2.1`) is not a pin;
+3. else the newest minor version in the table.
+
+The codemods ask `Target.missing(qualname)` before writing a `torch.npu.`/`torch_npu.` name; a
+name the target lacks is left as it is and reported (NPU320) with the release that added it.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python < 3.11
+    import tomli as tomllib
+
+# Namespaces whose members the table lists completely: a name directly under one of them exists
+# only if the table says so. Names elsewhere (deeper attributes, other modules) are not checked.
+CHECKED_NAMESPACES = (
+    "torch_npu.npu",
+    "torch_npu.npu.amp",
+    "torch_npu.npu.random",
+    "torch_npu.npu.graphs",
+    "torch_npu.npu.memory",
+    "torch_npu.npu.streams",
+    "torch_npu.npu.mstx",
+    "torch_npu.profiler",
+)
+# Single names outside those namespaces that the table tracks (torch_npu patches them into torch).
+CHECKED_NAMES = ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL")
+
+
+class TargetError(Exception):
+    """An unknown version given explicitly; the message lists the known ones."""
+
+
+def _version(text: str):
+    from packaging.version import Version
+
+    return Version(text)
+
+
+@dataclass(frozen=True)
+class Table:
+    """rules/targets/torch_npu.toml, read."""
+
+    releases: Tuple[str, ...]  # every release, oldest first
+    minors: Dict[str, Tuple[str, ...]]  # "2.1" -> its releases
+    names: Dict[str, FrozenSet[str]]  # qualified name -> releases it exists in
+
+    def minor_of(self, release: str) -> str:
+        v = _version(release)
+        return f"{v.major}.{v.minor}"
+
+    def newest_minor(self) -> str:
+        return max(self.minors, key=_version)
+
+    def first_release_with(self, name: str, within: Iterable[str] = ()) -> Optional[str]:
+        """The oldest release that has `name`: within `within` if one of those has it, else any."""
+        have = self.names.get(name, frozenset())
+        for pool in (list(within), list(self.releases)):
+            hits = [r for r in pool if r in have]
+            if hits:
+                return min(hits, key=_version)
+        return None
+
+    def minors_with(self, name: str) -> List[str]:
+        """The minor versions every release of which has `name`."""
+        have = self.names.get(name, frozenset())
+        return [m for m, rs in self.minors.items() if all(r in have for r in rs)]
+
+
+def table_path() -> str:
+    from .rules import builtin_rules_dir
+
+    return os.path.join(str(builtin_rules_dir()), "targets", "torch_npu.toml")
+
+
+@lru_cache(maxsize=None)
+def load_table(path: str = "") -> Table:
+    with open(path or table_path(), "rb") as fh:
+        data = tomllib.load(fh)
+    minors = {m: tuple(rs) for m, rs in data["releases"].items()}
+    releases = tuple(sorted((r for rs in minors.values() for r in rs), key=_version))
+    index = {r: i for i, r in enumerate(releases)}
+    names: Dict[str, FrozenSet[str]] = {}
+    for name, spans in data["names"].items():
+        have = set()
+        for span in spans:
+            first, _, last = span.partition("..")
+            have.update(releases[index[first]: index[last or first] + 1])
+        names[name] = frozenset(have)
+    return Table(releases, minors, names)
+
+
+def canonical(qualname: str) -> str:
+    """`torch.npu.X` is `torch_npu.npu.X` (torch_npu registers its module under that name)."""
+    if qualname == "torch.npu" or qualname.startswith("torch.npu."):
+        return "torch_npu.npu" + qualname[len("torch.npu"):]
+    return qualname
+
+
+@dataclass(frozen=True)
+class Missing:
+    """A name the target lacks: what to tell the user."""
+
+    name: str  # as the tool would have written it (torch.npu.NPUGraph)
+    target: str  # "torch_npu 2.1"
+    lacking: Tuple[str, ...]  # the target's releases that lack it
+    added_in: Optional[str]  # the oldest release that has it (of the target's minor if any)
+    minors: Tuple[str, ...]  # minor versions all of whose releases have it
+
+
+@dataclass(frozen=True)
+class Target:
+    """Which torch_npu releases the migrated code must run on (`spec` as given: "2.1",
+    "2.1.0.post17"; "" means the newest minor version) and why."""
+
+    spec: str = ""
+    reason: str = ""
+
+    def label(self, table: Optional[Table] = None) -> str:
+        table = table or load_table()
+        return f"torch_npu {self.spec or table.newest_minor()}"
+
+    def releases(self, table: Optional[Table] = None) -> Tuple[str, ...]:
+        table = table or load_table()
+        return releases_for(self.spec or table.newest_minor(), table)
+
+    def missing(self, qualname: str) -> Optional[Missing]:
+        return _missing(self.spec, qualname)
+
+    def to_dict(self) -> Dict[str, object]:
+        table = load_table()
+        return {"torch_npu": self.spec or table.newest_minor(), "releases": list(self.releases(table)),
+                "reason": self.reason or "newest"}
+
+
+def releases_for(spec: str, table: Table) -> Tuple[str, ...]:
+    """"2.1" (or "2.1.*") -> its releases; "2.1.0.post17" -> that one; "2.9.0.*" (or "2.1.0"
+    when no release is called that) -> the releases of that base version (2.9.0, 2.9.0.postN)."""
+    if spec.endswith(".*") and spec[:-2] in table.minors:
+        spec = spec[:-2]
+    if spec in table.minors:
+        return table.minors[spec]
+    if spec in table.releases:
+        return (spec,)
+    try:
+        base = _version(spec[:-2] if spec.endswith(".*") else spec)
+    except Exception:
+        base = None
+    if base is not None and not base.is_postrelease:
+        hits = tuple(r for r in table.releases if _version(r).base_version == base.base_version)
+        if hits:
+            return hits
+    known = ", ".join(sorted(table.minors, key=_version))
+    raise TargetError(f"torch_npu {spec} is not a release on PyPI that npu-migrate knows (known: {known}, "
+                      "or a full release such as 2.1.0.post17)")
+
+
+@lru_cache(maxsize=4096)
+def _missing(spec: str, qualname: str) -> Optional[Missing]:
+    name = canonical(qualname)
+    table = load_table()
+    parts = name.split(".")
+    checked = None
+    for end in range(len(parts), 0, -1):
+        parent = ".".join(parts[: end - 1])
+        candidate = ".".join(parts[:end])
+        if candidate in CHECKED_NAMES or (parent in CHECKED_NAMESPACES and end >= 2):
+            checked = candidate
+            break
+    if checked is None:
+        return None
+    releases = releases_for(spec or table.newest_minor(), table)
+    have = table.names.get(checked, frozenset())
+    lacking = tuple(r for r in releases if r not in have)
+    if not lacking:
+        return None
+    shown = qualname if checked == name else _shown(qualname, checked)
+    return Missing(
+        name=shown,
+        target=f"torch_npu {spec or table.newest_minor()}",
+        lacking=lacking,
+        added_in=table.first_release_with(checked, releases),
+        minors=tuple(table.minors_with(checked)),
+    )
+
+
+def _shown(qualname: str, checked: str) -> str:
+    """The checked part of `qualname`, spelled as the user will see it (torch.npu.X)."""
+    if qualname.startswith("torch.npu"):
+        return "torch.npu" + checked[len("torch_npu.npu"):]
+    return checked
+
+
+def describe(missing: Missing) -> str:
+    """"torch_npu 2.1.0.post8 and 2.1.0.post10 lack it; it came with 2.1.0.post12" ..."""
+    lacking = missing.lacking
+    shown = lacking[0] if len(lacking) == 1 else f"{', '.join(lacking[:-1])} and {lacking[-1]}"
+    if len(lacking) > 3:
+        shown = f"{lacking[0]} … {lacking[-1]} ({len(lacking)} releases)"
+    text = f"{missing.target} ({shown}) lacks `{missing.name}`"
+    if missing.added_in:
+        text += f"; it came with torch_npu {missing.added_in}"
+    return text
+
+
+# ----------------------------------------------------------------------------- from the project
+
+PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
+_UPPER = ("==", "===", "~=", "<", "<=")
+
+
+@dataclass
+class Pin:
+    package: str  # "torch" or "torch-npu"
+    spec: str  # "==2.1.0"
+    where: str  # file it was read from (relative to the project folder)
+    name: str = ""  # as written (conda's "pytorch", "torch_npu")
+
+
+def resolve_torch_npu(explicit: str, explicit_source: str, paths: Sequence[str]) -> Target:
+    """The target for a run: see the module docstring. `explicit_source` says where `explicit`
+    came from ("--torch-npu-version", "[tool.npu-migrate] in pyproject.toml")."""
+    table = load_table()
+    if explicit:
+        releases_for(explicit, table)  # raises TargetError for an unknown version
+        return Target(explicit, explicit_source)
+    folder, pins = find_pins(paths)
+    for package in ("torch-npu", "torch"):
+        chosen = _target_from_pins([p for p in pins if p.package == package], table)
+        if chosen is not None:
+            spec, pin = chosen
+            return Target(spec, f"{pin.name or pin.package}{pin.spec} in {pin.where}")
+    return Target("", "the newest release: no torch or torch-npu pin found")
+
+
+def _target_from_pins(pins: List[Pin], table: Table) -> Optional[Tuple[str, Pin]]:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    best: Optional[Tuple[str, Pin]] = None
+    for pin in pins:
+        try:
+            spec = SpecifierSet(pin.spec)
+        except InvalidSpecifier:
+            continue
+        if not any(s.operator in _UPPER for s in spec):
+            continue  # a lower bound only: not a pin
+        if pin.package == "torch-npu":
+            allowed = [r for r in table.releases if spec.contains(r, prereleases=True)]
+        else:
+            allowed = [r for r in table.releases if spec.contains(_version(r).base_version, prereleases=True)]
+        if not allowed:
+            continue
+        target = _spec_for(allowed, table)
+        if best is None or _version(_first(target, table)) < _version(_first(best[0], table)):
+            best = (target, pin)
+    return best
+
+
+def _spec_for(allowed: List[str], table: Table) -> str:
+    """The target spec for the oldest minor version among `allowed` releases: the minor when
+    all its releases are allowed, else their common base version (torch==2.9.0 allows the
+    2.9.0.postN releases, not 2.9.1), else the oldest allowed release of it."""
+    minor = table.minor_of(allowed[0])
+    in_minor = tuple(r for r in allowed if table.minor_of(r) == minor)
+    if in_minor == table.minors[minor]:
+        return minor
+    base = _version(in_minor[0]).base_version
+    if in_minor == tuple(r for r in table.minors[minor] if _version(r).base_version == base):
+        return base + ".*"
+    return in_minor[0]
+
+
+def _first(spec: str, table: Table) -> str:
+    return releases_for(spec, table)[0]
+
+
+def find_pins(paths: Sequence[str]) -> Tuple[Optional[str], List[Pin]]:
+    """(folder, pins): torch / torch-npu requirements of the nearest folder, at or above the
+    common folder of `paths`, that has a dependency file (or is a git repository's root)."""
+    from .config import common_folder
+
+    folder = common_folder([p for p in paths if p != "-"] or ["."])
+    while True:
+        # the project's folder: the first with a dependency file (or the repository's root)
+        if dependency_files(folder) or os.path.isdir(os.path.join(folder, ".git")):
+            return folder, read_pins(folder)
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None, []
+        folder = parent
+
+
+def dependency_files(folder: str) -> List[str]:
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    files = [e for e in PIN_FILES if e in entries]
+    files += [e for e in entries if e.lower().startswith("requirements") and e.lower().endswith(".txt")]
+    sub = os.path.join(folder, "requirements")
+    if os.path.isdir(sub):
+        files += [os.path.join("requirements", e) for e in sorted(os.listdir(sub)) if e.endswith(".txt")]
+    return [f for f in files if os.path.isfile(os.path.join(folder, f))]
+
+
+def read_pins(folder: str) -> List[Pin]:
+    pins: List[Pin] = []
+    for rel in dependency_files(folder):
+        try:
+            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for requirement in _requirements_of(rel, text):
+            pin = _pin(requirement, rel)
+            if pin is not None:
+                pins.append(pin)
+    return pins
+
+
+def _pin(requirement: str, where: str) -> Optional[Pin]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        return None
+    name = canonicalize_name(req.name)
+    if name in ("torch", "pytorch"):
+        package = "torch"
+    elif name == "torch-npu":
+        package = "torch-npu"
+    else:
+        return None
+    # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
+    # change which torch_npu fits
+    m = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*\(?([^;@)]*)", requirement)
+    spec = re.sub(r"\+[A-Za-z0-9.]+", "", (m.group(1) if m else "").replace(" ", "")).rstrip(",")
+    if not spec:
+        return None
+    try:
+        from packaging.specifiers import SpecifierSet
+
+        SpecifierSet(spec)
+    except Exception:
+        spec = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
+    return Pin(package, spec, where, req.name)
+
+
+def _requirements_of(rel: str, text: str) -> List[str]:
+    name = os.path.basename(rel)
+    if name.endswith(".txt"):
+        from .frontends.requirements import read_requirements_txt
+
+        return [d.text for d in read_requirements_txt(text)[0]]
+    if name == "pyproject.toml":
+        from .frontends.requirements import read_pyproject
+
+        try:
+            return [d.text for d in read_pyproject(text)]
+        except tomllib.TOMLDecodeError:
+            return []
+    if name == "setup.py":
+        return _setup_py_requirements(text)
+    if name == "setup.cfg":
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(text)
+            raw = parser.get("options", "install_requires", fallback="")
+        except configparser.Error:
+            return []
+        return [line.strip() for line in raw.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return _environment_yml_requirements(text)
+
+
+def _setup_py_requirements(text: str) -> List[str]:
+    """String literals of `install_requires=[...]` in setup.py (also through a module-level
+    variable), read with ast: setup.py is never run."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    variables: Dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            variables[node.targets[0].id] = node.value
+    out: List[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg in ("install_requires", "requires"):
+                    value = variables.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
+                    out += _literal_strings(value)
+    return out
+
+
+def _literal_strings(node: ast.AST) -> List[str]:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_strings(node.left) + _literal_strings(node.right)
+    return []
+
+
+_YML_ITEM = re.compile(r"^\s*-\s*['\"]?([A-Za-z0-9_.\-]+)\s*((?:[=<>~!]=?|===)[^#'\"]*)?['\"]?\s*(?:#.*)?$")
+
+
+def _environment_yml_requirements(text: str) -> List[str]:
+    """`- pytorch=2.1.0` (conda: one `=` is a prefix match) and `- torch==2.1.0` (its pip list)."""
+    out: List[str] = []
+    for line in text.splitlines():
+        m = _YML_ITEM.match(line)
+        if not m or not m.group(2):
+            continue
+        name, spec = m.group(1), m.group(2).strip()
+        if re.fullmatch(r"=[^=].*", spec):  # conda's `=2.1` / `=2.1.0`: that version prefix
+            spec = "==" + spec[1:].split("=", 1)[0].rstrip(".*") + ".*"
+        out.append(name + spec)
+    return out
+
+
+# ----------------------------------------------------------------------------- listing
+
+
+def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[Missing]]]:
+    """(from, to, missing) for every torch.cuda name the rules rewrite, under `target`."""
+    out = []
+    for rule in rules.rules:
+        if rule.kind != "api":
+            continue
+        if rule.members is None:
+            pairs = [(rule.from_, rule.to)]
+        else:
+            pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(rule.members, key=str.lower)]
+        for before, after in pairs:
+            out.append((before, after, target.missing(after)))
+    for rule in rules.rules:
+        if rule.kind == "module":
+            out.append((rule.from_, rule.to, target.missing(rule.to)))
+    return out
+
+
+def describe_target(rules, target: Target) -> str:
+    """`npu-migrate rules --torch-npu-version X`: which torch.cuda rewrites the target gets."""
+    table = load_table()
+    releases = target.releases(table)
+    rows = supported_rewrites(rules, target)
+    ok = [(b, a) for b, a, m in rows if m is None]
+    held = [(b, a, m) for b, a, m in rows if m is not None]
+    lines = [
+        f"{target.label(table)}: torch-npu {', '.join(releases)}"
+        + (f" ({target.reason})" if target.reason else ""),
+        f"{len(ok)} of {len(rows)} rewrites into torch.npu / torch_npu names are made for this target:",
+    ]
+    lines += [f"  {b} -> {a}" for b, a in ok]
+    if held:
+        lines.append(f"{len(held)} are not (NPU320: the name is missing in the target):")
+        for b, a, m in held:
+            came = f"came with torch_npu {m.added_in}" if m.added_in else "in no release"
+            lines.append(f"  {b} -> {a}  ({came}; lacking in {', '.join(m.lacking)})")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,256 @@
+"""The torch_npu target (issue 20): the version table, where the target comes from, and that
+the tool never writes a `torch.npu.`/`torch_npu.` name the target release lacks."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from npu_migrate.dispatch import migrate_source
+from npu_migrate.imports import ImportTable, dotted_name
+from npu_migrate.model import Options
+from npu_migrate.rules import default_rules
+from npu_migrate.targets import Target, TargetError, load_table, releases_for, resolve_torch_npu
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = load_table()
+RULES = default_rules()
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def test_table_facts_from_the_wheels():
+    """What the issue names, as read from the wheels (rules/targets/torch_npu.toml)."""
+    assert set(TABLE.minors) == {"2.1", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.9", "2.10", "2.11", "2.12",
+                                 "2.13", "2.14"}
+    npu = lambda r: {n for n, rs in TABLE.names.items() if r in rs and n.count(".") == 2 and n.startswith("torch_npu.npu.")}
+    # the oldest 2.1 build lacks the CUDA-graph API and has the sdp switches 2.14 dropped
+    assert {"torch_npu.npu.NPUGraph", "torch_npu.npu.graph", "torch_npu.npu.make_graphed_callables",
+            "torch_npu.npu.MemPool", "torch_npu.npu.ipc_collect", "torch_npu.npu.StreamContext"} <= npu("2.14.0") - npu("2.1.0.post8")
+    assert {"torch_npu.npu.sdp_kernel", "torch_npu.npu.enable_flash_sdp"} <= npu("2.1.0.post8") - npu("2.14.0")
+    for release in TABLE.releases:
+        assert "torch.distributed.Backend.HCCL" in TABLE.names and release in TABLE.names["torch.distributed.Backend.HCCL"]
+        assert release in TABLE.names["torch.distributed.is_hccl_available"]
+        assert release in TABLE.names["torch_npu.npu.amp.GradScaler"]
+
+
+def test_target_semantics():
+    assert releases_for("2.1", TABLE)[0] == "2.1.0.post8"
+    assert releases_for("2.1.0.post17", TABLE) == ("2.1.0.post17",)
+    assert releases_for("2.9.0.*", TABLE) == tuple(r for r in TABLE.minors["2.9"] if r != "2.9.1")
+    assert releases_for("2.9.0", TABLE) == ("2.9.0",) and releases_for("2.1.*", TABLE) == TABLE.minors["2.1"]
+    missing = Target("2.1").missing("torch.npu.NPUGraph")
+    assert missing.lacking == ("2.1.0.post8", "2.1.0.post10") and missing.added_in == "2.1.0.post12"
+    assert Target("2.1.0.post12").missing("torch.npu.NPUGraph") is None
+    assert Target("").missing("torch.npu.NPUGraph") is None  # the default: the newest
+    assert Target("2.14").missing("torch.npu.sdp_kernel") is not None
+    assert Target("2.1").missing("torch.npu.synchronize") is None
+    assert Target("2.1").missing("torch.npu.Stream.synchronize") is None  # members of members: not tracked
+    with pytest.raises(TargetError, match=r"torch_npu 2\.2 is not a release .*\(known: 2\.1, 2\.3, "):
+        releases_for("2.2", TABLE)
+
+
+def _load_tool():
+    spec = importlib.util.spec_from_file_location("target_tables", ROOT / "scripts" / "target_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# Downloaded if missing (once, into the wheel cache): the oldest and newest 2.1 builds and 2.14.
+SAMPLE = ("2.1.0.post8", "2.1.0.post17", "2.14.0")
+
+
+@pytest.mark.slow
+def test_committed_table_matches_the_wheels():
+    """Regenerating from the cached wheels gives the committed table: byte for byte when every
+    release is cached, else release by release for those that are (SAMPLE is downloaded)."""
+    tool = _load_tool()
+    cache = tool.cache_dir()
+    for version in SAMPLE:
+        try:
+            tool.download(version, cache)
+        except (subprocess.CalledProcessError, SystemExit) as exc:
+            pytest.skip(f"cannot download torch-npu {version} (offline?): {exc}")
+    releases = tool.committed_releases()
+    cached = [r for r in releases if tool.cached_wheel(r, cache) is not None]
+    text = tool.TABLE.read_text(encoding="utf-8")
+    if cached == releases:
+        assert tool.compute(releases, cache, fetch=False) == text, "run python scripts/target_tables.py"
+        return
+    for release in cached:
+        surface = tool.surface(tool.cached_wheel(release, cache))
+        assert surface == {n for n, rs in TABLE.names.items() if release in rs}, release
+
+
+# ----------------------------------------------------------------------------- the target of a run
+
+
+@pytest.mark.parametrize("name,text,expected", [
+    ("requirements.txt", "numpy\ntorch==2.1.0\n", ("2.1", "torch==2.1.0 in requirements.txt")),
+    ("requirements-train.txt", "torch~=2.1\n", ("2.1", "torch~=2.1 in requirements-train.txt")),
+    ("requirements.txt", "torch>=2.1,<2.2\n", ("2.1", "torch>=2.1,<2.2 in requirements.txt")),
+    ("requirements.txt", "torch==2.1.0+cpu\n", ("2.1", "torch==2.1.0 in requirements.txt")),
+    ("requirements.txt", "torch==2.9.0\n", ("2.9.0.*", "torch==2.9.0 in requirements.txt")),
+    ("requirements.txt", "torch>=2.1\n", ("", "the newest release: no torch or torch-npu pin found")),
+    ("requirements.txt", "torch==2.1.0\ntorch-npu==2.1.0.post17\n", ("2.1.0.post17", "torch-npu==2.1.0.post17 in requirements.txt")),
+    ("pyproject.toml", '[project]\nname = "x"\ndependencies = ["torch==2.4.0"]\n', ("2.4", "torch==2.4.0 in pyproject.toml")),
+    ("setup.py", "from setuptools import setup\nREQS = ['torch==2.3.1', 'numpy']\nsetup(name='x', install_requires=REQS)\n",
+     ("2.3", "torch==2.3.1 in setup.py")),
+    ("setup.cfg", "[options]\ninstall_requires =\n    torch==2.5.1\n", ("2.5", "torch==2.5.1 in setup.cfg")),
+    ("environment.yml", "dependencies:\n  - python=3.10\n  - pytorch=2.1\n", ("2.1", "pytorch==2.1.* in environment.yml")),
+    ("environment.yml", "dependencies:\n  - pip:\n    - torch==2.6.0\n", ("2.6", "torch==2.6.0 in environment.yml")),
+])
+def test_target_read_from_the_project(tmp_path, name, text, expected):
+    (tmp_path / ".git").mkdir()
+    (tmp_path / name).write_text(text)
+    (tmp_path / "src").mkdir()
+    target = resolve_torch_npu("", "", [str(tmp_path / "src")])
+    assert (target.spec, target.reason) == expected
+
+
+def test_setup_py_is_read_not_run(tmp_path):
+    marker = tmp_path / "ran"
+    (tmp_path / "setup.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\nfrom setuptools import setup\nsetup(install_requires=['torch==2.1.0'])\n")
+    assert resolve_torch_npu("", "", [str(tmp_path)]).spec == "2.1"
+    assert not marker.exists()
+
+
+def test_a_project_pinning_torch_2_1_is_migrated_for_2_1(tmp_path, run_cli):
+    """No option: requirements.txt says torch==2.1.0, so CUDAGraph stays (2.1.0.post8 has no
+    NPUGraph) and is reported; the summary, JSON and SARIF say why."""
+    (tmp_path / "requirements.txt").write_text("torch==2.1.0\n")
+    src = "import torch\ng = torch.cuda.CUDAGraph()\ntorch.cuda.synchronize()\n"
+    (tmp_path / "train.py").write_text(src)
+    r = run_cli("train.py", "--diff", cwd=tmp_path)
+    assert r.stdout.decode().splitlines()[-2:] == ["-torch.cuda.synchronize()", "+torch.npu.synchronize()"]
+    err = r.stderr.decode()
+    assert "train.py:2:5: NPU320 [error] `torch.cuda.CUDAGraph` is not rewritten: torch_npu 2.1 (2.1.0.post8 and " \
+           "2.1.0.post10) lacks `torch.npu.NPUGraph`; it came with torch_npu 2.1.0.post12" in err
+    assert "Target: torch_npu 2.1 (torch==2.1.0 in requirements.txt)." in err
+    doc = json.loads(run_cli("train.py", "--format", "json", cwd=tmp_path).stdout)
+    assert doc["target"] == {"torch_npu": "2.1", "releases": list(TABLE.minors["2.1"]),
+                             "reason": "torch==2.1.0 in requirements.txt"}
+    sarif = json.loads(run_cli("train.py", "--format", "sarif", cwd=tmp_path).stdout)
+    assert sarif["runs"][0]["invocations"][0]["properties"]["target"]["reason"] == "torch==2.1.0 in requirements.txt"
+    # the option wins over the project, and the configuration names itself
+    r = run_cli("train.py", "--diff", "--torch-npu-version", "2.14", cwd=tmp_path)
+    assert "+g = torch.npu.NPUGraph()" in r.stdout.decode()
+    assert "Target: torch_npu 2.14 (--torch-npu-version)." in r.stderr.decode()
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\ntorch-npu-version = "2.5"\n')
+    r = run_cli("train.py", "--diff", cwd=tmp_path)
+    assert "+g = torch.npu.NPUGraph()" in r.stdout.decode()
+    assert "Target: torch_npu 2.5 (torch-npu-version in [tool.npu-migrate] of " in r.stderr.decode()
+    r = run_cli("train.py", "--torch-npu-version", "2.2", cwd=tmp_path)
+    assert r.returncode == 2 and b"torch_npu 2.2 is not a release" in r.stderr
+
+
+# ----------------------------------------------------------------------------- what is written
+
+
+def _written_npu_names(text: str):
+    """Every qualified name under torch.npu / torch_npu a migrated file references, resolved
+    through its imports (`import torch.npu as tc; tc.X`, `from torch.npu import X`)."""
+    module = cst.parse_module(text)
+    table = ImportTable.of(module)
+    names = set()
+
+    class Refs(cst.CSTVisitor):
+        def visit_Attribute(self, node):
+            q = table.resolve(node)
+            if q:
+                names.add(q)
+
+        def visit_Name(self, node):
+            q = table.resolve(node)
+            if q:
+                names.add(q)
+
+        def visit_ImportFrom(self, node):
+            module_name = dotted_name(node.module) if node.module is not None and not node.relative else None
+            if module_name and not isinstance(node.names, cst.ImportStar):
+                for alias in node.names:
+                    names.add(f"{module_name}.{dotted_name(alias.name)}")
+
+        def visit_Import(self, node):
+            for alias in node.names:
+                names.add(dotted_name(alias.name))
+
+    module.visit(Refs())
+    return {n for n in names if n and (n.startswith(("torch.npu.", "torch_npu.")) or n in ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL"))}
+
+
+def _corpus():
+    """The fixtures and every rule example that uses torch (only those can get NPU names)."""
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
+        if not path.name.endswith(".expected.py"):
+            yield str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")
+    for rule in RULES.rules:
+        for i, ex in enumerate(rule.examples):
+            for source in (ex.before, ex.flagged, ex.not_flagged):
+                if source and ex.path.endswith(".py") and "torch" in source:
+                    yield f"{rule.source}#{i}", source
+
+
+CORPUS = list(_corpus())
+
+
+def _target_classes():
+    """Minor versions grouped by what they provide: targets that have the same names give the
+    same results (every decision asks the table about a name), so one of each group runs."""
+    groups = {}
+    for minor in sorted(TABLE.minors, key=lambda m: tuple(map(int, m.split(".")))):
+        key = frozenset(n for n, rs in TABLE.names.items() if all(r in rs for r in TABLE.minors[minor]))
+        groups.setdefault(key, []).append(minor)
+    return list(groups.values())
+
+
+@pytest.mark.parametrize("minors", _target_classes(), ids=lambda ms: "+".join(ms))
+def test_every_written_name_exists_in_the_target(minors):
+    """For every target, run the fixtures and every rule example; each torch.npu/torch_npu name
+    in the output exists in every release of the target (rules/targets/torch_npu.toml)."""
+    minor = minors[0]
+    target = Target(minor)
+    wrong = []
+    for where, source in CORPUS:
+        result = migrate_source(source, "example.py", Options(torch_npu_version=minor), RULES)
+        if not result.changed:
+            continue
+        before = _written_npu_names(source) if "npu" in source else set()
+        for name in sorted(_written_npu_names(result.new_text) - before):
+            if target.missing(name) is not None:
+                wrong.append(f"{where}: {name}")
+    assert not wrong, "\n".join(wrong)
+    assert len(CORPUS) > 150
+
+
+def test_default_target_rewrites_every_member_as_before():
+    """The default (newest) target keeps the 92 torch.cuda members and both renames."""
+    from npu_migrate.targets import supported_rewrites
+
+    rows = supported_rewrites(RULES, Target(""))
+    assert not [r for r in rows if r[2] is not None]
+    assert len([r for r in rows if r[0].startswith("torch.cuda.") and r[1].startswith("torch.npu.")]) >= 94
+
+
+def test_rules_lists_what_a_target_supports(run_cli, tmp_path):
+    r = run_cli("rules", "--torch-npu-version", "2.1", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.decode().splitlines()
+    assert out[0] == ("torch_npu 2.1: torch-npu 2.1.0.post8, 2.1.0.post10, 2.1.0.post12, 2.1.0.post13, 2.1.0.post17 "
+                      "(--torch-npu-version)")
+    assert "  torch.cuda.synchronize -> torch.npu.synchronize" in out
+    assert "  torch.cuda.CUDAGraph -> torch.npu.NPUGraph  (came with torch_npu 2.1.0.post12; lacking in " \
+           "2.1.0.post8, 2.1.0.post10)" in out
+    newest = run_cli("rules", "--torch-npu-version", "2.14", cwd=tmp_path).stdout.decode()
+    assert "are not" not in newest and "  torch.cuda.CUDAGraph -> torch.npu.NPUGraph" in newest.splitlines()
+    bad = run_cli("rules", "--torch-npu-version", "3.0", cwd=tmp_path)
+    assert bad.returncode == 2 and b"torch_npu 3.0 is not a release" in bad.stderr
