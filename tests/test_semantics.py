@@ -190,3 +190,152 @@ def test_text_report_groups_repeated_findings_json_keeps_each(tmp_path):
     assert "(3 times: lines 2, 3, 4) -- Check the Ascend" in lines[0]
     assert lines[1].startswith("m.py:5:5: NPU304 [warning] `.to_dense()`") and "times" not in lines[1]
     assert lines[-1] == "4 findings: NPU304 x4"
+
+
+# ----------------------------------------------------------------------------- device strings
+
+
+def test_device_strings_of_other_libraries_stay():
+    source = """\
+        import torch
+        from nvidia.dali import fn
+        import cupy as cp
+        images = fn.resize(images, device="gpu")
+        crops = fn.crop(images, device="cuda")
+        a = cp.asarray(x, device="cuda")
+        y = foo(x, device="gpu")
+        z = torch.zeros(2, device="cuda")
+        """
+    assert migrated(source) == textwrap.dedent(source).replace(
+        'torch.zeros(2, device="cuda")', 'torch.zeros(2, device="npu")').replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+
+
+def test_map_location_keys_stay():
+    assert migrated("""\
+        import torch
+        a = torch.load(f, map_location={"cuda:0": "cpu"})
+        b = torch.load(f, map_location={"cuda:1": "cuda:0", "cuda:2": f"cuda:{rank}"})
+        """) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        a = torch.load(f, map_location={"cuda:0": "cpu"})
+        b = torch.load(f, map_location={"cuda:1": "npu:0", "cuda:2": f"npu:{rank}"})
+        """)
+
+
+def test_flag_libraries_defaults():
+    assert migrated("""\
+        import torch
+        import click
+        from absl import flags
+        flags.DEFINE_string("base_device", "cuda", "where to run")
+        flags.DEFINE_enum("backend", "nccl", ["nccl", "gloo"], "backend")
+        flags.DEFINE_string("data_dir", "cuda", "not a device")
+        @click.command()
+        @click.option("--device", default="cuda", type=click.Choice(["cpu", "cuda"]))
+        def main(device):
+            pass
+        """) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        import click
+        from absl import flags
+        flags.DEFINE_string("base_device", "npu", "where to run")
+        flags.DEFINE_enum("backend", "hccl", ["hccl", "gloo"], "backend")
+        flags.DEFINE_string("data_dir", "cuda", "not a device")
+        @click.command()
+        @click.option("--device", default="npu", type=click.Choice(["cpu", "npu"]))
+        def main(device):
+            pass
+        """)
+
+
+def test_device_strings_in_containers_parameters_and_returns():
+    source = """\
+        import torch
+        import pytest
+        for device in ["cpu", "cuda"]:
+            pass
+        @pytest.mark.parametrize("device", ["cpu", "cuda"])
+        def test_a(device):
+            pass
+        @pytest.mark.parametrize("dtype,device", [(torch.half, "cuda"), pytest.param(torch.float, "cuda:0")])
+        def test_b(dtype, device):
+            pass
+        args = ("cuda:0",) + args
+        def pick(m):
+            if next(m.parameters()).is_cuda:
+                return "cuda"
+            return "cpu"
+        def get_device():
+            return "cuda"
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+        def kind():
+            return "cuda"
+        print(["cuda:0"])
+        """
+    assert migrated(source) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        import pytest
+        for device in ["cpu", "npu"]:
+            pass
+        @pytest.mark.parametrize("device", ["cpu", "npu"])
+        def test_a(device):
+            pass
+        @pytest.mark.parametrize("dtype,device", [(torch.half, "npu"), pytest.param(torch.float, "npu:0")])
+        def test_b(dtype, device):
+            pass
+        args = ("npu:0",) + args
+        def pick(m):
+            if next(m.parameters()).is_npu:
+                return "npu"
+            return "cpu"
+        def get_device():
+            return "npu"
+        name = "npu" if torch.npu.is_available() else "cpu"
+        def kind():
+            return "cuda"
+        print(["cuda:0"])
+        """)
+
+
+def test_tensor_type_names_compared_with_type():
+    assert migrated("""\
+        import torch
+        if x.type() == "torch.cuda.HalfTensor" or x.type() in ("torch.cuda.FloatTensor", "torch.FloatTensor"):
+            pass
+        """) == textwrap.dedent("""\
+        import torch
+        import torch_npu  # noqa: F401
+        if x.type() == "torch.npu.HalfTensor" or x.type() in ("torch.npu.FloatTensor", "torch.FloatTensor"):
+            pass
+        """)
+
+
+def test_import_torch_npu_before_its_first_use_on_a_semicolon_line():
+    assert migrated("import os; import torch; x = torch.zeros(1).cuda()\n") == (
+        "import os; import torch; import torch_npu; x = torch.zeros(1).npu()  # noqa: F401\n")
+
+
+# ----------------------------------------------------------------------------- project modules
+
+
+def test_local_package_named_like_a_cuda_library_is_not_reported(tmp_path):
+    from npu_migrate.cli import main
+    from click.testing import CliRunner
+
+    (tmp_path / "triton").mkdir()
+    (tmp_path / "triton" / "__init__.py").write_text("")
+    (tmp_path / "triton" / "client.py").write_text("import torch\nx = torch.zeros(1)\n")
+    (tmp_path / "serve.py").write_text("import torch\nfrom triton.client import x\nimport cupy\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "kernels.py").write_text("import triton\n")
+    result = CliRunner().invoke(main, [str(tmp_path), "--format", "json", "--no-cache"])
+    import json
+
+    report = json.loads(result.output)
+    found = sorted((entry["path"].rsplit("/", 1)[-1], finding["api"])
+                   for entry in report["files"] for finding in entry["findings"])
+    assert found == [("serve.py", "cupy")]

@@ -31,6 +31,8 @@ from ..model import Edit, FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
 
 NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# `NAME=` at the start of a quoted value or after a blank or `;&|(` inside it.
+_ASSIGNMENT_IN_VALUE_RE = re.compile(r"""(?:(?<=["'\s;&|(])|(?<==))([A-Za-z_][A-Za-z0-9_]*)=""")
 ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(?:\[[^\]]*\])?\+?=")
 # A word that is plain text: no quotes, expansions, escapes or globs.
 LITERAL_RE = re.compile(r"[A-Za-z0-9_./:=,+%@^-]+")
@@ -549,6 +551,14 @@ class ShellMigrator:
         m = ASSIGNMENT_RE.match(word.text)
         if m:
             self.env_set(m.group(1), word.start)
+            self.assignments_in_value(word, m.end())
+
+    def assignments_in_value(self, word: Word, value_start: int) -> None:
+        """`ENV="CUDA_VISIBLE_DEVICES=$gpus"`, `CMD="CUDA_VISIBLE_DEVICES=0 python train.py"`: a
+        variable holding an assignment (expanded as a command prefix, or eval'd) is renamed too."""
+        for m in _ASSIGNMENT_IN_VALUE_RE.finditer(word.text, value_start):
+            if m.group(1) in self.rules.env:
+                self.rename(m.group(1), word.start + m.start(1))
 
     # -- commands -----------------------------------------------------------------------------
 
@@ -592,6 +602,8 @@ class ShellMigrator:
                     self.rename(variable, w.start)
                 else:
                     self.env_set(variable, w.start)
+                    if m:
+                        self.assignments_in_value(w, m.end())
             return
         if base in LOOKUPS:
             self.lookup(args, cmd)

@@ -23,6 +23,12 @@ from ..syntax import option_names
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
 ARGPARSE_ADDERS = {"add_argument"}
+# Other command-line libraries: click options take argparse's keywords (`type=click.Choice`);
+# absl flags are (name, default, [enum_values,] help).
+CLICK_OPTIONS = {"click.option", "click.argument"}
+ABSL_FLAGS = {
+    "absl.flags.DEFINE_string": False, "absl.flags.DEFINE_enum": True, "absl.flags.DEFINE_list": False,
+}
 
 
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
@@ -259,9 +265,13 @@ class LiteralRewrites:
                 args=[first.with_changes(value=self.device_literal(original.args[0].value, first.value))]
                 + list(updated.args[1:])
             )
-        # argparse: parser.add_argument("--device", default="cuda", choices=[...]).
-        if isinstance(original.func, cst.Attribute) and original.func.attr.value in ARGPARSE_ADDERS:
+        # argparse: parser.add_argument("--device", default="cuda", choices=[...]); click options.
+        if (isinstance(original.func, cst.Attribute) and original.func.attr.value in ARGPARSE_ADDERS) \
+                or qual in CLICK_OPTIONS:
             updated = self._argparse_defaults(original, updated)
+        # absl: flags.DEFINE_string("base_device", "cuda", ...), DEFINE_string("backend", "nccl", ...)
+        if qual in ABSL_FLAGS:
+            updated = self._absl_flag(original, updated, enum=ABSL_FLAGS[qual])
         return updated
 
     def _map_location_values(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
@@ -282,13 +292,48 @@ class LiteralRewrites:
             return updated
         new_args = []
         for o_arg, u_arg in zip(original.args, updated.args):
-            if o_arg.keyword is not None and o_arg.keyword.value in ("default", "choices", "const"):
-                if is_device:
-                    u_arg = u_arg.with_changes(value=self.device_literal(o_arg.value, u_arg.value))
+            if o_arg.keyword is not None and o_arg.keyword.value in ("default", "choices", "const", "type"):
+                o_value, u_value = o_arg.value, u_arg.value
+                if o_arg.keyword.value == "type":  # type=click.Choice(["cpu", "cuda"])
+                    if not (isinstance(o_value, cst.Call) and isinstance(u_value, cst.Call)
+                            and self.resolve(o_value.func) == "click.Choice" and o_value.args):
+                        new_args.append(u_arg)
+                        continue
+                    new_first = self._option_value(o_value.args[0].value, u_value.args[0].value, is_device)
+                    u_value = u_value.with_changes(args=[u_value.args[0].with_changes(value=new_first),
+                                                         *u_value.args[1:]])
                 else:
-                    u_arg = u_arg.with_changes(value=self.backend_literal(o_arg.value, u_arg.value))
+                    u_value = self._option_value(o_value, u_value, is_device)
+                u_arg = u_arg.with_changes(value=u_value)
             new_args.append(u_arg)
         return updated.with_changes(args=new_args)
+
+    def _option_value(self, original, updated, is_device: bool):
+        return self.device_literal(original, updated) if is_device else self.backend_literal(original, updated)
+
+    def _absl_flag(self, original: cst.Call, updated: cst.Call, enum: bool) -> cst.Call:
+        """`flags.DEFINE_string("base_device", "cuda", "...")`: the default (and for DEFINE_enum
+        the allowed values) of a device or backend flag."""
+        positional = [i for i, a in enumerate(original.args) if a.keyword is None and a.star == ""]
+        by_keyword = {a.keyword.value: i for i, a in enumerate(original.args) if a.keyword is not None}
+        where = {}
+        for key, pos in (("name", 0), ("default", 1), ("enum_values", 2)):
+            if key in by_keyword:
+                where[key] = by_keyword[key]
+            elif pos < len(positional):
+                where[key] = positional[pos]
+        name = string_value(original.args[where["name"]].value) if "name" in where else None
+        if name is None:
+            return updated
+        is_device = bool(DEVICE_NAME_RE.search(name))
+        if not is_device and not BACKEND_NAME_RE.search(name):
+            return updated
+        args = list(updated.args)
+        for key in ("default", "enum_values") if enum else ("default",):
+            if key in where:
+                i = where[key]
+                args[i] = args[i].with_changes(value=self._option_value(original.args[i].value, args[i].value, is_device))
+        return updated.with_changes(args=args)
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
         # os.environ["CUDA_VISIBLE_DEVICES"]
@@ -318,10 +363,13 @@ class LiteralRewrites:
             a_o, b_o = operands_o[i], operands_o[i + 1]
             for lit_index, other in ((i, b_o), (i + 1, a_o)):
                 lit_o, lit_u = operands_o[lit_index], operands_u[lit_index]
-                if not (self._is_rewritable_literal(lit_u) or self.envs.rewrite(lit_u) is not None):
+                if not (self._is_rewritable_literal(lit_u) or self.envs.rewrite(lit_u) is not None
+                        or self._is_type_call(other)):
                     continue
                 new = lit_u
-                if isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
+                if self._is_type_call(other):
+                    new = self._type_string_literal(lit_o, lit_u)
+                elif isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
                     new = self.env_literal(lit_o, lit_u)
                 elif self.is_device_expr(other):
                     new = self.device_literal(lit_o, lit_u, variable=self.is_passed_device(other))
@@ -334,6 +382,32 @@ class LiteralRewrites:
             return updated
         new_targets = [t.with_changes(comparator=operands_u[j + 1]) for j, t in enumerate(targets)]
         return updated.with_changes(left=operands_u[0], comparisons=new_targets)
+
+    def _is_type_call(self, node: cst.BaseExpression) -> bool:
+        """`x.type()` (no arguments): a tensor's type name, `torch.cuda.HalfTensor` on CUDA."""
+        return (isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+                and node.func.attr.value == "type" and self.resolve(node.func) is None)
+
+    def _type_string_literal(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+        """`'torch.cuda.HalfTensor'` (or a tuple/list of them) compared with `x.type()`."""
+        if isinstance(original, (cst.Tuple, cst.List, cst.Set)) and isinstance(updated, type(original)):
+            elements = [u.with_changes(value=self._type_string_literal(o.value, u.value))
+                        if isinstance(o, cst.Element) and isinstance(u, cst.Element) else u
+                        for o, u in zip(original.elements, updated.elements)]
+            return updated.with_changes(elements=elements)
+        value = string_value(original) if isinstance(original, cst.SimpleString) else None
+        if value is None or not value.startswith("torch.") or not isinstance(updated, cst.SimpleString):
+            return updated
+        hit = self.ctx.rules.rewrite_api(value)
+        if hit is None:
+            return updated
+        prefix, to, rule = hit
+        if self.ctx.suppressed(original, rule.code):
+            return updated
+        new_value = to + value[len(prefix):]
+        self.ctx.edit(rule, original, rule.render_message(before=value, after=new_value), value, new_value)
+        self.ctx.needs_torch_npu = True
+        return updated.with_changes(value=f"{updated.prefix}{updated.quote}{new_value}{updated.quote}")
 
     def _is_rewritable_literal(self, node: cst.BaseExpression) -> bool:
         """Whether a device or backend rewriter would change `node` (cheap: looks at literals only)."""

@@ -51,6 +51,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
         self.statement = statement
         self.done = False
         self.inserted: Optional[cst.SimpleStatementLine] = None
+        self.inserted_node: Optional[cst.Import] = None  # when put into an existing line
 
     def _insert(self, body: Sequence[cst.BaseStatement]) -> Optional[List[cst.BaseStatement]]:
         for i, stmt in enumerate(body):
@@ -66,6 +67,11 @@ class _InsertTorchNpu(cst.CSTTransformer):
             self.inserted = new
             self.done = True
             out = list(body)
+            if isinstance(stmt, cst.SimpleStatementLine) and stmt.body[-1] is not hit and not _needs_torch_npu_before(hit):
+                # `import os; import torch; x = torch.zeros(1).cuda()`: in the same line, right
+                # after `import torch`, so that it comes before the first use.
+                out[i] = self._insert_in_line(stmt, hit)
+                return out
             if _needs_torch_npu_before(hit):
                 moved = stmt.with_changes(leading_lines=())
                 new = new.with_changes(leading_lines=stmt.leading_lines)
@@ -75,6 +81,22 @@ class _InsertTorchNpu(cst.CSTTransformer):
             self.inserted = new
             return out
         return None
+
+    def _insert_in_line(self, line: cst.SimpleStatementLine, hit) -> cst.SimpleStatementLine:
+        small = list(line.body)
+        at = small.index(hit) + 1
+        semicolon = hit.semicolon if isinstance(hit.semicolon, cst.Semicolon) else cst.Semicolon(
+            whitespace_after=cst.SimpleWhitespace(" "))
+        node = cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))], semicolon=semicolon)
+        small.insert(at, node)
+        self.inserted_node = node
+        new = line.with_changes(body=small)
+        if line.trailing_whitespace.comment is None:
+            new = new.with_changes(trailing_whitespace=cst.TrailingWhitespace(
+                whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# noqa: F401"),
+                newline=line.trailing_whitespace.newline))
+        self.inserted = new
+        return new
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.done:
@@ -110,7 +132,7 @@ def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule])
     if new_module is module:
         return module
     # The statement the inserter made is in the new tree as it is (libcst does not copy it).
-    node = inserted.body[0] if inserted is not None else None
+    node = inserter.inserted_node or (inserted.body[0] if inserted is not None else None)
     if node is not None:
         ctx.edit(rule, node, rule.render_message(), "", "import torch_npu", module=new_module)
     return new_module

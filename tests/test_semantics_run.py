@@ -1,0 +1,71 @@
+"""Issue 16's patterns, migrated and run on the CPU stand-in of `npu-migrate rehearse` (torch 2.13
+CPU, the stand-in torch_npu): the migrated program takes the path it should -- the pure-PyTorch
+fallback, not the CUDA kernel -- and its default run uses an NPU device."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+# In the stand-in tensors live on the CPU and `is_npu` is False; on an Ascend machine they are
+# NPU tensors. The snippets say so after the migration's `import torch_npu`, so that a guard
+# rewritten to `is_npu` would take the kernel path as it would on the NPU.
+ON_THE_NPU = "torch.Tensor.is_npu = property(lambda self: True)\n"
+
+
+def test_kernel_guard_sends_npu_tensors_to_the_fallback(run_on_standin, tmp_path):
+    (tmp_path / "box_cuda.py").write_text(
+        "def encode(boxes, anchors):\n    raise RuntimeError('the CUDA kernel was called')\n")
+    done = run_on_standin("""\
+        import torch
+        import box_cuda
+
+        def encode(boxes, anchors):
+            if boxes.is_cuda and anchors.is_cuda:
+                return box_cuda.encode(boxes, anchors)
+            return boxes - anchors
+
+        def check(x):
+            assert x.is_cuda, "roi_align is CUDA only"
+
+        """ + ON_THE_NPU + """
+        boxes = torch.ones(2).cuda()
+        print(encode(boxes, torch.zeros(2).cuda()).tolist())
+        try:
+            check(boxes)
+        except AssertionError as exc:
+            print("refused:", exc)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert "if boxes.is_cuda and anchors.is_cuda:" in done.migrated and "torch.ones(2).npu()" in done.migrated
+    assert done.stdout.splitlines() == ["[1.0, 1.0]", "refused: roi_align is CUDA only"]
+
+
+def test_capability_gate_and_device_pickers_run(run_on_standin):
+    done = run_on_standin("""\
+        import torch
+        BF16 = torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8
+        print(torch.cuda.get_device_capability())
+
+        def get_device():
+            if torch.cuda.is_available():
+                return "cuda"
+            return "cpu"
+
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+        for device in ["cpu", "cuda"]:
+            torch.ones(1, device=device)
+        args = ("cuda:0",)
+        x = torch.zeros(2, device=get_device()).to(*args)
+        print(BF16, torch.device(get_device()).type, name, torch.device(args[0]).type)
+        """)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["None", "False npu npu npu"]
+
+
+def test_torch_npu_imported_before_its_first_use_on_one_line(run_on_standin):
+    done = run_on_standin("import os; import torch; x = torch.zeros(1).cuda(); print(x.tolist())\n")
+    assert done.returncode == 0, done.stderr
+    assert done.migrated.startswith("import os; import torch; import torch_npu; x = torch.zeros(1).npu();")
+    assert done.stdout == "[0.0]\n"
