@@ -10,7 +10,8 @@ What changes, driven by the rules (`[[env]]` renames shared with Python, `[[comm
 * commands: `nvidia-smi` alone (a status report) -> `npu-smi info`; when its output is read
   (`$(…)`, a pipe) or it has other options, a finding; launchers (`torchrun`) get advice.
 
-Comments, quoted text, heredoc bodies and everything else stay byte for byte. The scanner below is
+Comments, quoted text (but for `NAME=` assignments held in a variable, `ENV="CUDA_VISIBLE_DEVICES=$g"`),
+heredoc bodies and everything else stay byte for byte. The scanner below is
 a lexer for the bash grammar a launch script uses (quotes, `$(…)`, backquotes, `${…}`, `$((…))`,
 heredocs, `[[ … ]]`, `case`, arrays, functions), not a full parser: it finds words, the simple
 commands they form, and parameter expansions, with their offsets. `bashlex` was not used: it is
