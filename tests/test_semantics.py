@@ -339,3 +339,15 @@ def test_local_package_named_like_a_cuda_library_is_not_reported(tmp_path):
     found = sorted((entry["path"].rsplit("/", 1)[-1], finding["api"])
                    for entry in report["files"] for finding in entry["findings"])
     assert found == [("serve.py", "cupy")]
+
+
+def test_imports_of_one_library_read_as_one_line(tmp_path):
+    source = "import torch\nfrom nvidia.dali import fn\nimport nvidia.dali.types as types\nfrom nvidia.dali.pipeline import Pipeline\n"
+    result = migrate_source(source, str(tmp_path / "data.py"), rules=RULES)
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [
+        ("NPU303", 2, "nvidia.dali"), ("NPU303", 3, "nvidia.dali"), ("NPU303", 4, "nvidia.dali")]
+    report = RunReport(results=[result], mode="report", rules=RULES, root=str(tmp_path))
+    lines = render_text(report).splitlines()
+    line = lines[0]
+    assert lines[1].startswith("1 file scanned") and lines[-1] == "3 findings: NPU303 x3"
+    assert line.startswith("data.py:2:1: NPU303 [error] `nvidia.dali` (DALI)") and "(3 times: lines 2, 3, 4)" in line
