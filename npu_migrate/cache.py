@@ -16,6 +16,17 @@ else. Hence:
   and diffs without parsing anything. A file that changed has another hash: a miss, and its
   entry is replaced.
 
+What a hit can do is bounded, because whoever can write the folder would otherwise decide
+what `--write` writes:
+
+* the cache folder must be the user's own and private (created 0700; one owned by someone
+  else, or writable by others, is not used, with a warning);
+* an entry is read only when it is a regular file (no FIFO, device or symlink) of bounded size,
+  and only when it names the same settings, absolute path and content digest as the lookup;
+* files generated next to a file (`extra_files`) must lie in that file's folder;
+* runs that write (`--write`, `--output-dir`) never take a changed result from the cache: the
+  file is migrated again, so what is written is always what a fresh run writes.
+
 Each run touches its settings folder and removes those that no run used for 30 days (each
 edit of a checkout or change of rules or options makes a new one). Entries are written to a
 temporary file and renamed into place, so concurrent runs (two
@@ -31,6 +42,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from pathlib import Path
@@ -95,19 +107,33 @@ def _libcst_version() -> str:
     return dist_version("libcst")
 
 
-class Cache:
-    """Results by (absolute path, content digest) for one set of settings."""
+# An entry holds the migrated text (about the size of the file), edits and findings.
+ENTRY_LIMIT_FIXED = 4 * 2**20
+ENTRY_LIMIT_PER_BYTE = 8
 
-    def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None) -> None:
+
+class Cache:
+    """Results by (absolute path, content digest) for one set of settings.
+
+    `reuse_changed=False` (runs that write): a stored result that changes the file is not used,
+    the file is migrated again.
+    """
+
+    def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None,
+                 reuse_changed: bool = True) -> None:
         settings = hashlib.sha256(
             f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()
         ).hexdigest()[:20]
+        self.settings = settings
         self.root = root or cache_root()
         self.folder = self.root / f"v{__version__}" / settings
+        self.reuse_changed = reuse_changed
         self.hits = 0
         self.misses = 0
         self._tagged = False
-        self._mark_used_and_prune()
+        self.problem = private_folder_problem(self.root)  # None when the folder can be used
+        if self.problem is None:
+            self._mark_used_and_prune()
 
     def _mark_used_and_prune(self) -> None:
         """Touch this settings folder, and remove those no run has used for PRUNE_AFTER_DAYS
@@ -151,47 +177,113 @@ class Cache:
             pass  # there already, or no cache at all
 
     def _entry(self, path: str) -> Path:
-        key = hashlib.sha256(os.path.abspath(path).encode("utf-8", "surrogatepass")).hexdigest()
+        key = hashlib.sha256(_key_path(path).encode("utf-8", "surrogatepass")).hexdigest()
         return self.folder / key[:2] / f"{key[2:]}.json"
 
-    def get(self, path: str, digest: str) -> Optional[FileResult]:
-        """The result stored for this file with exactly these bytes, or None."""
-        try:
-            with open(self._entry(path), "r", encoding="utf-8") as f:
-                entry = json.load(f)
-            if entry.get("digest") != digest:
-                self.misses += 1
-                return None
-            result = FileResult.from_dict({**entry["result"], "path": path})
-        except (OSError, ValueError, KeyError, TypeError):
+    def get(self, path: str, digest: str, size: int = 0) -> Optional[FileResult]:
+        """The result stored for this file with exactly these bytes (`size` of them), or None."""
+        result = None if self.problem else self._load(path, digest, size)
+        if result is None:
             self.misses += 1
             return None
         self.hits += 1
         return result
 
+    def _load(self, path: str, digest: str, size: int) -> Optional[FileResult]:
+        from .source import SourceError, read_regular
+
+        limit = ENTRY_LIMIT_FIXED + ENTRY_LIMIT_PER_BYTE * size
+        try:
+            entry = json.loads(read_regular(str(self._entry(path)), limit, follow_symlinks=False).decode("utf-8"))
+            if not (isinstance(entry, dict) and entry.get("digest") == digest
+                    and entry.get("settings") == self.settings and entry.get("path") == _key_path(path)):
+                return None
+            result = FileResult.from_dict({**entry["result"], "path": path})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, SourceError):
+            return None
+        if not _plausible(result, path):
+            return None
+        if result.changed and not self.reuse_changed:
+            return None
+        return result
+
     def put(self, path: str, digest: str, result: FileResult) -> None:
-        if result.error is not None:
+        if result.error is not None or self.problem:
             return
         data = result.to_dict()
         data.pop("path", None)  # the path is the key; a copy of the tree elsewhere is a miss
         target = self._entry(path)
         try:
-            target.parent.mkdir(parents=True, exist_ok=True)  # (a new folder is "used now")
+            _make_private(target.parent)  # (a new folder is "used now")
             self._tag()
-            text = json.dumps(_entry_dict(digest, data), ensure_ascii=False, separators=(",", ":"))
+            text = json.dumps(_entry_dict(digest, data, self.settings, path), ensure_ascii=False, separators=(",", ":"))
             # atomic: readers see the old or the new entry
-            atomic_write(str(target), text.encode("utf-8"), 0o600, durable=False)
+            atomic_write(str(target), text.encode("utf-8", "surrogatepass"), 0o600, durable=False)
         except OSError:
             pass  # a read-only or full disk: just no cache
 
 
 def _is_ours(folder: str) -> bool:
+    from .source import SourceError, read_regular
+
     try:
-        with open(os.path.join(folder, TAG_NAME), encoding="ascii") as f:
-            return f.read() == TAG
-    except (OSError, ValueError):
+        return read_regular(os.path.join(folder, TAG_NAME), len(TAG), follow_symlinks=False) == TAG.encode()
+    except (OSError, SourceError):
         return False
 
 
-def _entry_dict(digest: str, result: Dict[str, Any]) -> Dict[str, Any]:
-    return {"digest": digest, "result": result}
+def _key_path(path: str) -> str:
+    # surrogates (a non-UTF-8 file name) survive JSON as escapes
+    return os.path.abspath(path)
+
+
+def _entry_dict(digest: str, result: Dict[str, Any], settings: str, path: str) -> Dict[str, Any]:
+    return {"digest": digest, "settings": settings, "path": _key_path(path), "result": result}
+
+
+def _plausible(result: FileResult, path: str) -> bool:
+    """What no fresh run produces is refused: a generated file outside the file's own folder (or
+    not a plain `.py` name), text that is not text."""
+    if result.new_text is not None and not isinstance(result.new_text, str):
+        return False
+    if result.error is not None:
+        return False  # never stored
+    folder = os.path.dirname(os.path.abspath(path))
+    for name, text in result.extra_files.items():
+        if not (isinstance(name, str) and isinstance(text, str)):
+            return False
+        full = os.path.abspath(name)
+        if os.path.dirname(full) != folder or not name.endswith(".py") or os.path.basename(full).startswith("."):
+            return False
+    return True
+
+
+def private_folder_problem(root: Path) -> Optional[str]:
+    """None when `root` is (or was just made) a folder of the current user that nobody else can
+    write or read; otherwise why the cache is not used."""
+    try:
+        _make_private(root)
+        st = os.lstat(root)
+    except OSError as exc:
+        return f"cannot create the cache folder {root}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return f"the cache folder {root} is not a folder (a symlink?)"
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"the cache folder {root} belongs to another user (uid {st.st_uid})"
+    if st.st_mode & 0o077:
+        try:
+            os.chmod(root, 0o700)  # ours: make it private
+        except OSError as exc:
+            return f"the cache folder {root} is open to other users and cannot be made private: {exc.strerror or exc}"
+    return None
+
+
+def _make_private(folder: Path) -> None:
+    """mkdir -p with mode 0700 for what it creates."""
+    if os.path.isdir(folder):
+        return
+    _make_private(folder.parent)
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass

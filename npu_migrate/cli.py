@@ -29,7 +29,10 @@ from .rules import RuleError, RuleSet, load_rules
 
 
 
-class Interrupted(Exception):
+class Interrupted(BaseException):
+    """SIGTERM arrived (raised by its handler, wherever the run is). Like KeyboardInterrupt, not
+    an Exception: the per-file `except Exception` handlers must let it through."""
+
     def __init__(self, code: int) -> None:
         self.code = code
 

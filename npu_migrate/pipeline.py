@@ -41,7 +41,10 @@ def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *
     if not settings.no_cache:
         from .cache import Cache
 
-        cache = Cache(rules.fingerprint, options)
+        # Runs that write take no changed result from the cache: what they write is always fresh.
+        cache = Cache(rules.fingerprint, options, reuse_changed=settings.mode not in ("write", "output-dir"))
+        if cache.problem and not settings.quiet:
+            warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
                          keep_text=settings.keeps_original_text, cache=cache)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,

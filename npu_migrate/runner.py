@@ -89,7 +89,7 @@ def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = 
 
 def recall(cache: "Cache", source: Source, keep_text: bool) -> Optional[Outcome]:  # noqa: F821
     """The cached outcome for these bytes, or None."""
-    hit = cache.get(source.path, source.digest)
+    hit = cache.get(source.path, source.digest, source.size)
     if hit is None:
         return None
     original = source.text if (keep_text and hit.changed) else None

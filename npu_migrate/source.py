@@ -60,15 +60,63 @@ def decode_python(data: bytes, path: str = "<bytes>") -> tuple:
         except UnicodeDecodeError as dec:
             raise SourceError(_undecodable("utf-8", data, dec)) from None
         raise SourceError(f"bad encoding declaration: {getattr(exc, 'msg', exc)}") from None
-    try:
-        codecs.lookup(encoding)
-    except LookupError:
-        raise SourceError(f"unknown encoding {encoding!r}") from None
+    why = unusable_source_encoding(encoding)
+    if why:
+        raise SourceError(f"bad encoding declaration: {why}")
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
         raise SourceError(_undecodable(encoding, data, exc)) from None
+    except Exception as exc:  # a codec that fails otherwise (UnicodeError, ValueError, ...)
+        raise SourceError(f"bad encoding declaration: {encoding!r} cannot decode this file ({_one_line(exc)})") from None
+    if not _gives_back(text, encoding, data):
+        raise SourceError(f"bad encoding declaration: {encoding!r} does not give the file's bytes back; "
+                          "the file is left as it is")
     return text, encoding
+
+
+# Every printable ASCII character and the whitespace Python source uses: PEP 263 asks for an
+# encoding in which these are themselves (ASCII-compatible), as the cookie itself is read as ASCII.
+# Escape-like sequences too: a codec that reads `\\u00e9` as one character does not map ASCII to itself.
+_ASCII = "".join(map(chr, range(32, 127))) + "\t\n\r\x0c" + "\\u00e9\\x41\\101\\N{BULLET}+AGEA-"
+
+
+def unusable_source_encoding(encoding: str) -> Optional[str]:
+    """Why Python would not take `encoding` as a source encoding we can write back, or None.
+
+    Python's rules (the tokenizer, PEP 263): the codec must exist, be a text encoding (not
+    `hex`, `base64`, `rot13`, `zlib`, ...: codecs.lookup(...)._is_text_encoding is False) and be
+    ASCII-compatible (`utf-16`, EBCDIC are not). Codecs that read escapes or reorder text
+    (`unicode_escape`, `raw_unicode_escape`, `utf-7`, `idna`, `punycode`) do not map ASCII to
+    itself either, and `undefined` maps nothing: all refused, with the reason.
+    """
+    try:
+        info = codecs.lookup(encoding)
+    except LookupError:
+        return f"unknown encoding {encoding!r}"
+    if not getattr(info, "_is_text_encoding", True):
+        return f"{encoding!r} is not a text encoding"
+    if info.name == "utf-8-sig":
+        return None  # UTF-8 after its BOM
+    try:
+        ok = info.encode(_ASCII)[0] == _ASCII.encode("ascii") and info.decode(_ASCII.encode("ascii"))[0] == _ASCII
+    except Exception:
+        ok = False
+    if not ok:
+        return f"{encoding!r} is not ASCII-compatible, as Python source encodings must be"
+    return None
+
+
+def _gives_back(text: str, encoding: str, data: bytes) -> bool:
+    """Whether encoding `text` again yields exactly `data` (so unchanged parts stay unchanged)."""
+    try:
+        return text.encode(encoding) == data
+    except Exception:
+        return False
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def _undecodable(encoding: str, data: bytes, exc: UnicodeDecodeError) -> str:
@@ -82,6 +130,42 @@ def _undecodable(encoding: str, data: bytes, exc: UnicodeDecodeError) -> str:
 # Bigger files are not read at all (the engine refuses to parse much smaller ones, see
 # safe_parse.MAX_PARSE_CHARS; this bounds the memory a stray data file can take).
 MAX_READ_BYTES = 64 * 1024 * 1024
+
+
+def read_regular(path: str, limit: int, follow_symlinks: bool = True) -> bytes:
+    """The bytes of `path`, which must be a regular file of at most `limit` bytes: a FIFO would
+    block forever, `/dev/zero` never ends. Opened without blocking, checked on the open file
+    (no race between the check and the read). Raises SourceError (one line) or OSError."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError("is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
+        if st.st_size > limit:
+            raise SourceError(f"too large to read ({_size(st.st_size)}; the limit is {_size(limit)})")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > limit:  # it grew while being read
+                raise SourceError(f"too large to read (over {_size(limit)})")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _size(n: int) -> str:
+    if n >= 2**20:
+        return f"{n / 2**20:.0f} MB"
+    if n >= 2**10:
+        return f"{n / 2**10:.0f} KB"
+    return f"{n} bytes"
 
 
 def read_source(path: str, decode=decode_python) -> Source:
@@ -107,10 +191,20 @@ def read_source(path: str, decode=decode_python) -> Source:
 
 
 def encode(text: str, encoding: str) -> bytes:
+    """`text` in `encoding`, checked: decoding the bytes must give `text` back."""
     try:
-        return text.encode(encoding)
+        data = text.encode(encoding)
     except UnicodeEncodeError as exc:
         raise SourceError(f"the migrated text cannot be encoded as {encoding}: {exc.reason}") from None
+    except Exception as exc:  # pragma: no cover - decode_python refuses such codecs first
+        raise SourceError(f"the migrated text cannot be encoded as {encoding}: {_one_line(exc)}") from None
+    try:
+        same = data.decode(encoding) == text
+    except Exception:
+        same = False
+    if not same:
+        raise SourceError(f"the migrated text does not survive encoding as {encoding}; file left unchanged")
+    return data
 
 
 def write_source(source: Source, new_text: str, target: Optional[str] = None) -> None:
@@ -145,19 +239,20 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
     of a run goes through here. `durable`: fsync before the rename (the cache does without)."""
     folder = os.path.dirname(os.path.abspath(dest))
     with signals_deferred():
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(dest)}.", suffix=TEMP_SUFFIX)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(dest), suffix=TEMP_SUFFIX)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
                 if durable:
                     f.flush()
                     os.fsync(f.fileno())
-            os.chmod(tmp, mode)
+            # chown first: it clears the setuid/setgid bits, which chmod then sets again.
             if owner is not None and hasattr(os, "chown"):
                 try:
                     os.chown(tmp, *owner)  # root migrating a user's file: it stays the user's
                 except PermissionError:
                     pass  # not root: the file was ours to begin with, or we cannot help it
+            os.chmod(tmp, mode)
             os.replace(tmp, dest)
         except BaseException:
             try:
@@ -165,6 +260,31 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
             except OSError:
                 pass
             raise
+
+
+# A file name may be up to 255 bytes; `.<name>.` + 8 random characters + TEMP_SUFFIX must fit too.
+_MAX_NAME_BYTES = 255
+_TEMP_NAME_BUDGET = _MAX_NAME_BYTES - 2 - 8 - len(TEMP_SUFFIX) - 8  # 8 bytes of slack
+
+
+def temp_prefix(dest: str) -> str:
+    """`.<name>.` for the temporary file next to `dest`, the name shortened (by whole characters)
+    when the whole would be too long: a 250-byte file name is migrated like any other."""
+    name = os.path.basename(dest)
+    if len(os.fsencode(name)) > _TEMP_NAME_BUDGET:
+        kept, size = [], 0
+        for c in name:
+            size += len(os.fsencode(c))
+            if size > _TEMP_NAME_BUDGET:
+                break
+            kept.append(c)
+        name = "".join(kept)
+    return f".{name}."
+
+
+def is_temp_file(name: str) -> bool:
+    """A temporary file of an atomic write (left behind only by a run killed with -9)."""
+    return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
 def write_text_file(path: str, text: str) -> None:
