@@ -65,7 +65,15 @@ def start(tree: Path, cache: Path) -> subprocess.Popen:
         [sys.executable, "-m", "npu_migrate", str(tree), "--write", "-j", "2", "--color", "never", "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
+        # A background job of a non-interactive shell (CI) inherits SIGINT ignored, and Python then
+        # installs no KeyboardInterrupt handler: the child gets the default back, as a terminal's
+        # foreground job has it.
+        preexec_fn=_default_sigint,
     )
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def processes_running_on(tree: Path) -> List[int]:
