@@ -6,11 +6,12 @@ imports, the main block, and a visitor that knows each node's ancestors.
 from __future__ import annotations
 
 import os
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from ..context import Context
+from ..imports import ImportTable
 from ..distributed import BEGIN_MARKER, END_MARKER
 from ..modelarts import END_MARKER as MODELARTS_END
 from ..rules import Rule
@@ -227,3 +228,20 @@ def calls_outside_block(module: cst.Module, name: str) -> bool:
 
     module.with_changes(body=outside).visit(Finder())
     return bool(hits)
+
+
+class ModuleAnalysis(Ancestry):
+    """What every distributed pass first knows about a module: its imports, its main block
+    (`find_block`) and the ids of the statements in that block."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__()
+        self.module = module
+        self.imports = ImportTable.of(module)
+        self.block = find_block(module)
+        body = list(module.body)
+        self.block_ids: Set[int] = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+
+    def user_code(self) -> cst.Module:
+        """The module without the generated block: the code the pass analyses."""
+        return self.module.with_changes(body=[s for s in self.module.body if id(s) not in self.block_ids])

@@ -28,7 +28,7 @@ import libcst as cst
 
 from ..context import Context
 from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
-from ..imports import ImportTable, dotted_name
+from ..imports import dotted_name
 from . import distributed_common as common
 from .distributed_torch import _is_eval_name, _kwarg, _sole_call
 from .mindspore import canonical_mindspore
@@ -49,14 +49,9 @@ CHECKPOINT_CALLBACKS = {"mindspore.ModelCheckpoint", "mindspore.train.ModelCheck
                         "mindspore.train.callback.ModelCheckpoint"}
 
 
-class MindSporeAnalysis(common.Ancestry):
+class MindSporeAnalysis(common.ModuleAnalysis):
     def __init__(self, module: cst.Module) -> None:
-        super().__init__()
-        self.module = module
-        self.imports = ImportTable.of(module)
-        self.block = common.find_block(module)
-        body = list(module.body)
-        self.block_ids = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        super().__init__(module)
         self.training: List[cst.Call] = []
         self.own_loops: List[Tuple[cst.Call, str]] = []
         self.distributed: List[Tuple[cst.CSTNode, str]] = []
@@ -69,7 +64,7 @@ class MindSporeAnalysis(common.Ancestry):
         self.classes_with_getitem = set()
         from ..walk import walk
 
-        walk(module.with_changes(body=[s for s in body if id(s) not in self.block_ids]), self)
+        walk(self.user_code(), self)
         self.main_guard = common.main_guard(module)
 
     def _name(self, node: cst.BaseExpression) -> str:

@@ -52,14 +52,9 @@ def _estimator_class(name: str, local: str) -> bool:
         "NPUEstimator", "Estimator") or name.endswith(".NPUEstimator")
 
 
-class TFAnalysis(common.Ancestry):
+class TFAnalysis(common.ModuleAnalysis):
     def __init__(self, module: cst.Module) -> None:
-        super().__init__()
-        self.module = module
-        self.imports = ImportTable.of(module)
-        self.block = common.find_block(module)
-        body = list(module.body)
-        self.block_ids = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        super().__init__(module)
         self.optimizers: List[cst.Call] = []
         self.keras_optimizers: List[Tuple[cst.Call, str]] = []
         self.distributed: List[Tuple[cst.CSTNode, str]] = []
@@ -80,7 +75,7 @@ class TFAnalysis(common.Ancestry):
                     self.distributed.append((node, name))
         from ..walk import walk
 
-        walk(module.with_changes(body=[s for s in body if id(s) not in self.block_ids]), self)
+        walk(self.user_code(), self)
 
     def _name(self, node: cst.BaseExpression) -> str:
         return canonical_tensorflow(self.imports.resolve(node) or "")

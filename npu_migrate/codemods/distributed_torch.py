@@ -35,7 +35,7 @@ import libcst as cst
 
 from ..context import Context
 from ..distributed import launch_script_name, render_block, render_torch_launcher
-from ..imports import ImportTable, dotted_name
+from ..imports import dotted_name
 from . import distributed_common as common
 from .strings import string_value
 
@@ -96,16 +96,11 @@ class Move:
     scope: cst.CSTNode
 
 
-class TorchAnalysis(common.Ancestry):
+class TorchAnalysis(common.ModuleAnalysis):
     """What the PyTorch pass needs to know about one module (the original or the current tree)."""
 
     def __init__(self, module: cst.Module) -> None:
-        super().__init__()
-        self.module = module
-        self.imports = ImportTable.of(module)
-        self.block = common.find_block(module)
-        body = list(module.body)
-        self.block_ids: Set[int] = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        super().__init__(module)
         self.optimizers: List[Tuple[cst.Call, cst.CSTNode]] = []
         self.model_names: List[str] = []
         self.loaders: List[Loader] = []
@@ -130,7 +125,7 @@ class TorchAnalysis(common.Ancestry):
                     self.distributed.append((node, name))
         from ..walk import walk
 
-        user = module.with_changes(body=[s for s in body if id(s) not in self.block_ids])
+        user = self.user_code()
         self.user_module = user
         walk(user, self)
         self.main_guard = common.main_guard(module)
