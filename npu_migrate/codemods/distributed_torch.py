@@ -86,7 +86,7 @@ class Loader:
     target: Optional[str]  # the name it is assigned to
     dataset: Optional[cst.BaseExpression]
     training: bool = False
-    problem: Optional[Tuple[str, str]] = None  # (code, api) that stops the conversion
+    problem: Optional[Tuple[str, str, str]] = None  # (code, api, why) that stops the conversion
 
 
 @dataclass
@@ -219,13 +219,13 @@ class TorchAnalysis(common.ModuleAnalysis):
         dataset_arg = _kwarg(node, "dataset") or (positional[0] if positional else None)
         loader = Loader(node, stmt, scope, target, dataset_arg.value if dataset_arg is not None else None)
         if stmt is None or loader.dataset is None:
-            loader.problem = ("NPU385", "DataLoader")
+            loader.problem = ("NPU385", "DataLoader", "a DataLoader whose data set cannot be named, for its DistributedSampler")
         for key in ("sampler", "batch_sampler"):
             arg = _kwarg(node, key)
             if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
-                loader.problem = ("NPU381", f"DataLoader({key}=...)")
+                loader.problem = ("NPU381", f"DataLoader({key}=...)", "")
         if len(positional) > 2:  # DataLoader(dataset, batch_size, shuffle, sampler, ...)
-            loader.problem = ("NPU381", "DataLoader(dataset, batch_size, shuffle, ...)")
+            loader.problem = ("NPU381", "DataLoader(dataset, batch_size, shuffle, ...)", "")
         self.loaders.append(loader)
 
 
@@ -367,11 +367,12 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
         say("NPU380", node, api)
         return None
     if not a.optimizers:
-        if a.backward and (a.main_guard is not None or any(isinstance(scope, cst.Module) for _, scope in a.backward)):
-            say("NPU385", a.backward[0][0], "loss.backward() without a torch.optim optimizer")
+        if a.backward and (a.main_guard is not None or _module_level_call(a)
+                           or any(isinstance(scope, cst.Module) for _, scope in a.backward)):
+            say("NPU385", a.backward[0][0], "backward()", why="a training step without a torch.optim optimizer, so no model known to train")
         return None  # not a training script
     if not a.model_names:
-        say("NPU385", a.optimizers[0][0], "an optimizer of parameters not read from a model here")
+        say("NPU385", a.optimizers[0][0], "optimizer", why="the optimizer's parameters are not read from a model here")
         return None
     if a.main_guard is None and not any(isinstance(scope, cst.Module) for _, scope in a.optimizers) \
             and not _module_level_call(a):
@@ -380,7 +381,8 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     training = _training_loaders(a)
     for loader in training:
         if loader.problem is not None:
-            say(loader.problem[0], loader.call, loader.problem[1])
+            code, api, why = loader.problem
+            say(code, loader.call, api, why=why)
             blocked = True
         elif isinstance(loader.dataset, cst.Name) and loader.dataset.value in _iterable_values(a):
             say("NPU382", loader.call, loader.dataset.value)
@@ -392,7 +394,7 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     for model in a.model_names:
         move = _find_move(a, model)
         if move is None:
-            say("NPU385", a.optimizers[0][0], f"{model}.parameters()")
+            say("NPU385", a.optimizers[0][0], f"{model}.parameters()", why=f"no statement found that puts `{model}` on the NPU")
             blocked = True
         moves.append(move)
     if blocked:
