@@ -65,3 +65,39 @@ def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
                           cwd=tmp_path, capture_output=True, text=True, env=env)
     assert keys.stdout.strip() == "['bias', 'weight']"
     assert run.stdout.count("epoch 0: loss") == 1  # progress printed by rank 0 only
+
+
+MODULE_LEVEL = ROOT / "fixtures" / "distributed" / "pytorch" / "smoke_module_level.py"
+
+
+def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, torch_python):
+    """No main block: distributed_setup() runs before the script's own statements; the model's
+    own method (init_hidden) and the whole-model torch.save go through unwrap_model(), so the
+    converted script runs where the wrapper would raise AttributeError, and the saved model
+    is the plain module, loadable without DDP."""
+    from torch_env import standin_env
+
+    script = tmp_path / MODULE_LEVEL.name
+    result = migrate_source(MODULE_LEVEL.read_text(encoding="utf-8"), str(script), Options(distributed=True))
+    assert result.error is None and result.changed
+    assert "    state = unwrap_model(model).init_hidden(tokens.size(1))\n" in result.new_text
+    assert "    torch.save(unwrap_model(model), \"model.pt\")\n" in result.new_text
+    assert sorted(f.code for f in result.findings) == ["NPU304", "NPU387"]  # GRU: on the unsupported list
+    script.write_text(result.new_text, encoding="utf-8")
+    (launcher_path, launcher), = result.extra_files.items()
+    Path(launcher_path).write_text(launcher, encoding="utf-8")
+
+    env = standin_env(tmp_path, devices=2)
+    env.update(NPROC="2", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1",
+               PATH=str(Path(torch_python).parent) + os.pathsep + env.get("PATH", ""))
+    run = subprocess.run(["bash", launcher_path], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("report_*.json"))]
+    assert len(reports) == 2 and reports[0]["bias"] == reports[1]["bias"]
+    assert [p.name for p in tmp_path.glob("*.pt")] == ["model.pt"]
+    import zipfile
+
+    with zipfile.ZipFile(tmp_path / "model.pt") as saved:  # torch.save's format: a zip with the pickle
+        pickle = saved.read(next(n for n in saved.namelist() if n.endswith("data.pkl")))
+    assert b"TinyRNN" in pickle and b"DistributedDataParallel" not in pickle

@@ -116,7 +116,10 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.fixed_devices: List[Tuple[cst.CSTNode, str]] = []
         self.state_dict_calls: List[cst.Call] = []
         self.backward: List[Tuple[cst.Call, cst.CSTNode]] = []
-        self.attributes: List[Tuple[cst.Attribute, str]] = []
+        # (node, name, scope, statement of the scope's own body around it) for `name.attr`
+        self.attributes: List[Tuple[cst.Attribute, str, cst.CSTNode, Optional[cst.BaseStatement]]] = []
+        self.called_attributes: Set[int] = set()  # id(`x.attr`) called as `x.attr(...)`
+        self.save_calls: List[cst.Call] = []  # torch.save(...)
         self.assignments: Dict[int, List[Tuple[str, cst.BaseStatement, cst.CSTNode, cst.BaseExpression]]] = {}
         self.expr_moves: List[Tuple[str, cst.BaseStatement, cst.CSTNode]] = []
         for node in self.imports.import_nodes:
@@ -164,7 +167,8 @@ class TorchAnalysis(common.ModuleAnalysis):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         if isinstance(node.value, cst.Name):
-            self.attributes.append((node, node.value.value))
+            scope = self.scope()
+            self.attributes.append((node, node.value.value, scope, self.top_statement(scope)))
 
     def visit_Call(self, node: cst.Call) -> None:
         name = self.imports.resolve(node.func) or ""
@@ -177,6 +181,7 @@ class TorchAnalysis(common.ModuleAnalysis):
         elif name in DATA_PARALLEL:
             self.data_parallel.append(node)
         elif name == "torch.save":
+            self.save_calls.append(node)
             stmt, _ = self.statement()
             if stmt is not None and _sole_call(stmt) is node:
                 self.saves.append(stmt)
@@ -193,6 +198,8 @@ class TorchAnalysis(common.ModuleAnalysis):
             value = node.args[0].value
             if isinstance(value, cst.Integer) or (string_value(value) or "").count(":") == 1:
                 self.fixed_devices.append((node, self.module.code_for_node(value)))
+        if isinstance(node.func, cst.Attribute):
+            self.called_attributes.add(id(node.func))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
             self.backward.append((node, self.scope()))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("state_dict", "load_state_dict") \
@@ -283,6 +290,7 @@ class Plan:
     loaders: List[Loader] = field(default_factory=list)  # training loaders to give a sampler
     epoch_loops: List[Tuple[cst.For, List[str]]] = field(default_factory=list)  # loop, loader names
     hoist: Dict[int, str] = field(default_factory=dict)  # id(loader call) -> dataset variable to make
+    unwrap: Dict[int, str] = field(default_factory=dict)  # id(`model.attr` DDP lacks) -> model
 
 
 def _training_loaders(a: TorchAnalysis) -> List[Loader]:
@@ -408,7 +416,37 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     for loader in training:
         if not isinstance(loader.dataset, (cst.Name, cst.Attribute)):
             result.hoist[id(loader.call)] = _dataset_name(a, loader)
+    for node, move in _wrapped_attributes(a, moves):
+        result.unwrap[id(node)] = move.name
     return result
+
+
+def _whole_model_saves(a: TorchAnalysis, p: Plan) -> List[cst.Call]:
+    """torch.save(model, ...) of a whole model that is wrapped: pickling the wrapper would tie the
+    file to DistributedDataParallel and its `module.` keys."""
+    return [c for c in a.save_calls if c.args and c.args[0].keyword is None and not c.args[0].star
+            and isinstance(c.args[0].value, cst.Name) and c.args[0].value.value in p.models]
+
+
+def _wrapped_attributes(a: TorchAnalysis, moves: List[Move]) -> List[Tuple[cst.Attribute, Move]]:
+    """`model.attr` that DistributedDataParallel lacks (model.init_hidden, model.config) where
+    `model` may be the wrapper: after the wrapping statement in its scope, and anywhere in other
+    scopes (a function given the model). They go through unwrap_model(), a no-op on anything
+    that is not the wrapper."""
+    found = []
+    for move in moves:
+        body = list(move.scope.body if isinstance(move.scope, cst.Module) else move.scope.body.body)
+        wrapped_at = _top_of(body, move.statement)
+        for node, name, scope, top in a.attributes:
+            attr = node.attr.value
+            if name != move.name or attr in MODULE_API or attr.startswith("__"):
+                continue
+            if scope is move.scope:
+                at = _top_of(body, top) if top is not None else None
+                if at is None or wrapped_at is None or at <= wrapped_at:
+                    continue  # before the model is wrapped: still the model itself
+            found.append((node, move))
+    return found
 
 
 def _module_level_call(a: TorchAnalysis) -> bool:
@@ -476,6 +514,7 @@ class _Rewriter(cst.CSTTransformer):
         self.wrap = {id(s) for s in a.saves + a.log_configs}
         self.handlers = {id(c) for c in a.file_handlers}
         self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}
+        self.whole_model_saves = {id(c) for c in _whole_model_saves(a, p)}
         self.loops = {id(loop): names for loop, names in p.epoch_loops}
         self.after: Dict[int, List[cst.BaseStatement]] = {}
         for move in p.moves:
@@ -488,6 +527,12 @@ class _Rewriter(cst.CSTTransformer):
                 code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"
                 self.before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
         self.removed_data_parallel: List[cst.Call] = []
+
+    def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        model = self.p.unwrap.get(id(original))
+        if model is None:
+            return updated
+        return updated.with_changes(value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(updated.value)]))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         key = id(original)
@@ -503,6 +548,11 @@ class _Rewriter(cst.CSTTransformer):
             return cst.IfExp(test=_parse_expr("is_main_process()"), body=updated,
                              orelse=_parse_expr("logging.NullHandler()"),
                              lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        if key in self.whole_model_saves:  # torch.save(model, f): the model, not its wrapper
+            first = updated.args[0]
+            return updated.with_changes(args=[
+                first.with_changes(value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(first.value)])),
+                *updated.args[1:]])
         if key in self.state_calls:
             func = updated.func
             return updated.with_changes(func=func.with_changes(
@@ -570,9 +620,10 @@ class _Rewriter(cst.CSTTransformer):
         return updated.with_changes(body=body) if body is not None else updated
 
 
-def _add_setup(module: cst.Module) -> cst.Module:
+def _add_setup_and_cleanup(module: cst.Module) -> cst.Module:
     """`distributed_setup()` first in the main block and `distributed_cleanup()` last in it; a
-    script without one gets them after the block and at the end."""
+    script without one (its setup call is already after the helper block) gets the cleanup at
+    the end."""
     setup = common.statement("distributed_setup()\n", module)
     cleanup = common.statement("distributed_cleanup()\n", module)
     body = list(module.body)
@@ -587,13 +638,19 @@ def _add_setup(module: cst.Module) -> cst.Module:
     return module.with_changes(body=[*body, cleanup])
 
 
-def _attribute_findings(ctx: Context, a: TorchAnalysis, model: str) -> None:
-    seen = set()
-    for node, name in a.attributes:
+def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
+    """Each `model.attr` that now goes through unwrap_model() is an edit; a method called that
+    way (`model.init_hidden(...)`) also gets NPU387, in case it runs a training forward pass."""
+    called = set()
+    for node, name, _, _ in a.attributes:
+        model = p.unwrap.get(id(node))
+        if model is None:
+            continue
         attr = node.attr.value
-        if name == model and attr not in MODULE_API and not attr.startswith("__") and attr not in seen:
-            seen.add(attr)
-            common.report(ctx, "NPU387", node, f"{model}.{attr}", model=model, attr=attr)
+        common.edit(ctx, "NPU161", node, f"{model}.{attr}", f"unwrap_model({model}).{attr}", model=model)
+        if id(node) in a.called_attributes and attr not in called:
+            called.add(attr)
+            common.report(ctx, "NPU387", node, f"{model}.{attr}(...)", model=model, attr=attr)
 
 
 def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
@@ -619,8 +676,11 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     from ..walk import transform
 
     new_module = transform(module, rewriter)
-    new_module, _ = common.install_block(new_module, render_block("torch", script))
-    new_module = _add_setup(new_module)
+    # Without a main block the script's top level is the program: it joins the process group
+    # right after the helpers, before any of its own statements runs.
+    setup = [] if common.main_guard(new_module) is not None else [common.statement("distributed_setup()\n", new_module)]
+    new_module, _ = common.install_block(new_module, render_block("torch", script), extra=setup)
+    new_module = _add_setup_and_cleanup(new_module)
     common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
     new_module = _ensure_torch_npu(new_module, ctx)
 
@@ -642,14 +702,16 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         common.edit(ctx, "NPU162", loop, "", f"set_sampler_epoch({names[0]}, ...)")
     if not p.epoch_loops and p.loaders:
         common.report(ctx, "NPU388", p.loaders[0].call, p.loaders[0].target or "DataLoader")
+    for call in _whole_model_saves(original, p):
+        model = call.args[0].value.value
+        common.edit(ctx, "NPU161", call, f"torch.save({model}, ...)", f"torch.save(unwrap_model({model}), ...)", model=model)
     for stmt in original.saves + original.log_configs:
         common.edit(ctx, "NPU163", stmt, "", "if is_main_process():")
     for call in original.file_handlers:
         common.edit(ctx, "NPU163", call, "", "... if is_main_process() else logging.NullHandler()")
     for node, api in original.fixed_devices:
         common.report(ctx, "NPU386", node, api)
-    for model in p.models:
-        _attribute_findings(ctx, original, model)
+    _attribute_findings(ctx, original, p)
     _drop_data_parallel_findings(ctx, original)
     return new_module
 
