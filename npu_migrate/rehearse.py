@@ -415,15 +415,17 @@ def _is_obs(url: str) -> bool:
 
 
 def _copy(call: dict) -> Copy:
+    # The generated code copies into DIR.modelarts-new-PID, then switches it into place as DIR:
+    # DIR is where the input is.
+    dst = re.sub(r"\.modelarts-new-\d+$", "", call["args"][1].rstrip("/"))
     return Copy(rank=str(call.get("rank", "")), pid=int(call.get("pid", 0)), call=call["call"], src=call["args"][0],
-                dst=call["args"][1], files=int(call.get("files", 0)))
+                dst=dst, files=int(call.get("files", 0)))
 
 
 def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Copy]) -> List[Tuple[str, int]]:
     """Files the job wrote in its working folder (named relative to it) and in /cache (named
     /cache/...), leaving out the input copied there."""
-    # (the generated code copies into DIR.modelarts-new-PID, then switches it into place as DIR)
-    inputs = [Path(re.sub(r"\.modelarts-new-\d+$", "", c.dst)).resolve() for c in copies_in]
+    inputs = [Path(c.dst).resolve() for c in copies_in]
     found = []
     for name, root, prefix in (("code", code, ""), ("cache", job / "cache", "/cache/")):
         old = before.get(name, {})

@@ -2,7 +2,8 @@
 
 Each wheel is downloaded once with pip (`--no-deps`, sha256-checked) into
 ~/.cache/npu-migrate-corpus/wheels (or $NPU_MIGRATE_CORPUS_CACHE/wheels), never into the repo.
-The tests skip when PyPI cannot be reached.
+The tests skip when PyPI cannot be reached. `download` is the one helper for every pinned corpus
+file (tests/test_rehearse_corpus.py uses it too).
 """
 
 from __future__ import annotations
@@ -31,27 +32,36 @@ WHEELS: Dict[str, Tuple[str, str]] = {
 }
 
 
-def cache_dir() -> Path:
+def cache_dir(kind: str = "wheels") -> Path:
     root = os.environ.get("NPU_MIGRATE_CORPUS_CACHE") or Path.home() / ".cache" / "npu-migrate-corpus"
-    return Path(root) / "wheels"
+    return Path(root) / kind
+
+
+def download(requirement: str, filename: str, sha256: str, kind: str = "wheels", sdist: bool = False) -> Path:
+    """The pinned file of `requirement` (a wheel, or the sdist when `sdist`), downloaded once with
+    `pip download --no-deps` into cache_dir(kind) and sha256-checked; the test is skipped, saying
+    why, when the package index cannot be reached."""
+    cache = cache_dir(kind)
+    path = cache / filename
+    if not path.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        only = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+        done = subprocess.run(
+            [sys.executable, "-m", "pip", "download", "--no-deps", *only, "--ignore-requires-python",
+             "--disable-pip-version-check", "-q", "-d", str(cache), requirement],
+            capture_output=True, text=True, timeout=600,
+        )
+        if done.returncode != 0 or not path.exists():
+            lines = [line for line in done.stderr.splitlines() if line.strip() and "is ignored" not in line]
+            pytest.skip(f"cannot download {requirement} (no package index?): {lines[-1] if lines else done.returncode}")
+    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
+        raise AssertionError(f"{path}: sha256 mismatch")
+    return path
 
 
 def _wheel(requirement: str) -> Path:
     filename, sha256 = WHEELS[requirement]
-    cache = cache_dir()
-    path = cache / filename
-    if not path.exists():
-        cache.mkdir(parents=True, exist_ok=True)
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check",
-             "-q", "-d", str(cache), requirement],
-            capture_output=True, text=True, timeout=300,
-        )
-        if done.returncode != 0 or not path.exists():
-            pytest.skip(f"cannot download {requirement}: {done.stderr.strip().splitlines()[-1:] or done.returncode}")
-    if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
-        raise AssertionError(f"{path}: sha256 mismatch")
-    return path
+    return download(requirement, filename, sha256)
 
 
 def corpus_files(suffix: str) -> List[Tuple[str, bytes]]:

@@ -24,9 +24,9 @@ from typing import Dict, Optional
 import pytest
 
 TORCH_VERSION = "2.13.0"
-# numpy, tqdm and einops: what the real training scripts of tests/test_rehearse_corpus.py import
-# besides torch (all small; tqdm and einops pure Python).
-PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops")
+# What the real training programs of tests/test_rehearse_corpus.py import besides torch: numpy,
+# tqdm and einops (tqdm and einops pure Python); opacus (pure Python; it brings scipy and opt_einsum).
+PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops", "opacus==1.6.0")
 
 
 def venv_dir() -> Path:
