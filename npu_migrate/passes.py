@@ -10,7 +10,7 @@ or ModelArts code (nor the other way round).
     findings    codemods/findings.py: findings no rewrite depends on (imports, calls, methods)
     distributed codemods/distributed_torch.py, distributed_mindspore.py, distributed_tf.py:
                 `--distributed` (data-parallel training on several NPUs, launch scripts)
-    modelarts   codemods/modelarts.py: `--modelarts` adaptation of entry scripts
+    modelarts   codemods/modelarts/: `--modelarts` adaptation of entry scripts
 
 The findings pass reads the original tree; ModelArts plans around the migrated script, so it
 comes last.

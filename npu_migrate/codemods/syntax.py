@@ -1,6 +1,6 @@
 """Readings and makings of libcst nodes that several passes share: call arguments (by position
-or keyword, adding one, a new call), the options an argparse `add_argument` call adds, and the
-`if __name__ == "__main__":` guard."""
+or keyword, adding one, a new call), a node's source, the options an argparse `add_argument`
+call adds, and the `if __name__ == "__main__":` guard."""
 
 from __future__ import annotations
 
@@ -60,8 +60,23 @@ def find_argument(call: cst.Call, keyword: str, position: Optional[int]) -> Opti
     return None
 
 
+def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    """The argument given as `name=...`."""
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
 def is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
+
+
+def is_true(arg: Optional[cst.Arg]) -> bool:
+    """An argument whose value is the literal `True`."""
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
+def node_code(node: cst.CSTNode) -> str:
+    """The source of a node, in libcst's default layout (not the file's newline)."""
+    return cst.Module(body=[]).code_for_node(node)
 
 
 def _keyword_equal(call: cst.Call) -> cst.AssignEqual:

@@ -8,7 +8,7 @@ with the options they name (`modelarts = true`).
 
     [[edit]]
     code = "NPU202"
-    by = "npu_migrate/codemods/modelarts.py"
+    by = "npu_migrate/codemods/modelarts/__init__.py"
     message = "`parse_args()` -> `parse_known_args()[0]`"
     examples = [{ modelarts = true, flagged = "import argparse\\n..." }]
 """
