@@ -14,6 +14,7 @@ from .model import Edit, Finding, Options, Severity, Span
 from .positions import NodePositions
 from .prefilter import framework_rules_may_apply
 from .rules import Rule, RuleSet
+from .suppressions import covers
 
 @dataclass
 class _Pending:
@@ -99,11 +100,9 @@ class Context:
         if rng is None:
             return False
         for line in {rng.start.line, rng.end.line}:
-            if line in self.suppressions:
-                codes = self.suppressions[line]
-                if codes is None or code in codes:
-                    self.used_suppression_codes.add((line, code))
-                    return True
+            if covers(self.suppressions, line, code):
+                self.used_suppression_codes.add((line, code))
+                return True
         return False
 
     # -- recording -------------------------------------------------------------------------

@@ -14,6 +14,20 @@ from .model import Finding, Severity, Span
 SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
 
 
+def suppressed_codes(match: "re.Match[str]") -> Optional[Set[str]]:
+    """The codes a SUPPRESS_RE match names (`ignore[NPU105, npu301]`); None: every code."""
+    codes = match.group(1)
+    return None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
+
+
+def covers(suppressions: Mapping[int, Optional[Set[str]]], line: int, code: str) -> bool:
+    """Whether a comment on `line` silences `code`."""
+    if line not in suppressions:
+        return False
+    codes = suppressions[line]
+    return codes is None or code in codes
+
+
 def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
     """Line -> suppressed codes (None = every code), from `# npu-migrate: ignore[...]` comments.
 
@@ -29,10 +43,7 @@ def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
             m = SUPPRESS_RE.search(tok.string)
             if not m:
                 continue
-            codes = m.group(1)
-            found[tok.start[0]] = (
-                None if codes is None else {c.strip().upper() for c in codes.split(",") if c.strip()}
-            )
+            found[tok.start[0]] = suppressed_codes(m)
     except (tokenize.TokenError, IndentationError, SyntaxError):
         pass
     return found

@@ -121,3 +121,29 @@ def test_the_graph_sees_function_level_and_relative_imports():
     assert "npu_migrate.prefilter" in graph["npu_migrate.engine"]  # `from . import prefilter`
     assert "npu_migrate.frontends" in graph["npu_migrate.frontends.requirements"]  # `from . import is_pyproject`
     assert "npu_migrate.rules" not in graph["npu_migrate.kinds.base"]  # only under `if TYPE_CHECKING:`
+
+
+# Shell scripts, dependency lists and `.cu` files are scanned as text: migrating them (and
+# reading suppression comments and positions for them) never loads libcst, whose import costs
+# more than scanning such a file.
+TEXT_MODULES = ("npu_migrate.frontends.shell", "npu_migrate.frontends.requirements",
+                "npu_migrate.frontends.cuda_sources", "npu_migrate.offsets", "npu_migrate.suppressions")
+
+
+def test_the_text_front_ends_never_load_libcst():
+    import subprocess
+    import sys
+
+    code = "import sys\n" + "".join(f"import {m}\n" for m in TEXT_MODULES) + \
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('libcst', 'torch', 'tensorflow')))\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "[]\n"
+
+
+def test_the_libcst_check_sees_libcst():
+    import subprocess
+    import sys
+
+    code = "import sys\nimport npu_migrate.positions\nprint('libcst' in sys.modules)\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out == "True\n"

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import List, Tuple
 
-from ..suppressions import SUPPRESS_RE
+from ..offsets import LineIndex
+from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
 
@@ -32,12 +33,8 @@ def decode(data: bytes, path: str = "<bytes>") -> Tuple[str, str]:
 def kernels(text: str) -> List[Tuple[str, int, int]]:
     """(name, line, column) of every `__global__` function, 1-based."""
     code = _COMMENT_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
-    found = []
-    for m in _KERNEL_RE.finditer(code):
-        line = code.count("\n", 0, m.start()) + 1
-        col = m.start() - (code.rfind("\n", 0, m.start()) + 1) + 1
-        found.append((m.group(1), line, col))
-    return found
+    lines = LineIndex(code)
+    return [(m.group(1), *lines.position(m.start())) for m in _KERNEL_RE.finditer(code)]
 
 
 def _suppressed(text: str, line: int, code: str) -> bool:
@@ -46,10 +43,7 @@ def _suppressed(text: str, line: int, code: str) -> bool:
         return False
     comment = lines[line - 1].partition("//")[2]
     m = SUPPRESS_RE.search("#" + comment) if comment else None
-    if m is None:
-        return False
-    codes = m.group(1)
-    return codes is None or code in {c.strip().upper() for c in codes.split(",")}
+    return m is not None and covers({line: suppressed_codes(m)}, line, code)
 
 
 def migrate_cuda_source(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:

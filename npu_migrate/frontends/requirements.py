@@ -14,7 +14,6 @@ since this module imports it); lines it cannot parse (editable VCS URLs, local p
 
 from __future__ import annotations
 
-import bisect
 import fnmatch
 import re
 import sys
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Tuple
 
 from ..model import FileResult, Finding, Options, Span
+from ..offsets import LineIndex
 from ..rules import Rule, RuleSet
 from . import is_pyproject
 
@@ -235,19 +235,6 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
     return out
 
 
-def _line_starts(text: str) -> List[int]:
-    return [0] + [m.end() for m in re.finditer("\n", text)]
-
-
-def _span(starts: List[int], start: int, end: int) -> Span:
-    def pos(offset: int) -> Tuple[int, int]:
-        line = bisect.bisect_right(starts, offset)
-        return line, offset - starts[line - 1] + 1
-
-    (l1, c1), (l2, c2) = pos(start), pos(end)
-    return Span(l1, c1, l2, c2)
-
-
 def migrate_requirements(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     result = FileResult(path=path)
     if is_pyproject(path):
@@ -258,10 +245,10 @@ def migrate_requirements(text: str, path: str, options: Options, rules: RuleSet)
             return result
     else:
         deps, index_options = read_requirements_txt(text)
-    starts = _line_starts(text)
+    lines = LineIndex(text)
     seen = set()
     for start, end, finding in sorted(check(deps, index_options, rules), key=lambda f: (f[0], f[2].code)):
-        finding.span = _span(starts, start, end)
+        finding.span = lines.span(start, end)
         key = (finding.code, finding.span, finding.api)
         if key not in seen:
             seen.add(key)
