@@ -5,8 +5,8 @@ module is imported only then, so a run over PyTorch code never loads the TensorF
 or ModelArts code (nor the other way round).
 
     torch       codemods/torch/: every PyTorch rewrite (one module per group of kinds), `import torch_npu`
-    tensorflow  codemods/tensorflow.py: TensorFlow 1.x rules (codemods/callrules.py)
-    mindspore   codemods/mindspore.py: MindSpore rules (codemods/callrules.py)
+    tensorflow  codemods/tensorflow.py: TensorFlow 1.x rules (codemods/callrules/)
+    mindspore   codemods/mindspore.py: MindSpore rules (codemods/callrules/)
     findings    codemods/findings.py: findings no rewrite depends on (imports, calls, methods)
     distributed codemods/distributed_torch.py, distributed_mindspore.py, distributed_tf.py:
                 `--distributed` (data-parallel training on several NPUs, launch scripts)

@@ -32,7 +32,7 @@ def test_every_builtin_rule_names_files_that_exist_as_its_implementation():
             seen.add(path)
             assert (ROOT / path).is_file(), (rule.source, path)
     assert "npu_migrate/codemods/torch/literals.py" in seen
-    assert "npu_migrate/codemods/callrules.py" in seen
+    assert "npu_migrate/codemods/callrules/calls.py" in seen
 
 
 def test_the_prefilter_knows_every_kind_through_its_module():

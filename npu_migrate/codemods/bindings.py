@@ -1,5 +1,5 @@
 """Variables and what they are assigned, per function scope: what the framework rules
-(codemods/callrules.py) follow to trace a value passed by name (`config=run_config`) to the call
+(codemods/callrules/) follow to trace a value passed by name (`config=run_config`) to the call
 that built it."""
 
 from __future__ import annotations

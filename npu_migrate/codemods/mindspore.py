@@ -1,4 +1,4 @@
-"""MindSpore GPU -> Ascend, driven by rules/mindspore.toml (interpreted by codemods/callrules.py).
+"""MindSpore GPU -> Ascend, driven by rules/mindspore.toml (interpreted by codemods/callrules/).
 
 MindSpore runs the same script on GPUs and NPUs; what ties a script to the GPU is where it says
 so: `context.set_context(device_target="GPU")` / `ms.set_context(...)` / `ms.set_device("GPU")`

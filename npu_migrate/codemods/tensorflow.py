@@ -1,5 +1,5 @@
 """TensorFlow 1.15 -> Ascend NPU through the TF Adapter (`npu_bridge`), driven by
-rules/tensorflow.toml (interpreted by codemods/callrules.py).
+rules/tensorflow.toml (interpreted by codemods/callrules/).
 
 What the rules do follows Huawei's convert_tf2npu tool and the helpers of npu_bridge/npu_init.py
 (Ascend/tensorflow repository, tf_adapter/python/npu_bridge/npu_init.py): sessions get `config=npu_config_proto(...)` (the NpuOptimizer graph

@@ -10,7 +10,7 @@ PyTorch kinds (the torch pass, codemods/torch/, applies them):
     api, module, method, attribute, device, backend, env, add_import
 Shell scripts: command (and env).                 Every front end: finding.
 What a pass does from its own analysis (ModelArts): edit, and findings of kind `analysis`.
-Framework rules (TensorFlow, MindSpore; codemods/callrules.py, shared checks in kinds/calls.py):
+Framework rules (TensorFlow, MindSpore; codemods/callrules/, shared checks in kinds/calls.py):
     call_rename, call_replace, call_config, argument, add_keyword, entry_setup, remove_import,
     device_dispatch
 (also add_import and finding with `framework = "..."`).

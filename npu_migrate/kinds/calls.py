@@ -4,7 +4,7 @@ remove_import.py): their keys' checks, their CallSpec, their index, their words.
 
 A rule of these kinds carries `framework = "tensorflow"` or `"mindspore"` and is applied only
 by that framework's pass (codemods/tensorflow.py, codemods/mindspore.py, both built on
-codemods/callrules.py), to files that use the framework (their imports, or --framework). Such
+codemods/callrules/), to files that use the framework (their imports, or --framework). Such
 rules stay out of the indexes the PyTorch pass and codemods/findings.py read
 (RuleSet.framework_rules holds them). Names in `apis`, `receivers` and `uses` are qualified as
 the pass canonicalises them (`tensorflow.compat.v1.Session` and `tf.compat.v1.Session` are
@@ -27,7 +27,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from ..words import Requirement, attribute, framework_name, plain_words
 from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema
 
-IMPLEMENTED_IN = "npu_migrate/codemods/callrules.py"
+IMPLEMENTED_IN = "npu_migrate/codemods/callrules/calls.py"
 
 # key -> what it must hold, for the keys of these kinds.
 _QUALNAMES = ("apis", "receivers", "uses", "modules", "skip_if_called")

@@ -32,4 +32,5 @@ KIND = call_kind(
     "setup and teardown statements in the script's main block",
     _check,
     _requirements,
+    implemented_in="npu_migrate/codemods/callrules/program.py",
 )

@@ -29,7 +29,7 @@
                  comparison operand, `re.search(...)`, `.startswith(...)`): an error message of
                  CUDA's                                               (codemods/findings.py)
     codemod      (framework rules only) raised by the framework pass's own analysis, as the
-                 `unknown_finding` of another rule                    (codemods/callrules.py)
+                 `unknown_finding` of another rule                    (codemods/callrules/)
     analysis     raised by the analysis of the module `by` names (the ModelArts adaptation, the
                  notebook front end, unused suppressions), which looks the rule up by its code
                  (RuleSet.analysis); no `api`. Its examples run with the options they name
@@ -85,12 +85,12 @@ IMPLEMENTED_IN = {
     "requirement-build": "npu_migrate/frontends/requirements.py",
     "config-key": "npu_migrate/frontends/yaml_config.py",
     "install-path": "npu_migrate/frontends/shell.py",
-    "codemod": "npu_migrate/codemods/callrules.py",
+    "codemod": "npu_migrate/codemods/callrules/planner.py (codemod_finding)",
     "guard": "npu_migrate/codemods/guards.py",
     "target": "npu_migrate/codemods/torch/references.py (_report_target)",
     "string": "npu_migrate/codemods/findings.py (FindingVisitor._matched_text)",
 }
-_FRAMEWORK_IMPLEMENTED_IN = "npu_migrate/codemods/callrules.py (Planner)"
+_FRAMEWORK_IMPLEMENTED_IN = "npu_migrate/codemods/callrules/planner.py (Planner)"
 
 
 def _also_required(entry) -> FrozenSet[str]:

@@ -1,4 +1,4 @@
-"""The framework rules' second pass (codemods/callrules.py): `Applier` carries out the plans the
+"""The framework rules' second pass (callrules/planner.py): `Applier` carries out the plans the
 `Planner` made on the unchanged tree -- the call rewrites, string literals, removed imports,
 entry-script setup -- and records the edits; then the framework's import is added where a
 rewrite needs it."""
@@ -10,12 +10,12 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from ..context import Context
-from ..imports import dotted_name
-from ..rules import Rule
-from .bindings import MODULE_SCOPE
-from .strings import with_body
-from .syntax import add_keyword_argument, is_main_guard, is_none, new_call
+from ...context import Context
+from ...imports import dotted_name
+from ...rules import Rule
+from ..bindings import MODULE_SCOPE
+from ..strings import with_body
+from ..syntax import add_keyword_argument, is_main_guard, is_none, new_call, node_code
 
 
 # ---------------------------------------------------------------------------- plans
@@ -84,7 +84,7 @@ class Applier(cst.CSTTransformer):
             values += [cst.parse_expression(e) for e in spec.extra_args]
             replaced = new_call(spec.to, values)
             replaced = replaced.with_changes(lpar=new.lpar, rpar=new.rpar)
-            after = _code(replaced)
+            after = node_code(replaced)
             if plan.replace.spec.assign_to:
                 after = f"{plan.replace.spec.assign_to} = {after}"
             self.edit(plan.replace, original_node, self.code(original_node), after)
@@ -117,7 +117,7 @@ class Applier(cst.CSTTransformer):
         if index is None:
             added = new_call(spec.to, [])
             self.edit(rule, original, f"{self.code(original.func)}(...)",
-                      f"{self.code(original.func)}(..., {spec.keyword}={_code(added)})")
+                      f"{self.code(original.func)}(..., {spec.keyword}={node_code(added)})")
             return add_keyword_argument(call, spec.keyword, added)
         arg = call.args[index]
         before = self.code(original.args[index].value)
@@ -138,7 +138,7 @@ class Applier(cst.CSTTransformer):
             return updated_node
         rule, body = planned
         new = with_body(updated_node, body)
-        self.edit(rule, original_node, self.code(original_node), _code(new))
+        self.edit(rule, original_node, self.code(original_node), node_code(new))
         return new
 
     # -- statements --------------------------------------------------------------------------------
@@ -261,15 +261,11 @@ class Applier(cst.CSTTransformer):
         return module
 
 
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
-
-
 def atexit_registration(statement: str) -> str:
     """`f(a, b)` -> `atexit.register(f, a, b)`."""
     call = cst.parse_expression(statement)
     assert isinstance(call, cst.Call)
-    parts = [_code(call.func)] + [_code(a.value) for a in call.args]
+    parts = [node_code(call.func)] + [node_code(a.value) for a in call.args]
     return f"atexit.register({', '.join(parts)})"
 
 

@@ -1,0 +1,90 @@
+"""The Planner's decisions on the program around the calls: where it starts and ends (the main
+block, the functions it runs, so a start-up call's shut-down brackets the program), the imports
+that can go once every use is rewritten (remove_import), and the setup an entry script needs
+(entry_setup)."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from ...imports import dotted_name
+from .apply import returns_early
+
+
+class ProgramPlanning:
+    """Mixed into Planner (planner.py), whose state these methods use."""
+
+    def _lifetime(self) -> str:
+        """Where the cleanup of a start-up statement goes so that start-up and shut-down bracket
+        the program: "block" (the end of its own block: the module, the main block, or the body
+        of the function the main block runs), "atexit" (registered right after it), or "report"
+        (it is in a loop)."""
+        path = self._call_path
+        owners = [self._compound[i] for i in path[:-1] if i in self._compound]
+        innermost_function = max((i for i, o in enumerate(owners) if isinstance(o, (cst.FunctionDef, cst.ClassDef))),
+                                 default=-1)
+        if any(isinstance(o, (cst.For, cst.While)) for o in owners[innermost_function + 1:]):
+            return "report"
+        if not owners:
+            return "block"  # module level
+        if len(owners) == 1:
+            owner = owners[0]
+            if owner is self._main_guard:
+                return "block"
+            if (isinstance(owner, cst.FunctionDef) and owner.name.value in self._main_functions
+                    and not returns_early(owner)):
+                return "block"
+        return "atexit"
+
+    def _find_main_functions(self) -> None:
+        """Names of the functions the main block runs: `main()`, `tf.app.run(main)`,
+        `app.run(main=main)`, `tf.app.run()` (which runs `main`)."""
+        guard = self._main_guard
+        if guard is None or not isinstance(guard.body, cst.IndentedBlock):
+            return
+        for stmt in guard.body.body:
+            if not isinstance(stmt, cst.SimpleStatementLine):
+                continue
+            for small in stmt.body:
+                value = small.value if isinstance(small, (cst.Expr, cst.Assign)) else None
+                if not isinstance(value, cst.Call):
+                    continue
+                func = value.func
+                if isinstance(func, cst.Name):
+                    self._main_functions.add(func.value)
+                if isinstance(func, (cst.Name, cst.Attribute)) and (dotted_name(func) or "").endswith("app.run"):
+                    given = [a.value for a in value.args if a.keyword is None or a.keyword.value == "main"]
+                    if not value.args:
+                        self._main_functions.add("main")
+                    for g in given[:1]:
+                        if isinstance(g, cst.Name):
+                            self._main_functions.add(g.value)
+
+    def _plan_import_removals(self) -> None:
+        for node, module, rule, alias_index in self._imports:
+            prefix = next(m for m in rule.spec.modules if module == m or module.startswith(m + "."))
+            seen, rewritten = self._module_refs.get(prefix, [0, 0])
+            if seen == 0 or seen != rewritten or self.suppressed(node, rule):
+                continue
+            self.plans.hot.update(self._import_paths.get(id(node), ()))
+            _rule, aliases = self.plans.removed_imports.setdefault(id(node), (rule, set()))
+            if alias_index is not None:
+                aliases.add(alias_index)
+
+    def _plan_entry_setups(self) -> None:
+        for rule in self.rules.entry_setup:
+            spec = rule.spec
+            if not any(q == u or q.startswith(u + ".") for q in self._used for u in spec.uses):
+                continue
+            trigger = next((self._called_methods[m] for m in spec.methods if m in self._called_methods), None)
+            if trigger is None:
+                continue
+            if any(name in self._called for name in spec.skip_if_called):
+                continue
+            if self._main_guard is None:
+                self.codemod_finding(spec.unknown_finding, trigger, api=f".{trigger.func.attr.value}()")  # type: ignore[union-attr]
+                continue
+            if self.suppressed(self._main_guard, rule):
+                continue
+            self.plans.entry_setups.append((rule, self._main_guard))
+            self.plans.needs_import = True
