@@ -23,6 +23,19 @@ def dotted_name(node: Union[cst.BaseExpression, cst.ImportFrom, None]) -> Option
     return None
 
 
+def imported_names(node: Union[cst.Import, cst.ImportFrom]) -> List[str]:
+    """The dotted names an absolute import statement imports: `import a.b` -> a.b;
+    `from a import b, c` -> a, a.b, a.c (b may be a module); relative imports: none."""
+    if isinstance(node, cst.Import):
+        return [dotted_name(a.name) or "" for a in node.names]
+    if node.module is not None and not node.relative:
+        base = dotted_name(node.module) or ""
+        if isinstance(node.names, cst.ImportStar):
+            return [base]
+        return [base] + [f"{base}.{dotted_name(a.name)}" for a in node.names]
+    return []
+
+
 class ImportTable(cst.CSTVisitor):
     """Maps local names to the qualified names they were imported as."""
 

@@ -6,6 +6,7 @@ imports, the main block, and a visitor that knows each node's ancestors.
 from __future__ import annotations
 
 import os
+import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -15,6 +16,15 @@ from ..imports import ImportTable
 from ..distributed import BEGIN_MARKER, END_MARKER
 from ..modelarts import END_MARKER as MODELARTS_END
 from ..rules import Rule
+from .syntax import is_main_guard
+
+
+EVAL_WORDS = ("test", "val", "eval", "valid", "dev")
+
+
+def is_eval_name(text: str) -> bool:
+    """`val_loader`, `test_dataset`, `evaluate()`: a name of evaluation, not training."""
+    return any(w.startswith(EVAL_WORDS) for w in re.split(r"[^a-z0-9]+", text.lower()) if w)
 
 
 def wanted(ctx: Context, framework: str) -> bool:
@@ -55,12 +65,6 @@ def find_block(module: cst.Module) -> Optional[Tuple[int, int]]:
                        len(body))
             return i, end
     return None
-
-
-def is_main_guard(stmt: cst.CSTNode) -> bool:
-    from .syntax import is_main_guard as main_guard_test
-
-    return main_guard_test(stmt)
 
 
 def main_guard(module: cst.Module) -> Optional[cst.If]:

@@ -30,8 +30,8 @@ from ..context import Context
 from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
 from ..imports import dotted_name
 from . import distributed_common as common
-from .distributed_torch import _is_eval_name, _kwarg, _sole_call
 from .mindspore import canonical_mindspore
+from .syntax import is_main_guard, keyword_arg, sole_call
 
 MODELS = {"mindspore.Model", "mindspore.train.Model", "mindspore.train.model.Model"}
 TRAIN_CELLS = {"mindspore.nn.TrainOneStepCell", "mindspore.nn.TrainOneStepWithLossScaleCell",
@@ -79,7 +79,7 @@ class MindSporeAnalysis(common.ModuleAnalysis):
         name = self._name(node.func)
         if name in MODELS:
             positional = [a for a in node.args if a.keyword is None and not a.star]
-            if _kwarg(node, "optimizer") is not None or len(positional) >= 3:
+            if keyword_arg(node, "optimizer") is not None or len(positional) >= 3:
                 self.training.append(node)
         elif name in TRAIN_CELLS:
             self.training.append(node)
@@ -89,17 +89,17 @@ class MindSporeAnalysis(common.ModuleAnalysis):
             self.distributed.append((node, name))
         elif name in SET_CONTEXT:
             stmt, _ = self.statement()
-            if stmt is not None and _sole_call(stmt) is node:
+            if stmt is not None and sole_call(stmt) is node:
                 self.set_context.append(stmt)
         elif name in SAVE:
             stmt, _ = self.statement()
-            if stmt is not None and _sole_call(stmt) is node:
+            if stmt is not None and sole_call(stmt) is node:
                 self.saves.append(stmt)
         elif name in CHECKPOINT_CALLBACKS:
             self.checkpoints.append((node, name))
         elif name.startswith("mindspore.dataset.") and name.endswith("Dataset") \
                 and name.rsplit(".", 1)[1][:1].isupper() and name.count(".") == 2:
-            if _kwarg(node, "num_shards") is not None:
+            if keyword_arg(node, "num_shards") is not None:
                 self.distributed.append((node, f"{name}(num_shards=...)"))
             elif name == "mindspore.dataset.GeneratorDataset":
                 self.generators.append((node, name))
@@ -111,17 +111,17 @@ class MindSporeAnalysis(common.ModuleAnalysis):
     def _in_eval(self) -> bool:
         """In a function or assigned to a name that says test/val/eval."""
         for node in self.stack:
-            if isinstance(node, cst.FunctionDef) and _is_eval_name(node.name.value):
+            if isinstance(node, cst.FunctionDef) and common.is_eval_name(node.name.value):
                 return True
         parent = self.stack[-2] if len(self.stack) > 1 else None
-        if isinstance(parent, cst.Assign) and any(_is_eval_name(dotted_name(t.target) or "") for t in parent.targets):
+        if isinstance(parent, cst.Assign) and any(common.is_eval_name(dotted_name(t.target) or "") for t in parent.targets):
             return True
         return False
 
 
 def _random_access(a: MindSporeAnalysis, call: cst.Call) -> bool:
     """A GeneratorDataset whose source is an instance of a class of this file with __getitem__."""
-    source = _kwarg(call, "source") or next((arg for arg in call.args if arg.keyword is None), None)
+    source = keyword_arg(call, "source") or next((arg for arg in call.args if arg.keyword is None), None)
     if source is None:
         return False
     value = source.value
@@ -191,7 +191,7 @@ def _setup_first_in_main(module: cst.Module) -> cst.Module:
     body = list(module.body)
     setup = cst.parse_statement("distributed_setup()\n")
     for i, stmt in enumerate(body):
-        if common.is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
+        if is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
             inner = list(stmt.body.body)
             first = inner[0]
             inner = [setup.with_changes(leading_lines=first.leading_lines), first.with_changes(leading_lines=[]), *inner[1:]]

@@ -28,9 +28,9 @@ import libcst as cst
 
 from ..context import Context
 from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
-from ..imports import ImportTable, dotted_name
+from ..imports import ImportTable, dotted_name, imported_names
 from . import distributed_common as common
-from .distributed_torch import _is_eval_name, _kwarg, _sole_call
+from .syntax import keyword_arg, sole_call
 from .tensorflow import canonical_tensorflow
 
 SOURCES = {"tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset",
@@ -68,9 +68,7 @@ class TFAnalysis(common.ModuleAnalysis):
         self.savers: Set[str] = set()
         self.saves: List[cst.BaseStatement] = []
         for node in self.imports.import_nodes:
-            from .distributed_torch import _imported_modules
-
-            for name in _imported_modules(node):
+            for name in imported_names(node):
                 if any(name == m or name.startswith(m + ".") for m in ALREADY):
                     self.distributed.append((node, name))
         from ..walk import walk
@@ -116,13 +114,13 @@ class TFAnalysis(common.ModuleAnalysis):
                 init = (isinstance(value, cst.Call) and self._name(value.func) in INITIALIZERS) or (
                     isinstance(value, cst.Name) and value.value in self.init_names)
                 stmt, _ = self.statement()
-                if init and stmt is not None and _sole_call(stmt) is node:
+                if init and stmt is not None and sole_call(stmt) is node:
                     self.init_runs.append((stmt, self.module.code_for_node(node.func.value)))
             elif method == "train" and isinstance(node.func.value, cst.Name) and node.func.value.value in self.estimators:
                 self.hooks_calls.append(node)
             elif method == "save" and isinstance(node.func.value, cst.Name) and node.func.value.value in self.savers:
                 stmt, _ = self.statement()
-                if stmt is not None and _sole_call(stmt) is node:
+                if stmt is not None and sole_call(stmt) is node:
                     self.saves.append(stmt)
             elif method == "batch" and node.args:
                 self.batches.append(node)
@@ -131,14 +129,14 @@ class TFAnalysis(common.ModuleAnalysis):
 
     def _in_eval(self) -> bool:
         for node in self.stack:
-            if isinstance(node, cst.FunctionDef) and _is_eval_name(node.name.value):
+            if isinstance(node, cst.FunctionDef) and common.is_eval_name(node.name.value):
                 return True
         return False
 
 
 def _with_hooks(call: cst.Call) -> cst.Call:
     """`hooks=npu_hooks_append(hooks_list=<the hooks it had>)`."""
-    hooks = _kwarg(call, "hooks")
+    hooks = keyword_arg(call, "hooks")
     if hooks is not None:
         value = cst.Call(func=cst.Name("npu_hooks_append"),
                          args=[cst.Arg(keyword=cst.Name("hooks_list"), value=hooks.value,

@@ -65,6 +65,14 @@ def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
+def sole_call(stmt: cst.CSTNode) -> Optional[cst.Call]:
+    """The call a `call(...)` statement line consists of, else None."""
+    if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr) \
+            and isinstance(stmt.body[0].value, cst.Call):
+        return stmt.body[0].value
+    return None
+
+
 def is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 

@@ -11,10 +11,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from ...imports import ImportTable, dotted_name
+from ...imports import ImportTable, dotted_name, imported_names
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
-from ..syntax import is_main_guard, is_true, keyword_arg
+from ..syntax import is_main_guard, is_true, keyword_arg, sole_call
 from .arguments import Argument, describe_argument
 
 # What a script started by torchrun (torch.distributed.run) reads from its environment.
@@ -58,14 +58,6 @@ class ParseCall:
     explicit_argv: bool  # parse_args(["--lr", "1"]): the code chose what is parsed
     indexed: Optional[cst.Subscript] = None  # `parser.parse_known_args()[0]`
     wrapped: bool = False  # already inside modelarts_setup(...)
-
-
-def _statement_of(node: cst.CSTNode) -> Optional[cst.Call]:
-    """The call a `call(...)` expression statement consists of."""
-    if isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Expr):
-        value = node.body[0].value
-        return value if isinstance(value, cst.Call) else None
-    return None
 
 
 def _method_call(call: cst.Call) -> Tuple[Optional[cst.BaseExpression], str]:
@@ -260,7 +252,7 @@ class _Visitor(cst.CSTVisitor):
             if parser.quote is None and isinstance(node.args[0].value, cst.SimpleString):
                 parser.quote = node.args[0].value.quote  # added arguments are written alike
             stmt = self.statement
-            if stmt is not None and _statement_of(stmt) is node and self.bodies[-1] is parser.body_owner:
+            if stmt is not None and sole_call(stmt) is node and self.bodies[-1] is parser.body_owner:
                 parser.anchor = stmt
         elif method in PARSE_METHODS:
             parser = self._parser_of(receiver)
@@ -369,15 +361,7 @@ class ScriptAnalysis:
 
     def other_cli(self) -> Optional[Tuple[str, cst.CSTNode]]:
         for node in self.imports.import_nodes:
-            if isinstance(node, cst.Import):
-                names = [dotted_name(a.name) or "" for a in node.names]
-            elif node.module is not None and not node.relative:
-                base = dotted_name(node.module) or ""
-                names = [base] + ([f"{base}.{dotted_name(a.name)}" for a in node.names]
-                                  if not isinstance(node.names, cst.ImportStar) else [])
-            else:
-                continue
-            for name in names:
+            for name in imported_names(node):
                 for module, label in OTHER_CLI_MODULES.items():
                     if name == module or name.startswith(module + "."):
                         return label, node
@@ -388,7 +372,7 @@ class ScriptAnalysis:
     def _header_end(self, body: List[cst.BaseStatement]) -> int:
         """Index of the first statement after the module docstring and the leading imports."""
         i = 0
-        if body and _statement_of(body[0]) is None and isinstance(body[0], cst.SimpleStatementLine) \
+        if body and sole_call(body[0]) is None and isinstance(body[0], cst.SimpleStatementLine) \
                 and isinstance(body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
             i = 1
         while i < len(body):

@@ -1,0 +1,221 @@
+"""What the PyTorch `--distributed` pass reads in a script (distributed_torch.py decides and
+rewrites): its optimizers and the models they train, where each model is moved to the device,
+its DataLoaders (training or evaluation, their samplers), epoch loops, saves and log files, and
+what makes it distributed already or unfit (custom samplers, iterable data sets, all-reduce)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Set, Tuple
+
+import libcst as cst
+
+from ..imports import dotted_name, imported_names
+from . import distributed_common as common
+from .strings import string_value
+from .syntax import keyword_arg, sole_call
+
+DATALOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
+                 "torch.nn.parallel.data_parallel.DataParallel"}
+ITERABLE_DATASETS = {"torch.utils.data.IterableDataset", "torch.utils.data.dataset.IterableDataset",
+                     "torch.utils.data.datapipes.datapipe.IterDataPipe", "torchdata.datapipes.iter.IterDataPipe"}
+FILE_HANDLERS = {"logging.FileHandler", "logging.handlers.RotatingFileHandler",
+                 "logging.handlers.TimedRotatingFileHandler", "logging.handlers.WatchedFileHandler"}
+# Already distributed: these (or anything under torch.distributed) in the file.
+DISTRIBUTED_APIS = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
+                    "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
+                    "torch.multiprocessing.spawn", "torch.distributed.run")
+DISTRIBUTED_LIBRARIES = ("accelerate", "deepspeed", "horovod.torch", "lightning", "pytorch_lightning",
+                         "torch.distributed", "colossalai", "fairscale")
+# What DistributedDataParallel has of a model's API (the rest is reached through `.module`).
+MODULE_API = {
+    "train", "eval", "parameters", "named_parameters", "buffers", "named_buffers", "children",
+    "named_children", "modules", "named_modules", "state_dict", "load_state_dict", "zero_grad", "to",
+    "npu", "cuda", "cpu", "half", "float", "double", "bfloat16", "apply", "requires_grad_", "training",
+    "forward", "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    "module", "no_sync", "type", "share_memory", "extra_repr", "add_module", "register_buffer",
+    "register_parameter", "get_submodule", "get_parameter", "to_empty", "__class__", "join",
+}
+
+
+@dataclass
+class Loader:
+    call: cst.Call
+    statement: cst.BaseStatement
+    scope: cst.CSTNode
+    target: Optional[str]  # the name it is assigned to
+    dataset: Optional[cst.BaseExpression]
+    training: bool = False
+    problem: Optional[Tuple[str, str, str]] = None  # (code, api, why) that stops the conversion
+
+
+@dataclass
+class Move:
+    statement: cst.BaseStatement  # the statement of the scope's body after which the model is wrapped
+    name: str
+    scope: cst.CSTNode
+
+
+class TorchAnalysis(common.ModuleAnalysis):
+    """What the PyTorch pass needs to know about one module (the original or the current tree)."""
+
+    def __init__(self, module: cst.Module) -> None:
+        super().__init__(module)
+        self.optimizers: List[Tuple[cst.Call, cst.CSTNode]] = []
+        self.model_names: List[str] = []
+        self.loaders: List[Loader] = []
+        self.data_parallel: List[cst.Call] = []
+        self.saves: List[cst.BaseStatement] = []
+        self.log_configs: List[cst.BaseStatement] = []
+        self.file_handlers: List[cst.Call] = []
+        self.epoch_loops: List[Tuple[cst.For, cst.CSTNode]] = []
+        self.distributed: List[Tuple[cst.CSTNode, str]] = []  # (node, api): already distributed
+        self.all_reduce: List[Tuple[cst.CSTNode, str]] = []
+        self.iterable: List[Tuple[cst.CSTNode, str]] = []
+        self.iterable_classes: Set[str] = set()
+        self.fixed_devices: List[Tuple[cst.CSTNode, str]] = []
+        self.state_dict_calls: List[cst.Call] = []
+        self.backward: List[Tuple[cst.Call, cst.CSTNode]] = []
+        # (node, name, scope, statement of the scope's own body around it) for `name.attr`
+        self.attributes: List[Tuple[cst.Attribute, str, cst.CSTNode, Optional[cst.BaseStatement]]] = []
+        self.called_attributes: Set[int] = set()  # id(`x.attr`) called as `x.attr(...)`
+        self.save_calls: List[cst.Call] = []  # torch.save(...)
+        self.assignments: Dict[int, List[Tuple[str, cst.BaseStatement, cst.CSTNode, cst.BaseExpression]]] = {}
+        self.expr_moves: List[Tuple[str, cst.BaseStatement, cst.CSTNode]] = []
+        for node in self.imports.import_nodes:
+            for name in imported_names(node):
+                if any(name == lib or name.startswith(lib + ".") for lib in DISTRIBUTED_LIBRARIES):
+                    self.distributed.append((node, name))
+        from ..walk import walk
+
+        user = self.user_code()
+        self.user_module = user
+        walk(user, self)
+        self.main_guard = common.main_guard(module)
+
+    # -- visiting ----------------------------------------------------------------------------
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        for base in node.bases:
+            name = self.imports.resolve(base.value) or ""
+            if name in ITERABLE_DATASETS or (dotted_name(base.value) or "") in self.iterable_classes:
+                self.iterable_classes.add(node.name.value)
+                self.iterable.append((node, name or dotted_name(base.value) or "IterableDataset"))
+
+    def visit_For(self, node: cst.For) -> None:
+        outer = {id(loop) for loop, _ in self.epoch_loops}
+        if any(id(n) in outer for n in self.stack[:-1]):
+            return  # a loop inside the epoch loop (steps)
+        if isinstance(node.target, cst.Name) and ("epoch" in node.target.value.lower() or (
+                isinstance(node.iter, cst.Call) and dotted_name(node.iter.func) == "range"
+                and "epoch" in self.module.code_for_node(node.iter).lower())):
+            self.epoch_loops.append((node, self.scope()))
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        stmt, _ = self.statement()
+        if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and stmt is not None:
+            name = node.targets[0].target.value
+            self.assignments.setdefault(id(self.scope()), []).append((name, stmt, self.scope(), node.value))
+
+    def visit_Expr(self, node: cst.Expr) -> None:
+        # `model.to(device)` / `model.npu()` / `model.cuda()` as a statement
+        value = node.value
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+                and value.func.attr.value in ("to", "npu", "cuda") and isinstance(value.func.value, cst.Name):
+            stmt, _ = self.statement()
+            self.expr_moves.append((value.func.value.value, stmt, self.scope()))
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name):
+            scope = self.scope()
+            self.attributes.append((node, node.value.value, scope, self.top_statement(scope)))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = self.imports.resolve(node.func) or ""
+        if name.startswith("torch.optim.") and name.rsplit(".", 1)[1][:1].isupper() and ".lr_scheduler" not in name:
+            self.optimizers.append((node, self.scope()))
+            for arg in node.args[:1]:
+                self.model_names.extend(n for n in parameters_of(arg.value) if n not in self.model_names)
+        elif name in DATALOADERS:
+            self._loader(node)
+        elif name in DATA_PARALLEL:
+            self.data_parallel.append(node)
+        elif name == "torch.save":
+            self.save_calls.append(node)
+            stmt, _ = self.statement()
+            if stmt is not None and sole_call(stmt) is node:
+                self.saves.append(stmt)
+        elif name == "logging.basicConfig" and keyword_arg(node, "filename") is not None:
+            stmt, _ = self.statement()
+            if stmt is not None and sole_call(stmt) is node:
+                self.log_configs.append(stmt)
+        elif name in FILE_HANDLERS:
+            self.file_handlers.append(node)
+        elif name.startswith("torch.distributed.all_reduce") or name.endswith(".all_reduce"):
+            if name.startswith("torch."):
+                self.all_reduce.append((node, name))
+        elif name in ("torch.npu.set_device", "torch.cuda.set_device") and node.args:
+            value = node.args[0].value
+            if isinstance(value, cst.Integer) or (string_value(value) or "").count(":") == 1:
+                self.fixed_devices.append((node, self.module.code_for_node(value)))
+        if isinstance(node.func, cst.Attribute):
+            self.called_attributes.add(id(node.func))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
+            self.backward.append((node, self.scope()))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("state_dict", "load_state_dict") \
+                and isinstance(node.func.value, cst.Name):
+            self.state_dict_calls.append(node)
+        if name and any(name == api or name.startswith(api + ".") for api in DISTRIBUTED_APIS):
+            if name.startswith("torch.distributed.all_reduce"):
+                return
+            self.distributed.append((node, name))
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        value = string_value(node) or ""
+        if re.match(r"^(cuda|npu|gpu):[0-9]+$", value):
+            self.fixed_devices.append((node, node.value))
+
+    def _loader(self, node: cst.Call) -> None:
+        stmt, _ = self.statement()
+        scope = self.scope()
+        target = None
+        parent = self.stack[-2] if len(self.stack) > 1 else None
+        if isinstance(parent, cst.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0].target, cst.Name):
+            target = parent.targets[0].target.value
+        positional = [a for a in node.args if a.keyword is None and not a.star]
+        dataset_arg = keyword_arg(node, "dataset") or (positional[0] if positional else None)
+        loader = Loader(node, stmt, scope, target, dataset_arg.value if dataset_arg is not None else None)
+        if stmt is None or loader.dataset is None:
+            loader.problem = ("NPU385", "DataLoader", "a DataLoader whose data set cannot be named, for its DistributedSampler")
+        for key in ("sampler", "batch_sampler"):
+            arg = keyword_arg(node, key)
+            if arg is not None and not (isinstance(arg.value, cst.Name) and arg.value.value == "None"):
+                loader.problem = ("NPU381", f"DataLoader({key}=...)", "")
+        if len(positional) > 2:  # DataLoader(dataset, batch_size, shuffle, sampler, ...)
+            loader.problem = ("NPU381", "DataLoader(dataset, batch_size, shuffle, ...)", "")
+        self.loaders.append(loader)
+
+
+def parameters_of(node: cst.CSTNode) -> List[str]:
+    """Names `m` of every `m.parameters()` (or `m.named_parameters()`) inside an expression."""
+    found: List[str] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("parameters", "named_parameters"):
+                root = call.func.value
+                while isinstance(root, cst.Attribute):
+                    root = root.value
+                if isinstance(root, cst.Name) and root.value not in found:
+                    found.append(root.value)
+
+    node.visit(Finder())
+    return found
+
+
+def moves_model(value: cst.BaseExpression, name: str) -> bool:
+    """`<...>.to(...)`, `<...>.npu(...)`, `<...>.cuda(...)`: the value assigned to `name` is on the device."""
+    return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
+        and value.func.attr.value in ("to", "npu", "cuda")
