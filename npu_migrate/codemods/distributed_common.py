@@ -13,7 +13,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import ImportTable
-from ..distributed import BEGIN_MARKER, END_MARKER
+from ..distributed import BEGIN_MARKER, END_MARKER, RANK_TABLE, RUN_8P, render_rank_table, render_run_8p
 from ..modelarts import END_MARKER as MODELARTS_END
 from ..rules import Rule
 from .syntax import is_main_guard
@@ -160,6 +160,83 @@ def statement(code: str, module: cst.Module) -> cst.BaseStatement:
     return cst.parse_statement(code, config=module.config_for_parsing)
 
 
+def first_after_header(module: cst.Module) -> cst.CSTNode:
+    """The statement the block goes above (the last one when the script is all header): where
+    its edit is reported."""
+    at = header_end(module)
+    return module.body[at] if at < len(module.body) else module.body[-1]
+
+
+def helpers_only(text: str, first_entry_function: str) -> str:
+    """The generated block without the functions only an entry script calls (those from
+    `def <first_entry_function>` on)."""
+    return text[:text.index(f"\n\ndef {first_entry_function}")].rstrip("\n") + "\n"
+
+
+def refresh_block(ctx: Context, module: cst.Module, block: Tuple[int, int], text: str, code: str) -> cst.Module:
+    """A script converted by an earlier run: its block is brought up to date (`code`'s edit
+    when it changed), nothing else is touched."""
+    new_module, change = install_block(module, text)
+    if change is not None:
+        edit(ctx, code, ctx.module.body[block[0]], "", "distributed block", change=change)
+    return new_module
+
+
+def refresh_rank_table_block(ctx: Context, module: cst.Module, block: Tuple[int, int], full: str, is_entry: bool,
+                             first_entry_function: str) -> cst.Module:
+    """refresh_block for the TF 1.15 and MindSpore passes: the whole block in an entry script
+    (and its launch files), the helpers only in the modules it imports."""
+    text = full if is_entry else helpers_only(full, first_entry_function)
+    new_module = refresh_block(ctx, module, block, text, "NPU164")
+    if is_entry:
+        add_rank_table_launcher(ctx, script_name(ctx))
+    return new_module
+
+
+def report_distributed_already(ctx: Context, found: List[Tuple[cst.CSTNode, str]]) -> bool:
+    """NPU380 on the first sign that a script is distributed already (then it is left alone)."""
+    if not found:
+        return False
+    node, api = found[0]
+    report(ctx, "NPU380", node, api)
+    return True
+
+
+def add_rank_table_launcher(ctx: Context, script: str) -> None:
+    """run_8p.sh (one process per NPU) and the rank table it reads (TF 1.15, MindSpore)."""
+    add_extra(ctx, RUN_8P, render_run_8p(script))
+    add_extra(ctx, RANK_TABLE, render_rank_table())
+
+
+class StatementInserter(cst.CSTTransformer):
+    """Puts statements before and after original statements, in whatever body they are (the
+    module, a function, a loop): `insert_before`/`insert_after` map the id of an original
+    statement to the statements to put there (filled before or during the transform)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.insert_before: Dict[int, List[cst.BaseStatement]] = {}
+        self.insert_after: Dict[int, List[cst.BaseStatement]] = {}
+
+    def _body(self, original_body, updated_body) -> Optional[List[cst.BaseStatement]]:
+        if not any(id(s) in self.insert_after or id(s) in self.insert_before for s in original_body):
+            return None
+        body: List[cst.BaseStatement] = []
+        for old, new in zip(original_body, updated_body):
+            body.extend(self.insert_before.get(id(old), ()))
+            body.append(new)
+            body.extend(self.insert_after.get(id(old), ()))
+        return body
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body = self._body(original.body, updated.body)
+        return updated.with_changes(body=body) if body is not None else updated
+
+
 class Ancestry(cst.CSTVisitor):
     """A visitor that knows the ancestors of the node it is at (`self.stack`)."""
 
@@ -235,8 +312,8 @@ def calls_outside_block(module: cst.Module, name: str) -> bool:
 
 
 class ModuleAnalysis(Ancestry):
-    """What every distributed pass first knows about a module: its imports, its main block
-    (`find_block`) and the ids of the statements in that block."""
+    """What every distributed pass first knows about a module: its imports, its generated
+    block (`find_block`) and the ids of the statements in that block."""
 
     def __init__(self, module: cst.Module) -> None:
         super().__init__()
@@ -245,6 +322,10 @@ class ModuleAnalysis(Ancestry):
         self.block = find_block(module)
         body = list(module.body)
         self.block_ids: Set[int] = {id(s) for s in body[self.block[0]:self.block[1]]} if self.block else set()
+        # What every pass collects: signs the script is distributed already (node, api), and
+        # the statements that save (run on one process only).
+        self.distributed: List[Tuple[cst.CSTNode, str]] = []
+        self.saves: List[cst.BaseStatement] = []
 
     def user_code(self) -> cst.Module:
         """The module without the generated block: the code the pass analyses."""

@@ -27,7 +27,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
+from ..distributed import render_block
 from ..imports import dotted_name
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
@@ -54,11 +54,9 @@ class MindSporeAnalysis(common.ModuleAnalysis):
         super().__init__(module)
         self.training: List[cst.Call] = []
         self.own_loops: List[Tuple[cst.Call, str]] = []
-        self.distributed: List[Tuple[cst.CSTNode, str]] = []
         self.datasets: List[Tuple[cst.Call, str]] = []
         self.generators: List[Tuple[cst.Call, str]] = []
         self.set_context: List[cst.BaseStatement] = []
-        self.saves: List[cst.BaseStatement] = []
         self.checkpoints: List[Tuple[cst.Call, str]] = []
         self.batches: List[cst.Call] = []
         self.classes_with_getitem = set()
@@ -130,13 +128,14 @@ def _random_access(a: MindSporeAnalysis, call: cst.Call) -> bool:
     return False
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(common.StatementInserter):
     def __init__(self, a: MindSporeAnalysis, datasets: List[cst.Call], setup_after: Optional[cst.BaseStatement]):
         super().__init__()
         self.a = a
         self.datasets = {id(c) for c in datasets}
         self.saves = {id(s) for s in a.saves}
-        self.setup_after = id(setup_after) if setup_after is not None else None
+        if setup_after is not None:
+            self.insert_after[id(setup_after)] = [cst.parse_statement("distributed_setup()\n")]
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         if id(original) not in self.datasets:
@@ -164,28 +163,6 @@ class _Rewriter(cst.CSTTransformer):
                           leading_lines=updated.leading_lines)
         return updated
 
-    def _body(self, original_body, updated_body):
-        if self.setup_after is None or not any(id(s) == self.setup_after for s in original_body):
-            return None
-        out = []
-        for old, new in zip(original_body, updated_body):
-            out.append(new)
-            if id(old) == self.setup_after:
-                out.append(cst.parse_statement("distributed_setup()\n"))
-        return out
-
-    def leave_IndentedBlock(self, original, updated):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
-
-    def leave_Module(self, original, updated):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
-
-
-def _helpers_only(text: str) -> str:
-    return text[:text.index("\n\ndef distributed_setup")].rstrip("\n") + "\n"
-
 
 def _setup_first_in_main(module: cst.Module) -> cst.Module:
     body = list(module.body)
@@ -211,16 +188,8 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     full = render_block("mindspore", script)
     if original.block is not None:
         is_entry = common.calls_outside_block(ctx.module, "distributed_setup")
-        new_module, change = common.install_block(module, full if is_entry else _helpers_only(full))
-        if change is not None:
-            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "", "distributed block", change=change)
-        if is_entry:
-            common.add_extra(ctx, RUN_8P, render_run_8p(script))
-            common.add_extra(ctx, RANK_TABLE, render_rank_table())
-        return new_module
-    if original.distributed:
-        node, api = original.distributed[0]
-        common.report(ctx, "NPU380", node, api)
+        return common.refresh_rank_table_block(ctx, module, original.block, full, is_entry, "distributed_setup")
+    if common.report_distributed_already(ctx, original.distributed):
         return module
     entry = bool(original.training)
     if not entry and original.own_loops:
@@ -246,14 +215,13 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     from ..walk import transform
 
     new_module = transform(module, rewriter)
-    new_module, _ = common.install_block(new_module, full if entry else _helpers_only(full))
+    new_module, _ = common.install_block(new_module, full if entry else common.helpers_only(full, "distributed_setup"))
     if entry and setup_after is None:
         new_module = _setup_first_in_main(new_module)
 
-    first = ctx.module.body[min(common.header_end(ctx.module), len(ctx.module.body) - 1)]
+    first = common.first_after_header(ctx.module)
     if entry:
-        common.add_extra(ctx, RUN_8P, render_run_8p(script))
-        common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        common.add_rank_table_launcher(ctx, script)
         common.edit(ctx, "NPU164", original.set_context[0] if original.set_context else (original.main_guard or first),
                     "", "distributed_setup()", change="inserted")
         for stmt in original.saves:

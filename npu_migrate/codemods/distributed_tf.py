@@ -22,12 +22,12 @@ broadcast the initial variables (NPU390: not converted).
 
 from __future__ import annotations
 
-from typing import Dict, List, Set, Tuple
+from typing import List, Set, Tuple
 
 import libcst as cst
 
 from ..context import Context
-from ..distributed import RANK_TABLE, RUN_8P, render_block, render_rank_table, render_run_8p
+from ..distributed import render_block
 from ..imports import ImportTable, dotted_name, imported_names
 from . import distributed_common as common
 from .syntax import keyword_arg, sole_call
@@ -57,7 +57,6 @@ class TFAnalysis(common.ModuleAnalysis):
         super().__init__(module)
         self.optimizers: List[cst.Call] = []
         self.keras_optimizers: List[Tuple[cst.Call, str]] = []
-        self.distributed: List[Tuple[cst.CSTNode, str]] = []
         self.sources: List[Tuple[cst.Call, str]] = []
         self.generators: List[Tuple[cst.Call, str]] = []
         self.init_names: Set[str] = set()
@@ -66,7 +65,6 @@ class TFAnalysis(common.ModuleAnalysis):
         self.hooks_calls: List[cst.Call] = []  # calls that get hooks=npu_hooks_append(...)
         self.batches: List[cst.Call] = []
         self.savers: Set[str] = set()
-        self.saves: List[cst.BaseStatement] = []
         for node in self.imports.import_nodes:
             for name in imported_names(node):
                 if any(name == m or name.startswith(m + ".") for m in ALREADY):
@@ -153,13 +151,15 @@ def _with_hooks(call: cst.Call) -> cst.Call:
     return call.with_changes(args=[*args, new])
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(common.StatementInserter):
     def __init__(self, a: TFAnalysis, entry: bool) -> None:
         super().__init__()
         self.sources = {id(c) for c, _ in a.sources}
         self.optimizers = {id(c) for c in a.optimizers} if entry else set()
         self.hooks = {id(c) for c in a.hooks_calls} if entry else set()
-        self.after: Dict[int, str] = {id(stmt): sess for stmt, sess in a.init_runs} if entry else {}
+        if entry:
+            for stmt, sess in a.init_runs:
+                self.insert_after[id(stmt)] = [cst.parse_statement(f"{sess}.run(broadcast_global_variables())\n")]
         self.saves = {id(s) for s in a.saves} if entry else set()
 
     def leave_SimpleStatementLine(self, original, updated):
@@ -181,24 +181,6 @@ class _Rewriter(cst.CSTTransformer):
         if key in self.hooks:
             return _with_hooks(updated)
         return updated
-
-    def _body(self, original_body, updated_body):
-        if not any(id(s) in self.after for s in original_body):
-            return None
-        out = []
-        for old, new in zip(original_body, updated_body):
-            out.append(new)
-            if id(old) in self.after:
-                out.append(cst.parse_statement(f"{self.after[id(old)]}.run(broadcast_global_variables())\n"))
-        return out
-
-    def leave_IndentedBlock(self, original, updated):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
-
-    def leave_Module(self, original, updated):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
 
 
 def _has_npu_init(module: cst.Module) -> bool:
@@ -227,16 +209,8 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if original.block is not None:
         is_entry = common.calls_outside_block(ctx.module, "broadcast_global_variables") or any(
             isinstance(n, cst.Name) and n.value == "NPUDistributedOptimizer" for n, _ in original.distributed)
-        new_module, change = common.install_block(module, full if is_entry else _helpers_only_tf(full))
-        if change is not None:
-            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "", "distributed block", change=change)
-        if is_entry:
-            common.add_extra(ctx, RUN_8P, render_run_8p(script))
-            common.add_extra(ctx, RANK_TABLE, render_rank_table())
-        return new_module
-    if original.distributed:
-        node, api = original.distributed[0]
-        common.report(ctx, "NPU380", node, api)
+        return common.refresh_rank_table_block(ctx, module, original.block, full, is_entry, "broadcast_global_variables")
+    if common.report_distributed_already(ctx, original.distributed):
         return module
     entry = bool(original.optimizers)
     if original.keras_optimizers and not entry:
@@ -261,12 +235,12 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     from ..walk import transform
 
     new_module = transform(module, _Rewriter(current, entry))
-    new_module, _ = common.install_block(new_module, full if entry else _helpers_only_tf(full))
-    first = ctx.module.body[min(common.header_end(ctx.module), len(ctx.module.body) - 1)]
+    text = full if entry else common.helpers_only(full, "broadcast_global_variables")
+    new_module, _ = common.install_block(new_module, text)
+    first = common.first_after_header(ctx.module)
     if entry:
         new_module = _add_npu_init(new_module, ctx)
-        common.add_extra(ctx, RUN_8P, render_run_8p(script))
-        common.add_extra(ctx, RANK_TABLE, render_rank_table())
+        common.add_rank_table_launcher(ctx, script)
         common.edit(ctx, "NPU164", first, "", "distributed helpers", change="inserted")
         for call in original.optimizers:
             common.edit(ctx, "NPU166", call, "", "NPUDistributedOptimizer(...)")
@@ -283,7 +257,3 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     for call in original.batches[:1]:
         common.report(ctx, "NPU384", call, ctx.module.code_for_node(call.args[0].value))
     return new_module
-
-
-def _helpers_only_tf(text: str) -> str:
-    return text[:text.index("\n\ndef broadcast_global_variables")].rstrip("\n") + "\n"

@@ -266,7 +266,7 @@ def _if_main(stmt: cst.BaseStatement, module: cst.Module) -> cst.If:
                   leading_lines=stmt.leading_lines)
 
 
-class _Rewriter(cst.CSTTransformer):
+class _Rewriter(common.StatementInserter):
     def __init__(self, ctx: Context, a: TorchAnalysis, p: Plan) -> None:
         super().__init__()
         self.ctx, self.a, self.p = ctx, a, p
@@ -278,16 +278,14 @@ class _Rewriter(cst.CSTTransformer):
         self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}
         self.whole_model_saves = {id(c) for c in _whole_model_saves(a, p)}
         self.loops = {id(loop): names for loop, names in p.epoch_loops}
-        self.after: Dict[int, List[cst.BaseStatement]] = {}
         for move in p.moves:
-            self.after.setdefault(id(move.statement), []).append(
+            self.insert_after.setdefault(id(move.statement), []).append(
                 common.statement(f"{move.name} = distributed_model({move.name})\n", self.module))
-        self.before: Dict[int, List[cst.BaseStatement]] = {}
         for loader in p.loaders:
             name = p.hoist.get(id(loader.call))
             if name is not None:
                 code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"
-                self.before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
+                self.insert_before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
         self.removed_data_parallel: List[cst.Call] = []
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
@@ -363,24 +361,6 @@ class _Rewriter(cst.CSTTransformer):
         calls = [common.statement(f"set_sampler_epoch({n}, {epoch})\n", self.module) for n in names]
         return updated.with_changes(body=updated.body.with_changes(body=[*calls, *updated.body.body]))
 
-    def _body(self, original_body, updated_body) -> Optional[list]:
-        if not any(id(s) in self.after or id(s) in self.before for s in original_body):
-            return None
-        body = []
-        for old, new in zip(original_body, updated_body):
-            body.extend(self.before.get(id(old), ()))
-            body.append(new)
-            body.extend(self.after.get(id(old), ()))
-        return body
-
-    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
-
-    def leave_Module(self, original: cst.Module, updated: cst.Module):
-        body = self._body(original.body, updated.body)
-        return updated.with_changes(body=body) if body is not None else updated
-
 
 def _add_setup_and_cleanup(module: cst.Module) -> cst.Module:
     """`distributed_setup()` first in the main block and `distributed_cleanup()` last in it; a
@@ -421,10 +401,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     original = TorchAnalysis(ctx.module)
     script = common.script_name(ctx)
     if original.block is not None:
-        # Converted by an earlier run: refresh what was generated, touch nothing else.
-        new_module, change = common.install_block(module, render_block("torch", script))
-        if change is not None:
-            common.edit(ctx, "NPU160", ctx.module.body[original.block[0]], "", "distributed block", change=change)
+        new_module = common.refresh_block(ctx, module, original.block, render_block("torch", script), "NPU160")
         common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
         return new_module
     p = plan(ctx, original, report=True)
@@ -447,9 +424,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     new_module = _ensure_torch_npu(new_module, ctx)
 
     # Report on the original tree (its line numbers).
-    first = ctx.module.body[common.header_end(ctx.module)] if common.header_end(ctx.module) < len(ctx.module.body) \
-        else ctx.module.body[-1]
-    common.edit(ctx, "NPU160", original.main_guard or first, "", "distributed_setup()",
+    common.edit(ctx, "NPU160", original.main_guard or common.first_after_header(ctx.module), "", "distributed_setup()",
                 launcher=launch_script_name("torch", script), change="inserted")
     for move in p.moves:
         common.edit(ctx, "NPU161", move.statement, "", f"{move.name} = distributed_model({move.name})", model=move.name)

@@ -67,11 +67,9 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.model_names: List[str] = []
         self.loaders: List[Loader] = []
         self.data_parallel: List[cst.Call] = []
-        self.saves: List[cst.BaseStatement] = []
         self.log_configs: List[cst.BaseStatement] = []
         self.file_handlers: List[cst.Call] = []
         self.epoch_loops: List[Tuple[cst.For, cst.CSTNode]] = []
-        self.distributed: List[Tuple[cst.CSTNode, str]] = []  # (node, api): already distributed
         self.all_reduce: List[Tuple[cst.CSTNode, str]] = []
         self.iterable: List[Tuple[cst.CSTNode, str]] = []
         self.iterable_classes: Set[str] = set()
