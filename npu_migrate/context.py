@@ -37,7 +37,8 @@ class Context:
     imports: ImportTable
     suppressions: Dict[int, Optional[Set[str]]] = field(default_factory=dict)
     used_suppression_codes: Set[Tuple[int, str]] = field(default_factory=set)  # (line, code) silenced
-    needs_torch_npu: bool = False
+    # Modules the rewrites need imported (ctx.require_import; codemods/add_imports.py).
+    required_imports: Set[str] = field(default_factory=set)
     # Frameworks this file uses (from its imports, or --framework): "torch", "tensorflow", ...
     frameworks: List[str] = field(default_factory=list)
     # True/False when the caller knows whether this is an entry script (--entry, notebooks);
@@ -106,6 +107,14 @@ class Context:
         return False
 
     # -- recording -------------------------------------------------------------------------
+
+    def require_import(self, module: str) -> None:
+        """A rewrite needs `module` imported (`torch_npu`): the pass that owns that import adds
+        it once after its walk (codemods/add_imports.py)."""
+        self.required_imports.add(module)
+
+    def import_required(self, module: str) -> bool:
+        return module in self.required_imports
 
     def code_for(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)

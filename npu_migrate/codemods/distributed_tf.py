@@ -28,8 +28,9 @@ import libcst as cst
 
 from ..context import Context
 from ..distributed import render_block
-from ..imports import ImportTable, dotted_name, imported_names
+from ..imports import dotted_name, imported_names
 from . import distributed_common as common
+from .add_imports import add_rule_import, imported_from
 from .syntax import keyword_arg, sole_call
 from .tensorflow import canonical_tensorflow
 
@@ -183,21 +184,12 @@ class _Rewriter(common.StatementInserter):
         return updated
 
 
-def _has_npu_init(module: cst.Module) -> bool:
-    for node in ImportTable.of(module).import_nodes:
-        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted_name(node.module) == NPU_INIT:
-            return True
-    return False
-
-
 def _add_npu_init(module: cst.Module, ctx: Context) -> cst.Module:
     """`from npu_bridge.npu_init import *` (NPU120): NPUDistributedOptimizer, npu_hooks_append."""
-    if _has_npu_init(module):
+    if imported_from(module, NPU_INIT):
         return module
-    from .callrules import add_framework_import
-
     rule = next((r for r in ctx.rules.framework_rules.get("tensorflow", ()) if r.kind == "add_import"), None)
-    return add_framework_import(module, ctx, rule) if rule is not None else module
+    return add_rule_import(module, ctx, rule) if rule is not None else module
 
 
 def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:

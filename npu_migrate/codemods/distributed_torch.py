@@ -455,11 +455,11 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
 
 def _ensure_torch_npu(module: cst.Module, ctx: Context) -> cst.Module:
     """The block calls torch.npu: `import torch_npu` (NPU108), unless the torch pass added it."""
-    if ctx.needs_torch_npu:
+    if ctx.import_required("torch_npu"):
         return module  # added already (or --no-import)
     from .torch import add_torch_npu_import
 
-    ctx.needs_torch_npu = True
+    ctx.require_import("torch_npu")
     return add_torch_npu_import(module, ctx, ctx.rules.add_import.get("torch"))
 
 

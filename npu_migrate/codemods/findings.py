@@ -50,7 +50,7 @@ def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
 def uses_device(ctx: Context) -> bool:
     """Whether the file itself puts work on the accelerator: the torch pass migrated something
     to the NPU (or found NPU code already), or the file imports torch_npu."""
-    return ctx.needs_torch_npu or ctx.imports.imports_module("torch_npu")
+    return ctx.import_required("torch_npu") or ctx.imports.imports_module("torch_npu")
 
 
 class FindingVisitor(cst.CSTVisitor):

@@ -23,7 +23,8 @@ import libcst as cst
 
 from ..context import Context
 from ..rules import Rule
-from .callrules import add_framework_import, apply_framework_rules
+from .add_imports import add_rule_import
+from .callrules import apply_framework_rules
 from .npu_ops import OFFER_CODE, apply_npu_ops
 from .strings import string_value
 from .syntax import option_names
@@ -155,5 +156,5 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     new = apply_framework_rules(module, ctx, "tensorflow", canonical_tensorflow)
     add_import = next((r for r in rules if r.kind == "add_import"), None)
     if npu_ops_used and add_import is not None and ctx.options.add_import and "npu_bridge.npu_init" not in new.code:
-        new = add_framework_import(new, ctx, add_import)
+        new = add_rule_import(new, ctx, add_import)
     return new

@@ -49,7 +49,7 @@ KIND = Kind(
     schema=schema(("module", "after"), ("framework", "names")),
     summary="an import added where the migrated code needs it",
     implemented_in="npu_migrate/codemods/torch/torch_npu_import.py; "
-                   "npu_migrate/codemods/callrules/apply.py (add_framework_import)",
+                   "npu_migrate/codemods/add_imports.py (add_rule_import)",
     requirements=_requirements,
     index=_index,
     spec=_spec,

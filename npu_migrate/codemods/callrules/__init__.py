@@ -29,11 +29,12 @@ import libcst as cst
 
 from ...context import Context
 from ...walk import walk
-from .apply import Applier, Plans, add_framework_import, add_plain_import, already_imported
+from ..add_imports import add_plain_import, add_rule_import, imported
+from .apply import Applier, Plans
 from .index import Canonical, FrameworkRules
 from .planner import Planner
 
-__all__ = ["Canonical", "FrameworkRules", "add_framework_import", "apply_framework_rules"]
+__all__ = ["Canonical", "FrameworkRules", "apply_framework_rules"]
 
 
 def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Canonical, report: bool,
@@ -65,9 +66,9 @@ def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, cano
         plans.needs_import
         and add_import is not None
         and ctx.options.add_import
-        and not already_imported(ctx, add_import.to)
+        and not imported(ctx, add_import.to)
     ):
-        new_module = add_framework_import(new_module, ctx, add_import)
-    if plans.needs_atexit is not None and ctx.options.add_import and not already_imported(ctx, "atexit"):
+        new_module = add_rule_import(new_module, ctx, add_import)
+    if plans.needs_atexit is not None and ctx.options.add_import and not imported(ctx, "atexit"):
         new_module = add_plain_import(new_module, ctx, plans.needs_atexit, "atexit")
     return new_module

@@ -1,7 +1,7 @@
 """The framework rules' second pass (callrules/planner.py): `Applier` carries out the plans the
 `Planner` made on the unchanged tree -- the call rewrites, string literals, removed imports,
-entry-script setup -- and records the edits; then the framework's import is added where a
-rewrite needs it."""
+entry-script setup -- and records the edits (the framework's import is added by
+codemods/add_imports.py where a rewrite needs it)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from ...context import Context
-from ...imports import dotted_name
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE
 from ..strings import with_body
@@ -292,80 +291,3 @@ def returns_early(function: cst.FunctionDef) -> bool:
     final = (last.body[0] if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[0], cst.Return)
              else None)
     return any(r is not final for r in found)
-
-
-# ---------------------------------------------------------------------------- the import to add
-
-
-def _imports_something(stmt: cst.BaseStatement) -> bool:
-    """A top-level statement that imports (not `from __future__`), directly or in a try/if."""
-    if isinstance(stmt, cst.SimpleStatementLine):
-        for s in stmt.body:
-            if isinstance(s, cst.Import):
-                return True
-            if isinstance(s, cst.ImportFrom) and not (s.module is not None and dotted_name(s.module) == "__future__"):
-                return True
-        return False
-    if isinstance(stmt, (cst.Try, cst.If)) and isinstance(stmt.body, cst.IndentedBlock):
-        return any(_imports_something(s) for s in stmt.body.body)
-    return False
-
-
-def _is_docstring_or_future(stmt: cst.BaseStatement) -> bool:
-    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
-        return False
-    s = stmt.body[0]
-    if isinstance(s, cst.Expr) and isinstance(s.value, (cst.SimpleString, cst.ConcatenatedString)):
-        return True
-    return isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
-
-
-def already_imported(ctx: Context, module: str) -> bool:
-    for node in ctx.imports.import_nodes:
-        if isinstance(node, cst.ImportFrom) and node.module is not None and dotted_name(node.module) == module:
-            return True
-        if isinstance(node, cst.Import) and any(dotted_name(a.name) == module for a in node.names):
-            return True
-    return False
-
-
-def add_framework_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Module:
-    """Insert the rule's import before the first top-level import (after the docstring and the
-    `from __future__` imports), so that names the file imports itself win over a star import's."""
-    names = rule.spec.names if rule.spec is not None else ()
-    statement = f"from {rule.to} import {', '.join(names)}" if names else f"import {rule.to}"
-    new_line = cst.parse_statement(statement)
-    body = list(module.body)
-    index = next((i for i, s in enumerate(body) if _imports_something(s)), None)
-    if index is None:
-        index = 0
-        while index < len(body) and _is_docstring_or_future(body[index]):
-            index += 1
-    if index < len(body):
-        anchor = body[index]
-        new_line = new_line.with_changes(leading_lines=anchor.leading_lines)
-        body[index] = anchor.with_changes(leading_lines=())
-    body.insert(index, new_line)
-    new_module = module.with_changes(body=body)
-    ctx.edit(rule, new_module.body[index], rule.render_message(), "", statement, module=new_module)
-    return new_module
-
-
-def add_plain_import(module: cst.Module, ctx: Context, rule: Rule, name: str) -> cst.Module:
-    """`import <name>` after the leading `from npu_bridge...`/first import of the module."""
-    statement = f"import {name}"
-    body = list(module.body)
-    index = next((i for i, s in enumerate(body) if _imports_something(s)), None)
-    if index is None:
-        index = 0
-        while index < len(body) and _is_docstring_or_future(body[index]):
-            index += 1
-    elif isinstance(body[index], cst.SimpleStatementLine):
-        index += 1  # after the first import line (the TF Adapter's, when it was just added)
-    body.insert(index, cst.parse_statement(statement))
-    new_module = module.with_changes(body=body)
-    ctx.edit(rule, new_module.body[index], f"added `{statement}`: it registers the NPU shut-down at exit", "",
-             statement, module=new_module)
-    return new_module
-
-

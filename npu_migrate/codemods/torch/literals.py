@@ -149,7 +149,7 @@ class LiteralRewrites:
             return updated
         self._record_literal(rule, original, new, what)
         if rewriter is not self.envs:
-            self.ctx.needs_torch_npu = True
+            self.ctx.require_import("torch_npu")
         return new
 
     def device_literal(self, original, updated, what="device string", variable: bool = False):
@@ -406,7 +406,7 @@ class LiteralRewrites:
             return updated
         new_value = to + value[len(prefix):]
         self.ctx.edit(rule, original, rule.render_message(before=value, after=new_value), value, new_value)
-        self.ctx.needs_torch_npu = True
+        self.ctx.require_import("torch_npu")
         return updated.with_changes(value=f"{updated.prefix}{updated.quote}{new_value}{updated.quote}")
 
     def _is_rewritable_literal(self, node: cst.BaseExpression) -> bool:

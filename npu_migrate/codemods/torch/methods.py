@@ -49,10 +49,10 @@ class MethodRewrites:
                     func.attr.value,
                     rule.to,
                 )
-                self.ctx.needs_torch_npu = True
+                self.ctx.require_import("torch_npu")
                 updated = updated.with_changes(func=func.with_changes(attr=cst.Name(rule.to)))
             elif func.attr.value in {r.to for r in rs.method.values()}:
-                self.ctx.needs_torch_npu = True  # half-migrated code: `.npu()` already there
+                self.ctx.require_import("torch_npu")  # half-migrated code: `.npu()` already there
         return updated
 
     def _rename_attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
@@ -67,7 +67,7 @@ class MethodRewrites:
                 original.attr.value,
                 rule.to,
             )
-            self.ctx.needs_torch_npu = True
+            self.ctx.require_import("torch_npu")
             return new
         return updated
 

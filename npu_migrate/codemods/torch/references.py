@@ -202,7 +202,7 @@ class ReferenceRewrites:
                 )
                 names.append(new_alias)
                 changed = True
-                self.ctx.needs_torch_npu = True
+                self.ctx.require_import("torch_npu")
             else:
                 names.append(alias)
         return updated.with_changes(names=names) if changed else updated
@@ -235,7 +235,7 @@ class ReferenceRewrites:
         before = self.ctx.code_for(updated.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
         after = self.ctx.code_for(new.with_changes(semicolon=cst.MaybeSentinel.DEFAULT))
         self.ctx.edit(rule, original, rule.render_message(before=before, after=after), before, after)
-        self.ctx.needs_torch_npu = True
+        self.ctx.require_import("torch_npu")
         return new
 
     def _report_untwinned_imports(self, module: str, node: cst.ImportFrom) -> None:
@@ -297,7 +297,7 @@ class ReferenceRewrites:
             )
             return updated.with_changes(value=new_name)
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
-            self.ctx.needs_torch_npu = True
+            self.ctx.require_import("torch_npu")
         parent = qual.rsplit(".", 1)[0] if "." in qual else None
         # `synchronize` after `from torch.cuda import synchronize`: the import was rewritten,
         # so the name has its NPU twin.
@@ -308,7 +308,7 @@ class ReferenceRewrites:
         """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
         rs = self.ctx.rules
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
-            self.ctx.needs_torch_npu = True
+            self.ctx.require_import("torch_npu")
         parent = self.resolve(original.value)
         hit = self._rewrite_api(qual)
         self._report_reference(qual, original, parent, rewritten=hit is not None)
@@ -340,7 +340,7 @@ class ReferenceRewrites:
         before = f"{self.ctx.code_for(original_value)}.{member}"
         after = f"{self.ctx.code_for(replaced)}.{member}"
         self.ctx.edit(rule, original_value, rule.render_message(before=before, after=after), before, after)
-        self.ctx.needs_torch_npu = True
+        self.ctx.require_import("torch_npu")
         return replaced
 
     def _replace_reference(self, original, updated, value, old: str, new: str, rule: Rule):
@@ -360,7 +360,7 @@ class ReferenceRewrites:
         before = self.ctx.code_for(original)
         after = self.ctx.code_for(replaced)
         self.ctx.edit(rule, original, rule.render_message(before=before, after=after), before, after)
-        self.ctx.needs_torch_npu = True
+        self.ctx.require_import("torch_npu")
         return replaced
 
     def _type_string_argument(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
@@ -386,5 +386,5 @@ class ReferenceRewrites:
         new_value = to + value[len(prefix) :]
         new_node = arg.value.with_changes(value=f"{arg.value.prefix}{arg.value.quote}{new_value}{arg.value.quote}")
         self.ctx.edit(rule, original.args[0].value, rule.render_message(before=value, after=new_value), value, new_value)
-        self.ctx.needs_torch_npu = True
+        self.ctx.require_import("torch_npu")
         return updated.with_changes(args=[arg.with_changes(value=new_node)])

@@ -1,5 +1,6 @@
 """The add_import kind (kinds/add_import.py) in the PyTorch pass: `import torch_npu` after the
-file's first import of torch, where the pass migrated something to the NPU or found NPU code.
+file's first import of torch, where the pass migrated something to the NPU or found NPU code
+(its rewrites ask for it with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
 
 
 def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule]) -> cst.Module:
-    if rule is None or not ctx.options.add_import or not ctx.needs_torch_npu:
+    if rule is None or not ctx.options.add_import or not ctx.import_required("torch_npu"):
         return module
     if not ctx.imports.imports_module("torch") or _imports_torch_npu(ctx):
         return module
