@@ -9,7 +9,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from ..imports import dotted_name
-from ..walk import own_leave, own_visit
+from ..fast_visitor import own_leave, own_visit
 from .syntax import option_names
 
 MODULE_SCOPE = 0

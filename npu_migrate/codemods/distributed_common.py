@@ -245,13 +245,13 @@ class Ancestry(cst.CSTVisitor):
         self.stack: List[cst.CSTNode] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        from ..walk import own_visit
+        from ..fast_visitor import own_visit
 
         self.stack.append(node)
         return own_visit(self, node)
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        from ..walk import own_leave
+        from ..fast_visitor import own_leave
 
         own_leave(self, original_node)
         self.stack.pop()

@@ -60,7 +60,7 @@ class MindSporeAnalysis(common.ModuleAnalysis):
         self.checkpoints: List[Tuple[cst.Call, str]] = []
         self.batches: List[cst.Call] = []
         self.classes_with_getitem = set()
-        from ..walk import walk
+        from ..fast_visitor import walk
 
         walk(self.user_code(), self)
         self.main_guard = common.main_guard(module)
@@ -212,7 +212,7 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     rewriter = _Rewriter(current, [c for c, _ in current.datasets + current.generators], setup_after)
     if not entry:
         rewriter.saves = set()
-    from ..walk import transform
+    from ..fast_visitor import transform
 
     new_module = transform(module, rewriter)
     new_module, _ = common.install_block(new_module, full if entry else common.helpers_only(full, "distributed_setup"))

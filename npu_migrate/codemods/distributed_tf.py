@@ -70,7 +70,7 @@ class TFAnalysis(common.ModuleAnalysis):
             for name in imported_names(node):
                 if any(name == m or name.startswith(m + ".") for m in ALREADY):
                     self.distributed.append((node, name))
-        from ..walk import walk
+        from ..fast_visitor import walk
 
         walk(self.user_code(), self)
 
@@ -224,7 +224,7 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
             len(current.saves)) != (len(original.sources), len(original.optimizers), len(original.init_runs),
                                     len(original.hooks_calls), len(original.saves)):
         return module
-    from ..walk import transform
+    from ..fast_visitor import transform
 
     new_module = transform(module, _Rewriter(current, entry))
     text = full if entry else common.helpers_only(full, "broadcast_global_variables")

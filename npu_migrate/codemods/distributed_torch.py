@@ -412,7 +412,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if cp is None or cp.models != p.models or len(cp.loaders) != len(p.loaders):
         return module  # (the torch pass changed what the plan rests on: cannot happen today)
     rewriter = _Rewriter(ctx, current, cp)
-    from ..walk import transform
+    from ..fast_visitor import transform
 
     new_module = transform(module, rewriter)
     # Without a main block the script's top level is the program: it joins the process group

@@ -86,7 +86,7 @@ class TorchAnalysis(common.ModuleAnalysis):
             for name in imported_names(node):
                 if any(name == lib or name.startswith(lib + ".") for lib in DISTRIBUTED_LIBRARIES):
                     self.distributed.append((node, name))
-        from ..walk import walk
+        from ..fast_visitor import walk
 
         user = self.user_code()
         self.user_module = user

@@ -20,7 +20,7 @@ from ..imports import dotted_name
 from ..kinds.finding import call_words
 from ..local_modules import is_local_import
 from ..model import Severity
-from ..walk import walk
+from ..fast_visitor import walk
 from ..rules import Rule
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.

@@ -28,7 +28,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
-from ..walk import walk
+from ..fast_visitor import walk
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")

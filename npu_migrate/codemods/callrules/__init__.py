@@ -28,7 +28,7 @@ from typing import Optional, Set
 import libcst as cst
 
 from ...context import Context
-from ...walk import walk
+from ...fast_visitor import walk
 from ..add_imports import add_plain_import, add_rule_import, imported
 from .apply import Applier, Plans
 from .index import Canonical, FrameworkRules

@@ -23,7 +23,7 @@ from typing import Optional
 import libcst as cst
 
 from ...context import Context
-from ...walk import transform
+from ...fast_visitor import transform
 from .. import device_context as dc
 from ..guards import is_display_call, plan_kept_code
 from .literals import LiteralRewrites

@@ -15,7 +15,7 @@ import libcst as cst
 from ...context import Context
 from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
 from ...rules import Rule
-from ...walk import walk
+from ...fast_visitor import walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ..syntax import option_names

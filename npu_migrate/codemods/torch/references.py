@@ -16,7 +16,7 @@ from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
 from ...rules import Rule
 from ...targets import Missing, Target, describe
-from ...walk import walk
+from ...fast_visitor import walk
 from ..strings import string_value
 
 

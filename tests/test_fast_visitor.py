@@ -8,7 +8,7 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from npu_migrate.walk import transform, walk
+from npu_migrate.fast_visitor import transform, walk
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))
@@ -140,7 +140,7 @@ def test_child_order_is_read_like_inspect_reads_it():
     """walk._function_source (cheap) finds the same `visit_*` calls as inspect.getsource."""
     import inspect
 
-    from npu_migrate.walk import _CALL_RE, _function_source
+    from npu_migrate.fast_visitor import _CALL_RE, _function_source
 
     classes = [c for c in vars(cst).values()
                if isinstance(c, type) and issubclass(c, cst.CSTNode) and c is not cst.CSTNode]

@@ -1,4 +1,5 @@
-"""Tree walks that make the same visitor calls as libcst's `node.visit(visitor)`, 3-5x faster.
+"""A fast CST visitor: tree walks that make the same visitor calls as libcst's
+`node.visit(visitor)`, 3-5x faster.
 
 libcst runs every visitor through `_visit_and_replace_children`, which builds and validates a
 new copy of every node of the tree -- also for a read-only `CSTVisitor`, and also where a
@@ -13,7 +14,7 @@ every field. On the files this tool migrates, that machinery costs about as much
   children it did not visit). Removal and flatten sentinels behave as in libcst.
 
 Both read the order of a node's children, and how each field is visited, from the `visit_*`
-calls in its class's `_visit_and_replace_children` (once per class); tests/test_walk.py
+calls in its class's `_visit_and_replace_children` (once per class); tests/test_fast_visitor.py
 compares the calls and the results with libcst's on real code. Visitors with per-field hooks,
 and node classes whose order cannot be read, go through libcst's own `visit`.
 """
