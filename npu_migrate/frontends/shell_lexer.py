@@ -275,18 +275,7 @@ class _Lexer:
                     self.skip_balanced_parens()  # extglob `@(a|b)`
                     continue
                 break
-            if c == "\\":
-                self.pos += 2
-            elif c == "'":
-                end = text.find("'", self.pos + 1)
-                self.pos = self.n if end < 0 else end + 1
-            elif c == '"':
-                self.scan_double_quoted()
-            elif c == "`":
-                self.scan_backquoted()
-            elif c == "$":
-                self.scan_dollar()
-            else:
+            if not self.skip_quoted_or_expanded(c):
                 self.pos += 1
         self.pos = min(self.pos, self.n)
         if self.pos == start:
@@ -338,6 +327,24 @@ class _Lexer:
                 self.scan_backquoted()
             else:
                 self.pos += 1
+
+    def skip_quoted_or_expanded(self, c: str) -> bool:
+        """At a backslash, a quote, a backquote or `$` (the character `c` at self.pos): move past
+        what it starts, collecting the references in it; False for any other character."""
+        if c == "\\":
+            self.pos += 2
+        elif c == "'":
+            end = self.text.find("'", self.pos + 1)
+            self.pos = self.n if end < 0 else end + 1
+        elif c == '"':
+            self.scan_double_quoted()
+        elif c == "`":
+            self.scan_backquoted()
+        elif c == "$":
+            self.scan_dollar()
+        else:
+            return False
+        return True
 
     def scan_backquoted(self) -> None:
         """`…`: the commands inside, whose output the script reads."""
@@ -402,18 +409,7 @@ class _Lexer:
             if c == "}":
                 self.pos += 1
                 return
-            if c == "\\":
-                self.pos += 2
-            elif c == "'":
-                end = text.find("'", self.pos + 1)
-                self.pos = self.n if end < 0 else end + 1
-            elif c == '"':
-                self.scan_double_quoted()
-            elif c == "$":
-                self.scan_dollar()
-            elif c == "`":
-                self.scan_backquoted()
-            else:
+            if not self.skip_quoted_or_expanded(c):
                 self.pos += 1
 
     def scan_arithmetic(self) -> None:
