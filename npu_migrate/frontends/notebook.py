@@ -522,6 +522,19 @@ def _migrate_shell_lines(masked: Masked, cell_number: int, rules: RuleSet, resul
             masked.originals[placeholder] = body[: col + len(head)] + new
 
 
+def _add_body_results(cell: Cell, head: str, new: Optional[str], edits, findings, result: FileResult,
+                      new_sources: Dict[int, str]) -> None:
+    """The results of a cell magic's body (below its first line `head`): located in the cell,
+    and its new text after `head`."""
+    for item in list(edits) + list(findings):
+        item.span = _relocate(item.span, 1)
+        item.cell = cell.number
+    result.edits.extend(edits)
+    result.findings.extend(findings)
+    if new is not None:
+        new_sources[cell.number] = head + new
+
+
 def _migrate_shell_cell(cell: Cell, first_line: str, rules: RuleSet, result: FileResult,
                         new_sources: Dict[int, str]) -> None:
     """A `%%bash` / `%%sh` cell: its body is a shell script."""
@@ -529,13 +542,7 @@ def _migrate_shell_cell(cell: Cell, first_line: str, rules: RuleSet, result: Fil
         return
     head, newline, body = cell.source.partition("\n")
     new, edits, findings = _shell_results(body, rules)
-    for item in list(edits) + list(findings):
-        item.span = _relocate(item.span, 1)
-        item.cell = cell.number
-    result.edits.extend(edits)
-    result.findings.extend(findings)
-    if new is not None:
-        new_sources[cell.number] = head + newline + new
+    _add_body_results(cell, head + newline, new, edits, findings, result, new_sources)
 
 
 def _migrate_written_file(cell: Cell, first_line: str, options: Options, rules: RuleSet, result: FileResult,
@@ -555,13 +562,7 @@ def _migrate_written_file(cell: Cell, first_line: str, options: Options, rules: 
         new, edits, findings = _shell_results(body, rules)
     else:
         return
-    for item in list(edits) + list(findings):
-        item.span = _relocate(item.span, 1)
-        item.cell = cell.number
-    result.edits.extend(edits)
-    result.findings.extend(findings)
-    if new is not None:
-        new_sources[cell.number] = head + newline + new
+    _add_body_results(cell, head + newline, new, edits, findings, result, new_sources)
 
 
 def _splice(nb: Notebook, new_sources: Dict[int, str]) -> str:

@@ -50,14 +50,7 @@ class CallPlanning:
             qual = self.qual(value.func)
             rule = self.rules.rename.get(qual) if qual is not None else None
             return rule is not None and not self.suppressed(value, rule) and self.renamable(value, rule)
-        values = self.values_of(value)
-        if not values:
-            return False
-        seen = seen or set()
-        if id(value) in seen:
-            return False
-        seen.add(id(value))
-        return all(v is not None and self.holds_npu_object(v, seen) for v in values)
+        return self.assigned_only(value, self.holds_npu_object, seen)
 
     # call_replace ---------------------------------------------------------------------------
 
@@ -138,11 +131,4 @@ class CallPlanning:
         if isinstance(value, cst.Call):
             func = value.func
             return isinstance(func, cst.Name) and func.value in self.rules.config_wrappers
-        values = self.values_of(value)
-        if not values:
-            return False
-        seen = seen or set()
-        if id(value) in seen:
-            return False
-        seen.add(id(value))
-        return all(v is not None and self.is_configured(v, seen) for v in values)
+        return self.assigned_only(value, self.is_configured, seen)

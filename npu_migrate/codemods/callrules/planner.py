@@ -4,7 +4,7 @@ happens to each (the decisions of each kind are in calls.py, arguments.py and pr
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -85,6 +85,20 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def values_of(self, node: cst.BaseExpression) -> Optional[List[Optional[cst.BaseExpression]]]:
         return self.lookup(node, self.scope)
+
+    def assigned_only(self, variable: cst.BaseExpression,
+                      test: Callable[[cst.BaseExpression, Optional[Set[int]]], bool],
+                      seen: Optional[Set[int]] = None) -> bool:
+        """Whether a variable is assigned only values that pass `test` (False when nothing known
+        is assigned to it, or when the trace comes back to it)."""
+        values = self.values_of(variable)
+        if not values:
+            return False
+        seen = seen or set()
+        if id(variable) in seen:
+            return False
+        seen.add(id(variable))
+        return all(v is not None and test(v, seen) for v in values)
 
     # -- imports ---------------------------------------------------------------------------------
 
