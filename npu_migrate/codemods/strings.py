@@ -58,6 +58,13 @@ class LiteralRewriter:
             new = new.upper()
         return new + text[len(word) :]
 
+    def _rewrite_children(self, node: cst.BaseExpression, *fields: str) -> Optional[cst.BaseExpression]:
+        """`node` with the literals in its `fields` rewritten; None when none changed."""
+        new = {name: self.rewrite(getattr(node, name)) for name in fields}
+        if all(value is None for value in new.values()):
+            return None
+        return node.with_changes(**{name: value or getattr(node, name) for name, value in new.items()})
+
     def rewrite(self, node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """A rewritten copy of a device-position expression, or None when nothing applies."""
         if isinstance(node, cst.SimpleString):
@@ -82,17 +89,9 @@ class LiteralRewriter:
                         return node.with_changes(parts=parts)
             return None
         if isinstance(node, cst.IfExp):
-            body = self.rewrite(node.body)
-            orelse = self.rewrite(node.orelse)
-            if body is None and orelse is None:
-                return None
-            return node.with_changes(body=body or node.body, orelse=orelse or node.orelse)
+            return self._rewrite_children(node, "body", "orelse")
         if isinstance(node, cst.BooleanOperation):
-            left = self.rewrite(node.left)
-            right = self.rewrite(node.right)
-            if left is None and right is None:
-                return None
-            return node.with_changes(left=left or node.left, right=right or node.right)
+            return self._rewrite_children(node, "left", "right")
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
             # "cuda:" + str(rank)   /   "cuda:%d" % rank
             left = node.left

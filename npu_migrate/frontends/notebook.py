@@ -430,18 +430,13 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
         if py.error:
             result.error = py.error
             return result
-        for edit in py.edits:
-            part, local = _locate(parts, edit.span.line)
-            if part is not None:
-                edit.span = _relocate(edit.span, local - edit.span.line)
-                edit.cell = part.cell.number
-                result.edits.append(edit)
-        for finding in py.findings:
-            part, local = _locate(parts, finding.span.line)
-            if part is not None:
-                finding.span = _relocate(finding.span, local - finding.span.line)
-                finding.cell = part.cell.number
-                result.findings.append(finding)
+        for found, kept in ((py.edits, result.edits), (py.findings, result.findings)):
+            for item in found:  # from a line of the joined cells to a line of one cell
+                part, local = _locate(parts, item.span.line)
+                if part is not None:
+                    item.span = _relocate(item.span, local - item.span.line)
+                    item.cell = part.cell.number
+                    kept.append(item)
         migrated = _split_cells(py.new_text, parts) if py.changed else {}
         for part in parts:
             new = migrated.get(part.cell.number, part.masked.text)
