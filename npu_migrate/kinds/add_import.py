@@ -16,7 +16,7 @@ when one of its rewrites uses those names.
 from __future__ import annotations
 
 from ..words import Requirement, Word
-from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, RuleError, schema
+from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, RuleError, by_from, schema
 
 
 def _requirements(rule):
@@ -40,10 +40,6 @@ def _spec(entry, label, framework):
     return CallSpec(names=tuple(names)) if framework else None
 
 
-def _index(rs, rule):
-    rs.add_import[rule.from_] = rule
-
-
 KIND = Kind(
     name="add_import",
     schema=schema(("module", "after"), ("framework", "names")),
@@ -51,6 +47,6 @@ KIND = Kind(
     implemented_in="npu_migrate/codemods/torch/torch_npu_import.py; "
                    "npu_migrate/codemods/add_imports.py (add_rule_import)",
     requirements=_requirements,
-    index=_index,
+    index=by_from("add_import"),
     spec=_spec,
 )

@@ -10,11 +10,7 @@
 from __future__ import annotations
 
 from ..words import attribute
-from .base import Kind, from_and_to_are_identifiers, schema
-
-
-def _index(rs, rule):
-    rs.attribute[rule.from_] = rule
+from .base import Kind, by_from, from_and_to_are_identifiers, schema
 
 
 KIND = Kind(
@@ -23,6 +19,6 @@ KIND = Kind(
     summary="an attribute `.from` on any receiver becomes `.to`",
     implemented_in="npu_migrate/codemods/torch/methods.py (_rename_attribute)",
     requirements=lambda rule: [attribute(rule.from_)],
-    index=_index,
+    index=by_from("attribute"),
     check=from_and_to_are_identifiers,
 )

@@ -13,11 +13,7 @@ assignments to something named like a backend, argparse defaults of `--backend` 
 from __future__ import annotations
 
 from ..words import quoted
-from .base import Kind, schema
-
-
-def _index(rs, rule):
-    rs.backend[rule.from_] = rule
+from .base import Kind, by_from, schema
 
 
 KIND = Kind(
@@ -26,5 +22,5 @@ KIND = Kind(
     summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
     implemented_in="npu_migrate/codemods/torch/literals.py",
     requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
-    index=_index,
+    index=by_from("backend"),
 )

@@ -183,6 +183,15 @@ class Kind:
         return rule.by or self.implemented_in
 
 
+def by_from(field: str) -> Callable[[Any, "Rule"], None]:
+    """An `index` that files each rule under its `from` in `RuleSet.<field>` (a later rule with
+    the same `from` wins)."""
+    def index(rs: Any, rule: "Rule") -> None:
+        getattr(rs, field)[rule.from_] = rule
+
+    return index
+
+
 def check_module_path(entry: Dict[str, Any], label: str) -> None:
     """`by`: the package module whose own analysis reports a code (`npu_migrate/...py`)."""
     by = entry.get("by", "")

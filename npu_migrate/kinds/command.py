@@ -10,7 +10,7 @@ arguments (`nvidia-smi`), `to` its replacement (`npu-smi info`). Never applies t
 
 from __future__ import annotations
 
-from .base import COMMAND_RE, Kind, RuleError, schema
+from .base import COMMAND_RE, Kind, RuleError, by_from, schema
 
 
 def _check(entry, label, from_):
@@ -20,16 +20,12 @@ def _check(entry, label, from_):
                             f"got {entry[key]!r}")
 
 
-def _index(rs, rule):
-    rs.command[rule.from_] = rule
-
-
 KIND = Kind(
     name="command",
     schema=schema(("from", "to"), ()),
     summary="a shell command and its arguments become another command",
     implemented_in="npu_migrate/frontends/shell.py (commands)",
     requirements=lambda rule: [],
-    index=_index,
+    index=by_from("command"),
     check=_check,
 )

@@ -16,11 +16,7 @@ device, argparse defaults of `--device` options, and variables passed where a de
 from __future__ import annotations
 
 from ..words import quoted
-from .base import Kind, schema
-
-
-def _index(rs, rule):
-    rs.device[rule.from_] = rule
+from .base import Kind, by_from, schema
 
 
 KIND = Kind(
@@ -30,5 +26,5 @@ KIND = Kind(
     implemented_in="npu_migrate/codemods/torch/literals.py",
     # Rewritten only in string literals that start with the word: "cuda", 'cuda:0', f"cuda:{i}".
     requirements=lambda rule: [quoted(rule.from_)],
-    index=_index,
+    index=by_from("device"),
 )

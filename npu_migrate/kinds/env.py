@@ -12,7 +12,7 @@ and in shell scripts (frontends/shell.py).
 from __future__ import annotations
 
 from ..words import quoted
-from .base import ENV_PATTERN_RE, Kind, RuleError, schema
+from .base import ENV_PATTERN_RE, Kind, RuleError, by_from, schema
 
 
 def _check(entry, label, from_):
@@ -21,16 +21,12 @@ def _check(entry, label, from_):
             raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
 
 
-def _index(rs, rule):
-    rs.env[rule.from_] = rule
-
-
 KIND = Kind(
     name="env",
     schema=schema(("from", "to"), ()),
     summary="an environment variable name (Python strings and shell scripts)",
     implemented_in="npu_migrate/codemods/torch/literals.py; npu_migrate/frontends/shell.py",
     requirements=lambda rule: [quoted(rule.from_)],
-    index=_index,
+    index=by_from("env"),
     check=_check,
 )

@@ -13,11 +13,7 @@ are some other object's method and stay as they are.
 from __future__ import annotations
 
 from ..words import method_or_def
-from .base import Kind, from_and_to_are_identifiers, schema
-
-
-def _index(rs, rule):
-    rs.method[rule.from_] = rule
+from .base import Kind, by_from, from_and_to_are_identifiers, schema
 
 
 KIND = Kind(
@@ -27,6 +23,6 @@ KIND = Kind(
     implemented_in="npu_migrate/codemods/torch/methods.py",
     # `.cuda()`, and a class's own `def cuda(self)` (renamed with its callers)
     requirements=lambda rule: [method_or_def(rule.from_)],
-    index=_index,
+    index=by_from("method"),
     check=from_and_to_are_identifiers,
 )

@@ -10,11 +10,7 @@
 from __future__ import annotations
 
 from ..words import components
-from .base import Kind, from_is_a_dotted_name, schema
-
-
-def _index(rs, rule):
-    rs.module[rule.from_] = rule
+from .base import Kind, by_from, from_is_a_dotted_name, schema
 
 
 KIND = Kind(
@@ -23,6 +19,6 @@ KIND = Kind(
     summary="an imported module path becomes another",
     implemented_in="npu_migrate/codemods/torch/references.py (leave_Import, leave_ImportFrom)",
     requirements=lambda rule: [components(rule.from_)],
-    index=_index,
+    index=by_from("module"),
     check=from_is_a_dotted_name,
 )
