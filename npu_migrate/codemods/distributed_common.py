@@ -14,9 +14,10 @@ import libcst as cst
 from ..context import Context
 from ..imports import ImportTable
 from ..distributed import BEGIN_MARKER, END_MARKER, RANK_TABLE, RUN_8P, render_rank_table, render_run_8p
-from ..modelarts import END_MARKER as MODELARTS_END
+from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END
 from ..rules import Rule
-from .syntax import is_main_guard
+from .syntax import comment_texts, is_main_guard, marked_block
+from .syntax import header_end as syntax_header_end
 
 
 EVAL_WORDS = ("test", "val", "eval", "valid", "dev")
@@ -52,54 +53,32 @@ def edit(ctx: Context, code: str, node: cst.CSTNode, before: str, after: str,
     ctx.edit(r, node, r.render_message(before=before, after=after, **values), before, after, module=module)
 
 
-def comments(lines: Sequence[cst.EmptyLine]) -> List[str]:
-    return [line.comment.value.strip() for line in lines if line.comment is not None]
-
-
 def find_block(module: cst.Module) -> Optional[Tuple[int, int]]:
     """(first, end) statement indexes of the distributed block, or None."""
-    body = list(module.body)
-    for i, stmt in enumerate(body):
-        if BEGIN_MARKER in comments(stmt.leading_lines):
-            end = next((j for j in range(i + 1, len(body)) if END_MARKER in comments(body[j].leading_lines)),
-                       len(body))
-            return i, end
-    return None
+    return marked_block(module.body, BEGIN_MARKER, END_MARKER)
 
 
 def main_guard(module: cst.Module) -> Optional[cst.If]:
     return next((s for s in module.body if is_main_guard(s)), None)
 
 
-def _is_import_line(stmt: cst.CSTNode) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and all(
-        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
-
-
 def header_end(module: cst.Module) -> int:
     """Where the block goes: after the docstring, the leading imports (also `try: import`) and
     the ModelArts block."""
     body = list(module.body)
-    i = 0
-    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
-            and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-        i = 1
-    from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN
 
-    while i < len(body):
-        stmt = body[i]
-        if BEGIN_MARKER in comments(stmt.leading_lines):
-            break
-        if MODELARTS_BEGIN in comments(stmt.leading_lines):
+    def boundary(i: int, stmt: cst.BaseStatement) -> Optional[int]:
+        comments = comment_texts(stmt.leading_lines)
+        if BEGIN_MARKER in comments:
+            return i
+        if MODELARTS_BEGIN in comments:
             # The ModelArts block (which starts with imports) ends at the statement carrying
             # its end marker: this block goes there.
-            return next((j for j in range(i + 1, len(body)) if MODELARTS_END in comments(body[j].leading_lines)),
+            return next((j for j in range(i + 1, len(body)) if MODELARTS_END in comment_texts(body[j].leading_lines)),
                         len(body))
-        if _is_import_line(stmt) or (isinstance(stmt, cst.Try) and all(_is_import_line(s) for s in stmt.body.body)):
-            i += 1
-            continue
-        break
-    return i
+        return None
+
+    return syntax_header_end(body, boundary)
 
 
 def block_statements(text: str, module: cst.Module) -> List[cst.BaseStatement]:

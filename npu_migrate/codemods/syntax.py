@@ -4,7 +4,7 @@ call adds, and the `if __name__ == "__main__":` guard."""
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -63,6 +63,49 @@ def find_argument(call: cst.Call, keyword: str, position: Optional[int]) -> Opti
 def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
     """The argument given as `name=...`."""
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
+
+
+def comment_texts(lines: Sequence[cst.EmptyLine]) -> List[str]:
+    """The comments of a node's leading lines, stripped."""
+    return [line.comment.value.strip() for line in lines if line.comment is not None]
+
+
+def marked_block(body: Sequence[cst.BaseStatement], begin: str, end: str) -> Optional[Tuple[int, int]]:
+    """(first, end) indexes of the statements a generated block spans: from the statement whose
+    leading comments hold `begin` to the one whose leading comments hold `end` (or the end of
+    the body); None without one."""
+    for i, stmt in enumerate(body):
+        if begin in comment_texts(stmt.leading_lines):
+            last = next((j for j in range(i + 1, len(body)) if end in comment_texts(body[j].leading_lines)), len(body))
+            return i, last
+    return None
+
+
+def _is_import_line(stmt: cst.CSTNode) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(
+        isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+
+
+def header_end(body: Sequence[cst.BaseStatement],
+               boundary: Optional[Callable[[int, cst.BaseStatement], Optional[int]]] = None) -> int:
+    """Index of the first statement after the module docstring and the leading imports (import
+    lines, `try: import ...`): where generated code goes. `boundary(i, statement)` may end the
+    header at a statement, returning the index to use instead."""
+    i = 0
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr) \
+            and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+        i = 1
+    while i < len(body):
+        stmt = body[i]
+        if boundary is not None:
+            at = boundary(i, stmt)
+            if at is not None:
+                return at
+        if _is_import_line(stmt) or (isinstance(stmt, cst.Try) and all(_is_import_line(s) for s in stmt.body.body)):
+            i += 1
+            continue
+        break
+    return i
 
 
 def sole_call(stmt: cst.CSTNode) -> Optional[cst.Call]:

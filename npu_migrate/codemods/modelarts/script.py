@@ -14,7 +14,7 @@ import libcst as cst
 from ...imports import ImportTable, dotted_name, imported_names
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
-from ..syntax import is_main_guard, is_true, keyword_arg, sole_call
+from ..syntax import header_end, is_main_guard, is_true, keyword_arg, marked_block, sole_call
 from .arguments import Argument, describe_argument
 
 # What a script started by torchrun (torch.distributed.run) reads from its environment.
@@ -267,10 +267,6 @@ class _Visitor(cst.CSTVisitor):
             a.parse_calls.append(parse)
 
 
-def _comments(lines: Sequence[cst.EmptyLine]) -> List[str]:
-    return [line.comment.value.strip() for line in lines if line.comment is not None]
-
-
 class ScriptAnalysis:
     """What the ModelArts adaptation needs to know about one module."""
 
@@ -279,13 +275,7 @@ class ScriptAnalysis:
         body = list(module.body)
         # The generated block: from the statement after the begin marker to the statement
         # whose leading comments hold the end marker (or the end of the module).
-        self.block: Optional[Tuple[int, int]] = None
-        for i, stmt in enumerate(body):
-            if BEGIN_MARKER in _comments(stmt.leading_lines):
-                end = next((j for j in range(i + 1, len(body)) if END_MARKER in _comments(body[j].leading_lines)),
-                           len(body))
-                self.block = (i, end)
-                break
+        self.block: Optional[Tuple[int, int]] = marked_block(body, BEGIN_MARKER, END_MARKER)
         block_stmts = body[self.block[0]:self.block[1]] if self.block else []
         self.block_ids: Set[int] = {id(s) for s in block_stmts}
         user_body = [s for s in body if id(s) not in self.block_ids]
@@ -307,7 +297,7 @@ class ScriptAnalysis:
         self._wrapped: Set[int] = set()
         module.visit(_Visitor(self, second_pass=False))
         module.visit(_Visitor(self, second_pass=True))
-        self.header_end = self._header_end(body)
+        self.header_end = header_end(body, lambda i, stmt: i if id(stmt) in self.block_ids else None)
         self.relative_imports = any(isinstance(node, cst.ImportFrom) and node.relative
                                     for node in self.imports.import_nodes)
         self.runtime_import = next((stmt for stmt in user_body if isinstance(stmt, cst.SimpleStatementLine)
@@ -368,25 +358,3 @@ class ScriptAnalysis:
         if self.flag_definitions:  # tf.app.flags.DEFINE_string(...) through `import tensorflow as tf`
             return "tf.app.flags", self.flag_definitions[0]
         return None
-
-    def _header_end(self, body: List[cst.BaseStatement]) -> int:
-        """Index of the first statement after the module docstring and the leading imports."""
-        i = 0
-        if body and sole_call(body[0]) is None and isinstance(body[0], cst.SimpleStatementLine) \
-                and isinstance(body[0].body[0], cst.Expr) and isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-            i = 1
-        while i < len(body):
-            stmt = body[i]
-            if id(stmt) in self.block_ids:
-                break
-            if isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body):
-                i += 1
-                continue
-            if isinstance(stmt, cst.Try) and all(
-                isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, (cst.Import, cst.ImportFrom)) for x in s.body)
-                for s in stmt.body.body
-            ):
-                i += 1  # try: import x / except ImportError: ...
-                continue
-            break
-        return i
