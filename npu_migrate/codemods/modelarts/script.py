@@ -14,6 +14,7 @@ import libcst as cst
 from ...imports import ImportTable, dotted_name, imported_names
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
+from ..bindings import MODULE_SCOPE, ScopeTracker
 from ..syntax import header_end, is_main_guard, is_true, keyword_arg, marked_block, sole_call
 from .arguments import Argument, describe_argument
 
@@ -66,41 +67,31 @@ def _method_call(call: cst.Call) -> Tuple[Optional[cst.BaseExpression], str]:
     return None, ""
 
 
-class _Scope:
-    def __init__(self, node: cst.CSTNode, parent: Optional["_Scope"]) -> None:
-        self.node = node
-        self.parent = parent
-        self.parsers: Dict[str, Parser] = {}  # built here
-        self.aliases: Dict[str, Parser] = {}  # `parser = get_parser()`, argument groups
-
-    def lookup(self, name: str) -> Optional[Parser]:
-        scope: Optional[_Scope] = self
-        while scope is not None:
-            found = scope.parsers.get(name) or scope.aliases.get(name)
-            if found is not None:
-                return found
-            scope = scope.parent
-        return None
-
-
-class _Visitor(cst.CSTVisitor):
+class _Visitor(ScopeTracker):
     """Two passes: the first finds where parsers are built and which functions return one; the
-    second their arguments, aliases and parse calls."""
+    second their arguments, aliases and parse calls. Parsers and their aliases are kept per
+    scope (a function, a class body, the module; ScopeTracker); a name is looked up from the
+    scope it is used in outwards, class bodies included."""
 
     def __init__(self, analysis: "ScriptAnalysis", second_pass: bool) -> None:
         super().__init__()
         self.a = analysis
         self.second = second_pass
-        self.scope = _Scope(analysis.module, None)
-        self.scopes: Dict[int, _Scope] = analysis._scopes
+        self.parsers = analysis._parsers  # scope -> name -> the parser built there
+        self.aliases = analysis._aliases  # scope -> name -> `parser = get_parser()`, argument groups
         self.bodies: List[cst.CSTNode] = [analysis.module]
         self.statement: Optional[cst.SimpleStatementLine] = None
         self.function_names: List[str] = []
         self.defaults: List[Dict[str, str]] = []
-        if second_pass:
-            self.scope = self.scopes[id(analysis.module)]
-        else:
-            self.scopes[id(analysis.module)] = self.scope
+
+    def _lookup(self, name: str) -> Optional[Parser]:
+        scope: Optional[int] = self.scope
+        while scope is not None:
+            found = self.parsers.get(scope, {}).get(name) or self.aliases.get(scope, {}).get(name)
+            if found is not None:
+                return found
+            scope = self.parents.get(scope) if scope != MODULE_SCOPE else None
+        return None
 
     # The generated block is not the script's code: skipped (libcst calls on_leave anyway).
     def on_visit(self, node: cst.CSTNode) -> bool:
@@ -114,31 +105,18 @@ class _Visitor(cst.CSTVisitor):
 
     # -- structure ----------------------------------------------------------------------
 
-    def _enter_scope(self, node: cst.CSTNode) -> None:
-        if self.second:
-            self.scope = self.scopes[id(node)]
-        else:
-            self.scope = _Scope(node, self.scope)
-            self.scopes[id(node)] = self.scope
-
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.a.functions.add(node.name.value)
-        self._enter_scope(node)
+        super().visit_FunctionDef(node)
         self.function_names.append(node.name.value)
         # save_checkpoint(state, filename='checkpoint.pth.tar'): where torch.save(state, filename) saves
         self.defaults.append({p.name.value: string_value(p.default) for p in node.params.params
                               if p.default is not None and string_value(p.default)})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self.scope = self.scope.parent
+        super().leave_FunctionDef(node)
         self.function_names.pop()
         self.defaults.pop()
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._enter_scope(node)
-
-    def leave_ClassDef(self, node: cst.ClassDef) -> None:
-        self.scope = self.scope.parent
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self.bodies.append(node)
@@ -153,7 +131,7 @@ class _Visitor(cst.CSTVisitor):
 
     def _parser_of(self, node: cst.BaseExpression) -> Optional[Parser]:
         if isinstance(node, cst.Name):
-            return self.scope.lookup(node.value)
+            return self._lookup(node.value)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and not node.args:
             return self.a.parser_functions.get(node.func.value)  # get_parser().parse_args()
         return None
@@ -169,21 +147,21 @@ class _Visitor(cst.CSTVisitor):
             if self.a.imports.resolve(value.func) == ARGUMENT_PARSER and self.statement is not None:
                 depth = sum(1 for b in self.bodies if isinstance(b, cst.IndentedBlock))
                 parser = Parser(name, self.statement, self.bodies[-1], depth)
-                self.scope.parsers[name] = parser
+                self.parsers.setdefault(self.scope, {})[name] = parser
                 self.a.parsers.append(parser)
             return
         receiver, method = _method_call(value)
         if method in GROUP_METHODS and receiver is not None:
             parser = self._parser_of(receiver)
             if parser is not None:
-                self.scope.aliases[name] = parser
+                self.aliases.setdefault(self.scope, {})[name] = parser
         elif isinstance(value.func, cst.Name) and value.func.value in self.a.parser_functions and not value.args:
-            self.scope.aliases[name] = self.a.parser_functions[value.func.value]
+            self.aliases.setdefault(self.scope, {})[name] = self.a.parser_functions[value.func.value]
 
     def visit_Return(self, node: cst.Return) -> None:
         if self.second or len(self.function_names) != 1 or not isinstance(node.value, cst.Name):
             return
-        parser = self.scope.parsers.get(node.value.value)
+        parser = self.parsers.get(self.scope, {}).get(node.value.value)
         if parser is not None:
             self.a.parser_functions[self.function_names[0]] = parser
 
@@ -292,7 +270,8 @@ class ScriptAnalysis:
         self.saves: List[Tuple[cst.Call, List[str]]] = []  # (a call saving something, its literal paths)
         self.reads_launcher_env = False
         self.functions: Set[str] = set()  # names of the functions defined in the script  # reads LOCAL_RANK etc.: started by torchrun
-        self._scopes: Dict[int, _Scope] = {}
+        self._parsers: Dict[int, Dict[str, Parser]] = {}
+        self._aliases: Dict[int, Dict[str, Parser]] = {}
         self._indexed: Dict[int, cst.Subscript] = {}
         self._wrapped: Set[int] = set()
         module.visit(_Visitor(self, second_pass=False))
