@@ -205,6 +205,37 @@ def test_a_required_data_argument_is_reported():
     ]
 
 
+def test_a_launcher_that_hands_the_command_line_to_another_module_is_reported():
+    # sockeye's `sockeye-train` as a ModelArts boot file: sockeye.train.main() parses sys.argv with
+    # parse_args(), so the job stops at start on --data_url (tests/test_rehearse_corpus.py runs it).
+    source = "from sockeye.train import main\n\nif __name__ == \"__main__\":\n    main()\n"
+    result = adapt(source)
+    assert result.new_text == (
+        "from sockeye.train import main\n"
+        "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n\n"
+        "if __name__ == \"__main__\":\n    modelarts_setup()\n    main()\n")
+    assert [(f.code, f.span.line, f.message) for f in result.findings if f.code == "NPU219"] == [
+        ("NPU219", 4, "the script has no parser of its own and hands the run to `main()` of another module: if that "
+                      "code parses the command line, it must accept --data_url/--train_url and the arguments the "
+                      "platform adds"),
+    ]
+    for other in (
+        "import sys\nimport pkg.cli as cli\n\nif __name__ == '__main__':\n    sys.exit(cli.main(sys.argv[1:]))\n",
+        "from . import trainer\n\nif __name__ == '__main__':\n    trainer.run()\n",
+    ):
+        assert "NPU219" in [f.code for f in adapt(other).findings], other
+    # Not a hand-over: the launcher's own main(); an imported function not named like an entry
+    # point; a script whose own parser reads the arguments.
+    for alone in (
+        "import torch\n\n\ndef main():\n    torch.save({}, 'm.pt')\n\n\nif __name__ == '__main__':\n    main()\n",
+        "from pkg import fit\n\nif __name__ == '__main__':\n    fit()\n",
+        "import argparse\nfrom pkg import main\n\nif __name__ == '__main__':\n"
+        "    parser = argparse.ArgumentParser()\n    parser.add_argument('--out', default='o')\n"
+        "    main(parser.parse_args())\n",
+    ):
+        assert "NPU219" not in [f.code for f in adapt(alone).findings], alone
+
+
 def test_configured_argument_names():
     source = (
         "import argparse\n"

@@ -14,7 +14,11 @@ The programs:
 - the differentially private name classifier of opacus 1.6.0 (sdist,
   examples/char-lstm-classification.py): `--device cuda`, `parse_args()`, a required data
   argument, one result file saved in the working folder at the end; a one-device script, taken to
-  two NPUs with `--distributed`.
+  two NPUs with `--distributed`;
+- Sockeye 3.1.34's trainer (wheel), started as ModelArts starts a code folder, by a boot file that
+  calls `sockeye.train.main()`: its own parser stops the job on the platform's arguments, which
+  npu-migrate reports (NPU219); with the fix the report suggests it trains on two NPUs with its
+  torchrun-style `--dist` and, preempted, delivers its checkpoints.
 """
 
 from __future__ import annotations
@@ -43,6 +47,11 @@ PROGRAMS: Dict[str, Tuple[str, str]] = {
     # Opacus (differential privacy for PyTorch): its examples ship only in the sdist; the library
     # itself (opacus==1.6.0, with scipy and opt_einsum) is in the torch test environment.
     "opacus==1.6.0": ("opacus-1.6.0.tar.gz", "20d77252c1e8528cd5826fbaba345cd39ed5c3edb841707eafb6403fe276140a"),
+    # Sockeye (neural machine translation): `sockeye-train` = sockeye.train:main, a parser of its own
+    # (parse_args()), `cuda` devices and NCCL, torchrun-style --dist, checkpoints in its -o folder;
+    # it needs pyyaml and sacrebleu besides torch and numpy.
+    "sockeye==3.1.34": ("sockeye-3.1.34-py3-none-any.whl",
+                        "0bc9eeabb8d5ff2af8246299e701d7675a2b6c9101b66704347b72b76921d5e2"),
 }
 
 
@@ -274,3 +283,93 @@ def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lst
     assert ranks(done.stdout) == {0: "-15 (SIGTERM) after SIGTERM", 1: "-15 (SIGTERM) after SIGTERM"}
     verdict = done.stdout.rstrip("\n").splitlines()[-1]
     assert verdict == "FAILED: nothing reached train_url: the script wrote no file at all", verdict
+
+
+# ---------------------------------------------------------------- Sockeye: sockeye-train from a boot file
+
+SOCKEYE_LAUNCHER = "from sockeye.train import main\n\nif __name__ == \"__main__\":\n    main()\n"
+# A transformer of one tiny layer; the data prepared beforehand (--dist needs it), on the node's copy.
+SOCKEYE_ARGS = ("--prepared-data", "/cache/data/prepared", "-vs", "/cache/data/dev.src", "-vt", "/cache/data/dev.trg",
+                "-o", "model", "--num-layers", "1", "--num-embed", "16", "--transformer-model-size", "16",
+                "--transformer-attention-heads", "2", "--transformer-feed-forward-num-hidden", "32",
+                "--batch-type", "sentence", "--batch-size", "8", "--decode-and-evaluate", "0")
+
+
+@pytest.fixture(scope="module")
+def sockeye_project(tmp_path_factory, torch_python):
+    """The wheel's package with a boot file for its `sockeye-train`, migrated with --modelarts, and
+    a tiny parallel corpus prepared by the package's own sockeye.prepare_data."""
+    wheel = download("sockeye==3.1.34")
+    root = tmp_path_factory.mktemp("sockeye")
+    code, original = root / "code", root / "original"
+    with zipfile.ZipFile(wheel) as z:
+        for name in z.namelist():
+            if name.startswith(("sockeye/", "sockeye_contrib/")):  # the wheel's two packages
+                z.extract(name, code)
+                z.extract(name, original)
+    (code / "train.py").write_text(SOCKEYE_LAUNCHER)
+    data = root / "data"
+    data.mkdir()
+    for name, count in (("train", 64), ("dev", 8)):
+        source = [" ".join(WORDS[(i * 7 + k * 5) % len(WORDS)] for k in range(3 + i % 6)) for i in range(count)]
+        (data / f"{name}.src").write_text("\n".join(source) + "\n")
+        (data / f"{name}.trg").write_text("\n".join(" ".join(reversed(line.split())) for line in source) + "\n")
+    prepared = subprocess.run(
+        [torch_python, "-m", "sockeye.prepare_data", "-s", str(data / "train.src"), "-t", str(data / "train.trg"),
+         "-o", str(data / "prepared"), "--shared-vocab", "--max-seq-len", "10", "--quiet"],
+        cwd=original, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    assert prepared.returncode == 0, prepared.stderr
+    migrated = migrate(code, "train.py")
+    # sockeye.train.main() parses sys.argv with a parser npu-migrate cannot see: reported.
+    assert re.search(r"^train\.py:4:5: NPU219 \[warning\] the script has no parser of its own and hands the run "
+                     r"to `main\(\)` of another module", migrated.stdout, re.MULTILINE), migrated.stdout
+    utils = (code / "sockeye/utils.py").read_text()
+    assert "device = pt.device('npu', get_local_rank() if is_distributed() else args.device_id)" in utils
+    assert "else torch.distributed.Backend.HCCL)" in (code / "sockeye/train.py").read_text()
+    return code, data
+
+
+def test_sockeye_stops_at_start_on_the_platform_arguments_as_npu219_warned(sockeye_project, torch_python, tmp_path):
+    code, data = sockeye_project
+    done = rehearse(code, "train.py", tmp_path / "job", torch_python, "--data", str(data),
+                    args=SOCKEYE_ARGS + ("--max-updates", "2"))
+    assert done.returncode == 1
+    assert ranks(done.stdout) == {0: "2"}
+    verdict = done.stdout.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(r"FAILED: rank 0 failed \(exit status 2; see \S+/logs/rank0\.log\): train\.py: error: "
+                        r"unrecognized arguments: --data_url=obs://rehearsal/data/ --train_url=obs://rehearsal/out/ "
+                        r"--init_method=tcp://127\.0\.0\.1:\d+ --num_gpus=1; nothing reached train_url: the script "
+                        r"wrote no file at all", verdict), verdict
+    # The boot file's modelarts_setup() ran first: the node's input was copied once.
+    assert "copies of OBS input into /cache on node 0: 1 " in done.stdout
+
+
+def test_sockeye_with_the_reported_fix_trains_on_two_npus_and_survives_preemption(sockeye_project, torch_python,
+                                                                                tmp_path):
+    # What NPU219 suggests: the boot file removes the job's arguments sockeye does not know.
+    code, data = sockeye_project
+    fixed = tmp_path / "code"
+    subprocess.run(["cp", "-a", str(code), str(fixed)], check=True)
+    launcher = (fixed / "train.py").read_text()
+    assert "    modelarts_setup()\n    main()\n" in launcher
+    launcher = "import sys\n" + launcher.replace("    modelarts_setup()\n", (
+        "    modelarts_setup()\n"
+        "    platform = (\"--data_url\", \"--train_url\", \"--init_method\", \"--num_gpus\")\n"
+        "    sys.argv[1:] = [a for a in sys.argv[1:] if a.split(\"=\")[0] not in platform]\n"))
+    (fixed / "train.py").write_text(launcher)
+    # Updates without end (a checkpoint every 2): SIGTERM comes in the middle of training.
+    done = rehearse(fixed, "train.py", tmp_path / "job", torch_python, "--nproc", "2", "--data", str(data),
+                    "--sigterm-after", "30",
+                    args=SOCKEYE_ARGS + ("--dist", "--max-updates", "1000000", "--checkpoint-interval", "2"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "-15 (SIGTERM) after SIGTERM", 1: "-15 (SIGTERM) after SIGTERM"}
+    log = (done.job / "logs/rank0.log").read_text()
+    assert "Training Device: npu:0" in log and "Training started." in log
+    assert "Training Device: npu:1" in (done.job / "logs/rank1.log").read_text()
+    saved = sorted(str(p.relative_to(done.job / "code/code")) for p in (done.job / "code/code/model").rglob("*")
+                   if p.is_file())
+    out = done.job / "obs/rehearsal/out"
+    delivered = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
+    assert "model/params.00000" in saved and "model/config" in saved
+    assert delivered == saved  # everything rank 0 wrote before the preemption
+    assert "copies of OBS input into /cache on node 0: 1 " in done.stdout

@@ -25,8 +25,9 @@ import pytest
 
 TORCH_VERSION = "2.13.0"
 # What the real training programs of tests/test_rehearse_corpus.py import besides torch: numpy,
-# tqdm and einops (tqdm and einops pure Python); opacus (pure Python; it brings scipy and opt_einsum).
-PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops", "opacus==1.6.0")
+# tqdm and einops (tqdm and einops pure Python); opacus (pure Python; it brings scipy and
+# opt_einsum); pyyaml and sacrebleu for Sockeye (sacrebleu brings regex, lxml, portalocker, ...).
+PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops", "opacus==1.6.0", "pyyaml", "sacrebleu==2.6.0")
 
 
 def venv_dir() -> Path:

@@ -25,7 +25,7 @@ HELPER_SCRIPT_WORDS = {"eval", "evaluate", "evaluation", "export", "infer", "inf
 # suggestion: ctx.rules.reported(code)).
 ALREADY_ADAPTED, NO_DATA_ARG, REQUIRED_DATA_ARG, OTHER_CLI = "NPU210", "NPU211", "NPU212", "NPU213"
 NO_OUTPUT_ARG, UNKNOWN_CONFIGURED_ARG, PARSED_ELSEWHERE = "NPU214", "NPU215", "NPU216"
-FIXED_DOWNLOAD, POSITIONAL_ARG = "NPU217", "NPU218"
+FIXED_DOWNLOAD, POSITIONAL_ARG, HANDED_OVER = "NPU217", "NPU218", "NPU219"
 
 
 
@@ -196,6 +196,10 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
             call = analysis.foreign_parse_calls[0]
             api = node_code(call)
             _report(ctx, PARSED_ELSEWHERE, call, api)
+        else:
+            handover = analysis.handover_call()
+            if handover is not None:
+                _report(ctx, HANDED_OVER, handover, node_code(handover.func) + "()")
     if parser is not None:
         plan.add_urls = tuple(name for name in URL_ARGS if name not in analysis.dests)
     return plan

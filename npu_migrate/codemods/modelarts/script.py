@@ -24,6 +24,8 @@ LAUNCHER_VARIABLES = ("LOCAL_RANK", "LOCAL_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "
 ARGUMENT_PARSER = "argparse.ArgumentParser"
 PARSE_METHODS = ("parse_args", "parse_known_args")
 GROUP_METHODS = ("add_argument_group", "add_mutually_exclusive_group")
+# Names of the function a boot file hands the run to (`from pkg.train import main; main()`; NPU219).
+ENTRY_FUNCTION_NAMES = {"main", "run", "train", "cli", "launch", "entrypoint", "entry_point"}
 # Other ways of reading the command line: not adapted automatically (NPU213).
 OTHER_CLI_MODULES = {
     "absl.flags": "absl flags",
@@ -308,6 +310,45 @@ class ScriptAnalysis:
             if not isinstance(node.names, cst.ImportStar):
                 found += [(node, ".".join(filter(None, [base, dotted_name(a.name) or ""])), level) for a in node.names]
         return found
+
+    def handover_call(self) -> Optional[cst.Call]:
+        """In a launcher (no parser of its own): the call of another module's entry function
+        (`main()` after `from pkg.train import main`, `pkg.cli.main()`), which usually parses
+        the command line itself."""
+        imported: Set[str] = set()  # the names the imports bind
+        for node in self.imports.import_nodes:
+            if isinstance(node.names, cst.ImportStar):
+                continue
+            for alias in node.names:
+                if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                    imported.add(alias.asname.name.value)
+                else:
+                    imported.add((dotted_name(alias.name) or "").split(".")[0])
+        if not imported:
+            return None
+        where = [self.main_guard] if self.main_guard is not None else [
+            s for s in self.module.body if id(s) not in self.block_ids]
+        found: List[cst.Call] = []
+
+        class Calls(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+                return False  # a function the launcher defines is not run by being defined
+
+            def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+                return False
+
+            def visit_Call(self, node: cst.Call) -> None:
+                name = dotted_name(node.func) or ""
+                head, _, last = name.rpartition(".")
+                if last.lower() not in ENTRY_FUNCTION_NAMES:
+                    return
+                if (head or last).split(".")[0] in imported and (head or last not in functions):
+                    found.append(node)
+
+        functions = self.functions  # a function of the launcher's own shadows an imported one
+        for stmt in where:
+            stmt.visit(Calls())
+        return found[0] if found else None
 
     def moxing_import(self, project_files: Sequence[str] = (), here: str = "") -> Optional[Tuple[cst.CSTNode, str]]:
         """An import of moxing, of a helper named after it (moxing_adapter, moxing_wrapper,
