@@ -21,9 +21,9 @@ import click
 
 from . import __version__
 from .diffs import colorize, use_color
-from .console import EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM, emit_report
+from .console import EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM, emit_report
 from .console import fail as _fail
-from .model import Severity
+from .model import FileResult, Severity
 from .settings import Settings
 from .rules import RuleError, RuleSet, load_rules
 
@@ -38,12 +38,58 @@ class Interrupted(BaseException):
 
 
 class DefaultGroup(click.Group):
-    """`npu-migrate PATH…` migrates; `npu-migrate rules` / `explain CODE` are subcommands."""
+    """`npu-migrate PATH…` migrates; `npu-migrate rules` / `explain CODE` are subcommands.
+
+    The `migrate` subcommand is implicit: usage lines and help never name it. Every error,
+    click's usage errors included, comes in one style, `npu-migrate: error: …` (a usage error
+    adds where to find help), exit code 2.
+    """
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         if not args or args[0] not in self.commands:
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        _tolerate_any_file_name()
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            command = exc.ctx.command_path if exc.ctx is not None else "npu-migrate"
+            click.echo(f"npu-migrate: error: {exc.format_message()}", err=True)
+            click.echo(f"Try '{command} --help' for help.", err=True)
+            sys.exit(EXIT_ERROR)
+        except click.ClickException as exc:
+            click.echo(f"npu-migrate: error: {exc.format_message()}", err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            click.echo("npu-migrate: interrupted", err=True)
+            sys.exit(EXIT_SIGINT)
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
+class _ImplicitContext(click.Context):
+    """The context of the implicit `migrate` command: its path is the program's own."""
+
+    @property
+    def command_path(self) -> str:
+        return self.parent.command_path if self.parent is not None else super().command_path
+
+
+class _MigrateCommand(click.Command):
+    context_class = _ImplicitContext
+
+
+def _tolerate_any_file_name() -> None:
+    """A file name that is not UTF-8 (a lone surrogate once decoded) is printed as the bytes it
+    is, instead of crashing the report."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="surrogateescape")
+        except (AttributeError, ValueError):  # not a TextIOWrapper (a test runner's buffer)
+            pass
 
 
 @click.group(cls=DefaultGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -61,8 +107,9 @@ def _install_signal_handlers() -> None:
         pass
 
 
-@main.command("migrate", context_settings={"help_option_names": ["-h", "--help"]})
-@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@main.command("migrate", cls=_MigrateCommand, context_settings={"help_option_names": ["-h", "--help"]})
+# readable=False: a file that cannot be read is one failed file of the run, not a usage error.
+@click.argument("paths", nargs=-1, type=click.Path(readable=False, path_type=str))
 @click.option("--write", "-w", is_flag=True, help="Rewrite the files in place.")
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing (exit 1 if anything would change).")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change or a finding at --fail-on exists.")
@@ -104,6 +151,9 @@ def _install_signal_handlers() -> None:
               help="Skip files and folders matching this gitignore-style pattern; replaces the default excludes. Repeatable.")
 @click.option("--extend-exclude", multiple=True, metavar="GLOB", help="Like --exclude, but keeps the default excludes. Repeatable.")
 @click.option("--force-exclude", is_flag=True, help="Apply the excludes to files given explicitly too (pre-commit passes file names).")
+@click.option("--known-files-only", is_flag=True,
+              help="Skip files named on the command line that a folder walk would not take (README, LICENSE, "
+                   "other .txt files); the pre-commit hooks pass it.")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip what .gitignore files exclude.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: all cores; 1 runs in-process).")
@@ -115,6 +165,8 @@ def _install_signal_handlers() -> None:
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
 @click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
               help="Colour the diff; auto = on a terminal, unless NO_COLOR is set.")
+@click.option("--fail-on-empty", is_flag=True,
+              help="Fail (exit 2) when a folder given holds no file to migrate, instead of a warning (a mistyped path in CI).")
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every edit, and which files were skipped and why.")
 @click.version_option(__version__, "--version", prog_name="npu-migrate")
@@ -164,13 +216,23 @@ def migrate_command(ctx: click.Context, **params) -> None:
             check(settings.paths, settings.output_dir)
         except OutputDirError as exc:
             _fail(str(exc))
-    selection = discover(settings.paths, file_filter, force_exclude=settings.force_exclude)
+    selection = discover(settings.paths, file_filter, force_exclude=settings.force_exclude,
+                         known_files_only=settings.known_files_only)
+    if settings.fail_on_empty:
+        selection.errors += [f"no files to migrate under {p}" for p in selection.empty]
+    elif not settings.quiet:
+        for p in selection.empty:
+            click.echo(f"npu-migrate: warning: no files to migrate under {p}", err=True)
     for e in selection.errors:
         click.echo(f"npu-migrate: error: {e}", err=True)
     if settings.verbose:
         for path, why in selection.skipped:
             click.echo(f"{path}: skipped: {why}", err=True)
-    if selection.errors and not selection.files:
+    from .source import stray_temp_files
+
+    for line in stray_temp_files(selection.stray, remove=settings.write):
+        click.echo(line, err=True)
+    if selection.errors and not (selection.files or selection.unlistable):
         sys.exit(EXIT_ERROR)
 
     from .pipeline import run
@@ -183,13 +245,17 @@ def migrate_command(ctx: click.Context, **params) -> None:
             report = run(settings, rules, selection.files, file_filter, color=use_color(settings.color, sys.stdout),
                          jobs=settings.jobs or default_jobs(), on_done=bar.advance,
                          warn=lambda line: click.echo(line, err=True))
-    except KeyboardInterrupt:
-        click.echo("npu-migrate: interrupted; every file is either unchanged or fully migrated", err=True)
-        sys.exit(EXIT_SIGINT)
-    except Interrupted as exc:
-        click.echo("npu-migrate: terminated; every file is either unchanged or fully migrated", err=True)
-        sys.exit(exc.code)
+    except (KeyboardInterrupt, Interrupted) as exc:
+        word = "interrupted" if isinstance(exc, KeyboardInterrupt) else "terminated"
+        if settings.output_dir:
+            click.echo(f"npu-migrate: {word}; {settings.output_dir} is incomplete (every file in it is whole); "
+                       "the input is unchanged", err=True)
+        else:
+            click.echo(f"npu-migrate: {word}; every file is either unchanged or fully migrated", err=True)
+        sys.exit(EXIT_SIGINT if isinstance(exc, KeyboardInterrupt) else exc.code)
     report.path_errors = list(selection.errors)
+    # A folder that cannot be listed is a failed entry of the run, never skipped quietly.
+    report.results += [FileResult(path=path, error=why) for path, why in selection.unlistable]
 
     if settings.verbose:
         for r in report.results:
@@ -199,7 +265,10 @@ def migrate_command(ctx: click.Context, **params) -> None:
     for line in report.notes:
         if not settings.quiet or line.startswith("npu-migrate: warning"):
             click.echo(line, err=True)
-    sys.exit(report.return_code(Severity(settings.fail_on)))
+    code = report.return_code(Severity(settings.fail_on))
+    for line in report.check_failure(Severity(settings.fail_on)) if code == EXIT_CHANGES else ():
+        click.echo(line, err=True)
+    sys.exit(code)
 
 
 def _settings(ctx: click.Context, params: dict):

@@ -9,8 +9,13 @@ file instead (a pyproject.toml, or a TOML file whose top level holds the same ke
 Every option of the `migrate` command can be set, under its long name without the dashes
 (`fail-on = "warning"`, `exclude = ["legacy/"]`, `no-import = true`). The key list is derived from
 the click command itself, so a new option is configurable the moment it exists. The command line
-wins over the file, except for `extend-*` lists, which add up. Paths in the file are relative to
-the file's folder. Unknown keys and values of the wrong type are errors naming the key and the file.
+wins over the file, except for `extend-*` lists, which add up. The mode keys (`write`, `diff`,
+`check`, `output-dir`) are refused: what a run does is said on the command line. Paths in the file
+are relative to the file's folder. Unknown keys and values of the wrong type are errors naming the
+key and the file. A configuration file is read only when it is a regular file of at most
+MAX_CONFIG_BYTES (a FIFO or /dev/zero never hangs a run); a pyproject.toml on the way up that does
+not mention npu-migrate is not parsed at all (a project's file that is not UTF-8 or not valid
+TOML is none of our business).
 """
 
 from __future__ import annotations
@@ -26,6 +31,10 @@ import click
 TABLE = "npu-migrate"
 # Options that only make sense on the command line (by key).
 COMMAND_LINE_ONLY = frozenset({"config", "isolated", "stdin-filename", "help", "version"})
+# What a run does is chosen on the command line: a `write = true` in a shared pyproject.toml would
+# turn every plain `npu-migrate src` into a rewrite, and clash with a `--check` nobody could see.
+MODE_KEYS = ("write", "diff", "check", "output-dir")
+MAX_CONFIG_BYTES = 4 * 2**20
 
 
 class ConfigError(Exception):
@@ -52,7 +61,7 @@ def configurable_options(command: click.Command) -> Dict[str, click.Option]:
     keys = {}
     for param in command.params:
         key = option_key(param) if isinstance(param, click.Option) else None
-        if key and key not in COMMAND_LINE_ONLY:
+        if key and key not in COMMAND_LINE_ONLY and key not in MODE_KEYS:
             keys[key] = param
     return keys
 
@@ -72,16 +81,31 @@ def common_folder(paths: Sequence[str], stdin_filename: Optional[str] = None) ->
         return os.getcwd()
 
 
-def _read_toml(path: str) -> Dict[str, Any]:
+def _read_bytes(path: str) -> bytes:
+    from .source import SourceError, read_regular
+
+    try:
+        return read_regular(path, MAX_CONFIG_BYTES)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except SourceError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+
+
+def _read_toml(path: str, data: Optional[bytes] = None) -> Dict[str, Any]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:  # pragma: no cover - Python < 3.11
         import tomli as tomllib
+    if data is None:
+        data = _read_bytes(path)
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(f"{path}: not UTF-8 (line {line}), as TOML must be") from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 
@@ -99,9 +123,11 @@ def find_pyproject(start: str) -> Optional[tuple]:
     while True:
         candidate = os.path.join(folder, "pyproject.toml")
         if os.path.isfile(candidate):
-            table = _table_of(_read_toml(candidate))
-            if table is not None:
-                return candidate, table
+            data = _read_bytes(candidate)
+            if TABLE.encode() in data:  # else it is not ours to parse, valid or not
+                table = _table_of(_read_toml(candidate, data))
+                if table is not None:
+                    return candidate, table
         parent = os.path.dirname(folder)
         if parent == folder:
             return None
@@ -140,6 +166,9 @@ def validate(table: Dict[str, Any], command: click.Command, ctx: click.Context, 
     options = configurable_options(command)
     values: Dict[str, Any] = {}
     for key, raw in table.items():
+        if key in MODE_KEYS:
+            raise ConfigError(f"{where}: {key}: the mode (--{', --'.join(MODE_KEYS)}) is chosen on the command "
+                              "line, not in configuration; remove this key")
         param = options.get(key)
         if param is None:
             hint = difflib.get_close_matches(key.replace("_", "-"), list(options), n=1)

@@ -27,14 +27,19 @@ def emit_report(rendered, output_file: Optional[str], err: bool) -> None:
 
         assert output_file, "checked by writes_several_files before the run"
         try:
-            write_report_files(rendered, output_file)
+            written = write_report_files(rendered, output_file)
         except OSError as exc:
-            fail(str(exc))
+            fail(f"{output_file}: cannot write the report: {exc.strerror or exc}")
+        for path in written:  # several files: say which (one -o FILE is where the user said)
+            click.echo(f"npu-migrate: report written to {path}", err=True)
     elif output_file:
         if os.path.isdir(output_file):
             fail(f"{output_file}: is a folder; -o names the report file for this format")
         from .source import write_text_file
 
-        write_text_file(output_file, rendered)
+        try:
+            write_text_file(output_file, rendered)
+        except OSError as exc:
+            fail(f"{output_file}: cannot write the report: {exc.strerror or exc}")
     else:
         click.echo(rendered, nl=False, err=err)

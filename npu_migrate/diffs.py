@@ -21,13 +21,38 @@ def split_lines(text: str) -> List[str]:
     return _LINE.findall(text)
 
 
-def unified_diff(before: str, after: str, display: str, context: int = 3) -> str:
-    """The diff of one file, with `a/<display>` and `b/<display>` names (for -p1)."""
-    # A name with a space needs a tab after it, or `patch` stops reading the name at the space.
-    end = "\t" if any(c.isspace() for c in display) else ""
+_GIT_ESCAPES = {0x07: "\\a", 0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0B: "\\v", 0x0C: "\\f", 0x0D: "\\r",
+                0x22: '\\"', 0x5C: "\\\\"}
+
+
+def header_name(name: str) -> str:
+    """A file name as a patch header carries it: as it is, or quoted the way git quotes it (C
+    escapes, octal bytes) when it holds a control character (a newline, ESC), a quote, a
+    backslash or bytes that are not UTF-8. Quoted, a newline cannot end the header and start a
+    forged one, and `git apply` reads the name back exactly. An unquoted name with a space gets
+    a tab after it, or `patch` stops reading the name at the space."""
+    raw = name.encode("utf-8", "surrogateescape")
+    needs = any(b < 0x20 or b == 0x7F or b in (0x22, 0x5C) for b in raw) or any(
+        0xDC80 <= ord(c) <= 0xDCFF for c in name)
+    if not needs:
+        return name + ("\t" if any(c.isspace() for c in name) else "")
     out = []
-    for line in difflib.unified_diff(split_lines(before), split_lines(after), f"a/{display}{end}",
-                                     f"b/{display}{end}", n=context):
+    for b in raw:
+        if b in _GIT_ESCAPES:
+            out.append(_GIT_ESCAPES[b])
+        elif b < 0x20 or b >= 0x7F:
+            out.append(f"\\{b:03o}")
+        else:
+            out.append(chr(b))
+    return '"' + "".join(out) + '"'
+
+
+def unified_diff(before: str, after: str, display: str, context: int = 3) -> str:
+    """The diff of one file, with `a/<display>` and `b/<display>` names (for -p1), quoted as
+    git quotes them when they need it (header_name)."""
+    out = []
+    for line in difflib.unified_diff(split_lines(before), split_lines(after), header_name(f"a/{display}"),
+                                     header_name(f"b/{display}"), n=context):
         if not line.endswith("\n"):
             line += "\n\\ No newline at end of file\n"
         out.append(line)

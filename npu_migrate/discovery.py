@@ -29,6 +29,7 @@ DEFAULT_EXCLUDES = (
     "__pycache__/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".pytype/", ".direnv/",
 )
 PYTHON_SUFFIXES = (".py",)
+KNOWN_PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
 
 
 def is_source(path: str) -> bool:
@@ -44,6 +45,9 @@ class Selection:
     files: List[str] = field(default_factory=list)  # to migrate: each once, sorted below each path given
     errors: List[str] = field(default_factory=list)  # one line each: "PATH: no such file or directory"
     skipped: List[Tuple[str, str]] = field(default_factory=list)  # explicit files left out, and why
+    unlistable: List[Tuple[str, str]] = field(default_factory=list)  # folders that cannot be listed, and why
+    empty: List[str] = field(default_factory=list)  # folders given in which there is nothing to migrate
+    stray: List[str] = field(default_factory=list)  # temporary files of atomic writes killed with -9
 
 
 class FileFilter:
@@ -174,8 +178,15 @@ def _relative(path: str, folder: str) -> str:
     return rel.replace(os.sep, "/") if os.sep != "/" else rel
 
 
-def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, force_exclude: bool = False) -> Selection:
-    """The files to migrate for `paths`. A path that does not exist is an error message, not an exception."""
+def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, force_exclude: bool = False,
+             known_files_only: bool = False) -> Selection:
+    """The files to migrate for `paths`. A path that does not exist is an error message, not an
+    exception; a folder that cannot be listed is one entry of `unlistable` (never skipped
+    quietly); a folder given with nothing to migrate in it is one of `empty`.
+
+    `known_files_only`: a file named explicitly is taken only when a folder walk would take it
+    (or it is Python by its suffix or shebang): pre-commit passes every file of the types the
+    hooks ask for, README and LICENSE included."""
     file_filter = file_filter or FileFilter()
     selection = Selection()
     seen = set()
@@ -192,12 +203,21 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
             # Nothing below a folder is reached through a link, so its real path is the
             # folder's real path plus the rest: one realpath() per folder given, not per file.
             abs_top, real_top = os.path.abspath(p), os.path.realpath(p)
-            found = sorted((f, real_top + full[len(abs_top):]) for f, full, regular in _walk(p, file_filter)
-                           if regular and is_source(f))
+            found = []
+            for f, full, regular in _walk(p, file_filter, selection.unlistable):
+                if regular and is_source(f):
+                    found.append((f, real_top + full[len(abs_top):]))
+                elif regular and is_temp_file(os.path.basename(f)):
+                    selection.stray.append(f)
+            found.sort()
+            if not found and p not in (u for u, _why in selection.unlistable):
+                selection.empty.append(p)
         else:
             why = file_filter.excluded_path(p) if force_exclude else None
             if why is None and not is_source(p):
                 why = not_python_reason(p)
+                if why is None and known_files_only and not _python_by_name_or_shebang(p):
+                    why = "not a kind of file npu-migrate migrates"
             if why:
                 selection.skipped.append((p, why))
                 continue
@@ -218,8 +238,10 @@ def walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, bool]]:
         yield user_path, regular
 
 
-def _walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, str, bool]]:
-    """(path as the user would spell it, absolute path, is_regular_file), depth first, sorted."""
+def _walk(top: str, file_filter: FileFilter,
+          unlistable: Optional[List[Tuple[str, str]]] = None) -> Iterator[Tuple[str, str, bool]]:
+    """(path as the user would spell it, absolute path, is_regular_file), depth first, sorted.
+    A folder that cannot be listed is added to `unlistable` as (path, why)."""
     abs_top = os.path.abspath(top)
     base = abs_top if file_filter.excluded_path(top) else None
     stack = [(top, abs_top)]
@@ -228,8 +250,10 @@ def _walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, str, bool]]:
         try:
             with os.scandir(abs_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
-        except OSError:
-            continue  # unreadable folder: nothing to migrate there
+        except OSError as exc:
+            if unlistable is not None:
+                unlistable.append((shown_dir, f"cannot list folder: {exc.strerror or exc}"))
+            continue
         subdirs = []
         for entry in entries:
             full = os.path.join(abs_dir, entry.name)
@@ -248,6 +272,27 @@ def _walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, str, bool]]:
             elif entry.is_file(follow_symlinks=False):  # not a FIFO, socket or device
                 yield shown, full, True
         stack.extend(reversed(subdirs))
+
+
+def is_temp_file(name: str) -> bool:
+    from .source import is_temp_file as temp
+
+    return temp(name)
+
+
+def _python_by_name_or_shebang(path: str) -> bool:
+    if path.endswith(KNOWN_PYTHON_SUFFIXES):
+        return True
+    if os.path.splitext(os.path.basename(path))[1]:
+        return False
+    from .frontends import shebang_interpreter
+
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(256).decode("utf-8", "replace")
+    except OSError:
+        return True  # the reader reports it
+    return (shebang_interpreter(first) or "").startswith("python")
 
 
 def not_python_reason(path: str) -> Optional[str]:

@@ -128,9 +128,11 @@ def conflicts(results: Iterable[FileResult], where: Callable[[str], str] = lambd
 def diff(extra: ExtraFile, display: str) -> str:
     """A unified diff that `git apply`/`patch -p1` take; a new file comes from /dev/null."""
     before = "" if extra.old is None else extra.old
-    old_name = "/dev/null" if extra.old is None else f"a/{display}"
+    from .diffs import header_name
+
+    old_name = "/dev/null" if extra.old is None else header_name(f"a/{display}")
     lines = difflib.unified_diff(before.splitlines(keepends=True), extra.text.splitlines(keepends=True),
-                                 old_name, f"b/{display}", n=3)
+                                 old_name, header_name(f"b/{display}"), n=3)
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
@@ -150,8 +152,9 @@ def apply(report, mode: str, output_dir: Optional[str] = None,
     """Do what `mode` says with the generated files of a run: (lines to tell the user, whether
     some are still to be written, which --check and --diff count as a change).
 
-    write / output-dir: create or update them; otherwise add their diffs to `report.diffs` (under
-    the file they belong to, after its own diff).
+    write / output-dir: create or update them (one that cannot be written is a failed result in
+    `report.results`); otherwise add their diffs to `report.diffs` (under the file they belong
+    to, after its own diff).
     """
     from .diffs import patch_path
 
@@ -170,7 +173,11 @@ def apply(report, mode: str, output_dir: Optional[str] = None,
             continue
         verb = "created" if extra.action == "create" else "updated"
         if writes:
-            write(extra)
+            try:
+                write(extra)
+            except OSError as exc:  # a read-only folder, a full disk: a failed file, the run goes on
+                report.results.append(FileResult(path=extra.dest, error=f"cannot write: {exc.strerror or exc}"))
+                continue
             lines.append(f"{report.display_path(extra.dest)}: {verb}")
         else:
             waiting = True

@@ -12,7 +12,6 @@ not contain one, and must be empty or not exist yet: nothing already there is ov
 from __future__ import annotations
 
 import os
-import shutil
 from typing import Dict, Iterable, List, Sequence, Tuple
 
 from .discovery import FileFilter, walk
@@ -41,7 +40,8 @@ def _stays_inside(dest: str, real_out: str) -> bool:
 
 
 def check(paths: Sequence[str], out: str) -> None:
-    """Refuse an OUT that overlaps an input or already holds files."""
+    """Refuse an OUT that overlaps an input or already holds files, or cannot be created
+    (before anything is migrated); create it."""
     real_out = os.path.realpath(out)
     for p in paths:
         real_in = os.path.realpath(p)
@@ -54,6 +54,10 @@ def check(paths: Sequence[str], out: str) -> None:
             raise OutputDirError(f"--output-dir {out} exists and is not a folder")
         if os.listdir(out):
             raise OutputDirError(f"--output-dir {out} is not empty; nothing there is overwritten, choose an empty or new folder")
+    try:
+        os.makedirs(out, exist_ok=True)
+    except OSError as exc:
+        raise OutputDirError(f"--output-dir {out}: cannot create it: {exc.strerror or exc}") from None
 
 
 def plan(paths: Sequence[str], file_filter: FileFilter) -> Tuple[List[str], List[str]]:
@@ -83,9 +87,12 @@ def write_tree(
 ) -> Tuple[List[str], Dict[str, str]]:
     """Copy the selected tree into OUT; `migrated` maps a path to (Source, new text).
 
-    Returns (warnings, errors by path); a migrated file that cannot be written is copied as it was.
+    Returns (warnings, errors by path): a migrated file that cannot be written is copied as it
+    was; a file that cannot be copied either (a full disk, a name too long) is an error, and the
+    others are still copied. Every copy is atomic (source.atomic_copy): an interruption leaves
+    OUT incomplete, never a truncated file in it.
     """
-    from .source import SourceError, atomic_write, encode
+    from .source import SourceError, atomic_copy, atomic_write, encode
 
     root = input_root(paths)
     real_root = os.path.realpath(root)
@@ -96,8 +103,12 @@ def write_tree(
     real_out = os.path.realpath(out)
     for path in files:
         dest = os.path.join(out, os.path.relpath(os.path.abspath(path), root))
-        os.makedirs(os.path.dirname(dest), exist_ok=True)
         entry = migrated.get(path)
+        try:
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+        except OSError as exc:
+            errors[path] = f"cannot write to --output-dir: {exc.strerror or exc}"
+            continue
         if not _stays_inside(dest, real_out):
             why = "not written: a symlink in --output-dir leads out of it"
             if entry is not None:
@@ -112,7 +123,12 @@ def write_tree(
                 continue
             except SourceError as exc:
                 errors[path] = f"{exc}; copied unchanged"
-        shutil.copy2(path, dest)
+            except OSError as exc:  # a full disk, a name too long, ...
+                errors[path] = f"cannot write to --output-dir: {exc.strerror or exc}; copied unchanged"
+        try:
+            atomic_copy(path, dest)
+        except OSError as exc:
+            errors[path] = f"cannot copy to --output-dir: {exc.strerror or exc}"
     for link in links:
         target = os.path.realpath(link)
         rel_link = os.path.relpath(os.path.abspath(link), root)
@@ -125,10 +141,13 @@ def write_tree(
         elif not os.path.lexists(copied_target):
             warnings.append(f"{link}: symlink not copied: its target is not part of the copy")
         else:
-            os.makedirs(os.path.dirname(dest), exist_ok=True)
-            if not _stays_inside(dest, real_out):
-                warnings.append(f"{link}: symlink not copied: a symlink in --output-dir leads out of it")
-                continue
-            # Relative, so the copy points into OUT, never back into the input.
-            os.symlink(os.path.relpath(copied_target, os.path.dirname(dest)), dest)
+            try:
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                if not _stays_inside(dest, real_out):
+                    warnings.append(f"{link}: symlink not copied: a symlink in --output-dir leads out of it")
+                    continue
+                # Relative, so the copy points into OUT, never back into the input.
+                os.symlink(os.path.relpath(copied_target, os.path.dirname(dest)), dest)
+            except OSError as exc:
+                errors[link] = f"cannot write to --output-dir: {exc.strerror or exc}"
     return warnings, errors

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Sequence
 
 from .diffs import patch_path, unified_diff
-from .model import Options
+from .model import FileResult, Options
 from .report import RunReport
 from .rules import RuleSet
 from .runner import Outcome
@@ -54,7 +54,8 @@ def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *
     if settings.write:
         write_in_place(outcomes)
     if settings.output_dir:
-        write_output_dir(settings, file_filter, outcomes, warn)
+        # Files copied as they are (data, configuration) that could not be: failures of the run too.
+        report.results.extend(write_output_dir(settings, file_filter, outcomes, warn))
     if settings.keeps_original_text:
         add_diffs(report, outcomes)
     report.notes, report.files_waiting = write_generated_files(settings, report)
@@ -92,7 +93,10 @@ def write_in_place(outcomes: List[Outcome]) -> None:
                 o.result.new_text = None
 
 
-def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome], warn: Callable[[str], None]) -> None:
+def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome],
+                     warn: Callable[[str], None]) -> List[FileResult]:
+    """Write the --output-dir copy. A migrated file that cannot be written fails in its own
+    result; the failed results of the other files (copied unchanged, or not at all) come back."""
     from .output_dir import write_tree
 
     migrated = {o.result.path: (o.source, o.result.new_text)
@@ -103,8 +107,9 @@ def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome], w
             warn(f"npu-migrate: warning: {w}")
     for o in outcomes:
         if o.result.path in errors:
-            o.result.error = errors[o.result.path]
+            o.result.error = errors.pop(o.result.path)
             o.result.new_text = None
+    return [FileResult(path=path, error=why) for path, why in errors.items()]
 
 
 def add_diffs(report: RunReport, outcomes: List[Outcome]) -> None:

@@ -133,16 +133,24 @@ def builtin_rule_files() -> List[Path]:
     return sorted(builtin_rules_dir().glob("*.toml"))
 
 
+MAX_RULE_FILE_BYTES = 4 * 2**20  # a rule file is data a person wrote: a few hundred KB at most
+
+
 def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -> RuleSet:
     files = list(builtin_rule_files()) if include_builtin else []
     files += [Path(f) for f in extra_files]
     raw: List[Tuple[str, Dict[str, Any]]] = []
+    from .source import SourceError, read_regular
+
     for path in files:
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            # Only a regular file of bounded size: a FIFO or /dev/zero given as a rule file never ends.
+            data = tomllib.loads(read_regular(str(path), MAX_RULE_FILE_BYTES).decode("utf-8"))
         except FileNotFoundError:
             raise RuleError(f"{path}: rule file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except OSError as exc:
+            raise RuleError(f"{path}: cannot read rule file: {exc.strerror or exc}") from None
+        except (UnicodeDecodeError, SourceError) as exc:
             raise RuleError(f"{path}: cannot read rule file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise RuleError(f"{path}: invalid TOML: {exc}") from None

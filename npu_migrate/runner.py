@@ -146,11 +146,41 @@ def _size(path: str) -> int:
 # -- worker processes -----------------------------------------------------------------------
 
 
-def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with_parent(parent: int) -> None:
+    """A worker never outlives the main process (killed with -9, it cannot stop them; a worker
+    blocked in `send`, the pipe full and nobody reading, would wait forever). On Linux the
+    kernel sends SIGKILL when the parent dies (PR_SET_PDEATHSIG); everywhere, a thread checks
+    once a second that the parent is still there."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+            pass
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
+    import threading
+    import time
+
+    def watch() -> None:
+        while True:
+            time.sleep(1)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="npu-migrate-parent-watch", daemon=True).start()
+
+
+def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool, cache, parent: int) -> None:
     """Loop: receive a batch of (index, path), send back (index, Outcome) for each."""
     # Ctrl-C and SIGTERM are the main process's business: it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    _die_with_parent(parent)
     while True:
         try:
             batch = conn.recv()
@@ -165,7 +195,8 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
 class _Worker:
     def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache), daemon=True)
+        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache, os.getpid()),
+                                       daemon=True)
         self.process.start()
         child.close()
         self.pending: Deque[Tuple[int, str]] = deque()  # sent, not answered; [0] is in progress

@@ -42,6 +42,7 @@ class Settings:
     exclude: Tuple[str, ...] = ()
     extend_exclude: Tuple[str, ...] = ()
     force_exclude: bool = False
+    known_files_only: bool = False  # explicit files a folder walk would not take are skipped (pre-commit)
     respect_gitignore: bool = True
     jobs: int = 0
     no_cache: bool = False
@@ -49,6 +50,7 @@ class Settings:
     config_file: Optional[str] = None  # --config
     isolated: bool = False
     color: str = "auto"
+    fail_on_empty: bool = False  # a folder given with nothing to migrate is an error, not a warning
     quiet: bool = False
     verbose: bool = False
     # Not an option: the torch_npu target resolved from the option, the configuration or the

@@ -262,6 +262,34 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
             raise
 
 
+def atomic_copy(src: str, dest: str) -> None:
+    """Copy `src` (its bytes, mode and times) to `dest` the way atomic_write writes: into a
+    temporary file next to `dest`, renamed over it when whole. Ctrl-C, SIGTERM or a full disk
+    leave a whole copy or none, never a truncated one nor the temporary file. The copy itself is
+    not shielded from signals (a big file must not make Ctrl-C wait): an interruption removes
+    the temporary file; only the rename is."""
+    import shutil
+
+    folder = os.path.dirname(os.path.abspath(dest))
+    tmp = None
+    try:
+        with signals_deferred():  # a signal is delivered after `tmp` is set, never between
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(dest), suffix=TEMP_SUFFIX)
+        with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
+            shutil.copyfileobj(inp, out, 1 << 20)
+        shutil.copystat(src, tmp)
+        with signals_deferred():
+            os.replace(tmp, dest)
+    except BaseException:
+        if tmp is not None:
+            with signals_deferred():
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+        raise
+
+
 # A file name may be up to 255 bytes; `.<name>.` + 8 random characters + TEMP_SUFFIX must fit too.
 _MAX_NAME_BYTES = 255
 _TEMP_NAME_BUDGET = _MAX_NAME_BYTES - 2 - 8 - len(TEMP_SUFFIX) - 8  # 8 bytes of slack
@@ -287,6 +315,38 @@ def is_temp_file(name: str) -> bool:
     return name.startswith(".") and name.endswith(TEMP_SUFFIX)
 
 
+STALE_TEMP_SECONDS = 60  # a live write's temporary file lasts milliseconds
+
+
+def stray_temp_files(paths, remove: bool) -> list:
+    """Temporary files of atomic writes found by a walk are only left by a run killed with -9
+    (or a crash of the machine): with `remove` (--write), those older than a minute are
+    removed (a concurrent run's own are younger). Returns the lines that tell the user."""
+    import time
+
+    lines = []
+    for path in paths:
+        try:
+            stale = time.time() - os.lstat(path).st_mtime > STALE_TEMP_SECONDS
+        except OSError:
+            continue  # gone already
+        if remove and stale:
+            try:
+                os.unlink(path)
+            except OSError as exc:
+                lines.append(f"npu-migrate: warning: {path}: left by an interrupted npu-migrate run; cannot remove "
+                             f"it: {exc.strerror or exc}")
+                continue
+            lines.append(f"npu-migrate: {path}: removed (left by an interrupted npu-migrate run)")
+        elif remove:
+            lines.append(f"npu-migrate: warning: {path}: a temporary file of npu-migrate less than a minute old "
+                         "(of a run still going?); left alone")
+        else:
+            lines.append(f"npu-migrate: warning: {path}: left by an interrupted npu-migrate run; "
+                         "`npu-migrate --write` removes it, or delete it")
+    return lines
+
+
 def write_text_file(path: str, text: str) -> None:
     """A file npu-migrate generates (a report, a boot file), as UTF-8: atomically, keeping the
     mode of the file it replaces (0644 for a new one, as editors make). What is not a regular
@@ -295,11 +355,12 @@ def write_text_file(path: str, text: str) -> None:
         st = os.stat(path)
     except FileNotFoundError:
         st = None
+    # (surrogateescape: a file name that is not UTF-8, named in a report, is written as its bytes)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        with open(path, "w", encoding="utf-8", newline="") as f:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape", newline="") as f:
             f.write(text)
         return
-    atomic_write(path, text.encode("utf-8"), stat.S_IMODE(st.st_mode) if st is not None else 0o644)
+    atomic_write(path, text.encode("utf-8", "surrogateescape"), stat.S_IMODE(st.st_mode) if st is not None else 0o644)
 
 
 @contextlib.contextmanager

@@ -72,6 +72,8 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
             click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
         emit_report(RENDERERS[settings.fmt](report), settings.output_file, err=True)
 
+    for line in report.check_failure(Severity(settings.fail_on)):
+        click.echo(line, err=True)
     return report.return_code(Severity(settings.fail_on))
 
 

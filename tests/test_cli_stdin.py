@@ -13,7 +13,7 @@ def test_round_trip(tmp_path, run_cli):
     assert r.returncode == 0
     assert r.stdout == NPU
     assert r.stderr.decode().splitlines() == [
-        "1 file scanned, 1 would be migrated, 0 unchanged, 0 failed.",
+        "1 file scanned, 1 migrated, 0 unchanged, 0 failed.",
         "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found).",
         "2 edits: NPU101 x1, NPU108 x1",
     ]
@@ -43,6 +43,8 @@ def test_diff_and_check(tmp_path, run_cli):
     r = run_cli("-", "--stdin-filename", "train.py", "--check", input=GPU, cwd=tmp_path)
     assert (r.returncode, r.stdout) == (1, b"")
     assert b"1 would be migrated" in r.stderr
+    assert r.stderr.endswith(b"npu-migrate: check failed: 1 file would be migrated (2 rewrites pending; run with "
+                             b"--diff to see them)\n")
     r = run_cli("-", "--stdin-filename", "train.py", "--check", input=NPU, cwd=tmp_path)
     assert (r.returncode, r.stdout) == (0, b"")
 

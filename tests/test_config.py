@@ -8,7 +8,7 @@ import click
 import pytest
 
 from npu_migrate.cli import migrate_command
-from npu_migrate.config import COMMAND_LINE_ONLY, ConfigError, configurable_options, validate
+from npu_migrate.config import COMMAND_LINE_ONLY, MODE_KEYS, ConfigError, configurable_options, validate
 
 GPU = "import torch\n\nmodel = model.cuda()\n"
 DIFF_NO_IMPORT = (
@@ -108,7 +108,9 @@ def test_stdin_uses_the_folder_of_stdin_filename(tmp_path, run_cli):
         ("jobs = -1", "jobs: -1 is not in the range x>=0."),
         ('fail-on = "fatal"', "fail-on: 'fatal' is not one of 'error', 'warning', 'info'."),
         ('exclude = "legacy/"', "exclude: expected a list, got a string"),
-        ("write = 1", "write: expected true or false, got an integer 1"),
+        ("no-import = 1", "no-import: expected true or false, got an integer 1"),
+        ("write = true", "write: the mode (--write, --diff, --check, --output-dir) is chosen on the command line, "
+                         "not in configuration; remove this key\n"),
         ("extend-exclude = [1]", "extend-exclude: expected a string, got an integer 1"),
     ],
 )
@@ -148,8 +150,8 @@ def test_every_option_of_the_command_is_settable():
     type must be one the configuration file can express."""
     options = configurable_options(migrate_command)
     long_names = {o[2:] for p in migrate_command.params for o in getattr(p, "opts", ()) if o.startswith("--")}
-    assert set(options) == long_names - COMMAND_LINE_ONLY
-    assert {"fail-on", "exclude", "extend-exclude", "force-exclude", "output-dir", "no-import", "format"} <= set(options)
+    assert set(options) == long_names - COMMAND_LINE_ONLY - set(MODE_KEYS)
+    assert {"fail-on", "exclude", "extend-exclude", "force-exclude", "no-import", "format"} <= set(options)
     ctx = click.Context(migrate_command)
     table = {key: _valid_value(param) for key, param in options.items()}
     values = validate(table, migrate_command, ctx, "pyproject.toml: [tool.npu-migrate]", ".")

@@ -11,6 +11,7 @@ import contextlib
 import encodings.aliases
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -167,7 +168,7 @@ def test_a_cache_entry_that_is_not_a_small_regular_file_is_a_miss(tmp_path, kind
     r = subprocess.run([sys.executable, "-m", "npu_migrate", str(tmp_path / "train.py"), "--check"],
                        env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(cache_dir)}, capture_output=True,
                        timeout=60)
-    assert (r.returncode, r.stdout.decode()) == (1, cold.output)
+    assert (r.returncode, r.stdout.decode() + r.stderr.decode()) == (1, cold.output)
 
 
 def test_the_cache_folder_is_private_and_must_be_the_users(tmp_path):
@@ -309,3 +310,410 @@ def test_a_file_with_a_name_of_the_longest_length_migrates_in_place(tmp_path, ru
     assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
     assert (tmp_path / name).read_bytes() == NPU
     assert sorted(os.listdir(tmp_path)) == sorted([".npu-migrate-test-cache", name])
+
+
+# ------------------------------------------------------------------------------ 2. --output-dir copies
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, OSError(28, "No space left on device")])
+@pytest.mark.parametrize("after_bytes", [0, 1, 100_000])
+def test_an_interrupted_or_failed_copy_leaves_no_truncated_file(tmp_path, monkeypatch, interrupt, after_bytes):
+    import shutil
+
+    from npu_migrate import output_dir
+
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "data.bin").write_bytes(os.urandom(300_000))
+    real = shutil.copyfileobj
+
+    def copy_then_fail(fsrc, fdst, length=0):
+        fdst.write(fsrc.read(after_bytes))
+        raise interrupt
+
+    monkeypatch.setattr(shutil, "copyfileobj", copy_then_fail)
+    out = tmp_path / "out"
+    out.mkdir()
+    if isinstance(interrupt, OSError):
+        warnings, errors = output_dir.write_tree([str(src)], str(out), output_dir.FileFilter(root=str(tmp_path)), {})
+        assert errors == {str(src / "data.bin"): "cannot copy to --output-dir: No space left on device"}
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            output_dir.write_tree([str(src)], str(out), output_dir.FileFilter(root=str(tmp_path)), {})
+    assert os.listdir(out) == []  # neither a truncated copy nor a temporary file
+    monkeypatch.setattr(shutil, "copyfileobj", real)
+
+
+def test_output_dir_on_a_full_disk_is_one_line_per_file_and_exit_2(tmp_path, monkeypatch):
+    import errno
+
+    from npu_migrate import source
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_bytes(GPU)
+    (tmp_path / "proj" / "notes.txt").write_text("notes\n")
+    real = source.atomic_write
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(source, "atomic_write", full)
+    import shutil
+    monkeypatch.setattr(shutil, "copyfileobj", lambda *a, **k: full())
+    r = invoke([str(tmp_path / "proj"), "--output-dir", str(tmp_path / "out")], tmp_path / "cache")
+    monkeypatch.setattr(source, "atomic_write", real)
+
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    lines = r.output.splitlines()
+    assert f"{tmp_path / 'proj' / 'train.py'}: cannot write to --output-dir: No space left on device; copied unchanged" \
+        in lines or any("train.py: cannot" in x for x in lines), r.output
+    assert any(x.endswith("notes.txt: cannot copy to --output-dir: No space left on device") for x in lines), r.output
+    assert [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+def test_output_dir_with_the_longest_file_name(tmp_path, run_cli):
+    name = "m" * 252 + ".py"
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / name).write_bytes(GPU)
+    (tmp_path / "proj" / ("d" * 251 + ".txt")).write_text("data\n")
+    r = run_cli("proj", "--output-dir", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "out" / name).read_bytes() == NPU
+    assert (tmp_path / "out" / ("d" * 251 + ".txt")).read_text() == "data\n"
+
+
+def test_the_boot_file_into_a_read_only_folder_is_one_line_and_exit_2(tmp_path, run_cli):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "train.py").write_bytes(b"import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                                   b"parser.add_argument('--data_dir', default='d')\nargs = parser.parse_args()\n"
+                                   b"model = model.cuda()\n")
+    args = ["proj", "--write", "--modelarts-entry", "--entry", "proj/train.py"]
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    migrated = (src / "train.py").read_bytes()
+    (src / "modelarts_entry_train.py").unlink()  # the script is migrated; its boot file is to be made again
+
+    r = run_as_other_user_if_root(args, tmp_path, prepare=lambda: src.chmod(0o555))
+    src.chmod(0o755)
+
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "proj/modelarts_entry_train.py: cannot write: Permission denied" in r.stdout.splitlines(), r.stdout
+    assert "3 files scanned, 0 migrated, 2 unchanged, 1 failed." in r.stdout.splitlines(), r.stdout
+    assert not (src / "modelarts_entry_train.py").exists()
+    assert (src / "train.py").read_bytes() == migrated
+
+
+# ------------------------------------------------------------------------------ permissions (non-root)
+
+
+def run_as_other_user_if_root(args, tmp_path: Path, prepare=None):
+    """The command line with permission bits in force. As root they decide nothing, so root
+    runs it without the capabilities that override them (util-linux `setpriv`)."""
+    import shutil
+
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "user-cache"), "NO_COLOR": "1"}
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without `setpriv`: permission bits cannot be put in force")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--"]
+    if prepare:
+        prepare()
+    return subprocess.run([*prefix, sys.executable, "-m", "npu_migrate", *args, "-j", "1"], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path), timeout=120)
+
+
+def test_a_folder_that_cannot_be_listed_fails_the_run(tmp_path):
+    (tmp_path / "proj" / "locked").mkdir(parents=True)
+    (tmp_path / "proj" / "locked" / "train.py").write_bytes(GPU)
+    (tmp_path / "proj" / "ok.py").write_bytes(GPU)
+    r = run_as_other_user_if_root(["proj", "--check"], tmp_path,
+                                  prepare=lambda: (tmp_path / "proj" / "locked").chmod(0o000))
+    (tmp_path / "proj" / "locked").chmod(0o755)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert "proj/locked: cannot list folder: Permission denied" in lines, r.stdout
+    assert "2 files scanned, 1 would be migrated, 0 unchanged, 1 failed." in lines, r.stdout
+
+
+def test_an_unreadable_file_named_on_the_command_line_is_one_failed_file(tmp_path):
+    (tmp_path / "secret.py").write_bytes(GPU)
+    (tmp_path / "ok.py").write_bytes(GPU)
+    r = run_as_other_user_if_root(["secret.py", "ok.py", "--write"], tmp_path,
+                                  prepare=lambda: (tmp_path / "secret.py").chmod(0o000))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "secret.py: cannot read: Permission denied" in r.stdout.splitlines(), r.stdout
+    assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in r.stdout.splitlines()
+    assert (tmp_path / "ok.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ 6. workers, stray files
+
+
+def _children(pid: int):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    fields = f.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the workers through /proc")
+def test_workers_die_when_the_main_process_is_killed(tmp_path):
+    import time
+
+    for i in range(300):
+        (tmp_path / f"m{i:03d}.py").write_text("import torch\n" + "x = t.cuda()\n" * 400)
+    proc = subprocess.Popen([sys.executable, "-m", "npu_migrate", str(tmp_path), "--check", "-j", "2", "--no-cache"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        workers = _children(proc.pid)
+        assert len(workers) >= 2, "the workers never started"
+        proc.kill()
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while any(map(_alive, workers)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not any(map(_alive, workers)), "workers outlived the main process"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def test_a_stray_temporary_file_is_reported_and_removed_by_write(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    stray = tmp_path / ".train.py.k3j2h1x0.npu-migrate.tmp"
+    stray.write_bytes(GPU[:10])
+    os.utime(stray, (1, 1))
+
+    checked = run_cli(".", "--check", cwd=tmp_path)
+    assert (f"npu-migrate: warning: ./.train.py.k3j2h1x0.npu-migrate.tmp: left by an interrupted npu-migrate run; "
+            "`npu-migrate --write` removes it, or delete it") in checked.stderr.decode().splitlines()
+    assert stray.exists()
+    written = run_cli(".", "--write", cwd=tmp_path)
+    assert ("npu-migrate: ./.train.py.k3j2h1x0.npu-migrate.tmp: removed (left by an interrupted npu-migrate run)"
+            in written.stderr.decode().splitlines())
+    assert not stray.exists()
+    assert (tmp_path / "train.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ 7. bounded reads
+
+
+@pytest.mark.parametrize("where", ["--rules", "config"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_rule_files_that_never_end_are_refused(tmp_path, where, kind):
+    (tmp_path / "train.py").write_bytes(GPU)
+    target = tmp_path / "rules.toml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    args = [str(tmp_path / "train.py")]
+    if where == "--rules":
+        args += ["--rules", str(target)]
+    else:
+        (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nrules = ["rules.toml"]\n')
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 2
+    assert r.stderr == f"npu-migrate: error: {target}: cannot read rule file: not a regular file\n", r.stderr
+
+
+@pytest.mark.parametrize("pattern, why", [
+    ("(a+)+$", "only a single character or class may repeat (like `[0-9]+`); `(a+)+` or `(a|aa)*` can take "
+               "exponential time"),
+    ("(a|aa)*b", "only a single character or class may repeat"),
+    ("a*a*a*b", "it can match in too many ways (about 1.0e+06; at most 1e+06)"),
+    ("a{0,16}" * 6, "it can match in too many ways (about 2.4e+07; at most 1e+06)"),
+    ("(x)\\1", "backreferences are not supported"),
+    ("x" * 201, "longer than 200 characters"),
+])
+def test_rule_patterns_that_could_backtrack_forever_are_refused(tmp_path, pattern, why):
+    (tmp_path / "r.toml").write_text(
+        f'[[argument]]\ncode = "NPU199"\nframework = "tensorflow"\napis = ["tensorflow.device"]\nkeyword = "device_name_or_function"\n'
+        f'position = 0\npattern = {json.dumps(pattern)}\nto = "/cpu:0"\nmessage = "m"\n')
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = invoke([str(tmp_path / "train.py"), "--rules", str(tmp_path / "r.toml")], tmp_path / "c")
+    assert r.exit_code == 2
+    assert r.output.startswith(f"npu-migrate: error: {tmp_path / 'r.toml'}: [[argument]] #1 (NPU199): 'pattern' "
+                               "refused: "), r.output
+    assert why in r.output and r.output.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------ 9. non-UTF-8, hostile names
+
+
+def test_a_pyproject_toml_that_is_not_utf8_above_the_path(tmp_path, run_cli):
+    (tmp_path / "pyproject.toml").write_bytes(b"[project]\nname = 'caf\xe9'\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_bytes(GPU)
+    r = run_cli("src", "--check", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    (tmp_path / "pyproject.toml").write_bytes(b"[tool.npu-migrate]\nexclude = ['caf\xe9']\n")
+    r = run_cli("src", "--check", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.decode() == f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: not UTF-8 (line 2), as TOML must be\n"
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "csv", "json", "text", "github", "markdown"])
+def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
+    folder = os.fsencode(tmp_path)
+    with open(folder + b"/caf\xe9.py", "wb") as f:
+        f.write(GPU + b"torch.cuda.nvtx.range_push('x')\n")
+    args = [str(tmp_path), "--format", fmt, "-o", str(tmp_path / "report")]
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, timeout=60,
+                       env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"Traceback" not in r.stderr
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")
+def test_diff_of_files_with_newline_and_esc_in_their_names_applies_with_git(tmp_path, run_cli):
+    names = ["new\nline.py", "esc\x1b[31mred.py", 'quote" and \\.py', "tab\there.py", "space here.py",
+             "+++ b\nforged.py", "caf\udce9.py"]
+    for name in names:
+        with open(os.fsencode(tmp_path) + b"/" + os.fsencode(name), "wb") as f:
+            f.write(GPU)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    r = run_cli(".", "--diff", "--no-cache", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    patch = r.stdout
+    headers = [line for line in patch.split(b"\n") if line.startswith((b"--- ", b"+++ "))]
+    assert len(headers) == 2 * len(names), headers  # no header forged by a name
+    (tmp_path / "p.diff").write_bytes(patch)
+    applied = subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, capture_output=True)
+    assert applied.returncode == 0, applied.stderr.decode()
+    for name in names:
+        with open(os.fsencode(tmp_path) + b"/" + os.fsencode(name), "rb") as f:
+            assert f.read() == NPU, name
+
+
+# ------------------------------------------------------------------------------ 11-16. a new user's surprises
+
+
+@pytest.mark.parametrize("key", ["write", "diff", "check", "output-dir"])
+def test_mode_keys_in_the_configuration_are_refused(tmp_path, run_cli, key):
+    value = '"out"' if key == "output-dir" else "true"
+    (tmp_path / "pyproject.toml").write_text(f"[tool.npu-migrate]\n{key} = {value}\n")
+    (tmp_path / "train.py").write_bytes(GPU)
+    for args in (["train.py"], ["train.py", "--check"]):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.returncode == 2
+        assert r.stderr.decode() == (
+            f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: [tool.npu-migrate]: {key}: the mode (--write, "
+            "--diff, --check, --output-dir) is chosen on the command line, not in configuration; remove this key\n")
+        assert (tmp_path / "train.py").read_bytes() == GPU
+
+
+def test_an_empty_or_mistyped_folder_is_said_and_can_fail(tmp_path, run_cli):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x\n")
+    r = run_cli("empty", "--check", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.decode() == "npu-migrate: warning: no files to migrate under empty\n"
+    r = run_cli("empty", "--check", "--fail-on-empty", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.decode() == "npu-migrate: error: no files to migrate under empty\n"
+    (tmp_path / "pyproject.toml").write_text("[tool.npu-migrate]\nfail-on-empty = true\n")
+    assert run_cli("empty", "--check", cwd=tmp_path).returncode == 2
+
+
+def test_check_says_why_it_fails(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = run_cli("train.py", "--check", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (
+        "npu-migrate: check failed: 1 file would be migrated (2 rewrites pending; run with --diff to see them)\n")
+    (tmp_path / "train.py").write_bytes(NPU + b"torch.cuda.nvtx.range_push('x')\n")
+    r = run_cli("train.py", "--check", "--fail-on", "warning", cwd=tmp_path)
+    assert r.returncode == 1
+    err = r.stderr.decode().splitlines()
+    assert err[0].startswith("npu-migrate: check failed: 1 finding at or above warning:"), err
+    assert err[1].startswith("  train.py:5:1: NPU"), err
+
+
+def test_usage_errors_never_name_the_hidden_subcommand_and_have_one_style(tmp_path, run_cli):
+    r = run_cli("--bogus", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2
+    assert "migrate migrate" not in err and "npu-migrate migrate" not in err
+    assert err.startswith("npu-migrate: error: No such option '--bogus'"), err
+    assert err.endswith("Try 'npu-migrate --help' for help.\n")
+    assert "Error:" not in err and "Usage:" not in err
+    helped = run_cli("--help", cwd=tmp_path).stdout.decode()
+    assert helped.startswith("Usage: npu-migrate [OPTIONS] [PATHS]...\n"), helped[:200]
+    r = run_cli("x.py", "--write", "--check", cwd=tmp_path)
+    assert r.stderr.decode() == ("npu-migrate: error: --write cannot be combined with --diff or --check\n"
+                                 "Try 'npu-migrate --help' for help.\n")
+
+
+def test_csv_into_a_folder_says_what_it_wrote(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = run_cli("train.py", "--format", "csv", "-o", "reports", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.decode().splitlines() == [
+        f"npu-migrate: report written to {os.path.join('reports', name)}"
+        for name in ("change_list.csv", "unsupported_api.csv")]
+
+
+def test_stdin_summary_says_migrated(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "train.py", input=GPU, cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stdout == NPU
+    assert "1 file scanned, 1 migrated, 0 unchanged, 0 failed." in r.stderr.decode().splitlines()
+
+
+PATTERNS = ["(?i)/?(device:)?gpu(:[0-9]+)?", "cuda|gpu", "(?x) gpu : [0-9]+  # a comment", "(?i)(?s)a.b", "[^:]*:[0-9]?"]
+
+
+@FEW
+@given(st.sampled_from(PATTERNS), st.text(alphabet="gpuGPUcda:0123456789/\n xab#", max_size=120))
+def test_a_bounded_pattern_matches_what_the_pattern_matches_up_to_the_subject_limit(pattern, subject):
+    from npu_migrate.kinds.regex_bound import MAX_MATCHED_CHARS, bounded, check_pattern
+
+    assert check_pattern(pattern) is None
+    expected = re.fullmatch(pattern, subject) is not None and len(subject) <= MAX_MATCHED_CHARS
+    assert (re.fullmatch(bounded(pattern), subject) is not None) == expected
+
+
+def test_the_hooks_pass_dependency_lists_and_skip_other_text_files(tmp_path, run_cli):
+    """What pre-commit hands the hooks (.pre-commit-hooks.yaml: python, jupyter, shell,
+    pyproject, plain-text): requirements files and pyproject.toml are checked, README and
+    notes are skipped, not parsed as Python (tests/test_precommit.py runs pre-commit itself)."""
+    hooks = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
+    assert hooks.count("types_or: [python, jupyter, shell, pyproject, plain-text]") == 2
+    assert hooks.count("--force-exclude --known-files-only\n") == 2
+    (tmp_path / "requirements-gpu.txt").write_text("torch==2.1.0+cu118\n")
+    (tmp_path / "README").write_text("Train with model.cuda() on the GPU.\n")
+    (tmp_path / "notes.txt").write_text("model.cuda()\n")
+    (tmp_path / "train.py").write_bytes(NPU)
+    r = run_cli("--check", "--force-exclude", "--known-files-only", "--fail-on", "warning", "-v",
+                "requirements-gpu.txt", "README", "notes.txt", "train.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert "requirements-gpu.txt:1:1: NPU372 [warning] `torch==2.1.0+cu118` selects a CUDA build" in out, out
+    assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out.splitlines(), out
+    assert "README: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
+    assert "notes.txt: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err

@@ -193,7 +193,8 @@ def test_modelarts_entry_needs_entry(tmp_path, run_cli):
     (tmp_path / "train.py").write_text("print(1)\n")
     done = run_cli("train.py", "--modelarts-entry", cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.decode().endswith("Error: --modelarts-entry needs --entry FILE: the boot file runs that script\n")
+    assert done.stderr.decode() == ("npu-migrate: error: --modelarts-entry needs --entry FILE: the boot file runs that "
+                                    "script\nTry 'npu-migrate --help' for help.\n")
 
 
 def test_boot_file_is_black_python_3_7_standard_library_and_shell_free():

@@ -161,6 +161,23 @@ def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, 
     assert "2 files scanned, 1 would be migrated, 1 unchanged, 0 failed." in out
     assert "files were modified" not in out
     assert (git_repo / "eval.py").read_text() == GPU
+    assert "npu-migrate: check failed: 1 file would be migrated (2 rewrites pending" in out  # why it fails
     code, out = pre_commit(["run", "npu-migrate-check", "--files", "legacy/old.py"], git_repo, wheelhouse, home)
     assert code == 0, out
     assert (git_repo / "legacy/old.py").read_text() == GPU
+
+    # 4. Dependency lists are checked too (a CUDA build of torch, at --fail-on warning); README and
+    #    other plain-text files the hooks receive are skipped, not parsed as Python.
+    (git_repo / ".pre-commit-config.yaml").write_text(
+        (git_repo / ".pre-commit-config.yaml").read_text().replace("args: [--extend-exclude, legacy/]",
+                                                                   "args: [--fail-on, warning]"))
+    (git_repo / "requirements.txt").write_text("torch==2.1.0+cu118\n")
+    (git_repo / "README").write_text("Train with model.cuda() on the GPU.\n")
+    git(git_repo, "add", ".")
+    code, out = pre_commit(["run", "npu-migrate-check", "--files", "requirements.txt", "README", "train.py"],
+                           git_repo, wheelhouse, home)
+    assert code == 1, out
+    assert "requirements.txt:1:1: NPU372 [warning]" in out
+    assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out, out  # README skipped
+    assert "README:" not in out, out
+    assert "npu-migrate: check failed: 2 findings at or above warning:" in out

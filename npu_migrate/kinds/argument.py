@@ -1,16 +1,15 @@
 """`[[argument]]` (framework rules, kinds/calls.py): a string-literal argument (`keyword`, or at
-`position`) equal to `from`, or fully matching the regex `pattern`, becomes `to`; so do the
-literals assigned to a variable passed there and the argparse defaults of the `options`. A
-value the pass cannot see is the finding `unknown_finding` (only when its source contains
-`unknown_contains`, if given).
+`position`) equal to `from`, or fully matching the regex `pattern` (its backtracking bounded:
+kinds/regex_bound.py), becomes `to`; so do the literals assigned to a variable passed there and
+the argparse defaults of the `options`. A value the pass cannot see is the finding
+`unknown_finding` (only when its source contains `unknown_contains`, if given).
 """
 
 from __future__ import annotations
 
-import re
-
 from .base import RuleError
 from .calls import call_kind, needs_apis
+from .regex_bound import check_pattern
 
 
 def _check(entry, label, lists, ints):
@@ -18,10 +17,9 @@ def _check(entry, label, lists, ints):
     if ("from" in entry) == ("pattern" in entry):
         raise RuleError(f"{label}: an [[argument]] rule needs exactly one of 'from' (a literal) or 'pattern' (a regex)")
     if "pattern" in entry:
-        try:
-            re.compile(entry["pattern"])
-        except re.error as exc:
-            raise RuleError(f"{label}: 'pattern' is not a regular expression: {exc}") from None
+        why = check_pattern(entry["pattern"])  # a regular expression with bounded backtracking
+        if why:
+            raise RuleError(f"{label}: 'pattern' {why}")
     if "unknown_contains" in entry and "unknown_finding" not in entry:
         raise RuleError(f"{label}: 'unknown_contains' needs 'unknown_finding'")
 

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 
 from ..words import Requirement, attribute, framework_name, plain_words
 from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema
+from .regex_bound import bounded
 
 IMPLEMENTED_IN = "npu_migrate/codemods/callrules/calls.py"
 
@@ -120,7 +121,7 @@ def parse_spec(entry: Dict, label: str, kind_check: KindCheck) -> CallSpec:
         wrap_keyword=entry.get("wrap_keyword", ""),
         unless_file_contains=entry.get("unless_file_contains", ""),
         literal=entry.get("from", ""),
-        pattern=entry.get("pattern", ""),
+        pattern=bounded(entry["pattern"]) if entry.get("pattern") else "",
         options=lists["options"],
         unknown_finding=entry.get("unknown_finding", ""),
         unknown_contains=entry.get("unknown_contains", ""),

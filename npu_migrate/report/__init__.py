@@ -72,6 +72,37 @@ class RunReport:
         return EXIT_OK
 
 
+    def check_failure(self, fail_on: Severity, shown: int = 5) -> List[str]:
+        """Why --check fails, in lines a CI log (or pre-commit) shows: the rewrites pending, and
+        the findings at `fail_on` or above (the first `shown` of them by name). Empty when
+        --check passes."""
+        if self.mode != "check" or self.return_code(fail_on) != EXIT_CHANGES:
+            return []
+        lines = []
+        changed = self.changed
+        if changed:
+            rewrites = sum(len(r.edits) for r in changed)
+            files = f"{len(changed)} file{'s' if len(changed) != 1 else ''}"
+            lines.append(f"npu-migrate: check failed: {files} would be migrated "
+                         f"({rewrites} rewrite{'s' if rewrites != 1 else ''} pending; run with --diff to see them)")
+        elif self.files_waiting:
+            lines.append("npu-migrate: check failed: a generated file (a ModelArts boot file) is missing or out "
+                         "of date; run with --diff to see it")
+        failing = [(r, f) for r in self.results for f in r.findings if f.severity.rank >= fail_on.rank]
+        if failing:
+            n = len(failing)
+            lines.append(f"npu-migrate: check failed: {n} finding{'s' if n != 1 else ''} at or above "
+                         f"{fail_on.value}:")
+            for r, f in failing[:shown]:
+                where = f"{self.display_path(r.path)}:{f.span.line}:{f.span.col}"
+                if f.cell is not None:
+                    where = f"{self.display_path(r.path)}:cell {f.cell}:{f.span.line}:{f.span.col}"
+                lines.append(f"  {where}: {f.code} [{f.severity.value}] {f.message}")
+            if n > shown:
+                lines.append(f"  ... and {n - shown} more")
+        return lines
+
+
 def with_suggestion(message: str, suggestion: str) -> str:
     """One text for formats with a single message field: `message. suggestion`."""
     if not suggestion:

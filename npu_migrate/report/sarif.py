@@ -27,8 +27,9 @@ def artifact_uri(report: RunReport, path: str) -> Dict[str, str]:
     """A relative URI under %SRCROOT% when the file is below the report root, else file://."""
     shown = report.display_path(path)
     if os.path.isabs(shown):
-        return {"uri": "file://" + quote(shown.replace(os.sep, "/"))}
-    return {"uri": quote(shown.replace(os.sep, "/")), "uriBaseId": "%SRCROOT%"}
+        return {"uri": "file://" + quote(shown.replace(os.sep, "/"), errors="surrogateescape")}
+    # (a file name that is not UTF-8: its bytes, percent-encoded)
+    return {"uri": quote(shown.replace(os.sep, "/"), errors="surrogateescape"), "uriBaseId": "%SRCROOT%"}
 
 
 def _rule_descriptor(report: RunReport, code: str) -> Dict[str, Any]:

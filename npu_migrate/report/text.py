@@ -78,7 +78,8 @@ def summary(report: RunReport) -> str:
     failed = len(report.failed)
     skipped = sum(1 for r in report.results if r.skipped)
     unchanged = n - changed - failed - skipped
-    verb = {"write": "migrated", "output-dir": "migrated"}.get(report.mode, "would be migrated")
+    # stdin mode printed the migrated code: it was migrated, not "would be".
+    verb = {"write": "migrated", "output-dir": "migrated", "stdin": "migrated"}.get(report.mode, "would be migrated")
     parts = [
         f"{n} file{'s' if n != 1 else ''} scanned",
         f"{changed} {verb}",
