@@ -129,6 +129,12 @@ def _install_signal_handlers() -> None:
 @click.option("--torch-npu-version", default="", metavar="X.Y",
               help="The torch_npu release the code must run on (2.1, or 2.1.0.post17): rewrites into names it lacks "
                    "are not made. Default: read from the project's torch/torch-npu pin, else the newest.")
+@click.option("--cann-version", default="", metavar="X.Y",
+              help="The CANN release the TensorFlow code must run on (5.0, 8.0.RC2): rewrites into TF Adapter helpers "
+                   "it lacks are not made. Default: the CANN install path of the project's launch scripts, else the newest.")
+@click.option("--mindspore-version", default="", metavar="X.Y",
+              help="The MindSpore release the code must run on (2.2.14, 1.10): --distributed writes the set-up it has. "
+                   "Default: read from the project's mindspore pin, else the newest.")
 @click.option("--npu-ops", is_flag=True,
               help="TensorFlow: replace tf.nn.dropout, a hand-written gelu and tf.layers.max_pooling2d by the NPU's "
                    "operators (NPU129); without it they are reported as advice (NPU351).")
@@ -286,20 +292,29 @@ def _settings(ctx: click.Context, params: dict):
 
 
 def _target(ctx: click.Context, settings, config):
-    """The torch_npu target of this run (targets.py): the option, the configuration, the
-    project's pins, or the newest release. Exits 2 on a version the tool does not know."""
+    """The targets of this run (run_targets.py): torch_npu, CANN and MindSpore, each from its
+    option, the configuration, the project, or the newest release. Exits 2 on a version the
+    tool does not know or cannot read."""
     from click.core import ParameterSource
 
+    from .run_targets import RunTargets
     from .targets import TargetError, resolve_torch_npu
+    from .targets_cann import CannTargetError, resolve_cann
+    from .targets_mindspore import MindSporeTargetError, resolve_mindspore
 
-    if ctx.get_parameter_source("torch_npu_version") is ParameterSource.COMMANDLINE:
-        source = "--torch-npu-version"
-    else:
-        source = f"torch-npu-version in [tool.npu-migrate] of {config.path}"
+    def source(param: str) -> str:
+        if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
+            return "--" + param.replace("_", "-")
+        return f"{param.replace('_', '-')} in [tool.npu-migrate] of {config.path}"
+
     paths = [settings.stdin_filename or "."] if settings.stdin else list(settings.paths)
     try:
-        return resolve_torch_npu(settings.torch_npu_version, source, paths)
-    except TargetError as exc:
+        return RunTargets(
+            torch=resolve_torch_npu(settings.torch_npu_version, source("torch_npu_version"), paths),
+            cann=resolve_cann(settings.cann_version, source("cann_version"), paths),
+            mindspore=resolve_mindspore(settings.mindspore_version, source("mindspore_version"), paths),
+        )
+    except (TargetError, CannTargetError, MindSporeTargetError) as exc:
         _fail(str(exc))
 
 
@@ -384,7 +399,9 @@ def writes_several_files(renderer, rules: RuleSet) -> bool:
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str))
 @click.option("--torch-npu-version", default="", metavar="X.Y",
               help="List instead which torch.cuda rewrites this torch_npu target gets (2.1, 2.1.0.post17).")
-def rules_command(rule_files, torch_npu_version) -> None:
+@click.option("--cann-version", default="", metavar="X.Y",
+              help="List instead which TensorFlow rewrites this CANN release's TF Adapter gets (5.0, 20.1).")
+def rules_command(rule_files, torch_npu_version, cann_version) -> None:
     """List every code: what it reports (rewrite or severity) and its title."""
     from .explain import list_codes
 
@@ -393,6 +410,16 @@ def rules_command(rule_files, torch_npu_version) -> None:
     except RuleError as exc:
         click.echo(f"npu-migrate: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
+    if cann_version:
+        from .target_rules import describe_cann_target
+        from .targets_cann import CannTarget, CannTargetError, cann_key
+
+        try:
+            cann_key(cann_version)
+        except CannTargetError as exc:
+            _fail(str(exc))
+        click.echo(describe_cann_target(rules, CannTarget(cann_version, "--cann-version")), nl=False)
+        return
     if torch_npu_version:
         from .targets import Target, TargetError, describe_target, load_table, releases_for
 

@@ -30,6 +30,8 @@ class Settings:
     npu_ops: bool = False
     distributed: bool = False
     torch_npu_version: str = ""  # --torch-npu-version, as given
+    cann_version: str = ""  # --cann-version, as given
+    mindspore_version: str = ""  # --mindspore-version, as given
     modelarts: bool = False
     entries: Tuple[str, ...] = ()  # --entry
     modelarts_entry: bool = False
@@ -53,8 +55,8 @@ class Settings:
     fail_on_empty: bool = False  # a folder given with nothing to migrate is an error, not a warning
     quiet: bool = False
     verbose: bool = False
-    # Not an option: the torch_npu target resolved from the option, the configuration or the
-    # project's pins (targets.Target; cli.py sets it), which the reports name.
+    # Not an option: the targets (run_targets.RunTargets: torch_npu, CANN, MindSpore) resolved
+    # from the options, the configuration or the project (cli.py sets it), which the reports name.
     target: Optional[Any] = None
 
     @classmethod
@@ -108,4 +110,6 @@ class Settings:
             npu_ops=self.npu_ops,
             distributed=self.distributed,
             torch_npu_version=self.target.spec if self.target is not None else self.torch_npu_version,
+            cann_version=self.target.cann.spec if hasattr(self.target, "cann") else self.cann_version,
+            mindspore_version=self.target.mindspore.spec if hasattr(self.target, "mindspore") else self.mindspore_version,
         )

@@ -299,16 +299,20 @@ def _first(spec: str, table: Table) -> str:
     return releases_for(spec, table)[0]
 
 
-def find_pins(paths: Sequence[str]) -> Tuple[Optional[str], List[Pin]]:
-    """(folder, pins): torch / torch-npu requirements of the nearest folder, at or above the
-    common folder of `paths`, that has a dependency file (or is a git repository's root)."""
+TORCH_PACKAGES = {"torch": "torch", "pytorch": "torch", "torch-npu": "torch-npu"}
+
+
+def find_pins(paths: Sequence[str], packages: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], List[Pin]]:
+    """(folder, pins): the requirements of `packages` (canonical name -> the package it stands
+    for; torch / torch-npu by default) of the nearest folder, at or above the common folder of
+    `paths`, that has a dependency file (or is a git repository's root)."""
     from .config import common_folder
 
     folder = common_folder([p for p in paths if p != "-"] or ["."])
     while True:
         # the project's folder: the first with a dependency file (or the repository's root)
         if dependency_files(folder) or os.path.isdir(os.path.join(folder, ".git")):
-            return folder, read_pins(folder)
+            return folder, read_pins(folder, packages)
         parent = os.path.dirname(folder)
         if parent == folder:
             return None, []
@@ -328,7 +332,7 @@ def dependency_files(folder: str) -> List[str]:
     return [f for f in files if os.path.isfile(os.path.join(folder, f))]
 
 
-def read_pins(folder: str) -> List[Pin]:
+def read_pins(folder: str, packages: Optional[Dict[str, str]] = None) -> List[Pin]:
     pins: List[Pin] = []
     for rel in dependency_files(folder):
         try:
@@ -337,13 +341,13 @@ def read_pins(folder: str) -> List[Pin]:
         except OSError:
             continue
         for requirement in _requirements_of(rel, text):
-            pin = _pin(requirement, rel)
+            pin = _pin(requirement, rel, packages or TORCH_PACKAGES)
             if pin is not None:
                 pins.append(pin)
     return pins
 
 
-def _pin(requirement: str, where: str) -> Optional[Pin]:
+def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 
@@ -351,12 +355,8 @@ def _pin(requirement: str, where: str) -> Optional[Pin]:
         req = Requirement(requirement)
     except InvalidRequirement:
         return None
-    name = canonicalize_name(req.name)
-    if name in ("torch", "pytorch"):
-        package = "torch"
-    elif name == "torch-npu":
-        package = "torch-npu"
-    else:
+    package = packages.get(canonicalize_name(req.name))
+    if package is None:
         return None
     # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
     # change which torch_npu fits

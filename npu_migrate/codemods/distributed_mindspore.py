@@ -29,6 +29,7 @@ import libcst as cst
 from ..context import Context
 from ..distributed import render_block
 from ..imports import dotted_name
+from ..targets_mindspore import MsTarget
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
 from .syntax import is_main_guard, keyword_arg, sole_call
@@ -164,6 +165,11 @@ class _Rewriter(common.StatementInserter):
         return updated
 
 
+def _calls_set_device(a: MindSporeAnalysis, stmt: cst.BaseStatement) -> bool:
+    call = sole_call(stmt)
+    return call is not None and a._name(call.func) == "mindspore.set_device"
+
+
 def _setup_first_in_main(module: cst.Module) -> cst.Module:
     body = list(module.body)
     setup = cst.parse_statement("distributed_setup()\n")
@@ -185,7 +191,10 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     original = MindSporeAnalysis(ctx.module)
     script = common.script_name(ctx)
-    full = render_block("mindspore", script)
+    # The set-up the MindSpore target has (targets_mindspore.py): 2.7 and later deprecate
+    # set_context(device_id=...) for mindspore.set_device(), which older releases lack.
+    device_form = MsTarget(ctx.options.mindspore_version).block_form() == "set_device"
+    full = render_block("mindspore", script, "device" if device_form else "")
     if original.block is not None:
         is_entry = common.calls_outside_block(ctx.module, "distributed_setup")
         return common.refresh_rank_table_block(ctx, module, original.block, full, is_entry, "distributed_setup")
@@ -197,6 +206,15 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
         common.report(ctx, "NPU390", node, api,
                       why="a training loop of its own needs nn.DistributedGradReducer to average the gradients")
         return module
+    if device_form and entry:
+        own = next((stmt for stmt in original.set_context if _calls_set_device(original, stmt)), None)
+        if own is not None:
+            # mindspore.set_device cannot be called again with another device id
+            # ("The 'mindspore.set_device' can not be modified"): the script's own call must take it.
+            common.report(ctx, "NPU390", own, "mindspore.set_device",
+                          why="the script calls mindspore.set_device itself, which cannot be called again with "
+                              "this process's device: pass device_id=int(os.getenv('DEVICE_ID', '0')) to it")
+            return module
     blocked = False
     for call, api in original.generators:
         if not _random_access(original, call):

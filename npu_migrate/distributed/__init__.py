@@ -30,9 +30,10 @@ def _template(name: str) -> str:
     return (_HERE / name).read_text(encoding="utf-8")
 
 
-def render_block(framework: str, script: str) -> str:
-    """The block for a script of `framework` (torch, mindspore, tensorflow), named `script`."""
-    text = _template(f"{framework}_block.py")
+def render_block(framework: str, script: str, form: str = "") -> str:
+    """The block for a script of `framework` (torch, mindspore, tensorflow), named `script`;
+    `form` names another template of the framework (mindspore "device": mindspore.set_device)."""
+    text = _template(f"{framework}_{form}_block.py" if form else f"{framework}_block.py")
     text = text.replace("LAUNCH_SCRIPT", launch_script_name(framework, script)).replace("SCRIPT", script)
     return text.rstrip("\n") + "\n"
 

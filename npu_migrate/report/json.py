@@ -68,4 +68,6 @@ def render_json(report: RunReport) -> str:
     if report.target is not None:
         # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
         doc["target"] = report.target.to_dict()
+        if hasattr(report.target, "targets_dict"):  # run_targets.RunTargets: torch_npu, CANN, MindSpore
+            doc["targets"] = report.target.targets_dict()
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"

@@ -71,7 +71,10 @@ def _target_properties(report: RunReport) -> Dict[str, Any]:
     """The torch_npu target of the run (targets.py), as invocation properties."""
     if report.target is None:
         return {}
-    return {"properties": {"target": report.target.to_dict()}}
+    properties: Dict[str, Any] = {"target": report.target.to_dict()}
+    if hasattr(report.target, "targets_dict"):  # run_targets.RunTargets: torch_npu, CANN, MindSpore
+        properties["targets"] = report.target.targets_dict()
+    return {"properties": properties}
 
 
 @register("sarif")

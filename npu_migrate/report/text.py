@@ -98,7 +98,9 @@ def summary(report: RunReport) -> str:
     findings = report.finding_counts()
     if report.target is not None and (edits or findings):
         # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
-        lines.insert(1, f"Target: {report.target.label()} ({report.target.reason or 'the newest release'}).")
+        summary = getattr(report.target, "summary_lines", None)
+        lines[1:1] = summary() if summary else [
+            f"Target: {report.target.label()} ({report.target.reason or 'the newest release'})."]
     if findings:
         lines.append(
             f"{sum(findings.values())} finding{'s' if sum(findings.values()) != 1 else ''}: "

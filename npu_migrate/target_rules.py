@@ -1,0 +1,289 @@
+"""The rules as a run's targets see them: `rules_for_targets(rules, options)`.
+
+* A TensorFlow rule that would write a TF Adapter helper the CANN target lacks
+  (targets_cann.py: `npu_config_proto` for CANN 20.x) is not applied; in its place a finding
+  (NPU321, the rule of that code in rules/tensorflow.toml) reports each call the rule would
+  have rewritten, with the release that added the helper and what to write by hand instead.
+* A finding's suggestion that names a helper the CANN target lacks, or a `torch.npu.X` /
+  `torch_npu.X` name the torch_npu target lacks (targets.py), is replaced by one that says so
+  and what to do instead: a suggestion never tells the user to call a name the target lacks.
+
+The derived rule set is built once per (rules, targets) and cached; with the newest targets and
+no suggestion to change it is `rules` itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+
+from .kinds.base import Rule
+from .rules import RuleSet
+from .targets_cann import CannMissing, CannTarget, load_cann_table
+
+TARGET_CODE = "NPU321"
+
+_CACHE: Dict[Tuple[int, str, str], Tuple[RuleSet, RuleSet]] = {}
+_BY_FINGERPRINT: Dict[Tuple[str, str, str], Tuple[RuleSet, RuleSet]] = {}
+
+
+def written_helpers(rule: Rule) -> List[str]:
+    """The TF Adapter names (and `function:parameter`s, and facts) a TensorFlow rule writes."""
+    spec = rule.spec
+    if spec is None or rule.framework != "tensorflow" or rule.kind in ("finding", "add_import"):
+        return []
+    table = load_cann_table()
+    out: List[str] = []
+    if rule.kind == "call_config" and spec.to:
+        out += [spec.to] + ([f"{spec.to}:{spec.wrap_keyword}"] if spec.wrap_keyword else [])
+    elif rule.kind == "call_rename" and spec.to:
+        out.append(spec.to)
+    codes = [spec.to] if rule.kind == "call_replace" else []
+    codes += list(spec.cleanup) + list(spec.extra_args) + [spec.setup, spec.teardown, spec.value]
+    for code in codes:
+        out += _names_in_code(code)
+    seen: Set[str] = set()
+    helpers = []
+    for name in out:
+        if name in seen or name not in table.names:
+            continue
+        seen.add(name)
+        helpers.append(name)
+        fact = next((f for f in table.facts if f.startswith(name + " ")), None)
+        if fact is not None and ":" not in name:
+            helpers.append(fact)
+    return helpers
+
+
+def _names_in_code(code: str) -> List[str]:
+    if not code:
+        return []
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return re.findall(r"[A-Za-z_]\w*", code)
+    out: List[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            out.append(node.func.id)
+            out += [f"{node.func.id}:{kw.arg}" for kw in node.keywords if kw.arg]
+        elif isinstance(node, ast.Name):
+            out.append(node.id)
+    return out
+
+
+# ----------------------------------------------------------------------------- names in texts
+
+_DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
+
+
+# npu_init's imports of TensorFlow and the standard library: in a text, `tf.X` or `os.X` is the
+# user's own import, not the adapter's.
+_GENERIC = {"tf", "os", "atexit", "session", "backend", "util", "config_pb2", "rewriter_config_pb2",
+            "session_run_hook", "RewriterConfig", "experimental_options", "profiler"}
+
+
+def variable_helpers() -> FrozenSet[str]:
+    """TF Adapter names that some dated release lacks: the only ones a text can name wrongly."""
+    table = load_cann_table()
+    every = set(table.releases)
+    return frozenset(n for n, have in table.names.items()
+                     if ":" not in n and "." not in n and n not in _GENERIC and set(have) != every)
+
+
+def missing_in_text(text: str, cann: CannTarget, torch_spec: str) -> Optional[str]:
+    """Why `text` names something the targets lack (the first such name), or None."""
+    from .targets import Target, describe
+
+    if not text:
+        return None
+    # "… lacks `X`" and "… has no `X`" say that a release lacks X: a mention, not advice to call it.
+    text = re.sub(r"(?:lacks|has no) `[^`]*`", "", text)
+    tf_names = variable_helpers()
+    torch_target = Target(torch_spec)
+    for m in _DOTTED.finditer(text):
+        token = m.group(0).rstrip(".")
+        if token.startswith(("torch.npu.", "torch_npu.")) or token in ("torch.npu", "torch_npu"):
+            missing = torch_target.missing(token)
+            if missing is not None:
+                return describe(missing)
+            continue
+        if token.startswith("npu_bridge."):
+            modules = [n for n in load_cann_table().names if "." in n and (token + ".").startswith(n + ".")]
+            lacking = cann.missing(modules)
+        else:
+            head = token.split(".", 1)[0]
+            lacking = cann.missing([head]) if head in tf_names else None
+        if lacking is not None:
+            return lacking.describe()
+    return None
+
+
+# ----------------------------------------------------------------------------- the derived rules
+
+
+def rules_for_targets(rules: RuleSet, cann_spec: str = "", torch_spec: str = "") -> RuleSet:
+    key = (id(rules), cann_spec, torch_spec)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is rules:
+        return hit[1]
+    # The same rule files (fingerprint) give the same view: reuse it for an equal rule set.
+    same = _BY_FINGERPRINT.get((rules.fingerprint, cann_spec, torch_spec)) if rules.fingerprint else None
+    if same is not None:
+        derived = rules if same[1] is same[0] else same[1]
+        _CACHE[key] = (rules, derived)
+        return derived
+    derived = _derive(rules, CannTarget(cann_spec), torch_spec)
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+        _BY_FINGERPRINT.clear()
+    _CACHE[key] = (rules, derived)  # (holding `rules` keeps its id from being reused)
+    if rules.fingerprint:
+        _BY_FINGERPRINT[(rules.fingerprint, cann_spec, torch_spec)] = (rules, derived)
+    return derived
+
+
+def target_suggestion(text: str, cann: CannTarget, torch_spec: str) -> str:
+    """`text` without the advice the targets cannot follow: of each sentence, the alternatives
+    ("A or B") that name a missing name are dropped, and a last sentence says why; when nothing
+    is left, a text that says to migrate by hand. Unchanged when it names nothing missing."""
+    if missing_in_text(text, cann, torch_spec) is None:
+        return text
+    kept: List[str] = []
+    reasons: List[str] = []
+    for sentence in re.split(r"(?<=[.;])\s+", text.strip()):
+        end = sentence[-1] if sentence[-1:] in ".;" else ""
+        body = sentence[:-1] if end else sentence
+        options = re.split(r",? or (?![^(]*\))", body)
+        good = []
+        for option in options:
+            why = missing_in_text(option, cann, torch_spec)
+            if why is None:
+                good.append(option)
+            elif why not in reasons:
+                reasons.append(why)
+        if good:
+            kept.append(" or ".join(good).strip() + (end or "."))
+    note = "Not for this target: " + "; ".join(reasons) + "."
+    if not kept:
+        note += (" Migrate this by hand as that release's documentation describes, or raise the target "
+                 "(--cann-version / --torch-npu-version) if the machines run a newer release.")
+    return _escape(" ".join(kept + [note]))
+
+
+def _escape(text: str) -> str:
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str) -> RuleSet:
+    template = next((r for r in rules.rules if r.code == TARGET_CODE and r.kind == "finding"
+                     and r.match_kind == "codemod" and "{why}" in r.message), None)
+    new_rules: List[Rule] = []
+    changed = False
+    blocked = {id(r): cann.missing(written_helpers(r)) for r in rules.rules if r.framework == "tensorflow"}
+    # Rules of the same code on the same APIs move together (TPUEstimator's use_tpu=False without
+    # its NPU config would train on the CPU): they are dropped with the blocked one, which reports.
+    held = {(r.code, api) for r in rules.rules if blocked.get(id(r)) is not None for api in (r.spec.apis if r.spec else ())}
+    dropped = {id(r) for r in rules.rules if r.framework == "tensorflow" and blocked.get(id(r)) is None and r.spec
+               is not None and r.kind != "finding" and any((r.code, api) in held for api in r.spec.apis)}
+    # APIs an NPU class replaces where it can (NPUEstimator): a blocked fallback for them is
+    # reported only where the class cannot be used (the rename's unknown_finding), not at every call.
+    renamed = {api: r for r in rules.rules if r.kind == "call_rename" and blocked.get(id(r)) is None
+               for api in (r.spec.apis if r.spec else ())}
+    fallbacks: Dict[int, Rule] = {}
+    late: List[Rule] = []
+    for rule in rules.rules:
+        lacking = blocked.get(id(rule))
+        if id(rule) in dropped and template is not None:
+            changed = True
+            continue
+        if lacking is not None and template is not None:
+            clones = _blocked_findings(rule, lacking, template)
+            covered = rule.spec is not None and rule.spec.apis and all(a in renamed for a in rule.spec.apis)
+            if covered and rule.kind == "call_config":
+                clone = dataclasses.replace(clones[0], match_kind="codemod", patterns=())
+                late.append(clone)  # after the template: FrameworkRules keeps the last of a code
+                for api in rule.spec.apis:
+                    fallbacks[id(renamed[api])] = clone
+            else:
+                new_rules += clones
+            changed = True
+            continue
+        if rule.kind == "finding" and rule.suggestion and rule is not template:
+            text = target_suggestion(rule.suggestion, cann, torch_spec)
+            if text != rule.suggestion:
+                rule = dataclasses.replace(rule, suggestion=text)
+                changed = True
+        new_rules.append(rule)
+    new_rules += late
+    for i, rule in enumerate(new_rules):
+        clone = fallbacks.get(id(rule))
+        if clone is not None and rule.spec is not None and not rule.spec.unknown_finding:
+            new_rules[i] = dataclasses.replace(rule, spec=dataclasses.replace(rule.spec, unknown_finding=TARGET_CODE))
+    if not changed:
+        return rules
+    from .rules import _index
+
+    derived = RuleSet(rules=new_rules, docs=rules.docs,
+                      fingerprint=f"{rules.fingerprint}:{cann.spec}:{torch_spec}")
+    _index(derived)
+    return derived
+
+
+def _blocked_findings(rule: Rule, lacking: CannMissing, template: Rule) -> List[Rule]:
+    """NPU321 findings where `rule` would have matched."""
+    spec = rule.spec
+    assert spec is not None
+    instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"
+    message = template.message.replace("{why}", _escape(lacking.describe()))
+    suggestion = template.suggestion.replace("{instead}", _escape(instead[:1].upper() + instead[1:]))
+    base = dataclasses.replace(template, message=message, suggestion=suggestion, examples=(),
+                               source=f"{template.source} for {rule.source}", framework="tensorflow")
+    if rule.kind == "entry_setup":
+        return [dataclasses.replace(base, match_kind="api", patterns=tuple(spec.uses), from_=spec.uses[0],
+                                    once_per_file=True)]
+    if spec.apis:
+        return [dataclasses.replace(base, match_kind="call", patterns=tuple(spec.apis), from_=spec.apis[0])]
+    return []
+
+
+def helpers_missing(cann_spec: str, names: Iterable[str]) -> Optional[CannMissing]:
+    return CannTarget(cann_spec).missing(names)
+
+
+def report_missing_helper(ctx, node, api: str, lacking: CannMissing) -> bool:
+    """Report NPU321 for a rewrite a codemod of its own (not a rule) does not make because the
+    CANN target lacks `lacking`; False when the rule set has no NPU321."""
+    template = next((r for r in ctx.rules.rules if r.code == TARGET_CODE and r.kind == "finding"
+                     and r.match_kind == "codemod" and "{why}" in r.message), None)
+    if template is None:
+        return False
+    instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"
+    ctx.finding(template, node, api, message=template.render_message(api=api, why=lacking.describe()),
+                suggestion=template.render_suggestion(api=api, instead=instead[:1].upper() + instead[1:]))
+    return True
+
+
+def describe_cann_target(rules: RuleSet, target: CannTarget) -> str:
+    """`npu-migrate rules --cann-version X`: which TensorFlow rewrites that release gets."""
+    table = load_cann_table()
+    rows = []
+    for rule in rules.rules:
+        helpers = [h for h in written_helpers(rule) if " " not in h and ":" not in h]
+        if helpers and rule.spec is not None:
+            rows.append((rule, helpers, target.missing(written_helpers(rule))))
+    made = [r for r in rows if r[2] is None]
+    lines = [f"{target.label()}: the TF Adapter of {' and '.join('CANN ' + r for r in target.bracket(table))}"
+             + (f" ({target.reason})" if target.reason else ""),
+             f"{len(made)} of {len(rows)} TensorFlow rewrites into TF Adapter helpers are made for this target:"]
+    for rule, helpers, _ in made:
+        lines.append(f"  {rule.code} {', '.join(rule.spec.apis or rule.spec.uses)} -> {', '.join(helpers)}")
+    held = [r for r in rows if r[2] is not None]
+    if held:
+        lines.append(f"{len(held)} are not (NPU321: the helper is missing in the target):")
+        for rule, helpers, lacking in held:
+            came = f"came with CANN {lacking.added_in}" if lacking.added_in else "in no dated release"
+            lines.append(f"  {rule.code} {', '.join(rule.spec.apis or rule.spec.uses)} -> {lacking.name}  ({came})")
+    return "\n".join(lines) + "\n"
