@@ -12,6 +12,8 @@ use the same function.
 
 from __future__ import annotations
 
+import os
+
 from typing import Callable, List, Optional, Sequence
 
 from .diffs import patch_path, unified_diff
@@ -59,7 +61,29 @@ def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *
     if settings.keeps_original_text:
         add_diffs(report, outcomes)
     report.notes, report.files_waiting = write_generated_files(settings, report)
+    if options.distributed:
+        report.notes += distributed_silence(report)
     return report
+
+
+def distributed_silence(report: RunReport) -> List[str]:
+    """--distributed that neither converted nor reported anything says so: a project whose
+    training loop the passes do not recognise would otherwise get a summary that looks like
+    success and a job that still trains on one NPU."""
+    from .kinds.base import Rule
+
+    def distributed(code: str) -> bool:
+        rule: Rule = report.rules.reported(code)
+        return "/distributed" in rule.by or os.path.basename(rule.source).startswith("distributed.toml")
+
+    if any(distributed(item.code) for r in report.results for item in (*r.edits, *r.findings)):
+        return []
+    scanned = sum(1 for r in report.results if not r.error and not r.skipped)
+    return [f"npu-migrate: warning: --distributed made nothing distributed in the {scanned} "
+            f"file{'s' if scanned != 1 else ''} scanned: no training script it can convert was found "
+            "(a torch.optim optimizer, a MindSpore Model or TrainOneStepCell, or a tf.train optimizer, "
+            "built where the script runs); a training loop in a module not given, or an optimizer "
+            "built by a library, is converted by hand"]
 
 
 def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -> Options:

@@ -295,3 +295,31 @@ def test_a_training_script_without_an_optimizer_is_reported():
             "    for p in model.parameters():\n        p.data.add_(p.grad, alpha=-lr)\n")
     dist = _migrate(text)
     assert "NPU385" in {f.code for f in dist.findings} and "distributed_setup" not in (dist.new_text or "")
+
+
+SILENT = ("npu-migrate: warning: --distributed made nothing distributed in the 1 file scanned: no training "
+          "script it can convert was found (a torch.optim optimizer, a MindSpore Model or TrainOneStepCell, "
+          "or a tf.train optimizer, built where the script runs); a training loop in a module not given, or an "
+          "optimizer built by a library, is converted by hand\n")
+
+
+def test_distributed_that_changes_nothing_says_so(run_cli, tmp_path):
+    # The entry script of a project whose optimizer is built in a module not given (bert-pytorch's shape).
+    entry = "import torch\nfrom trainer import Trainer\n\nif __name__ == '__main__':\n    Trainer(torch.nn.Linear(2, 1).cuda()).train()\n"
+    (tmp_path / "main.py").write_text(entry)
+    run = run_cli("main.py", "--distributed", "--write", cwd=tmp_path)
+    assert run.returncode == 0
+    assert run.stderr.decode() == SILENT
+    assert "torch_npu" in (tmp_path / "main.py").read_text()  # the device rewrite still happened
+    assert run_cli("main.py", "--distributed", "-q", cwd=tmp_path).stderr.decode() == SILENT
+
+
+@pytest.mark.parametrize("text", [
+    "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # converted
+    "import torch\nmodel = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # NPU385
+])
+def test_distributed_that_converts_or_reports_is_not_called_silent(run_cli, tmp_path, text):
+    (tmp_path / "train.py").write_text(text)
+    run = run_cli("train.py", "--distributed", cwd=tmp_path)
+    assert "made nothing distributed" not in run.stderr.decode()
+    assert run.returncode == 0
