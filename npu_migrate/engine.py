@@ -92,7 +92,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     result = FileResult(path=path)
     # The targets' view of the rules: rewrites into helpers the CANN target lacks become
     # findings, suggestions name only what the targets have (target_rules.py).
-    rules = rules_for_targets(rules, options.cann_version, options.torch_npu_version)
+    rules = rules_for_targets(rules, options.cann_version, options.torch_npu_version, options.mindspore_version)
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework):

@@ -25,8 +25,8 @@ from .targets_cann import CannMissing, CannTarget, load_cann_table
 
 TARGET_CODE = "NPU321"
 
-_CACHE: Dict[Tuple[int, str, str], Tuple[RuleSet, RuleSet]] = {}
-_BY_FINGERPRINT: Dict[Tuple[str, str, str], Tuple[RuleSet, RuleSet]] = {}
+_CACHE: Dict[Tuple[int, str, str, str], Tuple[RuleSet, RuleSet]] = {}
+_BY_FINGERPRINT: Dict[Tuple[str, str, str, str], Tuple[RuleSet, RuleSet]] = {}
 
 
 def written_helpers(rule: Rule) -> List[str]:
@@ -93,9 +93,10 @@ def variable_helpers() -> FrozenSet[str]:
                      if ":" not in n and "." not in n and n not in _GENERIC and set(have) != every)
 
 
-def missing_in_text(text: str, cann: CannTarget, torch_spec: str) -> Optional[str]:
+def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> Optional[str]:
     """Why `text` names something the targets lack (the first such name), or None."""
     from .targets import Target, describe
+    from .targets_mindspore import MsTarget, load_ms_table
 
     if not text:
         return None
@@ -109,6 +110,13 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str) -> Optional[st
             missing = torch_target.missing(token)
             if missing is not None:
                 return describe(missing)
+            continue
+        if token.startswith("mindspore.") and token in load_ms_table().names:
+            ms = MsTarget(ms_spec)
+            if not ms.has(token):
+                table = load_ms_table()
+                added = next((r for r in table.releases if r in table.names[token]), None)
+                return (f"{ms.label()} has no `{token}`" + (f" (it came with MindSpore {added})" if added else ""))
             continue
         if token.startswith("npu_bridge."):
             modules = [n for n in load_cann_table().names if "." in n and (token + ".").startswith(n + ".")]
@@ -124,32 +132,32 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str) -> Optional[st
 # ----------------------------------------------------------------------------- the derived rules
 
 
-def rules_for_targets(rules: RuleSet, cann_spec: str = "", torch_spec: str = "") -> RuleSet:
-    key = (id(rules), cann_spec, torch_spec)
+def rules_for_targets(rules: RuleSet, cann_spec: str = "", torch_spec: str = "", ms_spec: str = "") -> RuleSet:
+    key = (id(rules), cann_spec, torch_spec, ms_spec)
     hit = _CACHE.get(key)
     if hit is not None and hit[0] is rules:
         return hit[1]
     # The same rule files (fingerprint) give the same view: reuse it for an equal rule set.
-    same = _BY_FINGERPRINT.get((rules.fingerprint, cann_spec, torch_spec)) if rules.fingerprint else None
+    same = _BY_FINGERPRINT.get((rules.fingerprint, cann_spec, torch_spec, ms_spec)) if rules.fingerprint else None
     if same is not None:
         derived = rules if same[1] is same[0] else same[1]
         _CACHE[key] = (rules, derived)
         return derived
-    derived = _derive(rules, CannTarget(cann_spec), torch_spec)
+    derived = _derive(rules, CannTarget(cann_spec), torch_spec, ms_spec)
     if len(_CACHE) > 64:
         _CACHE.clear()
         _BY_FINGERPRINT.clear()
     _CACHE[key] = (rules, derived)  # (holding `rules` keeps its id from being reused)
     if rules.fingerprint:
-        _BY_FINGERPRINT[(rules.fingerprint, cann_spec, torch_spec)] = (rules, derived)
+        _BY_FINGERPRINT[(rules.fingerprint, cann_spec, torch_spec, ms_spec)] = (rules, derived)
     return derived
 
 
-def target_suggestion(text: str, cann: CannTarget, torch_spec: str) -> str:
+def target_suggestion(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> str:
     """`text` without the advice the targets cannot follow: of each sentence, the alternatives
     ("A or B") that name a missing name are dropped, and a last sentence says why; when nothing
     is left, a text that says to migrate by hand. Unchanged when it names nothing missing."""
-    if missing_in_text(text, cann, torch_spec) is None:
+    if missing_in_text(text, cann, torch_spec, ms_spec) is None:
         return text
     kept: List[str] = []
     reasons: List[str] = []
@@ -159,7 +167,7 @@ def target_suggestion(text: str, cann: CannTarget, torch_spec: str) -> str:
         options = re.split(r",? or (?![^(]*\))", body)
         good = []
         for option in options:
-            why = missing_in_text(option, cann, torch_spec)
+            why = missing_in_text(option, cann, torch_spec, ms_spec)
             if why is None:
                 good.append(option)
             elif why not in reasons:
@@ -177,7 +185,7 @@ def _escape(text: str) -> str:
     return text.replace("{", "{{").replace("}", "}}")
 
 
-def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str) -> RuleSet:
+def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> RuleSet:
     template = next((r for r in rules.rules if r.code == TARGET_CODE and r.kind == "finding"
                      and r.match_kind == "codemod" and "{why}" in r.message), None)
     new_rules: List[Rule] = []
@@ -212,7 +220,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str) -> RuleSet:
             changed = True
             continue
         if rule.kind == "finding" and rule.suggestion and rule is not template:
-            text = target_suggestion(rule.suggestion, cann, torch_spec)
+            text = target_suggestion(rule.suggestion, cann, torch_spec, ms_spec)
             if text != rule.suggestion:
                 rule = dataclasses.replace(rule, suggestion=text)
                 changed = True
@@ -227,7 +235,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str) -> RuleSet:
     from .rules import _index
 
     derived = RuleSet(rules=new_rules, docs=rules.docs,
-                      fingerprint=f"{rules.fingerprint}:{cann.spec}:{torch_spec}")
+                      fingerprint=f"{rules.fingerprint}:{cann.spec}:{torch_spec}:{ms_spec}")
     _index(derived)
     return derived
 

@@ -250,15 +250,15 @@ def test_distributed_tensorflow_is_left_whole_when_the_target_lacks_npu_hooks_ap
 # ----------------------------------------------------------------------------- suggestions
 
 
-@pytest.mark.parametrize("cann", ["20.0", "3.3.0", "5.0", ""])
+@pytest.mark.parametrize("cann,mindspore", [("20.0", "1.5.2"), ("3.3.0", "2.2.14"), ("5.0", "2.0.0"), ("", "")])
 @pytest.mark.parametrize("torch_npu", ["2.1", "2.4", "2.14"])
-def test_no_suggestion_tells_the_user_to_call_a_name_the_target_lacks(cann, torch_npu):
-    derived = rules_for_targets(RULES, cann, torch_npu)
+def test_no_suggestion_tells_the_user_to_call_a_name_the_target_lacks(cann, mindspore, torch_npu):
+    derived = rules_for_targets(RULES, cann, torch_npu, mindspore)
     findings = [r for r in derived.rules if r.kind == "finding" and r.suggestion]
     assert len(findings) > 100
     for rule in findings:
         text = rule.render_suggestion(instead="", why="", api=rule.from_)
-        assert missing_in_text(text, CannTarget(cann), torch_npu) is None, (rule.source, text)
+        assert missing_in_text(text, CannTarget(cann), torch_npu, mindspore) is None, (rule.source, text)
     # and the texts a suggestion was replaced with say why
     if cann == "20.0":
         replaced = [r for r in derived.rules if r.suggestion.startswith("Not for this target")]

@@ -31,9 +31,45 @@ def canonical_mindspore(qualname: str) -> str:
     return qualname
 
 
+class _Deprecated(cst.CSTVisitor):
+    """`set_context(KEY=...)` calls whose KEY the MindSpore target reports as deprecated (NPU322):
+    MindSpore 2.7 and later take the device from mindspore.set_device(), the memory from
+    mindspore.runtime.set_memory(), ... (rules/targets/mindspore.toml, from each release's
+    own deprecation table). Reported only: the replacement is a different call."""
+
+    def __init__(self, ctx: Context, rule) -> None:
+        super().__init__()
+        from ..targets_mindspore import MsTarget
+
+        self.ctx = ctx
+        self.rule = rule
+        self.target = MsTarget(ctx.options.mindspore_version)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = canonical_mindspore(self.ctx.imports.resolve(node.func) or "")
+        if name not in ("mindspore.context.set_context", "mindspore.set_context"):
+            return
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            key = arg.keyword.value
+            instead = self.target.deprecated(f"mindspore.context.set_context:{key} deprecated")
+            if instead is not None:
+                use = instead.replace("api ", "", 1) if instead.startswith("api ") else instead
+                self.ctx.finding(self.rule, arg, f"set_context({key}=...)",
+                                 message=self.rule.render_message(api=f"set_context({key}=...)",
+                                                                  target=self.target.label()),
+                                 suggestion=self.rule.render_suggestion(instead=use or "what its documentation names"))
+
+
 def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if "mindspore" not in ctx.frameworks:
         return module
+    if "set_context" in ctx.text:
+        rule = next((r for r in ctx.rules.framework_rules.get("mindspore", ())
+                     if r.code == "NPU322" and r.kind == "finding"), None)
+        if rule is not None:
+            ctx.module.visit(_Deprecated(ctx, rule))
     keep: set = set()
     rules = ctx.rules.framework_rules.get("mindspore", ())
     for rule in rules:
