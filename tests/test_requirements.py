@@ -12,7 +12,7 @@ from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "requirements"
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "dependency_files"
 
 
 def findings(text: str, path: str = "requirements.txt"):
