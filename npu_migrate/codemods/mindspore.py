@@ -65,7 +65,9 @@ class _Deprecated(cst.CSTVisitor):
 def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if "mindspore" not in ctx.frameworks:
         return module
-    if "set_context" in ctx.text:
+    # Only for a target the user or the project chose: with none given, every script's
+    # set_context(device_target=...) would be reported against the newest release.
+    if ctx.options.mindspore_version and "set_context" in ctx.text:
         rule = next((r for r in ctx.rules.framework_rules.get("mindspore", ())
                      if r.code == "NPU322" and r.kind == "finding"), None)
         if rule is not None:
