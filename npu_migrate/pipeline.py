@@ -3,6 +3,10 @@ the RunReport the renderers and the exit code read. The way black separates its 
 its Report: this module decides nothing about printing; cli.py renders the report and exits
 with `report.return_code(...)`.
 
+The files come from paths, or from stdin (`npu-migrate -`: a StdinSource, one text already
+read and decoded, whose migrated text stdin.py prints): the same run, without what only a
+folder of files has (the cache, the project's modules, the files generated beside them).
+
 Every write of a run goes through here, and each through `source.atomic_write`: the migrated
 files in place (`--write`, source.write_source), the migrated copy (`--output-dir`,
 output_dir.write_tree) and the files generated next to migrated ones (extra_files.apply; the
@@ -13,8 +17,8 @@ use the same function.
 from __future__ import annotations
 
 import os
-
-from typing import Callable, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
 from .model import FileResult, Options
@@ -22,14 +26,53 @@ from .report import RunReport
 from .rules import RuleSet
 from .runner import Outcome
 from .settings import Settings
+from .source import Source
 
 
-def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *,
+@dataclass(frozen=True)
+class StdinSource:
+    """The file `npu-migrate -` read from stdin, decoded (its path: --stdin-filename, or
+    stdin.py). Its diff is headed by that name as given."""
+
+    source: Source
+
+
+def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSource], file_filter, *,
         color: bool = False, jobs: int = 1, on_done: Optional[Callable[[Outcome], None]] = None,
         warn: Callable[[str], None] = lambda line: None) -> RunReport:
     """Migrate `files` as `settings` say and write back what the mode says. `warn` gets the
     warnings of the output-dir copy as they happen; the lines about generated files are in
     `report.notes`."""
+    if isinstance(files, StdinSource):
+        from .runner import migrate_text
+
+        outcomes = [migrate_text(files.source, settings.options(), rules, keep_text=True)]
+    else:
+        outcomes = migrate_files(settings, rules, files, jobs, on_done, warn)
+    report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
+                       color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
+    if settings.report_unused_ignores:
+        report_unused_ignores(report)
+    if settings.mode == "write":  # never the stdin text (`npu-migrate - --write` prints it)
+        write_in_place(outcomes)
+    if settings.mode == "output-dir":
+        # Files copied as they are (data, configuration) that could not be: failures of the run too.
+        report.results.extend(write_output_dir(settings, file_filter, outcomes, warn))
+    if isinstance(files, StdinSource):
+        add_diffs(report, outcomes, shown=lambda path: path)
+        return report
+    if settings.keeps_original_text:
+        add_diffs(report, outcomes, shown=report.display_path)
+    report.notes, report.files_waiting = write_generated_files(settings, report)
+    if settings.distributed:
+        report.notes += distributed_silence(report)
+    return report
+
+
+def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs: int,
+                  on_done: Optional[Callable[[Outcome], None]], warn: Callable[[str], None]) -> List[Outcome]:
+    """The files' outcomes, in their order: in worker processes, through the cache, with the
+    options a folder of files adds (the project's own modules, its modules importing moxing)."""
     from .runner import run as run_files
 
     options = with_local_modules(settings.options(), files, rules)
@@ -47,23 +90,8 @@ def run(settings: Settings, rules: RuleSet, files: Sequence[str], file_filter, *
         cache = Cache(rules.fingerprint, options, reuse_changed=settings.mode not in ("write", "output-dir"))
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
-    outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
-                         keep_text=settings.keeps_original_text, cache=cache)
-    report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
-                       color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
-    if settings.report_unused_ignores:
-        report_unused_ignores(report)
-    if settings.write:
-        write_in_place(outcomes)
-    if settings.output_dir:
-        # Files copied as they are (data, configuration) that could not be: failures of the run too.
-        report.results.extend(write_output_dir(settings, file_filter, outcomes, warn))
-    if settings.keeps_original_text:
-        add_diffs(report, outcomes)
-    report.notes, report.files_waiting = write_generated_files(settings, report)
-    if options.distributed:
-        report.notes += distributed_silence(report)
-    return report
+    return run_files(files, options, rules, jobs=jobs, on_done=on_done,
+                     keep_text=settings.keeps_original_text, cache=cache)
 
 
 def distributed_silence(report: RunReport) -> List[str]:
@@ -136,11 +164,12 @@ def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome],
     return [FileResult(path=path, error=why) for path, why in errors.items()]
 
 
-def add_diffs(report: RunReport, outcomes: List[Outcome]) -> None:
+def add_diffs(report: RunReport, outcomes: List[Outcome], shown: Callable[[str], str]) -> None:
+    """The diff of each changed file, headed by `shown(path)`."""
     for o in outcomes:
         if o.result.changed and o.original_text is not None:
             report.diffs[o.result.path] = unified_diff(
-                o.original_text, o.result.new_text, patch_path(report.display_path(o.result.path)))
+                o.original_text, o.result.new_text, patch_path(shown(o.result.path)))
 
 
 def write_generated_files(settings: Settings, report: RunReport):

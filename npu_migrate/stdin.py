@@ -9,10 +9,14 @@ excluded or marked @generated comes out exactly as it went in.
 Exit codes as for files: 0, or 1 with --diff/--check when something would change (--check also
 for findings at --fail-on), 2 when the input cannot be read or parsed. Plain `-` exits 0 when it
 changed the code, as black does, so editors do not mistake a rewrite for a failure.
+
+The text goes through the same run as files (pipeline.run with a StdinSource); this module
+reads stdin, decodes it and prints what the run hands back.
 """
 
 from __future__ import annotations
 
+import hashlib
 import sys
 from typing import Any, Optional
 
@@ -25,12 +29,11 @@ from .settings import Settings
 
 def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: bool) -> int:
     from .console import EXIT_ERROR, emit_report
-    from .diffs import colorize, patch_path, unified_diff
-    from .dispatch import migrate_source
-    from .model import FileResult
-    from .report import RENDERERS, RunReport
+    from .diffs import colorize
+    from .pipeline import StdinSource, run
+    from .report import RENDERERS
     from .runner import decoder_for
-    from .source import SourceError, is_generated
+    from .source import Source, SourceError
 
     name: Optional[str] = settings.stdin_filename
     shown = name or "stdin.py"
@@ -53,14 +56,9 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
         if mode == "stdin":
             _write_stdout(data)  # never eat the user's buffer
         return EXIT_ERROR
-    if is_generated(text):
-        result = FileResult(path=shown, skipped="generated")
-    else:
-        result = migrate_source(text, shown, settings.options(), rules)
-    report = RunReport(results=[result], rules=rules, mode=mode, color=use_color,
-                       verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
-    if result.changed:
-        report.diffs[shown] = unified_diff(text, result.new_text, patch_path(shown))
+    source = Source(shown, text, encoding, hashlib.sha256(data).hexdigest(), len(data), 0, 0)
+    report = run(settings, rules, StdinSource(source), file_filter, color=use_color)
+    result = report.results[0]
 
     if settings.show_diff and settings.fmt == "markdown":
         emit_report(RENDERERS["markdown"](report), settings.output_file, err=False)
