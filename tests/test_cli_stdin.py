@@ -90,3 +90,19 @@ def test_stdin_cannot_mix_with_paths_or_output_dir(tmp_path, run_cli):
     assert r.returncode == 2 and b"`-` (stdin) cannot be mixed with other paths" in r.stderr
     r = run_cli("-", "--output-dir", "out", input=GPU, cwd=tmp_path)
     assert r.returncode == 2 and b"--output-dir needs paths, not stdin" in r.stderr
+
+
+def test_stdin_goes_through_the_run_pipeline(tmp_path, run_cli):
+    # --report-unused-ignores is a step of the one run (pipeline.run): stdin gets it as files do
+    text = b"import torch\nx = 1  # npu-migrate: ignore\n"
+    r = run_cli("-", "--stdin-filename", "train.py", "--report-unused-ignores", input=text, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, text)
+    assert ("train.py:2:8: NPU001 [warning] unused `# npu-migrate: ignore`: nothing is reported on this line "
+            "-- Remove the comment.") in r.stderr.decode().splitlines()
+    # the write back follows the mode: `- --write` prints the code and writes no file, not even
+    # the one --stdin-filename names
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = run_cli("-", "--stdin-filename", "train.py", "--write", input=GPU, cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (0, NPU)
+    assert (tmp_path / "train.py").read_bytes() == GPU
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
