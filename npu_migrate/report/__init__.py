@@ -103,6 +103,15 @@ class RunReport:
         return lines
 
 
+def in_cell(position: str, cell: Optional[int], sep: str = ":") -> str:
+    """A position in a file (`12:5`, `line 12`, or nothing) where a notebook's lines count per
+    cell: `cell 3<sep>12:5`; outside a notebook, `position` itself. Every format writes notebook
+    locations through this (each with its own separator)."""
+    if cell is None:
+        return position
+    return f"cell {cell}{sep}{position}" if position else f"cell {cell}"
+
+
 def with_suggestion(message: str, suggestion: str) -> str:
     """One text for formats with a single message field: `message. suggestion`."""
     if not suggestion:

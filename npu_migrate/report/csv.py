@@ -17,7 +17,7 @@ import csv
 import io
 from typing import Dict, Iterable, List, Sequence
 
-from . import RunReport, register, with_suggestion
+from . import RunReport, in_cell, register, with_suggestion
 
 CHANGE_LIST = "change_list.csv"
 UNSUPPORTED_API = "unsupported_api.csv"
@@ -43,7 +43,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
 
 def _file(report: RunReport, result, cell) -> str:
     shown = report.display_path(result.path)
-    return shown if cell is None else f"{shown}:cell {cell}"
+    return shown if cell is None else f"{shown}:{in_cell('', cell)}"
 
 
 def operation(edit) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from ..model import Severity
-from . import RunReport, register
+from . import RunReport, in_cell, register
 
 COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
 
@@ -39,7 +39,7 @@ def render_github(report: RunReport) -> str:
         for f in r.findings:
             message = f.message + (f"\n{f.suggestion}" if f.suggestion else "")
             if f.cell is not None:
-                message = f"cell {f.cell}, line {f.span.line}: {message}"
+                message = f"{in_cell(f'line {f.span.line}', f.cell, ', ')}: {message}"
             out.append(
                 annotation(
                     COMMAND[f.severity],

@@ -9,7 +9,7 @@ import re
 from typing import List
 
 from ..model import Severity
-from . import RunReport, register
+from . import RunReport, in_cell, register
 
 ICON = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "info"}
 
@@ -57,7 +57,7 @@ def render_markdown(report: RunReport) -> str:
             out += ["", f"#### `{report.display_path(r.path)}`", "",
                     "| Line | Code | Severity | Finding | Suggestion |", "|---:|---|---|---|---|"]
             for f in r.findings:
-                where = f"{f.span.line}:{f.span.col}" if f.cell is None else f"cell {f.cell}, {f.span.line}:{f.span.col}"
+                where = in_cell(f"{f.span.line}:{f.span.col}", f.cell, ", ")
                 out.append(f"| {where} | {f.code} | {ICON[f.severity]} | {cell(f.message)} | {cell(f.suggestion)} |")
     diffs = [(r, report.diffs[r.path]) for r in report.results if report.diffs.get(r.path)]
     if diffs:

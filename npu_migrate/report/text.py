@@ -14,16 +14,13 @@ from collections import Counter
 from typing import Dict, List, Tuple
 
 from ..model import FileResult, Finding, Severity
-from . import RunReport, register
+from . import RunReport, in_cell, register
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 
 
 def location(report: RunReport, path: str, line: int, col: int, cell=None) -> str:
-    shown = report.display_path(path)
-    if cell is not None:
-        return f"{shown}:cell {cell}:{line}:{col}"
-    return f"{shown}:{line}:{col}"
+    return f"{report.display_path(path)}:{in_cell(f'{line}:{col}', cell)}"
 
 
 def group_findings(findings: List[Finding]) -> List[List[Finding]]:
@@ -36,7 +33,7 @@ def group_findings(findings: List[Finding]) -> List[List[Finding]]:
 
 
 def _where(f: Finding) -> str:
-    return f"{f.span.line}" if f.cell is None else f"cell {f.cell}:{f.span.line}"
+    return in_cell(f"{f.span.line}", f.cell)
 
 
 def repeats(group: List[Finding]) -> str:
@@ -156,7 +153,7 @@ def _file_table(report: RunReport, r: FileResult, Table, Text):
     table.add_column("Finding")
     for group in group_findings(r.findings):
         f = group[0]
-        where = f"{f.span.line}:{f.span.col}" if f.cell is None else f"cell {f.cell} {f.span.line}:{f.span.col}"
+        where = in_cell(f"{f.span.line}:{f.span.col}", f.cell, " ")
         text = Text(f.message + repeats(group))
         if f.suggestion:
             text.append("\n" + f.suggestion, style="dim")
