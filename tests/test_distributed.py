@@ -162,6 +162,22 @@ def test_a_mindspore_dataset_module_is_sharded_with_the_helpers_only():
     assert not _migrate(out.new_text, "dataset.py").changed
 
 
+def test_mindspore_setup_follows_the_set_context_that_sets_the_device_target():
+    """mindarmour 2.0.0's examples/privacy/membership_inference/train.py sets device_id first and
+    the device target next: init() must come after the target, not between the two."""
+    text = ("from mindspore import context, nn\nfrom mindspore.train import Model\n\n"
+            "if __name__ == '__main__':\n"
+            "    context.set_context(device_id=1)\n"
+            "    context.set_context(mode=context.GRAPH_MODE, device_target='Ascend')\n"
+            "    model = Model(net, nn.SoftmaxCrossEntropyWithLogits(), opt)\n")
+    out = _migrate(text)
+    assert ("    context.set_context(device_id=1)\n"
+            "    context.set_context(mode=context.GRAPH_MODE, device_target='Ascend')\n"
+            "    distributed_setup()\n    model = Model(") in out.new_text
+    assert [e.span.line for e in out.edits if e.code == "NPU164"] == [6]
+    assert not _migrate(out.new_text).changed
+
+
 # ----------------------------------------------------------------------------- with --modelarts
 
 

@@ -7,8 +7,8 @@ A training script (one that builds a `Model` with an optimizer, or a `TrainOneSt
   device_id(), rank_id(), rank_size() from DEVICE_ID/RANK_ID/RANK_SIZE, and distributed_setup():
   `set_context(device_id=...)`, and with several processes `init()` and
   `set_auto_parallel_context(device_num=..., parallel_mode=DATA_PARALLEL, gradients_mean=True)`),
-  a `distributed_setup()` call right after the script's own `set_context(...)` (init needs the
-  device target) or first in the main block, and `run_8p.sh` with the rank table template
+  a `distributed_setup()` call right after the script's own `set_context(...)` that sets the
+  device target (init needs it; else its first one) or first in the main block, and `run_8p.sh` with the rank table template
   `hccl_8p.json` beside it;
 * NPU165 `num_shards=rank_size(), shard_id=rank_id()` for each data set it creates (other
   modules that create data sets get the same, with the helpers but not the setup);
@@ -186,6 +186,21 @@ def _setup_first_in_main(module: cst.Module) -> cst.Module:
     return module.with_changes(body=body)
 
 
+def _setup_anchor(a: MindSporeAnalysis) -> int:
+    """Which of the script's set_context statements distributed_setup() follows: the first that
+    sets the device target (`init()` needs it: a script may set `device_id` or `mode` first), else
+    the first."""
+    for i, stmt in enumerate(a.set_context):
+        call = sole_call(stmt)
+        if call is None:
+            continue
+        positional = [arg for arg in call.args if arg.keyword is None and not arg.star]
+        if keyword_arg(call, "device_target") is not None or (
+                a._name(call.func).endswith(".set_device") and positional):
+            return i
+    return 0
+
+
 def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "mindspore"):
         return module
@@ -226,7 +241,8 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     current = original if module is ctx.module else MindSporeAnalysis(module)
     if len(current.datasets) + len(current.generators) != len(datasets) or len(current.set_context) != len(original.set_context):
         return module
-    setup_after = current.set_context[0] if (entry and current.set_context) else None
+    anchor = _setup_anchor(original)
+    setup_after = current.set_context[anchor] if (entry and current.set_context) else None
     rewriter = _Rewriter(current, [c for c, _ in current.datasets + current.generators], setup_after)
     if not entry:
         rewriter.saves = set()
@@ -240,7 +256,7 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     first = common.first_after_header(ctx.module)
     if entry:
         common.add_rank_table_launcher(ctx, script)
-        common.edit(ctx, "NPU164", original.set_context[0] if original.set_context else (original.main_guard or first),
+        common.edit(ctx, "NPU164", original.set_context[anchor] if original.set_context else (original.main_guard or first),
                     "", "distributed_setup()", change="inserted")
         for stmt in original.saves:
             common.edit(ctx, "NPU163", stmt, "", "if rank_id() == 0:")
