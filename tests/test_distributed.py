@@ -162,6 +162,18 @@ def test_a_mindspore_dataset_module_is_sharded_with_the_helpers_only():
     assert not _migrate(out.new_text, "dataset.py").changed
 
 
+def test_a_mindspore_program_whose_training_is_not_recognised_keeps_its_data_whole():
+    """mindarmour 2.0.0's examples/privacy/diff_privacy/lenet5_dp.py trains with DPModel: sharding
+    its data set without the process group would train each NPU alone on a part of the data."""
+    text = ("import mindspore.dataset as ds\nfrom mindarmour.privacy.diff_privacy import DPModel\n\n\n"
+            "def generate(path):\n    return ds.MnistDataset(path)\n\n\n"
+            "if __name__ == '__main__':\n    DPModel(network=net, loss_fn=loss, optimizer=opt).train(1, generate('m'))\n")
+    out = _migrate(text)
+    assert not out.changed and not out.extra_files
+    assert [(f.code, f.span.line) for f in out.findings if f.code.startswith("NPU3")] == [("NPU390", 6)]
+    assert "a program whose training is not recognised" in out.findings[0].message
+
+
 def test_mindspore_setup_follows_the_set_context_that_sets_the_device_target():
     """mindarmour 2.0.0's examples/privacy/membership_inference/train.py sets device_id first and
     the device target next: init() must come after the target, not between the two."""

@@ -16,7 +16,8 @@ A training script (one that builds a `Model` with an optimizer, or a `TrainOneSt
 
 Reported: scripts distributed already (NPU380), a GeneratorDataset whose source may be iterable
 (NPU382), a training loop of the script's own (value_and_grad: it would need
-nn.DistributedGradReducer; NPU390), ModelCheckpoint callbacks, which every rank runs (NPU389),
+nn.DistributedGradReducer; NPU390), a program (main block) that builds data sets but trains in a
+way not recognised here, such as a library's model class (NPU390: its data is not sharded alone), ModelCheckpoint callbacks, which every rank runs (NPU389),
 and the global batch size (NPU384).
 """
 
@@ -230,6 +231,15 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
                           why="the script calls mindspore.set_device itself, which cannot be called again with "
                               "this process's device: pass device_id=int(os.getenv('DEVICE_ID', '0')) to it")
             return module
+    if not entry and original.main_guard is not None and (original.datasets or original.generators):
+        # A program (it has a main block) that builds its data but trains in a way not recognised
+        # here (a library's model class, say): sharding its data without joining the process
+        # group would train each NPU alone on a part of the data.
+        node, api = (original.datasets or original.generators)[0]
+        common.report(ctx, "NPU390", node, api,
+                      why="a program whose training is not recognised (no `Model(..., optimizer)` or "
+                          "`TrainOneStepCell`): its data set is not sharded without the process group")
+        return module
     blocked = False
     for call, api in original.generators:
         if not _random_access(original, call):
