@@ -452,7 +452,8 @@ def _problems(result: RehearsalResult, code_files: int) -> List[str]:
     if failed:
         first = failed[0]
         problems.append(f"rank{'s' if len(failed) > 1 else ''} {', '.join(str(r.rank) for r in failed)} failed "
-                        f"(exit status {_status(first.returncode)}; see {first.log}): {_last_error(first.log)}")
+                        f"(exit status {_status(first.returncode)}; see {first.log}): "
+                        + _explain_missing(_last_error(first.log), result.options.python))
     per_source: Dict[str, List[Copy]] = {}
     for c in result.copies_in:
         per_source.setdefault(c.src.rstrip("/"), []).append(c)
@@ -488,6 +489,47 @@ def _status(code: Optional[int]) -> str:
         except ValueError:
             return str(code)
     return str(code)
+
+
+_MISSING = re.compile(r"^ModuleNotFoundError: No module named '([\w.]+)'$")
+
+# Asks the interpreter about the top-level package of a missing module without importing it:
+# "installed", then the distribution's name and version when it has one; nothing when absent.
+_PROBE = """import importlib.metadata as m, importlib.util as u, sys
+top = sys.argv[1]
+if u.find_spec(top) is not None:
+    names = m.packages_distributions().get(top) or [top]
+    try:
+        print("installed", names[0], m.version(names[0]))
+    except m.PackageNotFoundError:
+        print("installed")
+"""
+
+
+def _explain_missing(error: str, python: str) -> str:
+    """A module the script imports that the interpreter lacks: whether the package is not
+    installed there, or is installed in a release without that module (a script written for
+    another release of its framework: MindSpore 1.x's `mindspore.dataset.vision.c_transforms`
+    is gone from MindSpore 2.x, for example)."""
+    match = _MISSING.match(error)
+    if not match:
+        return error
+    module = match.group(1)
+    top = module.split(".")[0]
+    try:
+        done = subprocess.run([python, "-c", _PROBE, top], capture_output=True, text=True, timeout=60)  # nosec B603
+    except (OSError, subprocess.TimeoutExpired):
+        return error
+    found = done.stdout.split()
+    if done.returncode != 0:
+        return error
+    if not found:
+        return f"{error} ({top} is not installed in {python}: install the script's dependencies there)"
+    if module == top or len(found) != 3:
+        return error
+    _, name, version = found
+    return (f"{error} ({name} {version} in {python} has no module {module}: "
+            f"the script was written for another release of {name})")
 
 
 def _last_error(log: str) -> str:

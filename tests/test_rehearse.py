@@ -234,6 +234,27 @@ def test_one_rank_failing_fails_the_job(world):
     assert uploaded(done) == ["epoch0.ckpt"]  # rank 0 still uploaded: the failure is rank 1's alone
 
 
+@pytest.mark.parametrize("module, why", [
+    ("no_such_package_npu_migrate.models", "(no_such_package_npu_migrate is not installed in {python}: "
+                                           "install the script's dependencies there)"),
+    # a release without the module: MindSpore 1.x scripts import mindspore.dataset.vision.c_transforms
+    ("click.c_transforms", "(click {version} in {python} has no module click.c_transforms: "
+                           "the script was written for another release of click)"),
+])
+def test_a_module_the_interpreter_lacks_says_whether_the_package_or_the_release_is_wrong(world, module, why):
+    from importlib.metadata import version
+
+    world.adapted_fixture("train_module_level.py")
+    text = (world.code / "train_module_level.py").read_text()
+    world.script("train_module_level.py", text.replace("import argparse\n", f"import argparse\nimport {module}\n", 1))
+    done = world.rehearse("train_module_level.py", "--data", str(world.data))
+    assert done.returncode == 1
+    named = module.split(".")[0] if module.startswith("no_such") else module  # Python names the missing part
+    expected = (f"ModuleNotFoundError: No module named '{named}' "
+                + why.format(python=sys.executable, version=version("click")))
+    assert expected + "; nothing reached train_url: the script wrote no file at all" in verdict(done)
+
+
 def test_data_copied_twice_on_one_node(world):
     # The MindSpore tutorial's pattern: every device copies the whole input for itself.
     world.script("train.py", (
