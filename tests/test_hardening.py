@@ -587,6 +587,15 @@ def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
                        env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr.decode()
     assert b"Traceback" not in r.stderr
+    # The name is in the report as the file system has it: its bytes (percent-encoded in a URI,
+    # escaped in JSON, which holds only Unicode).
+    report = tmp_path / "report"
+    written = b"".join(p.read_bytes() for p in sorted(report.iterdir())) if report.is_dir() else report.read_bytes()
+    expected = {"sarif": b"caf%E9.py", "json": b"caf\\udce9.py"}.get(fmt, b"caf\xe9.py")
+    assert expected in written, written[:2000]
+    if fmt == "json":  # a valid UTF-8 document, whose path gives the file's bytes back
+        (result,) = json.loads(written.decode("utf-8"))["files"]
+        assert os.fsencode(result["path"]).endswith(b"/caf\xe9.py")
 
 
 @pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")

@@ -8,7 +8,9 @@ folder.
 
 from __future__ import annotations
 
+import json as _json  # (`json` is this package's json.py once loaded)
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Union
@@ -110,6 +112,17 @@ def in_cell(position: str, cell: Optional[int], sep: str = ":") -> str:
     if cell is None:
         return position
     return f"cell {cell}{sep}{position}" if position else f"cell {cell}"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(doc: Any) -> str:
+    """`doc` as JSON, UTF-8-safe: a file name that is not UTF-8 (bytes Python decoded as lone
+    surrogates) is written as a `\\udcXX` escape, which json.loads and os.fsencode turn back
+    into the same bytes, instead of bytes no JSON reader takes."""
+    text = _json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def with_suggestion(message: str, suggestion: str) -> str:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 
 from .. import __version__
-from . import RunReport, register
+from . import RunReport, json_text, register
 
 SCHEMA_VERSION = 1
 
@@ -70,4 +69,4 @@ def render_json(report: RunReport) -> str:
         doc["target"] = report.target.to_dict()
         if hasattr(report.target, "targets_dict"):  # run_targets.RunTargets: torch_npu, CANN, MindSpore
             doc["targets"] = report.target.targets_dict()
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json_text(doc)

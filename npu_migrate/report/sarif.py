@@ -9,14 +9,13 @@ tool execution notifications. Rewrites are not results: they are what the tool d
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any, Dict, List
 from urllib.parse import quote
 
 from .. import __version__
 from ..model import Severity
-from . import RunReport, register, with_suggestion
+from . import RunReport, json_text, register, with_suggestion
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
@@ -139,4 +138,4 @@ def render_sarif(report: RunReport) -> str:
             }
         ],
     }
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return json_text(doc)
