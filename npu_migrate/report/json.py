@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from .. import __version__
 from . import RunReport, json_text, register
 
