@@ -663,6 +663,20 @@ def test_check_says_why_it_fails(tmp_path, run_cli):
     assert err[1].startswith("  train.py:5:1: NPU"), err
 
 
+def test_check_names_a_notebook_finding_by_its_cell(tmp_path, run_cli):
+    import json
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# notes"]},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+              "source": ["import torch\n", "from apex import amp\n"]}]
+    (tmp_path / "t.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    r = run_cli("t.ipynb", "--check", "--fail-on", "warning", "-q", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (
+        "npu-migrate: check failed: 1 finding at or above warning:\n"
+        "  t.ipynb:cell 2:2:18: NPU303 [warning] `apex.amp` (NVIDIA apex mixed precision) needs apex built for CUDA\n")
+
+
 def test_usage_errors_never_name_the_hidden_subcommand_and_have_one_style(tmp_path, run_cli):
     r = run_cli("--bogus", cwd=tmp_path)
     err = r.stderr.decode()

@@ -96,9 +96,7 @@ class RunReport:
             lines.append(f"npu-migrate: check failed: {n} finding{'s' if n != 1 else ''} at or above "
                          f"{fail_on.value}:")
             for r, f in failing[:shown]:
-                where = f"{self.display_path(r.path)}:{f.span.line}:{f.span.col}"
-                if f.cell is not None:
-                    where = f"{self.display_path(r.path)}:cell {f.cell}:{f.span.line}:{f.span.col}"
+                where = f"{self.display_path(r.path)}:{in_cell(f'{f.span.line}:{f.span.col}', f.cell)}"
                 lines.append(f"  {where}: {f.code} [{f.severity.value}] {f.message}")
             if n > shown:
                 lines.append(f"  ... and {n - shown} more")
