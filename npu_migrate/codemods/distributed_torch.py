@@ -266,6 +266,11 @@ def _if_main(stmt: cst.BaseStatement, module: cst.Module) -> cst.If:
                   leading_lines=stmt.leading_lines)
 
 
+def _unwrapped(model: cst.BaseExpression) -> cst.Call:
+    """`unwrap_model(model)`: the model inside DistributedDataParallel (a no-op on a plain model)."""
+    return cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(model)])
+
+
 class _Rewriter(common.StatementInserter):
     def __init__(self, ctx: Context, a: TorchAnalysis, p: Plan) -> None:
         super().__init__()
@@ -292,7 +297,7 @@ class _Rewriter(common.StatementInserter):
         model = self.p.unwrap.get(id(original))
         if model is None:
             return updated
-        return updated.with_changes(value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(updated.value)]))
+        return updated.with_changes(value=_unwrapped(updated.value))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         key = id(original)
@@ -311,12 +316,12 @@ class _Rewriter(common.StatementInserter):
         if key in self.whole_model_saves:  # torch.save(model, f): the model, not its wrapper
             first = updated.args[0]
             return updated.with_changes(args=[
-                first.with_changes(value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(first.value)])),
+                first.with_changes(value=_unwrapped(first.value)),
                 *updated.args[1:]])
         if key in self.state_calls:
             func = updated.func
             return updated.with_changes(func=func.with_changes(
-                value=cst.Call(func=cst.Name("unwrap_model"), args=[cst.Arg(func.value)])))
+                value=_unwrapped(func.value)))
         return updated
 
     def _loader(self, loader: Loader, call: cst.Call) -> cst.Call:
