@@ -82,9 +82,9 @@ def code_fingerprint() -> str:
             digest.update(f"{os.path.relpath(full, package)}:{st.st_size}:{st.st_mtime_ns};".encode())
     # The torch_npu version table decides rewrites too; in a checkout it lies outside the package.
     try:
-        from .targets import table_path
+        from .targets.tables import table_path
 
-        st = os.stat(table_path())
+        st = os.stat(table_path("torch_npu.toml"))
         digest.update(f"targets:{st.st_size}:{st.st_mtime_ns};".encode())
     except (OSError, Exception):  # no table: the run fails elsewhere, with a clear message
         pass

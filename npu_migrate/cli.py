@@ -292,15 +292,12 @@ def _settings(ctx: click.Context, params: dict):
 
 
 def _target(ctx: click.Context, settings, config):
-    """The targets of this run (run_targets.py): torch_npu, CANN and MindSpore, each from its
+    """The targets of this run (targets/): torch_npu, CANN and MindSpore, each from its
     option, the configuration, the project, or the newest release. Exits 2 on a version the
     tool does not know or cannot read."""
     from click.core import ParameterSource
 
-    from .run_targets import RunTargets
-    from .targets import TargetError, resolve_torch_npu
-    from .targets_cann import CannTargetError, resolve_cann
-    from .targets_mindspore import MindSporeTargetError, resolve_mindspore
+    from .targets import TargetError, resolve_targets
 
     def source(param: str) -> str:
         if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
@@ -308,13 +305,11 @@ def _target(ctx: click.Context, settings, config):
         return f"{param.replace('_', '-')} in [tool.npu-migrate] of {config.path}"
 
     paths = [settings.stdin_filename or "."] if settings.stdin else list(settings.paths)
+    versions = {kind: (getattr(settings, f"{kind}_version"), source(f"{kind}_version"))
+                for kind in ("torch_npu", "cann", "mindspore")}
     try:
-        return RunTargets(
-            torch=resolve_torch_npu(settings.torch_npu_version, source("torch_npu_version"), paths),
-            cann=resolve_cann(settings.cann_version, source("cann_version"), paths),
-            mindspore=resolve_mindspore(settings.mindspore_version, source("mindspore_version"), paths),
-        )
-    except (TargetError, CannTargetError, MindSporeTargetError) as exc:
+        return resolve_targets(versions, paths)
+    except TargetError as exc:
         _fail(str(exc))
 
 
@@ -411,17 +406,19 @@ def rules_command(rule_files, torch_npu_version, cann_version) -> None:
         click.echo(f"npu-migrate: error: {exc}", err=True)
         sys.exit(EXIT_ERROR)
     if cann_version:
-        from .target_rules import describe_cann_target
-        from .targets_cann import CannTarget, CannTargetError, cann_key
+        from .targets import TargetError
+        from .targets.cann import CannTarget, cann_key
+        from .targets.rule_view import describe_cann_target
 
         try:
             cann_key(cann_version)
-        except CannTargetError as exc:
+        except TargetError as exc:
             _fail(str(exc))
         click.echo(describe_cann_target(rules, CannTarget(cann_version, "--cann-version")), nl=False)
         return
     if torch_npu_version:
-        from .targets import Target, TargetError, describe_target, load_table, releases_for
+        from .targets import TargetError
+        from .targets.torch_npu import Target, describe_target, load_table, releases_for
 
         try:
             releases_for(torch_npu_version, load_table())

@@ -28,6 +28,8 @@ from typing import Any, Dict, Optional, Sequence
 
 import click
 
+from .project_files import common_folder
+
 TABLE = "npu-migrate"
 # Options that only make sense on the command line (by key).
 COMMAND_LINE_ONLY = frozenset({"config", "isolated", "stdin-filename", "help", "version"})
@@ -64,21 +66,6 @@ def configurable_options(command: click.Command) -> Dict[str, click.Option]:
         if key and key not in COMMAND_LINE_ONLY and key not in MODE_KEYS:
             keys[key] = param
     return keys
-
-
-def common_folder(paths: Sequence[str], stdin_filename: Optional[str] = None) -> str:
-    """The folder the configuration search starts from."""
-    if not paths or list(paths) == ["-"]:
-        start = os.path.dirname(os.path.abspath(stdin_filename)) if stdin_filename else os.getcwd()
-        return start
-    folders = []
-    for p in paths:
-        full = os.path.abspath(p)
-        folders.append(full if os.path.isdir(full) else os.path.dirname(full))
-    try:
-        return os.path.commonpath(folders)
-    except ValueError:  # different drives (Windows)
-        return os.getcwd()
 
 
 def _read_bytes(path: str) -> bytes:

@@ -26,7 +26,7 @@ from .suppressions import parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet
-from .target_rules import rules_for_targets
+from .targets.rule_view import rules_for_targets
 from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
 from .passes import PASSES
 from . import prefilter
@@ -91,7 +91,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     result is the same either way (but for what partial.py says of lines libcst would drop)."""
     result = FileResult(path=path)
     # The targets' view of the rules: rewrites into helpers the CANN target lacks become
-    # findings, suggestions name only what the targets have (target_rules.py).
+    # findings, suggestions name only what the targets have (targets/rule_view.py).
     rules = rules_for_targets(rules, options.cann_version, options.torch_npu_version, options.mindspore_version)
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False

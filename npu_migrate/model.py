@@ -107,11 +107,11 @@ class Options:
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
     npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)
-    # The torch_npu target (targets.py): "2.1", "2.1.0.post17"; "" = the newest known release.
+    # The torch_npu target (targets/torch_npu.py): "2.1", "2.1.0.post17"; "" = the newest known release.
     torch_npu_version: str = ""
-    # The CANN target (targets_cann.py): "5.0", "8.0.RC2"; "" = the newest dated release.
+    # The CANN target (targets/cann.py): "5.0", "8.0.RC2"; "" = the newest dated release.
     cann_version: str = ""
-    # The MindSpore target (targets_mindspore.py): "2.2.14", "1.10"; "" = the newest known release.
+    # The MindSpore target (targets/mindspore.py): "2.2.14", "1.10"; "" = the newest known release.
     mindspore_version: str = ""
     # The project's own packages/modules named like a library a rule reports (local_modules.py):
     # `import triton` finds the project's `triton/` folder, not OpenAI Triton.

@@ -55,7 +55,7 @@ class Settings:
     fail_on_empty: bool = False  # a folder given with nothing to migrate is an error, not a warning
     quiet: bool = False
     verbose: bool = False
-    # Not an option: the targets (run_targets.RunTargets: torch_npu, CANN, MindSpore) resolved
+    # Not an option: the targets (targets.RunTargets: torch_npu, CANN, MindSpore) resolved
     # from the options, the configuration or the project (cli.py sets it), which the reports name.
     target: Optional[Any] = None
 

@@ -16,7 +16,8 @@ from npu_migrate.dispatch import migrate_source
 from npu_migrate.imports import ImportTable, dotted_name
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
-from npu_migrate.targets import Target, TargetError, load_table, releases_for, resolve_torch_npu
+from npu_migrate.targets import TargetError, resolve
+from npu_migrate.targets.torch_npu import Target, load_table, releases_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = load_table()
@@ -112,7 +113,7 @@ def test_target_read_from_the_project(tmp_path, name, text, expected):
     (tmp_path / ".git").mkdir()
     (tmp_path / name).write_text(text)
     (tmp_path / "src").mkdir()
-    target = resolve_torch_npu("", "", [str(tmp_path / "src")])
+    target = resolve("torch_npu", "", "", [str(tmp_path / "src")])
     assert (target.spec, target.reason) == expected
 
 
@@ -120,7 +121,7 @@ def test_setup_py_is_read_not_run(tmp_path):
     marker = tmp_path / "ran"
     (tmp_path / "setup.py").write_text(
         f"open({str(marker)!r}, 'w').close()\nfrom setuptools import setup\nsetup(install_requires=['torch==2.1.0'])\n")
-    assert resolve_torch_npu("", "", [str(tmp_path)]).spec == "2.1"
+    assert resolve("torch_npu", "", "", [str(tmp_path)]).spec == "2.1"
     assert not marker.exists()
 
 
@@ -234,7 +235,7 @@ def test_every_written_name_exists_in_the_target(minors):
 
 def test_default_target_rewrites_every_member_as_before():
     """The default (newest) target keeps the 92 torch.cuda members and both renames."""
-    from npu_migrate.targets import supported_rewrites
+    from npu_migrate.targets.torch_npu import supported_rewrites
 
     rows = supported_rewrites(RULES, Target(""))
     assert not [r for r in rows if r[2] is not None]

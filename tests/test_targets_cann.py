@@ -1,4 +1,4 @@
-"""The CANN target (targets_cann.py, target_rules.py): the TF Adapter helpers the TensorFlow
+"""The CANN target (targets/cann.py, targets/rule_view.py): the TF Adapter helpers the TensorFlow
 output calls exist in the target's adapter (rules/targets/tf_adapter.toml, from the evidence in
 tf_adapter_sources.toml), a helper the target lacks is not written and NPU321 says which
 release added it, and the target is read from the option, the configuration or the project's
@@ -18,9 +18,9 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
-from npu_migrate.target_rules import missing_in_text, rules_for_targets, written_helpers
-from npu_migrate.targets_cann import (CannTarget, CannTargetError, cann_key, load_cann_table,
-                                      project_cann_versions, resolve_cann)
+from npu_migrate.targets import TargetError, resolve
+from npu_migrate.targets.cann import CannTarget, cann_key, load_cann_table, project_cann_versions
+from npu_migrate.targets.rule_view import missing_in_text, rules_for_targets, written_helpers
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
@@ -50,7 +50,7 @@ def test_releases_in_the_order_they_came_out():
              "7.0.0", "8.0.RC2", "8.5.0", "9.0"]
     assert sorted(order, key=cann_key) == order
     assert TABLE.releases == ("20.0", "5.0", "9.0")
-    with pytest.raises(CannTargetError, match="not a CANN version"):
+    with pytest.raises(TargetError, match="not a CANN version"):
         cann_key("latest")
 
 
@@ -290,12 +290,12 @@ def test_the_target_comes_from_the_project_launch_scripts(tmp_path):
         "export PYTHONPATH=/usr/local/Ascend/tfplugin/5.0.4/tfplugin/python/site-packages:$PYTHONPATH\n")
     (tmp_path / "Dockerfile").write_text("ENV LD_LIBRARY_PATH=/usr/local/Ascend/nnae/5.1.RC2/lib64\n")
     assert project_cann_versions(str(tmp_path)) == [("5.1.RC2", "Dockerfile"), ("5.0.4", "test/train_8p.sh")]
-    target = resolve_cann("", "", [str(tmp_path / "train.py")])
+    target = resolve("cann", "", "", [str(tmp_path / "train.py")])
     assert (target.spec, target.reason) == ("5.0.4", "the CANN install path 5.0.4 in test/train_8p.sh")
-    assert resolve_cann("8.0.RC2", "--cann-version", [str(tmp_path)]).spec == "8.0.RC2"
+    assert resolve("cann", "8.0.RC2", "--cann-version", [str(tmp_path)]).spec == "8.0.RC2"
     (tmp_path / "test" / "train_8p.sh").unlink()
     (tmp_path / "Dockerfile").unlink()
-    none = resolve_cann("", "", [str(tmp_path)])
+    none = resolve("cann", "", "", [str(tmp_path)])
     assert (none.spec, none.reason) == ("", "the newest dated release (9.0): no CANN version found in the project")
 
 

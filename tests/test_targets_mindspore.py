@@ -1,4 +1,4 @@
-"""The MindSpore target (targets_mindspore.py): read from the project's mindspore pin or
+"""The MindSpore target (targets/mindspore.py): read from the project's mindspore pin or
 --mindspore-version; --distributed writes the set-up that release has (mindspore.set_device
 from 2.7 on, which deprecates set_context(device_id=...); context.set_context before), checked
 name by name against rules/targets/mindspore.toml (made from the wheels by
@@ -17,8 +17,8 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
-from npu_migrate.targets_mindspore import (MindSporeTargetError, MsTarget, load_ms_table, releases_for,
-                                           resolve_mindspore)
+from npu_migrate.targets import TargetError, resolve
+from npu_migrate.targets.mindspore import MsTarget, load_ms_table, releases_for
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
@@ -56,7 +56,7 @@ def test_what_each_target_has():
     assert MsTarget("2.0.0").deprecated("mindspore.context.set_context:device_id deprecated") is None
     assert [MsTarget(v).block_form() for v in ("1.0.0", "1.10", "2.2.14", "2.7.0", "")] == [
         "context", "context", "context", "set_device", "set_device"]
-    with pytest.raises(MindSporeTargetError, match="not a version"):
+    with pytest.raises(TargetError, match="not a version"):
         MsTarget("two").releases()
 
 
@@ -152,7 +152,7 @@ def test_a_script_that_calls_set_device_itself_is_reported_not_half_converted():
 ])
 def test_the_target_comes_from_the_project_pin(tmp_path, file, text, expected):
     (tmp_path / file).write_text(text)
-    target = resolve_mindspore("", "", [str(tmp_path / "train.py")])
+    target = resolve("mindspore", "", "", [str(tmp_path / "train.py")])
     assert (target.spec, target.reason) == expected
 
 

@@ -30,7 +30,7 @@ import libcst as cst
 from ..context import Context
 from ..distributed import render_block
 from ..imports import dotted_name
-from ..targets_mindspore import MsTarget
+from ..targets.mindspore import MsTarget
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
 from .syntax import is_main_guard, keyword_arg, sole_call
@@ -207,7 +207,7 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     original = MindSporeAnalysis(ctx.module)
     script = common.script_name(ctx)
-    # The set-up the MindSpore target has (targets_mindspore.py): 2.7 and later deprecate
+    # The set-up the MindSpore target has (targets/mindspore.py): 2.7 and later deprecate
     # set_context(device_id=...) for mindspore.set_device(), which older releases lack.
     device_form = MsTarget(ctx.options.mindspore_version).block_form() == "set_device"
     full = render_block("mindspore", script, "device" if device_form else "")

@@ -220,10 +220,10 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if original.generators or not (entry or original.sources):
         return module
     if entry and original.hooks_calls:
-        # npu_hooks_append came with the adapters of 2021 (targets_cann.py): without it the hooks
+        # npu_hooks_append came with the adapters of 2021 (targets/cann.py): without it the hooks
         # cannot broadcast the initial variables, and half a conversion is worse than none.
-        from ..target_rules import report_missing_helper
-        from ..targets_cann import CannTarget
+        from ..targets.rule_view import report_missing_helper
+        from ..targets.cann import CannTarget
 
         lacking = CannTarget(ctx.options.cann_version).missing(["npu_hooks_append", "npu_hooks_append:hooks_list"])
         if lacking is not None and report_missing_helper(ctx, original.hooks_calls[0], "hooks=npu_hooks_append(...)",

@@ -39,7 +39,7 @@ class _Deprecated(cst.CSTVisitor):
 
     def __init__(self, ctx: Context, rule) -> None:
         super().__init__()
-        from ..targets_mindspore import MsTarget
+        from ..targets.mindspore import MsTarget
 
         self.ctx = ctx
         self.rule = rule

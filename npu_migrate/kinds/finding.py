@@ -22,7 +22,7 @@
     install-path a shell script's path into an Ascend install, `ascend-toolkit/20.*`: a
                  product/version glob                                 (frontends/shell.py)
     target       a `torch.cuda` reference whose NPU twin the target torch_npu release lacks
-                 (targets.py)                           (codemods/torch/references.py)
+                 (targets/torch_npu.py)                 (codemods/torch/references.py)
     guard        device code the torch pass leaves as it is because the rewrite would break it;
                  `api` names which guard (GUARD_TRIGGERS)             (codemods/guards.py)
     string       a string literal holding one of `apis` that the code matches text against (a
@@ -65,7 +65,7 @@ GUARD_TRIGGERS = {
     "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
 }
 # Kind `target`: a rewrite left undone because the target torch_npu release lacks the name it
-# would write (targets.py); raised by the torch pass, `api` names the namespace it watches.
+# would write (targets/torch_npu.py); raised by the torch pass, `api` names the namespace it watches.
 FINDING_KINDS = ({"api", "import", "method", "call-kwarg", "file", "call", "codemod", "analysis", "guard", "string",
                   "target"} | NON_PYTHON_FINDING_KINDS)
 _FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}

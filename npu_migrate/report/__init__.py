@@ -29,7 +29,7 @@ class RunReport:
     verbose: bool = False
     quiet: bool = False
     root: str = "."  # paths are shown relative to this folder
-    target: Optional[Any] = None  # targets.Target: the torch_npu release(s) the run migrated for
+    target: Optional[Any] = None  # targets.RunTargets: the releases the run migrated for
     # Paths given that could not be used (discovery): the run exits 2 after doing the others.
     path_errors: List[str] = field(default_factory=list)
     # Files still to be generated next to migrated ones (--diff/--check: a change), and the

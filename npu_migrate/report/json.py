@@ -64,8 +64,8 @@ def render_json(report: RunReport) -> str:
         "files": files,
     }
     if report.target is not None:
-        # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
+        # which torch_npu release(s) the rewrites were checked against, and why (targets/)
         doc["target"] = report.target.to_dict()
-        if hasattr(report.target, "targets_dict"):  # run_targets.RunTargets: torch_npu, CANN, MindSpore
+        if hasattr(report.target, "targets_dict"):  # targets.RunTargets: torch_npu, CANN, MindSpore
             doc["targets"] = report.target.targets_dict()
     return json_text(doc)

@@ -94,7 +94,7 @@ def summary(report: RunReport) -> str:
         )
     findings = report.finding_counts()
     if report.target is not None and (edits or findings):
-        # which torch_npu release(s) the rewrites were checked against, and why (targets.py)
+        # which torch_npu release(s) the rewrites were checked against, and why (targets/)
         summary = getattr(report.target, "summary_lines", None)
         lines[1:1] = summary() if summary else [
             f"Target: {report.target.label()} ({report.target.reason or 'the newest release'})."]

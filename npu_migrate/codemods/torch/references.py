@@ -15,7 +15,7 @@ from ...context import Context
 from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
 from ...rules import Rule
-from ...targets import Missing, Target, describe
+from ...targets.torch_npu import Missing, Target, describe
 from ...fast_visitor import walk
 from ..strings import string_value
 
@@ -42,7 +42,7 @@ class ReferenceRewrites:
         self._not_references: Set[int] = set()
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
         # The torch_npu release(s) the output must run on: a rewrite into a name they lack is
-        # not made (targets.py), and the reference is reported (`target` findings) instead.
+        # not made (targets/torch_npu.py), and the reference is reported (`target` findings) instead.
         self.target = Target(self.ctx.options.torch_npu_version)
         self._blocked: Dict[str, Missing] = {}
         self._target_rule = next(iter(self.ctx.rules.findings.get("target", ())), None)

@@ -7,36 +7,30 @@ below X has it and the next dated release above X has it too (present at both en
 present between); above the newest dated release, the newest one's names; below the oldest,
 none is known beyond the oldest's.
 
-Where the target comes from (`resolve_cann`), first hit wins:
-1. `--cann-version X.Y` (`5.0`, `8.0.RC2`, `20.1`), or `cann-version` in `[tool.npu-migrate]`;
-2. the project's own launch scripts and Dockerfiles, read as text: the version folder of a CANN
-   install path they use (`/usr/local/Ascend/ascend-toolkit/5.0.4/...`, `nnae/`, `tfplugin/`;
-   `latest` is no version), the oldest if several;
-3. else the newest dated release.
+Where the target comes from (targets/__init__.py `resolve`, first hit wins): `--cann-version X.Y`
+(`5.0`, `8.0.RC2`, `20.1`), or `cann-version` in `[tool.npu-migrate]`; else the project's own
+launch scripts and Dockerfiles, read as text (`from_project`): the version folder of a CANN
+install path they use (`/usr/local/Ascend/ascend-toolkit/5.0.4/...`, `nnae/`, `tfplugin/`;
+`latest` is no version), the oldest if several; else the newest dated release.
 
 The TensorFlow rules ask `CannTarget.missing(...)` for the helpers they would write; a rule
 whose helper the target lacks is not applied and each call it would have rewritten is reported
-(NPU321) with the release that added the helper and what to write instead (`rule_target.py`).
+(NPU321) with the release that added the helper and what to write instead (rule_view.py).
 """
 
 from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
+from ..project_files import common_folder
+from .pins import project_folder
+from .tables import TargetError, load_toml, table_path
 
-
-class CannTargetError(Exception):
-    """A CANN version given explicitly that the tool cannot read."""
-
+NAME = "cann"
 
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:[.\-][0-9A-Za-z.]*)?$")
 
@@ -46,7 +40,7 @@ def cann_key(version: str) -> Tuple[float, int]:
     (the 2020 releases were numbered 20.x; numbering then restarted at 3)."""
     m = _VERSION.match(version.strip())
     if not m:
-        raise CannTargetError(f"CANN {version!r} is not a CANN version (such as 5.0, 5.0.4, 8.0.RC2 or 20.1)")
+        raise TargetError(f"CANN {version!r} is not a CANN version (such as 5.0, 5.0.4, 8.0.RC2 or 20.1)")
     major, minor = int(m.group(1)), int(m.group(2))
     return (major / 10 if major >= 20 else float(major), minor)
 
@@ -66,16 +60,9 @@ class CannTable:
         return frozenset(self.names)
 
 
-def table_path() -> str:
-    from .rules import builtin_rules_dir
-
-    return os.path.join(str(builtin_rules_dir()), "targets", "tf_adapter.toml")
-
-
 @lru_cache(maxsize=None)
 def load_cann_table(path: str = "") -> CannTable:
-    with open(path or table_path(), "rb") as fh:
-        data = tomllib.load(fh)
+    data = load_toml(path or table_path("tf_adapter.toml"))
     releases = tuple(data["releases"])
     return CannTable(
         releases=releases,
@@ -193,27 +180,25 @@ def project_cann_versions(folder: str, limit: int = 400) -> List[Tuple[str, str]
     return found
 
 
-def resolve_cann(explicit: str, explicit_source: str, paths: Sequence[str]) -> CannTarget:
-    """The CANN target of a run (see the module docstring)."""
-    table = load_cann_table()
-    if explicit:
-        cann_key(explicit)  # raises CannTargetError for what is no version
-        return CannTarget(explicit, explicit_source)
-    from .targets import find_pins
+def check(spec: str) -> None:
+    """Raises TargetError for a version given explicitly that is no CANN version."""
+    cann_key(spec)
 
-    folder, _pins = find_pins(paths)
-    if folder is None:
-        from .config import common_folder
 
-        folder = common_folder([p for p in paths if p != "-"] or ["."])
-    if folder is not None:
-        versions = []
-        for version, where in project_cann_versions(folder):
-            try:
-                versions.append((cann_key(version), version, where))
-            except CannTargetError:
-                continue
-        if versions:
-            _key, version, where = min(versions)
-            return CannTarget(version, f"the CANN install path {version} in {where}")
-    return CannTarget("", f"the newest dated release ({table.newest()}): no CANN version found in the project")
+def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(version, why): the oldest CANN install path the project's scripts name; None without one."""
+    folder = project_folder(paths) or common_folder([p for p in paths if p != "-"] or ["."])
+    versions = []
+    for version, where in project_cann_versions(folder):
+        try:
+            versions.append((cann_key(version), version, where))
+        except TargetError:
+            continue
+    if versions:
+        _key, version, where = min(versions)
+        return version, f"the CANN install path {version} in {where}"
+    return None
+
+
+def newest_reason() -> str:
+    return f"the newest dated release ({load_cann_table().newest()}): no CANN version found in the project"

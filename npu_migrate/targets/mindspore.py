@@ -7,12 +7,11 @@ newest). A name exists in the target when every release of it on the index has i
 release the index does not have (2.2.14), when the nearest releases below and above both have
 it (present at both ends, taken as present between).
 
-Where the target comes from (`resolve_mindspore`), first hit wins:
-1. `--mindspore-version X.Y[.Z]`, or `mindspore-version` in `[tool.npu-migrate]`;
-2. the project's pin of `mindspore`, `mindspore-ascend` (or -gpu/-cpu) in requirements*.txt,
-   pyproject.toml, setup.py, setup.cfg or environment.yml (read as for torch, targets.py); a
-   specifier allowing several releases targets the oldest of them;
-3. else the newest release in the table.
+Where the target comes from (targets/__init__.py `resolve`, first hit wins):
+`--mindspore-version X.Y[.Z]`, or `mindspore-version` in `[tool.npu-migrate]`; else the
+project's pin of `mindspore`, `mindspore-ascend` (or -gpu/-cpu) (`from_project`, read by
+pins.py); a specifier allowing several releases targets the oldest of them; else the newest
+release in the table.
 
 What follows from it (`block_form`): the set-up `--distributed` writes. MindSpore 2.7 and later
 report `set_context(device_id=...)` as deprecated in favour of `mindspore.set_device()`, which
@@ -21,24 +20,17 @@ older releases lack: the block takes the form the target has.
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Optional, Sequence, Tuple
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+from .pins import UPPER, find_pins
+from .tables import TargetError, expand_spans, load_toml, table_path
 
-MS_PACKAGES = {"mindspore": "mindspore", "mindspore-ascend": "mindspore", "mindspore-gpu": "mindspore",
+NAME = "mindspore"
+PACKAGES = {"mindspore": "mindspore", "mindspore-ascend": "mindspore", "mindspore-gpu": "mindspore",
                "mindspore-cpu": "mindspore"}
-
-
-class MindSporeTargetError(Exception):
-    """A MindSpore version given explicitly that the tool cannot read."""
 
 
 def _version(text: str):
@@ -47,7 +39,7 @@ def _version(text: str):
     try:
         return Version(text)
     except InvalidVersion:
-        raise MindSporeTargetError(f"MindSpore {text!r} is not a version (such as 2.2.14, 2.7 or 1.10)") from None
+        raise TargetError(f"MindSpore {text!r} is not a version (such as 2.2.14, 2.7 or 1.10)") from None
 
 
 @dataclass(frozen=True)
@@ -60,30 +52,15 @@ class MsTable:
         return self.releases[-1]
 
 
-def table_path() -> str:
-    from .rules import builtin_rules_dir
-
-    return os.path.join(str(builtin_rules_dir()), "targets", "mindspore.toml")
-
-
-def _expand(spans: List[str], releases: Tuple[str, ...]) -> FrozenSet[str]:
-    index = {r: i for i, r in enumerate(releases)}
-    have = set()
-    for span in spans:
-        first, _, last = span.partition("..")
-        have.update(releases[index[first]: index[last or first] + 1])
-    return frozenset(have)
-
-
 @lru_cache(maxsize=None)
 def load_ms_table(path: str = "") -> MsTable:
-    with open(path or table_path(), "rb") as fh:
-        data = tomllib.load(fh)
+    data = load_toml(path or table_path("mindspore.toml"))
     releases = tuple(data["releases"])
     return MsTable(
         releases=releases,
-        names={n: _expand(s, releases) for n, s in data["names"].items()},
-        facts={f: (_expand(v["releases"], releases), v.get("instead", "")) for f, v in data.get("facts", {}).items()},
+        names={n: expand_spans(s, releases) for n, s in data["names"].items()},
+        facts={f: (expand_spans(v["releases"], releases), v.get("instead", ""))
+               for f, v in data.get("facts", {}).items()},
     )
 
 
@@ -141,25 +118,27 @@ class MsTarget:
                 "reason": self.reason or "newest"}
 
 
-def resolve_mindspore(explicit: str, explicit_source: str, paths: Sequence[str]) -> MsTarget:
-    table = load_ms_table()
-    if explicit:
-        _version(explicit)
-        return MsTarget(explicit, explicit_source)
-    from .targets import find_pins
+def check(spec: str) -> None:
+    """Raises TargetError for a version given explicitly that is no version."""
+    _version(spec)
 
-    _folder, pins = find_pins(paths, packages=MS_PACKAGES)
+
+def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(release, why): the oldest release the project's mindspore pins allow; None without one."""
+    table = load_ms_table()
     best: Optional[Tuple[object, str, str]] = None
-    for pin in pins:
+    for pin in find_pins(paths, PACKAGES):
         oldest = _oldest_allowed(pin.spec, table)
         if oldest is None:
             continue
         key = _version(oldest)
         if best is None or key < best[0]:
             best = (key, oldest, f"{pin.name or pin.package}{pin.spec} in {pin.where}")
-    if best is not None:
-        return MsTarget(best[1], best[2])
-    return MsTarget("", f"the newest release ({table.newest()}): no mindspore pin found")
+    return (best[1], best[2]) if best is not None else None
+
+
+def newest_reason() -> str:
+    return f"the newest release ({load_ms_table().newest()}): no mindspore pin found"
 
 
 def _oldest_allowed(spec_text: str, table: MsTable) -> Optional[str]:
@@ -171,7 +150,7 @@ def _oldest_allowed(spec_text: str, table: MsTable) -> Optional[str]:
         spec = SpecifierSet(spec_text)
     except InvalidSpecifier:
         return None
-    if not any(s.operator in ("==", "===", "~=", "<", "<=") for s in spec):
+    if not any(s.operator in UPPER for s in spec):
         return None
     exact = [s.version for s in spec if s.operator in ("==", "===") and "*" not in s.version]
     if exact:

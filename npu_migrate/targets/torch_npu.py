@@ -1,20 +1,17 @@
-"""The target: which torch_npu release(s) the migrated code must run on, and what they provide.
+"""The torch_npu target: which torch_npu release(s) the migrated code must run on, and what
+they provide.
 
 Data: `rules/targets/torch_npu.toml`, generated from the wheels of every torch-npu release on
 PyPI by `scripts/target_tables.py` (a name -> the releases it exists in). A target is a set of
 releases: `2.1` is every 2.1.0.postN release, `2.1.0.post17` that one release; a name exists in a
 target when every release of it has the name, so code migrated for `2.1` runs on any 2.1 release.
 
-Where the target comes from (`resolve_torch_npu`), first hit wins:
-1. `--torch-npu-version X.Y` (or `X.Y.Z.postN`), or `torch-npu-version` in `[tool.npu-migrate]`;
-2. the project's own pins, read statically (nothing is run): a `torch-npu`/`torch_npu` pin, else a
-   `torch` pin (`torch==2.1.0`, `torch~=2.1`, `torch>=2.1,<2.2`) in `requirements*.txt`,
-   `requirements/*.txt`, `pyproject.toml`, `setup.py` (`install_requires`), `setup.cfg` or
-   `environment.yml`, in the folder of the paths given or the nearest folder above it that has
-   such a file (the search stops at a repository's root);
-   A specifier that allows several minor versions targets the oldest of them (the code must run
-   there too); one with only a lower bound (`torch>=2.1`) is not a pin;
-3. else the newest minor version in the table.
+Where the target comes from (targets/__init__.py `resolve`, first hit wins): the option
+`--torch-npu-version X.Y` (or `X.Y.Z.postN`), `torch-npu-version` in `[tool.npu-migrate]`;
+else the project's pins (`from_project`, read by pins.py): a `torch-npu`/`torch_npu` pin, else
+a `torch` pin (`torch==2.1.0`, `torch~=2.1`, `torch>=2.1,<2.2`); a specifier that allows several
+minor versions targets the oldest of them (the code must run there too), one with only a lower
+bound (`torch>=2.1`) is not a pin; else the newest minor version in the table.
 
 The codemods ask `Target.missing(qualname)` before writing a `torch.npu.`/`torch_npu.` name; a
 name the target lacks is left as it is and reported (NPU320) with the release that added it.
@@ -22,19 +19,15 @@ name the target lacks is left as it is and reported (NPU320) with the release th
 
 from __future__ import annotations
 
-import ast
-import configparser
-import os
-import re
-import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
+from .pins import UPPER, Pin, find_pins
+from .tables import TargetError, expand_spans, load_toml, table_path
+
+NAME = "torch_npu"
+PACKAGES = {"torch": "torch", "pytorch": "torch", "torch-npu": "torch-npu"}  # canonical name -> package
 
 # Namespaces whose members the table lists completely: a name directly under one of them exists
 # only if the table says so. Names elsewhere (deeper attributes, other modules) are not checked.
@@ -50,10 +43,6 @@ CHECKED_NAMESPACES = (
 )
 # Single names outside those namespaces that the table tracks (torch_npu patches them into torch).
 CHECKED_NAMES = ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL")
-
-
-class TargetError(Exception):
-    """An unknown version given explicitly; the message lists the known ones."""
 
 
 def _version(text: str):
@@ -92,26 +81,12 @@ class Table:
         return [m for m, rs in self.minors.items() if all(r in have for r in rs)]
 
 
-def table_path() -> str:
-    from .rules import builtin_rules_dir
-
-    return os.path.join(str(builtin_rules_dir()), "targets", "torch_npu.toml")
-
-
 @lru_cache(maxsize=None)
 def load_table(path: str = "") -> Table:
-    with open(path or table_path(), "rb") as fh:
-        data = tomllib.load(fh)
+    data = load_toml(path or table_path("torch_npu.toml"))
     minors = {m: tuple(rs) for m, rs in data["releases"].items()}
     releases = tuple(sorted((r for rs in minors.values() for r in rs), key=_version))
-    index = {r: i for i, r in enumerate(releases)}
-    names: Dict[str, FrozenSet[str]] = {}
-    for name, spans in data["names"].items():
-        have = set()
-        for span in spans:
-            first, _, last = span.partition("..")
-            have.update(releases[index[first]: index[last or first] + 1])
-        names[name] = frozenset(have)
+    names = {name: expand_spans(spans, releases) for name, spans in data["names"].items()}
     return Table(releases, minors, names)
 
 
@@ -230,32 +205,25 @@ def describe(missing: Missing) -> str:
 
 # ----------------------------------------------------------------------------- from the project
 
-PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
-_UPPER = ("==", "===", "~=", "<", "<=")
+def check(spec: str) -> None:
+    """Raises TargetError for a version given explicitly that is no torch_npu release known."""
+    releases_for(spec, load_table())
 
 
-@dataclass
-class Pin:
-    package: str  # "torch" or "torch-npu"
-    spec: str  # "==2.1.0"
-    where: str  # file it was read from (relative to the project folder)
-    name: str = ""  # as written (conda's "pytorch", "torch_npu")
-
-
-def resolve_torch_npu(explicit: str, explicit_source: str, paths: Sequence[str]) -> Target:
-    """The target for a run: see the module docstring. `explicit_source` says where `explicit`
-    came from ("--torch-npu-version", "[tool.npu-migrate] in pyproject.toml")."""
+def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+    """(spec, why) from the project's torch-npu pin, else its torch pin; None without one."""
     table = load_table()
-    if explicit:
-        releases_for(explicit, table)  # raises TargetError for an unknown version
-        return Target(explicit, explicit_source)
-    folder, pins = find_pins(paths)
+    pins = find_pins(paths, PACKAGES)
     for package in ("torch-npu", "torch"):
         chosen = _target_from_pins([p for p in pins if p.package == package], table)
         if chosen is not None:
             spec, pin = chosen
-            return Target(spec, f"{pin.name or pin.package}{pin.spec} in {pin.where}")
-    return Target("", "the newest release: no torch or torch-npu pin found")
+            return spec, f"{pin.name or pin.package}{pin.spec} in {pin.where}"
+    return None
+
+
+def newest_reason() -> str:
+    return "the newest release: no torch or torch-npu pin found"
 
 
 def _target_from_pins(pins: List[Pin], table: Table) -> Optional[Tuple[str, Pin]]:
@@ -267,7 +235,7 @@ def _target_from_pins(pins: List[Pin], table: Table) -> Optional[Tuple[str, Pin]
             spec = SpecifierSet(pin.spec)
         except InvalidSpecifier:
             continue
-        if not any(s.operator in _UPPER for s in spec):
+        if not any(s.operator in UPPER for s in spec):
             continue  # a lower bound only: not a pin
         if pin.package == "torch-npu":
             allowed = [r for r in table.releases if spec.contains(r, prereleases=True)]
@@ -298,151 +266,6 @@ def _spec_for(allowed: List[str], table: Table) -> str:
 def _first(spec: str, table: Table) -> str:
     return releases_for(spec, table)[0]
 
-
-TORCH_PACKAGES = {"torch": "torch", "pytorch": "torch", "torch-npu": "torch-npu"}
-
-
-def find_pins(paths: Sequence[str], packages: Optional[Dict[str, str]] = None) -> Tuple[Optional[str], List[Pin]]:
-    """(folder, pins): the requirements of `packages` (canonical name -> the package it stands
-    for; torch / torch-npu by default) of the nearest folder, at or above the common folder of
-    `paths`, that has a dependency file (or is a git repository's root)."""
-    from .config import common_folder
-
-    folder = common_folder([p for p in paths if p != "-"] or ["."])
-    while True:
-        # the project's folder: the first with a dependency file (or the repository's root)
-        if dependency_files(folder) or os.path.isdir(os.path.join(folder, ".git")):
-            return folder, read_pins(folder, packages)
-        parent = os.path.dirname(folder)
-        if parent == folder:
-            return None, []
-        folder = parent
-
-
-def dependency_files(folder: str) -> List[str]:
-    try:
-        entries = sorted(os.listdir(folder))
-    except OSError:
-        return []
-    files = [e for e in PIN_FILES if e in entries]
-    files += [e for e in entries if e.lower().startswith("requirements") and e.lower().endswith(".txt")]
-    sub = os.path.join(folder, "requirements")
-    if os.path.isdir(sub):
-        files += [os.path.join("requirements", e) for e in sorted(os.listdir(sub)) if e.endswith(".txt")]
-    return [f for f in files if os.path.isfile(os.path.join(folder, f))]
-
-
-def read_pins(folder: str, packages: Optional[Dict[str, str]] = None) -> List[Pin]:
-    pins: List[Pin] = []
-    for rel in dependency_files(folder):
-        try:
-            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError:
-            continue
-        for requirement in _requirements_of(rel, text):
-            pin = _pin(requirement, rel, packages or TORCH_PACKAGES)
-            if pin is not None:
-                pins.append(pin)
-    return pins
-
-
-def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        req = Requirement(requirement)
-    except InvalidRequirement:
-        return None
-    package = packages.get(canonicalize_name(req.name))
-    if package is None:
-        return None
-    # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
-    # change which torch_npu fits
-    m = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*\(?([^;@)]*)", requirement)
-    spec = re.sub(r"\+[A-Za-z0-9.]+", "", (m.group(1) if m else "").replace(" ", "")).rstrip(",")
-    if not spec:
-        return None
-    try:
-        from packaging.specifiers import SpecifierSet
-
-        SpecifierSet(spec)
-    except Exception:
-        spec = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
-    return Pin(package, spec, where, req.name)
-
-
-def _requirements_of(rel: str, text: str) -> List[str]:
-    name = os.path.basename(rel)
-    if name.endswith(".txt"):
-        from .frontends.requirements import read_requirements_txt
-
-        return [d.text for d in read_requirements_txt(text)[0]]
-    if name == "pyproject.toml":
-        from .frontends.requirements import read_pyproject
-
-        try:
-            return [d.text for d in read_pyproject(text)]
-        except tomllib.TOMLDecodeError:
-            return []
-    if name == "setup.py":
-        return _setup_py_requirements(text)
-    if name == "setup.cfg":
-        parser = configparser.ConfigParser(interpolation=None)
-        try:
-            parser.read_string(text)
-            raw = parser.get("options", "install_requires", fallback="")
-        except configparser.Error:
-            return []
-        return [line.strip() for line in raw.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return _environment_yml_requirements(text)
-
-
-def _setup_py_requirements(text: str) -> List[str]:
-    """String literals of `install_requires=[...]` in setup.py (also through a module-level
-    variable), read with ast: setup.py is never run."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    variables: Dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            variables[node.targets[0].id] = node.value
-    out: List[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            for kw in node.keywords:
-                if kw.arg in ("install_requires", "requires"):
-                    value = variables.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
-                    out += _literal_strings(value)
-    return out
-
-
-def _literal_strings(node: ast.AST) -> List[str]:
-    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
-        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
-        return _literal_strings(node.left) + _literal_strings(node.right)
-    return []
-
-
-_YML_ITEM = re.compile(r"^\s*-\s*['\"]?([A-Za-z0-9_.\-]+)\s*((?:[=<>~!]=?|===)[^#'\"]*)?['\"]?\s*(?:#.*)?$")
-
-
-def _environment_yml_requirements(text: str) -> List[str]:
-    """`- pytorch=2.1.0` (conda: one `=` is a prefix match) and `- torch==2.1.0` (its pip list)."""
-    out: List[str] = []
-    for line in text.splitlines():
-        m = _YML_ITEM.match(line)
-        if not m or not m.group(2):
-            continue
-        name, spec = m.group(1), m.group(2).strip()
-        if re.fullmatch(r"=[^=].*", spec):  # conda's `=2.1` / `=2.1.0`: that version prefix
-            spec = "==" + spec[1:].split("=", 1)[0].rstrip(".*") + ".*"
-        out.append(name + spec)
-    return out
 
 
 # ----------------------------------------------------------------------------- listing

@@ -1,11 +1,11 @@
 """The rules as a run's targets see them: `rules_for_targets(rules, options)`.
 
 * A TensorFlow rule that would write a TF Adapter helper the CANN target lacks
-  (targets_cann.py: `npu_config_proto` for CANN 20.x) is not applied; in its place a finding
+  (cann.py: `npu_config_proto` for CANN 20.x) is not applied; in its place a finding
   (NPU321, the rule of that code in rules/tensorflow.toml) reports each call the rule would
   have rewritten, with the release that added the helper and what to write by hand instead.
 * A finding's suggestion that names a helper the CANN target lacks, or a `torch.npu.X` /
-  `torch_npu.X` name the torch_npu target lacks (targets.py), is replaced by one that says so
+  `torch_npu.X` name the torch_npu target lacks (torch_npu.py), is replaced by one that says so
   and what to do instead: a suggestion never tells the user to call a name the target lacks.
 
 The derived rule set is built once per (rules, targets) and cached; with the newest targets and
@@ -19,9 +19,9 @@ import dataclasses
 import re
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
-from .kinds.base import Rule
-from .rules import RuleSet
-from .targets_cann import CannMissing, CannTarget, load_cann_table
+from ..kinds.base import Rule
+from ..rules import RuleSet
+from .cann import CannMissing, CannTarget, load_cann_table
 
 TARGET_CODE = "NPU321"
 
@@ -95,8 +95,8 @@ def variable_helpers() -> FrozenSet[str]:
 
 def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> Optional[str]:
     """Why `text` names something the targets lack (the first such name), or None."""
-    from .targets import Target, describe
-    from .targets_mindspore import MsTarget, load_ms_table
+    from .mindspore import MsTarget, load_ms_table
+    from .torch_npu import Target, describe
 
     if not text:
         return None
@@ -232,7 +232,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
             new_rules[i] = dataclasses.replace(rule, spec=dataclasses.replace(rule.spec, unknown_finding=TARGET_CODE))
     if not changed:
         return rules
-    from .rules import _index
+    from ..rules import _index
 
     derived = RuleSet(rules=new_rules, docs=rules.docs,
                       fingerprint=f"{rules.fingerprint}:{cann.spec}:{torch_spec}:{ms_spec}")

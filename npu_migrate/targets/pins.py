@@ -1,0 +1,174 @@
+"""The project's pins, read statically (nothing is run): which versions of a package the
+dependency files of the project folder allow.
+
+The project folder is the nearest folder, at or above the folder the run's paths share, that
+has a dependency file (`requirements*.txt`, `requirements/*.txt`, `pyproject.toml`, `setup.py`'s
+`install_requires`, `setup.cfg`, `environment.yml`) or is a git repository's root. The torch_npu
+and MindSpore targets read their pins here (torch_npu.py, mindspore.py); the CANN target starts
+its search for install paths from the same folder (cann.py).
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import os
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence
+
+from ..project_files import TOMLDecodeError, common_folder, read_pyproject, read_requirements_txt
+
+PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
+# The operators that bound a version from above: a specifier without one (torch>=2.1) is no pin.
+UPPER = ("==", "===", "~=", "<", "<=")
+
+
+@dataclass
+class Pin:
+    package: str  # the package it stands for: "torch", "torch-npu", "mindspore"
+    spec: str  # "==2.1.0"
+    where: str  # file it was read from (relative to the project folder)
+    name: str = ""  # as written (conda's "pytorch", "torch_npu", "mindspore-ascend")
+
+
+def project_folder(paths: Sequence[str]) -> Optional[str]:
+    """The nearest folder, at or above the common folder of `paths`, that has a dependency file
+    (or is a git repository's root); None when there is none up to the file system's root."""
+    folder = common_folder([p for p in paths if p != "-"] or ["."])
+    while True:
+        if dependency_files(folder) or os.path.isdir(os.path.join(folder, ".git")):
+            return folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None
+        folder = parent
+
+
+def find_pins(paths: Sequence[str], packages: Dict[str, str]) -> List[Pin]:
+    """The pins of `packages` (canonical name -> the package it stands for) in the project
+    folder of `paths`."""
+    folder = project_folder(paths)
+    return read_pins(folder, packages) if folder is not None else []
+
+
+def dependency_files(folder: str) -> List[str]:
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    files = [e for e in PIN_FILES if e in entries]
+    files += [e for e in entries if e.lower().startswith("requirements") and e.lower().endswith(".txt")]
+    sub = os.path.join(folder, "requirements")
+    if os.path.isdir(sub):
+        files += [os.path.join("requirements", e) for e in sorted(os.listdir(sub)) if e.endswith(".txt")]
+    return [f for f in files if os.path.isfile(os.path.join(folder, f))]
+
+
+def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
+    pins: List[Pin] = []
+    for rel in dependency_files(folder):
+        try:
+            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for requirement in _requirements_of(rel, text):
+            pin = _pin(requirement, rel, packages)
+            if pin is not None:
+                pins.append(pin)
+    return pins
+
+
+def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        return None
+    package = packages.get(canonicalize_name(req.name))
+    if package is None:
+        return None
+    # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
+    # change which torch_npu fits
+    m = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*\(?([^;@)]*)", requirement)
+    spec = re.sub(r"\+[A-Za-z0-9.]+", "", (m.group(1) if m else "").replace(" ", "")).rstrip(",")
+    if not spec:
+        return None
+    try:
+        from packaging.specifiers import SpecifierSet
+
+        SpecifierSet(spec)
+    except Exception:
+        spec = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
+    return Pin(package, spec, where, req.name)
+
+
+def _requirements_of(rel: str, text: str) -> List[str]:
+    name = os.path.basename(rel)
+    if name.endswith(".txt"):
+        return [d.text for d in read_requirements_txt(text)[0]]
+    if name == "pyproject.toml":
+        try:
+            return [d.text for d in read_pyproject(text)]
+        except TOMLDecodeError:
+            return []
+    if name == "setup.py":
+        return _setup_py_requirements(text)
+    if name == "setup.cfg":
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read_string(text)
+            raw = parser.get("options", "install_requires", fallback="")
+        except configparser.Error:
+            return []
+        return [line.strip() for line in raw.splitlines() if line.strip() and not line.strip().startswith("#")]
+    return _environment_yml_requirements(text)
+
+
+def _setup_py_requirements(text: str) -> List[str]:
+    """String literals of `install_requires=[...]` in setup.py (also through a module-level
+    variable), read with ast: setup.py is never run."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    variables: Dict[str, ast.AST] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            variables[node.targets[0].id] = node.value
+    out: List[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg in ("install_requires", "requires"):
+                    value = variables.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
+                    out += _literal_strings(value)
+    return out
+
+
+def _literal_strings(node: ast.AST) -> List[str]:
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return _literal_strings(node.left) + _literal_strings(node.right)
+    return []
+
+
+_YML_ITEM = re.compile(r"^\s*-\s*['\"]?([A-Za-z0-9_.\-]+)\s*((?:[=<>~!]=?|===)[^#'\"]*)?['\"]?\s*(?:#.*)?$")
+
+
+def _environment_yml_requirements(text: str) -> List[str]:
+    """`- pytorch=2.1.0` (conda: one `=` is a prefix match) and `- torch==2.1.0` (its pip list)."""
+    out: List[str] = []
+    for line in text.splitlines():
+        m = _YML_ITEM.match(line)
+        if not m or not m.group(2):
+            continue
+        name, spec = m.group(1), m.group(2).strip()
+        if re.fullmatch(r"=[^=].*", spec):  # conda's `=2.1` / `=2.1.0`: that version prefix
+            spec = "==" + spec[1:].split("=", 1)[0].rstrip(".*") + ".*"
+        out.append(name + spec)
+    return out
