@@ -166,6 +166,14 @@ class Context:
             )
         )
 
+    def mark(self) -> int:
+        """Where the records stand now, for `rollback`."""
+        return len(self._pending)
+
+    def rollback(self, mark: int) -> None:
+        """Forget what was recorded since `mark` (a pass that failed half-way)."""
+        del self._pending[mark:]
+
     @property
     def has_records(self) -> bool:
         return bool(self._pending)

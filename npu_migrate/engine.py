@@ -171,16 +171,30 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
 
     new_module = module
+    failed = []
     for step in PASSES:
         if step.wanted(ctx):
-            new_module = step.run(new_module, ctx)
+            mark = ctx.mark()
+            try:
+                new_module = step.run(new_module, ctx)
+            except (NeedsWholeModule, RecursionError):
+                raise
+            except Exception as exc:  # a bug in one pass: the others' findings are still reported
+                ctx.rollback(mark)
+                failed.append(f"{step.name} pass: {type(exc).__name__}: {exc}")
     if ctx.partial_misses:
         raise NeedsWholeModule("device variable", ctx.partial_misses)
-    result.extra_files = dict(ctx.extra_files)
 
     if ctx.has_records:
         result.edits, result.findings = ctx.finish()
     result.unused_ignores = unused_suppressions(text, ctx.suppressions, ctx.used_suppression_codes)
+    if failed:
+        # Never half-migrated: nothing is written (no edit, no generated file), and the error
+        # says so, next to the findings of the passes that ran.
+        result.edits = []
+        result.error = f"internal error in the {'; '.join(failed)}; file left unchanged"
+        return result
+    result.extra_files = dict(ctx.extra_files)
     if new_module is module or not result.edits:
         return result
     new_text = ctx.code_of(new_module)

@@ -188,9 +188,10 @@ class _Planner(cst.CSTVisitor):
         guard = self._guard_of(node)
         kernel = self._kernel_in_function()
         cuda_only = guard is not None and _says_cuda_only(guard)
-        if kernel is None and not cuda_only:
-            self._note_elided_callees()
-            return
+        if kernel is None:
+            self._note_elided_callees()  # (a kernel in lines left out makes it a kernel guard)
+            if not cuda_only:
+                return
         kept = _test_of(guard) if guard is not None else node
         self.ctx.keep(kept)
         receiver = self.ctx.code_for(node)
@@ -299,18 +300,38 @@ def _test_of(guard: cst.CSTNode) -> cst.CSTNode:
 
 def _says_cuda_only(guard: cst.CSTNode) -> bool:
     """An assert whose message says CUDA only, or an `if` whose body raises such an error or
-    NotImplementedError."""
+    NotImplementedError (`if not x.is_cuda: raise ...`), or whose `else:` does
+    (`if x.is_cuda: ... else: raise NotImplementedError`)."""
     if isinstance(guard, cst.Assert):
         return guard.msg is not None and _cuda_only_text(guard.msg)
     if isinstance(guard, cst.If):
-        for stmt in guard.body.body:
-            for small in getattr(stmt, "body", ()):
-                if isinstance(small, cst.Raise) and small.exc is not None:
-                    exc = small.exc
-                    name = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) or ""
-                    if name.rsplit(".", 1)[-1] == "NotImplementedError" or _cuda_only_text(exc):
-                        return True
+        branches: List[cst.BaseSuite] = [guard.body]
+        negated = isinstance(guard.test, cst.UnaryOperation) and isinstance(guard.test.operator, cst.Not)
+        if not negated and isinstance(guard.orelse, cst.Else):
+            branches.append(guard.orelse.body)
+        return any(_raises_cuda_only(small) for branch in branches for small in suite_small_statements(branch))
     return False
+
+
+def suite_small_statements(suite: cst.BaseSuite) -> Iterator[cst.BaseSmallStatement]:
+    """The small statements a block runs unconditionally, in order: those of its simple
+    statement lines (`raise ...`), or of a one-line suite (`if c: raise ...`). Compound
+    statements inside (a nested `if`, `with`, `for`) run their bodies under other conditions and
+    are not entered. Every libcst suite shape is handled, so no guard shape can crash this."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        yield from suite.body
+        return
+    for stmt in suite.body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            yield from stmt.body
+
+
+def _raises_cuda_only(small: cst.BaseSmallStatement) -> bool:
+    if not isinstance(small, cst.Raise) or small.exc is None:
+        return False
+    exc = small.exc
+    name = dotted_name(exc.func if isinstance(exc, cst.Call) else exc) or ""
+    return name.rsplit(".", 1)[-1] == "NotImplementedError" or _cuda_only_text(exc)
 
 
 def _cuda_only_text(node: cst.CSTNode) -> bool:

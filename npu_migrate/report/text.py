@@ -51,7 +51,7 @@ def render_text(report: RunReport) -> str:
     for r in report.results:
         if r.error:
             out.append(f"{report.display_path(r.path)}: {r.error}")
-            continue
+            # ... and the findings it still has (a pass that failed does not hide the others')
         if report.verbose:
             for e in r.edits:
                 out.append(f"{location(report, r.path, e.span.line, e.span.col, e.cell)}: {e.code} {e.message}")
@@ -127,7 +127,6 @@ def render_rich(report: RunReport, width: int = 0) -> str:
     for r in report.results:
         if r.error:
             console.print(Text.assemble((report.display_path(r.path), "bold"), ": ", (r.error, "red")))
-            continue
         if report.verbose:
             for e in r.edits:
                 console.print(

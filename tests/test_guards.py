@@ -1,0 +1,162 @@
+"""Guards the torch pass keeps (codemods/guards.py) on the shapes real code gives them, and the
+engine's promise that a bug in one pass never silently loses what the other passes found."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import itertools
+import textwrap
+
+import pytest
+
+from npu_migrate import engine
+from npu_migrate.dispatch import migrate_source
+from npu_migrate.passes import PASSES
+
+
+def test_a_nested_block_in_an_is_cuda_guard_is_migrated_and_reported():
+    """Issue 25.1: this crashed with `'IndentedBlock' object is not iterable`."""
+    source = textwrap.dedent("""\
+        import torch
+        from . import _ext
+
+        class FusedOp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, w):
+                if x.is_cuda:
+                    if not _ops_built():
+                        raise RuntimeError("the extension was not built")
+                    _ext.fused_forward(x, w)
+                else:
+                    raise NotImplementedError("no CPU version")
+                return x.cuda()
+        """)
+    r = migrate_source(source, "ops/fused.py")
+    assert r.error is None
+    assert r.new_text == source.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "return x.cuda()", "return x.npu()")
+    assert [(f.code, f.span.line, f.api) for f in r.findings] == [("NPU302", 7, "x.is_cuda")]
+    assert "`_ext.fused_forward`" in r.findings[0].message
+
+
+def test_an_else_that_raises_not_implemented_makes_the_guard_cuda_only():
+    source = ("import torch\ndef f(x):\n    if x.is_cuda:\n        y = x * 2\n"
+              "    else:\n        raise NotImplementedError('no CPU version')\n    return y\n")
+    r = migrate_source(source, "f.py")
+    assert r.new_text is None
+    assert [(f.code, f.severity.value, f.api) for f in r.findings] == [("NPU302", "error", "x.is_cuda")]
+
+
+def test_a_one_line_guard_that_raises_is_cuda_only():
+    source = "import torch\ndef f(x):\n    if not x.is_cuda: raise NotImplementedError\n    return x\n"
+    r = migrate_source(source, "f.py")
+    assert (r.error, r.new_text, [f.api for f in r.findings]) == (None, None, ["x.is_cuda"])
+
+
+# Every way a guard and the blocks under it can be written: each combination must migrate
+# without an error, into code that parses, with the guard either kept and reported or rewritten.
+_TESTS = ["x.is_cuda", "not x.is_cuda", "x.is_cuda and w.is_cuda", "(x.is_cuda)"]
+_BLOCKS = [
+    "pass",
+    "y = x.cuda()",
+    "if ready():\n    raise RuntimeError('not built')",
+    "if ready(): raise RuntimeError('not built')",
+    "with lock:\n    y = x.cuda()",
+    "for i in range(2):\n    y = x.cuda()\nelse:\n    pass",
+    "while ready():\n    break",
+    "try:\n    y = x.cuda()\nexcept ImportError:\n    raise NotImplementedError('CUDA only')\nfinally:\n    pass",
+    "def g():\n    raise NotImplementedError\ny = g",
+    "class K:\n    pass",
+    "if ready():\n    pass\nelif other():\n    pass\nelse:\n    raise NotImplementedError",
+    "raise NotImplementedError('only CUDA is supported')",
+    "raise",
+    "y = x; raise NotImplementedError",
+    "async def g():\n    async with lock:\n        pass",
+]
+
+
+def _guards(test: str, body: str, other: str):
+    def block(text, depth):
+        return textwrap.indent(text, "    " * depth)
+
+    yield f"if {test}:\n{block(body, 1)}\n"
+    yield f"if {test}:\n{block(body, 1)}\nelse:\n{block(other, 1)}\n"
+    yield f"if ready():\n    pass\nelif {test}:\n{block(body, 1)}\nelse:\n{block(other, 1)}\n"
+    yield f"while {test}:\n{block(body, 1)}\n    break\n"
+    if "\n" not in body and ":" not in body:
+        yield f"if {test}: {body}\n"
+        yield f"if {test}: {body}\nelse: {other}\n" if "\n" not in other and ":" not in other else f"if {test}: {body}\n"
+
+
+@pytest.mark.parametrize("test", _TESTS)
+@pytest.mark.parametrize("kernel", [False, True], ids=["plain", "kernel"])
+def test_every_guard_shape_migrates_without_an_error(test, kernel):
+    failures = []
+    for body, other in itertools.product(_BLOCKS, _BLOCKS[:4] + _BLOCKS[10:13]):
+        for guard in _guards(test, body, other):
+            head = "import torch\nfrom . import _C\n" if kernel else "import torch\n"
+            call = "    _C.op(x)\n" if kernel else ""
+            source = head + "def f(x, w):\n" + call + textwrap.indent(guard, "    ") + "    return x.cuda()\n"
+            ast.parse(source)  # the shape itself is valid Python
+            r = migrate_source(source, "pkg/op.py")
+            if r.error is not None or (r.new_text is not None and not _parses(r.new_text)):
+                failures.append((source, r.error))
+                continue
+            is_cuda_left = (r.new_text or source).count("is_cuda")
+            reported = [f for f in r.findings if f.code == "NPU302"]
+            if is_cuda_left and not reported:
+                failures.append((source, "is_cuda kept without a finding"))
+            if kernel and not reported:
+                failures.append((source, "a kernel guard was not reported"))
+    assert failures == []
+
+
+def _parses(text: str) -> bool:
+    try:
+        ast.parse(text)
+        return True
+    except SyntaxError:
+        return False
+
+
+# ----------------------------------------------------------------------------- passes
+
+
+def _with_failing_pass(monkeypatch, name):
+    def boom(module, ctx):
+        ctx.finding(ctx.rules.findings["import"][0], module, api="half-way")  # recorded, then lost
+        raise TypeError("boom")
+
+    monkeypatch.setattr(engine, "PASSES", tuple(
+        dataclasses.replace(p, run=boom) if p.name == name else p for p in PASSES))
+
+
+def test_a_failing_pass_leaves_the_file_unchanged_and_keeps_the_other_passes_findings(monkeypatch):
+    _with_failing_pass(monkeypatch, "torch")
+    r = migrate_source("import torch\nimport cupy\nx = torch.zeros(1).cuda()\n", "train.py")
+    assert r.error == "internal error in the torch pass: TypeError: boom; file left unchanged"
+    assert (r.new_text, r.edits, r.extra_files) == (None, [], {})
+    assert [(f.code, f.api, f.span.line) for f in r.findings] == [("NPU303", "cupy", 2)]
+
+
+def test_a_failing_findings_pass_keeps_nothing_half_done(monkeypatch):
+    _with_failing_pass(monkeypatch, "findings")
+    r = migrate_source("import torch\nimport cupy\nx = torch.zeros(1).cuda()\n", "train.py")
+    assert r.error == "internal error in the findings pass: TypeError: boom; file left unchanged"
+    assert (r.new_text, r.edits, r.findings) == (None, [], [])
+
+
+def test_the_report_prints_the_error_and_the_findings_of_a_failed_file(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    _with_failing_pass(monkeypatch, "torch")
+    (tmp_path / "train.py").write_text("import torch\nimport cupy\nx = torch.zeros(1).cuda()\n", encoding="utf-8")
+    r = CliRunner().invoke(main, [str(tmp_path / "train.py"), "-j", "1", "--no-cache", "--color", "never"])
+    path = str(tmp_path / "train.py")
+    assert r.exit_code == 2
+    lines = r.output.splitlines()
+    assert lines[0] == f"{path}: internal error in the torch pass: TypeError: boom; file left unchanged"
+    assert lines[1].startswith(f"{path}:2:8: NPU303 [error] `cupy` (CuPy) runs only on NVIDIA GPUs")
