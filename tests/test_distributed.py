@@ -201,9 +201,14 @@ def test_distributed_combines_with_modelarts(source):
     text = result.new_text
     modelarts = "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n"
     assert text.count(modelarts) == 1  # the ModelArts runtime is a module beside the script (issue 15)
-    assert text.count("# >>> npu-migrate: distributed >>>") == 1 and text.count("# <<< npu-migrate: distributed <<<") == 1
-    # the ModelArts import, then the distributed block
-    assert text.index(modelarts) < text.index(">>> npu-migrate: distributed >>>")
+    if source.startswith("pytorch/"):  # the PyTorch helpers are a module too: imported, then ModelArts'
+        assert text.count("from npu_migrate_distributed import (  # npu-migrate: distributed\n") == 1
+        assert text.index("# npu-migrate: distributed\n") < text.index(modelarts)
+        assert ">>> npu-migrate: distributed" not in text
+    else:
+        assert text.count("# >>> npu-migrate: distributed >>>") == 1 and text.count("# <<< npu-migrate: distributed <<<") == 1
+        # the ModelArts import, then the distributed block
+        assert text.index(modelarts) < text.index(">>> npu-migrate: distributed >>>")
     assert ("--data_url" in text or "    modelarts_setup()\n" in text) and "NPU160" in {e.code for e in result.edits} | {"NPU160"}
     again = _migrate(text, str(path), both)
     assert not again.changed, again.edits
@@ -313,7 +318,7 @@ for epoch in range(opt.niter):
     assert "netD = Discriminator().to(device)\nnetD = distributed_model(netD)\n" in out
     assert "netG = Generator().to(device)\nnetG = distributed_model(netG)\n" in out
     assert "    unwrap_model(netG).load_state_dict(torch.load(opt.netG))\n" in out
-    assert out.count("set_sampler_epoch(") == 2  # its definition and one call, in the epoch loop
+    assert out.count("set_sampler_epoch(") == 1  # one call, in the epoch loop
     assert "for epoch in range(opt.niter):\n    set_sampler_epoch(dataloader, epoch)\n" in out
     assert "    if is_main_process():\n        torch.save(unwrap_model(netG).state_dict()" in out
 
@@ -351,3 +356,47 @@ def test_distributed_that_converts_or_reports_is_not_called_silent(run_cli, tmp_
     run = run_cli("train.py", "--distributed", cwd=tmp_path)
     assert "made nothing distributed" not in run.stderr.decode()
     assert run.returncode == 0
+
+
+def test_a_script_with_the_helper_block_of_an_earlier_version_gets_the_module_instead():
+    """Version 1 pasted the helpers into the script as a marked block: a later run replaces the
+    block by the import of npu_migrate_distributed.py, as if the script were converted afresh."""
+    source = FIXTURES / "pytorch" / "mnist_train.py"
+    earlier = (FIXTURES / "pytorch" / "earlier" / "mnist_train.block_v1.py").read_text(encoding="utf-8")
+    assert "def distributed_setup():" in earlier and "builtins.print = print_on_rank0" in earlier
+    result = _migrate(earlier, str(source))
+    assert result.new_text == source.with_name("mnist_train.expected.py").read_text(encoding="utf-8")
+    assert [e.code for e in result.edits] == ["NPU160"]
+    assert sorted(Path(p).name for p in result.extra_files) == ["npu_migrate_distributed.py",
+                                                               "run_distributed_mnist_train.sh"]
+
+
+def test_the_helpers_module_is_small_modern_and_patches_nothing():
+    """One module for every converted script of a folder: no `builtins.print` replaced (Python's
+    print has no `force=`), nothing assigned to another module's attributes."""
+    import ast
+
+    from npu_migrate.distributed import HELPERS, render_helpers
+
+    text = render_helpers()
+    tree = ast.parse(text)
+    defined = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+    assert sorted(defined) == sorted(HELPERS)
+    assert "builtins" not in text and "force=" not in text
+    assert not [n for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                and any(isinstance(t, ast.Attribute) for t in n.targets)]
+    assert len(text.splitlines()) < 100
+    ast.parse(text, feature_version=(3, 7))  # ModelArts images run Python 3.7
+
+
+def test_two_entry_scripts_in_one_folder_share_one_module(tmp_path, run_cli):
+    text = (FIXTURES / "pytorch" / "mnist_train.py").read_text(encoding="utf-8")
+    for name in ("train_a.py", "train_b.py"):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    r = run_cli(".", "--distributed", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == [
+        "npu_migrate_distributed.py", "run_distributed_train_a.sh", "run_distributed_train_b.sh", "train_a.py",
+        "train_b.py"]
+    for name in ("train_a.py", "train_b.py"):
+        assert "def " + "distributed_setup" not in (tmp_path / name).read_text(encoding="utf-8")

@@ -266,9 +266,9 @@ def test_char_lstm_taken_to_two_npus_with_distributed(char_lstm_distributed, opa
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout  # once for the node
     rank0 = (done.job / "logs/rank0.log").read_text()
     rank1 = (done.job / "logs/rank1.log").read_text()
-    # Both trained in one process group: only rank 0 prints (distributed_setup()).
+    # Both trained in one process group, and each prints its own progress (print is not patched).
     assert "Epoch 0. Accuracy: " in rank0 and "Test Accuracy: " in rank0
-    assert "Epoch 0." not in rank1 and "Test Accuracy" not in rank1 and "Traceback" not in rank1
+    assert "Epoch 0. Accuracy: " in rank1 and "Traceback" not in rank1
 
 
 def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lstm_distributed, opacus_example,

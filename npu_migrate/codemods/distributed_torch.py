@@ -4,10 +4,11 @@ one process per NPU (DistributedDataParallel over HCCL), started by a generated 
 What a training script (one that builds a `torch.optim` optimizer, and has a main block or runs
 at module level) gets, each an edit with a code of rules/distributed.toml:
 
-* NPU160 the helper block after the imports (npu_migrate/distributed/torch_block.py), a
+* NPU160 `from npu_migrate_distributed import <the helpers it calls>` after the imports (the
+  module is generated beside the script from npu_migrate/distributed/torch_helpers.py), a
   `distributed_setup()` call first in the main block (process group from the launcher's
-  environment, `torch.npu.set_device(local_rank)`, printing on rank 0 only) and
-  `distributed_cleanup()` (destroy_process_group) last;
+  environment, `torch.npu.set_device(local_rank)`) and `distributed_cleanup()`
+  (destroy_process_group) last;
 * NPU161 the model wrapped with `distributed_model(...)` (DistributedDataParallel) right after
   the statement that moves it to the NPU; `nn.DataParallel(model)` unwrapped; `state_dict()` /
   `load_state_dict()` of the model go through `unwrap_model(...)`;
@@ -21,20 +22,22 @@ Reported instead of guessed: scripts that are distributed already (NPU380), cust
 (NPU381), iterable data sets (NPU382), manual all-reduce (NPU383), no place to wrap the model
 (NPU385); advice: the global batch grows with the number of NPUs (NPU384), a fixed device index
 puts every process on one NPU (NPU386), model attributes DDP does not have (NPU387).
-A script that has the block already only gets the block and the launch script refreshed, so a
-second run changes nothing. What the pass reads in the script is in distributed_torch_analysis.py.
+A script that imports the helpers already only gets the generated files refreshed, so a second
+run changes nothing; one with the helper block of version 1 gets the import in its place. What the pass reads in the script is in distributed_torch_analysis.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from ..context import Context
-from ..distributed import launch_script_name, render_block, render_torch_launcher
+from ..distributed import (BEGIN_MARKER, END_MARKER, HELPERS, HELPERS_MODULE, helpers_import, launch_script_name,
+                           render_helpers, render_torch_launcher)
 from ..imports import dotted_name
+from ..modelarts import RUNTIME_MODULE
 from . import distributed_common as common
 from .distributed_torch_analysis import MODULE_API, Loader, Move, TorchAnalysis, moves_model, parameters_of
 from .syntax import is_main_guard, keyword_arg, sole_call
@@ -405,9 +408,15 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     original = TorchAnalysis(ctx.module)
     script = common.script_name(ctx)
-    if original.block is not None:
-        new_module = common.refresh_block(ctx, module, original.block, render_block("torch", script), "NPU160")
-        common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
+    if original.block is not None or original.helpers_import is not None:
+        # Converted by an earlier run: the generated files are brought up to date, and a helper
+        # block of an earlier version becomes the import of the module.
+        new_module = module
+        if original.block is not None:
+            new_module = _replace_block(module, original)
+            common.edit(ctx, "NPU160", ctx.module.body[original.block[0]], "distributed block",
+                        HELPERS_MODULE, launcher=launch_script_name("torch", script), change="replaced")
+        _add_generated_files(ctx, script)
         return new_module
     p = plan(ctx, original, report=True)
     if p is None:
@@ -421,12 +430,11 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
 
     new_module = transform(module, rewriter)
     # Without a main block the script's top level is the program: it joins the process group
-    # right after the helpers, before any of its own statements runs.
+    # right after the import, before any of its own statements runs.
     setup = [] if common.main_guard(new_module) is not None else [common.statement("distributed_setup()\n", new_module)]
-    new_module, _ = common.install_block(new_module, render_block("torch", script), extra=setup)
     new_module = _add_setup_and_cleanup(new_module)
-    common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
-    new_module = _ensure_torch_npu(new_module, ctx)
+    new_module = _install_import(new_module, original.relative_imports, setup)
+    _add_generated_files(ctx, script)
 
     # Report on the original tree (its line numbers).
     common.edit(ctx, "NPU160", original.main_guard or common.first_after_header(ctx.module), "", "distributed_setup()",
@@ -458,14 +466,64 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     return new_module
 
 
-def _ensure_torch_npu(module: cst.Module, ctx: Context) -> cst.Module:
-    """The block calls torch.npu: `import torch_npu` (NPU108), unless the torch pass added it."""
-    if ctx.import_required("torch_npu"):
-        return module  # added already (or --no-import)
-    from .torch import add_torch_npu_import
+def _add_generated_files(ctx: Context, script: str) -> None:
+    common.add_extra(ctx, HELPERS_MODULE + ".py", render_helpers())
+    common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
 
-    ctx.require_import("torch_npu")
-    return add_torch_npu_import(module, ctx, ctx.rules.add_import.get("torch"))
+
+def _helpers_called(module: cst.Module) -> List[str]:
+    """The helpers the script calls, sorted (as isort sorts the names of an import)."""
+    called: Set[str] = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Name) and call.func.value in HELPERS:
+                called.add(call.func.value)
+
+    module.visit(Finder())
+    return sorted(called)
+
+
+def _install_import(module: cst.Module, relative: bool, extra: Sequence[cst.BaseStatement] = ()) -> cst.Module:
+    """`from npu_migrate_distributed import <the helpers the script calls>` after the imports,
+    `extra` statements (a blank line above them) right after it."""
+    names = _helpers_called(module.with_changes(body=[*extra, *module.body]))
+    if not names:
+        return module
+    line = common.statement(helpers_import(names, relative), module)
+    body = list(module.body)
+    at = common.header_end(module)
+    while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
+        at -= 1  # above the ModelArts import, where a run with both options puts it
+    tail = list(extra)
+    if tail:
+        tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
+    return module.with_changes(body=body[:at] + [line] + tail + body[at:])
+
+
+def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.ImportFrom) and dotted_name(s.module) == module for s in stmt.body)
+
+
+def _replace_block(module: cst.Module, a: TorchAnalysis) -> cst.Module:
+    """The helper block of an earlier version removed (its markers too) and the module imported."""
+    start, end = a.block
+    body = list(module.body)
+    lines = list(body[start].leading_lines)
+    before = lines[:next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)]
+    while before and before[-1].comment is None:
+        before.pop()  # the blank lines the block put above itself
+    tail = body[end:]
+    footer = list(module.footer)
+    if tail:
+        lead = list(tail[0].leading_lines)
+        at_end = next((i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == END_MARKER), -1)
+        tail[0] = tail[0].with_changes(leading_lines=[*before, cst.EmptyLine(), *lead[at_end + 1:]]
+                                       if before else lead[at_end + 1:])
+    else:
+        footer = [line for line in footer if not (line.comment and line.comment.value.strip() == END_MARKER)]
+    return _install_import(module.with_changes(body=body[:start] + tail, footer=footer), a.relative_imports)
 
 
 def _drop_data_parallel_findings(ctx: Context, a: TorchAnalysis) -> None:

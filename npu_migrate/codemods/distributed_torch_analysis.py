@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from ..distributed import HELPERS_MODULE
 from ..imports import dotted_name, imported_names
 from . import distributed_common as common
 from .strings import string_value
@@ -82,16 +83,23 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.save_calls: List[cst.Call] = []  # torch.save(...)
         self.assignments: Dict[int, List[Tuple[str, cst.BaseStatement, cst.CSTNode, cst.BaseExpression]]] = {}
         self.expr_moves: List[Tuple[str, cst.BaseStatement, cst.CSTNode]] = []
-        for node in self.imports.import_nodes:
-            for name in imported_names(node):
-                if any(name == lib or name.startswith(lib + ".") for lib in DISTRIBUTED_LIBRARIES):
-                    self.distributed.append((node, name))
+        # An import of a distributed library is a sign only when the code uses what it imports
+        # (an unused `import torch.distributed as dist` is not a use): `_used` collects the
+        # libraries the code refers to.
+        imported = [(node, name, lib) for node in self.imports.import_nodes for name in imported_names(node)
+                    for lib in DISTRIBUTED_LIBRARIES if name == lib or name.startswith(lib + ".")]
+        self._used: Set[str] = set()
         from ..fast_visitor import walk
 
         user = self.user_code()
         self.user_module = user
         walk(user, self)
+        self.distributed[:0] = [(node, name) for node, name, lib in imported if lib in self._used]
         self.main_guard = common.main_guard(module)
+        # `from npu_migrate_distributed import ...`: converted by an earlier run
+        self.helpers_import = next((n for n in self.imports.import_nodes if isinstance(n, cst.ImportFrom)
+                                    and dotted_name(n.module) == HELPERS_MODULE), None)
+        self.relative_imports = any(isinstance(n, cst.ImportFrom) and n.relative for n in self.imports.import_nodes)
 
     # -- visiting ----------------------------------------------------------------------------
 
@@ -125,7 +133,22 @@ class TorchAnalysis(common.ModuleAnalysis):
             stmt, _ = self.statement()
             self.expr_moves.append((value.func.value.value, stmt, self.scope()))
 
+    def visit_Import(self, node: cst.Import) -> bool:
+        return False  # the names an import binds are not uses of them
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self._note_use(node)
+
+    def _note_use(self, node: cst.BaseExpression) -> None:
+        name = self.imports.resolve(node)
+        if name:
+            self._used.update(lib for lib in DISTRIBUTED_LIBRARIES if name == lib or name.startswith(lib + "."))
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
+        self._note_use(node)
         if isinstance(node.value, cst.Name):
             scope = self.scope()
             self.attributes.append((node, node.value.value, scope, self.top_statement(scope)))

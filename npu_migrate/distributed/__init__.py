@@ -1,7 +1,8 @@
-"""What `npu-migrate --distributed` generates: the helper blocks put into training scripts
-(templates kept as Python files next to this one, so they can be read and linted like any code)
-and the files written beside a script: its launch script, and for TF 1.15 and MindSpore the
-rank table template `hccl_8p.json` with `run_8p.sh`.
+"""What `npu-migrate --distributed` generates: for PyTorch the module `npu_migrate_distributed.py`
+beside the converted script (template: torch_helpers.py), for TF 1.15 and MindSpore the helper
+blocks put into training scripts (templates kept as Python files next to this one, so they can be
+read and linted like any code), and the files written beside a script: its launch script, and for
+TF 1.15 and MindSpore the rank table template `hccl_8p.json` with `run_8p.sh`.
 
 Every generated file is marked (extra_files.stamp: a later run updates it while it is as
 npu-migrate wrote it, and keeps it once it was edited by hand).
@@ -17,8 +18,15 @@ from pathlib import Path
 
 from ..extra_files import CHECKSUM_SLOT, stamp
 
+# The block (the TF 1.15 and MindSpore helpers; the PyTorch helpers of earlier versions).
 BEGIN_MARKER = "# >>> npu-migrate: distributed >>>"
 END_MARKER = "# <<< npu-migrate: distributed <<<"
+HELPERS_MODULE = "npu_migrate_distributed"  # the PyTorch helpers, beside the converted script
+IMPORT_COMMENT = "# npu-migrate: distributed"  # ends the line that imports them
+# What the module offers; a converted script imports those it calls.
+HELPERS = ("distributed_setup", "distributed_cleanup", "is_main_process", "wait_for_main_process",
+           "distributed_model", "unwrap_model", "distributed_sampler", "distributed_loader_args",
+           "set_sampler_epoch", "rank_shard")
 NPROC = 8  # NPUs of one Atlas training server
 RANK_TABLE = "hccl_8p.json"
 RUN_8P = "run_8p.sh"
@@ -36,6 +44,25 @@ def render_block(framework: str, script: str, form: str = "") -> str:
     text = _template(f"{framework}_{form}_block.py" if form else f"{framework}_block.py")
     text = text.replace("LAUNCH_SCRIPT", launch_script_name(framework, script)).replace("SCRIPT", script)
     return text.rstrip("\n") + "\n"
+
+
+def render_helpers() -> str:
+    """The module `npu_migrate_distributed.py` (stamped: a later run updates it unless edited)."""
+    return stamp(_template("torch_helpers.py"))
+
+
+def helpers_file_name(script: str) -> str:
+    return os.path.join(os.path.dirname(script), HELPERS_MODULE + ".py")
+
+
+def helpers_import(names, relative: bool = False) -> str:
+    """The line (or, past 99 characters, the parenthesised lines) importing `names` from it."""
+    module = ("." if relative else "") + HELPERS_MODULE
+    line = f"from {module} import {', '.join(names)}  {IMPORT_COMMENT}\n"
+    if len(line) <= 100:
+        return line
+    inner = "".join(f"    {name},\n" for name in names)
+    return f"from {module} import (  {IMPORT_COMMENT}\n{inner})\n"
 
 
 def launch_script_name(framework: str, script: str) -> str:

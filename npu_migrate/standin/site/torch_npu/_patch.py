@@ -45,6 +45,16 @@ def cpu(value):
     return value
 
 
+def _is_index(value):
+    """A bare device index (`x.to(1)`, `device=0`): the current accelerator's device, an NPU here."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def cpu_or_index(value):
+    """cpu(), and a bare device index is the CPU too."""
+    return _CPU if _is_index(value) else cpu(value)
+
+
 def _device_type(value):
     if isinstance(value, torch.device):
         value = value.type
@@ -62,9 +72,10 @@ class NpuOnCpu(torch.overrides.TorchFunctionMode):
         if name == "pin_memory" and args and isinstance(args[0], torch.Tensor):
             return args[0]  # page-locked host memory serves copies to an NPU; here there is none to serve
         if "device" in kwargs:
-            kwargs["device"] = cpu(kwargs["device"])
+            kwargs["device"] = cpu_or_index(kwargs["device"])
         if args and name in ("to", "to_empty"):
-            args = tuple(cpu(arg) for arg in args)  # x.to("npu:0"): a string only here
+            # x.to("npu:0"), x.to(1): a string or an int is a device only here (args[0] is the tensor)
+            args = args[:1] + tuple(cpu_or_index(arg) for arg in args[1:])
         elif any(isinstance(arg, torch.device) for arg in args):
             args = tuple(cpu(arg) if isinstance(arg, torch.device) else arg for arg in args)
         return func(*args, **kwargs)

@@ -38,11 +38,26 @@ def is_available():
     return True
 
 
-def device_count():
+def _installed():
     try:
         return max(int(os.environ.get("NPU_MIGRATE_STANDIN_DEVICES", "1")), 1)
     except ValueError:
         return 1
+
+
+def device_count():
+    """The NPUs this process sees: ASCEND_RT_VISIBLE_DEVICES (as on an NPU) narrows the
+    machine's NPUs (NPU_MIGRATE_STANDIN_DEVICES) to those it lists."""
+    visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+    if visible is None:
+        return _installed()
+    count = 0
+    for item in visible.split(","):
+        item = item.strip()
+        if not item.isdigit() or int(item) >= _installed():
+            break  # as the runtime does: the list ends at the first id that is not a device
+        count += 1
+    return count
 
 
 def _index(device=None):
@@ -62,9 +77,11 @@ def _index(device=None):
 def set_device(device):
     index = _index(device)
     if not 0 <= index < device_count():
+        visible = os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
         raise RuntimeError(
-            "set_device: invalid device id %d: this job has %d NPU(s) (the CPU stand-in has as many as the "
-            "rehearsal has processes)" % (index, device_count())
+            "set_device: invalid device id %d: this process sees %d NPU(s)%s (the CPU stand-in has as many as "
+            "the rehearsal has processes)" % (index, device_count(), "" if visible is None else
+                                              " (ASCEND_RT_VISIBLE_DEVICES=%s)" % visible)
         )
     _state["device"] = index
 
