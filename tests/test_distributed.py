@@ -400,3 +400,20 @@ def test_two_entry_scripts_in_one_folder_share_one_module(tmp_path, run_cli):
         "train_b.py"]
     for name in ("train_a.py", "train_b.py"):
         assert "def " + "distributed_setup" not in (tmp_path / name).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("imports, used, already", [
+    ("import torch.distributed as dist\n", "", False),
+    ("import torch.distributed\n", "", False),
+    ("from torch.utils.data.distributed import DistributedSampler\n", "", False),
+    ("import torch.distributed as dist\n", "print(dist.is_available())\n", True),
+    ("import torch.distributed\n", "print(torch.distributed.is_available())\n", True),
+    ("from torch.nn.parallel import DistributedDataParallel as DDP\n", "model = DDP(model)\n", True),
+])
+def test_an_unused_distributed_import_is_not_a_use(imports, used, already):
+    text = ("import torch\n" + imports + "model = torch.nn.Linear(2, 1).cuda()\n" + used
+            + "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    result = _migrate(text)
+    codes = {f.code for f in result.findings}
+    assert ("NPU380" in codes) is already
+    assert ("model = distributed_model(model)\n" in result.new_text) is not already

@@ -103,8 +103,75 @@ def test_device_count_follows_the_process_count_and_set_device_checks_it(run_on_
     assert done.stdout.splitlines() == ["2 npu", "1"]
     assert done.returncode == 1
     assert done.stderr.strip().splitlines()[-1] == (
-        "RuntimeError: set_device: invalid device id 2: this job has 2 NPU(s) (the CPU stand-in has as many as the "
-        "rehearsal has processes)")
+        "RuntimeError: set_device: invalid device id 2: this process sees 2 NPU(s) (the CPU stand-in has as many "
+        "as the rehearsal has processes)")
+
+
+# Every form in which torch_npu takes a device (issue 26.11: a form the stand-in refused made a
+# rehearsal fail where the NPU would have run): (expression, what it must give on the stand-in).
+DEVICE_FORMS = [
+    ("x.to(1)", "cpu"),  # the torchrun tutorial's `.to(self.gpu_id)`
+    ("x.to(0, non_blocking=True)", "cpu"),
+    ("x.to(device=1)", "cpu"),
+    ("x.to(1, torch.float64).dtype", "torch.float64"),
+    ("x.to(torch.float16).dtype", "torch.float16"),  # a dtype is not a device
+    ("x.to('npu:1')", "cpu"),
+    ("x.to('npu', non_blocking=True)", "cpu"),
+    ("x.to(torch.device('npu', 1))", "cpu"),
+    ("x.to(torch.device('npu:1'))", "cpu"),
+    ("x.to(torch.device(type='npu', index=0))", "cpu"),
+    ("x.npu()", "cpu"),
+    ("x.npu(1)", "cpu"),
+    ("x.npu(1, non_blocking=True)", "cpu"),
+    ("x.npu(torch.device('npu:1'))", "cpu"),
+    ("x.npu(device=1)", "cpu"),
+    ("torch.zeros(2, device=1)", "cpu"),
+    ("torch.zeros(2, device='npu:1')", "cpu"),
+    ("torch.ones(2, device=torch.device('npu', 1))", "cpu"),
+    ("torch.randn(2, device=0)", "cpu"),
+    ("torch.arange(3, device=1)", "cpu"),
+    ("torch.tensor([1.0], device=1)", "cpu"),
+    ("torch.empty(2, device='npu')", "cpu"),
+    ("torch.full((2,), 1.0, device=1)", "cpu"),
+    ("torch.zeros_like(x, device=1)", "cpu"),
+    ("x.new_zeros(2, device=1)", "cpu"),
+    ("torch.nn.Linear(2, 2).to(1).weight", "cpu"),
+    ("torch.nn.Linear(2, 2).to(torch.device('npu', 1)).weight", "cpu"),
+    ("torch.nn.Linear(2, 2).to('npu:1', non_blocking=True).weight", "cpu"),
+    ("torch.nn.Linear(2, 2).npu(1).weight", "cpu"),
+    ("torch.nn.Linear(2, 2).npu().weight", "cpu"),
+    ("x.pin_memory().to(1, non_blocking=True)", "cpu"),
+]
+
+
+def test_every_device_form_torch_npu_accepts_runs_on_the_standin(run_on_standin):
+    lines = ["import torch", "import torch_npu", "torch.npu.set_device(1)", "x = torch.ones(2)"]
+    for i, (expr, _) in enumerate(DEVICE_FORMS):
+        # Each form on its own: one refused form must not hide the others.
+        lines += ["try:", f"    v = {expr}", "    print(%d, getattr(v, 'device', v))" % i,
+                  "except Exception as exc:", "    print(%d, 'FAILED', type(exc).__name__, str(exc)[:200])" % i]
+    done = run_on_standin("\n".join(lines) + "\n", migrate=False, devices=2)
+    assert done.returncode == 0, done.stderr
+    got = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert {DEVICE_FORMS[int(i)][0]: v for i, v in got.items()} == dict(DEVICE_FORMS)
+
+
+def test_visible_devices_narrow_what_a_process_sees(run_on_standin):
+    """ASCEND_RT_VISIBLE_DEVICES="0" (a CUDA_VISIBLE_DEVICES pin migrated) leaves one NPU: the
+    second process of a distributed job cannot take NPU 1, on the NPU and on the stand-in."""
+    code = """
+    import torch
+    import torch_npu
+    print(torch.npu.device_count())
+    torch.npu.set_device(1)
+    """
+    done = run_on_standin(code, migrate=False, devices=2, env={"ASCEND_RT_VISIBLE_DEVICES": "0"})
+    assert done.stdout.splitlines() == ["1"]
+    assert done.stderr.strip().splitlines()[-1] == (
+        "RuntimeError: set_device: invalid device id 1: this process sees 1 NPU(s) (ASCEND_RT_VISIBLE_DEVICES=0) "
+        "(the CPU stand-in has as many as the rehearsal has processes)")
+    both = run_on_standin(code, migrate=False, devices=2, env={"ASCEND_RT_VISIBLE_DEVICES": "0,1"})
+    assert both.returncode == 0 and both.stdout == "2\n", both.stderr
 
 
 def test_plain_import_torch_loads_the_standin_like_torch_npus_autoload(run_on_standin):
