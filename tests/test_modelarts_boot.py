@@ -19,6 +19,7 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import BOOT_MARKER, black_format, render_boot
+from test_modelarts_run import CEILING, NEVER
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
@@ -61,7 +62,7 @@ def boot(tmp_path, folder, *args, wait=True):
     if not wait:
         return subprocess.Popen(command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True)
-    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=CEILING)
 
 
 def put(tmp_path, url, files):
@@ -108,13 +109,13 @@ def test_the_scripts_exit_status_is_the_boot_files(tmp_path, code):
 
 def test_sigterm_reaches_the_script_which_copies_its_outputs(tmp_path, code):
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
-    proc = boot(tmp_path, code, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", "--hold=60",
+    proc = boot(tmp_path, code, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", f"--hold={NEVER}",
                 wait=False)
     for line in proc.stdout:
         if line == "checkpoint saved\n":
             break
     proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=30)
+    stdout, stderr = proc.communicate(timeout=CEILING)
     assert proc.returncode == 128 + signal.SIGTERM
     assert listing(tmp_path, "obs://bucket/out") == ["epoch0.ckpt"]
     assert stderr.count("[modelarts] copying") == 2  # the data in, the outputs out: by the script

@@ -21,7 +21,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
-from test_modelarts_run import Job
+from test_modelarts_run import NEVER, Job
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "fixtures" / "modelarts" / "projects"
@@ -61,10 +61,9 @@ def test_imagenet_checkpoints_saved_in_the_working_folder_reach_train_url(job):
 def test_imagenet_stopped_with_sigterm(job):
     script = job.adapt("pt_imagenet.py")
     job.put("obs://bucket/imagenet", IMAGENET)
-    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--hold=60")
+    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", f"--hold={NEVER}")
     _wait_for(proc, "epoch 0 saved")
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
+    job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
 
@@ -177,10 +176,10 @@ def test_stargan_failing_and_stopped(job):
     assert done.returncode == 1 and "RuntimeError: D/loss_real is nan" in done.stderr
     assert job.listing("obs://bucket/failed") == ["1-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg"]
     proc = job.start(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/stopped",
-                     "--hold=60")
-    _wait_for(proc, f"Saved model checkpoints into stargan/models...")
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
+                     f"--hold={NEVER}")
+    _wait_for(proc, "Saved model checkpoints into stargan/models...")
+    job.stop(proc)
+    assert proc.returncode == -signal.SIGTERM
     assert job.listing("obs://bucket/stopped") == [
         "1-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg"]
 
@@ -219,8 +218,7 @@ def test_torchrun_script_stopped_with_sigterm_through_the_boot_file(job):
     proc = job.start(boot, "--total_epochs=50", "--save_every=1", "--hold=1", "--train_url=obs://bucket/out",
                      RANK_SIZE="2", FAKE_TORCHRUN_LOG=str(job.root / "torchrun.log"))
     _wait_for(proc, "Epoch 0 | Training snapshot saved at snapshot.pt")
-    proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=30)
+    job.stop(proc)
     assert proc.returncode != 0
     assert job.listing("obs://bucket/out") == ["snapshot.pt"]
 

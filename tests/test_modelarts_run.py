@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
 FAKE_MOXING = Path(__file__).resolve().parent / "fake_moxing"
 PYTHON37 = Path("/root/.pyenv/versions/3.7.16/bin/python3.7")
+# How long a test waits at most for a job to end. Jobs end on events (a signal, their last step), so
+# this is reached only when one hangs: it is no measure of speed, and generous for a loaded machine.
+CEILING = 600
+NEVER = "3600"  # --hold for a job that is stopped with SIGTERM: it does not end by itself first
 
 # Environment a launcher sets; cleared so the tests' own environment cannot leak in.
 LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID",
@@ -154,11 +158,16 @@ class Job:
 
     def run(self, script: Path, *args: str, python: str = sys.executable, cwd: Path = None, **env: str):
         return subprocess.run(self.command(script, *args, python=python), cwd=cwd or self.work,
-                              env=self.env(**env), capture_output=True, text=True, timeout=60)
+                              env=self.env(**env), capture_output=True, text=True, timeout=CEILING)
 
     def start(self, script: Path, *args: str, **env: str) -> subprocess.Popen:
         return subprocess.Popen(self.command(script, *args), cwd=self.work, env=self.env(**env),
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop(self, proc: subprocess.Popen) -> Tuple[str, str]:
+        """SIGTERM to a started job; its output once it has ended (on its own, after its handlers)."""
+        proc.send_signal(signal.SIGTERM)
+        return proc.communicate(timeout=CEILING)
 
     def calls(self, function: str = "copy_parallel") -> List[List[str]]:
         """MoXing calls logged: [pid, function, args...] rows of one function."""
@@ -235,11 +244,10 @@ def test_without_the_urls_the_script_behaves_as_before(tmp_path, name, args, fil
 def test_outputs_are_copied_when_the_job_is_stopped_with_sigterm(job):
     script = job.adapt("train_module_level.py")
     job.put("obs://bucket/corpus", {"a.txt": "x"})
-    proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", "60")
+    proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", NEVER)
     assert proc.stdout.readline() == f"read 1 words from {job.cache / 'data'}\n"
     assert proc.stdout.readline() == "checkpoint saved\n"
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=30)
+    stdout, stderr = job.stop(proc)
     assert proc.returncode == -signal.SIGTERM  # ended by SIGTERM, as it was before the adaptation
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt"]
     assert "[modelarts] copying 1 file(s) to obs://bucket/out" in stderr
@@ -253,10 +261,9 @@ def test_the_previous_sigterm_handler_still_runs(job):
         "signal.signal(signal.SIGTERM, lambda s, f: (print('own handler', flush=True), sys.exit(3)))\n", 1)
     script.write_text(text)
     job.put("obs://bucket/corpus", {"a.txt": "x"})
-    proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", "60")
+    proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", NEVER)
     proc.stdout.readline(), proc.stdout.readline()
-    proc.send_signal(signal.SIGTERM)
-    stdout, stderr = proc.communicate(timeout=30)
+    stdout, stderr = job.stop(proc)
     assert (proc.returncode, stdout) == (3, "own handler\n")
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt"]
 
@@ -276,7 +283,7 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     procs = [job.start(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out",
                        RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), FAKE_OBS_DELAY="0.5")
              for rank in range(3)]
-    results = [p.communicate(timeout=60) + (p.returncode,) for p in procs]
+    results = [p.communicate(timeout=CEILING) + (p.returncode,) for p in procs]
     assert [r[2] for r in results] == [0, 0, 0], results
     copies_in = [row for row in job.calls() if row[2] == "obs://bucket/data"]
     copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
@@ -375,7 +382,7 @@ def test_mindspore_8_card_job_keeps_its_per_device_data_folders(job):
     procs = [job.start(script, "--data_url", "obs://bucket/cifar", "--train_url", "obs://bucket/out",
                        "--epoch_size", "1", DEVICE_ID=str(d), RANK_ID=str(d), RANK_SIZE="2", FAKE_OBS_DELAY="0.3")
              for d in (0, 1)]
-    outputs = [p.communicate(timeout=60) for p in procs]
+    outputs = [p.communicate(timeout=CEILING) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert outputs[0][0] == "device 0 trained on ['batch_1.bin']\n"
     assert outputs[1][0] == "device 1 trained on ['batch_2.bin']\n"
