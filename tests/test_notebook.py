@@ -75,12 +75,12 @@ def test_torch_imported_in_one_cell_used_in_later_cells():
     )
     result = migrate(text)
     assert sources(result.new_text) == [
-        "import torch\nimport torch_npu  # noqa: F401\nimport torch.nn as nn",
+        "import torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401",
         "model = nn.Linear(2, 2).npu()",
         "%%time\ntorch.npu.synchronize()\nx = torch.zeros(2, device='npu:0')",
     ]
     assert [(e.code, e.cell, e.span.line, e.span.col) for e in result.edits] == [
-        ("NPU108", 1, 2, 1),
+        ("NPU108", 1, 3, 1),
         ("NPU101", 2, 1, 25),
         ("NPU102", 3, 2, 1),
         ("NPU105", 3, 3, 27),

@@ -146,9 +146,27 @@ def test_import_torch_npu_added_once_after_import_torch():
     src = "import os\nimport torch\nimport torch.nn as nn\n\nm = nn.Linear(2, 2).cuda()\nn = nn.Linear(2, 2).cuda()\n"
     out = migrate_source(src, "t.py").new_text
     assert out == (
-        "import os\nimport torch\nimport torch_npu  # noqa: F401\nimport torch.nn as nn\n\n"
+        "import os\nimport torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401\n\n"
         "m = nn.Linear(2, 2).npu()\nn = nn.Linear(2, 2).npu()\n"
     )
+    assert not migrate_source(out, "t.py").changed
+
+
+@pytest.mark.parametrize("imports, expected", [
+    # isort's place: after the `import torch...` lines, before `from torch ...` and torchvision.
+    ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nfrom torch.utils.data import DataLoader\n"
+     "import torchvision\n",
+     "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport torch_npu  # noqa: F401\n"
+     "from torch.utils.data import DataLoader\nimport torchvision\n"),
+    # A blank line ends the group; `import torch.npu` needs torch_npu before it.
+    ("import torch\n\nimport torch.nn as nn\n", "import torch\nimport torch_npu  # noqa: F401\n\nimport torch.nn as nn\n"),
+    ("import torch\nimport torch.nn as nn\nimport torch.npu\n",
+     "import torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401\nimport torch.npu\n"),
+])
+def test_import_torch_npu_goes_where_isort_puts_it(imports, expected):
+    use = "m = nn.Linear(2, 2).cuda()\n"
+    out = migrate_source(imports + use, "t.py").new_text
+    assert out == expected + use.replace("cuda", "npu")
     assert not migrate_source(out, "t.py").changed
 
 

@@ -1,6 +1,7 @@
 """The add_import kind (kinds/add_import.py) in the PyTorch pass: `import torch_npu` after the
-file's first import of torch, where the pass migrated something to the NPU or found NPU code
-(its rewrites ask for it with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
+file's first import of torch and the `import torch.xxx` lines right after it (where isort puts
+it), where the pass migrated something to the NPU or found NPU code (its rewrites ask for it
+with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
 """
 
 from __future__ import annotations
@@ -43,6 +44,25 @@ def _needs_torch_npu_before(stmt: Union[cst.Import, cst.ImportFrom]) -> bool:
     return any(n == "torch.npu" or n.startswith("torch.npu.") for n in names)
 
 
+def _plain_torch_import(stmt: cst.BaseStatement) -> bool:
+    """`import torch.nn as nn` alone on its line (not `torch.npu`, which needs torch_npu first)."""
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1:
+        return False
+    hit = stmt.body[0]
+    return isinstance(hit, cst.Import) and _imports_torch(stmt) is hit and not _needs_torch_npu_before(hit) \
+        and all((dotted_name(a.name) or "").split(".")[0] == "torch" for a in hit.names)
+
+
+def _after_plain_torch_imports(body: Sequence[cst.BaseStatement], i: int) -> int:
+    """The last of the `import torch...` lines that follow body[i] without a blank line: where isort
+    puts `import torch_npu` (after `import torch.nn`, before `from torch...` and `import torchvision`)."""
+    if not _plain_torch_import(body[i]):
+        return i
+    while i + 1 < len(body) and _plain_torch_import(body[i + 1]) and not body[i + 1].leading_lines:
+        i += 1
+    return i
+
+
 class _InsertTorchNpu(cst.CSTTransformer):
     """Insert `import torch_npu` next to the first statement that imports torch, in the block
     that statement is in (module level, a `try:` body, a function)."""
@@ -78,7 +98,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
                 new = new.with_changes(leading_lines=stmt.leading_lines)
                 out[i : i + 1] = [new, moved]
             else:
-                out.insert(i + 1, new)
+                out.insert(_after_plain_torch_imports(body, i) + 1, new)
             self.inserted = new
             return out
         return None
