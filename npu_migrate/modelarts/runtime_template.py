@@ -37,15 +37,15 @@ try:
 except ImportError:  # Windows: no file locks, and no multi-process jobs to guard there
     fcntl = None
 
-VERSION = 2
+VERSION = 3
 CACHE = "/cache"
 # Not copied to train_url: the code's own caches and the platform's and tools' hidden folders.
 SKIPPED_FOLDERS = ("__pycache__", ".git", ".ipynb_checkpoints")
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
 MAX_FILES = 200000  # files looked at per folder when comparing before and after
-
-_state = {}  # what modelarts_setup() did in this process
-_lock = threading.Lock()
+# Set by a generated boot file: where the script leaves what it watches, for the boot file to
+# copy if the script dies without running its exit handlers.
+BOOT_FILE_OUTPUTS = "NPU_MIGRATE_MODELARTS_OUTPUTS"
 
 
 def modelarts_setup(
@@ -73,27 +73,16 @@ def modelarts_setup(
     train_url = getattr(args, "train_url", None)
     if not data_url and not train_url:
         return parsed
-    if _state.get("pid") != os.getpid():
-        _state.clear()
-        _state["pid"] = os.getpid()
-        _state["start"] = time.time()
-        _state["cwd"] = os.getcwd()
-        for url in (data_url, train_url):
-            if url and is_obs(url):
-                _moxing(url)  # fail now, not after hours of training
-        if data_url:
-            _state["data"] = _local_input(data_url, data_dir)
-    if "data" in _state:
+    job = Job.current(data_url, train_url, data_dir)
+    if job.data is not None:
         for name in data:
             value = getattr(args, name, None)
-            setattr(args, name, _rebase(value, _state["data"], data_url, len(data)))
-    if train_url and "train_url" not in _state:
-        _state["train_url"] = train_url
-        _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume)
+            setattr(args, name, _rebase(value, job.data, data_url, len(data)))
+    if train_url and job.train_url is None:
+        job.train_url = train_url
+        job.watch(args, outputs, ignore, data, output_dir, resume)
         if _is_uploader():
-            _state["before"] = dict((p, _stamp(p)) for p, _ in _files(_state))
-            _state["sent"] = {}
-            _upload_at_exit(sync_every)
+            job.upload_at_exit(sync_every)
     return parsed
 
 
@@ -116,15 +105,15 @@ def _moxing(url):
     # Huawei's MoXing has moxing.file; the PyPI package called moxing is unrelated.
     if not hasattr(getattr(moxing, "file", None), "copy_parallel"):
         raise SystemExit(
-            "modelarts: %s is an OBS URL: copying it needs Huawei MoXing, which ModelArts "
+            f"modelarts: {url} is an OBS URL: copying it needs Huawei MoXing, which ModelArts "
             "training images include but this Python does not (the PyPI package named "
-            "moxing is a different project). Pass a local path instead." % url
+            "moxing is a different project). Pass a local path instead."
         )
     return moxing
 
 
 def log(message):
-    print("[modelarts] " + message, file=sys.stderr, flush=True)
+    print(f"[modelarts] {message}", file=sys.stderr, flush=True)
 
 
 def _cache_path(path):
@@ -135,7 +124,266 @@ def _cache_path(path):
     return os.path.abspath(path)
 
 
-# -- the input ------------------------------------------------------------------------
+class Job:
+    """What modelarts_setup() arranged in this process: the input's local copy, and what is
+    copied to --train_url (`sent` is None in a process that copies nothing)."""
+
+    _current = None  # the Job of this process (a forked child makes its own)
+
+    def __init__(self, start=None, cwd=None):
+        self.pid = os.getpid()
+        self.start = time.time() if start is None else start
+        self.cwd = cwd or os.getcwd()
+        self.data = None  # the local copy of --data_url
+        self.train_url = None
+        self.watched = []  # (file or folder, its name under train_url)
+        self.skipped = []  # folders inside the watched ones that are not outputs
+        self.before = {}  # path: (mtime, size) when the job started
+        self.sent = None  # path: (mtime, size) when it was copied
+        self.finished = False
+        self.copying = None  # the thread copying now
+        self.previous_sigterm = None
+        self.lock = threading.Lock()
+
+    @classmethod
+    def current(cls, data_url, train_url, data_dir):
+        job = cls._current
+        if job is None or job.pid != os.getpid():
+            job = cls._current = cls()
+            for url in (data_url, train_url):
+                if url and is_obs(url):
+                    _moxing(url)  # fail now, not after hours of training
+            if data_url:
+                job.data = _local_input(data_url, data_dir)
+        return job
+
+    # -- what is watched ------------------------------------------------------------------
+
+    def watch(self, args, outputs, ignore, data, output_dir, resume):
+        """Decide what is watched and empty the local output folder (once per node and run)."""
+        local = _cache_path(output_dir)
+        roots = []  # the output arguments' files and folders
+        for name in outputs:
+            value = _path_value(args, name)
+            if (not value or is_obs(value)) and _folder_argument(name):
+                # The script writes locally, the copy goes to OBS.
+                setattr(args, name, local)
+                value = local
+            if value and not is_obs(value):
+                roots.append(os.path.abspath(value))
+        folders = [r for r in roots if _looks_like_folder(r)]
+        # The folder of an output file (--save output/model.pt, a prefix such as
+        # output/bert.model) when it is the job's own: the working folder or /cache.
+        cache = _cache_path(CACHE)
+        near = [
+            os.path.dirname(r)
+            for r in roots
+            if r not in folders and (_inside(r, self.cwd) or _inside(r, cache))
+        ]
+        main = folders[0] if folders else near[0] if near else local
+        if not is_obs(self.train_url) and _inside(main, self.train_url):
+            main = local  # the script writes straight into --train_url
+        self.watched = [(main, "")]
+        for root in [local, self.cwd] + roots + near:
+            real = os.path.realpath(root)
+            if any(real == os.path.realpath(w) for w, _ in self.watched):
+                continue
+            # Named as in the output folder, else as in the working folder, else by its name.
+            if _inside(root, main):
+                name = os.path.relpath(root, main)
+            elif _inside(root, self.cwd):
+                name = os.path.relpath(root, self.cwd)
+            else:
+                name = os.path.basename(root.rstrip("/\\")) or "output"
+            self.watched.append((root, "" if name == "." else name))
+        skipped = [os.path.abspath(p) for p in ignore]
+        skipped += [self.data] if self.data is not None else []
+        paths = [_path_value(args, n) for n in data]
+        skipped += [os.path.abspath(p) for p in paths if p and not is_obs(p)]
+        skipped += [] if is_obs(self.train_url) else [os.path.abspath(self.train_url)]
+        self.skipped = [
+            s for s in skipped if not any(_inside(w, s) for w, _ in self.watched)
+        ]
+        script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else self.cwd
+        with _Once(local, "output") as once:
+            if not once.done():
+                if not _inside(self.cwd, local) and not _inside(script, local):
+                    _remove(local)  # what an earlier job left there is not this job's
+                os.makedirs(local, exist_ok=True)
+                if resume:
+                    _restore(self.train_url, main)
+                once.mark()
+
+    def files(self):
+        """(path, name under train_url) of each file in the watched places, the most specific
+        place first: a file in the output folder is named as in the output folder."""
+        seen = set()
+        places = sorted(self.watched, key=lambda w: -len(os.path.realpath(w[0])))
+        for root, prefix in places:
+            if os.path.isdir(root):
+                found = self._folder_files(root, prefix)
+            else:
+                found = _files_named_after(root, prefix)
+            for path, name in found:
+                if path not in seen:
+                    seen.add(path)
+                    yield path, name
+
+    def _folder_files(self, root, prefix):
+        count = 0
+        for folder, subfolders, files in os.walk(root):
+            subfolders[:] = [
+                s
+                for s in sorted(subfolders)
+                if s not in SKIPPED_FOLDERS
+                and not any(_inside(os.path.join(folder, s), x) for x in self.skipped)
+            ]
+            for name in sorted(files):
+                if not name.endswith(SKIPPED_SUFFIXES) and ".modelarts-" not in name:
+                    path = os.path.join(folder, name)
+                    yield path, os.path.join(prefix, os.path.relpath(path, root))
+            count += len(files)
+            if count > MAX_FILES:
+                break
+
+    # -- copying the outputs ---------------------------------------------------------------
+
+    def upload_at_exit(self, sync_every):
+        self.before = {path: _stamp(path) for path, _ in self.files()}
+        self.sent = {}
+        atexit.register(self.upload, True)
+        # A boot file generated by npu-migrate that started this script copies the outputs
+        # itself if the script dies without running its exit handlers (a crash, SIGKILL).
+        boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
+        if boot_file:
+            with open(boot_file, "w") as f:
+                json.dump(self.saved(), f)
+        if sync_every and float(sync_every) > 0:
+            seconds = float(sync_every) * 60
+            threading.Thread(target=self._sync, args=(seconds,), daemon=True).start()
+        try:
+            self.previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        except ValueError:  # not the main thread: SIGTERM keeps its handler
+            pass
+
+    def saved(self):
+        """What the boot file needs to copy the outputs after this process is gone."""
+        keys = ("train_url", "watched", "skipped", "cwd", "start", "data")
+        saved = {k: getattr(self, k) for k in keys}
+        saved["before"] = sorted(self.before.items())
+        return saved
+
+    @classmethod
+    def from_saved(cls, saved):
+        job = cls(saved["start"], saved["cwd"])
+        job.train_url, job.data = saved["train_url"], saved["data"]
+        job.watched = [tuple(w) for w in saved["watched"]]
+        job.skipped = saved["skipped"]
+        job.before = {p: tuple(s) if s else s for p, s in saved["before"]}
+        job.sent = {}
+        return job
+
+    def _sync(self, seconds):
+        while True:
+            time.sleep(seconds)
+            self.upload()
+
+    def _on_sigterm(self, signum, frame):
+        if self.copying is threading.current_thread():
+            return  # the process is already ending and copying: let the copy finish
+        self.upload(final=True)
+        previous = self.previous_sigterm
+        if callable(previous):
+            previous(signum, frame)
+        elif previous != signal.SIG_IGN:
+            # What SIGTERM did before: end the process.
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    def upload(self, final=False):
+        """Copy the files created or changed since the start (and since the last copy) to
+        --train_url; at the end, warn when nothing at all was copied."""
+        if self.pid != os.getpid() or self.sent is None:
+            return  # a forked child, or a process that copies nothing
+        with self.lock:
+            if self.finished:
+                return
+            self.copying = threading.current_thread()
+            try:
+                self._upload()
+            except Exception as exc:
+                # At exit or in a signal handler: report, do not raise.
+                log(f"copying the outputs to {self.train_url} failed: {exc}")
+            finally:
+                self.copying = None
+            if final:
+                self.finished = True
+                if not self.sent:
+                    self._nothing_copied()
+                boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
+                if boot_file and self is Job._current and os.path.exists(boot_file):
+                    # Copied: nothing left for the boot file to do.
+                    open(boot_file, "w").close()
+
+    def _upload(self):
+        changed = []
+        for path, name in self.files():
+            stamp = _stamp(path)
+            known = (self.before.get(path), self.sent.get(path))
+            if stamp is not None and stamp not in known:
+                changed.append((path, name, stamp))
+        if not changed:
+            return
+        log(f"copying {len(changed)} file(s) to {self.train_url}")
+        mox = _moxing(self.train_url).file if is_obs(self.train_url) else None
+        for path, name, stamp in changed:
+            target = self.train_url.rstrip("/") + "/" + name.replace(os.sep, "/")
+            if mox is not None:
+                mox.copy(path, target)
+            else:
+                os.makedirs(os.path.dirname(target), exist_ok=True)
+                shutil.copy2(path, target)
+            self.sent[path] = stamp
+
+    def _nothing_copied(self):
+        """Name the files the job wrote outside the watched places (a bounded look around)."""
+        found, looked = [], 0
+        for place in (os.path.dirname(self.cwd), _cache_path(CACHE)):
+            for folder, subfolders, files in os.walk(place):
+                subfolders[:] = [
+                    s
+                    for s in subfolders
+                    if s not in SKIPPED_FOLDERS
+                    and not (self.data and _inside(os.path.join(folder, s), self.data))
+                    and os.path.join(folder, s) not in ("/proc", "/sys", "/dev")
+                ]
+                looked += len(files)
+                for name in files:
+                    path = os.path.join(folder, name)
+                    stamp = _stamp(path)
+                    if stamp and stamp[0] >= self.start and ".modelarts-" not in path:
+                        found.append(path)
+                if len(found) > 20 or looked > 20000:
+                    break
+        watched = ", ".join(w for w, _ in self.watched)
+        if found:
+            wrote = "it wrote " + ", ".join(sorted(set(found))[:10])
+        else:
+            wrote = "no file it wrote was found"
+        log(
+            f"warning: nothing was copied to {self.train_url}: no file in {watched} was "
+            f"created or changed by the job; {wrote} (save them under the working folder, "
+            "or name the script's output argument with npu-migrate --output-arg)"
+        )
+
+
+def upload_saved(path):
+    """For the boot file: copy what a script that died without its exit handlers left."""
+    with open(path) as f:
+        Job.from_saved(json.load(f)).upload()
+
+
+# -- the input --------------------------------------------------------------------------
 
 
 def _local_input(data_url, data_dir):
@@ -155,9 +403,8 @@ def _rebase(value, local, data_url, count):
     if os.path.isabs(value) and os.path.exists(value):
         return value  # a path on this machine, given on purpose
     parts = [p for p in value.replace("\\", "/").split("/") if p not in ("", ".", "..")]
-    for i in range(
-        len(parts)
-    ):  # data/celeba/images: <local>/data/celeba/images, celeba/images, ...
+    # data/celeba/images: <local>/data/celeba/images, <local>/celeba/images, ...
+    for i in range(len(parts)):
         candidate = os.path.join(local, *parts[i:])
         if os.path.exists(candidate):
             return candidate
@@ -173,33 +420,36 @@ def _job_id():
     except OSError:
         pass
     parts.append(_started(1))  # changes whenever the container starts again
-    return hashlib.sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:16]
+    return _digest("\n".join(parts))
 
 
 def _run_id():
     """This job, and the launcher that started the processes of this run of it."""
     size = os.environ.get("WORLD_SIZE", os.environ.get("RANK_SIZE", "1")).strip()
     pid = os.getppid() if size.isdigit() and int(size) > 1 else os.getpid()
-    text = "%s %d %s" % (_job_id(), pid, _started(pid))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+    return _digest(f"{_job_id()} {pid} {_started(pid)}")
+
+
+def _digest(text):
+    return hashlib.sha256(text.encode("utf-8", "replace")).hexdigest()[:16]
 
 
 def _started(pid):
     try:
-        with open("/proc/%d/stat" % pid) as stat:
+        with open(f"/proc/{pid}/stat") as stat:
             return stat.read().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
         return ""
 
 
-class _Once(object):
+class _Once:
     """A lock shared by the processes of a node, and a marker saying this run did `what`."""
 
     def __init__(self, folder, what):
         parent, name = os.path.split(folder.rstrip("/\\"))
         os.makedirs(parent, exist_ok=True)
-        self.prefix = os.path.join(parent, ".%s.modelarts-%s" % (name, what))
-        self.marker = "%s-run-%s" % (self.prefix, _run_id())
+        self.prefix = os.path.join(parent, f".{name}.modelarts-{what}")
+        self.marker = f"{self.prefix}-run-{_run_id()}"
 
     def __enter__(self):
         self.file = open(self.prefix + ".lock", "a")
@@ -207,7 +457,7 @@ class _Once(object):
             try:
                 fcntl.flock(self.file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
-                log("waiting for another process of this job (%s)" % self.prefix)
+                log(f"waiting for another process of this job ({self.prefix})")
                 fcntl.flock(self.file.fileno(), fcntl.LOCK_EX)
         return self
 
@@ -243,24 +493,23 @@ def _copy_in(url, local):
         if once.done() and os.path.isdir(local):
             return
         source = local + ".modelarts-source"
-        listing = "\n".join(_listing(url)).encode("utf-8", "replace")
-        key = _job_id() + " " + hashlib.sha256(listing).hexdigest()
+        key = _job_id() + " " + _digest("\n".join(_listing(url)))
         old = None
         if os.path.isfile(source):
             with open(source) as f:
                 old = f.read().strip()
         if old == key and os.path.isdir(local):
-            log("%s is already in %s (same job, same listing)" % (url, local))
+            log(f"{url} is already in {local} (same job, same listing)")
         else:
             # A new folder, switched into place: nothing of an earlier copy survives.
-            fresh = "%s.modelarts-new-%d" % (local, os.getpid())
+            fresh = f"{local}.modelarts-new-{os.getpid()}"
             _remove(fresh)
-            log("copying %s to %s" % (url, local))
+            log(f"copying {url} to {local}")
             _copy(url, fresh)
             if os.path.lexists(source):
                 os.remove(source)
             if os.path.lexists(local):
-                stale = "%s.modelarts-old-%d" % (local, os.getpid())
+                stale = f"{local}.modelarts-old-{os.getpid()}"
                 os.rename(local, stale)
                 _remove(stale)
             os.rename(fresh, local)
@@ -293,7 +542,14 @@ def _copy(src, dst):
             shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
 
 
-# -- the outputs ----------------------------------------------------------------------
+# -- the outputs ------------------------------------------------------------------------
+
+
+def _path_value(args, name):
+    """The argument's value as a str path ('' when it is none)."""
+    value = getattr(args, name, None)
+    value = os.fspath(value) if hasattr(value, "__fspath__") else value
+    return value if isinstance(value, str) else ""
 
 
 def _looks_like_folder(path):
@@ -305,79 +561,9 @@ def _folder_argument(name):
     return name == "train_url" or name.endswith(("dir", "folder", "outf"))
 
 
-def _prepare_outputs(args, outputs, ignore, data, output_dir, train_url, resume):
-    """Decide what is watched and empty the local output folder (once per node and run)."""
-    local = _cache_path(output_dir)
-    roots = []  # the output arguments' files and folders
-    for name in outputs:
-        value = getattr(args, name, None)
-        if hasattr(value, "__fspath__"):
-            value = os.fspath(value)
-        if (not value or is_obs(value)) and _folder_argument(name):
-            setattr(
-                args, name, local
-            )  # the script writes locally, the copy goes to OBS
-            value = local
-        if isinstance(value, str) and value and not is_obs(value):
-            roots.append(os.path.abspath(value))
-    folders = [r for r in roots if _looks_like_folder(r)]
-    cwd = _state["cwd"]
-    # The folder of an output file (--save output/model.pt, a prefix such as output/bert.model)
-    # when it is the job's own: the working folder or /cache.
-    near = [
-        os.path.dirname(r)
-        for r in roots
-        if r not in folders and (_inside(r, cwd) or _inside(r, _cache_path(CACHE)))
-    ]
-    main = folders[0] if folders else near[0] if near else local
-    if not is_obs(train_url) and _inside(main, train_url):
-        main = local  # the script writes straight into --train_url
-    watched = [(main, "")]
-    for root in [local, cwd] + roots + near:
-        if any(os.path.realpath(root) == os.path.realpath(w) for w, _ in watched):
-            continue
-        # Named as in the output folder, else as in the working folder, else by their name.
-        if _inside(root, main):
-            name = os.path.relpath(root, main)
-        elif _inside(root, cwd):
-            name = os.path.relpath(root, cwd)
-        else:
-            name = _name(root)
-        watched.append((root, "" if name == "." else name))
-    skipped = [os.path.abspath(p) for p in ignore]
-    skipped += [_state["data"]] if "data" in _state else []
-    skipped += [
-        os.path.abspath(os.fspath(getattr(args, n))) for n in data if _is_path(args, n)
-    ]
-    skipped += [os.path.abspath(train_url)] if not is_obs(train_url) else []
-    _state["watched"] = watched
-    _state["skipped"] = [
-        s for s in skipped if not any(_inside(w, s) for w, _ in watched)
-    ]
-    with _Once(local, "output") as once:
-        if not once.done():
-            script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else cwd
-            if not _inside(cwd, local) and not _inside(script, local):
-                _remove(local)  # what an earlier job left there is not this job's
-            os.makedirs(local, exist_ok=True)
-            if resume:
-                _restore(train_url, main)
-            once.mark()
-
-
-def _is_path(args, name):
-    value = getattr(args, name, None)
-    value = os.fspath(value) if hasattr(value, "__fspath__") else value
-    return isinstance(value, str) and value and not is_obs(value)
-
-
 def _inside(path, folder):
     path, folder = os.path.realpath(path), os.path.realpath(folder)
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
-
-
-def _name(path):
-    return os.path.basename(path.rstrip("/\\")) or "output"
 
 
 def _restore(train_url, folder):
@@ -386,55 +572,22 @@ def _restore(train_url, folder):
     else:
         found = os.path.isdir(train_url) and not _inside(folder, train_url)
     if found:
-        log("copying %s to %s (to resume)" % (train_url, folder))
+        log(f"copying {train_url} to {folder} (to resume)")
         _copy(train_url, folder)
 
 
-def _files(state):
-    """(path, name under train_url) of every file in the watched places, most specific
-    place first, so a file in the output folder is named as in the output folder."""
-    seen = set()
-    places = sorted(state["watched"], key=lambda w: -len(os.path.realpath(w[0])))
-    for root, prefix in places:
-        if not os.path.isdir(
-            root
-        ):  # an output file, and those named after it (model.pt.ep1)
-            folder, base = os.path.split(root)
-            try:
-                names = sorted(os.listdir(folder))
-            except OSError:
-                names = []
-            for name in names:
-                path = os.path.join(folder, name)
-                if path in seen or not os.path.isfile(path):
-                    continue
-                if name == base or name.startswith(tuple(base + c for c in "._-")):
-                    seen.add(path)
-                    yield path, os.path.join(os.path.dirname(prefix), name)
-            continue
-        count = 0
-        for folder, subfolders, files in os.walk(root):
-            subfolders[:] = [
-                s
-                for s in sorted(subfolders)
-                if s not in SKIPPED_FOLDERS
-                and not any(
-                    _inside(os.path.join(folder, s), x) for x in state["skipped"]
-                )
-            ]
-            for name in sorted(files):
-                path = os.path.join(folder, name)
-                if (
-                    path in seen
-                    or name.endswith(SKIPPED_SUFFIXES)
-                    or ".modelarts-" in name
-                ):
-                    continue
-                seen.add(path)
-                yield path, os.path.join(prefix, os.path.relpath(path, root))
-            count += len(files)
-            if count > MAX_FILES:
-                break
+def _files_named_after(output_file, prefix):
+    """An output file and those named after it (model.pt.ep1), named as under `prefix`."""
+    folder, base = os.path.split(output_file)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        names = []
+    for name in names:
+        path = os.path.join(folder, name)
+        named_after = name == base or name.startswith(tuple(base + c for c in "._-"))
+        if named_after and os.path.isfile(path):
+            yield path, os.path.join(os.path.dirname(prefix), name)
 
 
 def _stamp(path):
@@ -460,137 +613,3 @@ def _is_uploader():
     # Launchers that give only per-node ids: the first device of the first node.
     local = env.get("LOCAL_RANK", env.get("DEVICE_ID", "0")).strip()
     return env.get("VC_TASK_INDEX", "0").strip() in ("", "0") and local in ("", "0")
-
-
-def _upload_at_exit(sync_every):
-    atexit.register(upload, True)
-    # A boot file generated by npu-migrate that started this script copies the outputs
-    # itself if the script dies without running its exit handlers (a crash, SIGKILL).
-    boot_file = os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
-    if boot_file:
-        keys = ("train_url", "watched", "skipped", "cwd", "start", "data")
-        saved = dict((k, _state.get(k)) for k in keys)
-        saved["before"] = sorted(_state["before"].items())
-        with open(boot_file, "w") as f:
-            json.dump(saved, f)
-    if sync_every and float(sync_every) > 0:
-        thread = threading.Thread(target=_sync, args=(float(sync_every) * 60,))
-        thread.daemon = True
-        thread.start()
-    try:
-        previous = signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread: SIGTERM keeps its handler
-        return
-    _state["previous_sigterm"] = previous
-
-
-def _sync(seconds):
-    while True:
-        time.sleep(seconds)
-        upload(False)
-
-
-def _on_sigterm(signum, frame):
-    if _state.get("copying") is threading.current_thread():
-        return  # the process is already ending and copying: let the copy finish
-    upload(True)
-    previous = _state.get("previous_sigterm")
-    if callable(previous):
-        previous(signum, frame)
-    elif previous != signal.SIG_IGN:
-        # What SIGTERM did before: end the process.
-        signal.signal(signum, signal.SIG_DFL)
-        os.kill(os.getpid(), signum)
-
-
-def upload(final=False, state=None):
-    """Copy the files created or changed since the start (and since the last copy) to
-    --train_url; at the end, warn when nothing at all was copied."""
-    state = _state if state is None else state
-    if state.get("pid") != os.getpid() or "sent" not in state:
-        return  # a forked child, or a process that copies nothing
-    with _lock:
-        if state.get("finished"):
-            return
-        state["copying"] = threading.current_thread()
-        try:
-            _upload(state)
-        except Exception as exc:  # at exit or in a signal handler: report, do not raise
-            log("copying the outputs to %s failed: %s" % (state["train_url"], exc))
-        finally:
-            state["copying"] = None
-        if final:
-            state["finished"] = True
-            if not state["sent"]:
-                _nothing_copied(state)
-            boot_file = os.environ.get("NPU_MIGRATE_MODELARTS_OUTPUTS")
-            if boot_file and state is _state and os.path.exists(boot_file):
-                open(boot_file, "w").close()  # copied: nothing left for the boot file
-
-
-def _upload(state):
-    train_url = state["train_url"]
-    changed = []
-    for path, name in _files(state):
-        stamp = _stamp(path)
-        if stamp is None or state["before"].get(path) == stamp:
-            continue
-        if state["sent"].get(path) != stamp:
-            changed.append((path, name, stamp))
-    if not changed:
-        return
-    log("copying %d file(s) to %s" % (len(changed), train_url))
-    mox = _moxing(train_url).file if is_obs(train_url) else None
-    for path, name, stamp in changed:
-        target = train_url.rstrip("/") + "/" + name.replace(os.sep, "/")
-        if mox is not None:
-            mox.copy(path, target)
-        else:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copy2(path, target)
-        state["sent"][path] = stamp
-
-
-def _nothing_copied(state):
-    """Name the files the job wrote outside the watched places (a bounded look around)."""
-    found, looked = [], 0
-    for place in (os.path.dirname(state["cwd"]), _cache_path(CACHE)):
-        for folder, subfolders, files in os.walk(place):
-            subfolders[:] = [
-                s
-                for s in subfolders
-                if s not in SKIPPED_FOLDERS
-                and not (
-                    state.get("data")
-                    and _inside(os.path.join(folder, s), state["data"])
-                )
-                and os.path.join(folder, s) not in ("/proc", "/sys", "/dev")
-            ]
-            looked += len(files)
-            for name in files:
-                path = os.path.join(folder, name)
-                stamp = _stamp(path)
-                if stamp and stamp[0] >= state["start"] and ".modelarts-" not in path:
-                    found.append(path)
-            if len(found) > 20 or looked > 20000:
-                break
-    watched = ", ".join(w for w, _ in state["watched"])
-    if found:
-        wrote = "it wrote %s" % ", ".join(sorted(set(found))[:10])
-    else:
-        wrote = "no file it wrote was found"
-    log(
-        "warning: nothing was copied to %s: no file in %s was created or changed by the "
-        "job; %s (save them under the working folder, or name the script's output "
-        "argument with npu-migrate --output-arg)" % (state["train_url"], watched, wrote)
-    )
-
-
-def upload_saved(path):
-    """For the boot file: copy what a script that died without its exit handlers left."""
-    with open(path) as f:
-        saved = json.load(f)
-    saved["before"] = dict((p, tuple(s) if s else s) for p, s in saved["before"])
-    saved["watched"] = [tuple(w) for w in saved["watched"]]
-    saved.update(sent={}, pid=os.getpid())
-    upload(False, saved)
