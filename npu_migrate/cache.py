@@ -24,8 +24,10 @@ what `--write` writes:
 * an entry is read only when it is a regular file (no FIFO, device or symlink) of bounded size,
   and only when it names the same settings, absolute path and content digest as the lookup;
 * files generated next to a file (`extra_files`) must lie in that file's folder;
-* runs that write (`--write`, `--output-dir`) never take a changed result from the cache: the
-  file is migrated again, so what is written is always what a fresh run writes.
+* runs that write (`--write`, `--output-dir`) take from the cache only a result that is "nothing
+  to do" (no new text, no edits, no generated files); any other is a miss and the file is
+  migrated again, so nothing read from the cache decides what is written (issue 30.1: an entry
+  saying "unchanged" but carrying generated files made `--write` create or update them).
 
 Each run touches its settings folder and removes those that no run used for 30 days (each
 edit of a checkout or change of rules or options makes a new one). Entries are written to a
@@ -115,8 +117,8 @@ ENTRY_LIMIT_PER_BYTE = 8
 class Cache:
     """Results by (absolute path, content digest) for one set of settings.
 
-    `reuse_changed=False` (runs that write): a stored result that changes the file is not used,
-    the file is migrated again.
+    `reuse_changed=False` (runs that write): only a stored result with nothing to write is used
+    (`nothing_to_do`); for any other the file is migrated again.
     """
 
     def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None,
@@ -203,7 +205,7 @@ class Cache:
             return None
         if not _plausible(result, path):
             return None
-        if result.changed and not self.reuse_changed:
+        if not (self.reuse_changed or nothing_to_do(result)):
             return None
         return result
 
@@ -239,6 +241,11 @@ def _key_path(path: str) -> str:
 
 def _entry_dict(digest: str, result: Dict[str, Any], settings: str, path: str) -> Dict[str, Any]:
     return {"digest": digest, "settings": settings, "path": _key_path(path), "result": result}
+
+
+def nothing_to_do(result: FileResult) -> bool:
+    """A result that writes nothing: the only kind a run that writes may take from the cache."""
+    return result.new_text is None and not result.edits and not result.extra_files
 
 
 def _plausible(result: FileResult, path: str) -> bool:

@@ -740,3 +740,31 @@ def test_the_hooks_pass_dependency_lists_and_skip_other_text_files(tmp_path, run
     assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out.splitlines(), out
     assert "README: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
     assert "notes.txt: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
+
+
+# ------------------------------------------------------------------------------ issue 30: the cache decides no write
+
+
+@pytest.mark.parametrize("neighbour", ["new", "user's"])
+def test_a_cached_nothing_changed_result_with_generated_files_writes_nothing(tmp_path, neighbour):
+    """Issue 30.1: an entry bound to the file (right path, digest and settings) whose result says
+    "unchanged" but carries generated files is not a "nothing to do" result: on --write the file
+    is migrated again, and what is written is what this run computes."""
+    tree, cache_dir = tmp_path / "tree", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "train.py").write_bytes(b"x = 1\n")  # nothing to do
+    helper = tree / "helper.py"
+    if neighbour == "user's":
+        helper.write_bytes(b"# my helper\nkeep = True\n")
+    assert invoke([str(tree), "--check"], cache_dir).exit_code == 0  # fills the cache
+    (entry,) = [e for e in _entry_files(cache_dir) if json.loads(e.read_bytes())["path"] == str(tree / "train.py")]
+    forged = json.loads(entry.read_bytes())
+    forged["result"]["extra_files"] = {str(helper): "# my helper\nos.system('touch PWNED')\n"}
+    entry.write_text(json.dumps(forged))
+    before = tree_state(tree)
+
+    r = invoke([str(tree), "--write"], cache_dir)
+
+    assert r.exit_code == 0, r.output
+    assert tree_state(tree) == before, r.output
+    assert "helper.py" not in r.output
