@@ -37,13 +37,20 @@ LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_
                  "VC_TASK_INDEX", "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
 
 STUBS = {
+    # torch.save: with FAKE_TORCH_SAVE_STALL=N, the Nth save to a path stops halfway through the
+    # file, says so and waits (for the SIGTERM of a test).
     "torch/__init__.py": (
-        "from . import distributed\n\n\n"
+        "import os, time\n"
+        "from . import distributed\n\n_saves = []\n\n\n"
         "def manual_seed(seed):\n    pass\n\n\n"
         "def save(obj, f):\n"
-        "    if isinstance(f, str):\n"
-        "        with open(f, 'w') as out:\n            out.write(repr(obj))\n"
-        "    else:\n        f.write(repr(obj).encode())\n\n\n"
+        "    if not isinstance(f, str):\n        f.write(repr(obj).encode())\n        return\n"
+        "    _saves.append(f)\n"
+        "    with open(f, 'w') as out:\n"
+        "        if str(len(_saves)) == os.environ.get('FAKE_TORCH_SAVE_STALL'):\n"
+        "            out.write(repr(obj)[:10])\n            out.flush()\n"
+        "            print('torch.save: writing ' + f, flush=True)\n            time.sleep(3600)\n"
+        "        out.write(repr(obj))\n\n\n"
         "class cuda:\n    is_available = staticmethod(lambda: False)\n    set_device = staticmethod(lambda d: None)\n\n\n"
         "class npu:\n    is_available = staticmethod(lambda: False)\n    set_device = staticmethod(lambda d: None)\n"
     ),
@@ -317,6 +324,74 @@ def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
     # Another job on the same /cache: copied again.
     assert run("ma-job-2") == ("new,old", 3)
     assert sorted(p.name for p in job.cache.iterdir() if "modelarts-new" in p.name or "modelarts-old" in p.name) == []
+
+
+def test_the_same_job_in_the_same_container_copies_again_a_file_replaced_under_its_name(job):
+    # No MA_VJ_NAME and the same container (issue 26.9): only the OBS listing, with each file's size
+    # and time, tells the input of the last run from one replaced under the same names.
+    script = job.adapt("train_module_level.py")
+    job.put("obs://bucket/corpus", {"a.txt": "one two"})
+    copy = job.cache / "data" / "a.txt"
+
+    def run():
+        done = job.run(script, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out")
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split(" from ")[0], len(job.calls()), copy.read_text()
+
+    assert run() == ("read 2 words", 1, "one two")
+    assert run() == ("read 2 words", 1, "one two")  # unchanged: the copy in /cache is used
+    job.put("obs://bucket/corpus", {"a.txt": "one two three"})  # another size
+    assert run() == ("read 3 words", 2, "one two three")
+    # The same size, a later time.
+    source = job.obs / "bucket/corpus/a.txt"
+    before = source.stat().st_mtime_ns
+    job.put("obs://bucket/corpus", {"a.txt": "six ten seven"})
+    os.utime(source, ns=(before + 10**9, before + 10**9))
+    assert run() == ("read 3 words", 3, "six ten seven")
+
+
+def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded(job):
+    # pytorch/examples imagenet: torch.save(state, 'checkpoint.pth.tar') straight into the file. The
+    # second save is stopped halfway by SIGTERM (issue 26.8): train_url gets the complete best model
+    # of the first epoch, never the half-written checkpoint under its good name.
+    script = job.adapt("pt_imagenet.py")
+    job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})
+    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=3",
+                     FAKE_TORCH_SAVE_STALL="2")
+    for line in proc.stdout:
+        if line == "torch.save: writing checkpoint.pth.tar\n":
+            break
+    stdout, stderr = job.stop(proc)
+    assert proc.returncode == -signal.SIGTERM
+    assert len((job.work / "checkpoint.pth.tar").read_text()) == 10  # what was written of it
+    assert job.listing("obs://bucket/out") == ["model_best.pth.tar"]
+    assert (job.obs / "bucket/out/model_best.pth.tar").read_text() == repr(
+        {"epoch": 1, "arch": "resnet18", "classes": ["n01440764"]})
+    assert f"[modelarts] not copied: {job.work / 'checkpoint.pth.tar'} was still being written when the job " \
+           "ended\n" in stderr
+    assert "nothing was copied" not in stderr
+
+
+def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job):
+    # The same script saving as careful projects do (a temporary file, then os.replace): stopped in
+    # the middle of the second save, train_url gets the first epoch's complete checkpoint, not the
+    # temporary file.
+    script = job.adapt("pt_imagenet.py")
+    text = script.read_text().replace(
+        "    torch.save(state, filename)\n",
+        "    torch.save(state, filename + '.tmp')\n    os.replace(filename + '.tmp', filename)\n")
+    script.write_text(text)
+    job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})
+    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=3",
+                     FAKE_TORCH_SAVE_STALL="2")
+    for line in proc.stdout:
+        if line == "torch.save: writing checkpoint.pth.tar.tmp\n":
+            break
+    job.stop(proc)
+    assert proc.returncode == -signal.SIGTERM
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+    first = repr({"epoch": 1, "arch": "resnet18", "classes": ["n01440764"]})
+    assert (job.obs / "bucket/out/checkpoint.pth.tar").read_text() == first
 
 
 def test_a_leftover_output_folder_is_not_uploaded_to_the_next_job(job):

@@ -7,13 +7,14 @@ what its parser returned, and names its own data and output arguments:
 
 * the input at an OBS --data_url is copied to local disk (/cache/data) once per node: the
   first process copies into a new folder that then replaces the old one, the others wait;
-  the copy is redone when the job or the data's OBS listing changed; the data arguments
-  then point into the local copy (relative defaults such as data/celeba/images are looked
-  up inside it);
+  the copy is redone when the job or the data's OBS listing (names, sizes, times) changed;
+  the data arguments then point into the local copy (relative defaults such as
+  data/celeba/images are looked up inside it);
 * global rank 0 copies to --train_url what the job produced: the files created or changed
   during the run in the working folder, in the output arguments' files and folders and in
   the local output folder (/cache/output, emptied at start); at exit, after an exception,
-  on SIGTERM and, if asked, every few minutes; each file only when it changed.
+  on SIGTERM and, if asked, every few minutes; each file only when it changed, and never
+  while a process still has it open for writing (a checkpoint cut short by SIGTERM).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -43,6 +44,8 @@ CACHE = "/cache"
 SKIPPED_FOLDERS = ("__pycache__", ".git", ".ipynb_checkpoints")
 SKIPPED_SUFFIXES = (".pyc", ".pyo")
 MAX_FILES = 200000  # files looked at per folder when comparing before and after
+# Input files whose size and time are compared before an earlier copy is reused.
+MAX_LISTED = 5000
 # Set by a generated boot file: where the script leaves what it watches, for the boot file to
 # copy if the script dies without running its exit handlers.
 BOOT_FILE_OUTPUTS = "NPU_MIGRATE_MODELARTS_OUTPUTS"
@@ -144,6 +147,7 @@ class Job:
         self.copying = None  # the thread copying now
         self.previous_sigterm = None
         self.lock = threading.Lock()
+        self.unfinished = set()  # files being written when the job ended: not copied
 
     @classmethod
     def current(cls, data_url, train_url, data_dir):
@@ -310,7 +314,7 @@ class Job:
                 return
             self.copying = threading.current_thread()
             try:
-                self._upload()
+                self._upload(final)
             except Exception as exc:
                 # At exit or in a signal handler: report, do not raise.
                 log(f"copying the outputs to {self.train_url} failed: {exc}")
@@ -318,20 +322,28 @@ class Job:
                 self.copying = None
             if final:
                 self.finished = True
-                if not self.sent:
+                if not self.sent and not self.unfinished:
                     self._nothing_copied()
                 boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
                 if boot_file and self is Job._current and os.path.exists(boot_file):
                     # Copied: nothing left for the boot file to do.
                     open(boot_file, "w").close()
 
-    def _upload(self):
+    def _upload(self, final):
         changed = []
         for path, name in self.files():
             stamp = _stamp(path)
             known = (self.before.get(path), self.sent.get(path))
             if stamp is not None and stamp not in known:
                 changed.append((path, name, stamp))
+        # A file still open for writing (a save that SIGTERM cut short, or one in progress
+        # during a periodic copy) is never copied: train_url keeps its last complete copy.
+        busy = _open_for_writing(path for path, _, _ in changed)
+        changed = [c for c in changed if c[0] not in busy]
+        if final:
+            self.unfinished = busy
+            for path in sorted(busy):
+                log(f"not copied: {path} was still being written when the job ended")
         if not changed:
             return
         log(f"copying {len(changed)} file(s) to {self.train_url}")
@@ -343,7 +355,10 @@ class Job:
             else:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 shutil.copy2(path, target)
-            self.sent[path] = stamp
+            if _stamp(path) == stamp:
+                self.sent[path] = stamp
+            else:  # written to while it was copied: copied again at the next look
+                log(f"{path} changed while it was copied")
 
     def _nothing_copied(self):
         """Name the files the job wrote outside the watched places (a bounded look around)."""
@@ -478,12 +493,21 @@ class _Once:
 
 
 def _listing(url):
-    """The OBS listing of the input: copied again when it changes."""
+    """The input's OBS listing, each file with its size and time: copied again when it
+    changes (a file replaced under the same name too). None for more files than are
+    worth a look each: copied again."""
     mox = _moxing(url).file
     if not mox.is_directory(url):
-        return [url, str(mox.get_size(url))]
-    names = mox.list_directory(url, recursive=True)
-    return [url] + sorted(str(n) for n in names)
+        return [url, _file_stamp(mox, url)]
+    names = sorted(str(n) for n in mox.list_directory(url, recursive=True))
+    if len(names) > MAX_LISTED:
+        return None
+    return [url] + [f"{n} {_file_stamp(mox, url.rstrip('/') + '/' + n)}" for n in names]
+
+
+def _file_stamp(mox, url):
+    stat = mox.stat(url)
+    return "" if stat.is_directory else f"{stat.length} {stat.mtime_nsec}"
 
 
 def _copy_in(url, local):
@@ -493,12 +517,13 @@ def _copy_in(url, local):
         if once.done() and os.path.isdir(local):
             return
         source = local + ".modelarts-source"
-        key = _job_id() + " " + _digest("\n".join(_listing(url)))
+        listing = _listing(url)
+        key = listing and _job_id() + " " + _digest("\n".join(listing))
         old = None
         if os.path.isfile(source):
             with open(source) as f:
                 old = f.read().strip()
-        if old == key and os.path.isdir(local):
+        if key and old == key and os.path.isdir(local):
             log(f"{url} is already in {local} (same job, same listing)")
         else:
             # A new folder, switched into place: nothing of an earlier copy survives.
@@ -513,8 +538,9 @@ def _copy_in(url, local):
                 os.rename(local, stale)
                 _remove(stale)
             os.rename(fresh, local)
-            with open(source, "w") as f:
-                f.write(key + "\n")
+            if key:
+                with open(source, "w") as f:
+                    f.write(key + "\n")
         once.mark()
 
 
@@ -588,6 +614,38 @@ def _files_named_after(output_file, prefix):
         named_after = name == base or name.startswith(tuple(base + c for c in "._-"))
         if named_after and os.path.isfile(path):
             yield path, os.path.join(os.path.dirname(prefix), name)
+
+
+def _open_for_writing(paths):
+    """Those of `paths` that a process of this machine has open for writing (this process
+    and the others /proc lets us look at; none where there is no /proc)."""
+    wanted = {os.path.realpath(p): p for p in paths}
+    busy = set()
+    try:
+        pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
+    except OSError:
+        return busy
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue  # ended, or another user's
+        for fd in fds:
+            try:
+                path = wanted.get(os.readlink(f"/proc/{pid}/fd/{fd}"))
+                if path is not None and _writable(f"/proc/{pid}/fdinfo/{fd}"):
+                    busy.add(path)
+            except OSError:
+                continue
+    return busy
+
+
+def _writable(fdinfo):
+    with open(fdinfo) as info:
+        for line in info:
+            if line.startswith("flags:"):
+                return int(line.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) != 0
+    return False
 
 
 def _stamp(path):

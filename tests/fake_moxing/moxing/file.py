@@ -79,3 +79,18 @@ def get_size(url, recursive=False):
     if os.path.isfile(top):
         return os.path.getsize(top)
     return sum(os.path.getsize(os.path.join(f, n)) for f, _, names in os.walk(top) for n in names)
+
+
+class _Stat:
+    """What MoXing's stat returns (like TensorFlow's gfile.Stat)."""
+
+    def __init__(self, path):
+        st = os.stat(path)
+        self.length = st.st_size
+        self.mtime_nsec = st.st_mtime_ns
+        self.is_directory = os.path.isdir(path)
+
+
+def stat(url):
+    _log("stat", url)
+    return _Stat(_local(url))

@@ -143,9 +143,23 @@ def get_size(url, recursive=False):
     return os.path.getsize(path)
 
 
+class _Stat:
+    """What MoXing's stat returns: `length`, `mtime_nsec`, `is_directory` (TensorFlow's gfile.Stat
+    fields), and os.stat's fields for scripts that use it like os.stat."""
+
+    def __init__(self, path):
+        self._stat = os.stat(path)
+        self.length = self._stat.st_size
+        self.mtime_nsec = self._stat.st_mtime_ns
+        self.is_directory = os.path.isdir(path)
+
+    def __getattr__(self, name):
+        return getattr(self._stat, name)
+
+
 def stat(url):
     _record("stat", url)
-    return os.stat(_local(url))
+    return _Stat(_local(url))
 
 
 def scan_dir(url):
