@@ -10,7 +10,8 @@ Every option of the `migrate` command can be set, under its long name without th
 (`fail-on = "warning"`, `exclude = ["legacy/"]`, `no-import = true`). The key list is derived from
 the click command itself, so a new option is configurable the moment it exists. The command line
 wins over the file, except for `extend-*` lists, which add up. The mode keys (`write`, `diff`,
-`check`, `output-dir`) are refused: what a run does is said on the command line. Paths in the file
+`check`, `output-dir`) are refused: what a run does is said on the command line; so is
+`output-file` (a report file named in a shared pyproject.toml could replace any file). Paths in the file
 are relative to the file's folder. Unknown keys and values of the wrong type are errors naming the
 key and the file. A configuration file is read only when it is a regular file of at most
 MAX_CONFIG_BYTES (a FIFO or /dev/zero never hangs a run); a pyproject.toml on the way up that does
@@ -36,6 +37,10 @@ COMMAND_LINE_ONLY = frozenset({"config", "isolated", "stdin-filename", "help", "
 # What a run does is chosen on the command line: a `write = true` in a shared pyproject.toml would
 # turn every plain `npu-migrate src` into a rewrite, and clash with a `--check` nobody could see.
 MODE_KEYS = ("write", "diff", "check", "output-dir")
+# Which file a run writes is said on the command line too: `output-file = "keep.py"` (or
+# "../../x.json") in a shared pyproject.toml made every plain `npu-migrate src`, documented as
+# writing nothing, replace a source file or write outside the project (issue 30.2).
+COMMAND_LINE_PATHS = ("output-file",)
 MAX_CONFIG_BYTES = 4 * 2**20
 
 
@@ -63,7 +68,7 @@ def configurable_options(command: click.Command) -> Dict[str, click.Option]:
     keys = {}
     for param in command.params:
         key = option_key(param) if isinstance(param, click.Option) else None
-        if key and key not in COMMAND_LINE_ONLY and key not in MODE_KEYS:
+        if key and key not in COMMAND_LINE_ONLY and key not in MODE_KEYS and key not in COMMAND_LINE_PATHS:
             keys[key] = param
     return keys
 
@@ -156,6 +161,9 @@ def validate(table: Dict[str, Any], command: click.Command, ctx: click.Context, 
         if key in MODE_KEYS:
             raise ConfigError(f"{where}: {key}: the mode (--{', --'.join(MODE_KEYS)}) is chosen on the command "
                               "line, not in configuration; remove this key")
+        if key in COMMAND_LINE_PATHS:
+            raise ConfigError(f"{where}: {key}: the report file is named on the command line (-o FILE), not in "
+                              "configuration, so that a plain run never writes a file; remove this key")
         param = options.get(key)
         if param is None:
             hint = difflib.get_close_matches(key.replace("_", "-"), list(options), n=1)

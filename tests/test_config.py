@@ -8,7 +8,8 @@ import click
 import pytest
 
 from npu_migrate.cli import migrate_command
-from npu_migrate.config import COMMAND_LINE_ONLY, MODE_KEYS, ConfigError, configurable_options, validate
+from npu_migrate.config import (COMMAND_LINE_ONLY, COMMAND_LINE_PATHS, MODE_KEYS, ConfigError, configurable_options,
+                                 validate)
 
 GPU = "import torch\n\nmodel = model.cuda()\n"
 DIFF_NO_IMPORT = (
@@ -150,7 +151,7 @@ def test_every_option_of_the_command_is_settable():
     type must be one the configuration file can express."""
     options = configurable_options(migrate_command)
     long_names = {o[2:] for p in migrate_command.params for o in getattr(p, "opts", ()) if o.startswith("--")}
-    assert set(options) == long_names - COMMAND_LINE_ONLY - set(MODE_KEYS)
+    assert set(options) == long_names - COMMAND_LINE_ONLY - set(MODE_KEYS) - set(COMMAND_LINE_PATHS)
     assert {"fail-on", "exclude", "extend-exclude", "force-exclude", "no-import", "format"} <= set(options)
     ctx = click.Context(migrate_command)
     table = {key: _valid_value(param) for key, param in options.items()}

@@ -768,3 +768,27 @@ def test_a_cached_nothing_changed_result_with_generated_files_writes_nothing(tmp
     assert r.exit_code == 0, r.output
     assert tree_state(tree) == before, r.output
     assert "helper.py" not in r.output
+
+
+@pytest.mark.parametrize("value", ["keep.py", "../../x.json", "report.json"])
+def test_the_report_file_is_named_only_on_the_command_line(tmp_path, value):
+    """Issue 30.2: `output-file` in a shared pyproject.toml made a plain report run replace a source
+    file or write outside the project. It is refused; `-o` on the command line still works."""
+    project = tmp_path / "a" / "b"
+    project.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(f'[tool.npu-migrate]\noutput-file = "{value}"\n')
+    (project / "keep.py").write_bytes(b"x = 1\n")
+    (project / "train.py").write_bytes(GPU)
+    before = tree_state(project)
+
+    r = invoke([str(project / "train.py")], tmp_path / "cache")
+
+    assert r.exit_code == 2
+    assert r.output == (f"npu-migrate: error: {project / 'pyproject.toml'}: [tool.npu-migrate]: output-file: the "
+                        "report file is named on the command line (-o FILE), not in configuration, so that a plain "
+                        "run never writes a file; remove this key\n")
+    assert tree_state(project) == before and not (tmp_path / "x.json").exists()
+    (project / "pyproject.toml").write_text("[tool.npu-migrate]\nfail-on = \"warning\"\n")
+    r = invoke([str(project / "train.py"), "-o", str(project / "report.json"), "--format", "json"], tmp_path / "cache")
+    assert r.exit_code == 0, r.output
+    assert json.loads((project / "report.json").read_text())
