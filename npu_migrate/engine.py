@@ -26,7 +26,6 @@ from .suppressions import parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet
-from .targets.rule_view import rules_for_targets
 from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
 from .passes import PASSES
 from . import prefilter
@@ -88,11 +87,9 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                    entry_script: Optional[bool] = None, partial: bool = False) -> FileResult:
     """Migrate Python source. `partial`: libcst may parse only the statements that can need
     work (partial.py); whenever that cannot be done faithfully the file is parsed whole, so the
-    result is the same either way (but for what partial.py says of lines libcst would drop)."""
+    result is the same either way (but for what partial.py says of lines libcst would drop).
+    `rules`: the rules as the targets of `options` see them (dispatch.py)."""
     result = FileResult(path=path)
-    # The targets' view of the rules: rewrites into helpers the CANN target lacks become
-    # findings, suggestions name only what the targets have (targets/rule_view.py).
-    rules = rules_for_targets(rules, options.cann_version, options.torch_npu_version, options.mindspore_version)
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework):

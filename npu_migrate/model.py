@@ -118,6 +118,12 @@ class Options:
     local_modules: Tuple[str, ...] = ()
     distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
+    @property
+    def target_specs(self) -> Tuple[str, str, str]:
+        """(torch_npu, cann, mindspore): the specs of the run's targets, as RuleSet.targets
+        names the targets a rule view was derived for."""
+        return (self.torch_npu_version, self.cann_version, self.mindspore_version)
+
     def cache_key(self) -> str:
         return repr(self)
 

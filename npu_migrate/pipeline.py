@@ -43,12 +43,17 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     """Migrate `files` as `settings` say and write back what the mode says. `warn` gets the
     warnings of the output-dir copy as they happen; the lines about generated files are in
     `report.notes`."""
+    from .targets.rule_view import rules_for_targets
+
+    # The rules as the run's targets see them, derived once here and handed down: the engine
+    # applies the rules it is given. (The report describes codes from the rules as loaded.)
+    view = rules_for_targets(rules, settings.options())
     if isinstance(files, StdinSource):
         from .runner import migrate_text
 
-        outcomes = [migrate_text(files.source, settings.options(), rules, keep_text=True)]
+        outcomes = [migrate_text(files.source, settings.options(), view, keep_text=True)]
     else:
-        outcomes = migrate_files(settings, rules, files, jobs, on_done, warn)
+        outcomes = migrate_files(settings, view, files, jobs, on_done, warn)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
                        color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
     if settings.report_unused_ignores:

@@ -53,6 +53,9 @@ class RuleSet:
     rules: List[Rule] = field(default_factory=list)
     docs: Dict[str, CodeDoc] = field(default_factory=dict)
     fingerprint: str = ""
+    # The (torch_npu, cann, mindspore) specs this set is the targets' view for
+    # (targets/rule_view.py, derived once per run by the pipeline); () for the rules as loaded.
+    targets: Tuple[str, ...] = ()
     # indexes
     api: Dict[str, List[Rule]] = field(default_factory=dict)
     module: Dict[str, Rule] = field(default_factory=dict)

@@ -255,3 +255,23 @@ def test_rules_lists_what_a_target_supports(run_cli, tmp_path):
     assert "are not" not in newest and "  torch.cuda.CUDAGraph -> torch.npu.NPUGraph" in newest.splitlines()
     bad = run_cli("rules", "--torch-npu-version", "3.0", cwd=tmp_path)
     assert bad.returncode == 2 and b"torch_npu 3.0 is not a release" in bad.stderr
+
+
+def test_a_target_is_data_it_imports_no_front_end_pass_engine_or_edge():
+    """targets/ reads tables and the project's files; what it needs of a dependency list lives in
+    the ground module project_files.py (a target once reused the requirements front end, which
+    closed a run-time cycle through the notebook front end and the engine)."""
+    from tests.test_layers import import_graph
+
+    graph = import_graph()
+    reached, todo = set(), [m for m in graph if m == "npu_migrate.targets" or m.startswith("npu_migrate.targets.")]
+    while todo:
+        module = todo.pop()
+        if module not in reached:
+            reached.add(module)
+            todo += graph[module]
+    forbidden = ("npu_migrate.frontends", "npu_migrate.codemods", "npu_migrate.engine", "npu_migrate.passes",
+                 "npu_migrate.dispatch", "npu_migrate.pipeline", "npu_migrate.config", "npu_migrate.cli")
+    assert sorted(m for m in reached if m.startswith(forbidden)) == []
+    # and the engine applies the rules it is given: the pipeline derives the targets' view
+    assert not any(m.startswith("npu_migrate.targets") for m in graph["npu_migrate.engine"])

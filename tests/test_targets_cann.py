@@ -253,7 +253,7 @@ def test_distributed_tensorflow_is_left_whole_when_the_target_lacks_npu_hooks_ap
 @pytest.mark.parametrize("cann,mindspore", [("20.0", "1.5.2"), ("3.3.0", "2.2.14"), ("5.0", "2.0.0"), ("", "")])
 @pytest.mark.parametrize("torch_npu", ["2.1", "2.4", "2.14"])
 def test_no_suggestion_tells_the_user_to_call_a_name_the_target_lacks(cann, mindspore, torch_npu):
-    derived = rules_for_targets(RULES, cann, torch_npu, mindspore)
+    derived = rules_for_targets(RULES, Options(torch_npu_version=torch_npu, cann_version=cann, mindspore_version=mindspore))
     findings = [r for r in derived.rules if r.kind == "finding" and r.suggestion]
     assert len(findings) > 100
     for rule in findings:

@@ -1,4 +1,6 @@
-"""The rules as a run's targets see them: `rules_for_targets(rules, options)`.
+"""The rules as a run's targets see them: `rules_for_targets(rules, options)`, derived once
+per run by the pipeline (pipeline.py) and handed down to the engine, which applies the rules
+it is given.
 
 * A TensorFlow rule that would write a TF Adapter helper the CANN target lacks
   (cann.py: `npu_config_proto` for CANN 20.x) is not applied; in its place a finding
@@ -9,7 +11,7 @@
   and what to do instead: a suggestion never tells the user to call a name the target lacks.
 
 The derived rule set is built once per (rules, targets) and cached; with the newest targets and
-no suggestion to change it is `rules` itself.
+no suggestion to change it shares the lists and indexes of `rules`.
 """
 
 from __future__ import annotations
@@ -25,8 +27,8 @@ from .cann import CannMissing, CannTarget, load_cann_table
 
 TARGET_CODE = "NPU321"
 
-_CACHE: Dict[Tuple[int, str, str, str], Tuple[RuleSet, RuleSet]] = {}
-_BY_FINGERPRINT: Dict[Tuple[str, str, str, str], Tuple[RuleSet, RuleSet]] = {}
+_CACHE: Dict[Tuple[object, ...], Tuple[RuleSet, RuleSet]] = {}  # (id(rules), *specs) -> (rules, view)
+_BY_FINGERPRINT: Dict[Tuple[str, ...], Tuple[RuleSet, RuleSet]] = {}  # (fingerprint, *specs) -> (rules, view)
 
 
 def written_helpers(rule: Rule) -> List[str]:
@@ -132,24 +134,33 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str =
 # ----------------------------------------------------------------------------- the derived rules
 
 
-def rules_for_targets(rules: RuleSet, cann_spec: str = "", torch_spec: str = "", ms_spec: str = "") -> RuleSet:
-    key = (id(rules), cann_spec, torch_spec, ms_spec)
-    hit = _CACHE.get(key)
+def rules_for_targets(rules: RuleSet, options) -> RuleSet:
+    """The rules as the targets of `options` (model.Options: their specs) see them, marked with
+    those targets (`RuleSet.targets`). Derived once per (rules, targets) and cached; a view
+    is its own view. The pipeline calls this once per run and hands the view down."""
+    key = options.target_specs
+    if rules.targets == key:
+        return rules
+    if rules.targets:
+        raise ValueError(f"the rules are the view for the targets {rules.targets}, not {key}")
+    torch_spec, cann_spec, ms_spec = key
+    hit = _CACHE.get((id(rules),) + key)
     if hit is not None and hit[0] is rules:
         return hit[1]
     # The same rule files (fingerprint) give the same view: reuse it for an equal rule set.
-    same = _BY_FINGERPRINT.get((rules.fingerprint, cann_spec, torch_spec, ms_spec)) if rules.fingerprint else None
+    same = _BY_FINGERPRINT.get((rules.fingerprint,) + key) if rules.fingerprint else None
     if same is not None:
-        derived = rules if same[1] is same[0] else same[1]
-        _CACHE[key] = (rules, derived)
-        return derived
-    derived = _derive(rules, CannTarget(cann_spec), torch_spec, ms_spec)
+        derived = same[1]
+    else:
+        derived = _derive(rules, CannTarget(cann_spec), torch_spec, ms_spec)
+        # (a view with nothing changed shares the rules' lists and indexes)
+        derived = dataclasses.replace(derived, targets=key)
     if len(_CACHE) > 64:
         _CACHE.clear()
         _BY_FINGERPRINT.clear()
-    _CACHE[key] = (rules, derived)  # (holding `rules` keeps its id from being reused)
+    _CACHE[(id(rules),) + key] = (rules, derived)  # (holding `rules` keeps its id from being reused)
     if rules.fingerprint:
-        _BY_FINGERPRINT[(rules.fingerprint, cann_spec, torch_spec, ms_spec)] = (rules, derived)
+        _BY_FINGERPRINT[(rules.fingerprint,) + key] = (rules, derived)
     return derived
 
 
