@@ -46,6 +46,7 @@ class DefaultGroup(click.Group):
     """
 
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
+        ctx.meta["npu_migrate.argv"] = list(args)  # the command line as typed (the review page shows it)
         if not args or args[0] not in self.commands:
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
@@ -119,7 +120,7 @@ def _install_signal_handlers() -> None:
               help="With --check: the lowest finding severity that fails.")
 @click.option("--report-unused-ignores", is_flag=True,
               help="Report `# npu-migrate: ignore` comments that silence nothing (NPU001, a warning).")
-@click.option("--format", "fmt", default="text", show_default=True, help="Report format: text, json, sarif, github, markdown, csv.")
+@click.option("--format", "fmt", default="text", show_default=True, help="Report format: text, json, sarif, github, markdown, csv, html (one self-contained review page).")
 @click.option("--output-file", "-o", type=click.Path(path_type=str),
               help="Write the report to this file instead of stdout (--format csv: into this folder, created if missing).")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str), help="An extra rule file (TOML); repeatable.")
@@ -260,6 +261,7 @@ def migrate_command(ctx: click.Context, **params) -> None:
             click.echo(f"npu-migrate: {word}; every file is either unchanged or fully migrated", err=True)
         sys.exit(EXIT_SIGINT if isinstance(exc, KeyboardInterrupt) else exc.code)
     report.path_errors = list(selection.errors)
+    report.command = ["npu-migrate", *ctx.meta.get("npu_migrate.argv", [])]
     # A folder that cannot be listed is a failed entry of the run, never skipped quietly.
     report.results += [FileResult(path=path, error=why) for path, why in selection.unlistable]
 

@@ -36,6 +36,8 @@ class RunReport:
     # lines that say what happened to them (printed after the report).
     files_waiting: bool = False
     notes: List[str] = field(default_factory=list)
+    # The command line of the run, as the review page shows it (argv, empty when not from the CLI).
+    command: List[str] = field(default_factory=list)
 
     def display_path(self, path: str) -> str:
         try:

@@ -1,0 +1,207 @@
+"""The documentation of a code, built from the rule data: one `CodePage` per code (what, why,
+what to do, an example before/after from the rules' own examples, where it applies), the way
+ruff documents each rule. Three outputs read it: `npu-migrate explain CODE` (text), the pages of
+`docs/codes/` (Markdown, written by `scripts/build_docs.py`) and the HTML review report, which
+bundles the pages of the codes it shows. Nothing here is written by hand twice: a page is the
+`[[code]]` entry of its code plus the rules that use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from .rules import Rule, RuleSet
+
+# What a code is about, from the rule file its rules (or its [[code]] entry) live in: the index
+# of the documentation groups the pages by it. The first match of the file name wins.
+_AREAS: Tuple[Tuple[str, str], ...] = (
+    ("tensorflow", "TensorFlow 1.15"),
+    ("mindspore", "MindSpore"),
+    ("modelarts", "ModelArts"),
+    ("distributed", "Multi-device (--distributed)"),
+    ("shell", "Shell scripts"),
+    ("requirements", "Dependency files"),
+    ("notebook", "Notebooks"),
+    ("torch", "PyTorch"),
+    ("findings", "PyTorch"),
+)
+AREA_ORDER = ("PyTorch", "TensorFlow 1.15", "MindSpore", "ModelArts", "Multi-device (--distributed)",
+              "Shell scripts", "Dependency files", "Notebooks", "The tool itself")
+
+# The release tables a code's rules are checked against (rules/targets/); `--torch-npu-version`,
+# `--cann-version` and `--mindspore-version` pick the release.
+_TARGETS = {
+    "PyTorch": "torch_npu (--torch-npu-version)",
+    "Multi-device (--distributed)": "torch_npu (--torch-npu-version), MindSpore (--mindspore-version)",
+    "TensorFlow 1.15": "CANN's TF Adapter (--cann-version)",
+    "MindSpore": "MindSpore (--mindspore-version)",
+}
+
+_SHOWN_EXAMPLES = 2
+
+
+@dataclass(frozen=True)
+class ExampleText:
+    label: str  # before / after / flagged / not flagged
+    text: str
+    path: str = ""  # the file name it runs as, when not a plain .py
+
+
+@dataclass(frozen=True)
+class CodePage:
+    code: str
+    title: str
+    reported_as: str  # rewrite, or the severities of its findings
+    area: str
+    why: str = ""
+    fix: str = ""
+    messages: Tuple[str, ...] = ()  # the distinct messages its rules print (templates)
+    examples: Tuple[Tuple[ExampleText, ...], ...] = ()  # a few (before, after) or (flagged, not flagged) groups
+    targets: str = ""  # the release tables its rules are checked against
+    rules: Tuple[str, ...] = field(default=())  # where its rules live: "torch.toml: [[device]] #1"
+
+    @property
+    def is_rewrite(self) -> bool:
+        return self.reported_as.startswith("rewrite")
+
+    @property
+    def severity(self) -> str:
+        """The highest severity it is reported with, or `rewrite`."""
+        return self.reported_as.split("/")[0]
+
+
+def reported_as(rules: RuleSet, code: str) -> str:
+    """`rewrite`, the severities of its findings (`error/warning`), or `-` when only the
+    Python code that reports it knows (ModelArts, NPU001)."""
+    entries = rules.by_code(code)
+    severities = sorted({r.severity for r in entries if r.kind == "finding"}, key=lambda s: -s.rank)
+    if severities:
+        kinds = [s.value for s in severities]
+        if any(r.kind != "finding" for r in entries):
+            kinds.insert(0, "rewrite")
+        return "/".join(kinds)
+    return "rewrite" if entries else "-"
+
+
+def area_of(code: str, entries: List[Rule]) -> str:
+    files = [r.source.split(":", 1)[0] for r in entries]
+    for word, area in _AREAS:
+        if any(word in f for f in files):
+            return area
+    if code.startswith("NPU2"):
+        return "ModelArts"
+    if code.startswith("NPU0"):
+        return "The tool itself"
+    return "PyTorch"
+
+
+def page(rules: RuleSet, code: str) -> Optional[CodePage]:
+    """The page of `code`, or None when no rule or [[code]] entry knows it."""
+    code = code.upper()
+    entries = rules.by_code(code)
+    doc = rules.docs.get(code)
+    if not entries and doc is None:
+        return None
+    area = area_of(code, entries)
+    messages: List[str] = []
+    for r in entries:
+        if r.message and r.message not in messages:
+            messages.append(r.message)
+    return CodePage(
+        code=code,
+        title=doc.title if doc else entries[0].message,
+        reported_as=reported_as(rules, code),
+        area=area,
+        why=doc.why if doc else "",
+        fix=doc.fix if doc else (entries[0].suggestion if entries else ""),
+        messages=tuple(messages),
+        examples=tuple(_examples(entries)),
+        targets=_TARGETS.get(area, ""),
+        rules=tuple(r.source for r in entries),
+    )
+
+
+def pages(rules: RuleSet) -> List[CodePage]:
+    return [p for p in (page(rules, code) for code in rules.codes()) if p is not None]
+
+
+def _examples(entries: List[Rule]) -> List[Tuple[ExampleText, ...]]:
+    """The first examples of the code's rules: rewrites (before, after) first, then findings
+    (flagged, and a look-alike not flagged)."""
+    out: List[Tuple[ExampleText, ...]] = []
+    for rule in entries:
+        for ex in rule.examples:
+            path = ex.path if ex.path and ex.path != "example.py" else ""
+            group = tuple(ExampleText(label, text, path) for label, text in (
+                ("before", ex.before), ("after", ex.after), ("flagged", ex.flagged),
+                ("not flagged", ex.not_flagged)) if text)
+            if group and group not in out:
+                out.append(group)
+            if len(out) >= _SHOWN_EXAMPLES:
+                return out
+    return out
+
+
+# ----------------------------------------------------------------------------- Markdown pages
+
+
+def markdown(p: CodePage) -> str:
+    """The page of one code as `docs/codes/<CODE>.md` holds it."""
+    out = [f"# {p.code}: {_md_inline(p.title)}", "", f"**Reported as:** {p.reported_as} · **Area:** {p.area}"]
+    if p.targets:
+        out[-1] += f" · **Checked against:** {p.targets}"
+    if p.why:
+        out += ["", "## Why", "", p.why]
+    if p.fix:
+        out += ["", "## What to do", "", p.fix]
+    if p.messages:
+        out += ["", "## What it says", ""] + [f"- {_md_inline(m)}" for m in p.messages]
+    if p.examples:
+        out += ["", "## Examples"]
+        for group in p.examples:
+            for ex in group:
+                where = f" (`{ex.path}`)" if ex.path else ""
+                fence = "```" + _language(ex.path)
+                out += ["", f"{ex.label.capitalize()}{where}:", "", fence, ex.text.rstrip("\n"), "```"]
+    out += ["", "## Where the rules are", "", "Suppress one line with `# npu-migrate: ignore[" + p.code + "]`."]
+    if p.rules:
+        out += [""] + [f"- `rules/{src}`" for src in p.rules]
+    out += ["", "[All codes](README.md)"]
+    return "\n".join(out) + "\n"
+
+
+def index_markdown(all_pages: List[CodePage]) -> str:
+    """`docs/codes/README.md`: every code, by area and then by severity."""
+    out = ["# npu-migrate codes", "",
+           "Every code npu-migrate reports, generated from the rule files by `scripts/build_docs.py`",
+           "(do not edit by hand). `npu-migrate explain CODE` prints the same page in a terminal.", ""]
+    by_area: Dict[str, List[CodePage]] = {}
+    for p in all_pages:
+        by_area.setdefault(p.area, []).append(p)
+    order = {"rewrite": 0, "error": 1, "warning": 2, "info": 3}
+    for area in AREA_ORDER:
+        group = by_area.get(area)
+        if not group:
+            continue
+        out += [f"## {area}", "", "| Code | Reported as | What |", "|---|---|---|"]
+        for p in sorted(group, key=lambda p: (order.get(p.severity, 4), p.code)):
+            out.append(f"| [{p.code}]({p.code}.md) | {p.reported_as} | {_md_inline(p.title)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _md_inline(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _language(path: str) -> str:
+    if path.endswith((".sh", ".bash")):
+        return "sh"
+    if path.endswith(".txt"):
+        return "text"
+    if path.endswith(".toml"):
+        return "toml"
+    if path.endswith(".ipynb"):
+        return "json"
+    return "python"
