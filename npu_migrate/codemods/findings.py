@@ -18,7 +18,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import dotted_name
 from ..kinds.finding import call_words
-from ..local_modules import is_local_import
+from ..local_modules import absolute_imports, is_local_import, submodule_pairs
 from ..model import Severity
 from ..fast_visitor import walk
 from ..rules import Rule
@@ -92,8 +92,7 @@ class FindingVisitor(cst.CSTVisitor):
                         rule = self.rules.import_finding(sub) if name else None
                         if rule is not None:
                             found.append((rule, sub, alias, stmt))
-        found = [f for f in found if self.applies(f[0])
-                 and not is_local_import(self.ctx.path, f[1], self.ctx.options.local_modules)]
+        found = [f for f in found if self.applies(f[0]) and not self._imports_local_module(f[1])]
         optional = _optional_imports(self.ctx.module) if found and "try" in self.ctx.text else set()
         for rule, module, node, stmt in found:
             # Reported under the library's name as the rule gives it (`nvidia.dali` for
@@ -104,6 +103,14 @@ class FindingVisitor(cst.CSTVisitor):
                                  message=rule.render_message(api=module) + _OPTIONAL_IMPORT_NOTE)
             else:
                 self.ctx.finding(rule, node, api=module)
+
+    def _imports_local_module(self, module: str) -> bool:
+        local = self.ctx.options.local_modules
+        if not is_local_import(self.ctx.path, module, local):
+            return False
+        # Rare (a project module named like the library): what else the file imports decides,
+        # read from the whole text, which partial parsing may have left out.
+        return is_local_import(self.ctx.path, module, local, submodule_pairs(absolute_imports(self.ctx.text)))
 
     # -- calls -----------------------------------------------------------------------------
 
