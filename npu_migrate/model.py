@@ -104,6 +104,8 @@ class Options:
     modelarts_sync_every: float = 0  # minutes between uploads to train_url (0: at the end only)
     # .py files of the project that import moxing (an entry importing one is adapted already)
     modelarts_moxing_files: Tuple[str, ...] = ()
+    # .py files run by hand beside an entry script (split/download helpers): not entry scripts
+    modelarts_utility_files: Tuple[str, ...] = ()
     modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
     add_import: bool = True  # add `import torch_npu` where NPU APIs are used
     npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)

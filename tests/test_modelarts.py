@@ -429,7 +429,8 @@ def test_runtime_imports_only_the_standard_library_and_moxing():
 
 
 @pytest.mark.parametrize("name", ["eval.py", "export.py", "infer_onnx.py", "preprocess.py", "postprocess.py",
-                                  "predict.py", "eval_onnx.py", "evaluate.py"])
+                                  "predict.py", "eval_onnx.py", "evaluate.py", "split_data.py", "download_cifar.py",
+                                  "prepare_dataset.py"])
 def test_helper_scripts_are_not_entry_scripts_unless_named(tmp_path, name):
     source = ("import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--ckpt_file')\n"
               "args = parser.parse_args()\nif __name__ == '__main__':\n    print(args.ckpt_file)\n")

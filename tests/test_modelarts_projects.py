@@ -249,6 +249,43 @@ def test_model_zoo_project_gets_no_second_copier_and_helper_scripts_are_not_entr
                                                                              'device_target="Ascend"')
 
 
+# -- an entry script and a data-preparation utility beside it (issue 26.10) ----------------------
+
+
+def test_a_utility_run_by_hand_beside_the_entry_script_is_not_adapted(job, run_cli):
+    shutil.copytree(PROJECTS / "imagenet_tools", job.work, dirs_exist_ok=True)
+    utility = (job.work / "valprep.py").read_text()
+    done = run_cli(".", "--modelarts", "--write", cwd=job.work)
+    assert done.returncode == 0, done.stderr
+    # valprep.py has argparse and a main block but trains nothing, and main.py beside it trains.
+    assert (job.work / "valprep.py").read_text() == utility
+    assert "from npu_migrate_modelarts import modelarts_setup" in (job.work / "main.py").read_text()
+    # Run by hand, the utility works as it did; the entry script runs as a job.
+    labels = job.work / "labels.csv"
+    labels.write_text("a.JPEG,n01440764\nb.JPEG,n01443537\n")
+    job.put(str(job.work / "imagenet/val"), {"a.JPEG": "", "b.JPEG": ""})
+    prepared = job.run(job.work / "valprep.py", "--labels", str(labels))
+    assert (prepared.returncode, prepared.stdout) == (0, "moved 2 images\n"), prepared.stderr
+    shutil.move(str(job.work / "imagenet"), str(job.obs / "bucket" / "imagenet"))
+    done = job.run(job.work / "main.py", "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "validation images: n01440764/a.JPEG,n01443537/b.JPEG\n"
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar"]
+
+
+def test_a_utility_is_an_entry_script_when_named_or_alone(tmp_path, run_cli):
+    for case in ("named", "alone"):
+        folder = tmp_path / case
+        shutil.copytree(PROJECTS / "imagenet_tools", folder)
+        if case == "alone":
+            (folder / "main.py").unlink()  # no training script beside it: adapted as before
+            done = run_cli(".", "--modelarts", "--write", cwd=folder)
+        else:
+            done = run_cli(".", "--modelarts", "--write", "--entry", "valprep.py", cwd=folder)
+        assert done.returncode == 0, done.stderr
+        assert "from npu_migrate_modelarts import modelarts_setup" in (folder / "valprep.py").read_text(), case
+
+
 def test_a_script_importing_a_project_module_that_uses_moxing_is_adapted_already(tmp_path, run_cli):
     (tmp_path / "utils").mkdir()
     (tmp_path / "utils" / "__init__.py").write_text("")

@@ -1,16 +1,21 @@
-"""What the ModelArts adaptation needs to know about the project around an entry script.
+"""What the ModelArts adaptation needs to know about the project around an entry script, found
+once per run by a text search (nothing is imported) and passed to the codemod in Options (so the
+cache key holds it):
 
-An entry script that imports a module of its project which copies from and to OBS with moxing
-(a `moxing_adapter.py`, a `utils/obs.py`) is adapted already: adding the generated copier would
-download the data twice. Which modules those are is found here, once per run, by a text search
-(nothing is imported), and passed to the codemod in Options.modelarts_moxing_files.
+* Options.modelarts_moxing_files: an entry script that imports a module of its project which
+  copies from and to OBS with moxing (a `moxing_adapter.py`, a `utils/obs.py`) is adapted
+  already: adding the generated copier would download the data twice;
+* Options.modelarts_utility_files: scripts run by hand beside the entry (a split or download
+  helper with its own argparse and main block) are not entry scripts. One is a utility when it
+  shows no training (no backward/step/fit/train call, no train_op, no Trainer), imports no module
+  of its own folder, and a script beside it with a main block does train.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Sequence, Tuple
+from typing import Dict, Iterable, Sequence, Tuple
 
 from . import RUNTIME_MARKER
 
@@ -44,11 +49,51 @@ def files_importing_moxing(files: Sequence[str], paths: Sequence[str]) -> Tuple[
         if not path.endswith(".py") or path in seen:
             continue
         seen.add(path)
-        try:
-            with open(path, "rb") as f:
-                text = f.read(1 << 20)
-        except OSError:
-            continue
+        text = _read(path)
         if MOXING_IMPORT.search(text) and not text.startswith(RUNTIME_MARKER.encode()):
             found.add(path)  # (the generated module imports moxing too: not the project's)
+    return tuple(sorted(found))
+
+
+MAIN_BLOCK = re.compile(rb"^if[ \t]+__name__[ \t]*==[ \t]*['\"]__main__['\"][ \t]*:", re.MULTILINE)
+# A training loop or a call that trains: loss.backward(), optimizer.step(), model.fit(...),
+# model.train(...), train(args), train_one_epoch(...), sess.run(train_op), Trainer(...).
+TRAINING = re.compile(rb"\.backward\(|\.step\(|\bfit\(|\btrain(?:_one)?(?:_epoch)?\(|\btrain_op\b|Trainer\(|"
+                      rb"\.minimize\(")
+IMPORTED = re.compile(rb"^[ \t]*(?:from[ \t]+(\.|[A-Za-z_]\w*)|import[ \t]+([A-Za-z_]\w*))", re.MULTILINE)
+
+
+def _read(path: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(1 << 20)
+    except OSError:
+        return b""
+
+
+def utility_scripts(files: Sequence[str], paths: Sequence[str]) -> Tuple[str, ...]:
+    """Absolute paths of the .py files (migrated ones and those around named scripts) that are
+    utilities beside an entry script: see the module's docstring."""
+    by_folder: Dict[str, set] = {}
+    for path in list(files) + list(_python_files_around(paths)):
+        if path.endswith(".py"):
+            path = os.path.abspath(path)
+            by_folder.setdefault(os.path.dirname(path), set()).add(path)
+    found = set()
+    for folder, candidates in by_folder.items():
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        local = {n[:-3] for n in names if n.endswith(".py")}
+        local |= {n for n in names if os.path.isfile(os.path.join(folder, n, "__init__.py"))}
+        texts = {os.path.join(folder, n): _read(os.path.join(folder, n)) for n in names if n.endswith(".py")}
+        trains = {p for p, text in texts.items() if MAIN_BLOCK.search(text) and TRAINING.search(text)}
+        if not trains:
+            continue
+        for path in candidates - trains:
+            text = texts.get(path, b"")
+            imported = {(m[0] or m[1]).decode() for m in IMPORTED.findall(text)}
+            if MAIN_BLOCK.search(text) and not TRAINING.search(text) and not imported & (local | {"."}):
+                found.add(path)
     return tuple(sorted(found))

@@ -17,8 +17,9 @@ What an adapted entry script gets (codes documented in rules/codes.toml):
 
 Scripts that already talk to OBS (moxing, a moxing helper, a project module importing moxing)
 are left alone (NPU210); scripts whose arguments are parsed by absl/tf.flags, click or fire are
-reported (NPU213); eval/export/infer/pre-/postprocess scripts are not entry scripts unless named
-with --entry. The decisions are made on the original tree (findings carry original line
+reported (NPU213); eval/export/infer/pre-/postprocess and split/download/prepare scripts are not
+entry scripts unless named with --entry, nor a utility run by hand beside an entry script (a main
+block that trains nothing next to one that trains: modelarts/project.py). The decisions are made on the original tree (findings carry original line
 numbers); the same analysis of the tree being transformed locates the nodes to change.
 
 The modules, in the order they run: script.py reads a script (its parsers, arguments, parse
@@ -48,7 +49,7 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module
     chosen = entry_script_by_choice(ctx)
-    if chosen is False or (chosen is None and (helper_script(ctx.path) or not may_be_entry_script(ctx.module))):
+    if chosen is False or (chosen is None and (helper_script(ctx) or not may_be_entry_script(ctx.module))):
         return module
     original = ScriptAnalysis(ctx.module)
     if chosen is None and original.main_guard is None and not original.module_level_parser:

@@ -16,9 +16,11 @@ from ..syntax import is_main_guard, node_code
 from .arguments import URL_ARGS, generated_argument, is_data_argument, is_output_argument, output_rank
 from .script import ScriptAnalysis
 
-# Scripts named like this are not entry scripts unless named with --entry (model-zoo layout).
+# Scripts named like this are not entry scripts unless named with --entry (model-zoo layout, and
+# the data preparation run by hand before a job: split, download, prepare, extract).
 HELPER_SCRIPT_WORDS = {"eval", "evaluate", "evaluation", "export", "infer", "inference", "predict", "preprocess",
-                       "postprocess", "convert", "demo", "benchmark", "onnx", "om"}
+                       "postprocess", "convert", "demo", "benchmark", "onnx", "om", "split", "download", "prepare",
+                       "prep", "fetch", "extract", "unzip", "untar"}
 
 
 # The codes this pass reports (rules/modelarts.toml gives their severity, message and
@@ -67,11 +69,14 @@ def may_be_entry_script(module: cst.Module) -> bool:
     return False
 
 
-def helper_script(path: str) -> bool:
-    """eval.py, export.py, infer_onnx.py, preprocess.py, ...: not entry scripts of a training job."""
-    stem = os.path.splitext(os.path.basename(path))[0].lower()
+def helper_script(ctx: Context) -> bool:
+    """eval.py, export.py, infer_onnx.py, split_data.py, ...: not entry scripts of a training job;
+    nor a utility run by hand beside one (modelarts/project.py finds those once per run)."""
+    stem = os.path.splitext(os.path.basename(ctx.path))[0].lower()
     words = set(re.split(r"[_\-.]", stem))
-    return bool(words & HELPER_SCRIPT_WORDS) and not words & {"train", "training", "finetune", "pretrain"}
+    if words & HELPER_SCRIPT_WORDS and not words & {"train", "training", "finetune", "pretrain"}:
+        return True
+    return os.path.abspath(ctx.path) in ctx.options.modelarts_utility_files
 
 
 @dataclass
