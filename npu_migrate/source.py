@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import errno
 import hashlib
 import io
 import os
@@ -211,7 +212,8 @@ def write_source(source: Source, new_text: str, target: Optional[str] = None) ->
     """Replace `source.path` (or write `target`) with `new_text`, atomically.
 
     In place: refused when the file is read-only (by its mode bits: as root, os.access says
-    yes to everything) or has changed since it was read; the file keeps its mode and owner.
+    yes to everything) or has changed since it was read; the file keeps its mode, owner, extended
+    attributes and POSIX ACL (copy_attributes).
     Ctrl-C and SIGTERM wait until the file is replaced (or not): never a half-written file
     nor a temporary one left behind.
     """
@@ -253,6 +255,8 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
                 except PermissionError:
                     pass  # not root: the file was ours to begin with, or we cannot help it
             os.chmod(tmp, mode)
+            if durable:
+                copy_attributes(dest, tmp)
             os.replace(tmp, dest)
         except BaseException:
             try:
@@ -260,6 +264,40 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
             except OSError:
                 pass
             raise
+
+
+ACL_ACCESS = "system.posix_acl_access"
+
+
+def copy_attributes(src: str, dest: str) -> None:
+    """Give `dest` the extended attributes of `src` (when it exists), its POSIX ACL included, as
+    `cp -a` does: `--write` replaces a file by a new one, which must keep who may read and write it.
+    With an ACL the group bits of the mode are the ACL's mask: the mode alone would give the
+    owning group the mask's access (issue 30.3). An ACL that cannot be copied fails the write
+    (OSError), never widening access; other attributes the file system or our rights refuse
+    (`security.*`, `trusted.*`) are left, as cp does. `dest` loses an ACL inherited from the
+    folder that `src` did not have."""
+    if not hasattr(os, "listxattr"):  # pragma: no cover - not on Linux
+        return
+    try:
+        names = os.listxattr(src)
+    except FileNotFoundError:
+        return  # a new file: nothing to keep
+    except OSError as exc:
+        if exc.errno in (errno.ENOTSUP, errno.EOPNOTSUPP):
+            return  # no attributes on this file system, so no ACL either
+        raise
+    for name in names:
+        try:
+            os.setxattr(dest, name, os.getxattr(src, name))
+        except OSError as exc:
+            if name == ACL_ACCESS:
+                raise OSError(exc.errno, f"cannot keep the file's ACL: {exc.strerror or exc}") from None
+    if ACL_ACCESS not in names:
+        try:
+            os.removexattr(dest, ACL_ACCESS)
+        except OSError:
+            pass  # none inherited (ENODATA), or no ACLs here
 
 
 def atomic_copy(src: str, dest: str) -> None:

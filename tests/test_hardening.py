@@ -792,3 +792,60 @@ def test_the_report_file_is_named_only_on_the_command_line(tmp_path, value):
     r = invoke([str(project / "train.py"), "-o", str(project / "report.json"), "--format", "json"], tmp_path / "cache")
     assert r.exit_code == 0, r.output
     assert json.loads((project / "report.json").read_text())
+
+
+def _xattrs(path: Path) -> dict:
+    return {name: os.getxattr(path, name) for name in os.listxattr(path)}
+
+
+def test_write_keeps_extended_attributes(tmp_path):
+    """Issue 30.3: --write replaces the file by a new one, which keeps the old one's xattrs."""
+    (tmp_path / "train.py").write_bytes(GPU)
+    try:
+        os.setxattr(tmp_path / "train.py", "user.origin", b"https://example.com/train.py")
+        os.setxattr(tmp_path / "train.py", "user.empty", b"")
+    except OSError as exc:
+        pytest.skip(f"this file system refuses user extended attributes: {exc.strerror}")
+    before = _xattrs(tmp_path / "train.py")
+
+    r = invoke([str(tmp_path / "train.py"), "--write"], tmp_path / "cache")
+
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "train.py").read_bytes() == NPU
+    assert _xattrs(tmp_path / "train.py") == before
+
+
+def _getfacl(path: Path) -> str:
+    return subprocess.run(["getfacl", "-c", "-p", str(path)], capture_output=True, check=True, text=True).stdout
+
+
+@pytest.mark.parametrize("folder_default", [False, True])
+def test_write_keeps_the_posix_acl_and_never_widens_access(tmp_path, folder_default):
+    """Issue 30.3: with an ACL the group bits of the mode are the ACL's mask: copying the mode
+    alone gave the owning group write access it did not have. The ACL is copied too (and one
+    the folder's default ACL would give the new file, which the old one did not have, is not)."""
+    import shutil
+
+    if not shutil.which("setfacl"):
+        pytest.skip("setfacl is not installed (apt-get install acl)")
+    train = tmp_path / "train.py"
+    train.write_bytes(GPU)
+    train.chmod(0o640)
+    r = subprocess.run(["setfacl", "-m", "u:nobody:rw,g::r", str(train)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"this file system refuses POSIX ACLs: {r.stderr.strip()}")
+    if folder_default:
+        (tmp_path / "plain.py").write_bytes(GPU)
+        subprocess.run(["setfacl", "-d", "-m", "u:daemon:rwx", str(tmp_path)], check=True)
+    assert stat.S_IMODE(train.stat().st_mode) == 0o660  # the group bits show the mask
+    before, mode = _getfacl(train), train.stat().st_mode
+
+    r = invoke([str(tmp_path), "--write", "--exclude", "cache"], tmp_path / "cache")
+
+    assert r.exit_code == 0, r.output
+    assert train.read_bytes() == NPU
+    assert _getfacl(train) == before and "group::r--" in before and "user:nobody:rw-" in before
+    assert train.stat().st_mode == mode
+    if folder_default:
+        assert "daemon" not in _getfacl(tmp_path / "plain.py")
+        assert (tmp_path / "plain.py").read_bytes() == NPU
