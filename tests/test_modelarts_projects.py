@@ -15,13 +15,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
-from test_modelarts_run import NEVER, Job
+from test_modelarts_run import CEILING, NEVER, Job
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "fixtures" / "modelarts" / "projects"
@@ -31,6 +32,15 @@ CODE = ["npu_migrate_modelarts.py"]
 @pytest.fixture
 def job(tmp_path):
     return Job(tmp_path)
+
+
+def _wait_until(happened) -> None:
+    """Until `happened()` (a file written by the job), looking again every 50 ms; CEILING only
+    catches a job that never does it."""
+    deadline = time.monotonic() + CEILING
+    while not happened():
+        assert time.monotonic() < deadline, "the job never did it"
+        time.sleep(0.05)
 
 
 def _wait_for(proc: subprocess.Popen, text: str) -> None:
@@ -79,12 +89,15 @@ def test_imagenet_failing_with_an_exception(job):
 def test_imagenet_periodic_uploads_copy_only_what_changed(job):
     script = job.adapt("pt_imagenet.py", modelarts_sync_every=0.01)  # every 0.6 s
     job.put("obs://bucket/imagenet", IMAGENET)
-    done = job.run(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=2",
-                   "--hold=1.5")
-    assert done.returncode == 0, done.stderr
-    copies = [row[2] for row in job.calls("copy")]
-    # Each epoch's checkpoint once, after it was written: never the same version twice.
-    assert copies.count(str(job.work / "checkpoint.pth.tar")) == 2
+    proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=1",
+                     f"--hold={NEVER}")
+    _wait_for(proc, "epoch 0 saved")
+    saved = [str(job.work / "checkpoint.pth.tar"), str(job.work / "model_best.pth.tar")]
+    # While the job holds after its epoch, a periodic copy takes both files (the event waited for).
+    _wait_until(lambda: sorted(row[2] for row in job.calls("copy")) == saved)
+    job.stop(proc)
+    # The copy at SIGTERM finds nothing changed since: never the same version twice.
+    assert sorted(row[2] for row in job.calls("copy")) == saved
     assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
 
 

@@ -287,18 +287,21 @@ def test_outputs_are_copied_when_the_script_fails(job):
 def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     script = job.adapt("train_helper.py")
     job.put("obs://bucket/data", {"s1": "", "s2": ""})
+    copied = job.root / "copied"  # the copy in lasts until this file exists
     procs = [job.start(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out",
-                       RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), FAKE_OBS_DELAY="0.5")
+                       RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), FAKE_OBS_HOLD=str(copied))
              for rank in range(3)]
+    # Each process says what it does first: one copies (and holds), the other two wait for it.
+    first = sorted(p.stderr.readline() for p in procs)
+    copied.write_text("")
+    assert first == [f"[modelarts] copying obs://bucket/data to {job.cache / 'data'}\n"] + 2 * [
+        f"[modelarts] waiting for another process of this job ({job.cache / '.data.modelarts-data'})\n"]
     results = [p.communicate(timeout=CEILING) + (p.returncode,) for p in procs]
     assert [r[2] for r in results] == [0, 0, 0], results
     copies_in = [row for row in job.calls() if row[2] == "obs://bucket/data"]
     copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
     assert len(copies_in) == 1
     assert [row[0] for row in copies_out] == [str(procs[0].pid)]
-    waiting = [r for r in results if "[modelarts] waiting for another process of this job "
-               f"({job.cache / '.data.modelarts-data'})" in r[1]]
-    assert len(waiting) == 2  # the other two waited instead of copying
     assert job.listing("obs://bucket/out") == ["step000.ckpt"]
     # Every rank writes this file (the fixture is that simple); each read the whole copy.
     assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"

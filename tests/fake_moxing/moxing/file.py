@@ -36,6 +36,9 @@ def copy_parallel(src_url, dst_url, **_ignored):
     if not os.path.isdir(src):
         raise OSError("copy_parallel copies folders; not a folder: %s" % src_url)
     time.sleep(float(os.environ.get("FAKE_OBS_DELAY", "0")))
+    hold = os.environ.get("FAKE_OBS_HOLD")  # a copy that lasts until the test creates this file
+    while hold and not os.path.exists(hold):
+        time.sleep(0.01)
     _merge(src, _local(dst_url))
 
 
