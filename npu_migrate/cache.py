@@ -19,8 +19,12 @@ else. Hence:
 What a hit can do is bounded, because whoever can write the folder would otherwise decide
 what `--write` writes:
 
-* the cache folder must be the user's own and private (created 0700; one owned by someone
-  else, or writable by others, is not used, with a warning);
+* the cache folder must be the user's own and private (created 0700). The tool never changes
+  the mode of a folder (issue 30.4: `NPU_MIGRATE_CACHE_DIR=/tmp` was chmodded to 0700): in an
+  existing folder that others may read, or write when it has the sticky bit (/tmp), the cache is
+  a private subfolder `npu-migrate-<uid>`; a folder others may write without the sticky bit (they
+  could swap that subfolder), one owned by someone else, or a subfolder that is not private, is
+  not used, with a warning saying why;
 * an entry is read only when it is a regular file (no FIFO, device or symlink) of bounded size,
   and only when it names the same settings, absolute path and content digest as the lookup;
 * files generated next to a file (`extra_files`) must lie in that file's folder;
@@ -48,7 +52,7 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 from . import __version__
 from .source import atomic_write
@@ -127,13 +131,13 @@ class Cache:
             f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()
         ).hexdigest()[:20]
         self.settings = settings
-        self.root = root or cache_root()
+        # the folder it lives in, and why it cannot be used (None when it can)
+        self.root, self.problem = private_root(root or cache_root())
         self.folder = self.root / f"v{__version__}" / settings
         self.reuse_changed = reuse_changed
         self.hits = 0
         self.misses = 0
         self._tagged = False
-        self.problem = private_folder_problem(self.root)  # None when the folder can be used
         if self.problem is None:
             self._mark_used_and_prune()
 
@@ -265,24 +269,47 @@ def _plausible(result: FileResult, path: str) -> bool:
     return True
 
 
-def private_folder_problem(root: Path) -> Optional[str]:
-    """None when `root` is (or was just made) a folder of the current user that nobody else can
-    write or read; otherwise why the cache is not used."""
+def private_root(root: Path) -> Tuple[Path, Optional[str]]:
+    """(the folder the cache lives in, None) when `root` is, or was just made, a folder of the
+    current user that nobody else can read or write, or when a private subfolder of it can be
+    used; else (root, why the cache is not used). Never changes the mode of a folder."""
     try:
-        _make_private(root)
+        if not os.path.lexists(root):
+            _make_private(root)  # ours from now on, 0700
         st = os.lstat(root)
     except OSError as exc:
-        return f"cannot create the cache folder {root}: {exc.strerror or exc}"
+        return root, f"cannot create the cache folder {root}: {exc.strerror or exc}"
     if not stat.S_ISDIR(st.st_mode):
-        return f"the cache folder {root} is not a folder (a symlink?)"
-    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
-        return f"the cache folder {root} belongs to another user (uid {st.st_uid})"
+        return root, f"the cache folder {root} is not a folder (a symlink?)"
+    uid = os.geteuid() if hasattr(os, "geteuid") else st.st_uid
+    ours = st.st_uid == uid
+    if ours and not st.st_mode & 0o077:
+        return root, None
+    if not (st.st_mode & stat.S_ISVTX or (ours and not st.st_mode & 0o022)):
+        if not ours:
+            return root, f"the cache folder {root} belongs to another user (uid {st.st_uid})"
+        return root, (f"the cache folder {root} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}) "
+                      "and npu-migrate does not change the mode of a folder: make it private "
+                      f"(chmod 700 {root}) or set {ENV_VAR} to another folder")
+    # A shared folder (/tmp, or one others may read): our own private subfolder in it.
+    sub = root / f"npu-migrate-{uid}"
+    try:
+        if not os.path.lexists(sub):
+            try:
+                os.mkdir(sub, 0o700)
+            except FileExistsError:
+                pass  # a concurrent run made it: checked below like any other
+        st = os.lstat(sub)
+    except OSError as exc:
+        return root, f"cannot create the cache folder {sub}: {exc.strerror or exc}"
+    if not stat.S_ISDIR(st.st_mode):
+        return sub, f"the cache folder {sub} is not a folder (a symlink?)"
+    if st.st_uid != uid:
+        return sub, f"the cache folder {sub} belongs to another user (uid {st.st_uid})"
     if st.st_mode & 0o077:
-        try:
-            os.chmod(root, 0o700)  # ours: make it private
-        except OSError as exc:
-            return f"the cache folder {root} is open to other users and cannot be made private: {exc.strerror or exc}"
-    return None
+        return sub, (f"the cache folder {sub} is open to other users (mode {stat.S_IMODE(st.st_mode):04o}) and "
+                     f"npu-migrate does not change the mode of a folder: make it private (chmod 700 {sub})")
+    return sub, None
 
 
 def _make_private(folder: Path) -> None:

@@ -180,9 +180,68 @@ def test_the_cache_folder_is_private_and_must_be_the_users(tmp_path):
         if folder.is_dir():
             assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
 
-    cache_dir.chmod(0o777)  # opened up by someone: made private again before use
-    invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
-    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    cache_dir.chmod(0o777)  # opened up by someone: not used, and its mode is not ours to change (issue 30.4)
+    r = invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
+    assert r.exit_code == 1
+    assert (f"npu-migrate: warning: the cache folder {cache_dir} is writable by other users (mode 0777) and "
+            "npu-migrate does not change the mode of a folder: make it private "
+            f"(chmod 700 {cache_dir}) or set NPU_MIGRATE_CACHE_DIR to another folder; running without the cache\n"
+            ) in r.output
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o777
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o755, 0o3775])
+def test_an_existing_cache_folder_keeps_its_mode_and_the_cache_is_a_private_subfolder(tmp_path, mode):
+    """Issue 30.4: NPU_MIGRATE_CACHE_DIR naming an existing shared folder (/tmp-like 1777, or one
+    others may read) was chmodded to 0700. Its mode is kept; the cache is a private subfolder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    (tmp_path / "train.py").write_bytes(GPU)
+
+    cold = invoke([str(tmp_path / "train.py"), "--check"], shared)
+    warm = invoke([str(tmp_path / "train.py"), "--check"], shared)
+
+    assert stat.S_IMODE(shared.stat().st_mode) == mode
+    private = shared / f"npu-migrate-{os.geteuid()}"
+    assert os.listdir(shared) == [private.name]
+    assert stat.S_IMODE(private.stat().st_mode) & 0o777 == 0o700  # (setgid is inherited from a 2775 folder)
+    assert len(_entry_files(private)) == 1
+    assert cold.exit_code == warm.exit_code == 1 and cold.output == warm.output and "warning" not in cold.output
+
+
+def test_a_cache_folder_others_may_write_without_the_sticky_bit_is_refused_and_left_alone(tmp_path):
+    """Issue 30.4: in a group-writable folder without the sticky bit (2775) a member of the group
+    could swap a private subfolder for their own: the cache is not used, the folder not touched."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2775)
+    (tmp_path / "train.py").write_bytes(GPU)
+
+    r = invoke([str(tmp_path / "train.py"), "--write"], shared)
+
+    assert r.exit_code == 0
+    assert (f"npu-migrate: warning: the cache folder {shared} is writable by other users (mode 2775) and "
+            "npu-migrate does not change the mode of a folder") in r.output
+    assert (tmp_path / "train.py").read_bytes() == NPU
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o2775 and os.listdir(shared) == []
+
+
+def test_a_cache_subfolder_that_is_not_private_is_refused_and_left_alone(tmp_path):
+    shared = tmp_path / "shared"
+    private = shared / f"npu-migrate-{os.geteuid()}"
+    private.mkdir(parents=True)
+    shared.chmod(0o1777)
+    private.chmod(0o755)
+    (tmp_path / "train.py").write_bytes(GPU)
+
+    r = invoke([str(tmp_path / "train.py"), "--check"], shared)
+
+    assert r.exit_code == 1
+    assert (f"npu-migrate: warning: the cache folder {private} is open to other users (mode 0755) and npu-migrate "
+            f"does not change the mode of a folder: make it private (chmod 700 {private}); running without the "
+            "cache\n") in r.output
+    assert stat.S_IMODE(private.stat().st_mode) == 0o755 and os.listdir(private) == []
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to make a folder another user's")
