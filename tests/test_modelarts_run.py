@@ -353,6 +353,17 @@ def test_the_same_job_in_the_same_container_copies_again_a_file_replaced_under_i
     assert run() == ("read 3 words", 3, "six ten seven")
 
 
+def test_an_input_whose_listing_cannot_be_read_is_copied_again_each_run(job):
+    script = job.adapt("train_module_level.py")
+    job.put("obs://bucket/corpus", {"a.txt": "one two"})
+    for run in (1, 2):
+        done = job.run(script, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", FAKE_OBS_NO_STAT="1")
+        assert done.returncode == 0, done.stderr
+        assert "[modelarts] obs://bucket/corpus is copied again: its listing could not be read (MoxFileNotExists" \
+            "Exception: obs://bucket/corpus/a.txt)\n" in done.stderr
+        assert len(job.calls()) == run
+
+
 def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded(job):
     # pytorch/examples imagenet: torch.save(state, 'checkpoint.pth.tar') straight into the file. The
     # second save is stopped halfway by SIGTERM (issue 26.8): train_url gets the complete best model

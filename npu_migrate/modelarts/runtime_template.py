@@ -494,15 +494,20 @@ class _Once:
 
 def _listing(url):
     """The input's OBS listing, each file with its size and time: copied again when it
-    changes (a file replaced under the same name too). None for more files than are
-    worth a look each: copied again."""
+    changes (a file replaced under the same name too). None, and copied again, for more
+    files than are worth a look each or an entry that cannot be looked at."""
     mox = _moxing(url).file
-    if not mox.is_directory(url):
-        return [url, _file_stamp(mox, url)]
-    names = sorted(str(n) for n in mox.list_directory(url, recursive=True))
-    if len(names) > MAX_LISTED:
+    try:
+        if not mox.is_directory(url):
+            return [url, _file_stamp(mox, url)]
+        names = sorted(str(n) for n in mox.list_directory(url, recursive=True))
+        if len(names) > MAX_LISTED:
+            return None
+        folder = url.rstrip("/")
+        return [url] + [f"{n} {_file_stamp(mox, f'{folder}/{n}')}" for n in names]
+    except Exception as exc:  # MoXing's own exceptions (a folder that is only a prefix)
+        log(f"{url} is copied again: its listing could not be read ({exc})")
         return None
-    return [url] + [f"{n} {_file_stamp(mox, url.rstrip('/') + '/' + n)}" for n in names]
 
 
 def _file_stamp(mox, url):

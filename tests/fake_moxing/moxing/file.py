@@ -96,4 +96,6 @@ class _Stat:
 
 def stat(url):
     _log("stat", url)
+    if os.environ.get("FAKE_OBS_NO_STAT"):  # as MoXing on a folder that is only a key prefix
+        raise OSError("MoxFileNotExistsException: " + url)
     return _Stat(_local(url))
