@@ -14,7 +14,11 @@ tree is written. The job folder holds
 N processes start with `--data_url=obs://rehearsal/data/ --train_url=obs://rehearsal/out/`, the
 arguments the platform adds, ModelArts' job variables and the per-process ones of torchrun and
 of Ascend's launchers, with the CPU stand-in of torch_npu and MoXing (npu_migrate/standin) first
-on PYTHONPATH. The verdict: every process succeeded and at least one file reached train_url.
+on PYTHONPATH. The verdict: every process succeeded and at least one file reached train_url;
+and what a distributed job must hold (from each process's record, records/): every rank ends
+with the same parameters in its DistributedDataParallel models, the ranks' DistributedSamplers
+drew disjoint parts of the data, each output file had one writer, and no uploaded file is
+truncated.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO, Tuple
 
-from .standin import DEVICES_VAR, LOG_VAR, OBS_ROOT_VAR, SITE
+from .standin import DEVICES_VAR, LOG_VAR, OBS_ROOT_VAR, RECORD_VAR, SITE
 
 BUCKET = "rehearsal"
 DATA_URL = f"obs://{BUCKET}/data/"
@@ -111,6 +115,7 @@ class RehearsalResult:
     timed_out: bool
     calls: int
     problems: List[str] = field(default_factory=list)
+    checks: List[str] = field(default_factory=list)  # what held of a distributed job's checks
 
     @property
     def ok(self) -> bool:
@@ -221,7 +226,7 @@ def _environment(job: Path, code: Path, options: RehearsalOptions, rank: int, po
         "PYTHONUNBUFFERED": "1",
         # the stand-in
         OBS_ROOT_VAR: str(job / "obs"), LOG_VAR: str(job / "moxing.jsonl"), DEVICES_VAR: n,
-        CACHE_VAR: str(job / "cache"),
+        CACHE_VAR: str(job / "cache"), RECORD_VAR: str(job / "records"),
         # ModelArts' job variables (one node)
         "MA_JOB_DIR": str(code.parent), "MA_LOG_DIR": str(job / "logs"), "MA_MOUNT_PATH": str(job),
         "MA_CURRENT_IP": "127.0.0.1", "MA_NUM_GPUS": n, "MA_NUM_HOSTS": "1", "MA_TASK_NAME": "worker",
@@ -365,6 +370,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
                              uploaded=uploaded, not_uploaded=not_uploaded, seconds=seconds, timed_out=timed_out,
                              calls=len(calls))
     result.problems = _problems(result, code_files)
+    result.problems += _distributed_checks(result, code, _read_records(job / "records"), written)
     return result
 
 
@@ -438,6 +444,104 @@ def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Cop
                 continue  # the generated code's copy-once markers and its record of the copied listing
             if old.get(rel) != (size, mtime):
                 found.append((prefix + rel, size))
+    return found
+
+
+def _read_records(folder: Path) -> List[dict]:
+    records = []
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        try:
+            records.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return records
+
+
+def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict],
+                        written: List[Tuple[str, int]]) -> List[str]:
+    """What a distributed job must hold (issue 26.12); fills result.checks with what held and
+    returns the problems."""
+    problems: List[str] = []
+    ranks = {r["rank"]: r for r in records if isinstance(r.get("rank"), int)}
+    if not any(r.get("distributed") for r in ranks.values()):
+        return problems  # N copies of a one-process script: not what these checks are about
+    # 1. the same parameters on every rank at exit
+    hashes = {rank: r["params"] for rank, r in ranks.items() if r.get("params")}
+    if len(hashes) > 1:
+        if len({tuple(h) for h in hashes.values()}) == 1:
+            models = len(next(iter(hashes.values())))
+            result.checks.append(f"the {len(hashes)} ranks hold the same parameters at exit "
+                                 f"({models} model{'s' if models != 1 else ''} in DistributedDataParallel)")
+        else:
+            shown = ", ".join(f"rank {rank}: {h[0][:12] if h else '-'}" for rank, h in sorted(hashes.items()))
+            problems.append(f"the ranks hold different parameters at exit ({shown}): they trained different models")
+    # 2. disjoint samples where the script shards with a DistributedSampler
+    samplers = [r.get("samples") or [] for _, r in sorted(ranks.items())]
+    if len(samplers) > 1 and all(samplers):
+        overlapping = []
+        for i in range(min(len(s) for s in samplers)):
+            length = samplers[0][i][0]
+            for epoch in range(1, min(len(s[i]) for s in samplers)):
+                drawn = [s[i][epoch] for s in samplers]
+                total = sum(len(d) for d in drawn)
+                union = set().union(*map(set, drawn))
+                if total - len(union) > max(total - length, 0):  # more repeats than the padding
+                    overlapping.append(f"sampler {i + 1}, epoch {epoch}")
+        if overlapping:
+            problems.append("the ranks read the same samples (" + ", ".join(overlapping[:3]) + ")")
+        else:
+            result.checks.append("the ranks' DistributedSamplers drew disjoint parts of the data")
+    # 3. one writer per output file (the job's working folder and /cache)
+    if len(ranks) > 1:
+        roots = [(code.resolve(), ""), ((result.job_dir / "cache").resolve(), "/cache/")]
+        inputs = [Path(c.dst).resolve() for c in result.copies_in]  # written once, by the copying rank
+        writers: Dict[str, List[int]] = {}
+        for rank, r in sorted(ranks.items()):
+            for path in r.get("writes", []):
+                resolved = Path(path).resolve()
+                for root, prefix in roots:
+                    if root in resolved.parents and ".modelarts-" not in str(resolved) \
+                            and not any(d == resolved or d in resolved.parents for d in inputs):
+                        writers.setdefault(prefix + resolved.relative_to(root).as_posix(), []).append(rank)
+        shared = {name: who for name, who in writers.items() if len(who) > 1}
+        if shared:
+            problems.append("files written by more than one rank: " + ", ".join(
+                f"`{name}` (ranks {', '.join(map(str, who))})" for name, who in sorted(shared.items())[:4]))
+        elif writers:
+            result.checks.append(f"each of the {len(writers)} output file{'s' if len(writers) != 1 else ''} "
+                                 "had one writer")
+    # 4. nothing uploaded truncated
+    truncated = _truncated(result, written)
+    if truncated:
+        problems.append("uploaded truncated: " + ", ".join(truncated[:4]))
+    elif result.uploaded and len(ranks) > 1:
+        result.checks.append("no uploaded file is truncated")
+    return problems
+
+
+def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[str]:
+    """Uploaded files that are smaller than the job's final file of that name, or not a whole
+    zip archive (torch.save's format) although they start as one."""
+    import zipfile
+
+    final = {}
+    for name, size in written:
+        final[Path(name).name] = max(size, final.get(Path(name).name, 0))
+    out = result.job_dir / "obs" / BUCKET / "out" if not result.options.obs else Path(result.options.obs) / BUCKET / "out"
+    found = []
+    for name, size in result.uploaded:
+        if size < final.get(Path(name).name, 0):
+            found.append(f"`{name}` ({size:,} of {final[Path(name).name]:,} bytes)")
+            continue
+        path = out / name
+        try:
+            with open(path, "rb") as f:
+                zipped = f.read(4) == b"PK\x03\x04"
+            if zipped:
+                with zipfile.ZipFile(path) as z:
+                    z.testzip()
+        except (OSError, zipfile.BadZipFile, EOFError):
+            found.append(f"`{name}` (not a whole archive)")
     return found
 
 
@@ -583,10 +687,13 @@ def render(result: RehearsalResult) -> str:
         for name in result.not_uploaded[:20]:
             lines.append(f"    {name}")
     lines.append(f"  MoXing calls: {result.calls}; wall time {result.seconds:.1f} s")
+    if result.checks:
+        lines.append("  distributed: " + "; ".join(result.checks))
     if result.ok:
         lost = (f" (but {_names(result.not_uploaded)} did not)") if result.not_uploaded else ""
-        lines.append(f"OK: every rank succeeded and {len(result.uploaded)} file{'s' if len(result.uploaded) != 1 else ''}"
-                     f" reached train_url{lost}")
+        agree = ", the ranks agree" if any("same parameters" in c for c in result.checks) else ""
+        lines.append(f"OK: every rank succeeded{agree} and {len(result.uploaded)} file"
+                     f"{'s' if len(result.uploaded) != 1 else ''} reached train_url{lost}")
     else:
         lines.append("FAILED: " + "; ".join(result.problems))
     return "\n".join(lines) + "\n"

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -84,7 +86,8 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
     assert result.error is None and result.changed
     assert "    state = unwrap_model(model).init_hidden(tokens.size(1))\n" in result.new_text
     assert "    torch.save(unwrap_model(model), \"model.pt\")\n" in result.new_text
-    assert sorted(f.code for f in result.findings) == ["NPU304", "NPU387"]  # GRU: on the unsupported list
+    # GRU: on the unsupported list; one random batch, no DataLoader: every rank trains on all of it (NPU393)
+    assert sorted(f.code for f in result.findings) == ["NPU304", "NPU387", "NPU393"]
     script.write_text(result.new_text, encoding="utf-8")
     for path, text in result.extra_files.items():
         Path(path).write_text(text, encoding="utf-8")
@@ -104,3 +107,100 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
     with zipfile.ZipFile(tmp_path / "model.pt") as saved:  # torch.save's format: a zip with the pickle
         pickle = saved.read(next(n for n in saved.namelist() if n.endswith("data.pkl")))
     assert b"TinyRNN" in pickle and b"DistributedDataParallel" not in pickle
+
+
+# ---------------------------------------------------------------- converted with --modelarts --distributed, rehearsed
+# Scripts in the manner of pytorch/examples' word_language_model and dcgan (fixtures/distributed/pytorch),
+# converted as a user would and run by `npu-migrate rehearse` with 1 and 2 processes: the verdict
+# states what a distributed job must hold (issue 26.12), and the run shows it.
+
+WORDS = "the cat sat on a mat and dog ran far away from home with blue red green small big".split()
+
+
+def _convert(folder: Path, script: str) -> None:
+    folder.mkdir(parents=True)
+    (folder / script).write_text((ROOT / "fixtures" / "distributed" / "pytorch" / script).read_text(encoding="utf-8"),
+                                 encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "npu_migrate", ".", "--modelarts", "--distributed", "--entry", script,
+                           "--write", "--no-cache"], cwd=folder, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _rehearse(folder: Path, script: str, job: Path, python: str, nproc: int, *options: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "npu_migrate", "rehearse", script, "--python", python, "--nproc",
+                           str(nproc), "--job-dir", str(job), "--timeout", "600", *options],
+                          cwd=folder, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory):
+    root = tmp_path_factory.mktemp("converted")
+    _convert(root / "lm", "word_lm_train.py")
+    _convert(root / "dcgan", "dcgan_train.py")
+    data = root / "data"
+    data.mkdir()
+    for name, lines in (("train.txt", 60), ("valid.txt", 10)):
+        (data / name).write_text("".join(" ".join(WORDS[(i * 7 + j * 3) % len(WORDS)] for j in range(8)) + "\n"
+                                         for i in range(lines)), encoding="utf-8")
+    return root
+
+
+@pytest.mark.parametrize("nproc", [1, 2])
+def test_word_language_model_shards_its_tensor_saves_once_and_loads_after_the_barrier(converted, torch_python,
+                                                                                       tmp_path, nproc):
+    report = _rehearse(converted / "lm", "word_lm_train.py", tmp_path / "job", torch_python, nproc,
+                       "--data", str(converted / "data"))
+    verdict = report.rstrip("\n").splitlines()[-1]
+    logs = [(tmp_path / "job" / "logs" / f"rank{r}.log").read_text() for r in range(nproc)]
+    firsts = [re.search(r"train data: (\d+) rows from token (\d+)", log).groups() for log in logs]
+    ids: dict = {}
+    stream = [ids.setdefault(w, len(ids)) for line in (converted / "data" / "train.txt").read_text().splitlines()
+              for w in line.split() + ["<eos>"]]
+    rows = len(stream) // 4  # batchify(corpus.train, 4): row r starts with token r
+    if nproc == 1:
+        assert verdict == "OK: every rank succeeded and 1 file reached train_url", report
+        assert firsts == [(str(rows), "0")]
+        return
+    assert verdict == "OK: every rank succeeded, the ranks agree and 1 file reached train_url", report
+    assert ("  distributed: the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel); "
+            "each of the 1 output file had one writer; no uploaded file is truncated\n") in report
+    # rank_shard: each rank a contiguous half of the batchified corpus
+    assert firsts == [(str(rows // 2), "0"), (str(rows // 2), str(stream[rows // 2]))] and stream[rows // 2] != 0
+    # the best model, written by rank 0 under `with open(...)`, read back whole by both ranks
+    assert all("| end of training | best valid loss" in log and "EOFError" not in log for log in logs)
+    assert re.search(r"^    model\.pt  [\d,]+ bytes$", report, re.MULTILINE)
+
+
+def test_dcgan_ranks_agree_because_ddp_wraps_after_weights_init(converted, torch_python, tmp_path):
+    report = _rehearse(converted / "dcgan", "dcgan_train.py", tmp_path / "job", torch_python, 2)
+    assert report.rstrip("\n").splitlines()[-1] == (
+        "OK: every rank succeeded, the ranks agree and 7 files reached train_url"), report
+    assert ("  distributed: the 2 ranks hold the same parameters at exit (2 models in DistributedDataParallel); "
+            "the ranks' DistributedSamplers drew disjoint parts of the data; each of the 7 output files had one "
+            "writer; no uploaded file is truncated\n") in report
+    losses = [line.split()[:2] for line in (tmp_path / "job" / "code" / "dcgan" / "out" / "losses.txt").read_text(
+        ).splitlines()]
+    assert losses == [[str(e), str(i)] for e in range(2) for i in range(4)]  # one writer: 64 samples / 2 ranks / 8
+
+
+def test_dcgan_wrapped_before_its_weights_init_fails_the_rehearsal(converted, torch_python, tmp_path):
+    """What the conversion did before (DDP right after `.to(device)`, then `apply(weights_init)`
+    with each rank's own random seed): the ranks train different models, and rehearse says so."""
+    code = tmp_path / "dcgan"
+    import shutil
+
+    shutil.copytree(converted / "dcgan", code)
+    script = code / "dcgan_train.py"
+    text = script.read_text(encoding="utf-8")
+    for net in ("netG", "netD"):
+        text = text.replace(f"{net} = distributed_model({net})\n", "")
+        text = text.replace(f"{net} = {net[3]}{'enerator' if net == 'netG' else 'iscriminator'}().to(device)\n",
+                            f"{net} = {net[3]}{'enerator' if net == 'netG' else 'iscriminator'}().to(device)\n"
+                            f"{net} = distributed_model({net})\n")
+    assert text.count("= distributed_model(") == 2 and "netG = distributed_model(netG)\nnetG.apply" in text
+    script.write_text(text, encoding="utf-8")
+    report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2)
+    assert re.search(r"^FAILED: the ranks hold different parameters at exit \(rank 0: [0-9a-f]{12}, "
+                     r"rank 1: [0-9a-f]{12}\): they trained different models$", report, re.MULTILINE), report

@@ -202,7 +202,11 @@ class StatementInserter(cst.CSTTransformer):
             return None
         body: List[cst.BaseStatement] = []
         for old, new in zip(original_body, updated_body):
-            body.extend(self.insert_before.get(id(old), ()))
+            before = list(self.insert_before.get(id(old), ()))
+            if before:  # the blank lines and comments above the statement go above what comes first
+                before[0] = before[0].with_changes(leading_lines=new.leading_lines)
+                new = new.with_changes(leading_lines=[])
+            body.extend(before)
             body.append(new)
             body.extend(self.insert_after.get(id(old), ()))
         return body

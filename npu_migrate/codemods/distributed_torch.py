@@ -56,6 +56,8 @@ class Plan:
     epoch_loops: List[Tuple[cst.For, List[str]]] = field(default_factory=list)  # loop, loader names
     hoist: Dict[int, str] = field(default_factory=dict)  # id(loader call) -> dataset variable to make
     unwrap: Dict[int, str] = field(default_factory=dict)  # id(`model.attr` DDP lacks) -> model
+    shards: List[Tuple[cst.BaseStatement, str]] = field(default_factory=list)  # `x = batchify(...)`, x
+    barriers: List[cst.BaseStatement] = field(default_factory=list)  # wait_for_main_process() before these
 
 
 def _training_loaders(a: TorchAnalysis) -> List[Loader]:
@@ -102,7 +104,18 @@ def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
             positions.append(top)
     if not positions:
         return None
-    return Move(body[max(positions)], model, scope)
+    at = max(positions)
+    # DDP copies rank 0's parameters to every process once, when it wraps: after the last change
+    # to them (`model.apply(weights_init)` with an unseeded RNG, a checkpoint loaded), before
+    # the first loop (training).
+    loops = [i for i in range(at + 1, len(body)) if isinstance(body[i], (cst.For, cst.While))]
+    end = loops[0] if loops else len(body)
+    first = at + 1
+    for name, node in a.parameter_changes:
+        top = _top_of(body[first:end], node) if name == model else None
+        if top is not None:
+            at = max(at, first + top)
+    return Move(body[at], model, scope)
 
 
 def _top_of(body: List[cst.BaseStatement], stmt: cst.CSTNode) -> Optional[int]:
@@ -183,7 +196,38 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
             result.hoist[id(loader.call)] = _dataset_name(a, loader)
     for node, move in _wrapped_attributes(a, moves):
         result.unwrap[id(node)] = move.name
+    if not training:
+        result.shards = _tensor_shards(a)
+    result.barriers = [stmt for path, stmt, conditional in a.loads if path in a.saved_paths and not conditional]
     return result
+
+
+def _tensor_shards(a: TorchAnalysis) -> List[Tuple[cst.BaseStatement, str]]:
+    """Training data batchified from one long tensor (a language model's `train_data =
+    batchify(corpus.train, bsz)`): each rank takes its contiguous slice of the batches. The
+    function must be the script's own and cut the tensor itself (`.narrow`/`.view`)."""
+    found = []
+    for assigned in a.assignments.values():
+        for name, stmt, _, value in assigned:
+            if "train" not in name.lower() or common.is_eval_name(name) or not isinstance(value, cst.Call) \
+                    or not isinstance(value.func, cst.Name):
+                continue
+            function = a.functions.get(value.func.value)
+            if function is not None and _cuts_tensor(function):
+                found.append((stmt, name))
+    return found
+
+
+def _cuts_tensor(function: cst.FunctionDef) -> bool:
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Attribute) and call.func.attr.value in ("narrow", "view", "reshape"):
+                found.append(call)
+
+    function.visit(Finder())
+    return bool(found)
 
 
 def _whole_model_saves(a: TorchAnalysis, p: Plan) -> List[cst.Call]:
@@ -281,7 +325,7 @@ class _Rewriter(common.StatementInserter):
         self.module = a.module
         self.loader_calls = {id(loader.call): loader for loader in p.loaders}
         self.data_parallel = {id(c) for c in a.data_parallel}
-        self.wrap = {id(s) for s in a.saves + a.log_configs}
+        self.wrap = {id(s) for s in a.saves + a.log_configs + a.writes + a.write_withs}
         self.handlers = {id(c) for c in a.file_handlers}
         self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}
         self.whole_model_saves = {id(c) for c in _whole_model_saves(a, p)}
@@ -294,7 +338,12 @@ class _Rewriter(common.StatementInserter):
             if name is not None:
                 code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"
                 self.insert_before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
+        for stmt, name in p.shards:
+            self.insert_after.setdefault(id(stmt), []).append(common.statement(f"{name} = rank_shard({name})\n", self.module))
+        for stmt in p.barriers:
+            self.insert_before.setdefault(id(stmt), []).append(common.statement("wait_for_main_process()\n", self.module))
         self.removed_data_parallel: List[cst.Call] = []
+        self.guards: Set[int] = set()  # id() of the `if is_main_process():` statements made here
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
         model = self.p.unwrap.get(id(original))
@@ -358,8 +407,39 @@ class _Rewriter(common.StatementInserter):
 
     def leave_SimpleStatementLine(self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine):
         if id(original) in self.wrap:
-            return _if_main(updated, self.module)
+            return self._guard(updated)
         return updated
+
+    def leave_With(self, original: cst.With, updated: cst.With):
+        if id(original) in self.wrap:
+            return self._guard(updated)
+        return updated
+
+    def _guard(self, stmt: cst.BaseStatement) -> cst.If:
+        guard = _if_main(stmt, self.module)
+        self.guards.add(id(guard))
+        return guard
+
+    def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
+        updated = super().leave_IndentedBlock(original, updated)
+        return updated.with_changes(body=self._merge_guards(updated.body))
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        updated = super().leave_Module(original, updated)
+        return updated.with_changes(body=self._merge_guards(updated.body))
+
+    def _merge_guards(self, body: Sequence[cst.BaseStatement]) -> List[cst.BaseStatement]:
+        """Writes that follow each other share one `if is_main_process():`."""
+        merged: List[cst.BaseStatement] = []
+        for stmt in body:
+            last = merged[-1] if merged else None
+            if id(stmt) in self.guards and last is not None and id(last) in self.guards and not stmt.leading_lines:
+                joined = last.with_changes(body=last.body.with_changes(body=[*last.body.body, *stmt.body.body]))
+                self.guards.add(id(joined))
+                merged[-1] = joined
+            else:
+                merged.append(stmt)
+        return merged
 
     def leave_For(self, original: cst.For, updated: cst.For) -> cst.For:
         names = self.loops.get(id(original))
@@ -455,8 +535,21 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     for call in _whole_model_saves(original, p):
         model = call.args[0].value.value
         common.edit(ctx, "NPU161", call, f"torch.save({model}, ...)", f"torch.save(unwrap_model({model}), ...)", model=model)
-    for stmt in original.saves + original.log_configs:
+    for stmt in original.saves + original.log_configs + original.writes + original.write_withs:
         common.edit(ctx, "NPU163", stmt, "", "if is_main_process():")
+    for node, api in original.unguarded_writes:
+        common.report(ctx, "NPU391", node, api)
+    for stmt, name in p.shards:
+        common.edit(ctx, "NPU162", stmt, "", f"{name} = rank_shard({name})")
+    if not p.loaders and not p.shards:
+        common.report(ctx, "NPU393", original.optimizers[0][0], "torch.optim")
+    for stmt in p.barriers:
+        common.edit(ctx, "NPU163", stmt, "", "wait_for_main_process()")
+    for path, stmt, conditional in original.loads:
+        if conditional and path in original.saved_paths:
+            common.report(ctx, "NPU392", stmt, path)
+    for node, api in original.visible_pins:
+        common.report(ctx, "NPU386", node, api)
     for call in original.file_handlers:
         common.edit(ctx, "NPU163", call, "", "... if is_main_process() else logging.NullHandler()")
     for node, api in original.fixed_devices:

@@ -24,6 +24,15 @@ ITERABLE_DATASETS = {"torch.utils.data.IterableDataset", "torch.utils.data.datas
                      "torch.utils.data.datapipes.datapipe.IterDataPipe", "torchdata.datapipes.iter.IterDataPipe"}
 FILE_HANDLERS = {"logging.FileHandler", "logging.handlers.RotatingFileHandler",
                  "logging.handlers.TimedRotatingFileHandler", "logging.handlers.WatchedFileHandler"}
+# Calls that write a file the job outputs, as a statement of their own: on rank 0 only.
+FILE_WRITERS = {"torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
+                "torchvision.utils.save_image", "matplotlib.pyplot.savefig", "imageio.imwrite",
+                "imageio.imsave", "cv2.imwrite", "PIL.Image.Image.save", "pandas.DataFrame.to_csv"}
+FILE_OPENERS = {"open", "io.open", "builtins.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"}
+# Calls that change a model's parameters after it is built: DDP must wrap the model after them
+# (it copies rank 0's parameters to every process once, when it wraps).
+PARAMETER_CHANGES = {"apply", "load_state_dict", "init_weights", "reset_parameters", "_init_weights",
+                     "initialize_weights", "init_params", "weights_init"}
 # Already distributed: these (or anything under torch.distributed) in the file.
 DISTRIBUTED_APIS = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
                     "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
@@ -83,6 +92,19 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.save_calls: List[cst.Call] = []  # torch.save(...)
         self.assignments: Dict[int, List[Tuple[str, cst.BaseStatement, cst.CSTNode, cst.BaseExpression]]] = {}
         self.expr_moves: List[Tuple[str, cst.BaseStatement, cst.CSTNode]] = []
+        # Files written on every rank (issue 26.1): `with open(path, "w...")` statements, guarded
+        # whole; those whose body binds names the rest of the script may read (not guarded,
+        # reported); statements that consist of a call writing a file.
+        self.write_withs: List[cst.With] = []
+        self.unguarded_writes: List[Tuple[cst.CSTNode, str]] = []
+        self.writes: List[cst.BaseStatement] = []
+        # (the path's code, the statement to wait before, whether it sits in an `if`) of each
+        # torch.load / `with open(path, "rb")` around one, and the paths torch.save writes.
+        self.saved_paths: Set[str] = set()
+        self.loads: List[Tuple[str, cst.BaseStatement, bool]] = []
+        self.parameter_changes: List[Tuple[str, cst.CSTNode]] = []  # (model, node): model.apply(...) etc.
+        self.visible_pins: List[Tuple[cst.CSTNode, str]] = []  # os.environ["..._VISIBLE_DEVICES"] = "0"
+        self.functions: Dict[str, cst.FunctionDef] = {}
         # An import of a distributed library is a sign only when the code uses what it imports
         # (an unused `import torch.distributed as dist` is not a use): `_used` collects the
         # libraries the code refers to.
@@ -133,6 +155,64 @@ class TorchAnalysis(common.ModuleAnalysis):
             stmt, _ = self.statement()
             self.expr_moves.append((value.func.value.value, stmt, self.scope()))
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.functions.setdefault(node.name.value, node)
+
+    def visit_With(self, node: cst.With) -> None:
+        for item in node.items:
+            path, mode = self._opened(item.item)
+            if path is None:
+                continue
+            if any(c in mode for c in "wax+"):
+                if _per_process(path):
+                    continue
+                if _binds_names(node.body):
+                    self.unguarded_writes.append((node, f"with open({path}, {mode!r})"))
+                elif not self._inside_write():
+                    self.write_withs.append(node)
+                if _calls(node.body, "save"):
+                    self.saved_paths.add(path)
+            elif _calls(node.body, "load"):
+                self._load(path, node)
+
+    def _opened(self, node: cst.BaseExpression) -> Tuple[Optional[str], str]:
+        """(the path's code, the mode) of `open(path, mode)`; (None, "") for anything else."""
+        if not isinstance(node, cst.Call) or (self.imports.resolve(node.func) or dotted_name(node.func)) \
+                not in FILE_OPENERS or not node.args or node.args[0].keyword is not None:
+            return None, ""
+        mode_arg = keyword_arg(node, "mode") or (node.args[1] if len(node.args) > 1 and node.args[1].keyword is None
+                                                 else None)
+        mode = string_value(mode_arg.value) if mode_arg is not None else "r"
+        if mode is None:
+            return None, ""
+        return self.module.code_for_node(node.args[0].value), mode
+
+    def _inside_write(self) -> bool:
+        guarded = {id(w) for w in self.write_withs}
+        return any(id(n) in guarded for n in self.stack[:-1])
+
+    def _load(self, path: str, node: cst.CSTNode) -> None:
+        stmt = node if isinstance(node, cst.BaseStatement) else self.statement()[0]
+        if stmt is None:
+            return
+        scope = self.scope()
+        conditional = any(isinstance(n, (cst.If, cst.IfExp, cst.While)) for n in self.stack[self.stack.index(scope):])
+        self.loads.append((path, stmt, conditional))
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        target = node.target
+        parent = self.stack[-2] if len(self.stack) > 1 else None
+        if isinstance(target, cst.Subscript) and isinstance(parent, cst.Assign) \
+                and self.imports.resolve(target.value) == "os.environ" and len(target.slice) == 1 \
+                and isinstance(target.slice[0].slice, cst.Index):
+            self._pin(target.slice[0].slice.value, parent.value, parent)
+
+    def _pin(self, key: cst.BaseExpression, value: cst.BaseExpression, node: cst.CSTNode) -> None:
+        """A *_VISIBLE_DEVICES variable set to one device: every process would see only it."""
+        name, devices = string_value(key) or "", string_value(value)
+        if name.endswith("VISIBLE_DEVICES") and devices is not None and "," not in devices:
+            self.visible_pins.append((node, f"os.environ[{key.value}] = {value.value}"))
+
     def visit_Import(self, node: cst.Import) -> bool:
         return False  # the names an import binds are not uses of them
 
@@ -166,8 +246,20 @@ class TorchAnalysis(common.ModuleAnalysis):
         elif name == "torch.save":
             self.save_calls.append(node)
             stmt, _ = self.statement()
-            if stmt is not None and sole_call(stmt) is node:
+            if stmt is not None and sole_call(stmt) is node and not self._inside_write():
                 self.saves.append(stmt)
+            if len(node.args) > 1 and not self._inside_write():
+                self.saved_paths.add(self.module.code_for_node(node.args[1].value))
+        elif name == "torch.load" and node.args:
+            self._load(self.module.code_for_node(node.args[0].value), node)
+        elif name in FILE_WRITERS or (isinstance(node.func, cst.Attribute) and node.func.attr.value == "savefig") \
+                or any(self._opened(a.value)[1].strip("rbt") for a in node.args):
+            stmt, _ = self.statement()
+            if stmt is not None and sole_call(stmt) is node and not self._inside_write() \
+                    and not _per_process(self.module.code_for_node(node)):
+                self.writes.append(stmt)
+        elif name == "os.environ.setdefault" and len(node.args) == 2:
+            self._pin(node.args[0].value, node.args[1].value, node)
         elif name == "logging.basicConfig" and keyword_arg(node, "filename") is not None:
             stmt, _ = self.statement()
             if stmt is not None and sole_call(stmt) is node:
@@ -183,6 +275,10 @@ class TorchAnalysis(common.ModuleAnalysis):
                 self.fixed_devices.append((node, self.module.code_for_node(value)))
         if isinstance(node.func, cst.Attribute):
             self.called_attributes.add(id(node.func))
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value in PARAMETER_CHANGES:
+            root = node.func.value
+            if isinstance(root, cst.Name):
+                self.parameter_changes.append((root.value, node))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "backward":
             self.backward.append((node, self.scope()))
         if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("state_dict", "load_state_dict") \
@@ -240,3 +336,43 @@ def moves_model(value: cst.BaseExpression, name: str) -> bool:
     """`<...>.to(...)`, `<...>.npu(...)`, `<...>.cuda(...)`: the value assigned to `name` is on the device."""
     return isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
         and value.func.attr.value in ("to", "npu", "cuda")
+
+
+def _binds_names(body: cst.CSTNode) -> bool:
+    """Whether a block assigns a name (the rest of the script may read it on every rank)."""
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            found.append(node)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            found.append(node)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            found.append(node)
+
+        def visit_For(self, node: cst.For) -> None:
+            found.append(node)
+
+    body.visit(Finder())
+    return bool(found)
+
+
+def _calls(body: cst.CSTNode, attr: str) -> bool:
+    """Whether a block calls `<x>.<attr>(...)` (torch.save, torch.load, pickle.dump ...)."""
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == attr:
+                found.append(node)
+
+    body.visit(Finder())
+    return bool(found)
+
+
+def _per_process(code: str) -> bool:
+    """A path made for each process (`f"report_{os.getpid()}.json"`, `log_rank{rank}.txt`): every
+    rank writes its own file, so it stays on every rank."""
+    return re.search(r"getpid|rank", code, re.IGNORECASE) is not None

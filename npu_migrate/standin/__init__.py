@@ -12,6 +12,9 @@ never imported by npu-migrate itself). It holds:
 * `moxing` — `mox.file` over a local folder: `obs://bucket/key` is
   `$NPU_MIGRATE_REHEARSAL_OBS/bucket/key`; each call is appended to
   `$NPU_MIGRATE_REHEARSAL_LOG` (one JSON object a line) for the rehearsal's report.
+* `torch_npu/_record.py` — with `NPU_MIGRATE_REHEARSAL_RECORD` set, each process records at exit
+  a hash of each DDP model's parameters, the indexes its DistributedSamplers drew and the files
+  it opened for writing, for the rehearsal's distributed checks.
 * `sitecustomize` — loads `torch_npu` whenever torch is imported (as torch_npu's own autoload
   entry point does) and, when MindSpore is installed, runs `device_target="Ascend"` on the CPU.
 """
@@ -24,3 +27,4 @@ SITE = Path(__file__).resolve().parent / "site"
 OBS_ROOT_VAR = "NPU_MIGRATE_REHEARSAL_OBS"
 LOG_VAR = "NPU_MIGRATE_REHEARSAL_LOG"
 DEVICES_VAR = "NPU_MIGRATE_STANDIN_DEVICES"
+RECORD_VAR = "NPU_MIGRATE_REHEARSAL_RECORD"  # where each process records parameters, samples, writes

@@ -12,6 +12,10 @@ from . import _patch, npu  # noqa: F401  (npu: torch_npu.npu, also registered as
 
 _patch.install(npu)
 
+from . import _record  # noqa: E402
+
+_record.install()  # in a rehearsal: what the job's distributed checks compare (see _record.py)
+
 from . import optim  # noqa: E402,F401
 
 __version__ = torch.__version__.split("+")[0] + "+npu_migrate_standin"
