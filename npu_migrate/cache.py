@@ -7,8 +7,10 @@ else. Hence:
 
 * one folder per *settings* -- tool version, a fingerprint of the package's own files (so a
   source checkout that is being edited never reads stale entries), the libcst and Python
-  versions, the rules' fingerprint
-  (their content, `--rules` files included) and the options -- under
+  versions, the content of every file of the built-in `rules/` folder (`data_fingerprint`:
+  the rule files and the torch_npu, TF Adapter and MindSpore target tables, which in a
+  checkout lie outside the package), the rules' fingerprint (their content, `--rules` files
+  included) and the options (the run's resolved targets included) -- under
   `$NPU_MIGRATE_CACHE_DIR`, or the user cache folder (`~/.cache/npu-migrate` on Linux);
 * in it one small JSON file per source file (named after the hash of its absolute path),
   holding the sha256 of the bytes the result belongs to and the whole `FileResult`, the
@@ -86,15 +88,34 @@ def code_fingerprint() -> str:
             full = os.path.join(folder, name)
             st = os.stat(full)
             digest.update(f"{os.path.relpath(full, package)}:{st.st_size}:{st.st_mtime_ns};".encode())
-    # The torch_npu version table decides rewrites too; in a checkout it lies outside the package.
-    try:
-        from .targets.tables import table_path
-
-        st = os.stat(table_path("torch_npu.toml"))
-        digest.update(f"targets:{st.st_size}:{st.st_mtime_ns};".encode())
-    except (OSError, Exception):  # no table: the run fails elsewhere, with a clear message
-        pass
+    # Every data file decides results too: the rules and the target tables (rules/targets/),
+    # which in a source checkout lie outside the package; by content, not by time stamp.
+    digest.update(data_fingerprint().encode())
     return digest.hexdigest()[:16]
+
+
+def data_fingerprint() -> str:
+    """A digest of every file under the built-in `rules/` folder (the rule files and the
+    torch_npu, TF Adapter and MindSpore target tables), by name and content."""
+    digest = hashlib.sha256()
+    try:
+        from .rules import builtin_rules_dir
+
+        root = builtin_rules_dir()
+    except Exception:  # no rules folder: the run fails elsewhere, with a clear message
+        return ""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            full = os.path.join(folder, name)
+            try:
+                with open(full, "rb") as fh:
+                    content = fh.read()
+            except OSError:
+                content = b"(unreadable)"
+            digest.update(f"{os.path.relpath(full, root)}:{len(content)}:".encode())
+            digest.update(hashlib.sha256(content).digest())
+    return digest.hexdigest()
 
 
 def _libcst_version() -> str:

@@ -243,3 +243,50 @@ def test_settings_folders_unused_for_a_month_are_pruned_and_only_ours(tmp_path):
     assert foreign.exists()  # no CACHEDIR.TAG: not ours, never removed
     assert (used.folder / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
     assert used.folder.stat().st_mtime > recent  # touched by the run
+
+
+# Each data file a result depends on, an edit of it in a source checkout, and a file whose warm
+# output must change with it. (rules/ lies outside the package in a checkout, so the package's own
+# fingerprint does not see it.)
+DATA_EDITS = [
+    ("targets/torch_npu.toml", '"torch_npu.npu.synchronize" = ["2.1.0.post8..2.14.0"]\n', "",
+     "t.py", "import torch\ntorch.cuda.synchronize()\n", []),
+    ("targets/tf_adapter.toml", '"npu_config_proto" = ["5.0", "9.0"]\n', '"npu_config_proto" = ["5.0"]\n', "tf1.py", "import tensorflow as tf\nsess = tf.Session(config=tf.ConfigProto())\n", []),
+    ("targets/mindspore.toml",
+     '"mindspore.context.set_context:device_target deprecated" = { releases = ["2.7.0..2.10.0"], '
+     'instead = "api mindspore.set_device()" }\n', "", "ms1.py",
+     'from mindspore import context\ncontext.set_context(mode=context.GRAPH_MODE, device_target="GPU")\n',
+     ["--mindspore-version", "2.7"]),
+    ("torch.toml", '"stream", "streams", "synchronize",', '"stream", "streams",', "t.py",
+     "import torch\ntorch.cuda.synchronize()\n", []),
+]
+
+
+@pytest.mark.parametrize("table,old,new,name,text,args", DATA_EDITS, ids=[d[0] for d in DATA_EDITS])
+def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path, table, old, new, name, text, args):
+    """#25.4: the key holds every file under rules/ (rule files and the three target tables)."""
+    import subprocess
+    import sys
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(ROOT / "npu_migrate", checkout / "npu_migrate", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "rules", checkout / "rules")
+    (tmp_path / name).write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(checkout), "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"),
+           "NO_COLOR": "1"}
+
+    def run_cli(*extra):
+        done = subprocess.run([sys.executable, "-m", "npu_migrate", name, "--diff", "-j", "1", *args, *extra],
+                              cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert done.returncode in (0, 1), done.stderr
+        return done.stdout + done.stderr
+
+    before = run_cli()
+    assert run_cli() == before  # warm, unchanged
+    data = checkout / "rules" / table
+    content = data.read_text(encoding="utf-8")
+    assert content.count(old) == 1
+    data.write_text(content.replace(old, new), encoding="utf-8")
+    fresh = run_cli("--no-cache")
+    assert fresh != before  # the edit matters to this file
+    assert run_cli() == fresh  # and the warm run sees it
