@@ -364,10 +364,10 @@ def test_an_input_whose_listing_cannot_be_read_is_copied_again_each_run(job):
         assert len(job.calls()) == run
 
 
-def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded(job):
+def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded_under_its_name(job):
     # pytorch/examples imagenet: torch.save(state, 'checkpoint.pth.tar') straight into the file. The
     # second save is stopped halfway by SIGTERM (issue 26.8): train_url gets the complete best model
-    # of the first epoch, never the half-written checkpoint under its good name.
+    # of the first epoch, and what was written of the checkpoint only under a name that says so.
     script = job.adapt("pt_imagenet.py")
     job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})
     proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=3",
@@ -378,12 +378,12 @@ def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded(job):
     stdout, stderr = job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert len((job.work / "checkpoint.pth.tar").read_text()) == 10  # what was written of it
-    assert job.listing("obs://bucket/out") == ["model_best.pth.tar"]
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar.incomplete", "model_best.pth.tar"]
     assert (job.obs / "bucket/out/model_best.pth.tar").read_text() == repr(
         {"epoch": 1, "arch": "resnet18", "classes": ["n01440764"]})
-    assert f"[modelarts] not copied: {job.work / 'checkpoint.pth.tar'} was still being written when the job " \
-           "ended\n" in stderr
-    assert "nothing was copied" not in stderr
+    assert (job.obs / "bucket/out/checkpoint.pth.tar.incomplete").read_text() == "{'epoch': "
+    assert f"[modelarts] {job.work / 'checkpoint.pth.tar'} was being written when the job ended: copied as " \
+           "checkpoint.pth.tar.incomplete, not under its own name\n" in stderr
 
 
 def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job):
@@ -403,9 +403,37 @@ def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job
             break
     job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
-    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
+    assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "checkpoint.pth.tar.tmp.incomplete",
+                                                "model_best.pth.tar"]
     first = repr({"epoch": 1, "arch": "resnet18", "classes": ["n01440764"]})
     assert (job.obs / "bucket/out/checkpoint.pth.tar").read_text() == first
+
+
+@pytest.mark.parametrize("stopped", [False, True])
+def test_logs_kept_open_reach_train_url(job, stopped):
+    # A CSV log opened with "w" and a logging file (appended to) that the script never closes.
+    script = job.adapt("train_module_level.py")
+    text = script.read_text().replace('os.makedirs(args.save_dir, exist_ok=True)\n', (
+        'os.makedirs(args.save_dir, exist_ok=True)\n'
+        'import logging\n'
+        'logging.basicConfig(filename=os.path.join(args.save_dir, "train.log"), level=logging.INFO)\n'
+        'progress = open(os.path.join(args.save_dir, "progress.csv"), "w")\n'
+        'progress.write("epoch,words\\n")\nprogress.flush()\nlogging.info("started")\n'), 1)
+    script.write_text(text)
+    job.put("obs://bucket/corpus", {"a.txt": "x"})
+    proc = job.start(script, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out",
+                     f"--hold={NEVER if stopped else 0}")
+    assert proc.stdout.readline().startswith("read 1 words")
+    assert proc.stdout.readline() == "checkpoint saved\n"
+    if stopped:  # SIGTERM may have stopped the script halfway through a write to the CSV file
+        stdout, stderr = job.stop(proc)
+        csv = "progress.csv.incomplete"
+    else:  # a plain exit: this process writes nothing any more, what it left open is whole
+        stdout, stderr = proc.communicate(timeout=CEILING)
+        csv = "progress.csv"
+    assert job.listing("obs://bucket/out") == ["epoch0.ckpt", csv, "train.log"], stderr
+    assert (job.obs / "bucket/out" / csv).read_text() == "epoch,words\n"
+    assert (job.obs / "bucket/out/train.log").read_text() == "INFO:root:started\n"
 
 
 def test_a_leftover_output_folder_is_not_uploaded_to_the_next_job(job):

@@ -14,7 +14,8 @@ what its parser returned, and names its own data and output arguments:
   during the run in the working folder, in the output arguments' files and folders and in
   the local output folder (/cache/output, emptied at start); at exit, after an exception,
   on SIGTERM and, if asked, every few minutes; each file only when it changed, and never
-  while a process still has it open for writing (a checkpoint cut short by SIGTERM).
+  under its own name while a process is writing it (a checkpoint cut short by SIGTERM
+  goes as NAME.incomplete; train_url keeps the last complete copy under NAME).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -147,7 +148,6 @@ class Job:
         self.copying = None  # the thread copying now
         self.previous_sigterm = None
         self.lock = threading.Lock()
-        self.unfinished = set()  # files being written when the job ended: not copied
 
     @classmethod
     def current(cls, data_url, train_url, data_dir):
@@ -295,7 +295,7 @@ class Job:
     def _on_sigterm(self, signum, frame):
         if self.copying is threading.current_thread():
             return  # the process is already ending and copying: let the copy finish
-        self.upload(final=True)
+        self.upload(final=True, interrupted=True)
         previous = self.previous_sigterm
         if callable(previous):
             previous(signum, frame)
@@ -304,9 +304,10 @@ class Job:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
 
-    def upload(self, final=False):
+    def upload(self, final=False, interrupted=False):
         """Copy the files created or changed since the start (and since the last copy) to
-        --train_url; at the end, warn when nothing at all was copied."""
+        --train_url; at the end, warn when nothing at all was copied. `interrupted`: by a
+        signal, which may have stopped this process in the middle of writing a file."""
         if self.pid != os.getpid() or self.sent is None:
             return  # a forked child, or a process that copies nothing
         with self.lock:
@@ -314,7 +315,7 @@ class Job:
                 return
             self.copying = threading.current_thread()
             try:
-                self._upload(final)
+                self._upload(final, interrupted)
             except Exception as exc:
                 # At exit or in a signal handler: report, do not raise.
                 log(f"copying the outputs to {self.train_url} failed: {exc}")
@@ -322,28 +323,35 @@ class Job:
                 self.copying = None
             if final:
                 self.finished = True
-                if not self.sent and not self.unfinished:
+                if not self.sent:
                     self._nothing_copied()
                 boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
                 if boot_file and self is Job._current and os.path.exists(boot_file):
                     # Copied: nothing left for the boot file to do.
                     open(boot_file, "w").close()
 
-    def _upload(self, final):
+    def _upload(self, final, interrupted):
         changed = []
         for path, name in self.files():
             stamp = _stamp(path)
             known = (self.before.get(path), self.sent.get(path))
             if stamp is not None and stamp not in known:
                 changed.append((path, name, stamp))
-        # A file still open for writing (a save that SIGTERM cut short, or one in progress
-        # during a periodic copy) is never copied: train_url keeps its last complete copy.
-        busy = _open_for_writing(path for path, _, _ in changed)
-        changed = [c for c in changed if c[0] not in busy]
-        if final:
-            self.unfinished = busy
-            for path in sorted(busy):
-                log(f"not copied: {path} was still being written when the job ended")
+        # A file a process is writing (a save in progress, one that SIGTERM cut short) never
+        # goes to train_url under its own name, where its last complete copy stays: it waits
+        # for a later copy or, at the end, goes as NAME.incomplete. At a plain exit this
+        # process writes nothing any more: the files it left open are whole.
+        own = interrupted or not final
+        busy = _open_for_writing((path for path, _, _ in changed), own)
+        if not final:
+            changed = [c for c in changed if c[0] not in busy]
+        for i, (path, name, stamp) in enumerate(changed):
+            if path in busy:
+                changed[i] = (path, name + ".incomplete", stamp)
+                log(
+                    f"{path} was being written when the job ended: copied as "
+                    f"{os.path.basename(name)}.incomplete, not under its own name"
+                )
         if not changed:
             return
         log(f"copying {len(changed)} file(s) to {self.train_url}")
@@ -621,15 +629,18 @@ def _files_named_after(output_file, prefix):
             yield path, os.path.join(os.path.dirname(prefix), name)
 
 
-def _open_for_writing(paths):
-    """Those of `paths` that a process of this machine has open for writing (this process
-    and the others /proc lets us look at; none where there is no /proc)."""
+def _open_for_writing(paths, own=True):
+    """Those of `paths` that a process of this machine (this one too if `own`) has open for
+    writing other than appending (a log's lines so far are whole); /proc tells, and where
+    there is none, no file is."""
     wanted = {os.path.realpath(p): p for p in paths}
     busy = set()
     try:
         pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
     except OSError:
         return busy
+    if not own:
+        pids = [pid for pid in pids if pid != str(os.getpid())]
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -649,7 +660,9 @@ def _writable(fdinfo):
     with open(fdinfo) as info:
         for line in info:
             if line.startswith("flags:"):
-                return int(line.split()[1], 8) & (os.O_WRONLY | os.O_RDWR) != 0
+                flags = int(line.split()[1], 8)
+                writing = flags & (os.O_WRONLY | os.O_RDWR)
+                return bool(writing) and not flags & os.O_APPEND
     return False
 
 
