@@ -204,3 +204,34 @@ def test_dcgan_wrapped_before_its_weights_init_fails_the_rehearsal(converted, to
     report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2)
     assert re.search(r"^FAILED: the ranks hold different parameters at exit \(rank 0: [0-9a-f]{12}, "
                      r"rank 1: [0-9a-f]{12}\): they trained different models$", report, re.MULTILINE), report
+
+
+def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_per_npu(tmp_path, torch_python):
+    """`--modelarts --distributed --modelarts-entry` in one run: the boot file starts the script
+    with torch.distributed.run, one process per NPU of the node (RANK_SIZE=2 here), where a plain
+    `python` would have left one process waiting in init_process_group for a peer that never comes
+    (issue 26.5). Both ranks train in one group; rank 0's checkpoint reaches train_url."""
+    from torch_env import standin_env
+
+    folder = tmp_path / "code"
+    folder.mkdir()
+    script = folder / "smoke_train.py"
+    options = Options(distributed=True, modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),))
+    result = migrate_source(SMOKE.read_text(encoding="utf-8"), str(script), options)
+    assert result.error is None
+    script.write_text(result.new_text, encoding="utf-8")
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text, encoding="utf-8")
+    boot = folder / "modelarts_entry_smoke_train.py"
+    assert "\nTORCHRUN = True\n" in boot.read_text(encoding="utf-8")
+    (tmp_path / "obs" / "bucket" / "data").mkdir(parents=True)
+    (tmp_path / "obs" / "bucket" / "data" / "README").write_text("input\n")
+    env = standin_env(tmp_path, devices=2, extra={"RANK_SIZE": "2", "OMP_NUM_THREADS": "1",
+                                                   "NPU_MIGRATE_MODELARTS_CACHE": str(tmp_path / "cache")})
+    run = subprocess.run([torch_python, str(boot), "--data_url=obs://bucket/data/", "--train_url=obs://bucket/out/"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "-m torch.distributed.run --nproc_per_node=2 --standalone " in run.stdout
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("report_*.json"))]
+    assert len(reports) == 2 and reports[0]["weight"] == reports[1]["weight"]
+    assert (tmp_path / "obs" / "bucket" / "out" / "checkpoint.pt").is_file()

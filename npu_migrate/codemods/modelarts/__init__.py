@@ -36,6 +36,7 @@ from typing import List, Optional, Tuple
 import libcst as cst
 
 from ...context import Context
+from ...distributed import HELPERS_MODULE
 from ...modelarts import RUNTIME_MODULE, SETUP_FUNCTION, boot_file_name, render_boot, render_runtime, runtime_file_name
 from .plan import entry_script_by_choice, helper_script, may_be_entry_script, named_with_entry, plan_adaptation
 from .rewrite import Rewriter, argument_lines, install_import
@@ -61,8 +62,11 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     ctx.extra_files[runtime_file_name(ctx.path)] = render_runtime()
     if ctx.options.modelarts_boot and named_with_entry(ctx):
         folder = os.path.dirname(ctx.path)
+        # A script --distributed converted (in this run or an earlier one) imports its helpers:
+        # started through torchrun, one process per NPU, like one that reads LOCAL_RANK itself.
+        distributed = plan.distributed or current.imports.imports_module(HELPERS_MODULE)
         ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(
-            os.path.basename(ctx.path), plan.positionals, plan.distributed)
+            os.path.basename(ctx.path), plan.positionals, distributed)
 
     added = argument_lines(current.main_parser, plan.add_urls, module) if plan.add_urls else []
     rewriter = Rewriter(ctx, current, plan, added)
