@@ -29,6 +29,7 @@ DEFAULT_EXCLUDES = (
     "__pycache__/", ".mypy_cache/", ".pytest_cache/", ".ruff_cache/", ".pytype/", ".direnv/",
 )
 PYTHON_SUFFIXES = (".py",)
+MAX_IGNORE_FILE_BYTES = 4 * 2**20
 KNOWN_PYTHON_SUFFIXES = (".py", ".pyi", ".pyw")
 
 
@@ -65,6 +66,7 @@ class FileFilter:
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
         self._repo_tops: Dict[str, Optional[str]] = {}
         self._chains: Dict[tuple, list] = {}
+        self.unreadable: Dict[str, str] = {}  # folder -> why one of its ignore files cannot be read
 
     # -- the two questions discovery asks -------------------------------------------------------
 
@@ -126,16 +128,32 @@ class FileFilter:
     def _specs_of(self, folder: str) -> list:
         """The gitignore specs that live in `folder` (.gitignore, and .git/info/exclude at a repo top)."""
         if folder not in self._ignore_files:
+            from .source import SourceError, read_regular
+
             specs = []
             for name in (".gitignore", os.path.join(".git", "info", "exclude")):
+                full = os.path.join(folder, name)
                 try:
-                    with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as f:
-                        lines = f.read().splitlines()
-                except OSError:
+                    # bounded, and never a FIFO (which hung the walk) nor /dev/zero (issue 30.6)
+                    lines = read_regular(full, MAX_IGNORE_FILE_BYTES).decode("utf-8", "replace").splitlines()
+                except FileNotFoundError:
+                    continue
+                except (OSError, SourceError) as exc:
+                    if os.path.lexists(full):
+                        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                        self.unreadable[folder] = f"cannot read {name}: {why}"
                     continue
                 specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
             self._ignore_files[folder] = specs
         return self._ignore_files[folder]
+
+    def unreadable_ignore_file(self, folder: str) -> Optional[str]:
+        """Why an ignore file of `folder` could not be read (a FIFO, a device, too large), or None:
+        such a folder is not walked (what it would exclude is unknown) and fails the run."""
+        if not self.respect_gitignore:
+            return None
+        self._specs_of(folder)
+        return self.unreadable.get(folder)
 
     def _ignore_chain(self, parent: str, base: Optional[str]) -> list:
         """(folder, spec) of every gitignore that applies to entries of `parent`, deepest first:
@@ -254,6 +272,11 @@ def _walk(top: str, file_filter: FileFilter,
             if unlistable is not None:
                 unlistable.append((shown_dir, f"cannot list folder: {exc.strerror or exc}"))
             continue
+        why = file_filter.unreadable_ignore_file(abs_dir)
+        if why is not None:
+            if unlistable is not None:
+                unlistable.append((shown_dir, why))
+            continue
         subdirs = []
         for entry in entries:
             full = os.path.join(abs_dir, entry.name)
@@ -288,8 +311,9 @@ def _python_by_name_or_shebang(path: str) -> bool:
     from .frontends import shebang_interpreter
 
     try:
-        with open(path, "rb") as f:
-            first = f.readline(256).decode("utf-8", "replace")
+        from .source import first_line
+
+        first = first_line(path).decode("utf-8", "replace")
     except OSError:
         return True  # the reader reports it
     return (shebang_interpreter(first) or "").startswith("python")
@@ -305,8 +329,9 @@ def not_python_reason(path: str) -> Optional[str]:
     from .frontends import shebang_interpreter
 
     try:
-        with open(path, "rb") as f:
-            first = f.readline(256).decode("utf-8", "replace")
+        from .source import first_line
+
+        first = first_line(path).decode("utf-8", "replace")
     except OSError:
         return None  # the reader reports it
     interpreter = shebang_interpreter(first)

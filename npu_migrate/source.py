@@ -146,7 +146,7 @@ def read_regular(path: str, limit: int, follow_symlinks: bool = True) -> bytes:
         if not stat.S_ISREG(st.st_mode):
             raise SourceError("is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
         if st.st_size > limit:
-            raise SourceError(f"too large to read ({_size(st.st_size)}; the limit is {_size(limit)})")
+            raise SourceError(f"too large to read ({size_text(st.st_size)}; the limit is {size_text(limit)})")
         chunks, total = [], 0
         while True:
             chunk = os.read(fd, min(1 << 20, limit + 1 - total))
@@ -155,17 +155,32 @@ def read_regular(path: str, limit: int, follow_symlinks: bool = True) -> bytes:
             chunks.append(chunk)
             total += len(chunk)
             if total > limit:  # it grew while being read
-                raise SourceError(f"too large to read (over {_size(limit)})")
+                raise SourceError(f"too large to read (over the limit of {size_text(limit)})")
         return b"".join(chunks)
     finally:
         os.close(fd)
 
 
-def _size(n: int) -> str:
-    if n >= 2**20:
-        return f"{n / 2**20:.0f} MB"
-    if n >= 2**10:
-        return f"{n / 2**10:.0f} KB"
+def first_line(path: str, limit: int = 256) -> bytes:
+    """The first line (at most `limit` bytes) of `path`, which must be a regular file: a FIFO
+    named on the command line would block the open and the read forever (issue 30.5). For the
+    shebang looks that decide which front end takes a file. Raises OSError."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        head = os.read(fd, limit)
+    finally:
+        os.close(fd)
+    return head.split(b"\n", 1)[0] + (b"\n" if b"\n" in head else b"")
+
+
+def size_text(n: int) -> str:
+    """A size as people read it, in binary units with their names: "4.1 MiB", "4 MiB", "512 KiB"
+    (one decimal unless exact; a rule file of 4.1 MiB was refused with "4 MB; the limit is 4 MB")."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{n // scale} {unit}" if n % scale == 0 else f"{n / scale:.1f} {unit}"
     return f"{n} bytes"
 
 
@@ -176,9 +191,7 @@ def read_source(path: str, decode=decode_python) -> Source:
             # A FIFO would block the read forever, a device could never end.
             raise SourceError("is a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file")
         if st.st_size > MAX_READ_BYTES:
-            raise SourceError(
-                f"too large to read ({st.st_size / 2**20:.0f} MB; the limit is {MAX_READ_BYTES // 2**20} MB)"
-            )
+            raise SourceError(f"too large to read ({size_text(st.st_size)}; the limit is {size_text(MAX_READ_BYTES)})")
         with open(path, "rb") as f:
             data = f.read()
     except FileNotFoundError:

@@ -37,8 +37,12 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
 
     name: Optional[str] = settings.stdin_filename
     shown = name or "stdin.py"
-    data = sys.stdin.buffer.read()
     mode = settings.mode
+    try:
+        data = read_bounded(sys.stdin.buffer)
+    except SourceError as exc:  # nothing is printed in its place: the caller keeps its buffer
+        click.echo(f"{shown}: {exc}", err=True)
+        return EXIT_ERROR
 
     def passthrough() -> int:
         if mode == "stdin":
@@ -73,6 +77,22 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
     for line in report.check_failure(Severity(settings.fail_on)):
         click.echo(line, err=True)
     return report.return_code(Severity(settings.fail_on))
+
+
+def read_bounded(stream) -> bytes:
+    """All of `stream`, refused past the limit files have (source.MAX_READ_BYTES): `npu-migrate -
+    < /dev/zero` read without end and died of MemoryError (issue 30.7)."""
+    from .source import MAX_READ_BYTES, SourceError, size_text
+
+    chunks, total = [], 0
+    while True:
+        chunk = stream.read(min(1 << 20, MAX_READ_BYTES + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > MAX_READ_BYTES:
+            raise SourceError(f"too large to read (over the limit of {size_text(MAX_READ_BYTES)})")
 
 
 def _write_stdout(data: bytes) -> None:

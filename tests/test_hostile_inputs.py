@@ -313,7 +313,7 @@ def test_too_large_to_read(tmp_path, monkeypatch):
     monkeypatch.setattr(source_module, "MAX_READ_BYTES", 1024 * 1024)
     path = tmp_path / "data.py"
     path.write_bytes(b"x = 1\n" * 300_000)
-    with pytest.raises(SourceError, match=r"^too large to read \(2 MB; the limit is 1 MB\)$"):
+    with pytest.raises(SourceError, match=r"^too large to read \(1\.7 MiB; the limit is 1 MiB\)$"):
         read_source(str(path))
 
 
@@ -358,3 +358,149 @@ def test_signals_wait_for_the_write_to_finish(tmp_path):
         assert received == [signal.SIGTERM]  # and delivered right after
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+# ------------------------------------------------------------------------------ issue 30: hangs and unbounded reads
+
+
+def _run(*args, cwd, stdin=subprocess.DEVNULL, env=None):
+    """A real process (FIFOs and stdin need one); the timeout only turns a hang into a failure."""
+    full_env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(Path(cwd) / ".cache"), "NO_COLOR": "1", **(env or {})}
+    return subprocess.run([sys.executable, "-m", "npu_migrate", *args, "--color", "never"], cwd=cwd, stdin=stdin,
+                          capture_output=True, env=full_env, timeout=300)
+
+
+def test_a_fifo_without_a_suffix_named_on_the_command_line_does_not_hang(tmp_path):
+    """Issue 30.5: a file without a suffix is opened to look for a shebang; a FIFO blocked that open."""
+    os.mkfifo(tmp_path / "fifo")
+    (tmp_path / "ok.py").write_bytes(GPU)
+
+    r = _run("fifo", "ok.py", "--write", cwd=tmp_path)
+
+    assert r.returncode == 2, r.stderr
+    assert "fifo: not a regular file" in r.stdout.decode().splitlines()
+    assert (tmp_path / "ok.py").read_bytes() == NPU
+
+
+@pytest.mark.parametrize("where", [".gitignore", ".git/info/exclude", "sub/.gitignore"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_an_ignore_file_that_never_ends_fails_its_folder_and_does_not_hang(tmp_path, where, kind):
+    """Issue 30.6: a .gitignore or .git/info/exclude that is a FIFO hung the walk; one linked to
+    /dev/zero was read without limit. Its folder is not walked (what it would exclude is unknown),
+    one line says why, the run exits 2, and the other folders are migrated."""
+    project = tmp_path / "proj"
+    (project / ".git" / "info").mkdir(parents=True)
+    (project / "sub").mkdir()
+    (project / "train.py").write_bytes(GPU)
+    (project / "sub" / "train.py").write_bytes(GPU)
+    bad = project / where
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to("/dev/zero")
+    why = "not a regular file"
+    folder = "proj/sub" if where.startswith("sub/") else "proj"
+    name = os.path.join(*where.split("/")[1 if where.startswith("sub/") else 0:])
+
+    r = _run("proj", "--write", cwd=tmp_path)
+
+    assert r.returncode == 2, r.stderr
+    assert f"{folder}: cannot read {name}: {why}" in r.stdout.decode().splitlines(), r.stdout.decode()
+    migrated = {p: (project / p).read_bytes() == NPU for p in ("train.py", "sub/train.py")}
+    assert migrated == ({"train.py": True, "sub/train.py": False} if folder == "proj/sub"
+                        else {"train.py": False, "sub/train.py": False})
+
+
+def test_stdin_is_bounded_like_files(tmp_path):
+    """Issue 30.7: `npu-migrate - < /dev/zero` read without end (MemoryError)."""
+    with open("/dev/zero", "rb") as zero:
+        r = _run("-", cwd=tmp_path, stdin=zero)
+
+    assert r.returncode == 2
+    assert r.stdout == b""
+    assert r.stderr.decode() == "stdin.py: too large to read (over the limit of 64 MiB)\n"
+
+
+def test_diff_of_a_long_file_takes_work_linear_in_its_length(monkeypatch):
+    """Issue 30.8: --diff of a 1.9 MB file took over 6 CPU-minutes against 35 s for --check:
+    difflib's matching grows with the product of the lengths. Counted, not timed: the lines
+    difflib may compare (the product of the ranges of every longest-match search) stay within a
+    small factor of the file's length, and the patch gives the migrated text back."""
+    import difflib
+    import random
+
+    from npu_migrate.diffs import unified_diff
+
+    work = [0]
+    real = difflib.SequenceMatcher.find_longest_match
+
+    def counted(self, alo=0, ahi=None, blo=0, bhi=None):
+        ahi, bhi = len(self.a) if ahi is None else ahi, len(self.b) if bhi is None else bhi
+        work[0] += (ahi - alo) * (bhi - blo)
+        return real(self, alo, ahi, blo, bhi)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "find_longest_match", counted)
+    pick = random.Random(30).choice
+    lines = [pick(["\n", "    x = y\n", "    return x\n", f"    t{k} = t.cuda()\n", f"# {k}\n", "pass\n"])
+             for k in range(40_000)]
+    before = "".join(lines)
+    after = before.replace(".cuda()", ".npu()")
+
+    diff = unified_diff(before, after, "train.py")
+
+    assert work[0] <= 10 * len(lines), work[0]
+    assert diff.count("\n+    t") == before.count(".cuda()") > 5000
+    assert _apply(before, diff) == after
+
+
+def test_the_diff_of_a_short_file_is_difflibs(tmp_path):
+    import difflib
+
+    from npu_migrate.diffs import unified_diff
+
+    before = "".join(f"x{k % 7} = t.cuda()\n" if k % 5 == 0 else f"y = {k % 3}\n" for k in range(600))
+    after = before.replace("x3 = t.cuda()\n", "").replace(".cuda()", ".npu()") + "z = 1"
+    expected = "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+                       for line in difflib.unified_diff(before.splitlines(True), after.splitlines(True),
+                                                        "a/t.py", "b/t.py"))
+    assert unified_diff(before, after, "t.py") == expected
+
+
+def _apply(before: str, diff: str) -> str:
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "train.py").write_text(before)
+        subprocess.run(["git", "apply", "-"], cwd=tmp, input=diff.encode(), check=True, capture_output=True)
+        return Path(tmp, "train.py").read_text()
+
+
+def test_a_pyproject_toml_that_is_not_utf8_is_told_so_in_toml_terms(tmp_path):
+    """Issue 30.12: it was told to add a Python coding cookie (TOML has none)."""
+    (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "x"\n# caf\xe9\ndependencies = ["torch"]\n')
+
+    r = CliRunner().invoke(main, [str(tmp_path / "pyproject.toml"), "--color", "never", "--no-cache"])
+
+    assert r.exit_code == 2
+    assert (f"{tmp_path / 'pyproject.toml'}: not UTF-8 (line 3, byte b'\\xe9'), as TOML must be; save it as UTF-8"
+            in r.output.splitlines()), r.output
+
+
+@pytest.mark.parametrize("size, text", [(4 * 2**20, "4 MiB"), (4_300_000, "4.1 MiB"), (1536, "1.5 KiB"),
+                                        (1023, "1023 bytes"), (2**30, "1 GiB")])
+def test_sizes_are_said_in_binary_units_with_their_names(size, text):
+    from npu_migrate.source import size_text
+
+    assert size_text(size) == text
+
+
+def test_a_rule_file_over_the_limit_says_its_size_in_the_right_unit(tmp_path):
+    """Issue 30.12: a 4.1 MiB rule file was refused with "4 MB; the limit is 4 MB"."""
+    rules = tmp_path / "big.toml"
+    rules.write_bytes(b"#" * 4_300_000)
+    (tmp_path / "train.py").write_bytes(GPU)
+
+    r = CliRunner().invoke(main, [str(tmp_path / "train.py"), "--rules", str(rules), "--no-cache"])
+
+    assert r.exit_code == 2
+    assert f"{rules}: cannot read rule file: too large to read (4.1 MiB; the limit is 4 MiB)" in r.output, r.output

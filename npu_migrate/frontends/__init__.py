@@ -101,8 +101,9 @@ def claims(path: str) -> bool:
     if _has_suffix(path):
         return False
     try:
-        with open(path, "rb") as f:
-            first = f.readline(256)
+        from ..source import first_line
+
+        first = first_line(path)
     except OSError:
         return False
     return _BY_SHEBANG.get(shebang_interpreter(first.decode("utf-8", "replace")) or "") is not None
@@ -113,4 +114,20 @@ def decoder_for(path: str) -> Optional[Callable]:
     for suffix, module in _BY_SUFFIX.items():
         if path.endswith(suffix) and module in _DECODES:
             return _load(module).decode
+    if is_pyproject(path):
+        return decode_toml
     return None
+
+
+def decode_toml(data: bytes, path: str = "<bytes>") -> Tuple[str, str]:
+    """TOML is UTF-8 and has no coding cookie: a pyproject.toml that is not UTF-8 is told so
+    (it was told to add a Python coding cookie, issue 30.12)."""
+    from ..source import SourceError
+
+    encoding = "utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8"
+    try:
+        return data.decode(encoding), encoding
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SourceError(f"not UTF-8 (line {line}, byte {data[exc.start:exc.start + 1]!r}), as TOML must be; "
+                          "save it as UTF-8") from None
