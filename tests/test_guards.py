@@ -160,3 +160,69 @@ def test_the_report_prints_the_error_and_the_findings_of_a_failed_file(monkeypat
     lines = r.output.splitlines()
     assert lines[0] == f"{path}: internal error in the torch pass: TypeError: boom; file left unchanged"
     assert lines[1].startswith(f"{path}:2:8: NPU303 [error] `cupy` (CuPy) runs only on NVIDIA GPUs")
+
+
+# ----------------------------------------------------------------------------- build gates
+
+ENV_REPORT = '''\
+import os.path as osp
+import subprocess
+
+import torch
+from torch.utils.cpp_extension import CUDA_HOME
+
+
+def collect_env():
+    env_info = {}
+    cuda_available = torch.cuda.is_available()
+    env_info['CUDA available'] = cuda_available
+    if cuda_available:
+        env_info['CUDA_HOME'] = CUDA_HOME
+        if CUDA_HOME is not None and osp.isdir(CUDA_HOME):
+            try:
+                nvcc = osp.join(CUDA_HOME, 'bin/nvcc')
+                nvcc = subprocess.check_output(f'"{nvcc}" -V | tail -n1', shell=True)
+                nvcc = nvcc.decode('utf-8').strip()
+            except subprocess.SubprocessError:
+                nvcc = 'Not Available'
+            env_info['NVCC'] = nvcc
+    print(f'CUDA_HOME={CUDA_HOME}', 'found' if CUDA_HOME else 'missing')
+    return env_info
+'''
+
+
+def test_an_environment_report_that_prints_cuda_home_is_no_build_gate():
+    """Issue 25.3: nine lines of a collect_env read CUDA_HOME; none decides a build."""
+    r = migrate_source(ENV_REPORT, "utils/env.py")
+    assert [f.code for f in r.findings] == []
+    assert r.new_text == ENV_REPORT.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()")
+
+
+SETUP = '''\
+import os
+import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, CppExtension, CUDAExtension
+
+
+def get_extensions():
+    extension, sources, define_macros = CppExtension, ['csrc/vision.cpp'], []
+    if torch.cuda.is_available() or os.getenv('FORCE_CUDA', '0') == '1':
+        extension = CUDAExtension
+        sources += ['csrc/cuda/nms.cu']
+        define_macros += [('WITH_CUDA', None)]
+    print('building with', CUDA_HOME)
+    return [extension('ext._C', sources, define_macros=define_macros)]
+
+
+setup(name='ext', ext_modules=get_extensions())
+'''
+
+
+def test_a_setup_that_compiles_cuda_when_cuda_is_available_keeps_its_test():
+    """As torch.npu.is_available() the test would compile the .cu sources on an NPU machine."""
+    r = migrate_source(SETUP, "setup.py")
+    assert r.new_text is None
+    assert [(f.code, f.span.line, f.api) for f in r.findings] == [("NPU302", 9, "torch.cuda.is_available()")]
+    assert r.findings[0].message.startswith("`torch.cuda.is_available()` decides whether CUDA sources are compiled")

@@ -8,8 +8,11 @@ Planned once per file, before the torch pass (`plan_kept_code`); what is kept is
   local function or autograd Function that calls one), or whose assert/raise says the code is
   CUDA only: as `is_npu` it would send NPU tensors into the CUDA kernel instead of the
   pure-PyTorch fallback. Left as `is_cuda`, NPU tensors take the fallback (NPU302).
-* **build gates** -- a test that reads `CUDA_HOME` decides whether `.cu` sources are compiled;
+* **build gates** -- a test that reads `CUDA_HOME` (or `torch.cuda.is_available()`, in a test
+  whose branch builds an extension) decides whether `.cu` sources are compiled;
   `torch.cuda.is_available()` in it stays too, so no CUDA build is attempted on the NPU (NPU302).
+  Only where the branch builds or loads an extension (or the file does, for a condition kept in a
+  variable): an environment report that prints CUDA_HOME is neither kept nor reported.
 * **capability checks** -- `torch.cuda.get_device_capability()` returns None on the NPU, so a
   statement that indexes, unpacks or compares its result would raise TypeError once migrated;
   the whole statement stays (`torch.cuda.is_available() and ...` then short-circuits) and is
@@ -38,6 +41,12 @@ _EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kerne
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 # An assert/raise message that says the code runs on CUDA only.
 _CUDA_ONLY_RE = re.compile(r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b")
+# What builds or loads a compiled extension (a CUDA_HOME test is a build gate only around these).
+_BUILD_WORDS = {"CUDAExtension", "CppExtension", "BuildExtension", "NpuExtension", "cythonize", "ext_modules",
+                "define_macros", "extra_compile_args", "load_inline", "load_ext", "get_extensions", "load_library"}
+_BUILD_WORD_BYTES = {w.encode() for w in _BUILD_WORDS}
+_BUILD_CALLS = {"torch.utils.cpp_extension.load", "setuptools.setup", "setuptools.Extension",
+                "distutils.core.setup", "distutils.core.Extension", "distutils.extension.Extension"}
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.npu.get_device_capability"}
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
@@ -45,7 +54,8 @@ _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "except
 
 
 def plan_kept_code(ctx: Context) -> None:
-    if not any(word in ctx.text for word in _TRIGGERS):
+    if not any(word in ctx.text for word in _TRIGGERS) and not (
+            "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)):
         return
     kernels = _kernel_names(ctx)
     planner = _Planner(ctx, kernels)
@@ -88,6 +98,18 @@ def _kernel_names(ctx: Context) -> Set[str]:
             break
         names |= more
     return names
+
+
+def _imports_extension(stmt: cst.CSTNode) -> bool:
+    """`from . import _C`, `import box_cuda_ext`: an import of a compiled extension."""
+    names: List[str] = []
+    if isinstance(stmt, cst.Import):
+        names = [dotted_name(a.name) or "" for a in stmt.names]
+    elif isinstance(stmt, cst.ImportFrom):
+        names = [dotted_name(stmt.module) or ""] if stmt.module is not None else []
+        if not isinstance(stmt.names, cst.ImportStar):
+            names += [dotted_name(a.name) or "" for a in stmt.names]
+    return any(_EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n) for part in n.split(".") if part)
 
 
 def _is_torch(module: str) -> bool:
@@ -154,6 +176,7 @@ class _Planner(cst.CSTVisitor):
         self.functions: List[cst.CSTNode] = [ctx.module]
         self.kernel_call: Dict[int, Optional[cst.Call]] = {}
         self.guard_rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
+        self.file_builds: Optional[bool] = None
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.FunctionDef):
@@ -162,8 +185,12 @@ class _Planner(cst.CSTVisitor):
             self._is_cuda(node)
         elif isinstance(node, cst.Name) and node.value == "CUDA_HOME":
             self._build_gate(node)
-        elif isinstance(node, cst.Call) and self.ctx.imports.resolve(node.func) in _CAPABILITY:
-            self._capability(node)
+        elif isinstance(node, cst.Call):
+            qual = self.ctx.imports.resolve(node.func)
+            if qual in _CAPABILITY:
+                self._capability(node)
+            elif qual == "torch.cuda.is_available":
+                self._availability_gate(node)
         self.parents.append(node)
         return True
 
@@ -239,11 +266,82 @@ class _Planner(cst.CSTVisitor):
     # -- CUDA_HOME -------------------------------------------------------------------------
 
     def _build_gate(self, node: cst.Name) -> None:
-        statement = self._statement_part(node)
-        if statement is None or isinstance(statement, (cst.Import, cst.ImportFrom)):
-            return
-        self.ctx.keep(statement)
-        self._report("build-gate", node, "CUDA_HOME")
+        """Only a test that decides a build or a load is a gate: the branch of an if/while/
+        conditional expression that builds or loads an extension, or a condition stored in a
+        variable (`with_cuda = ... CUDA_HOME is not None`) in a file that builds one. Printing
+        CUDA_HOME, or joining paths with it, decides nothing (an environment report)."""
+        child: cst.CSTNode = node
+        condition = False  # inside a comparison, `and`/`or`, `not`
+        for parent in reversed(self.parents):
+            if isinstance(parent, (cst.If, cst.While)) and parent.test is child:
+                branches = [parent.body] + ([parent.orelse] if parent.orelse is not None else [])
+                if any(self._builds(b) for b in branches):
+                    self._keep_gate(child, node)
+                return
+            if isinstance(parent, cst.IfExp) and parent.test is child:
+                if self._builds(parent.body) or self._builds(parent.orelse) or self._file_builds():
+                    statement = self._statement_part(node)
+                    if statement is not None:
+                        self._keep_gate(statement, node)
+                return
+            if isinstance(parent, (cst.Comparison, cst.BooleanOperation)) or (
+                    isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not)):
+                condition = True
+            if isinstance(parent, cst.BaseSmallStatement):
+                if condition and not isinstance(parent, (cst.Import, cst.ImportFrom)) and self._file_builds():
+                    self._keep_gate(parent, node)
+                return
+            if isinstance(parent, cst.BaseStatement):
+                return
+            child = parent
+
+    def _availability_gate(self, node: cst.Call) -> None:
+        """`if torch.cuda.is_available() or FORCE_CUDA:` around `CUDAExtension` and `.cu`
+        sources (a setup.py): as torch.npu.is_available() it would compile CUDA on the NPU."""
+        child: cst.CSTNode = node
+        for parent in reversed(self.parents):
+            if isinstance(parent, (cst.If, cst.While)) and parent.test is child:
+                branches = [parent.body] + ([parent.orelse] if parent.orelse is not None else [])
+                if any(self._builds(b) for b in branches):
+                    self._keep_gate(child, node.func, "torch.cuda.is_available()")
+                return
+            if isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
+                return
+            child = parent
+
+    def _keep_gate(self, kept: cst.CSTNode, node: cst.CSTNode, api: str = "CUDA_HOME") -> None:
+        if id(kept) in self.ctx.kept:
+            return  # one gate, one finding (`torch.cuda.is_available() and CUDA_HOME`)
+        self.ctx.keep(kept)
+        self._report("build-gate", node, api)
+
+    def _builds(self, node: cst.CSTNode) -> bool:
+        """Whether `node` builds or loads a compiled extension: names an extension class or
+        build argument, calls a builder or loader, or imports a compiled module."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name) and n.value in _BUILD_WORDS:
+                return True
+            if isinstance(n, cst.Call) and self.ctx.imports.resolve(n.func) in _BUILD_CALLS:
+                return True
+            if isinstance(n, (cst.Import, cst.ImportFrom)) and _imports_extension(n):
+                return True
+            stack.extend(n.children)
+        return False
+
+    def _file_builds(self) -> bool:
+        """Whether the file builds or loads an extension anywhere (from the words of its code
+        when known: partial parsing may have left those lines out)."""
+        if self.file_builds is None:
+            if self.ctx.code is not None:
+                words = self.ctx.code.get()
+                self.file_builds = bool(words.identifiers & _BUILD_WORD_BYTES) or (
+                    {b"cpp_extension", b"load"} <= words.identifiers) or (
+                    b"setup" in words.identifiers and bool({"setuptools", "distutils"} & words.imported))
+            else:
+                self.file_builds = self._builds(self.ctx.module)
+        return self.file_builds
 
     def _statement_part(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The test of the compound statement holding `node`, or its small statement."""
