@@ -1,4 +1,45 @@
-from .cli import main
+"""The program's entry point (`npu-migrate`, `python -m npu_migrate`).
+
+Importing the command line takes a moment (click, then the run's modules): a Ctrl-C then, or
+while the last lines are printed, ended in a Python traceback, once with exit 0 (issue 30.10).
+Here nothing is imported before the `try`, so any KeyboardInterrupt is one line and exit 130;
+once the run has decided its exit code, a late Ctrl-C no longer changes it.
+"""
+
+import signal
+import sys
+
+EXIT_SIGINT = 130  # console.EXIT_SIGINT, not imported: importing is what may be interrupted
+
+
+def entry() -> None:
+    try:
+        from .cli import main
+
+        main(prog_name="npu-migrate")  # always ends in SystemExit
+    except KeyboardInterrupt:
+        _interrupted()
+    except SystemExit:
+        try:  # what is still buffered is part of the result; a Ctrl-C past this point is too late
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except KeyboardInterrupt:
+            _interrupted()
+        except Exception:  # (a closed pipe: Python reports it on exit, as before)
+            pass
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        raise
+
+
+def _interrupted() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        sys.stderr.write("npu-migrate: interrupted\n")
+        sys.stderr.flush()
+    except Exception:
+        pass
+    sys.exit(EXIT_SIGINT)
+
 
 if __name__ == "__main__":
-    main(prog_name="npu-migrate")  # `python -m npu_migrate` says `npu-migrate` in usage lines too
+    entry()

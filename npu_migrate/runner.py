@@ -64,6 +64,8 @@ def migrate_text(source: Source, options: Options, rules: RuleSet, keep_text: bo
         return Outcome(FileResult(path=path, skipped="generated"), replace(source, text=""))
     try:
         result = migrate_source(source.text, path, options, rules)
+    except RecursionError:  # hostile nesting any front end may meet (250 nested `$(…)` in a script)
+        result = FileResult(path=path, error="cannot migrate: too deeply nested")
     except Exception as exc:  # a bug in a codemod must not stop the run
         result = FileResult(path=path, error=f"internal error: {type(exc).__name__}: {exc}")
     original = source.text if (keep_text and result.changed) else None

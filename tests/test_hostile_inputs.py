@@ -504,3 +504,29 @@ def test_a_rule_file_over_the_limit_says_its_size_in_the_right_unit(tmp_path):
 
     assert r.exit_code == 2
     assert f"{rules}: cannot read rule file: too large to read (4.1 MiB; the limit is 4 MiB)" in r.output, r.output
+
+
+def test_hostile_nesting_in_a_script_and_a_huge_number_in_a_notebook_are_clear_messages(tmp_path):
+    """Issue 30.9: "internal error: RecursionError" for a shell script with 250 nested `$(…)`,
+    "internal error: ValueError" for a notebook holding a 5,000-digit integer. Each is one clear
+    line, the file is left as it was, the other files are migrated, exit 2."""
+    deep = "#!/bin/bash\necho " + "$(echo " * 250 + "x" + ")" * 250 + "\n"
+    (tmp_path / "deep.sh").write_text(deep)
+    notebook = ('{"cells": [{"cell_type": "code", "execution_count": ' + "9" * 5000 + ', "metadata": {}, '
+                '"outputs": [], "source": ["import torch\\n", "x = x.cuda()\\n"]}], "metadata": {}, '
+                '"nbformat": 4, "nbformat_minor": 5}\n')
+    (tmp_path / "big.ipynb").write_text(notebook)
+    (tmp_path / "train.py").write_bytes(GPU)
+
+    r = CliRunner().invoke(main, [str(tmp_path), "--write", "--no-cache", "-j", "1", "--color", "never"])
+
+    assert r.exit_code == 2, r.output
+    lines = r.output.splitlines()
+    assert f"{tmp_path / 'deep.sh'}: cannot migrate: too deeply nested" in lines, r.output
+    if hasattr(sys, "get_int_max_str_digits"):  # (Pythons before the limit read the number)
+        assert (f"{tmp_path / 'big.ipynb'}: invalid notebook: not JSON Python reads (Exceeds the limit (4300 "
+                "digits) for integer string conversion)") in lines, r.output
+        assert (tmp_path / "big.ipynb").read_text() == notebook
+    assert "internal error" not in r.output
+    assert (tmp_path / "deep.sh").read_text() == deep
+    assert (tmp_path / "train.py").read_bytes() == NPU

@@ -200,3 +200,51 @@ def test_interrupted_write_leaves_every_file_old_or_new(pristine, baseline, tmp_
         assert counts["new"] == 0
     time.sleep(0.2)  # the workers were told to stop; give the kernel a moment to reap them
     assert processes_running_on(tree) == [], "worker processes outlived the run"
+
+
+# ------------------------------------------------------------------------------ issue 30.10: Ctrl-C early or late
+
+_INTERRUPT_AT = """
+import builtins, os, signal, sys
+where, args = sys.argv[1], sys.argv[2:]
+real = builtins.__import__
+
+def hook(name, *rest, **kw):
+    if name == where or name.endswith("." + where) or (rest and len(rest) > 2 and where in (rest[2] or ())):
+        builtins.__import__ = real
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C while this import runs
+    return real(name, *rest, **kw)
+
+if where != "end":
+    builtins.__import__ = hook
+sys.argv = ["npu-migrate", *args]
+from npu_migrate.__main__ import entry
+try:
+    entry()
+finally:
+    if where == "end":
+        os.kill(os.getpid(), signal.SIGINT)  # after the run decided its exit code
+"""
+
+
+@pytest.mark.parametrize("where", ["click", "pipeline", "report"])
+def test_ctrl_c_while_the_program_starts_is_one_line_and_exit_130(tmp_path, where):
+    """Issue 30.10: a Ctrl-C in the first moments (while modules are imported) printed a Python
+    traceback. The signal is sent by the process itself while a given module is imported
+    (deterministic: no timing)."""
+    (tmp_path / "train.py").write_bytes(b"import torch\nx = x.cuda()\n")
+    r = subprocess.run([sys.executable, "-c", _INTERRUPT_AT, where, "train.py", "--check", "-j", "1", "--no-cache"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert r.stderr.endswith("npu-migrate: interrupted\n") and "Traceback" not in r.stderr, r.stderr
+    assert (tmp_path / "train.py").read_bytes() == b"import torch\nx = x.cuda()\n"
+
+
+def test_ctrl_c_after_the_run_decided_its_exit_code_changes_nothing(tmp_path):
+    """The other half of 30.10: a Ctrl-C at the very end printed `KeyboardInterrupt` and exited 0."""
+    (tmp_path / "train.py").write_bytes(b"import torch\nx = x.cuda()\n")
+    r = subprocess.run([sys.executable, "-c", _INTERRUPT_AT, "end", "train.py", "--check", "-j", "1", "--no-cache"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "KeyboardInterrupt" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert "check failed" in r.stderr

@@ -140,6 +140,8 @@ def read_notebook(text: str) -> Notebook:
         raise InvalidNotebook(f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
     except RecursionError:
         raise InvalidNotebook("not JSON (too deeply nested)") from None
+    except ValueError as exc:  # JSON Python will not read: a 5,000-digit integer (issue 30.9)
+        raise InvalidNotebook(f"not JSON Python reads ({str(exc).split(':')[0]})") from None
     if not isinstance(data, dict):
         raise InvalidNotebook("the top level is not a JSON object")
     if "worksheets" in data and "cells" not in data:
