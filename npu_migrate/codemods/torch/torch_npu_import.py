@@ -6,6 +6,7 @@ with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
 
 from __future__ import annotations
 
+import re
 from typing import List, Optional, Sequence, Union
 
 import libcst as cst
@@ -15,10 +16,36 @@ from ...imports import dotted_name
 from ...rules import Rule
 
 
+NOQA = "# noqa: F401"  # linters would delete an import nothing seems to use
+
+
+def _with_noqa(trailing: cst.TrailingWhitespace) -> cst.TrailingWhitespace:
+    """The end of a line given `import torch_npu`: `# noqa: F401` added, after the user's own
+    comment when there is one (flake8 and ruff read it there too; issue 30.11)."""
+    comment = trailing.comment.value if trailing.comment is not None else None
+    if comment is None:
+        return trailing.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(NOQA))
+    if re.search(r"#\s*noqa(?!\s*:)", comment, re.IGNORECASE) or "F401" in comment:
+        return trailing  # a bare `# noqa` silences every code already; or F401 is named
+    codes = _NOQA_CODES.search(comment)
+    if codes:  # flake8 reads the first `# noqa:` only: F401 joins its codes
+        return trailing.with_changes(comment=cst.Comment(f"{comment[:codes.end()]}, F401{comment[codes.end():]}"))
+    return trailing.with_changes(comment=cst.Comment(f"{comment}  {NOQA}"))
+
+
+_NOQA_CODES = re.compile(r"#\s*noqa\s*:\s*[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNORECASE)
+
+
 def _imports_torch(stmt: cst.CSTNode) -> Optional[Union[cst.Import, cst.ImportFrom]]:
+    if isinstance(stmt, cst.SimpleStatementSuite):  # `if x: import torch; ...` on one line
+        return _torch_import_in(stmt.body)
     if not isinstance(stmt, cst.SimpleStatementLine):
         return None
-    for s in stmt.body:
+    return _torch_import_in(stmt.body)
+
+
+def _torch_import_in(body: Sequence[cst.BaseSmallStatement]) -> Optional[Union[cst.Import, cst.ImportFrom]]:
+    for s in body:
         if isinstance(s, cst.Import):
             for alias in s.names:
                 name = dotted_name(alias.name) or ""
@@ -81,9 +108,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
                 continue
             new = cst.SimpleStatementLine(
                 body=[cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))])],
-                trailing_whitespace=cst.TrailingWhitespace(
-                    whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# noqa: F401")
-                ),
+                trailing_whitespace=_with_noqa(cst.TrailingWhitespace()),
             )
             self.inserted = new
             self.done = True
@@ -111,13 +136,27 @@ class _InsertTorchNpu(cst.CSTTransformer):
         node = cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))], semicolon=semicolon)
         small.insert(at, node)
         self.inserted_node = node
-        new = line.with_changes(body=small)
-        if line.trailing_whitespace.comment is None:
-            new = new.with_changes(trailing_whitespace=cst.TrailingWhitespace(
-                whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("# noqa: F401"),
-                newline=line.trailing_whitespace.newline))
+        new = line.with_changes(body=small, trailing_whitespace=_with_noqa(line.trailing_whitespace))
         self.inserted = new
         return new
+
+    def _insert_in_suite(self, suite: cst.SimpleStatementSuite) -> Optional[cst.SimpleStatementSuite]:
+        """`def f(): import torch; return x.cuda()`: the block is one line; `import torch_npu`
+        goes into it next to `import torch` (before it for `import torch.npu`)."""
+        hit = _imports_torch(suite)
+        if hit is None:
+            return None
+        small = list(suite.body)
+        at = small.index(hit) + (0 if _needs_torch_npu_before(hit) else 1)
+        node = cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))])
+        if at < len(small):  # not last: it needs its "; " (the last one keeps the line's end as it was)
+            node = node.with_changes(semicolon=cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" ")))
+        elif isinstance(small[-1].semicolon, cst.MaybeSentinel):
+            small[-1] = small[-1].with_changes(semicolon=cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" ")))
+        small.insert(at, node)
+        self.inserted_node = node
+        self.done = True
+        return suite.with_changes(body=small, trailing_whitespace=_with_noqa(suite.trailing_whitespace))
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         if self.done:
@@ -126,6 +165,9 @@ class _InsertTorchNpu(cst.CSTTransformer):
         return updated.with_changes(body=body) if body is not None else updated
 
     def on_leave(self, original, updated):
+        if not self.done and isinstance(updated, cst.SimpleStatementSuite):
+            suite = self._insert_in_suite(updated)
+            return suite if suite is not None else updated
         if self.done or not isinstance(updated, cst.IndentedBlock):
             return super().on_leave(original, updated)
         body = self._insert(updated.body)
