@@ -508,8 +508,8 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict]
             problems.append("files written by more than one rank: " + ", ".join(
                 f"`{name}` (ranks {', '.join(map(str, who))})" for name, who in sorted(shared.items())[:4]))
         elif writers:
-            result.checks.append(f"each of the {len(writers)} output file{'s' if len(writers) != 1 else ''} "
-                                 "had one writer")
+            result.checks.append(f"each of the {len(writers)} output files had one writer" if len(writers) > 1
+                                 else "the output file had one writer")
     # 4. nothing uploaded truncated
     truncated = _truncated(result, written)
     if truncated:

@@ -417,3 +417,15 @@ def test_an_unused_distributed_import_is_not_a_use(imports, used, already):
     codes = {f.code for f in result.findings}
     assert ("NPU380" in codes) is already
     assert ("model = distributed_model(model)\n" in result.new_text) is not already
+
+
+def test_a_one_device_pin_kept_in_a_distributed_script_is_reported_where_it_is():
+    text = ("import os\nimport torch\nos.environ[\"CUDA_VISIBLE_DEVICES\"] = \"0\"\n"
+            "model = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    result = _migrate(text)
+    (pin,) = [f for f in result.findings if f.code == "NPU386"]
+    assert (pin.span.line, pin.span.col) == (3, 1)
+    assert pin.message == ("a fixed device (`os.environ[\"CUDA_VISIBLE_DEVICES\"] = \"0\"`): every process would "
+                           "use the same NPU")
+    # the torch pass still migrates the variable (NPU1xx), the distributed pass leaves the value to the user
+    assert 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0"\n' in result.new_text

@@ -263,6 +263,13 @@ def test_char_lstm_taken_to_two_npus_with_distributed(char_lstm_distributed, opa
     assert done.returncode == 0, done.stdout + done.stderr
     assert ranks(done.stdout) == {0: "0", 1: "0"}
     assert uploaded(done.stdout) == [CHAR_LSTM_RESULT]  # saved by rank 0 only
+    # What a distributed job must hold (issue 26.12), checked by rehearse from each rank's record.
+    # (Opacus' make_private swaps the DistributedSampler for its own Poisson sampler, which
+    # rehearse does not record: no claim about the data.)
+    assert ("  distributed: the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel); "
+            "the output file had one writer; no uploaded file is truncated\n") in done.stdout, done.stdout
+    assert done.stdout.rstrip("\n").splitlines()[-1] == (
+        "OK: every rank succeeded, the ranks agree and 1 file reached train_url")
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout  # once for the node
     rank0 = (done.job / "logs/rank0.log").read_text()
     rank1 = (done.job / "logs/rank1.log").read_text()

@@ -550,6 +550,11 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
             common.report(ctx, "NPU392", stmt, path)
     for node, api in original.visible_pins:
         common.report(ctx, "NPU386", node, api)
+    per_rank = [(call, seed) for call, seed in original.seeds if seed in original.random_draws]
+    if per_rank and original.random_splits:
+        call, seed = per_rank[0]
+        split, name = original.random_splits[0]
+        common.report(ctx, "NPU394", call, f"torch.manual_seed({seed})", split=ctx.module.code_for_node(split.func))
     for call in original.file_handlers:
         common.edit(ctx, "NPU163", call, "", "... if is_main_process() else logging.NullHandler()")
     for node, api in original.fixed_devices:

@@ -33,6 +33,11 @@ FILE_OPENERS = {"open", "io.open", "builtins.open", "codecs.open", "gzip.open", 
 # (it copies rank 0's parameters to every process once, when it wraps).
 PARAMETER_CHANGES = {"apply", "load_state_dict", "init_weights", "reset_parameters", "_init_weights",
                      "initialize_weights", "init_params", "weights_init"}
+# A seed drawn from these differs in every process; these then split the data differently per rank.
+RANDOM_DRAWS = {"random.randint", "random.randrange", "random.random", "numpy.random.randint", "time.time",
+                "time.time_ns", "os.getpid"}
+RANDOM_SPLITS = {"torch.utils.data.random_split", "torch.utils.data.dataset.random_split", "torch.randperm",
+                 "numpy.random.permutation", "numpy.random.shuffle", "random.shuffle", "sklearn.model_selection.train_test_split"}
 # Already distributed: these (or anything under torch.distributed) in the file.
 DISTRIBUTED_APIS = ("torch.distributed", "torch.nn.parallel.DistributedDataParallel",
                     "torch.nn.parallel.distributed", "torch.utils.data.distributed", "torch.utils.data.DistributedSampler",
@@ -105,6 +110,11 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.parameter_changes: List[Tuple[str, cst.CSTNode]] = []  # (model, node): model.apply(...) etc.
         self.visible_pins: List[Tuple[cst.CSTNode, str]] = []  # os.environ["..._VISIBLE_DEVICES"] = "0"
         self.functions: Dict[str, cst.FunctionDef] = {}
+        # Seeds drawn afresh in each process (`seed = random.randint(1, 10000)`) and what a
+        # per-rank seed makes differ between ranks where it matters: a random split of the data.
+        self.random_draws: Dict[str, cst.CSTNode] = {}  # the code of the name or attribute assigned -> the draw
+        self.seeds: List[Tuple[cst.Call, str]] = []  # torch.manual_seed(x), the code of x
+        self.random_splits: List[Tuple[cst.Call, str]] = []
         # An import of a distributed library is a sign only when the code uses what it imports
         # (an unused `import torch.distributed as dist` is not a use): `_used` collects the
         # libraries the code refers to.
@@ -202,6 +212,9 @@ class TorchAnalysis(common.ModuleAnalysis):
     def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
         target = node.target
         parent = self.stack[-2] if len(self.stack) > 1 else None
+        if isinstance(parent, cst.Assign) and isinstance(parent.value, cst.Call) \
+                and (self.imports.resolve(parent.value.func) or "") in RANDOM_DRAWS:
+            self.random_draws[self.module.code_for_node(target)] = parent.value
         if isinstance(target, cst.Subscript) and isinstance(parent, cst.Assign) \
                 and self.imports.resolve(target.value) == "os.environ" and len(target.slice) == 1 \
                 and isinstance(target.slice[0].slice, cst.Index):
@@ -258,6 +271,10 @@ class TorchAnalysis(common.ModuleAnalysis):
             if stmt is not None and sole_call(stmt) is node and not self._inside_write() \
                     and not _per_process(self.module.code_for_node(node)):
                 self.writes.append(stmt)
+        elif name in ("torch.manual_seed", "torch.random.manual_seed") and node.args:
+            self.seeds.append((node, self.module.code_for_node(node.args[0].value)))
+        elif name in RANDOM_SPLITS and keyword_arg(node, "generator") is None:
+            self.random_splits.append((node, name))
         elif name == "os.environ.setdefault" and len(node.args) == 2:
             self._pin(node.args[0].value, node.args[1].value, node)
         elif name == "logging.basicConfig" and keyword_arg(node, "filename") is not None:
