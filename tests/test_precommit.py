@@ -181,3 +181,60 @@ def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, 
     assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out, out  # README skipped
     assert "README:" not in out, out
     assert "npu-migrate: check failed: 2 findings at or above warning:" in out
+
+
+def _readme_precommit_snippets() -> list:
+    """The yaml blocks of the README's pre-commit section, as a user copies them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### pre-commit\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```yaml\n(.*?)```", section, re.S)
+
+
+def test_the_readmes_local_snippet_works_as_written(git_repo, tmp_path):
+    """Issue 30.13: the README's snippet named a tag that did not exist and a placeholder repo.
+    The first one is copied as it is (no placeholder), with npu-migrate installed where the
+    commit runs (here: this interpreter's environment)."""
+    snippet = _readme_precommit_snippets()[0]
+    assert "<" not in snippet and "/path/to" not in snippet
+    (git_repo / ".pre-commit-config.yaml").write_text(snippet)
+    (git_repo / "train.py").write_text(GPU)
+    git(git_repo, "add", ".")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "home"), "NO_COLOR": "1",
+           "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
+           "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+
+    def run(*args):
+        r = subprocess.run([*_pre_commit(), "run", *args, "--color", "never"], cwd=git_repo, env=env,
+                           capture_output=True, text=True)
+        return r.returncode, r.stdout + r.stderr
+
+    code, out = run("npu-migrate", "--files", "train.py")
+    assert code == 1, out
+    assert re.search(r"^npu-migrate\.+Failed$", out, re.M) and "- files were modified by this hook" in out, out
+    assert (git_repo / "train.py").read_text() == NPU
+    git(git_repo, "add", ".")
+    code, out = run("--files", "train.py")
+    assert code == 0, out
+    assert re.search(r"^npu-migrate \(check\)\.+Passed$", out, re.M), out
+    (git_repo / "eval.py").write_text(GPU)
+    git(git_repo, "add", ".")
+    code, out = run("npu-migrate-check", "--files", "eval.py")
+    assert code == 1 and "npu-migrate: check failed: 1 file would be migrated" in out, out
+    assert (git_repo / "eval.py").read_text() == GPU
+
+
+def test_the_readmes_pinned_snippet_works_with_a_clone_and_a_commit(git_repo, checkout, wheelhouse, tmp_path):
+    """The second snippet, its two placeholders filled in as it says: a clone and a commit of it."""
+    snippet = _readme_precommit_snippets()[1]
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
+    config = re.sub(r"rev: \S+", f"rev: {rev}", snippet.replace("/path/to/npu-migrate", str(checkout)))
+    assert config.count(str(checkout)) == 1 and rev in config
+    (git_repo / ".pre-commit-config.yaml").write_text(config)
+    (git_repo / "train.py").write_text(GPU)
+    git(git_repo, "add", ".")
+
+    code, out = pre_commit(["run", "--files", "train.py"], git_repo, wheelhouse, tmp_path / "home")
+
+    assert code == 1, out
+    assert re.search(r"^npu-migrate\.+Failed$", out, re.M), out
+    assert (git_repo / "train.py").read_text() == NPU
