@@ -43,21 +43,20 @@ SHOWN_VARIABLES = (
     "DEVICE_ID",
     "ASCEND_VISIBLE_DEVICES",
     "ASCEND_RT_VISIBLE_DEVICES",
-    "VC_WORKER_NUM",
     "RANK_TABLE_FILE",
 )
 
 
 def log(message):
-    print("[modelarts-entry] " + message, flush=True)
+    print(f"[modelarts-entry] {message}", flush=True)
 
 
 def show_environment():
-    log("Python %s on %s" % (platform.python_version(), platform.platform()))
-    log("code folder %s: %s" % (CODE_DIR, ", ".join(sorted(os.listdir(CODE_DIR)))))
+    log(f"Python {platform.python_version()} on {platform.platform()}")
+    log(f"code folder {CODE_DIR}: {', '.join(sorted(os.listdir(CODE_DIR)))}")
     for name in SHOWN_VARIABLES:
         if name in os.environ:
-            log("%s=%s" % (name, os.environ[name]))
+            log(f"{name}={os.environ[name]}")
     npu_smi = shutil.which("npu-smi")
     if npu_smi:
         subprocess.call([npu_smi, "info"])
@@ -108,15 +107,15 @@ def launcher():
     if not TORCHRUN:
         return [sys.executable]
     command = [sys.executable, "-m", "torch.distributed.run"]
-    command.append("--nproc_per_node=%d" % processes_per_node())
+    command.append(f"--nproc_per_node={processes_per_node()}")
     nodes = int(os.environ.get("VC_WORKER_NUM", "1") or 1)
     if nodes > 1:
         hosts = os.environ.get("VC_WORKER_HOSTS", "").split(",")
         command += [
-            "--nnodes=%d" % nodes,
-            "--node_rank=%s" % os.environ.get("VC_TASK_INDEX", "0"),
-            "--master_addr=%s" % hosts[0],
-            "--master_port=%s" % os.environ.get("MASTER_PORT", "29500"),
+            f"--nnodes={nodes}",
+            f"--node_rank={os.environ.get('VC_TASK_INDEX', '0')}",
+            f"--master_addr={hosts[0]}",
+            f"--master_port={os.environ.get('MASTER_PORT', '29500')}",
         ]
     else:
         command.append("--standalone")
@@ -146,7 +145,7 @@ def copy_outputs(outputs_file):
     sys.path.insert(0, CODE_DIR)
     import npu_migrate_modelarts  # generated beside the training script
 
-    log("copying the outputs of %s" % TRAINING_SCRIPT)
+    log(f"copying the outputs of {TRAINING_SCRIPT}")
     npu_migrate_modelarts.upload_saved(outputs_file)
 
 
@@ -157,7 +156,7 @@ def main():
     os.close(handle)
     try:
         status = run_training(sys.argv[1:], outputs_file)
-        log("%s ended with status %d" % (TRAINING_SCRIPT, status))
+        log(f"{TRAINING_SCRIPT} ended with status {status}")
         copy_outputs(outputs_file)  # when it died before its own exit handlers ran
     finally:
         os.remove(outputs_file)
