@@ -3,14 +3,23 @@ anything; a change to the file, the rules or the options is never answered from 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import multiprocessing
 import os
 import shutil
+import stat
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import FEW, NPU, invoke, tree_state
+from helpers import GPU as GPU_SCRIPT
+from hypothesis import given
+from hypothesis import strategies as st
 
 from npu_migrate import dispatch
 from npu_migrate.cache import Cache, cache_root
@@ -264,7 +273,7 @@ DATA_EDITS = [
 
 @pytest.mark.parametrize("table,old,new,name,text,args", DATA_EDITS, ids=[d[0] for d in DATA_EDITS])
 def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path, table, old, new, name, text, args):
-    """#25.4: the key holds every file under rules/ (rule files and the three target tables)."""
+    """the key holds every file under rules/ (rule files and the three target tables)."""
     import subprocess
     import sys
 
@@ -290,3 +299,241 @@ def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path, tabl
     fresh = run_cli("--no-cache")
     assert fresh != before  # the edit matters to this file
     assert run_cli() == fresh  # and the warm run sees it
+
+
+# ---------------------------------------------------------------------- a cache entry is data: whatever it holds, nothing is written that a fresh run would not write
+
+
+def _entry_files(cache_dir: Path):
+    return sorted(p for p in cache_dir.rglob("*.json"))
+
+
+def _hostile_entries():
+    """Whatever an entry file may hold: garbage, or a well-formed entry whose result says
+    something a fresh run would not (another text, files generated anywhere)."""
+    text = st.text(max_size=60)
+    outside = st.sampled_from(["/tmp/npu-migrate-pwned.py", "../escaped.py", "sub/inner.py", ".hidden.py",
+                               "modelarts_entry_train.py", "/etc/passwd", "x.sh"])
+    result = st.fixed_dictionaries({
+        "edits": st.just([]), "findings": st.just([]), "error": st.none(), "skipped": st.none(),
+        "new_text": st.one_of(st.none(), text, st.just("import os\nos.system('touch PWNED')\n"), st.integers()),
+        "extra_files": st.dictionaries(outside, text, max_size=2),
+    })
+    mutated = st.tuples(st.sampled_from(["bound", "other-digest", "other-path", "other-settings"]), result)
+    return st.one_of(st.binary(max_size=200).map(lambda b: ("raw", b)), mutated)
+
+
+def _forge(kind_and_value, template: dict) -> bytes:
+    kind, value = kind_and_value
+    if kind == "raw":
+        return value
+    entry = dict(template, result=value)
+    if kind == "other-digest":
+        entry["digest"] = "0" * 64
+    elif kind == "other-path":
+        entry["path"] = "/elsewhere/train.py"
+    elif kind == "other-settings":
+        entry["settings"] = "0" * 20
+    return json.dumps(entry).encode()
+
+
+@contextlib.contextmanager
+def _cwd(folder: Path):
+    folder.mkdir()
+    before = os.getcwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+@FEW
+@given(_hostile_entries())
+def test_a_cache_hit_never_writes_what_a_fresh_run_would_not(forged):
+    with tempfile.TemporaryDirectory() as tmp, _cwd(Path(tmp) / "work"):
+        # (the current folder is work/: a relative path that leads out lands in tmp, and shows)
+        tmp = Path(tmp)
+        work = tmp / "work"
+        tree, fresh, cache_dir = work / "tree", work / "fresh", tmp / "cache"
+        for folder in (tree, fresh):
+            folder.mkdir()
+            (folder / "train.py").write_bytes(GPU_SCRIPT)
+            (folder / "clean.py").write_bytes(b"x = 1\n")
+        assert invoke([str(tree), "--check"], cache_dir).exit_code == 1  # fills the cache
+        entries = _entry_files(cache_dir)
+        assert len(entries) == 2
+        for entry in entries:
+            template = json.loads(entry.read_bytes())
+            entry.write_bytes(_forge(forged, template))
+
+        invoke([str(fresh), "--write", "--no-cache"], cache_dir)
+        r = invoke([str(tree), "--write"], cache_dir)
+
+        assert r.exception is None or isinstance(r.exception, SystemExit), r.output
+        # Each file as it was or as a fresh run writes it (an entry of the user's own, bound to
+        # the file, may still say "nothing to do": the folder is private to the user for that).
+        after, expected = tree_state(tree), tree_state(fresh)
+        assert sorted(after) == sorted(expected)
+        for name, data in after.items():
+            assert data in (expected[name],
+                            GPU_SCRIPT if name == "train.py" else b"x = 1\n"), (name, data, r.output)
+        if forged[0] != "bound":
+            assert after == expected, r.output
+        assert sorted(os.listdir(tmp)) == ["cache", "work"] and sorted(os.listdir(work)) == ["fresh", "tree"]
+        assert not os.path.exists("/tmp/npu-migrate-pwned.py")
+
+
+@FEW
+@given(_hostile_entries())
+def test_a_cache_entry_not_bound_to_the_file_is_never_used(forged):
+    if forged[0] == "bound":
+        forged = ("other-digest", forged[1])
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "train.py").write_bytes(GPU_SCRIPT)
+        cold = invoke([str(tmp / "train.py"), "--check", "--format", "json"], tmp / "cache")
+        (entry,) = _entry_files(tmp / "cache")
+        entry.write_bytes(_forge(forged, json.loads(entry.read_bytes())))
+
+        warm = invoke([str(tmp / "train.py"), "--check", "--format", "json"], tmp / "cache")
+
+        assert (warm.exit_code, warm.output) == (cold.exit_code, cold.output)
+        assert (tmp / "train.py").read_bytes() == GPU_SCRIPT
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "symlink", "huge"])
+def test_a_cache_entry_that_is_not_a_small_regular_file_is_a_miss(tmp_path, kind):
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+    cache_dir = tmp_path / "cache"
+    cold = invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
+    (entry,) = _entry_files(cache_dir)
+    entry.unlink()
+    if kind == "fifo":
+        os.mkfifo(entry)
+    elif kind == "dev-zero":
+        entry.symlink_to("/dev/zero")
+    elif kind == "symlink":
+        good = tmp_path / "elsewhere.json"
+        good.write_text("{}")
+        entry.symlink_to(good)
+    else:
+        with open(entry, "wb") as f:
+            f.truncate(512 * 2**20)  # sparse: 512 MB that take no disk
+
+    # A hang or an exhausted memory would be the failure: bounded by the subprocess timeout.
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", str(tmp_path / "train.py"), "--check"],
+                       env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(cache_dir)}, capture_output=True,
+                       timeout=60)
+    assert (r.returncode, r.stdout.decode() + r.stderr.decode()) == (1, cold.output)
+
+
+@pytest.mark.parametrize("neighbour", ["new", "user's"])
+def test_a_cached_nothing_changed_result_with_generated_files_writes_nothing(tmp_path, neighbour):
+    """an entry bound to the file (right path, digest and settings) whose result says
+    "unchanged" but carries generated files is not a "nothing to do" result: on --write the file
+    is migrated again, and what is written is what this run computes."""
+    tree, cache_dir = tmp_path / "tree", tmp_path / "cache"
+    tree.mkdir()
+    (tree / "train.py").write_bytes(b"x = 1\n")  # nothing to do
+    helper = tree / "helper.py"
+    if neighbour == "user's":
+        helper.write_bytes(b"# my helper\nkeep = True\n")
+    assert invoke([str(tree), "--check"], cache_dir).exit_code == 0  # fills the cache
+    (entry,) = [e for e in _entry_files(cache_dir) if json.loads(e.read_bytes())["path"] == str(tree / "train.py")]
+    forged = json.loads(entry.read_bytes())
+    forged["result"]["extra_files"] = {str(helper): "# my helper\nos.system('touch PWNED')\n"}
+    entry.write_text(json.dumps(forged))
+    before = tree_state(tree)
+
+    r = invoke([str(tree), "--write"], cache_dir)
+
+    assert r.exit_code == 0, r.output
+    assert tree_state(tree) == before, r.output
+    assert "helper.py" not in r.output
+
+
+def test_the_cache_folder_is_private_and_must_be_the_users(tmp_path):
+    cache_dir = tmp_path / "a" / "cache"
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+    invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    for folder in cache_dir.rglob("*"):
+        if folder.is_dir():
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+    cache_dir.chmod(0o777)  # opened up by someone: not used, and its mode is not ours to change
+    r = invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
+    assert r.exit_code == 1
+    assert (f"npu-migrate: warning: the cache folder {cache_dir} is writable by other users (mode 0777) and "
+            "npu-migrate does not change the mode of a folder: make it private "
+            f"(chmod 700 {cache_dir}) or set NPU_MIGRATE_CACHE_DIR to another folder; running without the cache\n"
+            ) in r.output
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o777
+
+
+@pytest.mark.parametrize("mode", [0o1777, 0o755, 0o3775])
+def test_an_existing_cache_folder_keeps_its_mode_and_the_cache_is_a_private_subfolder(tmp_path, mode):
+    """NPU_MIGRATE_CACHE_DIR naming an existing shared folder (/tmp-like 1777, or one
+    others may read) was chmodded to 0700. Its mode is kept; the cache is a private subfolder."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(mode)
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+
+    cold = invoke([str(tmp_path / "train.py"), "--check"], shared)
+    warm = invoke([str(tmp_path / "train.py"), "--check"], shared)
+
+    assert stat.S_IMODE(shared.stat().st_mode) == mode
+    private = shared / f"npu-migrate-{os.geteuid()}"
+    assert os.listdir(shared) == [private.name]
+    assert stat.S_IMODE(private.stat().st_mode) & 0o777 == 0o700  # (setgid is inherited from a 2775 folder)
+    assert len(_entry_files(private)) == 1
+    assert cold.exit_code == warm.exit_code == 1 and cold.output == warm.output and "warning" not in cold.output
+
+
+def test_a_cache_folder_others_may_write_without_the_sticky_bit_is_refused_and_left_alone(tmp_path):
+    """in a group-writable folder without the sticky bit (2775) a member of the group
+    could swap a private subfolder for their own: the cache is not used, the folder not touched."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o2775)
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+
+    r = invoke([str(tmp_path / "train.py"), "--write"], shared)
+
+    assert r.exit_code == 0
+    assert (f"npu-migrate: warning: the cache folder {shared} is writable by other users (mode 2775) and "
+            "npu-migrate does not change the mode of a folder") in r.output
+    assert (tmp_path / "train.py").read_bytes() == NPU
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o2775 and os.listdir(shared) == []
+
+
+def test_a_cache_subfolder_that_is_not_private_is_refused_and_left_alone(tmp_path):
+    shared = tmp_path / "shared"
+    private = shared / f"npu-migrate-{os.geteuid()}"
+    private.mkdir(parents=True)
+    shared.chmod(0o1777)
+    private.chmod(0o755)
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+
+    r = invoke([str(tmp_path / "train.py"), "--check"], shared)
+
+    assert r.exit_code == 1
+    assert (f"npu-migrate: warning: the cache folder {private} is open to other users (mode 0755) and npu-migrate "
+            f"does not change the mode of a folder: make it private (chmod 700 {private}); running without the "
+            "cache\n") in r.output
+    assert stat.S_IMODE(private.stat().st_mode) == 0o755 and os.listdir(private) == []
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root to make a folder another user's")
+def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
+    cache_dir = tmp_path / "cache"
+    cache_dir.mkdir(mode=0o777)
+    os.chown(cache_dir, 1234, 1234)
+    (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
+    r = invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
+    assert r.exit_code == 1
+    assert (f"npu-migrate: warning: the cache folder {cache_dir} belongs to another user (uid 1234); "
+            "running without the cache") in r.output
+    assert os.listdir(cache_dir) == []

@@ -1,4 +1,4 @@
-"""The command line end to end: modes, exit codes, file fidelity (issue 2)."""
+"""The command line end to end: modes, exit codes, file fidelity."""
 
 import os
 import shutil
@@ -130,3 +130,18 @@ def test_directories_skip_virtualenvs_and_build(tmp_path, run_cli):
 def test_python_m_and_version(run_cli, tmp_path):
     r = run_cli("--version", cwd=tmp_path)
     assert r.returncode == 0 and r.stdout.startswith(b"npu-migrate, version ")
+
+
+def test_usage_errors_never_name_the_hidden_subcommand_and_have_one_style(tmp_path, run_cli):
+    r = run_cli("--bogus", cwd=tmp_path)
+    err = r.stderr.decode()
+    assert r.returncode == 2
+    assert "migrate migrate" not in err and "npu-migrate migrate" not in err
+    assert err.startswith("npu-migrate: error: No such option '--bogus'"), err
+    assert err.endswith("Try 'npu-migrate --help' for help.\n")
+    assert "Error:" not in err and "Usage:" not in err
+    helped = run_cli("--help", cwd=tmp_path).stdout.decode()
+    assert helped.startswith("Usage: npu-migrate [OPTIONS] [PATHS]...\n"), helped[:200]
+    r = run_cli("x.py", "--write", "--check", cwd=tmp_path)
+    assert r.stderr.decode() == ("npu-migrate: error: --write cannot be combined with --diff or --check\n"
+                                 "Try 'npu-migrate --help' for help.\n")

@@ -1,4 +1,4 @@
-"""Review mode (issue 5): `--diff` applies with `git apply` and `patch -p1`, reads well on a
+"""Review mode: `--diff` applies with `git apply` and `patch -p1`, reads well on a
 terminal (a header per file, colour), and is plain when piped, with NO_COLOR or --color never."""
 
 import os
@@ -145,3 +145,24 @@ def test_diff_as_one_markdown_document(tmp_path, run_cli):
     assert "```diff\n--- a/a.py\n+++ b/a.py\n" in doc and "+model = model.npu()" in doc
     assert "get_device_capability" in doc.split("```diff", 1)[0], "the findings are in the same document"
     assert "\x1b[" not in doc
+
+
+@pytest.mark.skipif(subprocess.run(["git", "--version"], capture_output=True).returncode != 0, reason="needs git")
+def test_diff_of_files_with_newline_and_esc_in_their_names_applies_with_git(tmp_path, run_cli):
+    names = ["new\nline.py", "esc\x1b[31mred.py", 'quote" and \\.py', "tab\there.py", "space here.py",
+             "+++ b\nforged.py", "caf\udce9.py"]
+    for name in names:
+        with open(os.fsencode(tmp_path) + b"/" + os.fsencode(name), "wb") as f:
+            f.write(GPU)
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    r = run_cli(".", "--diff", "--no-cache", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    patch = r.stdout
+    headers = [line for line in patch.split(b"\n") if line.startswith((b"--- ", b"+++ "))]
+    assert len(headers) == 2 * len(names), headers  # no header forged by a name
+    (tmp_path / "p.diff").write_bytes(patch)
+    applied = subprocess.run(["git", "apply", "p.diff"], cwd=tmp_path, capture_output=True)
+    assert applied.returncode == 0, applied.stderr.decode()
+    for name in names:
+        with open(os.fsencode(tmp_path) + b"/" + os.fsencode(name), "rb") as f:
+            assert f.read() == NPU, name

@@ -1,4 +1,4 @@
-"""`--output-dir OUT` (issue 5): a migrated copy of the whole input tree; the input untouched."""
+"""`--output-dir OUT`: a migrated copy of the whole input tree; the input untouched."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Progress and verbosity (issue 5): a bar on a terminal for long runs only, --quiet, --verbose,
+"""Progress and verbosity: a bar on a terminal for long runs only, --quiet, --verbose,
 and a lean start-up (rich and black are not imported for a one-file run)."""
 
 import os

@@ -1,4 +1,4 @@
-"""`npu-migrate - --stdin-filename NAME` (issue 5): code on stdout, report on stderr."""
+"""`npu-migrate - --stdin-filename NAME`: code on stdout, report on stderr."""
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"
 NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
@@ -106,3 +106,10 @@ def test_stdin_goes_through_the_run_pipeline(tmp_path, run_cli):
     assert (r.returncode, r.stdout) == (0, NPU)
     assert (tmp_path / "train.py").read_bytes() == GPU
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]
+
+
+def test_stdin_summary_says_migrated(tmp_path, run_cli):
+    r = run_cli("-", "--stdin-filename", "train.py", input=GPU, cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stdout == NPU
+    assert "1 file scanned, 1 migrated, 0 unchanged, 0 failed." in r.stderr.decode().splitlines()

@@ -1,4 +1,4 @@
-"""[tool.npu-migrate] in pyproject.toml (issue 5): found like ruff finds its own, every option
+"""[tool.npu-migrate] in pyproject.toml: found like ruff finds its own, every option
 settable, command line wins, bad keys and values are errors naming the key and the file."""
 
 import json
@@ -6,10 +6,17 @@ from pathlib import Path
 
 import click
 import pytest
+from helpers import invoke, tree_state
 
 from npu_migrate.cli import migrate_command
-from npu_migrate.config import (COMMAND_LINE_ONLY, COMMAND_LINE_PATHS, MODE_KEYS, ConfigError, configurable_options,
-                                 validate)
+from npu_migrate.config import (
+    COMMAND_LINE_ONLY,
+    COMMAND_LINE_PATHS,
+    MODE_KEYS,
+    ConfigError,
+    configurable_options,
+    validate,
+)
 
 GPU = "import torch\n\nmodel = model.cuda()\n"
 DIFF_NO_IMPORT = (
@@ -159,3 +166,41 @@ def test_every_option_of_the_command_is_settable():
     assert set(values) == {p.name for p in options.values()}
     with pytest.raises(ConfigError, match=r"^pyproject.toml: \[tool.npu-migrate\]: unknown option 'nope'"):
         validate({"nope": 1}, migrate_command, ctx, "pyproject.toml: [tool.npu-migrate]", ".")
+
+
+@pytest.mark.parametrize("key", ["write", "diff", "check", "output-dir"])
+def test_mode_keys_in_the_configuration_are_refused(tmp_path, run_cli, key):
+    value = '"out"' if key == "output-dir" else "true"
+    (tmp_path / "pyproject.toml").write_text(f"[tool.npu-migrate]\n{key} = {value}\n")
+    (tmp_path / "train.py").write_text(GPU)
+    for args in (["train.py"], ["train.py", "--check"]):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.returncode == 2
+        assert r.stderr.decode() == (
+            f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: [tool.npu-migrate]: {key}: the mode (--write, "
+            "--diff, --check, --output-dir) is chosen on the command line, not in configuration; remove this key\n")
+        assert (tmp_path / "train.py").read_text() == GPU
+
+
+@pytest.mark.parametrize("value", ["keep.py", "../../x.json", "report.json"])
+def test_the_report_file_is_named_only_on_the_command_line(tmp_path, value):
+    """`output-file` in a shared pyproject.toml made a plain report run replace a source
+    file or write outside the project. It is refused; `-o` on the command line still works."""
+    project = tmp_path / "a" / "b"
+    project.mkdir(parents=True)
+    (project / "pyproject.toml").write_text(f'[tool.npu-migrate]\noutput-file = "{value}"\n')
+    (project / "keep.py").write_bytes(b"x = 1\n")
+    (project / "train.py").write_text(GPU)
+    before = tree_state(project)
+
+    r = invoke([str(project / "train.py")], tmp_path / "cache")
+
+    assert r.exit_code == 2
+    assert r.output == (f"npu-migrate: error: {project / 'pyproject.toml'}: [tool.npu-migrate]: output-file: the "
+                        "report file is named on the command line (-o FILE), not in configuration, so that a plain "
+                        "run never writes a file; remove this key\n")
+    assert tree_state(project) == before and not (tmp_path / "x.json").exists()
+    (project / "pyproject.toml").write_text("[tool.npu-migrate]\nfail-on = \"warning\"\n")
+    r = invoke([str(project / "train.py"), "-o", str(project / "report.json"), "--format", "json"], tmp_path / "cache")
+    assert r.exit_code == 0, r.output
+    assert json.loads((project / "report.json").read_text())

@@ -1,4 +1,4 @@
-"""The real-corpus check in CI (issue 7): `npu-migrate --write`, twice, on code nobody here
+"""The real-corpus check in CI: `npu-migrate --write`, twice, on code nobody here
 wrote, with every file checked by bench/corpus_check.py (no crash, output parses, second run a
 no-op, files without device code byte-for-byte unchanged, no new `cuda`, comments and non-device
 strings untouched, no identifier renamed that the rules do not name).

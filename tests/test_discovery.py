@@ -1,4 +1,4 @@
-"""File selection (issue 5): default excludes, .gitignore (nested, git's precedence), --exclude /
+"""File selection: default excludes, .gitignore (nested, git's precedence), --exclude /
 --extend-exclude / --force-exclude, symlinks, non-Python files given by name."""
 
 import os
@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import NPU
 
 from npu_migrate.discovery import FileFilter, discover
 
@@ -207,3 +208,37 @@ def test_folder_walk_takes_what_the_front_ends_claim(tmp_path):
     make(tmp_path, "notes", data=b"#!/usr/bin/env perl\n")
     files, _ = found(tmp_path)
     assert files == ["launch", "nb.ipynb", "requirements.txt", "run.sh", "train.py"]
+
+
+def test_an_empty_or_mistyped_folder_is_said_and_can_fail(tmp_path, run_cli):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x\n")
+    r = run_cli("empty", "--check", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.decode() == "npu-migrate: warning: no files to migrate under empty\n"
+    r = run_cli("empty", "--check", "--fail-on-empty", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.decode() == "npu-migrate: error: no files to migrate under empty\n"
+    (tmp_path / "pyproject.toml").write_text("[tool.npu-migrate]\nfail-on-empty = true\n")
+    assert run_cli("empty", "--check", cwd=tmp_path).returncode == 2
+
+
+def test_the_hooks_pass_dependency_lists_and_skip_other_text_files(tmp_path, run_cli):
+    """What pre-commit hands the hooks (.pre-commit-hooks.yaml: python, jupyter, shell,
+    pyproject, plain-text): requirements files and pyproject.toml are checked, README and
+    notes are skipped, not parsed as Python (tests/test_precommit.py runs pre-commit itself)."""
+    hooks = (Path(__file__).resolve().parent.parent / ".pre-commit-hooks.yaml").read_text()
+    assert hooks.count("types_or: [python, jupyter, shell, pyproject, plain-text]") == 2
+    assert hooks.count("--force-exclude --known-files-only\n") == 2
+    (tmp_path / "requirements-gpu.txt").write_text("torch==2.1.0+cu118\n")
+    (tmp_path / "README").write_text("Train with model.cuda() on the GPU.\n")
+    (tmp_path / "notes.txt").write_text("model.cuda()\n")
+    (tmp_path / "train.py").write_bytes(NPU)
+    r = run_cli("--check", "--force-exclude", "--known-files-only", "--fail-on", "warning", "-v",
+                "requirements-gpu.txt", "README", "notes.txt", "train.py", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    out, err = r.stdout.decode(), r.stderr.decode()
+    assert "requirements-gpu.txt:1:1: NPU372 [warning] `torch==2.1.0+cu118` selects a CUDA build" in out, out
+    assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out.splitlines(), out
+    assert "README: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
+    assert "notes.txt: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err

@@ -200,7 +200,7 @@ def test_distributed_combines_with_modelarts(source):
     result = _migrate(path.read_text(encoding="utf-8"), str(path), both)
     text = result.new_text
     modelarts = "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n"
-    assert text.count(modelarts) == 1  # the ModelArts runtime is a module beside the script (issue 15)
+    assert text.count(modelarts) == 1  # the ModelArts runtime is a module beside the script
     if source.startswith("pytorch/"):  # the PyTorch helpers are a module too: imported, then ModelArts'
         assert text.count("from npu_migrate_distributed import (  # npu-migrate: distributed\n") == 1
         assert text.index("# npu-migrate: distributed\n") < text.index(modelarts)

@@ -112,7 +112,7 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
 # ---------------------------------------------------------------- converted with --modelarts --distributed, rehearsed
 # Scripts in the manner of pytorch/examples' word_language_model and dcgan (fixtures/distributed/pytorch),
 # converted as a user would and run by `npu-migrate rehearse` with 1 and 2 processes: the verdict
-# states what a distributed job must hold (issue 26.12), and the run shows it.
+# states what a distributed job must hold, and the run shows it.
 
 WORDS = "the cat sat on a mat and dog ran far away from home with blue red green small big".split()
 
@@ -210,7 +210,7 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     """`--modelarts --distributed --modelarts-entry` in one run: the boot file starts the script
     with torch.distributed.run, one process per NPU of the node (RANK_SIZE=2 here), where a plain
     `python` would have left one process waiting in init_process_group for a peer that never comes
-    (issue 26.5). Both ranks train in one group; rank 0's checkpoint reaches train_url."""
+   . Both ranks train in one group; rank 0's checkpoint reaches train_url."""
     from torch_env import standin_env
 
     folder = tmp_path / "code"

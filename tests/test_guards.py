@@ -16,7 +16,7 @@ from npu_migrate.passes import PASSES
 
 
 def test_a_nested_block_in_an_is_cuda_guard_is_migrated_and_reported():
-    """Issue 25.1: this crashed with `'IndentedBlock' object is not iterable`."""
+    """this crashed with `'IndentedBlock' object is not iterable`."""
     source = textwrap.dedent("""\
         import torch
         from . import _ext
@@ -192,7 +192,7 @@ def collect_env():
 
 
 def test_an_environment_report_that_prints_cuda_home_is_no_build_gate():
-    """Issue 25.3: nine lines of a collect_env read CUDA_HOME; none decides a build."""
+    """nine lines of a collect_env read CUDA_HOME; none decides a build."""
     r = migrate_source(ENV_REPORT, "utils/env.py")
     assert [f.code for f in r.findings] == []
     assert r.new_text == ENV_REPORT.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(

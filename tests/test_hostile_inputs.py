@@ -1,15 +1,22 @@
-"""Hostile inputs (issue 7): each gets a clear one-line message and exit code, is left
-byte-for-byte untouched when it cannot be migrated, and never affects another file.
+"""Hostile inputs and environments: whatever a run is given -- broken or enormous files, odd
+encodings and names, missing permissions, a full disk, booby-trapped code, symlinks pointing out
+-- each problem is one clear line and an exit code, a file that cannot be migrated is left byte for
+byte untouched and never affects another, the code being migrated is never run nor imported, and
+nothing is ever written outside the place asked for.
 
-Most cases share one tree and one `--write` run (a subprocess, as a user runs it); the cases
-that need their own set-up (read-only, changed on disk, 10 MB, 10,000 files, symlink loops)
-have their own tests.
+Most input cases share one tree and one `--write` run (a subprocess, as a user runs it); the cases
+that need their own set-up (read-only, changed on disk, 10 MB, 10,000 files, symlink loops) have
+their own tests. The integrity cases are property tests where they fit (any coding cookie).
 """
 
 from __future__ import annotations
 
 import ast
+import csv
+import encodings.aliases
+import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -18,13 +25,21 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from helpers import FEW, invoke
+from hypothesis import given
+from hypothesis import strategies as st
 
 from npu_migrate import dispatch
 from npu_migrate import runner as runner_module
 from npu_migrate.cli import main
+from npu_migrate.discovery import FileFilter
 from npu_migrate.dispatch import migrate_source
+from npu_migrate.modelarts import render_boot
+from npu_migrate.output_dir import write_tree
 from npu_migrate.safe_parse import MAX_PARSE_CHARS
-from npu_migrate.source import SourceError, read_source, write_source
+from npu_migrate.source import SourceError, decode_python, read_source, write_source
+
+ROOT = Path(__file__).resolve().parent.parent
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"
 NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
@@ -344,22 +359,6 @@ def test_a_failing_write_is_a_message_not_a_crash(tmp_path, monkeypatch):
     assert path.read_bytes() == GPU
 
 
-def test_signals_wait_for_the_write_to_finish(tmp_path):
-    import signal
-
-    from npu_migrate.source import signals_deferred
-
-    received = []
-    previous = signal.signal(signal.SIGTERM, lambda signum, frame: received.append(signum))
-    try:
-        with signals_deferred():
-            os.kill(os.getpid(), signal.SIGTERM)
-            assert received == []  # held back while the block runs
-        assert received == [signal.SIGTERM]  # and delivered right after
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 # ------------------------------------------------------------------------------ issue 30: hangs and unbounded reads
 
 
@@ -371,7 +370,7 @@ def _run(*args, cwd, stdin=subprocess.DEVNULL, env=None):
 
 
 def test_a_fifo_without_a_suffix_named_on_the_command_line_does_not_hang(tmp_path):
-    """Issue 30.5: a file without a suffix is opened to look for a shebang; a FIFO blocked that open."""
+    """a file without a suffix is opened to look for a shebang; a FIFO blocked that open."""
     os.mkfifo(tmp_path / "fifo")
     (tmp_path / "ok.py").write_bytes(GPU)
 
@@ -385,7 +384,7 @@ def test_a_fifo_without_a_suffix_named_on_the_command_line_does_not_hang(tmp_pat
 @pytest.mark.parametrize("where", [".gitignore", ".git/info/exclude", "sub/.gitignore"])
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_an_ignore_file_that_never_ends_fails_its_folder_and_does_not_hang(tmp_path, where, kind):
-    """Issue 30.6: a .gitignore or .git/info/exclude that is a FIFO hung the walk; one linked to
+    """a .gitignore or .git/info/exclude that is a FIFO hung the walk; one linked to
     /dev/zero was read without limit. Its folder is not walked (what it would exclude is unknown),
     one line says why, the run exits 2, and the other folders are migrated."""
     project = tmp_path / "proj"
@@ -412,7 +411,7 @@ def test_an_ignore_file_that_never_ends_fails_its_folder_and_does_not_hang(tmp_p
 
 
 def test_stdin_is_bounded_like_files(tmp_path):
-    """Issue 30.7: `npu-migrate - < /dev/zero` read without end (MemoryError)."""
+    """`npu-migrate - < /dev/zero` read without end (MemoryError)."""
     with open("/dev/zero", "rb") as zero:
         r = _run("-", cwd=tmp_path, stdin=zero)
 
@@ -422,7 +421,7 @@ def test_stdin_is_bounded_like_files(tmp_path):
 
 
 def test_diff_of_a_long_file_takes_work_linear_in_its_length(monkeypatch):
-    """Issue 30.8: --diff of a 1.9 MB file took over 6 CPU-minutes against 35 s for --check:
+    """--diff of a 1.9 MB file took over 6 CPU-minutes against 35 s for --check:
     difflib's matching grows with the product of the lengths. Counted, not timed: the lines
     difflib may compare (the product of the ranges of every longest-match search) stay within a
     small factor of the file's length, and the patch gives the migrated text back."""
@@ -476,7 +475,7 @@ def _apply(before: str, diff: str) -> str:
 
 
 def test_a_pyproject_toml_that_is_not_utf8_is_told_so_in_toml_terms(tmp_path):
-    """Issue 30.12: it was told to add a Python coding cookie (TOML has none)."""
+    """it was told to add a Python coding cookie (TOML has none)."""
     (tmp_path / "pyproject.toml").write_bytes(b'[project]\nname = "x"\n# caf\xe9\ndependencies = ["torch"]\n')
 
     r = CliRunner().invoke(main, [str(tmp_path / "pyproject.toml"), "--color", "never", "--no-cache"])
@@ -495,7 +494,7 @@ def test_sizes_are_said_in_binary_units_with_their_names(size, text):
 
 
 def test_a_rule_file_over_the_limit_says_its_size_in_the_right_unit(tmp_path):
-    """Issue 30.12: a 4.1 MiB rule file was refused with "4 MB; the limit is 4 MB"."""
+    """a 4.1 MiB rule file was refused with "4 MB; the limit is 4 MB"."""
     rules = tmp_path / "big.toml"
     rules.write_bytes(b"#" * 4_300_000)
     (tmp_path / "train.py").write_bytes(GPU)
@@ -507,7 +506,7 @@ def test_a_rule_file_over_the_limit_says_its_size_in_the_right_unit(tmp_path):
 
 
 def test_hostile_nesting_in_a_script_and_a_huge_number_in_a_notebook_are_clear_messages(tmp_path):
-    """Issue 30.9: "internal error: RecursionError" for a shell script with 250 nested `$(…)`,
+    """"internal error: RecursionError" for a shell script with 250 nested `$(…)`,
     "internal error: ValueError" for a notebook holding a 5,000-digit integer. Each is one clear
     line, the file is left as it was, the other files are migrated, exit 2."""
     deep = "#!/bin/bash\necho " + "$(echo " * 250 + "x" + ")" * 250 + "\n"
@@ -530,3 +529,627 @@ def test_hostile_nesting_in_a_script_and_a_huge_number_in_a_notebook_are_clear_m
     assert "internal error" not in r.output
     assert (tmp_path / "deep.sh").read_text() == deep
     assert (tmp_path / "train.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ hostile environments: encodings, permissions, full disks, long names
+
+
+CODECS = sorted({*encodings.aliases.aliases.values(), *encodings.aliases.aliases, "unicode_escape",
+                 "raw_unicode_escape", "utf-7", "hex", "base64", "rot13", "zlib", "bz2", "quopri", "uu",
+                 "undefined", "punycode", "idna", "utf-8-sig", "klingon"})
+
+
+@FEW
+@given(st.sampled_from(CODECS), st.text(max_size=30))
+def test_any_coding_cookie_reads_as_python_reads_it_or_is_refused_in_one_line(codec, value):
+    body = f"x = {value!r}\n"
+    head = f"# -*- coding: {codec} -*-\n"
+    try:
+        data = head.encode("ascii") + body.encode(codec)
+    except Exception:
+        data = (head + f"x = {value.encode('unicode_escape').decode('ascii')!r}\n").encode("ascii")
+    try:
+        text, encoding = decode_python(data)
+    except SourceError as exc:
+        assert "\n" not in str(exc)
+        assert str(exc).startswith(("bad encoding declaration: ", "cannot decode as ", "binary file")), str(exc)
+        return
+    # Accepted: Python reads the same text, and writing it back gives the same bytes.
+    assert text.encode(encoding) == data
+    try:
+        theirs = ast.literal_eval(ast.parse(data).body[0].value)
+    except SyntaxError:
+        # Not Python to Python either (a BOM after the cookie line, say): the text we read must
+        # not parse, so the run reports "cannot parse" instead of migrating it.
+        with pytest.raises(SyntaxError):
+            ast.parse(text)
+        return
+    ours = ast.literal_eval(ast.parse(text).body[0].value)
+    assert ours == theirs
+
+
+NOT_SOURCE_ENCODINGS = ["unicode_escape", "raw_unicode_escape", "utf-7", "hex", "base64", "rot13", "zlib",
+                        "bz2", "quopri", "uu", "undefined", "punycode", "idna"]
+
+
+def test_coding_cookies_that_are_not_source_encodings_are_refused_one_line_each(tmp_path, run_cli):
+    (tmp_path / "a_first.py").write_bytes(GPU)
+    for codec in NOT_SOURCE_ENCODINGS:
+        (tmp_path / f"cookie_{codec}.py").write_bytes(f"# -*- coding: {codec} -*-\n".encode() + GPU + b"s = '\\\\n+'\n")
+    (tmp_path / "z_last.py").write_bytes(GPU)
+
+    r = run_cli(".", "--write", cwd=tmp_path)
+
+    assert r.returncode == 2, r.stderr.decode()
+    assert b"Traceback" not in r.stderr
+    lines = r.stdout.decode().splitlines()
+    for codec in NOT_SOURCE_ENCODINGS:
+        (line,) = [x for x in lines if x.startswith(f"cookie_{codec}.py: ")]
+        assert line.startswith(f"cookie_{codec}.py: bad encoding declaration: '{codec}' is not "), line
+        assert (tmp_path / f"cookie_{codec}.py").read_bytes() == f"# -*- coding: {codec} -*-\n".encode() + GPU + b"s = '\\\\n+'\n"
+    n = len(NOT_SOURCE_ENCODINGS)
+    assert f"{n + 2} files scanned, 2 migrated, 0 unchanged, {n} failed." in lines
+    assert (tmp_path / "a_first.py").read_bytes() == NPU and (tmp_path / "z_last.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ setuid/setgid
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root migrates another user's file")
+def test_root_keeps_setuid_and_setgid_of_a_users_file(tmp_path):
+    path = tmp_path / "tool.py"
+    path.write_bytes(GPU)
+    os.chown(path, 1234, 5678)
+    path.chmod(0o6755)
+    write_source(read_source(str(path)), NPU.decode())
+    st_ = path.stat()
+    assert (st_.st_uid, st_.st_gid, stat.S_IMODE(st_.st_mode)) == (1234, 5678, 0o6755)
+    assert path.read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ long names
+
+
+@pytest.mark.parametrize("name", ["a" * 252 + ".py", "训" * 84 + ".py"])
+def test_a_file_with_a_name_of_the_longest_length_migrates_in_place(tmp_path, run_cli, name):
+    assert len(os.fsencode(name)) == 255
+    (tmp_path / name).write_bytes(GPU)
+    r = run_cli(".", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()
+    assert (tmp_path / name).read_bytes() == NPU
+    assert sorted(os.listdir(tmp_path)) == sorted([".npu-migrate-test-cache", name])
+
+
+# ------------------------------------------------------------------------------ --output-dir copies
+
+
+@pytest.mark.parametrize("interrupt", [KeyboardInterrupt, OSError(28, "No space left on device")])
+@pytest.mark.parametrize("after_bytes", [0, 1, 100_000])
+def test_an_interrupted_or_failed_copy_leaves_no_truncated_file(tmp_path, monkeypatch, interrupt, after_bytes):
+    import shutil
+
+    from npu_migrate import output_dir
+
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "data.bin").write_bytes(os.urandom(300_000))
+    real = shutil.copyfileobj
+
+    def copy_then_fail(fsrc, fdst, length=0):
+        fdst.write(fsrc.read(after_bytes))
+        raise interrupt
+
+    monkeypatch.setattr(shutil, "copyfileobj", copy_then_fail)
+    out = tmp_path / "out"
+    out.mkdir()
+    if isinstance(interrupt, OSError):
+        warnings, errors = output_dir.write_tree([str(src)], str(out), output_dir.FileFilter(root=str(tmp_path)), {})
+        assert errors == {str(src / "data.bin"): "cannot copy to --output-dir: No space left on device"}
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            output_dir.write_tree([str(src)], str(out), output_dir.FileFilter(root=str(tmp_path)), {})
+    assert os.listdir(out) == []  # neither a truncated copy nor a temporary file
+    monkeypatch.setattr(shutil, "copyfileobj", real)
+
+
+def test_output_dir_on_a_full_disk_is_one_line_per_file_and_exit_2(tmp_path, monkeypatch):
+    import errno
+
+    from npu_migrate import source
+
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / "train.py").write_bytes(GPU)
+    (tmp_path / "proj" / "notes.txt").write_text("notes\n")
+    real = source.atomic_write
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(source, "atomic_write", full)
+    import shutil
+    monkeypatch.setattr(shutil, "copyfileobj", lambda *a, **k: full())
+    r = invoke([str(tmp_path / "proj"), "--output-dir", str(tmp_path / "out")], tmp_path / "cache")
+    monkeypatch.setattr(source, "atomic_write", real)
+
+    assert r.exit_code == 2, r.output
+    assert "Traceback" not in r.output
+    lines = r.output.splitlines()
+    assert f"{tmp_path / 'proj' / 'train.py'}: cannot write to --output-dir: No space left on device; copied unchanged" \
+        in lines or any("train.py: cannot" in x for x in lines), r.output
+    assert any(x.endswith("notes.txt: cannot copy to --output-dir: No space left on device") for x in lines), r.output
+    assert [p.name for p in (tmp_path / "out").rglob("*") if p.is_file()] == []
+
+
+def test_output_dir_with_the_longest_file_name(tmp_path, run_cli):
+    name = "m" * 252 + ".py"
+    (tmp_path / "proj").mkdir()
+    (tmp_path / "proj" / name).write_bytes(GPU)
+    (tmp_path / "proj" / ("d" * 251 + ".txt")).write_text("data\n")
+    r = run_cli("proj", "--output-dir", "out", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    assert (tmp_path / "out" / name).read_bytes() == NPU
+    assert (tmp_path / "out" / ("d" * 251 + ".txt")).read_text() == "data\n"
+
+
+def test_the_boot_file_into_a_read_only_folder_is_one_line_and_exit_2(tmp_path, run_cli):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "train.py").write_bytes(b"import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+                                   b"parser.add_argument('--data_dir', default='d')\nargs = parser.parse_args()\n"
+                                   b"model = model.cuda()\n")
+    args = ["proj", "--write", "--modelarts-entry", "--entry", "proj/train.py"]
+    assert run_cli(*args, cwd=tmp_path).returncode == 0
+    migrated = (src / "train.py").read_bytes()
+    (src / "modelarts_entry_train.py").unlink()  # the script is migrated; its boot file is to be made again
+
+    r = run_as_other_user_if_root(args, tmp_path, prepare=lambda: src.chmod(0o555))
+    src.chmod(0o755)
+
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr
+    assert "proj/modelarts_entry_train.py: cannot write: Permission denied" in r.stdout.splitlines(), r.stdout
+    assert "3 files scanned, 0 migrated, 2 unchanged, 1 failed." in r.stdout.splitlines(), r.stdout
+    assert not (src / "modelarts_entry_train.py").exists()
+    assert (src / "train.py").read_bytes() == migrated
+
+
+# ------------------------------------------------------------------------------ permissions (non-root)
+
+
+def run_as_other_user_if_root(args, tmp_path: Path, prepare=None):
+    """The command line with permission bits in force. As root they decide nothing, so root
+    runs it without the capabilities that override them (util-linux `setpriv`)."""
+    import shutil
+
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "user-cache"), "NO_COLOR": "1"}
+    prefix = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("running as root without `setpriv`: permission bits cannot be put in force")
+        caps = "-dac_override,-dac_read_search"
+        prefix = [setpriv, f"--bounding-set={caps}", f"--inh-caps={caps}", "--"]
+    if prepare:
+        prepare()
+    return subprocess.run([*prefix, sys.executable, "-m", "npu_migrate", *args, "-j", "1"], capture_output=True,
+                          text=True, env=env, cwd=str(tmp_path), timeout=120)
+
+
+def test_a_folder_that_cannot_be_listed_fails_the_run(tmp_path):
+    (tmp_path / "proj" / "locked").mkdir(parents=True)
+    (tmp_path / "proj" / "locked" / "train.py").write_bytes(GPU)
+    (tmp_path / "proj" / "ok.py").write_bytes(GPU)
+    r = run_as_other_user_if_root(["proj", "--check"], tmp_path,
+                                  prepare=lambda: (tmp_path / "proj" / "locked").chmod(0o000))
+    (tmp_path / "proj" / "locked").chmod(0o755)
+    assert r.returncode == 2, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert "proj/locked: cannot list folder: Permission denied" in lines, r.stdout
+    assert "2 files scanned, 1 would be migrated, 0 unchanged, 1 failed." in lines, r.stdout
+
+
+def test_an_unreadable_file_named_on_the_command_line_is_one_failed_file(tmp_path):
+    (tmp_path / "secret.py").write_bytes(GPU)
+    (tmp_path / "ok.py").write_bytes(GPU)
+    r = run_as_other_user_if_root(["secret.py", "ok.py", "--write"], tmp_path,
+                                  prepare=lambda: (tmp_path / "secret.py").chmod(0o000))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "secret.py: cannot read: Permission denied" in r.stdout.splitlines(), r.stdout
+    assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in r.stdout.splitlines()
+    assert (tmp_path / "ok.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ workers, stray files
+
+
+def test_a_stray_temporary_file_is_reported_and_removed_by_write(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    stray = tmp_path / ".train.py.k3j2h1x0.npu-migrate.tmp"
+    stray.write_bytes(GPU[:10])
+    os.utime(stray, (1, 1))
+
+    checked = run_cli(".", "--check", cwd=tmp_path)
+    assert (f"npu-migrate: warning: ./.train.py.k3j2h1x0.npu-migrate.tmp: left by an interrupted npu-migrate run; "
+            "`npu-migrate --write` removes it, or delete it") in checked.stderr.decode().splitlines()
+    assert stray.exists()
+    written = run_cli(".", "--write", cwd=tmp_path)
+    assert ("npu-migrate: ./.train.py.k3j2h1x0.npu-migrate.tmp: removed (left by an interrupted npu-migrate run)"
+            in written.stderr.decode().splitlines())
+    assert not stray.exists()
+    assert (tmp_path / "train.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ bounded reads
+
+
+@pytest.mark.parametrize("where", ["--rules", "config"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_rule_files_that_never_end_are_refused(tmp_path, where, kind):
+    (tmp_path / "train.py").write_bytes(GPU)
+    target = tmp_path / "rules.toml"
+    if kind == "fifo":
+        os.mkfifo(target)
+    else:
+        target.symlink_to("/dev/zero")
+    args = [str(tmp_path / "train.py")]
+    if where == "--rules":
+        args += ["--rules", str(target)]
+    else:
+        (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nrules = ["rules.toml"]\n')
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, text=True, timeout=60,
+                       cwd=tmp_path, env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 2
+    assert r.stderr == f"npu-migrate: error: {target}: cannot read rule file: not a regular file\n", r.stderr
+
+
+@pytest.mark.parametrize("pattern, why", [
+    ("(a+)+$", "only a single character or class may repeat (like `[0-9]+`); `(a+)+` or `(a|aa)*` can take "
+               "exponential time"),
+    ("(a|aa)*b", "only a single character or class may repeat"),
+    ("a*a*a*b", "it can match in too many ways (about 1.0e+06; at most 1e+06)"),
+    ("a{0,16}" * 6, "it can match in too many ways (about 2.4e+07; at most 1e+06)"),
+    ("(x)\\1", "backreferences are not supported"),
+    ("x" * 201, "longer than 200 characters"),
+])
+def test_rule_patterns_that_could_backtrack_forever_are_refused(tmp_path, pattern, why):
+    (tmp_path / "r.toml").write_text(
+        f'[[argument]]\ncode = "NPU199"\nframework = "tensorflow"\napis = ["tensorflow.device"]\nkeyword = "device_name_or_function"\n'
+        f'position = 0\npattern = {json.dumps(pattern)}\nto = "/cpu:0"\nmessage = "m"\n')
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = invoke([str(tmp_path / "train.py"), "--rules", str(tmp_path / "r.toml")], tmp_path / "c")
+    assert r.exit_code == 2
+    assert r.output.startswith(f"npu-migrate: error: {tmp_path / 'r.toml'}: [[argument]] #1 (NPU199): 'pattern' "
+                               "refused: "), r.output
+    assert why in r.output and r.output.count("\n") == 1
+
+
+# ------------------------------------------------------------------------------ non-UTF-8, hostile names
+
+
+def test_a_pyproject_toml_that_is_not_utf8_above_the_path(tmp_path, run_cli):
+    (tmp_path / "pyproject.toml").write_bytes(b"[project]\nname = 'caf\xe9'\n")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_bytes(GPU)
+    r = run_cli("src", "--check", cwd=tmp_path)
+    assert r.returncode == 1, r.stderr.decode()
+    (tmp_path / "pyproject.toml").write_bytes(b"[tool.npu-migrate]\nexclude = ['caf\xe9']\n")
+    r = run_cli("src", "--check", cwd=tmp_path)
+    assert r.returncode == 2
+    assert r.stderr.decode() == f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: not UTF-8 (line 2), as TOML must be\n"
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "csv", "json", "text", "github", "markdown"])
+def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
+    folder = os.fsencode(tmp_path)
+    with open(folder + b"/caf\xe9.py", "wb") as f:
+        f.write(GPU + b"torch.cuda.nvtx.range_push('x')\n")
+    args = [str(tmp_path), "--format", fmt, "-o", str(tmp_path / "report")]
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, timeout=60,
+                       env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
+    assert r.returncode == 0, r.stderr.decode()
+    assert b"Traceback" not in r.stderr
+    # The name is in the report as the file system has it: its bytes (percent-encoded in a URI,
+    # escaped in JSON, which holds only Unicode).
+    report = tmp_path / "report"
+    written = b"".join(p.read_bytes() for p in sorted(report.iterdir())) if report.is_dir() else report.read_bytes()
+    expected = {"sarif": b"caf%E9.py", "json": b"caf\\udce9.py"}.get(fmt, b"caf\xe9.py")
+    assert expected in written, written[:2000]
+    if fmt == "json":  # a valid UTF-8 document, whose path gives the file's bytes back
+        (result,) = json.loads(written.decode("utf-8"))["files"]
+        assert os.fsencode(result["path"]).endswith(b"/caf\xe9.py")
+
+
+PATTERNS = ["(?i)/?(device:)?gpu(:[0-9]+)?", "cuda|gpu", "(?x) gpu : [0-9]+  # a comment", "(?i)(?s)a.b", "[^:]*:[0-9]?"]
+
+
+@FEW
+@given(st.sampled_from(PATTERNS), st.text(alphabet="gpuGPUcda:0123456789/\n xab#", max_size=120))
+def test_a_bounded_pattern_matches_what_the_pattern_matches_up_to_the_subject_limit(pattern, subject):
+    from npu_migrate.kinds.regex_bound import MAX_MATCHED_CHARS, bounded, check_pattern
+
+    assert check_pattern(pattern) is None
+    expected = re.fullmatch(pattern, subject) is not None and len(subject) <= MAX_MATCHED_CHARS
+    assert (re.fullmatch(bounded(pattern), subject) is not None) == expected
+
+
+def _xattrs(path: Path) -> dict:
+    return {name: os.getxattr(path, name) for name in os.listxattr(path)}
+
+
+def test_write_keeps_extended_attributes(tmp_path):
+    """--write replaces the file by a new one, which keeps the old one's xattrs."""
+    (tmp_path / "train.py").write_bytes(GPU)
+    try:
+        os.setxattr(tmp_path / "train.py", "user.origin", b"https://example.com/train.py")
+        os.setxattr(tmp_path / "train.py", "user.empty", b"")
+    except OSError as exc:
+        pytest.skip(f"this file system refuses user extended attributes: {exc.strerror}")
+    before = _xattrs(tmp_path / "train.py")
+
+    r = invoke([str(tmp_path / "train.py"), "--write"], tmp_path / "cache")
+
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "train.py").read_bytes() == NPU
+    assert _xattrs(tmp_path / "train.py") == before
+
+
+def _getfacl(path: Path) -> str:
+    return subprocess.run(["getfacl", "-c", "-p", str(path)], capture_output=True, check=True, text=True).stdout
+
+
+@pytest.mark.parametrize("folder_default", [False, True])
+def test_write_keeps_the_posix_acl_and_never_widens_access(tmp_path, folder_default):
+    """with an ACL the group bits of the mode are the ACL's mask: copying the mode
+    alone gave the owning group write access it did not have. The ACL is copied too (and one
+    the folder's default ACL would give the new file, which the old one did not have, is not)."""
+    import shutil
+
+    if not shutil.which("setfacl"):
+        pytest.skip("setfacl is not installed (apt-get install acl)")
+    train = tmp_path / "train.py"
+    train.write_bytes(GPU)
+    train.chmod(0o640)
+    r = subprocess.run(["setfacl", "-m", "u:nobody:rw,g::r", str(train)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"this file system refuses POSIX ACLs: {r.stderr.strip()}")
+    if folder_default:
+        (tmp_path / "plain.py").write_bytes(GPU)
+        subprocess.run(["setfacl", "-d", "-m", "u:daemon:rwx", str(tmp_path)], check=True)
+    assert stat.S_IMODE(train.stat().st_mode) == 0o660  # the group bits show the mask
+    before, mode = _getfacl(train), train.stat().st_mode
+
+    r = invoke([str(tmp_path), "--write", "--exclude", "cache"], tmp_path / "cache")
+
+    assert r.exit_code == 0, r.output
+    assert train.read_bytes() == NPU
+    assert _getfacl(train) == before and "group::r--" in before and "user:nobody:rw-" in before
+    assert train.stat().st_mode == mode
+    if folder_default:
+        assert "daemon" not in _getfacl(tmp_path / "plain.py")
+        assert (tmp_path / "plain.py").read_bytes() == NPU
+
+
+# ------------------------------------------------------------------------------ hostile code: never run, never imported; nothing written outside
+
+
+def console_script() -> str:
+    return str(Path(sys.executable).with_name("npu-migrate"))
+
+
+def run_tool(*args, cwd):
+    """The console script, as a user (or pre-commit) runs it: the current folder is not on
+    sys.path, so a `click.py` in the tree cannot stand in for the real one."""
+    import subprocess
+
+    env = dict(os.environ, NPU_MIGRATE_CACHE_DIR=str(Path(cwd) / ".cache"))
+    return subprocess.run([console_script(), *args], cwd=cwd, capture_output=True, env=env)
+
+
+def booby_trap(marker: Path, what: str) -> str:
+    """Python that leaves `marker` behind if anything ever runs (or imports) it."""
+    return f"open({str(marker)!r}, 'a').write({what!r} + '\\n')\nraise SystemExit(99)\n"
+
+
+def test_the_code_being_migrated_is_never_run_nor_imported(tmp_path):
+    marker = tmp_path / "MARKER"
+    tree = tmp_path / "proj"
+    tree.mkdir()
+    trap = booby_trap(marker, "module")
+    (tree / "train.py").write_text(
+        "import argparse\nimport torch\n" + trap.replace("raise SystemExit(99)\n", "")
+        + "parser = argparse.ArgumentParser()\nparser.add_argument('--data', default='d')\n"
+        "args = parser.parse_args()\nmodel = model.cuda()\nif __name__ == '__main__':\n"
+        + "".join("    " + line + "\n" for line in trap.splitlines())
+    )
+    for name in ("setup.py", "conftest.py", "__init__.py", "sitecustomize.py", "usercustomize.py",
+                 "click.py", "libcst.py", "rich.py", "black.py", "pathspec.py", "json.py", "torch.py"):
+        (tree / name).write_text(booby_trap(marker, name) + "import torch\nx = t.cuda()\n")
+    cell = {"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+            "source": [booby_trap(marker, "notebook"), "import torch\n", "x = t.cuda()\n"]}
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tree / "nb.ipynb").write_text(json.dumps(notebook))
+    (tree / "run.sh").write_text(f"#!/bin/sh\ntouch {marker}\nCUDA_VISIBLE_DEVICES=0 python train.py\n")
+    (tree / "run.sh").chmod(0o755)
+
+    r = run_tool(".", "--write", "--modelarts", "--modelarts-entry", "--entry", "train.py",
+                 "--color", "never", cwd=tree)
+
+    assert r.returncode in (0, 2), r.stderr.decode()
+    assert b"Traceback" not in r.stderr, r.stderr.decode()
+    assert not marker.exists(), marker.read_text()
+    assert (tree / "modelarts_entry_train.py").exists()
+    assert b"model.npu()" in (tree / "train.py").read_bytes()
+
+
+def test_rule_and_config_files_are_parsed_as_data(tmp_path, run_cli):
+    marker = tmp_path / "MARKER"
+    (tmp_path / "train.py").write_bytes(GPU)
+    (tmp_path / "evil.py").write_text(booby_trap(marker, "rules"))
+    (tmp_path / "evil.toml").write_text(
+        '[[method]]\ncode = "NPU199"\nfrom = "__import__(\\"os\\").system(\\"touch MARKER\\")"\n'
+        'to = "npu"\nmessage = "{__import__}"\n')
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "train.py").write_bytes(GPU)
+    (conf / "pyproject.toml").write_text('[tool.npu-migrate]\nrules = ["../evil.py"]\n')
+
+    as_python = run_cli("train.py", "--rules", "evil.py", cwd=tmp_path)
+    as_toml = run_cli("train.py", "--rules", "evil.toml", cwd=tmp_path)
+    from_config = run_cli("train.py", cwd=conf)
+
+    assert as_python.returncode == as_toml.returncode == from_config.returncode == 2
+    assert as_python.stderr.decode().startswith("npu-migrate: error: evil.py: invalid TOML: ")
+    assert "evil.toml: [[method]] #1 (NPU199): 'from' and 'to' must be identifiers" in as_toml.stderr.decode()
+    assert "evil.py: invalid TOML: " in from_config.stderr.decode()
+    assert not marker.exists()
+    assert (tmp_path / "train.py").read_bytes() == GPU and (conf / "train.py").read_bytes() == GPU
+
+
+# ------------------------------------------------------------------------------ --output-dir
+
+
+def test_output_dir_never_follows_a_symlink_out_of_the_input(tmp_path, run_cli):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.py").write_bytes(GPU)
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "train.py").write_bytes(GPU)
+    (src / "ext").symlink_to(outside, target_is_directory=True)
+    (src / "secret_link.py").symlink_to(outside / "secret.py")
+    (src / "pkg" / "alias.py").symlink_to("train.py")
+
+    r = run_cli("proj", "--output-dir", "out", "--color", "never", cwd=tmp_path)
+
+    assert r.returncode == 0, r.stderr.decode()
+    out = tmp_path / "out"
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == ["pkg", "pkg/alias.py", "pkg/train.py"]
+    assert (out / "pkg" / "train.py").read_bytes() == NPU
+    assert os.readlink(out / "pkg" / "alias.py") == "train.py"  # the copy's own file, not the input's
+    assert "proj/secret_link.py: symlink not copied: it leads out of the input" in r.stderr.decode()
+    assert sorted(os.listdir(outside)) == ["secret.py"] and (outside / "secret.py").read_bytes() == GPU
+    assert (src / "pkg" / "train.py").read_bytes() == GPU
+
+
+def test_output_dir_paths_with_dot_dot_stay_inside(tmp_path, run_cli):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "c").mkdir()
+    (tmp_path / "a" / "b" / "x.py").write_bytes(GPU)
+    (tmp_path / "c" / "y.py").write_bytes(GPU)
+
+    r = run_cli("a/b/../b/x.py", "c/../c/y.py", "--output-dir", "out", cwd=tmp_path)
+
+    assert r.returncode == 0, r.stderr.decode()
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*.py"))
+    assert written == ["a/b/x.py", "c/y.py", "out/a/b/x.py", "out/c/y.py"]
+
+
+@pytest.mark.parametrize("planted", ["folder", "file"])
+def test_output_dir_does_not_write_through_a_symlink_planted_during_the_run(tmp_path, planted):
+    # The CLI refuses a non-empty --output-dir; this is what a symlink that appears in it while
+    # the run works (another process) would do to the writer.
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "train.py").write_bytes(b"precious\n")
+    src = tmp_path / "proj"
+    (src / "pkg").mkdir(parents=True)
+    (src / "pkg" / "train.py").write_bytes(GPU)
+    (src / "pkg" / "notes.txt").write_text("notes\n")
+    out = tmp_path / "out"
+    if planted == "folder":
+        out.mkdir()
+        (out / "pkg").symlink_to(victim, target_is_directory=True)
+    else:
+        (out / "pkg").mkdir(parents=True)
+        (out / "pkg" / "train.py").symlink_to(victim / "train.py")
+        (out / "pkg" / "notes.txt").symlink_to(victim / "train.py")
+    source = read_source(str(src / "pkg" / "train.py"))
+
+    warnings, errors = write_tree([str(src)], str(out), FileFilter(root=str(tmp_path)),
+                                  {str(src / "pkg" / "train.py"): (source, NPU.decode())})
+
+    assert errors == {str(src / "pkg" / "train.py"): "not written: a symlink in --output-dir leads out of it"}
+    assert warnings == [f"{src / 'pkg' / 'notes.txt'}: not written: a symlink in --output-dir leads out of it"]
+    assert sorted(os.listdir(victim)) == ["train.py"]
+    assert (victim / "train.py").read_bytes() == b"precious\n"
+
+
+# ------------------------------------------------------------------------------ generated code
+
+SHELL_CALLS = {"system", "popen", "getoutput", "getstatusoutput", "spawnl", "spawnlp", "execl", "execlp"}
+
+
+def shell_uses(tree: ast.AST):
+    """Calls that hand a string to a shell: os.system & co, or any call with shell=True."""
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in SHELL_CALLS:
+            yield ast.unparse(node)
+        for kw in node.keywords:
+            if kw.arg == "shell" and not (isinstance(kw.value, ast.Constant) and kw.value.value is False):
+                yield ast.unparse(node)
+
+
+HOSTILE_NAMES = [
+    'x"""; import os; os.system("touch PWNED"); """.py',
+    "x'''; import os; os.system('touch PWNED'); '''.py",
+    "back\\slash\\N{x}.py",
+    "$(touch PWNED); `touch PWNED`.py",
+    "spaces and ; semicolons && pipes | here.py",
+    "ends in a quote\".py",
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE_NAMES)
+def test_boot_file_for_a_hostile_script_name_runs_exactly_that_file(name):
+    text = render_boot(name)
+    tree = ast.parse(text)
+    benign = ast.parse(render_boot("train.py"))
+    # Same code as for a benign name: only string constants differ (no statement injected).
+    strip = ast.NodeTransformer()
+    strip.visit_Constant = lambda node: ast.Constant(value=None)
+    assert ast.dump(strip.visit(tree)) == ast.dump(strip.visit(ast.parse(render_boot("train.py"))))
+    values = {n.targets[0].id: n.value.value for n in ast.parse(text).body
+              if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and isinstance(n.value, ast.Constant)}
+    assert values["TRAINING_SCRIPT"] == name
+    assert list(shell_uses(tree)) == [] and list(shell_uses(benign)) == []
+
+
+def test_generated_code_never_calls_a_shell(tmp_path, run_cli):
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "train.py").write_text(
+        "import argparse\nimport torch\nparser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data_dir', default='data')\nparser.add_argument('--output_dir', default='out')\n"
+        "args = parser.parse_args()\nmodel = model.cuda()\n")
+    r = run_cli("proj", "--write", "--modelarts", "--modelarts-entry", "--entry", "proj/train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr.decode()
+    for name in ("train.py", "modelarts_entry_train.py"):
+        tree = ast.parse((src / name).read_text())
+        assert list(shell_uses(tree)) == [], name
+    template = ROOT / "npu_migrate" / "modelarts" / "boot_template.py"
+    assert list(shell_uses(ast.parse(template.read_text()))) == []
+
+
+# ------------------------------------------------------------------------------ CSV reports
+
+
+def test_csv_report_cells_cannot_become_formulas(tmp_path, run_cli):
+    src = tmp_path / "proj"
+    src.mkdir()
+    names = ['=HYPERLINK("evil.example").py', "+1+1.py", "-2.py", "@SUM(A1).py", "%x.py", "＝1.py"]
+    for name in names:
+        (src / name).write_bytes(GPU + b"torch.cuda.nvtx.range_push('x')\n")
+
+    r = run_cli(".", "--format", "csv", "-o", "../reports", cwd=src)
+
+    assert r.returncode == 0, r.stderr.decode()
+    for report in ("change_list.csv", "unsupported_api.csv"):
+        with open(tmp_path / "reports" / report, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))[1:]
+        assert rows, report
+        files = {row[0] for row in rows}
+        assert files == {"'" + name for name in names}, (report, files)
+        for row in rows:
+            assert not str(row[0]).startswith(("=", "+", "-", "@", "%", "＝")), row

@@ -27,7 +27,7 @@ WRAPPER = "import tensorrt as trt\n\ndef build(onnx_path):\n    return trt.Build
 
 
 def test_a_sibling_named_like_a_library_in_a_package_does_not_hide_it(tmp_path, monkeypatch):
-    """Issue 25.2: `pkg/tensorrt.py` is `pkg.tensorrt`; `import tensorrt` next to it is TensorRT."""
+    """`pkg/tensorrt.py` is `pkg.tensorrt`; `import tensorrt` next to it is TensorRT."""
     assert _findings(tmp_path, {
         "pkg/__init__.py": "",
         "pkg/tensorrt.py": WRAPPER,

@@ -262,7 +262,7 @@ def test_model_zoo_project_gets_no_second_copier_and_helper_scripts_are_not_entr
                                                                              'device_target="Ascend"')
 
 
-# -- an entry script and a data-preparation utility beside it (issue 26.10) ----------------------
+# -- an entry script and a data-preparation utility beside it ----------------------
 
 
 def test_a_utility_run_by_hand_beside_the_entry_script_is_not_adapted(job, run_cli):

@@ -330,7 +330,7 @@ def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
 
 
 def test_the_same_job_in_the_same_container_copies_again_a_file_replaced_under_its_name(job):
-    # No MA_VJ_NAME and the same container (issue 26.9): only the OBS listing, with each file's size
+    # No MA_VJ_NAME and the same container: only the OBS listing, with each file's size
     # and time, tells the input of the last run from one replaced under the same names.
     script = job.adapt("train_module_level.py")
     job.put("obs://bucket/corpus", {"a.txt": "one two"})
@@ -366,7 +366,7 @@ def test_an_input_whose_listing_cannot_be_read_is_copied_again_each_run(job):
 
 def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded_under_its_name(job):
     # pytorch/examples imagenet: torch.save(state, 'checkpoint.pth.tar') straight into the file. The
-    # second save is stopped halfway by SIGTERM (issue 26.8): train_url gets the complete best model
+    # second save is stopped halfway by SIGTERM: train_url gets the complete best model
     # of the first epoch, and what was written of the checkpoint only under a name that says so.
     script = job.adapt("pt_imagenet.py")
     job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})

@@ -1,4 +1,4 @@
-"""The pre-commit hooks (issue 5), run for real: `pre-commit try-repo <this checkout>` in a fresh
+"""The pre-commit hooks, run for real: `pre-commit try-repo <this checkout>` in a fresh
 git repository, the hook failing on GPU code, then passing once the rewrite is there.
 
 pre-commit builds a virtualenv and pip-installs this checkout for every try-repo call (its store
@@ -191,7 +191,7 @@ def _readme_precommit_snippets() -> list:
 
 
 def test_the_readmes_local_snippet_works_as_written(git_repo, tmp_path):
-    """Issue 30.13: the README's snippet named a tag that did not exist and a placeholder repo.
+    """the README's snippet named a tag that did not exist and a placeholder repo.
     The first one is copied as it is (no placeholder), with npu-migrate installed where the
     commit runs (here: this interpreter's environment)."""
     snippet = _readme_precommit_snippets()[0]

@@ -1,4 +1,4 @@
-"""Property-based tests (issue 7): generated Python programs (hypothesmith) with device code
+"""Property-based tests: generated Python programs (hypothesmith) with device code
 spliced in at random places. Whatever the program, the engine
 
 * never raises, and an error is one line;

@@ -153,7 +153,7 @@ def test_helper_and_mindspore_and_tensorflow_fixtures_pass(world, nproc):
     expected = {
         "train_helper.py": ["step000.ckpt"],
         # Only global rank 0 uploads, at its own exit: rank 1's checkpoint arrives only when rank 1
-        # saved it before (a race the rehearsal shows: "did not reach train_url"; issue #15).
+        # saved it before (a race the rehearsal shows: "did not reach train_url").
         "mindspore_8card.py": ["resnet-0.ckpt"],
         "tf115_biggan.py": ["BigGAN.model-1"],
     }

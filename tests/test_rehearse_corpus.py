@@ -263,7 +263,7 @@ def test_char_lstm_taken_to_two_npus_with_distributed(char_lstm_distributed, opa
     assert done.returncode == 0, done.stdout + done.stderr
     assert ranks(done.stdout) == {0: "0", 1: "0"}
     assert uploaded(done.stdout) == [CHAR_LSTM_RESULT]  # saved by rank 0 only
-    # What a distributed job must hold (issue 26.12), checked by rehearse from each rank's record.
+    # What a distributed job must hold, checked by rehearse from each rank's record.
     # (Opacus' make_private swaps the DistributedSampler for its own Poisson sampler, which
     # rehearse does not record: no claim about the data.)
     assert ("  distributed: the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel); "

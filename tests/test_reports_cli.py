@@ -7,10 +7,12 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import GPU, NPU
 
 from npu_migrate.rules import load_rules
 
@@ -316,3 +318,40 @@ def test_invalid_toml_names_the_file(run_cli, tmp_path):
     r = run_cli("rules", "--rules", "bad.toml", cwd=tmp_path)
     assert r.returncode == 2
     assert r.stderr.decode().startswith("npu-migrate: error: bad.toml: invalid TOML: ")
+
+
+def test_check_says_why_it_fails(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = run_cli("train.py", "--check", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (
+        "npu-migrate: check failed: 1 file would be migrated (2 rewrites pending; run with --diff to see them)\n")
+    (tmp_path / "train.py").write_bytes(NPU + b"torch.cuda.nvtx.range_push('x')\n")
+    r = run_cli("train.py", "--check", "--fail-on", "warning", cwd=tmp_path)
+    assert r.returncode == 1
+    err = r.stderr.decode().splitlines()
+    assert err[0].startswith("npu-migrate: check failed: 1 finding at or above warning:"), err
+    assert err[1].startswith("  train.py:5:1: NPU"), err
+
+
+def test_check_names_a_notebook_finding_by_its_cell(tmp_path, run_cli):
+    import json
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# notes"]},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+              "source": ["import torch\n", "from apex import amp\n"]}]
+    (tmp_path / "t.ipynb").write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    r = run_cli("t.ipynb", "--check", "--fail-on", "warning", "-q", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (
+        "npu-migrate: check failed: 1 finding at or above warning:\n"
+        "  t.ipynb:cell 2:2:18: NPU303 [warning] `apex.amp` (NVIDIA apex mixed precision) needs apex built for CUDA\n")
+
+
+def test_csv_into_a_folder_says_what_it_wrote(tmp_path, run_cli):
+    (tmp_path / "train.py").write_bytes(GPU)
+    r = run_cli("train.py", "--format", "csv", "-o", "reports", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.decode().splitlines() == [
+        f"npu-migrate: report written to {os.path.join('reports', name)}"
+        for name in ("change_list.csv", "unsupported_api.csv")]

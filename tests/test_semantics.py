@@ -1,4 +1,4 @@
-"""Migrated PyTorch code that still runs (issue 16): guards that must stay, device strings only
+"""Migrated PyTorch code that still runs: guards that must stay, device strings only
 where they are devices, and findings without noise. Exact outputs; the executed versions are in
 tests/test_semantics_run.py."""
 

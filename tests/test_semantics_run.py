@@ -1,4 +1,4 @@
-"""Issue 16's patterns, migrated and run on the CPU stand-in of `npu-migrate rehearse` (torch 2.13
+"""The patterns of test_semantics.py, migrated and run on the CPU stand-in of `npu-migrate rehearse` (torch 2.13
 CPU, the stand-in torch_npu): the migrated program takes the path it should -- the pure-PyTorch
 fallback, not the CUDA kernel -- and its default run uses an NPU device."""
 

@@ -107,7 +107,7 @@ def test_device_count_follows_the_process_count_and_set_device_checks_it(run_on_
         "as the rehearsal has processes)")
 
 
-# Every form in which torch_npu takes a device (issue 26.11: a form the stand-in refused made a
+# Every form in which torch_npu takes a device (a form the stand-in refused made a
 # rehearsal fail where the NPU would have run): (expression, what it must give on the stand-in).
 DEVICE_FORMS = [
     ("x.to(1)", "cpu"),  # the torchrun tutorial's `.to(self.gpu_id)`

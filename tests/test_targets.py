@@ -1,4 +1,4 @@
-"""The torch_npu target (issue 20): the version table, where the target comes from, and that
+"""The torch_npu target: the version table, where the target comes from, and that
 the tool never writes a `torch.npu.`/`torch_npu.` name the target release lacks."""
 
 from __future__ import annotations
