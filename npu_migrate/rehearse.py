@@ -477,7 +477,10 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict]
             problems.append(f"the ranks hold different parameters at exit ({shown}): they trained different models")
     # 2. disjoint samples where the script shards with a DistributedSampler
     samplers = [r.get("samples") or [] for _, r in sorted(ranks.items())]
-    if len(samplers) > 1 and all(samplers):
+    # Compared sampler by sampler only when every rank made the same ones (same count, same data
+    # set lengths): a sampler one rank alone makes (rank 0's evaluation) would pair wrongly.
+    same = len({tuple(s[0] for s in rank) for rank in samplers}) == 1
+    if len(samplers) > 1 and all(samplers) and same:
         overlapping = []
         for i in range(min(len(s) for s in samplers)):
             length = samplers[0][i][0]

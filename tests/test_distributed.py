@@ -429,3 +429,58 @@ def test_a_one_device_pin_kept_in_a_distributed_script_is_reported_where_it_is()
                            "use the same NPU")
     # the torch pass still migrates the variable (NPU1xx), the distributed pass leaves the value to the user
     assert 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = "0"\n' in result.new_text
+
+
+# ----------------------------------------------------------------------------- rehearse's distributed checks
+
+
+def _checked(tmp_path, records, written=(), uploaded=()):
+    """rehearse's distributed checks on records as the stand-in writes them (no process runs)."""
+    from npu_migrate.rehearse import RehearsalOptions, RehearsalResult, _distributed_checks
+
+    code = tmp_path / "code" / "project"
+    code.mkdir(parents=True, exist_ok=True)
+    result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=len(records)), job_dir=tmp_path,
+                             command=[], ranks=[], copies_in=[], uploaded=list(uploaded), not_uploaded=[], seconds=0,
+                             timed_out=False, calls=0)
+    for record in records:
+        record["writes"] = [str(code / name) for name in record.get("writes", [])]
+    problems = _distributed_checks(result, code, records, list(written))
+    return result.checks, problems
+
+
+def _record(rank, params=("a",), samples=(), writes=(), distributed=True):
+    return {"rank": rank, "pid": 100 + rank, "distributed": distributed, "params": list(params),
+            "samples": [list(s) for s in samples], "writes": list(writes)}
+
+
+def test_the_checks_of_a_job_whose_ranks_agree(tmp_path):
+    # 5 samples on 2 ranks: the sampler pads to 6, so one index is read twice; that is not overlap.
+    records = [_record(0, samples=[[5, [0, 2, 4]]], writes=["model.pt", "log.txt"]),
+               _record(1, samples=[[5, [1, 3, 0]]])]
+    checks, problems = _checked(tmp_path, records)
+    assert problems == []
+    assert checks == ["the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel)",
+                      "the ranks' DistributedSamplers drew disjoint parts of the data",
+                      "each of the 2 output files had one writer"]
+
+
+def test_the_checks_say_what_is_wrong(tmp_path):
+    records = [_record(0, params=["1" * 64], samples=[[4, [0, 1]]], writes=["losses.txt"]),
+               _record(1, params=["2" * 64], samples=[[4, [0, 1]]], writes=["losses.txt"])]
+    _, problems = _checked(tmp_path, records)
+    assert problems == [
+        "the ranks hold different parameters at exit (rank 0: 111111111111, rank 1: 222222222222): they trained "
+        "different models",
+        "the ranks read the same samples (sampler 1, epoch 1)",
+        "files written by more than one rank: `losses.txt` (ranks 0, 1)"]
+
+
+def test_no_claim_where_the_checks_do_not_apply(tmp_path):
+    # N copies of a one-process script (no process group): nothing checked, nothing failed
+    plain = [_record(r, params=[], writes=["metrics.json"], distributed=False) for r in range(2)]
+    assert _checked(tmp_path, plain) == ([], [])
+    # a sampler only rank 0 made (its evaluation): the samplers do not pair up, no claim either way
+    records = [_record(0, samples=[[8, [0, 2, 4, 6]], [3, [0, 1, 2]]]), _record(1, samples=[[8, [1, 3, 5, 7]]])]
+    checks, problems = _checked(tmp_path, records)
+    assert problems == [] and not any("Sampler" in c for c in checks)
