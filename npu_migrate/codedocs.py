@@ -84,8 +84,8 @@ def reported_as(rules: RuleSet, code: str) -> str:
     return "rewrite" if entries else "-"
 
 
-def area_of(code: str, entries: List[Rule]) -> str:
-    files = [r.source.split(":", 1)[0] for r in entries]
+def area_of(code: str, entries: List[Rule], documented_in: str = "") -> str:
+    files = [r.source.split(":", 1)[0] for r in entries] or [documented_in.split(":", 1)[0]]
     for word, area in _AREAS:
         if any(word in f for f in files):
             return area
@@ -103,7 +103,7 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
     doc = rules.docs.get(code)
     if not entries and doc is None:
         return None
-    area = area_of(code, entries)
+    area = area_of(code, entries, doc.source if doc else "")
     messages: List[str] = []
     for r in entries:
         if r.message and r.message not in messages:
@@ -117,9 +117,15 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
         fix=doc.fix if doc else (entries[0].suggestion if entries else ""),
         messages=tuple(messages),
         examples=tuple(_examples(entries)),
-        targets=_TARGETS.get(area, ""),
+        targets=_TARGETS.get(area, "") if _checked_against_targets(code, entries) else "",
         rules=tuple(r.source for r in entries),
     )
+
+
+def _checked_against_targets(code: str, entries: List[Rule]) -> bool:
+    """Rewrites are made only into names the target release has (else NPU320/NPU321); the codes
+    of those target checks are about the target themselves."""
+    return code in ("NPU320", "NPU321", "NPU322") or any(r.kind != "finding" for r in entries)
 
 
 def pages(rules: RuleSet) -> List[CodePage]:
@@ -127,20 +133,22 @@ def pages(rules: RuleSet) -> List[CodePage]:
 
 
 def _examples(entries: List[Rule]) -> List[Tuple[ExampleText, ...]]:
-    """The first examples of the code's rules: rewrites (before, after) first, then findings
-    (flagged, and a look-alike not flagged)."""
-    out: List[Tuple[ExampleText, ...]] = []
+    """A few examples from the code's rules: rewrites as (before, after), up to _SHOWN_EXAMPLES;
+    findings as the first flagged example and the first look-alike not flagged."""
+    rewrites: List[Tuple[ExampleText, ...]] = []
+    flagged: List[ExampleText] = []
+    not_flagged: List[ExampleText] = []
     for rule in entries:
         for ex in rule.examples:
             path = ex.path if ex.path and ex.path != "example.py" else ""
-            group = tuple(ExampleText(label, text, path) for label, text in (
-                ("before", ex.before), ("after", ex.after), ("flagged", ex.flagged),
-                ("not flagged", ex.not_flagged)) if text)
-            if group and group not in out:
-                out.append(group)
-            if len(out) >= _SHOWN_EXAMPLES:
-                return out
-    return out
+            if ex.before and ex.after and ex.before != ex.after:
+                rewrites.append((ExampleText("before", ex.before, path), ExampleText("after", ex.after, path)))
+            if ex.flagged:
+                flagged.append(ExampleText("flagged", ex.flagged, path))
+            if ex.not_flagged:
+                not_flagged.append(ExampleText("not flagged", ex.not_flagged, path))
+    findings = tuple(group[0] for group in (flagged, not_flagged) if group)
+    return rewrites[:_SHOWN_EXAMPLES] + ([findings] if findings else [])
 
 
 # ----------------------------------------------------------------------------- Markdown pages

@@ -5,22 +5,14 @@ from __future__ import annotations
 
 from typing import List, Optional
 
+from .codedocs import page, reported_as
 from .rules import Rule, RuleSet, kind_of
 
 _SHOWN_NAMES = 8
 
 
-def code_kind(rules: RuleSet, code: str) -> str:
-    """`rewrite`, the severities of its findings (`error/warning`), or `-` when only the
-    Python code that reports it knows (ModelArts, NPU001)."""
-    entries = rules.by_code(code)
-    severities = sorted({r.severity for r in entries if r.kind == "finding"}, key=lambda s: -s.rank)
-    if severities:
-        kinds = [s.value for s in severities]
-        if any(r.kind != "finding" for r in entries):
-            kinds.insert(0, "rewrite")
-        return "/".join(kinds)
-    return "rewrite" if entries else "-"
+# `rewrite`, the severities of its findings, or `-` (codedocs.reported_as)
+code_kind = reported_as
 
 
 def list_codes(rules: RuleSet) -> str:
@@ -35,17 +27,19 @@ def list_codes(rules: RuleSet) -> str:
 
 def explain(rules: RuleSet, code: str) -> Optional[str]:
     """The documentation of `code`, or None when no rule or doc knows it."""
-    code = code.upper()
-    entries = rules.by_code(code)
-    doc = rules.docs.get(code)
-    if not entries and doc is None:
+    p = page(rules, code)
+    if p is None:
         return None
-    out: List[str] = [f"{code}: {doc.title if doc else entries[0].message}"]
-    out.append(f"Reported as: {code_kind(rules, code)}")
-    if doc and doc.why:
-        out += ["", f"Why: {doc.why}"]
-    if doc and doc.fix:
-        out += ["", f"What to do: {doc.fix}"]
+    code = p.code
+    entries = rules.by_code(code)
+    # The head is the code's page (codedocs.py), as docs/codes/<CODE>.md and the review page show it.
+    out: List[str] = [f"{code}: {p.title}", f"Reported as: {p.reported_as}"]
+    if p.why:
+        out += ["", f"Why: {p.why}"]
+    if p.fix:
+        out += ["", f"What to do: {p.fix}"]
+    out += ["", f"Area: {p.area}" + (f"; checked against {p.targets}" if p.targets else "")
+            + f". Documentation: docs/codes/{code}.md"]
     if entries:
         out += ["", f"Rules ({len(entries)}):"]
     for rule in entries:

@@ -201,7 +201,7 @@ def _parse_doc(entry: Dict[str, Any], where: str) -> CodeDoc:
         raise RuleError(f"{where}: 'code' must look like NPU123, got {code!r}")
     if not isinstance(entry.get("title"), str):
         raise RuleError(f"{where} ({code}): missing key 'title'")
-    return CodeDoc(code, entry["title"], str(entry.get("why", "")), str(entry.get("fix", "")))
+    return CodeDoc(code, entry["title"], str(entry.get("why", "")), str(entry.get("fix", "")), where)
 
 
 def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:

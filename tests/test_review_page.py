@@ -18,6 +18,8 @@ from click.testing import CliRunner
 from npu_migrate.cli import main
 from npu_migrate.report.html import anchor, parse_diff
 
+ROOT = Path(__file__).resolve().parent.parent
+
 TRAIN = """\
 import os
 
@@ -300,3 +302,55 @@ def test_without_javascript_the_page_is_complete(project, tmp_path):
         driver.get((tmp_path / "r.html").as_uri() + "#" + anchor("src/train.py", 7))
         assert "NPU101" in driver.find_element("id", anchor("src/train.py", 7)).get_attribute("textContent")
 
+
+
+# ----------------------------------------------------------------------------- the codes' pages
+
+
+def _build_docs():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_docs", ROOT / "scripts" / "build_docs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_docs_codes_are_what_the_rules_say():
+    wanted = _build_docs().pages()
+    present = {p.name: p.read_text(encoding="utf-8") for p in (ROOT / "docs" / "codes").glob("*.md")}
+    stale = sorted(name for name in set(wanted) | set(present) if wanted.get(name) != present.get(name))
+    assert stale == [], "run: python scripts/build_docs.py"
+
+
+def test_every_code_has_a_page_and_every_link_lands():
+    from npu_migrate.explain import explain
+    from npu_migrate.rules import load_rules
+
+    rules = load_rules()
+    docs = ROOT / "docs" / "codes"
+    for code in rules.codes():
+        assert (docs / f"{code}.md").is_file(), code
+        text = explain(rules, code)
+        assert text is not None and f"Documentation: docs/codes/{code}.md" in text
+        first = (docs / f"{code}.md").read_text().splitlines()[0]
+        assert first == f"# {code}: {text.splitlines()[0].split(': ', 1)[1]}"  # explain and the page agree
+    for page in docs.glob("*.md"):
+        for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()):
+            assert (docs / target).is_file(), f"{page.name}: broken link {target}"
+    index = (docs / "README.md").read_text()
+    assert all(f"[{code}]({code}.md)" in index for code in rules.codes())
+
+
+def test_a_code_page_shows_its_rules_examples():
+    from npu_migrate.codedocs import markdown, page
+    from npu_migrate.rules import load_rules
+
+    p = page(load_rules(), "NPU305")
+    assert (p.reported_as, p.area, p.targets) == ("error", "PyTorch", "")
+    text = markdown(p)
+    assert "Flagged:\n\n```python\nimport torch\nmodel = torch.nn.DataParallel(model)\n```" in text
+    assert "Not flagged:\n\n```python\nimport torch.nn as nn\nif isinstance(model, nn.DataParallel):" in text
+    rewrite = page(load_rules(), "NPU101")
+    assert rewrite.targets == "torch_npu (--torch-npu-version)"
+    assert "Before:\n\n```python\nmodel = model.cuda()\n```\n\nAfter:\n\n```python\nmodel = model.npu()\n```" in markdown(rewrite)

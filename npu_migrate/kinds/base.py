@@ -130,6 +130,7 @@ class CodeDoc:
     title: str
     why: str = ""
     fix: str = ""
+    source: str = ""  # "codes.toml: [[code]] #3": where it is documented (codedocs.py files it by that)
 
 
 @dataclass(frozen=True)
