@@ -37,14 +37,13 @@ import platform
 import re
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tarfile
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -309,7 +308,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         copy = work / "copy"
         shutil.copytree(target, copy)
         env["NPU_MIGRATE_CACHE_DIR"] = str(work / "cache-write")
-        write = measure(f"`--write -j {args.jobs}`, cold, fresh copy", "--write", "-j", str(args.jobs), path=copy)
+        measure(f"`--write -j {args.jobs}`, cold, fresh copy", "--write", "-j", str(args.jobs), path=copy)
         env["NPU_MIGRATE_CACHE_DIR"] = str(work / "cache")
 
         script_lines = SCRIPT_500.read_text(encoding="utf-8").count("\n")

@@ -88,7 +88,7 @@ def _tolerate_any_file_name() -> None:
     is, instead of crashing the report."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.reconfigure(errors="surrogateescape")
+            stream.reconfigure(errors="surrogateescape")  # type: ignore[union-attr]
         except (AttributeError, ValueError):  # not a TextIOWrapper (a test runner's buffer)
             pass
 
@@ -178,7 +178,7 @@ def _install_signal_handlers() -> None:
 @click.option("--verbose", "-v", is_flag=True, help="Print every edit, and which files were skipped and why.")
 @click.version_option(__version__, "--version", prog_name="npu-migrate")
 @click.pass_context
-def migrate_command(ctx: click.Context, **params) -> None:
+def migrate_command(ctx: click.Context, /, **params) -> None:
     """Migrate CUDA (GPU) training code in PATHS to Ascend NPU.
 
     \b

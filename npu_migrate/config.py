@@ -25,7 +25,7 @@ import difflib
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, cast
 
 import click
 
@@ -65,11 +65,11 @@ def option_key(param: click.Parameter) -> Optional[str]:
 
 
 def configurable_options(command: click.Command) -> Dict[str, click.Option]:
-    keys = {}
+    keys: Dict[str, click.Option] = {}
     for param in command.params:
         key = option_key(param) if isinstance(param, click.Option) else None
         if key and key not in COMMAND_LINE_ONLY and key not in MODE_KEYS and key not in COMMAND_LINE_PATHS:
-            keys[key] = param
+            keys[key] = cast(click.Option, param)
     return keys
 
 
@@ -182,7 +182,7 @@ def _convert(value: Any, param: click.Option, ctx: click.Context, where: str, ke
     if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
         names = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
         raise ConfigError(f"{where}: {key}: expected {names[expected]}, got {_toml_type(value)} {value!r}")
-    if isinstance(param.type, click.Path) and not os.path.isabs(value):
+    if isinstance(param.type, click.Path) and isinstance(value, str) and not os.path.isabs(value):
         value = os.path.normpath(os.path.join(folder, value))
     try:
         return param.type.convert(value, param, ctx)

@@ -200,10 +200,10 @@ class Context:
                 p.edit.span = span
                 edits.append(p.edit)
             elif p.finding is not None:
-                key = (p.finding.code, span, p.finding.api)
-                if key in seen:
+                same = (p.finding.code, span, p.finding.api)
+                if same in seen:
                     continue
-                seen.add(key)
+                seen.add(same)
                 p.finding.span = span
                 findings.append(p.finding)
         edits.sort(key=lambda e: (e.span.line, e.span.col, e.code))

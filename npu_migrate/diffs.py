@@ -53,8 +53,8 @@ def unified_diff(before: str, after: str, display: str, context: int = 3) -> str
     (difflib's for files of up to a few thousand lines, so the diff is difflib's)."""
     a, b = split_lines(before), split_lines(after)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)  # (only its b index is built: linear)
-    matcher.matching_blocks = matching_blocks(a, b)
-    out = []
+    matcher.matching_blocks = matching_blocks(a, b)  # type: ignore[attr-defined]  # difflib's cache of them
+    out: List[str] = []
     for group in matcher.get_grouped_opcodes(context):
         if not out:
             out += [f"--- {header_name(f'a/{display}')}\n", f"+++ {header_name(f'b/{display}')}\n"]
@@ -85,7 +85,7 @@ def _range(start: int, stop: int) -> str:
 DIFFLIB_LIMIT = 4_000_000
 
 
-def matching_blocks(a: List[str], b: List[str]) -> List[Tuple[int, int, int]]:
+def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
     """difflib's matching blocks of `a` and `b` ((i, j, n): a[i:i+n] == b[j:j+n], increasing,
     ending with (len(a), len(b), 0)), found in near-linear time for long texts."""
     if len(a) * len(b) <= DIFFLIB_LIMIT:

@@ -202,9 +202,10 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
     # before a statement, comment lines indented unevenly after the last statement).
     reproduced = ctx.code_of(module)  # the positions pass generated it already
     if partial is not None:
-        new_text = partial.restore(new_text) if reproduced == partial.text else None
-        if new_text is None:
-            raise NeedsWholeModule("markers")  # (the whole parse reports what libcst changes)
+        restored = partial.restore(new_text) if reproduced == partial.text else None
+        if restored is None:
+            raise NeedsWholeModule("markers")
+        new_text = restored  # (the whole parse reports what libcst changes)
         if new_text == text:
             return result
     elif reproduced != text:

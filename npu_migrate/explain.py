@@ -81,7 +81,7 @@ def _describe(rule: Rule) -> List[str]:
         for label, text in (("before", ex.before), ("after", ex.after), ("flagged", ex.flagged),
                             ("not flagged", ex.not_flagged)):
             if text:
-                where = f" ({ex.path})" if ex.path and ex.path != "example.py" else ""
-                lines.append(f"    {label}{where}:")
+                named = f" ({ex.path})" if ex.path and ex.path != "example.py" else ""
+                lines.append(f"    {label}{named}:")
                 lines += [f"      {line}" for line in text.splitlines()]
     return lines

@@ -17,7 +17,7 @@ import hashlib
 import os
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from .model import FileResult
 
@@ -92,7 +92,7 @@ def _read(path: str) -> Optional[str]:
 def pending(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[ExtraFile]:
     """The generated files that differ from what is on disk at `where(path)`."""
     found = []
-    wanted = {}  # dest -> the texts the files of the run want there
+    wanted: Dict[str, Set[str]] = {}  # dest -> the texts the files of the run want there
     for result in results:
         if not result.error:
             for path, text in result.extra_files.items():
@@ -115,7 +115,7 @@ def pending(results: Iterable[FileResult], where: Callable[[str], str] = lambda 
 def conflicts(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[str]:
     """Generated files that several migrated files want with different contents (two TF scripts
     in one folder, each with its run_8p.sh): written for none of them."""
-    owners = {}
+    owners: Dict[Tuple[str, str], Dict[str, List[str]]] = {}
     for result in results:
         if not result.error:
             for path, text in result.extra_files.items():

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple, Type, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -46,7 +46,7 @@ def _is_node(value: Any) -> bool:
     return known
 
 
-def _child_fields(cls: type) -> Optional[Tuple[Tuple[str, str], ...]]:
+def _child_fields(cls: Any) -> Optional[Tuple[Tuple[str, str], ...]]:
     """The fields of `cls` libcst visits, in its order, each with its `visit_*` function name;
     None if that cannot be read (then libcst's own `visit` is used for such nodes)."""
     try:
@@ -110,9 +110,9 @@ class _Hooks:
     """How to call one visitor: its own `visit_X`/`leave_X` straight away when it keeps
     libcst's `on_visit`/`on_leave` (which only look those up), else its `on_visit`/`on_leave`."""
 
-    def __init__(self, visitor: Any, base: type) -> None:
+    def __init__(self, visitor: Any, base: Any) -> None:
         self.visitor = visitor
-        self.cls = type(visitor)
+        self.cls: Any = type(visitor)
         self.direct = self.cls.on_visit is base.on_visit and self.cls.on_leave is base.on_leave
 
     def of(self, node_cls: type) -> Tuple[Optional[Callable], Optional[Callable]]:

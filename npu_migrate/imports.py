@@ -120,7 +120,7 @@ class ImportTable(cst.CSTVisitor):
 
     # -- queries ---------------------------------------------------------------------------
 
-    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
+    def resolve(self, node: cst.BaseExpression) -> Optional[str]:  # type: ignore[override]  # not libcst's metadata resolve
         """The qualified name an expression refers to, when it starts at an imported name."""
         if isinstance(node, cst.Name):
             return self.names.get(node.value)

@@ -12,9 +12,12 @@ not contain one, and must be empty or not exist yet: nothing already there is ov
 from __future__ import annotations
 
 import os
-from typing import Dict, Iterable, List, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, List, Sequence, Tuple
 
 from .discovery import FileFilter, walk
+
+if TYPE_CHECKING:
+    from .source import Source
 
 
 class OutputDirError(Exception):
@@ -83,7 +86,7 @@ def write_tree(
     paths: Sequence[str],
     out: str,
     file_filter: FileFilter,
-    migrated: Dict[str, Tuple[object, str]],
+    migrated: Dict[str, Tuple[Source, str]],
 ) -> Tuple[List[str], Dict[str, str]]:
     """Copy the selected tree into OUT; `migrated` maps a path to (Source, new text).
 

@@ -42,13 +42,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES
 from .prefilter import Prefilter, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
 MARKER = "npu-migrate-elided:"
+_MATCH_CASE: Type[ast.AST] = getattr(ast, "match_case", ast.stmt)  # Python >= 3.10
 
 
 class NeedsWholeModule(Exception):
@@ -257,7 +258,7 @@ def _chunks(body: Sequence[ast.stmt], start: int, stop: int, lines: List[str]) -
 def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:
     """(local name, qualified name) of every import in `stmts`, at any depth of blocks (as
     imports.ImportTable reads them); a star import gives ("*", "*"), a relative one nothing else."""
-    todo = list(stmts)
+    todo: List[ast.AST] = list(stmts)
     while todo:
         node = todo.pop()
         if isinstance(node, ast.Import):
@@ -276,7 +277,7 @@ def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:
             for field in ("body", "orelse", "handlers", "finalbody", "cases"):
                 children = getattr(node, field, None)
                 if isinstance(children, list):
-                    todo.extend(c for c in children if isinstance(c, (ast.stmt, ast.excepthandler, getattr(ast, "match_case", ast.stmt))))
+                    todo.extend(c for c in children if isinstance(c, (ast.stmt, ast.excepthandler, _MATCH_CASE)))
 
 
 def _first_line(stmt: ast.stmt) -> int:

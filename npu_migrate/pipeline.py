@@ -110,7 +110,8 @@ def distributed_silence(report: RunReport) -> List[str]:
         rule: Rule = report.rules.reported(code)
         return "/distributed" in rule.by or os.path.basename(rule.source).startswith("distributed.toml")
 
-    if any(distributed(item.code) for r in report.results for item in (*r.edits, *r.findings)):
+    codes = (c for r in report.results for c in [*(e.code for e in r.edits), *(f.code for f in r.findings)])
+    if any(distributed(code) for code in codes):
         return []
     scanned = sum(1 for r in report.results if not r.error and not r.skipped)
     return [f"npu-migrate: warning: --distributed made nothing distributed in the {scanned} "
@@ -143,7 +144,7 @@ def write_in_place(outcomes: List[Outcome]) -> None:
     from .source import SourceError, write_source
 
     for o in outcomes:
-        if o.result.changed and o.source is not None:
+        if o.result.new_text is not None and o.source is not None:
             try:
                 write_source(o.source, o.result.new_text)
             except SourceError as exc:
@@ -157,8 +158,10 @@ def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome],
     result; the failed results of the other files (copied unchanged, or not at all) come back."""
     from .output_dir import write_tree
 
+    assert settings.output_dir is not None
+
     migrated = {o.result.path: (o.source, o.result.new_text)
-                for o in outcomes if o.result.changed and o.source is not None}
+                for o in outcomes if o.result.new_text is not None and o.source is not None}
     warnings, errors = write_tree(settings.paths, settings.output_dir, file_filter, migrated)
     if not settings.quiet:
         for w in warnings:
@@ -173,7 +176,7 @@ def write_output_dir(settings: Settings, file_filter, outcomes: List[Outcome],
 def add_diffs(report: RunReport, outcomes: List[Outcome], shown: Callable[[str], str]) -> None:
     """The diff of each changed file, headed by `shown(path)`."""
     for o in outcomes:
-        if o.result.changed and o.original_text is not None:
+        if o.result.new_text is not None and o.original_text is not None:
             report.diffs[o.result.path] = unified_diff(
                 o.original_text, o.result.new_text, patch_path(shown(o.result.path)))
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import ast
@@ -138,13 +138,13 @@ class Prefilter:
                 self._always.append(i)
         self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
 
-    def may_need_work(self, text: str, words: Optional[Set[bytes]] = None) -> bool:
+    def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None) -> bool:
         """`words`: words_of(text), when the caller has it."""
         if self.disabled:
             return True
         words = words_of(text) if words is None else words
         candidates = list(self._always)
-        for word in words.intersection(self._by_word):
+        for word in words & self._by_word.keys():
             candidates.extend(self._by_word[word])
         lowered: Set[bytes] = set()
         if self._by_folded:
@@ -301,6 +301,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
     names: Set[str] = set()
     strings: List[str] = []
     imported: Set[str] = set()
+    node: Any  # narrowed by `kind is ...` (faster than isinstance), which mypy cannot follow
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.Name:

@@ -141,7 +141,7 @@ def _free_port() -> int:
 
 
 def _snapshot(root: Path) -> Dict[str, Tuple[int, int]]:
-    found = {}
+    found: Dict[str, Tuple[int, int]] = {}
     if not root.is_dir():
         return found
     for folder, dirs, files in os.walk(root):
@@ -259,14 +259,16 @@ class _Process:
         self.reader.start()
 
     def _read(self, echo: Optional[TextIO]) -> None:
+        stdout = self.popen.stdout
+        assert stdout is not None  # started with stdout=PIPE
         with open(self.log_path, "wb") as log:
-            for line in iter(self.popen.stdout.readline, b""):
+            for line in iter(stdout.readline, b""):
                 log.write(line)
                 log.flush()
                 if echo is not None:
                     echo.write(f"[rank {self.rank}] " + line.decode("utf-8", "replace").rstrip("\n") + "\n")
                     echo.flush()
-        self.popen.stdout.close()
+        stdout.close()
 
     def poll(self) -> Optional[int]:
         code = self.popen.poll()
@@ -527,7 +529,7 @@ def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[
     zip archive (torch.save's format) although they start as one."""
     import zipfile
 
-    final = {}
+    final: Dict[str, int] = {}
     for name, size in written:
         final[Path(name).name] = max(size, final.get(Path(name).name, 0))
     out = result.job_dir / "obs" / BUCKET / "out" if not result.options.obs else Path(result.options.obs) / BUCKET / "out"

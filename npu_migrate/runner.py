@@ -21,9 +21,11 @@ import sys
 from collections import deque
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
-from typing import Callable, Deque, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Deque, List, Optional, Sequence, Tuple
 
 from .model import FileResult, Options
+if TYPE_CHECKING:
+    from .cache import Cache
 from .rules import RuleSet
 from .source import Source, SourceError, decode_python, is_generated, read_source
 
@@ -73,12 +75,13 @@ def migrate_text(source: Source, options: Options, rules: RuleSet, keep_text: bo
 
 
 def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = True,
-                 cache: Optional["Cache"] = None) -> Outcome:  # noqa: F821
+                 cache: Optional[Cache] = None) -> Outcome:
     """Read and migrate one file; with `cache`, look the result up there first and store a
     new one (the workers do both, in parallel)."""
     source, failed = read(path)
     if failed is not None:
         return failed
+    assert source is not None  # read() returns one of the two
     if cache is not None:
         hit = recall(cache, source, keep_text)
         if hit is not None:
@@ -89,7 +92,7 @@ def migrate_file(path: str, options: Options, rules: RuleSet, keep_text: bool = 
     return outcome
 
 
-def recall(cache: "Cache", source: Source, keep_text: bool) -> Optional[Outcome]:  # noqa: F821
+def recall(cache: Cache, source: Source, keep_text: bool) -> Optional[Outcome]:
     """The cached outcome for these bytes, or None."""
     hit = cache.get(source.path, source.digest, source.size)
     if hit is None:
@@ -112,7 +115,7 @@ def run(
     jobs: int = 1,
     on_done: Optional[Callable[[Outcome], None]] = None,
     keep_text: bool = True,
-    cache: Optional["Cache"] = None,  # noqa: F821 - cache.Cache, imported only when used
+    cache: Optional[Cache] = None,  # cache.Cache, imported only when used
 ) -> List[Outcome]:
     """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
 

@@ -110,6 +110,6 @@ class Settings:
             npu_ops=self.npu_ops,
             distributed=self.distributed,
             torch_npu_version=self.target.spec if self.target is not None else self.torch_npu_version,
-            cann_version=self.target.cann.spec if hasattr(self.target, "cann") else self.cann_version,
-            mindspore_version=self.target.mindspore.spec if hasattr(self.target, "mindspore") else self.mindspore_version,
+            cann_version=self.target.cann.spec if hasattr(self.target, "cann") else self.cann_version,  # type: ignore[union-attr]
+            mindspore_version=self.target.mindspore.spec if hasattr(self.target, "mindspore") else self.mindspore_version,  # type: ignore[union-attr]
         )

@@ -21,7 +21,6 @@ import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterator, Optional, Tuple
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 import click
 
@@ -68,7 +68,7 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
         emit_report(RENDERERS["markdown"](report), settings.output_file, err=False)
     else:
         if mode == "stdin":
-            _write_stdout((result.new_text if result.changed else text).encode(encoding))
+            _write_stdout((result.new_text if result.new_text is not None else text).encode(encoding))
         elif mode == "diff":
             diff = report.diffs.get(shown, "")
             click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
@@ -84,7 +84,8 @@ def read_bounded(stream) -> bytes:
     < /dev/zero` read without end and died of MemoryError (issue 30.7)."""
     from .source import MAX_READ_BYTES, SourceError, size_text
 
-    chunks, total = [], 0
+    chunks: List[bytes] = []
+    total = 0
     while True:
         chunk = stream.read(min(1 << 20, MAX_READ_BYTES + 1 - total))
         if not chunk:

@@ -18,7 +18,7 @@ Each records its edit (credited to `rule`) on the new tree.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Sequence, Tuple
 
 import libcst as cst
 
@@ -50,7 +50,7 @@ def _is_docstring_or_future(stmt: cst.BaseStatement) -> bool:
     return isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
 
 
-def _first_import(body: List[cst.BaseStatement]) -> Tuple[int, bool]:
+def _first_import(body: Sequence[cst.BaseStatement]) -> Tuple[int, bool]:
     """(index of the first top-level import, True), or (the index after the docstring and the
     `from __future__` imports, False) in a file that imports nothing else."""
     index = next((i for i, s in enumerate(body) if imports_something(s)), None)

@@ -167,7 +167,7 @@ class Bindings(ScopeTracker):
         for item in node.names:
             self.bind(item.name.value, None)
 
-    def visit_Import(self, node: cst.Import) -> None:
+    def visit_Import(self, node: cst.Import) -> Optional[bool]:
         for alias in node.names:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self.bind(alias.asname.name.value, None)
@@ -175,15 +175,17 @@ class Bindings(ScopeTracker):
                 name = dotted_name(alias.name)
                 if name:
                     self.bind(name.split(".", 1)[0], None)
+        return None
 
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> Optional[bool]:
         if isinstance(node.names, cst.ImportStar):
-            return
+            return None
         for alias in node.names:
             if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
                 self.bind(alias.asname.name.value, None)
             elif isinstance(alias.name, cst.Name):
                 self.bind(alias.name.value, None)
+        return None
 
     def lookup(self, node: cst.BaseExpression, scope: int) -> Optional[List[Optional[cst.BaseExpression]]]:
         """The values bound to a Name (as Python resolves it from `scope`) or to an attribute

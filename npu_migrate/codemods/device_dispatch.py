@@ -102,7 +102,7 @@ def _target_literals(node: cst.BaseExpression) -> Optional[List[cst.SimpleString
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
         found = [e.value for e in node.elements if isinstance(e.value, cst.SimpleString)]
         if found and len(found) == len(node.elements) and all(string_value(s) in TARGETS for s in found):
-            return found  # type: ignore[return-value]
+            return found
     return None
 
 
@@ -318,7 +318,7 @@ class _Apply(cst.CSTTransformer):
             return False
         return super().on_visit(node)
 
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
         if id(original_node) in self.decision.roots:
             self._inside -= 1
         return super().on_leave(original_node, updated_node)

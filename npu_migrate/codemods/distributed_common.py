@@ -16,7 +16,7 @@ from ..imports import ImportTable
 from ..distributed import BEGIN_MARKER, END_MARKER, RANK_TABLE, RUN_8P, render_rank_table, render_run_8p
 from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END
 from ..rules import Rule
-from .syntax import comment_texts, is_main_guard, marked_block
+from .syntax import comment_texts, is_main_guard, leading_lines, marked_block
 from .syntax import header_end as syntax_header_end
 
 
@@ -68,7 +68,7 @@ def header_end(module: cst.Module) -> int:
     body = list(module.body)
 
     def boundary(i: int, stmt: cst.BaseStatement) -> Optional[int]:
-        comments = comment_texts(stmt.leading_lines)
+        comments = comment_texts(leading_lines(stmt))
         if BEGIN_MARKER in comments:
             return i
         if MODELARTS_BEGIN in comments:
@@ -85,7 +85,7 @@ def block_statements(text: str, module: cst.Module) -> List[cst.BaseStatement]:
     parsed = cst.parse_module(text.replace("\n", module.default_newline))
     stmts = list(parsed.body)
     stmts[0] = stmts[0].with_changes(leading_lines=[*parsed.header, *stmts[0].leading_lines])
-    return stmts
+    return stmts  # type: ignore[return-value]
 
 
 def _code_of(module: cst.Module, stmts: Sequence[cst.BaseStatement]) -> str:
@@ -107,11 +107,11 @@ def install_block(module: cst.Module, text: str, extra: Sequence[cst.BaseStateme
         old_code = _code_of(module, [old[0].with_changes(leading_lines=lines[at:]), *old[1:]])
         if old_code == _code_of(module, stmts):
             return module, None
-        stmts[0] = stmts[0].with_changes(leading_lines=lines[:at] + list(stmts[0].leading_lines))
-        body[start:end] = stmts
+        stmts[0] = stmts[0].with_changes(leading_lines=lines[:at] + list(leading_lines(stmts[0])))
+        body[start:end] = stmts  # type: ignore[assignment]
         return module.with_changes(body=body), "updated"
     at = header_end(module)
-    own = list(stmts[0].leading_lines)
+    own = list(leading_lines(stmts[0]))
     above: List[cst.EmptyLine] = []
     if at < len(body):
         # A ModelArts block ends with a comment above the statement after it: that comment
@@ -127,7 +127,7 @@ def install_block(module: cst.Module, text: str, extra: Sequence[cst.BaseStateme
     end_marker = [blank, blank, cst.EmptyLine(comment=cst.Comment(END_MARKER))]
     tail = list(extra) + body[at:]
     if tail:
-        lead = list(tail[0].leading_lines)
+        lead = list(leading_lines(tail[0]))
         if not lead or lead[0].comment is not None:
             lead.insert(0, blank)
         tail[0] = tail[0].with_changes(leading_lines=end_marker + lead)
@@ -249,15 +249,15 @@ class Ancestry(cst.CSTVisitor):
         for i in range(len(self.stack) - 1, 0, -1):
             parent = self.stack[i - 1]
             if isinstance(parent, (cst.IndentedBlock, cst.Module)) and isinstance(self.stack[i], cst.BaseStatement):
-                return self.stack[i], parent
+                return self.stack[i], parent  # type: ignore[return-value]
         return None, None
 
     def top_statement(self, scope: cst.CSTNode) -> Optional[cst.BaseStatement]:
         """The statement of `scope`'s own body around the current node."""
-        body_owner = scope if isinstance(scope, cst.Module) else scope.body
+        body_owner = scope if isinstance(scope, cst.Module) else scope.body  # type: ignore[attr-defined]
         for i in range(len(self.stack) - 1):
             if self.stack[i] is body_owner and isinstance(self.stack[i + 1], cst.BaseStatement):
-                return self.stack[i + 1]
+                return self.stack[i + 1]  # type: ignore[return-value]
         return None
 
 

@@ -23,7 +23,7 @@ and the global batch size (NPU384).
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -33,7 +33,7 @@ from ..imports import dotted_name
 from ..targets.mindspore import MsTarget
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
-from .syntax import is_main_guard, keyword_arg, sole_call
+from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
 
 MODELS = {"mindspore.Model", "mindspore.train.Model", "mindspore.train.model.Model"}
 TRAIN_CELLS = {"mindspore.nn.TrainOneStepCell", "mindspore.nn.TrainOneStepWithLossScaleCell",
@@ -61,7 +61,7 @@ class MindSporeAnalysis(common.ModuleAnalysis):
         self.set_context: List[cst.BaseStatement] = []
         self.checkpoints: List[Tuple[cst.Call, str]] = []
         self.batches: List[cst.Call] = []
-        self.classes_with_getitem = set()
+        self.classes_with_getitem: Set[str] = set()
         from ..fast_visitor import walk
 
         walk(self.user_code(), self)
@@ -178,7 +178,7 @@ def _setup_first_in_main(module: cst.Module) -> cst.Module:
         if is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):
             inner = list(stmt.body.body)
             first = inner[0]
-            inner = [setup.with_changes(leading_lines=first.leading_lines), first.with_changes(leading_lines=[]), *inner[1:]]
+            inner = [setup.with_changes(leading_lines=leading_lines(first)), first.with_changes(leading_lines=[]), *inner[1:]]
             body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
             return module.with_changes(body=body)
     at = common.find_block(module)

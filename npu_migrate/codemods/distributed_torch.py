@@ -40,7 +40,7 @@ from ..imports import dotted_name
 from ..modelarts import RUNTIME_MODULE
 from . import distributed_common as common
 from .distributed_torch_analysis import MODULE_API, Loader, Move, TorchAnalysis, moves_model, parameters_of
-from .syntax import is_main_guard, keyword_arg, sole_call
+from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
 
 # ----------------------------------------------------------------------------- decisions
 
@@ -82,7 +82,7 @@ def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
     (or, when the optimizer is built elsewhere, anywhere): as a statement of that scope's body."""
     scopes = [scope for call, scope in a.optimizers if any(model in parameters_of(arg.value) for arg in call.args[:1])]
     candidates: List[Tuple[cst.BaseStatement, cst.CSTNode]] = []
-    for scope_id, assigned in a.assignments.items():
+    for assigned in a.assignments.values():
         for name, stmt, scope, value in assigned:
             if name == model and moves_model(value, model):
                 candidates.append((stmt, scope))
@@ -94,7 +94,7 @@ def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
     if not chosen:
         return None
     scope = chosen[0][1]
-    body = list(scope.body if isinstance(scope, cst.Module) else scope.body.body)
+    body = list(scope.body if isinstance(scope, cst.Module) else scope.body.body)  # type: ignore[attr-defined]
     # The statements of the scope's own body that hold a move (a move inside `if use_cuda:`
     # is wrapped after that `if`).
     positions = []
@@ -142,7 +142,7 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     """What to do, or None (reported when `report`)."""
     def say(code: str, node: cst.CSTNode, api: str, **values: str) -> None:
         if report:
-            common.report(ctx, code, node, api, **values)
+            common.report(ctx, code, node, api, **values)  # type: ignore[arg-type]
 
     if a.all_reduce:
         for node, api in a.all_reduce:
@@ -185,7 +185,7 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
         moves.append(move)
     if blocked:
         return None
-    result = Plan(moves=moves, loaders=training)
+    result = Plan(moves=moves, loaders=training)  # type: ignore[arg-type]
     names = [loader.target for loader in training if loader.target]
     for loop, scope in a.epoch_loops:
         used = [n for n in names if _uses_name(loop, n) or _assigned_in(a, scope, n)]
@@ -194,7 +194,7 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     for loader in training:
         if not isinstance(loader.dataset, (cst.Name, cst.Attribute)):
             result.hoist[id(loader.call)] = _dataset_name(a, loader)
-    for node, move in _wrapped_attributes(a, moves):
+    for node, move in _wrapped_attributes(a, moves):  # type: ignore[arg-type]
         result.unwrap[id(node)] = move.name
     if not training:
         result.shards = _tensor_shards(a)
@@ -244,7 +244,7 @@ def _wrapped_attributes(a: TorchAnalysis, moves: List[Move]) -> List[Tuple[cst.A
     that is not the wrapper."""
     found = []
     for move in moves:
-        body = list(move.scope.body if isinstance(move.scope, cst.Module) else move.scope.body.body)
+        body = list(move.scope.body if isinstance(move.scope, cst.Module) else move.scope.body.body)  # type: ignore[attr-defined]
         wrapped_at = _top_of(body, move.statement)
         for node, name, scope, top in a.attributes:
             attr = node.attr.value
@@ -310,7 +310,7 @@ def _if_main(stmt: cst.BaseStatement, module: cst.Module) -> cst.If:
     inner = stmt.with_changes(leading_lines=[])
     return cst.If(test=_parse_expr("is_main_process()"),
                   body=cst.IndentedBlock(body=[inner]),
-                  leading_lines=stmt.leading_lines)
+                  leading_lines=leading_lines(stmt))
 
 
 def _unwrapped(model: cst.BaseExpression) -> cst.Call:
@@ -327,7 +327,7 @@ class _Rewriter(common.StatementInserter):
         self.data_parallel = {id(c) for c in a.data_parallel}
         self.wrap = {id(s) for s in a.saves + a.log_configs + a.writes + a.write_withs}
         self.handlers = {id(c) for c in a.file_handlers}
-        self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}
+        self.state_calls = {id(c) for c in a.state_dict_calls if c.func.value.value in p.models}  # type: ignore[attr-defined]
         self.whole_model_saves = {id(c) for c in _whole_model_saves(a, p)}
         self.loops = {id(loop): names for loop, names in p.epoch_loops}
         for move in p.moves:
@@ -336,7 +336,7 @@ class _Rewriter(common.StatementInserter):
         for loader in p.loaders:
             name = p.hoist.get(id(loader.call))
             if name is not None:
-                code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"
+                code = f"{name} = {self.module.code_for_node(loader.dataset)}\n"  # type: ignore[arg-type]
                 self.insert_before.setdefault(id(loader.statement), []).append(common.statement(code, self.module))
         for stmt, name in p.shards:
             self.insert_after.setdefault(id(stmt), []).append(common.statement(f"{name} = rank_shard({name})\n", self.module))
@@ -373,7 +373,7 @@ class _Rewriter(common.StatementInserter):
         if key in self.state_calls:
             func = updated.func
             return updated.with_changes(func=func.with_changes(
-                value=_unwrapped(func.value)))
+                value=_unwrapped(func.value)))  # type: ignore[attr-defined]
         return updated
 
     def _loader(self, loader: Loader, call: cst.Call) -> cst.Call:
@@ -383,7 +383,7 @@ class _Rewriter(common.StatementInserter):
             at = next(i for i, a in enumerate(args) if (a.keyword is None and not a.star) or
                       (a.keyword is not None and a.keyword.value == "dataset"))
             args[at] = args[at].with_changes(value=cst.Name(dataset_name))
-        dataset = dataset_name or self.module.code_for_node(loader.dataset)
+        dataset = dataset_name or self.module.code_for_node(loader.dataset)  # type: ignore[arg-type]
         shuffle = next((i for i, a in enumerate(args) if a.keyword is not None and a.keyword.value == "shuffle"), None)
         double_star = next((i for i, a in enumerate(args) if a.star == "**"), None)
         if shuffle is not None:
@@ -433,8 +433,9 @@ class _Rewriter(common.StatementInserter):
         merged: List[cst.BaseStatement] = []
         for stmt in body:
             last = merged[-1] if merged else None
-            if id(stmt) in self.guards and last is not None and id(last) in self.guards and not stmt.leading_lines:
-                joined = last.with_changes(body=last.body.with_changes(body=[*last.body.body, *stmt.body.body]))
+            if id(stmt) in self.guards and last is not None and id(last) in self.guards and not leading_lines(stmt):
+                # both are the `if is_main_process():` blocks this pass made
+                joined = last.with_changes(body=last.body.with_changes(body=[*last.body.body, *stmt.body.body]))  # type: ignore[attr-defined]
                 self.guards.add(id(joined))
                 merged[-1] = joined
             else:
@@ -445,7 +446,7 @@ class _Rewriter(common.StatementInserter):
         names = self.loops.get(id(original))
         if not names or not isinstance(updated.body, cst.IndentedBlock):
             return updated
-        epoch = original.target.value
+        epoch = original.target.value  # type: ignore[attr-defined]
         calls = [common.statement(f"set_sampler_epoch({n}, {epoch})\n", self.module) for n in names]
         return updated.with_changes(body=updated.body.with_changes(body=[*calls, *updated.body.body]))
 
@@ -462,7 +463,7 @@ def _add_setup_and_cleanup(module: cst.Module) -> cst.Module:
             inner = list(stmt.body.body)
             first = inner[0]
             inner[0] = first.with_changes(leading_lines=[])
-            inner = [setup.with_changes(leading_lines=first.leading_lines), *inner, cleanup]
+            inner = [setup.with_changes(leading_lines=leading_lines(first)), *inner, cleanup]
             body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
             return module.with_changes(body=body)
     return module.with_changes(body=[*body, cleanup])
@@ -472,7 +473,7 @@ def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
     """Each `model.attr` that now goes through unwrap_model() is an edit; a method called that
     way (`model.init_hidden(...)`) also gets NPU387, in case it runs a training forward pass."""
     called = set()
-    for node, name, _, _ in a.attributes:
+    for node, _name, _, _ in a.attributes:
         model = p.unwrap.get(id(node))
         if model is None:
             continue
@@ -533,7 +534,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if not p.epoch_loops and p.loaders:
         common.report(ctx, "NPU388", p.loaders[0].call, p.loaders[0].target or "DataLoader")
     for call in _whole_model_saves(original, p):
-        model = call.args[0].value.value
+        model = call.args[0].value.value  # type: ignore[attr-defined]
         common.edit(ctx, "NPU161", call, f"torch.save({model}, ...)", f"torch.save(unwrap_model({model}), ...)", model=model)
     for stmt in original.saves + original.log_configs + original.writes + original.write_withs:
         common.edit(ctx, "NPU163", stmt, "", "if is_main_process():")
@@ -606,6 +607,7 @@ def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
 
 def _replace_block(module: cst.Module, a: TorchAnalysis) -> cst.Module:
     """The helper block of an earlier version removed (its markers too) and the module imported."""
+    assert a.block is not None  # called for a module with an earlier block
     start, end = a.block
     body = list(module.body)
     lines = list(body[start].leading_lines)

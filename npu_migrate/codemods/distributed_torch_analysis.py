@@ -163,7 +163,7 @@ class TorchAnalysis(common.ModuleAnalysis):
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) \
                 and value.func.attr.value in ("to", "npu", "cuda") and isinstance(value.func.value, cst.Name):
             stmt, _ = self.statement()
-            self.expr_moves.append((value.func.value.value, stmt, self.scope()))
+            self.expr_moves.append((value.func.value.value, stmt, self.scope()))  # type: ignore[arg-type]
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.functions.setdefault(node.name.value, node)
@@ -224,7 +224,7 @@ class TorchAnalysis(common.ModuleAnalysis):
         """A *_VISIBLE_DEVICES variable set to one device: every process would see only it."""
         name, devices = string_value(key) or "", string_value(value)
         if name.endswith("VISIBLE_DEVICES") and devices is not None and "," not in devices:
-            self.visible_pins.append((node, f"os.environ[{key.value}] = {value.value}"))
+            self.visible_pins.append((node, f"os.environ[{key.value}] = {value.value}"))  # type: ignore[attr-defined]
 
     def visit_Import(self, node: cst.Import) -> bool:
         return False  # the names an import binds are not uses of them
@@ -320,7 +320,7 @@ class TorchAnalysis(common.ModuleAnalysis):
             target = parent.targets[0].target.value
         positional = [a for a in node.args if a.keyword is None and not a.star]
         dataset_arg = keyword_arg(node, "dataset") or (positional[0] if positional else None)
-        loader = Loader(node, stmt, scope, target, dataset_arg.value if dataset_arg is not None else None)
+        loader = Loader(node, stmt, scope, target, dataset_arg.value if dataset_arg is not None else None)  # type: ignore[arg-type]
         if stmt is None or loader.dataset is None:
             loader.problem = ("NPU385", "DataLoader", "a DataLoader whose data set cannot be named, for its DistributedSampler")
         for key in ("sampler", "batch_sampler"):
@@ -357,7 +357,7 @@ def moves_model(value: cst.BaseExpression, name: str) -> bool:
 
 def _binds_names(body: cst.CSTNode) -> bool:
     """Whether a block assigns a name (the rest of the script may read it on every rank)."""
-    found = []
+    found: List[cst.CSTNode] = []
 
     class Finder(cst.CSTVisitor):
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:

@@ -11,7 +11,7 @@ file's suffix (frontends/cuda_sources.py).
 from __future__ import annotations
 
 import re
-from typing import Iterator, Set
+from typing import Iterator, List, Set, Tuple, Union
 
 import libcst as cst
 
@@ -72,18 +72,18 @@ class FindingVisitor(cst.CSTVisitor):
     # -- imports ---------------------------------------------------------------------------
 
     def report_imports(self) -> None:
-        found = []  # (rule, module, node, statement)
+        found: List[Tuple[Rule, str, cst.CSTNode, Union[cst.Import, cst.ImportFrom]]] = []  # (rule, module, node, statement)
         for stmt in self.ctx.imports.import_nodes:
             if isinstance(stmt, cst.Import):
                 for alias in stmt.names:
                     module = dotted_name(alias.name)
                     rule = self.rules.import_finding(module) if module else None
-                    if rule is not None:
+                    if rule is not None and module:
                         found.append((rule, module, alias, stmt))
             elif not stmt.relative and stmt.module is not None:
                 module = dotted_name(stmt.module)
                 rule = self.rules.import_finding(module) if module else None
-                if rule is not None:
+                if rule is not None and module:
                     found.append((rule, module, stmt, stmt))
                 elif module and not isinstance(stmt.names, cst.ImportStar):
                     for alias in stmt.names:  # `from numba import cuda`: the submodule is flagged
@@ -203,7 +203,7 @@ def _catches_import_error(handler: cst.ExceptHandler) -> bool:
         return True
     types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
     for t in types:
-        expr = t.value if isinstance(t, cst.Element) else t
+        expr = t.value if isinstance(t, cst.BaseElement) else t
         name = dotted_name(expr)
         if name is not None and name.rsplit(".", 1)[-1] in _IMPORT_ERRORS:
             return True

@@ -20,7 +20,6 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..imports import dotted_name
 from ..rules import Rule
 from .strings import string_value
 
@@ -149,7 +148,7 @@ class _Apply(cst.CSTTransformer):
         if planned is None or not isinstance(updated_node.body, cst.IndentedBlock):
             return updated_node
         body = list(updated_node.body.body)
-        kept = []
+        kept: List[cst.BaseStatement] = []
         first = body[0] if body else None
         if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
                 and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):

@@ -132,15 +132,15 @@ class LiteralRewriter:
             return node.with_changes(elements=elements) if changed else None
         if isinstance(node, (cst.List, cst.Tuple, cst.Set)):
             changed = False
-            elements = []
-            for el in node.elements:
-                if isinstance(el, cst.Element):
-                    v = self.rewrite(el.value)
+            items = []
+            for item in node.elements:
+                if isinstance(item, cst.Element):
+                    v = self.rewrite(item.value)
                     if v is not None:
                         changed = True
-                        el = el.with_changes(value=v)
-                elements.append(el)
-            return node.with_changes(elements=elements) if changed else None
+                        item = item.with_changes(value=v)
+                items.append(item)
+            return node.with_changes(elements=items) if changed else None
         return None
 
 

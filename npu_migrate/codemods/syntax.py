@@ -4,11 +4,14 @@ call adds, and the `if __name__ == "__main__":` guard."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import libcst as cst
 
 from .strings import string_value
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeGuard
 
 
 def option_names(call: cst.Call) -> List[str]:
@@ -27,7 +30,7 @@ def option_names(call: cst.Call) -> List[str]:
     return names
 
 
-def is_main_guard(node: cst.CSTNode) -> bool:
+def is_main_guard(node: cst.CSTNode) -> TypeGuard[cst.If]:
     """`if __name__ == "__main__":` (either operand order, any quotes)."""
     if not isinstance(node, cst.If) or not isinstance(node.test, cst.Comparison):
         return False
@@ -65,6 +68,12 @@ def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
     return next((a for a in call.args if a.keyword is not None and a.keyword.value == name), None)
 
 
+def leading_lines(stmt: cst.BaseStatement) -> Sequence[cst.EmptyLine]:
+    """The comments and blank lines above a statement (every statement has them; libcst's
+    `BaseStatement` type does not say so)."""
+    return cast(Union[cst.SimpleStatementLine, cst.BaseCompoundStatement], stmt).leading_lines
+
+
 def comment_texts(lines: Sequence[cst.EmptyLine]) -> List[str]:
     """The comments of a node's leading lines, stripped."""
     return [line.comment.value.strip() for line in lines if line.comment is not None]
@@ -75,8 +84,8 @@ def marked_block(body: Sequence[cst.BaseStatement], begin: str, end: str) -> Opt
     leading comments hold `begin` to the one whose leading comments hold `end` (or the end of
     the body); None without one."""
     for i, stmt in enumerate(body):
-        if begin in comment_texts(stmt.leading_lines):
-            last = next((j for j in range(i + 1, len(body)) if end in comment_texts(body[j].leading_lines)), len(body))
+        if begin in comment_texts(leading_lines(stmt)):
+            last = next((j for j in range(i + 1, len(body)) if end in comment_texts(leading_lines(body[j]))), len(body))
             return i, last
     return None
 

@@ -31,8 +31,8 @@ import bisect
 import json
 import re
 from dataclasses import dataclass, field
-from json.decoder import scanstring
-from typing import Dict, Iterator, List, Optional, Tuple
+from json.decoder import scanstring  # type: ignore[attr-defined]  # json's own, not in typeshed
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import prefilter
 from ..model import FileResult, Finding, Options, Span
@@ -76,7 +76,7 @@ _DECODER = json.JSONDecoder()
 
 
 def _ws(text: str, i: int) -> int:
-    return _WS.match(text, i).end()
+    return _WS.match(text, i).end()  # type: ignore[union-attr]  # `\s*` matches everywhere
 
 
 def _members(text: str, i: int) -> Iterator[Tuple[str, int, int]]:
@@ -150,6 +150,7 @@ def read_notebook(text: str) -> Notebook:
         raise InvalidNotebook('no "cells" list')
     start = _ws(text, 0)
     cells_span = next(((s, e) for key, s, e in _members(text, start) if key == "cells"), None)
+    assert cells_span is not None  # data has a "cells" list
     cells: List[Cell] = []
     for number, ((c_start, _c_end), cell) in enumerate(zip(_elements(text, cells_span[0]), data["cells"]), 1):
         if not isinstance(cell, dict):
@@ -370,7 +371,7 @@ def _cell_magic(source: str) -> Optional[Tuple[str, str]]:
     if not source.startswith("%%"):
         return None
     first = source.split("\n", 1)[0].rstrip("\r")
-    name = re.match(r"%%([\w.-]*)", first).group(1)
+    name = re.match(r"%%([\w.-]*)", first).group(1)  # type: ignore[union-attr]  # it starts with %%
     return name, first
 
 
@@ -432,14 +433,15 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
         if py.error:
             result.error = py.error
             return result
-        for found, kept in ((py.edits, result.edits), (py.findings, result.findings)):
+        pairs: List[Tuple[List[Any], List[Any]]] = [(py.edits, result.edits), (py.findings, result.findings)]
+        for found, kept in pairs:
             for item in found:  # from a line of the joined cells to a line of one cell
                 part, local = _locate(parts, item.span.line)
                 if part is not None:
                     item.span = _relocate(item.span, local - item.span.line)
                     item.cell = part.cell.number
                     kept.append(item)
-        migrated = _split_cells(py.new_text, parts) if py.changed else {}
+        migrated = _split_cells(py.new_text, parts) if py.new_text is not None else {}
         for part in parts:
             new = migrated.get(part.cell.number, part.masked.text)
             new = unmask_ipython(new, part.masked)

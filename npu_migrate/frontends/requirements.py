@@ -98,9 +98,10 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
 
 def migrate_requirements(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     result = FileResult(path=path)
+    index_options: List[IndexOption] = []
     if is_pyproject(path):
         try:
-            deps, index_options = read_pyproject(text), []
+            deps = read_pyproject(text)
         except TOMLDecodeError as exc:
             result.error = f"invalid pyproject.toml: {exc}"
             return result

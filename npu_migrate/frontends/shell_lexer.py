@@ -129,9 +129,10 @@ class _Lexer:
                     self.pos += 2
                     self.scan_arithmetic()
                     continue
-                if len(cmd.words) == 1 and re.match(r"\(\s*\)", text[self.pos:]):
+                parens = re.match(r"\(\s*\)", text[self.pos:]) if len(cmd.words) == 1 else None
+                if parens:
                     # `name() { … }`: a function definition, not a command
-                    self.pos += re.match(r"\(\s*\)", text[self.pos:]).end()
+                    self.pos += parens.end()
                     cmd = Command(captured=captured)
                     at_command_start = True
                     continue
@@ -172,8 +173,9 @@ class _Lexer:
                     continue
                 if word.text == "function":
                     name = self.read_word_after_blanks()
-                    if name is not None and re.match(r"\s*\(\s*\)", text[self.pos:]):
-                        self.pos += re.match(r"\s*\(\s*\)", text[self.pos:]).end()
+                    parens = re.match(r"\s*\(\s*\)", text[self.pos:]) if name is not None else None
+                    if parens:
+                        self.pos += parens.end()
                     continue
             cmd.words.append(word)
             at_command_start = False

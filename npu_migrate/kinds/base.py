@@ -108,6 +108,12 @@ class Rule:
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
     by: str = ""  # [[edit]] and `analysis` findings: the module whose own analysis reports the code
 
+    @property
+    def call(self) -> CallSpec:
+        """The CallSpec of a framework rule, for code that handles only those rules."""
+        assert self.spec is not None, f"{self.source} has no call spec"
+        return self.spec
+
     def render_message(self, **values: str) -> str:
         return _render(self.message, self, values)
 

@@ -19,14 +19,15 @@ literals are never device strings, and are not matched at all).
 from __future__ import annotations
 
 import re
+import sys
 from typing import Optional
 
-try:  # Python 3.11+
-    from re import _parser as _sre_parse
-    from re._constants import MAXREPEAT as _MAXREPEAT
-except ImportError:  # pragma: no cover - Python < 3.11
-    import sre_parse as _sre_parse  # type: ignore[no-redef]
-    from sre_constants import MAXREPEAT as _MAXREPEAT  # type: ignore[no-redef]
+if sys.version_info >= (3, 11):  # typeshed has no stubs for these private modules
+    from re import _parser as _sre_parse  # type: ignore[attr-defined,unused-ignore]
+    from re._constants import MAXREPEAT as _MAXREPEAT  # type: ignore[import-not-found,unused-ignore]
+else:  # pragma: no cover - Python < 3.11
+    import sre_parse as _sre_parse
+    from sre_constants import MAXREPEAT as _MAXREPEAT
 
 MAX_PATTERN_CHARS = 200
 MAX_MATCHED_CHARS = 100
@@ -50,7 +51,7 @@ def check_pattern(pattern: str) -> Optional[str]:
     except (re.error, RecursionError, OverflowError) as exc:
         return f"is not a regular expression: {exc}"
     try:
-        ways = _ways(list(parsed))
+        ways = _ways(list(parsed))  # type: ignore[call-overload,unused-ignore]  # a SubPattern is a sequence
     except _Refused as exc:
         return f"refused: {exc}"
     if ways > MAX_MATCH_WAYS:
@@ -96,7 +97,7 @@ _GLOBAL_FLAGS = re.compile(r"(?:\(\?[aiLmsux]+\))*")
 def bounded(pattern: str) -> str:
     """`pattern` (checked) made to fail at once on a subject longer than MAX_MATCHED_CHARS:
     a lookahead first, after the global flags Python wants at the very start."""
-    flags = _GLOBAL_FLAGS.match(pattern).group(0)
+    flags = _GLOBAL_FLAGS.match(pattern).group(0)  # type: ignore[union-attr]  # it matches "" too
     rest = pattern[len(flags):]
     end = "\n)" if "x" in flags else ")"  # (?x): a trailing `# comment` must not eat the `)`
     return f"{flags}(?=[\\s\\S]{{0,{MAX_MATCHED_CHARS}}}\\Z)(?:{rest}{end}"

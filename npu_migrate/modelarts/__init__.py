@@ -31,11 +31,16 @@ def _template(name: str) -> str:
     return (_HERE / name).read_text(encoding="utf-8")
 
 
+def _constant_line(line: str, match: "re.Match[str]") -> str:
+    return line
+
+
 def _set_constants(text: str, values: dict) -> str:
     """Replace the `NAME = <value>` lines of the template's settings."""
     for name, value in values.items():
         pattern = re.compile(rf"^{name} = .*$", re.MULTILINE)
-        text, count = pattern.subn(lambda m: f"{name} = {value!r}", text)
+        # A function, not a replacement string: the value's backslashes stay as they are.
+        text, count = pattern.subn(functools.partial(_constant_line, f"{name} = {value!r}"), text)
         if count != 1:  # a template and this function out of step: a bug, not user input
             raise AssertionError(f"template setting {name} found {count} times")
     return text

@@ -49,7 +49,7 @@ def render_markdown(report: RunReport) -> str:
     failed = [r for r in report.results if r.error]
     if failed:
         out += ["", "### Files not processed", ""]
-        out += [f"- `{report.display_path(r.path)}`: {cell(r.error)}" for r in failed]
+        out += [f"- `{report.display_path(r.path)}`: {cell(r.error or '')}" for r in failed]
     with_findings = [r for r in report.results if r.findings]
     if with_findings:
         out += ["", "### Findings"]

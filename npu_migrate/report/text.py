@@ -161,7 +161,7 @@ def _file_table(report: RunReport, r: FileResult, Table, Text):
 
 
 def _code_table(report: RunReport, counts: Counter, Table, Text):
-    severities = {}
+    severities: Dict[str, Severity] = {}
     for r in report.results:
         for f in r.findings:
             if f.code not in severities or f.severity.rank > severities[f.code].rank:

@@ -136,9 +136,9 @@ def _setup_py_requirements(text: str) -> List[str]:
     except (SyntaxError, ValueError):
         return []
     variables: Dict[str, ast.AST] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            variables[node.targets[0].id] = node.value
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            variables[stmt.targets[0].id] = stmt.value
     out: List[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):

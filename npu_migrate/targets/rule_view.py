@@ -224,7 +224,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
             if covered and rule.kind == "call_config":
                 clone = dataclasses.replace(clones[0], match_kind="codemod", patterns=())
                 late.append(clone)  # after the template: FrameworkRules keeps the last of a code
-                for api in rule.spec.apis:
+                for api in rule.call.apis:
                     fallbacks[id(renamed[api])] = clone
             else:
                 new_rules += clones
@@ -238,8 +238,8 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
         new_rules.append(rule)
     new_rules += late
     for i, rule in enumerate(new_rules):
-        clone = fallbacks.get(id(rule))
-        if clone is not None and rule.spec is not None and not rule.spec.unknown_finding:
+        fallback = fallbacks.get(id(rule))
+        if fallback is not None and rule.spec is not None and not rule.spec.unknown_finding:
             new_rules[i] = dataclasses.replace(rule, spec=dataclasses.replace(rule.spec, unknown_finding=TARGET_CODE))
     if not changed:
         return rules
@@ -298,11 +298,12 @@ def describe_cann_target(rules: RuleSet, target: CannTarget) -> str:
              + (f" ({target.reason})" if target.reason else ""),
              f"{len(made)} of {len(rows)} TensorFlow rewrites into TF Adapter helpers are made for this target:"]
     for rule, helpers, _ in made:
-        lines.append(f"  {rule.code} {', '.join(rule.spec.apis or rule.spec.uses)} -> {', '.join(helpers)}")
+        lines.append(f"  {rule.code} {', '.join(rule.call.apis or rule.call.uses)} -> {', '.join(helpers)}")
     held = [r for r in rows if r[2] is not None]
     if held:
         lines.append(f"{len(held)} are not (NPU321: the helper is missing in the target):")
-        for rule, helpers, lacking in held:
+        for rule, _helpers, lacking in held:
+            assert lacking is not None
             came = f"came with CANN {lacking.added_in}" if lacking.added_in else "in no dated release"
-            lines.append(f"  {rule.code} {', '.join(rule.spec.apis or rule.spec.uses)} -> {lacking.name}  ({came})")
+            lines.append(f"  {rule.code} {', '.join(rule.call.apis or rule.call.uses)} -> {lacking.name}  ({came})")
     return "\n".join(lines) + "\n"

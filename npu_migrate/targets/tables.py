@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, FrozenSet, Iterable, Sequence
+from typing import Any, Dict, FrozenSet, Iterable, Sequence, Set
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,7 +43,7 @@ def expand_spans(spans: Iterable[str], releases: Sequence[str]) -> FrozenSet[str
     """The releases that `"first..last"` (or `"release"`) spans cover, in a table whose
     releases are `releases` (oldest first)."""
     index = {r: i for i, r in enumerate(releases)}
-    have = set()
+    have: Set[str] = set()
     for span in spans:
         first, _, last = span.partition("..")
         have.update(releases[index[first]: index[last or first] + 1])

@@ -6,7 +6,7 @@ codemods/add_imports.py where a rewrite needs it)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple, cast
 
 import libcst as cst
 
@@ -14,7 +14,7 @@ from ...context import Context
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE
 from ..strings import with_body
-from ..syntax import add_keyword_argument, is_main_guard, is_none, new_call, node_code
+from ..syntax import add_keyword_argument, is_main_guard, is_none, leading_lines, new_call, node_code
 
 
 # ---------------------------------------------------------------------------- plans
@@ -78,24 +78,24 @@ class Applier(cst.CSTTransformer):
             return updated_node
         new = updated_node
         if plan.replace is not None:
-            spec = plan.replace.spec
+            spec = plan.replace.call
             values = [new.args[i].value for i in plan.replace_args]
             values += [cst.parse_expression(e) for e in spec.extra_args]
             replaced = new_call(spec.to, values)
             replaced = replaced.with_changes(lpar=new.lpar, rpar=new.rpar)
             after = node_code(replaced)
-            if plan.replace.spec.assign_to:
-                after = f"{plan.replace.spec.assign_to} = {after}"
+            if plan.replace.call.assign_to:
+                after = f"{plan.replace.call.assign_to} = {after}"
             self.edit(plan.replace, original_node, self.code(original_node), after)
             new = replaced
         if plan.rename is not None:
-            func = cst.parse_expression(plan.rename.spec.to)
-            self.edit(plan.rename, original_node.func, self.code(original_node.func), plan.rename.spec.to)
+            func = cst.parse_expression(plan.rename.call.to)
+            self.edit(plan.rename, original_node.func, self.code(original_node.func), plan.rename.call.to)
             new = new.with_changes(func=func)
         if plan.config is not None:
             new = self._configure(original_node, new, plan)
         for rule, index in plan.set_keywords:
-            spec = rule.spec
+            spec = rule.call
             args = list(new.args)
             args[index] = args[index].with_changes(value=cst.parse_expression(spec.value))
             new = new.with_changes(args=args)
@@ -103,7 +103,7 @@ class Applier(cst.CSTTransformer):
             prefix = f"{spec.keyword}=" if arg.keyword is not None else ""
             self.edit(rule, arg.value, prefix + self.code(arg.value), prefix + spec.value)
         for rule in plan.add_keywords:
-            spec = rule.spec
+            spec = rule.call
             new = add_keyword_argument(new, spec.keyword, cst.parse_expression(spec.value))
             self.edit(rule, original_node, self.code(original_node.func) + "(...)",
                       f"{self.code(original_node.func)}(..., {spec.keyword}={spec.value})")
@@ -111,7 +111,8 @@ class Applier(cst.CSTTransformer):
 
     def _configure(self, original: cst.Call, call: cst.Call, plan: CallPlan) -> cst.Call:
         rule = plan.config
-        spec = rule.spec
+        assert rule is not None  # _configure runs for a plan with a config rule
+        spec = rule.call
         index = plan.config_arg
         if index is None:
             added = new_call(spec.to, [])
@@ -146,7 +147,7 @@ class Applier(cst.CSTTransformer):
         rule = self.plans.statements.get(id(original_node))
         if rule is None:
             return updated_node
-        target = cst.parse_expression(rule.spec.assign_to)
+        target = cast(cst.BaseAssignTargetExpression, cst.parse_expression(rule.call.assign_to))
         return cst.Assign(
             targets=[cst.AssignTarget(target=target)],
             value=updated_node.value,
@@ -210,23 +211,23 @@ class Applier(cst.CSTTransformer):
         pending_lines: List[cst.EmptyLine] = []
         for stmt in body:
             if id(stmt) in self._drop:
-                pending_lines.extend(stmt.leading_lines)
+                pending_lines.extend(leading_lines(stmt))
                 continue
             if pending_lines:
-                stmt = stmt.with_changes(leading_lines=[*pending_lines, *stmt.leading_lines])
+                stmt = stmt.with_changes(leading_lines=[*pending_lines, *leading_lines(stmt)])
                 pending_lines = []
             out.append(stmt)
             if id(stmt) in self._after:
                 out.extend(cst.parse_statement(line) for line in self._after[id(stmt)][1])
         for rule, anchor in self.plans.cleanups.get(key, ()):
-            new_lines = [cst.parse_statement(s) for s in rule.spec.cleanup]
+            new_lines = [cst.parse_statement(s) for s in rule.call.cleanup]
             insert_at = len(out)
             if out and isinstance(out[-1], cst.SimpleStatementLine) and isinstance(out[-1].body[0], cst.Return):
                 insert_at -= 1
             out[insert_at:insert_at] = new_lines
-            after = "; ".join(rule.spec.cleanup)
+            after = "; ".join(rule.call.cleanup)
             self.edit(rule, anchor, "", after,
-                      f"added `{after}` at the end of the block: it releases what `{rule.spec.to}()` set up")
+                      f"added `{after}` at the end of the block: it releases what `{rule.call.to}()` set up")
         return out, pending_lines
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
@@ -246,7 +247,7 @@ class Applier(cst.CSTTransformer):
         return new
 
     def _entry_setup(self, module: cst.Module, rule: Rule, original_guard: cst.If) -> cst.Module:
-        spec = rule.spec
+        spec = rule.call
         body = list(module.body)
         for i, stmt in enumerate(body):
             if is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):

@@ -14,9 +14,10 @@ from ...rules import Rule
 from ..strings import string_value
 from ..syntax import find_argument, has_star, option_names
 from .apply import CallPlan
+from .state import PlannerState
 
 
-class ArgumentPlanning:
+class ArgumentPlanning(PlannerState):
     """Mixed into Planner (planner.py), whose state these methods use."""
 
     # argument -------------------------------------------------------------------------------
@@ -33,7 +34,7 @@ class ArgumentPlanning:
         return None
 
     def _matches(self, rule: Rule, value: str) -> bool:
-        spec = rule.spec
+        spec = rule.call
         if spec.pattern:
             return re.fullmatch(spec.pattern, value) is not None
         return value == spec.literal
@@ -43,12 +44,12 @@ class ArgumentPlanning:
         """Plan the literals that match; `path`: their statements (default: the call's)."""
         for literal in literals:
             value = string_value(literal)
-            if value is not None and self._matches(rule, value) and value != rule.spec.to:
-                self.plans.literals[id(literal)] = (rule, rule.spec.to)
+            if value is not None and self._matches(rule, value) and value != rule.call.to:
+                self.plans.literals[id(literal)] = (rule, rule.call.to)
                 self.plans.hot.update(self._call_path if path is None else path)
 
     def _plan_argument(self, node: cst.Call, rule: Rule) -> None:
-        spec = rule.spec
+        spec = rule.call
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             return
@@ -57,11 +58,13 @@ class ArgumentPlanning:
         if literals is not None:
             self._rewrite_literals(rule, literals)
             return
-        bound = self.values_of(value)
-        if bound and all(v is not None for v in bound):
+        values = self.values_of(value)
+        bound = [v for v in values if v is not None] if values else []
+        if bound and len(bound) == len(values or ()):
             parts = [self._literal_target(rule, v) for v in bound]
-            if all(p is not None for p in parts):
-                for v, p in zip(bound, parts):
+            targets = [p for p in parts if p is not None]
+            if len(targets) == len(parts):
+                for v, p in zip(bound, targets):
                     self._rewrite_literals(rule, p, self.value_paths.get(id(v), ()))
                 return
         if (
@@ -90,7 +93,7 @@ class ArgumentPlanning:
     # add_keyword ----------------------------------------------------------------------------
 
     def _plan_keyword(self, node: cst.Call, rule: Rule, plan: CallPlan, api: str) -> None:
-        spec = rule.spec
+        spec = rule.call
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             if has_star(node):
@@ -109,17 +112,17 @@ class ArgumentPlanning:
             )
 
     def _plan_method_keyword(self, node: cst.Call, rule: Rule, plan: CallPlan) -> None:
-        method = node.func.attr.value  # type: ignore[union-attr]
-        receiver = node.func.value  # type: ignore[union-attr]
+        method = node.func.attr.value  # type: ignore[attr-defined]
+        receiver = node.func.value  # type: ignore[attr-defined]
         if self.is_receiver(receiver, rule):
             self._plan_keyword(node, rule, plan, f".{method}()")
-        elif rule.spec.unknown_finding and not self.suppressed(node, rule):
-            self.codemod_finding(rule.spec.unknown_finding, node, api=f"{self.source(receiver)}.{method}()")
+        elif rule.call.unknown_finding and not self.suppressed(node, rule):
+            self.codemod_finding(rule.call.unknown_finding, node, api=f"{self.source(receiver)}.{method}()")
 
     def is_receiver(self, node: cst.BaseExpression, rule: Rule, seen: Optional[Set[Tuple[int, str]]] = None) -> bool:
         """Whether `node` is certainly built by one of the rule's `receivers` (then any of its
         `receiver_methods`/`methods`), directly or through variables assigned nothing else."""
-        spec = rule.spec
+        spec = rule.call
         if isinstance(node, cst.Call):
             qual = self.qual(node.func)
             if qual is not None:

@@ -11,15 +11,16 @@ import libcst as cst
 from ...rules import Rule
 from ..syntax import find_argument, has_star, positional
 from .apply import CallPlan, atexit_registration
+from .state import PlannerState
 
 
-class CallPlanning:
+class CallPlanning(PlannerState):
     """Mixed into Planner (planner.py), whose state these methods use."""
 
     # call_rename ----------------------------------------------------------------------------
 
     def fits(self, node: cst.Call, rule: Rule) -> bool:
-        spec = rule.spec
+        spec = rule.call
         if has_star(node):
             return False
         if spec.max_positional is not None and len(positional(node)) > spec.max_positional:
@@ -35,8 +36,8 @@ class CallPlanning:
         if key not in self._renamable_cache:
             self._renamable_cache[key] = False  # a call whose argument is the call itself: no
             ok = self.fits(node, rule)
-            if ok and rule.spec.npu_argument:
-                index = find_argument(node, rule.spec.npu_argument, rule.spec.npu_argument_position)
+            if ok and rule.call.npu_argument:
+                index = find_argument(node, rule.call.npu_argument, rule.call.npu_argument_position)
                 ok = index is not None and self.holds_npu_object(node.args[index].value)
             self._renamable_cache[key] = ok
         return self._renamable_cache[key]
@@ -55,7 +56,7 @@ class CallPlanning:
     # call_replace ---------------------------------------------------------------------------
 
     def _plan_replace(self, node: cst.Call, rule: Rule, plan: CallPlan) -> None:
-        spec = rule.spec
+        spec = rule.call
         qual = self.qual(node.func) or ""
         given: Dict[str, int] = {}
         ok = not has_star(node)
@@ -111,11 +112,11 @@ class CallPlanning:
     # call_config ----------------------------------------------------------------------------
 
     def _skip_config(self, rule: Rule) -> bool:
-        marker = rule.spec.unless_file_contains
+        marker = rule.call.unless_file_contains
         return bool(marker) and marker in self.ctx.text
 
     def _plan_config(self, node: cst.Call, rule: Rule, plan: CallPlan) -> None:
-        spec = rule.spec
+        spec = rule.call
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             if has_star(node) or (spec.position is not None and len(positional(node)) > spec.position):

@@ -67,8 +67,8 @@ class FrameworkRules:
             elif rule.kind == "remove_import":
                 self.remove_import.append(rule)
         # Names that already hold an NPU object: what the call_rename / call_config rules produce.
-        self.npu_callees = {r.spec.to for r in self.rename.values()}
-        self.config_wrappers = {r.spec.to for r in self.config.values()}
+        self.npu_callees = {r.call.to for r in self.rename.values()}
+        self.config_wrappers = {r.call.to for r in self.config.values()}
 
     @staticmethod
     def by_prefix(table: Dict[str, Rule], qualname: str) -> Optional[Rule]:

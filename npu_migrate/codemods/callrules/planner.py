@@ -138,7 +138,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def _track_import(self, node: cst.CSTNode, module: str, alias_index: Optional[int]) -> None:
         for rule in self.rules.remove_import:
-            if any(module == m or module.startswith(m + ".") for m in rule.spec.modules):
+            if any(module == m or module.startswith(m + ".") for m in rule.call.modules):
                 self._imports.append((node, module, rule, alias_index))
 
     # -- references ------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
             return
         self._used.add(qual)
         for rule in self.rules.remove_import:
-            for module in rule.spec.modules:
+            for module in rule.call.modules:
                 if qual == module or qual.startswith(module + "."):
                     counts = self._module_refs.setdefault(module, [0, 0])
                     counts[0] += 1
@@ -280,11 +280,11 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def _unfit(self, node: cst.Call, rule: Rule, qual: str, why: str = "") -> None:
         """Report a call the rule cannot rewrite (its arguments do not fit the NPU API)."""
-        finding = self.rules.codemod_findings.get(rule.spec.unknown_finding)
+        finding = self.rules.codemod_findings.get(rule.call.unknown_finding)
         if finding is None:
             return
         self._reported_refs.add(id(node.func))
-        self.finding(finding, node, qual, finding.render_message(api=qual, to=rule.spec.to) + why)
+        self.finding(finding, node, qual, finding.render_message(api=qual, to=rule.call.to) + why)
 
     # -- the end -----------------------------------------------------------------------------------
 

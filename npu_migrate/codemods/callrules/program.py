@@ -9,9 +9,10 @@ import libcst as cst
 
 from ...imports import dotted_name
 from .apply import returns_early
+from .state import PlannerState
 
 
-class ProgramPlanning:
+class ProgramPlanning(PlannerState):
     """Mixed into Planner (planner.py), whose state these methods use."""
 
     def _lifetime(self) -> str:
@@ -62,7 +63,7 @@ class ProgramPlanning:
 
     def _plan_import_removals(self) -> None:
         for node, module, rule, alias_index in self._imports:
-            prefix = next(m for m in rule.spec.modules if module == m or module.startswith(m + "."))
+            prefix = next(m for m in rule.call.modules if module == m or module.startswith(m + "."))
             seen, rewritten = self._module_refs.get(prefix, [0, 0])
             if seen == 0 or seen != rewritten or self.suppressed(node, rule):
                 continue
@@ -73,7 +74,7 @@ class ProgramPlanning:
 
     def _plan_entry_setups(self) -> None:
         for rule in self.rules.entry_setup:
-            spec = rule.spec
+            spec = rule.call
             if not any(q == u or q.startswith(u + ".") for q in self._used for u in spec.uses):
                 continue
             trigger = next((self._called_methods[m] for m in spec.methods if m in self._called_methods), None)
@@ -82,7 +83,7 @@ class ProgramPlanning:
             if any(name in self._called for name in spec.skip_if_called):
                 continue
             if self._main_guard is None:
-                self.codemod_finding(spec.unknown_finding, trigger, api=f".{trigger.func.attr.value}()")  # type: ignore[union-attr]
+                self.codemod_finding(spec.unknown_finding, trigger, api=f".{trigger.func.attr.value}()")  # type: ignore[attr-defined]
                 continue
             if self.suppressed(self._main_guard, rule):
                 continue

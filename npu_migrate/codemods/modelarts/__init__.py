@@ -68,7 +68,7 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
         ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(
             os.path.basename(ctx.path), plan.positionals, distributed)
 
-    added = argument_lines(current.main_parser, plan.add_urls, module) if plan.add_urls else []
+    added = argument_lines(current.main_parser, plan.add_urls, module) if plan.add_urls else []  # type: ignore[arg-type]
     rewriter = Rewriter(ctx, current, plan, added)
     new_module = module.visit(rewriter)
 
@@ -109,7 +109,7 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if added:
         main = original.main_parser
         names = " and ".join(f"--{name}" for name in plan.add_urls)
-        ctx.edit(EDIT_ARGS, main.anchor or main.statement, f"{names} added to the argument parser, after this line",
+        ctx.edit(EDIT_ARGS, main.anchor or main.statement, f"{names} added to the argument parser, after this line",  # type: ignore[union-attr]
                  "", names)
     if import_change is not None:
         if original.block is not None:

@@ -105,11 +105,13 @@ def describe_argument(call: cst.Call) -> Optional[Argument]:
     other_default = default is not None and default_text is None and not (
         isinstance(default.value, cst.Name) and default.value.value == "None")
     plain = not (numeric or list_nargs or other_default or keyword_arg(call, "choices") or keyword_arg(call, "action"))
-    help_text = _literal_text(keyword_arg(call, "help").value) if keyword_arg(call, "help") is not None else ""
+    help_arg = keyword_arg(call, "help")
+    help_text = _literal_text(help_arg.value) if help_arg is not None else ""
     texts = [help_text]
     metavar = keyword_arg(call, "metavar")
-    if metavar is not None and string_value(metavar.value):
-        texts.append(string_value(metavar.value))
+    metavar_text = string_value(metavar.value) if metavar is not None else None
+    if metavar_text:
+        texts.append(metavar_text)
     path_like = bool(default_text and (default_text.startswith((".", "~", "/")) or "/" in default_text or "\\" in default_text))
     path_like = path_like or any(PATH_WORDS_RE.search(t) for t in texts)
     enumerates = bool(ENUMERATION_RE.search(help_text))

@@ -4,7 +4,7 @@ generated module after the imports (in place of the block earlier versions inser
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterable, List, Optional, Sequence, Tuple, cast
 
 import libcst as cst
 
@@ -29,7 +29,7 @@ def _literal(value: object, quote: str) -> cst.BaseExpression:
         if quote == '"' and '"' not in value and "\\" not in text:
             text = '"' + text[1:-1] + '"'
         return cst.parse_expression(text)
-    items = [cst.Element(_literal(v, quote)) for v in value]
+    items = [cst.Element(_literal(v, quote)) for v in cast(Iterable[object], value)]
     return cst.List(items)
 
 

@@ -112,7 +112,7 @@ class _Visitor(ScopeTracker):
         super().visit_FunctionDef(node)
         self.function_names.append(node.name.value)
         # save_checkpoint(state, filename='checkpoint.pth.tar'): where torch.save(state, filename) saves
-        self.defaults.append({p.name.value: string_value(p.default) for p in node.params.params
+        self.defaults.append({p.name.value: string_value(p.default) for p in node.params.params  # type: ignore[misc]
                               if p.default is not None and string_value(p.default)})
 
     def leave_FunctionDef(self, node: cst.FunctionDef) -> None:
@@ -154,7 +154,7 @@ class _Visitor(ScopeTracker):
             return
         receiver, method = _method_call(value)
         if method in GROUP_METHODS and receiver is not None:
-            parser = self._parser_of(receiver)
+            parser = self._parser_of(receiver)  # type: ignore[assignment]
             if parser is not None:
                 self.aliases.setdefault(self.scope, {})[name] = parser
         elif isinstance(value.func, cst.Name) and value.func.value in self.a.parser_functions and not value.args:
@@ -184,7 +184,7 @@ class _Visitor(ScopeTracker):
         if download is not None and is_true(download):
             root = keyword_arg(node, "root")
             first = next((arg for arg in node.args if arg.keyword is None and not arg.star), None)
-            folder = string_value((root or first).value) if (root or first) is not None else None
+            folder = string_value((root or first).value) if (root or first) is not None else None  # type: ignore[union-attr]
             if folder:
                 self.a.downloads.append((node, folder))
         name = (dotted_name(node.func) or "").rsplit(".", 1)[-1].lower()
@@ -299,7 +299,7 @@ class ScriptAnalysis:
     def imported_modules(self) -> List[Tuple[cst.CSTNode, str, int]]:
         """(import node, dotted module, relative level) of every module the script imports,
         `from a import b` counted as a.b as well (b may be a module)."""
-        found = []
+        found: List[Tuple[cst.CSTNode, str, int]] = []
         for node in self.imports.import_nodes:
             if isinstance(node, cst.Import):
                 found += [(node, dotted_name(a.name) or "", 0) for a in node.names]

@@ -18,8 +18,6 @@ Code the rewrites would break is kept as it is first (guards.py: kernel guards, 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from ...context import Context
@@ -32,7 +30,8 @@ from .references import ReferenceRewrites
 from .torch_npu_import import add_torch_npu_import
 
 
-class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.CSTTransformer):
+# `resolve` (state.py) shadows libcst's MetadataDependent.resolve, unused here (no metadata wrapper).
+class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.CSTTransformer):  # type: ignore[misc]
     """The PyTorch pass's transformer. Each hook belongs to one kind's module; the hooks several
     kinds share, and the state they share, are here."""
 
@@ -48,9 +47,6 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
         self._shown = 0
         # > 0 inside a call of a library with device names of its own (device_context.py).
         self._foreign = 0
-
-    def resolve(self, node: cst.BaseExpression) -> Optional[str]:
-        return self.imports.resolve(node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._not_references.add(id(node.name))  # references.py

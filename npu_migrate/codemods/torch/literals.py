@@ -19,6 +19,7 @@ from ...fast_visitor import walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ..syntax import option_names
+from .state import TorchState
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
@@ -60,7 +61,7 @@ class DeviceVariables(cst.CSTVisitor):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
 
 
-class LiteralRewrites:
+class LiteralRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 
     ctx: Context
@@ -216,7 +217,7 @@ class LiteralRewrites:
         ):
             out.append((positional[0], "device"))
         if qual is not None and qual in BACKEND_FUNCS and BACKEND_FUNCS[qual] is not None and positional:
-            out.append((positional[BACKEND_FUNCS[qual]], "backend"))
+            out.append((positional[BACKEND_FUNCS[qual]], "backend"))  # type: ignore[index]
         own_keywords = DEVICE_KEYWORDS_OF.get(qual or "", set())
         for arg in call.args:
             if arg.keyword is None:
@@ -237,7 +238,7 @@ class LiteralRewrites:
                 kind = special.get(id(o_arg))
                 if kind == "device" and isinstance(o_arg.value, cst.Dict) and o_arg.keyword is not None \
                         and o_arg.keyword.value == "map_location":
-                    u_arg = u_arg.with_changes(value=self._map_location_values(o_arg.value, u_arg.value))
+                    u_arg = u_arg.with_changes(value=self._map_location_values(o_arg.value, u_arg.value))  # type: ignore[arg-type]
                 elif kind == "device":
                     u_arg = u_arg.with_changes(value=self.device_literal(o_arg.value, u_arg.value))
                 elif kind == "backend":
@@ -341,7 +342,7 @@ class LiteralRewrites:
             el = updated.slice[0]
             if isinstance(el.slice, cst.Index):
                 o_index = original.slice[0].slice
-                new_value = self.env_literal(o_index.value, el.slice.value)
+                new_value = self.env_literal(o_index.value, el.slice.value)  # type: ignore[attr-defined]
                 if new_value is not el.slice.value:
                     return updated.with_changes(
                         slice=[el.with_changes(slice=el.slice.with_changes(value=new_value))]

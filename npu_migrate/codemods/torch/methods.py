@@ -10,6 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from ...context import Context
+from .state import TorchState
 
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
 # that many positional arguments, only these keywords. A call that does not fit is some other
@@ -28,7 +29,7 @@ def fits_signature(call: cst.Call, method: str) -> bool:
     return len(positional) <= max_positional and named <= keywords
 
 
-class MethodRewrites:
+class MethodRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 
     ctx: Context
@@ -44,7 +45,7 @@ class MethodRewrites:
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 self.ctx.edit(
                     rule,
-                    original.func.attr,
+                    original.func.attr,  # type: ignore[attr-defined]
                     rule.render_message(before=f".{func.attr.value}()", after=f".{rule.to}()"),
                     func.attr.value,
                     rule.to,

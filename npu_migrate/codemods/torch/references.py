@@ -18,6 +18,7 @@ from ...rules import Rule
 from ...targets.torch_npu import Missing, Target, describe
 from ...fast_visitor import walk
 from ..strings import string_value
+from .state import TorchState
 
 
 class _AliasAttributes(cst.CSTVisitor):
@@ -32,7 +33,7 @@ class _AliasAttributes(cst.CSTVisitor):
             self.attrs.setdefault(node.value.value, set()).add(node.attr.value)
 
 
-class ReferenceRewrites:
+class ReferenceRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 
     ctx: Context
@@ -147,7 +148,7 @@ class ReferenceRewrites:
                 return None
             qual = f"{module}.{name}"
             local = dotted_name(alias.asname.name) if alias.asname is not None else name
-            if not self._alias_members_ok(local, qual):
+            if not self._alias_members_ok(local, qual):  # type: ignore[arg-type]
                 return None  # `from torch import cuda` + `cuda.get_arch_list()`: see _alias_members_ok
             sub_rule = rs.module.get(qual)
             if sub_rule is not None and sub_rule.to.rsplit(".", 1)[0] == (module_rule.to if module_rule else module):
@@ -189,7 +190,7 @@ class ReferenceRewrites:
             if rule is not None and self.target.missing(rule.to) is not None:
                 rule = None
             if rule is not None and alias.asname is not None:
-                if not self._alias_members_ok(dotted_name(alias.asname.name) or "", full):
+                if not self._alias_members_ok(dotted_name(alias.asname.name) or "", full):  # type: ignore[arg-type]
                     rule = None
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 new_alias = alias.with_changes(name=cst.parse_expression(rule.to))
@@ -306,7 +307,6 @@ class ReferenceRewrites:
 
     def _rewrite_reference(self, original: cst.Attribute, updated: cst.Attribute, qual: str) -> cst.BaseExpression:
         """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
-        rs = self.ctx.rules
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.require_import("torch_npu")
         parent = self.resolve(original.value)
@@ -333,7 +333,7 @@ class ReferenceRewrites:
         if isinstance(updated_value, cst.Attribute) and old_parent == new_parent:
             replaced = updated_value.with_changes(attr=cst.Name(new_last))
         elif isinstance(updated_value, cst.Attribute):
-            replaced = cst.parse_expression(new)
+            replaced = cst.parse_expression(new)  # type: ignore[assignment]
         else:
             return updated_value  # a Name: its import is rewritten (or renamed locally)
         member = qual[len(old) + 1 :]
@@ -384,7 +384,7 @@ class ReferenceRewrites:
         if self.ctx.suppressed(original, rule.code):
             return updated
         new_value = to + value[len(prefix) :]
-        new_node = arg.value.with_changes(value=f"{arg.value.prefix}{arg.value.quote}{new_value}{arg.value.quote}")
+        new_node = arg.value.with_changes(value=f"{arg.value.prefix}{arg.value.quote}{new_value}{arg.value.quote}")  # type: ignore[attr-defined]
         self.ctx.edit(rule, original.args[0].value, rule.render_message(before=value, after=new_value), value, new_value)
         self.ctx.require_import("torch_npu")
         return updated.with_changes(args=[arg.with_changes(value=new_node)])

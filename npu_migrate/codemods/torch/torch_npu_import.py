@@ -14,6 +14,7 @@ import libcst as cst
 from ...context import Context
 from ...imports import dotted_name
 from ...rules import Rule
+from ..syntax import leading_lines
 
 
 NOQA = "# noqa: F401"  # linters would delete an import nothing seems to use
@@ -85,7 +86,7 @@ def _after_plain_torch_imports(body: Sequence[cst.BaseStatement], i: int) -> int
     puts `import torch_npu` (after `import torch.nn`, before `from torch...` and `import torchvision`)."""
     if not _plain_torch_import(body[i]):
         return i
-    while i + 1 < len(body) and _plain_torch_import(body[i + 1]) and not body[i + 1].leading_lines:
+    while i + 1 < len(body) and _plain_torch_import(body[i + 1]) and not leading_lines(body[i + 1]):
         i += 1
     return i
 
@@ -120,7 +121,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
                 return out
             if _needs_torch_npu_before(hit):
                 moved = stmt.with_changes(leading_lines=())
-                new = new.with_changes(leading_lines=stmt.leading_lines)
+                new = new.with_changes(leading_lines=leading_lines(stmt))
                 out[i : i + 1] = [new, moved]
             else:
                 out.insert(_after_plain_torch_imports(body, i) + 1, new)

@@ -175,7 +175,6 @@ def _ddp_args(args, kwargs):
 def _data_parallel_args(args, kwargs):
     """torch_npu has no nn.DataParallel: over several NPUs it fails on the NPU, so here too."""
     device_ids = args[2] if len(args) > 2 else kwargs.get("device_ids")
-    module = args[1] if len(args) > 1 else kwargs.get("module")
     count = len(device_ids) if device_ids is not None else torch.npu.device_count()
     if count > 1 and not _cuda_too and _get_available_device_type() == "npu":
         raise RuntimeError(
