@@ -1,10 +1,8 @@
 """The command line end to end: modes, exit codes, file fidelity."""
 
 import os
-import shutil
 import stat
 import subprocess
-from pathlib import Path
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"
 NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"

@@ -3,7 +3,6 @@
 import json
 import os
 import stat
-import subprocess
 from pathlib import Path
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"

@@ -3,11 +3,9 @@
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-import pytest
 from helpers import NPU
 
 from npu_migrate.discovery import FileFilter, discover

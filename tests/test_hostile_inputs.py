@@ -769,7 +769,7 @@ def test_a_stray_temporary_file_is_reported_and_removed_by_write(tmp_path, run_c
     os.utime(stray, (1, 1))
 
     checked = run_cli(".", "--check", cwd=tmp_path)
-    assert (f"npu-migrate: warning: ./.train.py.k3j2h1x0.npu-migrate.tmp: left by an interrupted npu-migrate run; "
+    assert ("npu-migrate: warning: ./.train.py.k3j2h1x0.npu-migrate.tmp: left by an interrupted npu-migrate run; "
             "`npu-migrate --write` removes it, or delete it") in checked.stderr.decode().splitlines()
     assert stray.exists()
     written = run_cli(".", "--write", cwd=tmp_path)

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Dict, List, Tuple
 

@@ -12,7 +12,7 @@ import nbformat
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.frontends.notebook import mask_ipython, read_notebook, unmask_ipython
+from npu_migrate.frontends.notebook import mask_ipython, unmask_ipython
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 

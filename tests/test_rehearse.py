@@ -9,7 +9,6 @@ Scripts that import no framework run with this interpreter; the PyTorch ones wit
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import shutil
 import sys
@@ -18,8 +17,6 @@ from typing import Dict
 
 import pytest
 
-from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
 from npu_migrate.modelarts import render_runtime
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,7 +7,6 @@ from __future__ import annotations
 import textwrap
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
 from npu_migrate.report import RunReport
 from npu_migrate.report.text import render_text
 from npu_migrate.rules import default_rules
