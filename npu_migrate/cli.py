@@ -15,7 +15,7 @@ import dataclasses
 import os
 import signal
 import sys
-from typing import List
+from typing import Any, List
 
 import click
 
@@ -98,14 +98,22 @@ def main() -> None:
     """npu-migrate: migrate CUDA training code to Ascend NPUs."""
 
 
-def _install_signal_handlers() -> None:
+def _install_signal_handlers() -> Any:
+    """SIGTERM ends the run like Ctrl-C. Returns the handler it replaced, which the run puts
+    back when it is over (`_restore_signal_handler`): a program that runs npu-migrate in its
+    own process keeps its own handler. None when not in the main thread (nothing installed)."""
     def on_term(signum, frame):  # pragma: no cover - exercised in a subprocess test
         raise Interrupted(EXIT_SIGTERM)
 
     try:
-        signal.signal(signal.SIGTERM, on_term)
+        return signal.signal(signal.SIGTERM, on_term)
     except ValueError:  # not in the main thread
-        pass
+        return None
+
+
+def _restore_signal_handler(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @main.command("migrate", cls=_MigrateCommand, context_settings={"help_option_names": ["-h", "--help"]})
@@ -246,7 +254,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     from .progress import ProgressBar, wanted
     from .runner import default_jobs
 
-    _install_signal_handlers()
+    previous_handler = _install_signal_handlers()
     try:
         with ProgressBar(len(selection.files), wanted(len(selection.files), settings.quiet)) as bar:
             report = run(settings, rules, selection.files, file_filter, color=use_color(settings.color, sys.stdout),
@@ -260,6 +268,8 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         else:
             click.echo(f"npu-migrate: {word}; every file is either unchanged or fully migrated", err=True)
         sys.exit(EXIT_SIGINT if isinstance(exc, KeyboardInterrupt) else exc.code)
+    finally:
+        _restore_signal_handler(previous_handler)
     report.path_errors = list(selection.errors)
     report.command = ["npu-migrate", *ctx.meta.get("npu_migrate.argv", [])]
     # A folder that cannot be listed is a failed entry of the run, never skipped quietly.

@@ -20,6 +20,7 @@ import dataclasses
 import hashlib
 import json
 import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
@@ -139,26 +140,53 @@ def builtin_rule_files() -> List[Path]:
 MAX_RULE_FILE_BYTES = 4 * 2**20  # a rule file is data a person wrote: a few hundred KB at most
 
 
+# Rule sets built in this process, by the names and bytes of their files: a program (or a test)
+# that runs npu-migrate many times parses and checks the same files once (#27.7). The key is
+# everything a rule set is made of, so a cached one is what a fresh load would build.
+_LOADED: "OrderedDict[bytes, RuleSet]" = OrderedDict()
+_LOADED_KEPT = 8
+
+
 def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -> RuleSet:
     files = list(builtin_rule_files()) if include_builtin else []
     files += [Path(f) for f in extra_files]
-    raw: List[Tuple[str, Dict[str, Any]]] = []
+    texts: List[Tuple[str, Path, bytes]] = []
     from .source import SourceError, read_regular
 
     for path in files:
         try:
             # Only a regular file of bounded size: a FIFO or /dev/zero given as a rule file never ends.
-            data = tomllib.loads(read_regular(str(path), MAX_RULE_FILE_BYTES).decode("utf-8"))
+            content = read_regular(str(path), MAX_RULE_FILE_BYTES)
         except FileNotFoundError:
             raise RuleError(f"{path}: rule file not found") from None
         except OSError as exc:
             raise RuleError(f"{path}: cannot read rule file: {exc.strerror or exc}") from None
-        except (UnicodeDecodeError, SourceError) as exc:
+        except SourceError as exc:
+            raise RuleError(f"{path}: cannot read rule file: {exc}") from None
+        name = path.name if include_builtin and path.parent == builtin_rules_dir() else str(path)
+        texts.append((name, path, content))
+    digest = hashlib.sha256()
+    for name, _, content in texts:
+        for part in (name.encode("utf-8", "surrogatepass"), content):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    key = digest.digest()
+    cached = _LOADED.get(key)
+    if cached is not None:
+        _LOADED.move_to_end(key)
+        return cached
+    raw: List[Tuple[str, Dict[str, Any]]] = []
+    for name, path, content in texts:
+        try:
+            data = tomllib.loads(content.decode("utf-8"))
+        except UnicodeDecodeError as exc:
             raise RuleError(f"{path}: cannot read rule file: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise RuleError(f"{path}: invalid TOML: {exc}") from None
-        raw.append((path.name if include_builtin and path.parent == builtin_rules_dir() else str(path), data))
-    return build_ruleset(raw)
+        raw.append((name, data))
+    rules = _LOADED[key] = build_ruleset(raw)
+    while len(_LOADED) > _LOADED_KEPT:
+        _LOADED.popitem(last=False)
+    return rules
 
 
 def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:
