@@ -1,6 +1,6 @@
 """npu-migrate: migrate GPU (CUDA) deep-learning training code to Huawei Ascend NPUs."""
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = ["migrate_source", "Edit", "FileResult", "Finding", "Options", "Severity", "Span"]
 

@@ -1153,3 +1153,43 @@ def test_csv_report_cells_cannot_become_formulas(tmp_path, run_cli):
         assert files == {"'" + name for name in names}, (report, files)
         for row in rows:
             assert not str(row[0]).startswith(("=", "+", "-", "@", "%", "＝")), row
+
+
+# ------------------------------------------------------------------------------ .ci/run runs every stage
+
+
+def test_ci_runs_the_readmes_test_command_and_every_line_is_a_stage():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = readme.split("Install with the test dependencies and run the test suite", 1)[1]
+    command = command.split("```sh\n", 1)[1].split("\n", 1)[0]
+    assert command == "python3 -m venv .venv && .venv/bin/pip install -q -e '.[test]' && .venv/bin/python -m pytest"
+    script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert f'stage tests bash -c "{command}"' in script.splitlines()
+    steps = [line for line in script.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert steps[:3] == ["set -uo pipefail", 'cd "$(dirname "$0")/.."', ". .ci/stages.sh"]  # no `set -e`
+    assert steps[-1] == "ci_summary"
+    assert all(line.startswith("stage ") for line in steps[3:-1]), steps  # a bare command would not be counted
+
+
+def _ignore_sigint():
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("stages, code", [(["false", "true", "bash -c 'exit 3'"], 1), (["true", "true"], 0)])
+def test_ci_stages_all_run_and_the_summary_fails_at_the_end(tmp_path, stages, code):
+    """Every stage runs and the run fails at the end (`set -e` stopped at the first failing stage,
+    so a flaky test hid the security stage). Run as CI runs it: no terminal, SIGINT ignored, CI=true."""
+    script = ". .ci/stages.sh\n" + "".join(f"stage s{i} {cmd}\n" for i, cmd in enumerate(stages)) + "ci_summary\n"
+    r = subprocess.run(["bash", "-c", script], cwd=ROOT, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       env={**os.environ, "CI": "true"}, timeout=120,
+                       preexec_fn=_ignore_sigint)
+    assert r.returncode == code, r.stdout + r.stderr
+    summary = r.stdout.split("=== .ci/run: summary\n", 1)[1].splitlines()
+    expected = [f"  passed  s{i}" if cmd == "true" else f"  FAILED  s{i} (exit code {1 if cmd == 'false' else 3})"
+                for i, cmd in enumerate(stages)]
+    failed = sum(cmd != "true" for cmd in stages)
+    expected.append(f"=== .ci/run: {failed} of {len(stages)} stages failed" if failed
+                    else f"=== .ci/run: all {len(stages)} stages passed")
+    assert summary == expected
