@@ -27,9 +27,9 @@ def _with_noqa(trailing: cst.TrailingWhitespace) -> cst.TrailingWhitespace:
     if comment is None:
         return trailing.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(NOQA))
     if re.search(r"#\s*noqa(?!\s*:)", comment, re.IGNORECASE) or "F401" in comment:
-        return trailing  # a bare `# noqa` silences every code already; or F401 is named
+        return trailing  # a bare noqa (no codes) silences every code already; or F401 is named
     codes = _NOQA_CODES.search(comment)
-    if codes:  # flake8 reads the first `# noqa:` only: F401 joins its codes
+    if codes:  # flake8 reads the first noqa directive only: F401 joins its codes
         return trailing.with_changes(comment=cst.Comment(f"{comment[:codes.end()]}, F401{comment[codes.end():]}"))
     return trailing.with_changes(comment=cst.Comment(f"{comment}  {NOQA}"))
 
