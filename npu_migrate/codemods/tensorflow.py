@@ -100,7 +100,8 @@ class GpuPatterns(cst.CSTVisitor):
             for arg in node.args:
                 if arg.keyword is not None and arg.keyword.value == "default":
                     self._device_default(arg.value)
-        elif method == "DEFINE_string" and len(node.args) > 1 and string_value(node.args[0].value) in _DEVICE_OPTIONS:
+        elif method in ("DEFINE_string", "DEFINE_enum") and len(node.args) > 1 \
+                and string_value(node.args[0].value) in _DEVICE_OPTIONS:  # absl / tf.app.flags
             default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"),
                            node.args[1].value if node.args[1].keyword is None else None)
             if default is not None:

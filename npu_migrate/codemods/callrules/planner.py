@@ -65,6 +65,25 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def qual(self, node: cst.BaseExpression) -> Optional[str]:
         q = self.ctx.imports.resolve(node)
+        if q is None and isinstance(node, cst.Attribute):
+            return self._instance_method(node)
+        return self.canonical(q) if q is not None else None
+
+    def _instance_method(self, node: cst.Attribute) -> Optional[str]:
+        """`sv.managed_session` where every value of `sv` is a `tf.train.Supervisor(...)` call (or
+        `tf.train.Supervisor(...).managed_session`): `tensorflow.train.Supervisor.managed_session`,
+        for the methods a call_config rule names (a session's config is set where it is made)."""
+        receiver = node.value
+        calls = [receiver] if isinstance(receiver, cst.Call) else (
+            self.values_of(receiver) or [] if isinstance(receiver, cst.Name) else [])
+        classes = {self._imported(c.func) if isinstance(c, cst.Call) else None for c in calls}
+        if len(classes) != 1 or None in classes:
+            return None
+        method = f"{classes.pop()}.{node.attr.value}"
+        return method if method in self.rules.config else None
+
+    def _imported(self, node: cst.BaseExpression) -> Optional[str]:
+        q = self.ctx.imports.resolve(node)  # (not self.qual: `x = x.f()` would never end)
         return self.canonical(q) if q is not None else None
 
     def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
