@@ -285,6 +285,17 @@ def test_filters_search_anchors_and_accessibility_in_chromium(project, tmp_path)
         row = driver.find_element("id", target)
         assert row.is_displayed() and "NPU101" in row.text
 
+        # keyboard: a file's summary takes the focus and Enter folds and unfolds it
+        from selenium.webdriver.common.keys import Keys
+
+        summary = driver.find_element("css selector", "section.file details > summary")
+        details = summary.find_element("xpath", "..")
+        was_open = details.get_attribute("open") is not None
+        driver.execute_script("arguments[0].focus()", summary)
+        assert driver.switch_to.active_element == summary
+        summary.send_keys(Keys.ENTER)
+        assert (details.get_attribute("open") is not None) != was_open
+
         assert axe_violations(driver) == []
         driver.save_screenshot(str(screenshot_path("review-page.png")))
 
