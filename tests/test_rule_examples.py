@@ -90,3 +90,32 @@ def test_rule_example(rule, example):
         assert result.error is None
         flagged = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
         assert not flagged, f"{rule.source} flagged code it must not flag: {flagged}"
+
+
+def test_counts_in_the_readme_prose_are_the_tables_counts():
+    """A number the README states about the rules ("the 92 names torch_npu provides") is
+    computed from the table it describes; a new count in the prose fails here until it is tied
+    to its table the same way (or left out)."""
+    import re
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    torch_rules = tomllib.loads((root / "rules" / "torch.toml").read_text(encoding="utf-8"))
+    (npu102,) = [r for r in torch_rules["api"] if r.get("code") == "NPU102" and r.get("from") == "torch.cuda"]
+    tied = {"names torch_npu provides": len(npu102["members"])}
+    not_counts = {"the 2020 names"}  # a year: the names of the 2020 TF Adapter source
+    found = re.findall(r"(\w+ )?\b(\d[\d,]*) (names|APIs|codes|rules|members)\b( \w+ \w+)?", readme)
+    assert ("the ", "92", "names", " torch_npu provides") in found or any(f[3] == " torch_npu provides" for f in found)
+    for before, number, noun, after in found:
+        if f"{before}{number} {noun}" in not_counts:
+            continue
+        key = f"{noun}{after}"
+        assert key in tied, f"README: {before}{number} {noun}{after}: a hand-kept count no test ties to its table"
+        assert int(number.replace(",", "")) == tied[key], f"README says {number} {key}; the table has {tied[key]}"
