@@ -185,6 +185,8 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
     # Ctrl-C and SIGTERM are the main process's business: it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):  # held back by _Worker until now (see there)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _die_with_parent(parent)
     while True:
         try:
@@ -202,7 +204,13 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache, os.getpid()),
                                        daemon=True)
-        self.process.start()
+        # The child inherits the blocked signals and unblocks them once it ignores Ctrl-C: a Ctrl-C
+        # while it starts printed a worker's KeyboardInterrupt traceback (issue 30.10). The
+        # parent gets its own right after the start.
+        from .source import signals_deferred
+
+        with signals_deferred():
+            self.process.start()
         child.close()
         self.pending: Deque[Tuple[int, str]] = deque()  # sent, not answered; [0] is in progress
 
