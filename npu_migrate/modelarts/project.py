@@ -63,6 +63,10 @@ TRAINING = re.compile(rb"\.backward\(|\.step\(|\bfit\(|\btrain(?:_one)?(?:_epoch
 IMPORTED = re.compile(rb"^[ \t]*(?:from[ \t]+(\.|[A-Za-z_]\w*)|import[ \t]+([A-Za-z_]\w*))", re.MULTILINE)
 
 
+def _main_block(text: bytes) -> bool:
+    return b"__main__" in text and MAIN_BLOCK.search(text) is not None  # the plain test first: fast
+
+
 def _read(path: str) -> bytes:
     try:
         with open(path, "rb") as f:
@@ -81,19 +85,19 @@ def utility_scripts(files: Sequence[str], paths: Sequence[str]) -> Tuple[str, ..
             by_folder.setdefault(os.path.dirname(path), set()).add(path)
     found = set()
     for folder, candidates in by_folder.items():
+        texts = {path: _read(path) for path in candidates}
+        idle = [p for p, text in texts.items() if _main_block(text) and not TRAINING.search(text)]
+        if not idle:  # most folders: nothing else is read
+            continue
         try:
             names = os.listdir(folder)
         except OSError:
             continue
-        local = {n[:-3] for n in names if n.endswith(".py")}
+        local = {n[:-3] for n in names if n.endswith(".py")} | {"."}
         local |= {n for n in names if os.path.isfile(os.path.join(folder, n, "__init__.py"))}
-        texts = {os.path.join(folder, n): _read(os.path.join(folder, n)) for n in names if n.endswith(".py")}
-        trains = {p for p, text in texts.items() if MAIN_BLOCK.search(text) and TRAINING.search(text)}
-        if not trains:
-            continue
-        for path in candidates - trains:
-            text = texts.get(path, b"")
-            imported = {(m[0] or m[1]).decode() for m in IMPORTED.findall(text)}
-            if MAIN_BLOCK.search(text) and not TRAINING.search(text) and not imported & (local | {"."}):
-                found.add(path)
+        idle = [p for p in idle if not {(m[0] or m[1]).decode() for m in IMPORTED.findall(texts[p])} & local]
+        siblings = [os.path.join(folder, n) for n in names if n.endswith(".py")]
+        if idle and any(_main_block(text) and TRAINING.search(text)
+                        for text in (texts.get(p) or _read(p) for p in siblings if p not in idle)):
+            found.update(idle)
     return tuple(sorted(found))
