@@ -529,9 +529,12 @@ def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[
     zip archive (torch.save's format) although they start as one."""
     import zipfile
 
-    final: Dict[str, int] = {}
+    by_name: Dict[str, List[int]] = {}
     for name, size in written:
-        final[Path(name).name] = max(size, final.get(Path(name).name, 0))
+        by_name.setdefault(Path(name).name, []).append(size)
+    # Only a name the job wrote once is compared: two files of one name (a/model.pt, b/model.pt)
+    # cannot be told apart here, and a false failure is the worst result.
+    final = {name: sizes[0] for name, sizes in by_name.items() if len(sizes) == 1}
     out = result.job_dir / "obs" / BUCKET / "out" if not result.options.obs else Path(result.options.obs) / BUCKET / "out"
     found = []
     for name, size in result.uploaded:

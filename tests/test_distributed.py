@@ -484,3 +484,21 @@ def test_no_claim_where_the_checks_do_not_apply(tmp_path):
     records = [_record(0, samples=[[8, [0, 2, 4, 6]], [3, [0, 1, 2]]]), _record(1, samples=[[8, [1, 3, 5, 7]]])]
     checks, problems = _checked(tmp_path, records)
     assert problems == [] and not any("Sampler" in c for c in checks)
+
+
+def test_an_upload_smaller_than_the_jobs_final_file_or_a_broken_archive_is_truncated(tmp_path):
+    import zipfile
+
+    out = tmp_path / "obs" / "rehearsal" / "out"
+    out.mkdir(parents=True)
+    with zipfile.ZipFile(out / "best.pt", "w") as z:
+        z.writestr("archive/data.pkl", b"x" * 1000)
+    whole = (out / "best.pt").read_bytes()
+    (out / "broken.pt").write_bytes(whole[:len(whole) // 2])
+    (out / "model.pt").write_bytes(b"")
+    (out / "log.txt").write_bytes(b"abc")
+    records = [_record(0, writes=["model.pt"]), _record(1)]
+    uploaded = [("best.pt", len(whole)), ("broken.pt", len(whole) // 2), ("model.pt", 0), ("log.txt", 3)]
+    written = [("model.pt", 15000), ("log.txt", 3), ("a/log.txt", 9)]  # two log.txt: not compared
+    _, problems = _checked(tmp_path, records, written=written, uploaded=uploaded)
+    assert problems == ["uploaded truncated: `broken.pt` (not a whole archive), `model.pt` (0 of 15,000 bytes)"]
