@@ -27,7 +27,9 @@ FILE_HANDLERS = {"logging.FileHandler", "logging.handlers.RotatingFileHandler",
 # Calls that write a file the job outputs, as a statement of their own: on rank 0 only.
 FILE_WRITERS = {"torch.save", "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt",
                 "torchvision.utils.save_image", "matplotlib.pyplot.savefig", "imageio.imwrite",
-                "imageio.imsave", "cv2.imwrite", "PIL.Image.Image.save", "pandas.DataFrame.to_csv"}
+                "imageio.imsave", "cv2.imwrite", "PIL.Image.Image.save", "pandas.DataFrame.to_csv",
+                # what finishes a save: the best model copied, an atomic rename of the file just written
+                "shutil.copyfile", "shutil.copy", "shutil.copy2", "shutil.move", "os.replace", "os.rename"}
 FILE_OPENERS = {"open", "io.open", "builtins.open", "codecs.open", "gzip.open", "bz2.open", "lzma.open"}
 # Calls that change a model's parameters after it is built: DDP must wrap the model after them
 # (it copies rank 0's parameters to every process once, when it wraps).
