@@ -84,10 +84,10 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
     if options.modelarts:
         from dataclasses import replace
 
-        from .modelarts.project import files_importing_moxing, utility_scripts
+        from .modelarts.project import scan_project
 
-        options = replace(options, modelarts_moxing_files=files_importing_moxing(files, settings.paths),
-                          modelarts_utility_files=utility_scripts(files, settings.paths))
+        moxing_files, utility_files = scan_project(files, settings.paths)
+        options = replace(options, modelarts_moxing_files=moxing_files, modelarts_utility_files=utility_files)
     cache = None
     if not settings.no_cache:
         from .cache import Cache

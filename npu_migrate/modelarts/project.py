@@ -40,19 +40,21 @@ def _python_files_around(paths: Sequence[str]) -> Iterable[str]:
                 break
 
 
-def files_importing_moxing(files: Sequence[str], paths: Sequence[str]) -> Tuple[str, ...]:
-    """Absolute paths of the .py files (migrated ones and those around named scripts) that import moxing."""
-    found = set()
-    seen = set()
+def scan_project(files: Sequence[str], paths: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(the files importing moxing, the utility scripts beside an entry) among the .py files given
+    and those around explicitly named scripts: absolute paths, each file read once."""
+    texts: Dict[str, bytes] = {}
     for path in list(files) + list(_python_files_around(paths)):
         path = os.path.abspath(path)
-        if not path.endswith(".py") or path in seen:
-            continue
-        seen.add(path)
-        text = _read(path)
-        if MOXING_IMPORT.search(text) and not text.startswith(RUNTIME_MARKER.encode()):
-            found.add(path)  # (the generated module imports moxing too: not the project's)
-    return tuple(sorted(found))
+        if path.endswith(".py") and path not in texts:
+            texts[path] = _read(path)
+    return files_importing_moxing(texts), utility_scripts(texts)
+
+
+def files_importing_moxing(texts: Dict[str, bytes]) -> Tuple[str, ...]:
+    """The files among `texts` that import moxing (not the generated module: it does too)."""
+    return tuple(sorted(path for path, text in texts.items() if b"moxing" in text and MOXING_IMPORT.search(text)
+                        and not text.startswith(RUNTIME_MARKER.encode())))
 
 
 MAIN_BLOCK = re.compile(rb"^if[ \t]+__name__[ \t]*==[ \t]*['\"]__main__['\"][ \t]*:", re.MULTILINE)
@@ -75,18 +77,14 @@ def _read(path: str) -> bytes:
         return b""
 
 
-def utility_scripts(files: Sequence[str], paths: Sequence[str]) -> Tuple[str, ...]:
-    """Absolute paths of the .py files (migrated ones and those around named scripts) that are
-    utilities beside an entry script: see the module's docstring."""
-    by_folder: Dict[str, set] = {}
-    for path in list(files) + list(_python_files_around(paths)):
-        if path.endswith(".py"):
-            path = os.path.abspath(path)
-            by_folder.setdefault(os.path.dirname(path), set()).add(path)
+def utility_scripts(texts: Dict[str, bytes]) -> Tuple[str, ...]:
+    """The scripts among `texts` that are utilities beside an entry script (the module's docstring)."""
+    by_folder: Dict[str, Dict[str, bytes]] = {}
+    for path, text in texts.items():
+        by_folder.setdefault(os.path.dirname(path), {})[path] = text
     found = set()
-    for folder, candidates in by_folder.items():
-        texts = {path: _read(path) for path in candidates}
-        idle = [p for p, text in texts.items() if _main_block(text) and not TRAINING.search(text)]
+    for folder, here in by_folder.items():
+        idle = [p for p, text in here.items() if _main_block(text) and not TRAINING.search(text)]
         if not idle:  # most folders: nothing else is read
             continue
         try:
@@ -95,9 +93,9 @@ def utility_scripts(files: Sequence[str], paths: Sequence[str]) -> Tuple[str, ..
             continue
         local = {n[:-3] for n in names if n.endswith(".py")} | {"."}
         local |= {n for n in names if os.path.isfile(os.path.join(folder, n, "__init__.py"))}
-        idle = [p for p in idle if not {(m[0] or m[1]).decode() for m in IMPORTED.findall(texts[p])} & local]
+        idle = [p for p in idle if not {(m[0] or m[1]).decode() for m in IMPORTED.findall(here[p])} & local]
         siblings = [os.path.join(folder, n) for n in names if n.endswith(".py")]
         if idle and any(_main_block(text) and TRAINING.search(text)
-                        for text in (texts.get(p) or _read(p) for p in siblings if p not in idle)):
+                        for text in (here.get(p) or _read(p) for p in siblings if p not in idle)):
             found.update(idle)
     return tuple(sorted(found))
