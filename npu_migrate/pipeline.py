@@ -88,6 +88,11 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
 
         moxing_files, utility_files = scan_project(files, settings.paths)
         options = replace(options, modelarts_moxing_files=moxing_files, modelarts_utility_files=utility_files)
+        entries = {os.path.abspath(p) for p in options.modelarts_entry_files}
+        for path in utility_files if not settings.quiet else ():
+            if path not in entries:  # a script --entry names is adapted whatever it looks like
+                warn(f"npu-migrate: note: {os.path.relpath(path)} is not adapted for ModelArts: its main block "
+                     "trains nothing and a script beside it trains (a utility run by hand; --entry adapts it)")
     cache = None
     if not settings.no_cache:
         from .cache import Cache

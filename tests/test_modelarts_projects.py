@@ -269,6 +269,9 @@ def test_a_utility_run_by_hand_beside_the_entry_script_is_not_adapted(job, run_c
     utility = (job.work / "valprep.py").read_text()
     done = run_cli(".", "--modelarts", "--write", cwd=job.work)
     assert done.returncode == 0, done.stderr
+    assert done.stderr.decode().startswith(
+        "npu-migrate: note: valprep.py is not adapted for ModelArts: its main block trains nothing and a script "
+        "beside it trains (a utility run by hand; --entry adapts it)\n")
     # valprep.py has argparse and a main block but trains nothing, and main.py beside it trains.
     assert (job.work / "valprep.py").read_text() == utility
     assert "from npu_migrate_modelarts import modelarts_setup" in (job.work / "main.py").read_text()
@@ -296,6 +299,7 @@ def test_a_utility_is_an_entry_script_when_named_or_alone(tmp_path, run_cli):
             done = run_cli(".", "--modelarts", "--write", "--entry", "valprep.py", cwd=folder)
         assert done.returncode == 0, done.stderr
         assert "from npu_migrate_modelarts import modelarts_setup" in (folder / "valprep.py").read_text(), case
+        assert "npu-migrate: note:" not in done.stderr.decode()
 
 
 def test_a_script_importing_a_project_module_that_uses_moxing_is_adapted_already(tmp_path, run_cli):
