@@ -125,9 +125,37 @@ def _match(a: List[str], alo: int, ahi: int, b: List[str], blo: int, bhi: int,
             i0, j0 = i + 1, j + 1
         if (i0, j0) != (alo, blo):
             _match(a, i0, ahi, b, j0, bhi, out)
-        # (no anchor at all in a long stretch: it stays one replaced block)
+        else:  # no line occurs once on each side (a file of repeated lines): match nearby lines
+            _match_nearby(a, alo, ahi, b, blo, bhi, out)
     if tail:
         out.append((ahi, bhi, tail))
+
+
+NEARBY = 16  # how far _match_nearby looks ahead on each side for the line that follows a change
+
+
+def _match_nearby(a: List[str], alo: int, ahi: int, b: List[str], blo: int, bhi: int,
+                  out: List[Tuple[int, int, int]]) -> None:
+    """Walk both sides together: equal lines match; after a difference, the nearest pair of equal
+    lines within NEARBY lines on each side (fewest lines skipped first) starts the next match,
+    else one line of each side counts as replaced. At most NEARBY**2 comparisons per line: the
+    edits of a migration are local (a line changed, a few added), which this finds."""
+    i, j = alo, blo
+    while i < ahi and j < bhi:
+        if a[i] == b[j]:
+            out.append((i, j, 1))
+            i, j = i + 1, j + 1
+            continue
+        step = None
+        for skipped in range(1, 2 * NEARBY - 1):
+            for di in range(max(0, skipped - NEARBY + 1), min(skipped, NEARBY - 1) + 1):
+                dj = skipped - di
+                if i + di < ahi and j + dj < bhi and a[i + di] == b[j + dj]:
+                    step = (di, dj)
+                    break
+            if step is not None:
+                break
+        i, j = (i + step[0], j + step[1]) if step is not None else (i + 1, j + 1)
 
 
 def _anchors(a: List[str], alo: int, ahi: int, b: List[str], blo: int, bhi: int) -> List[Tuple[int, int]]:

@@ -452,6 +452,61 @@ def test_diff_of_a_long_file_takes_work_linear_in_its_length(monkeypatch):
     assert _apply(before, diff) == after
 
 
+class _CountedLine(str):
+    """A line that counts how often it is compared (the work of matching lines)."""
+
+    compared = 0
+
+    def __eq__(self, other):
+        _CountedLine.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("kind", ["some lines unique", "no line unique"])
+def test_matching_the_lines_of_a_long_file_takes_comparisons_linear_in_its_length(kind, monkeypatch):
+    """Every line comparison counted, and the ranges difflib searches, also where no line occurs
+    once on each side (a file of repeated lines, where difflib took 15 CPU-s for 1.4 MB): at most
+    a small number per line, and the diff is minimal (one -/+ pair per changed line)."""
+    import difflib
+    import random
+
+    searched = [0]
+    real = difflib.SequenceMatcher.find_longest_match
+
+    def counted(self, alo=0, ahi=None, blo=0, bhi=None):
+        ahi, bhi = len(self.a) if ahi is None else ahi, len(self.b) if bhi is None else bhi
+        searched[0] += (ahi - alo) * (bhi - blo)
+        return real(self, alo, ahi, blo, bhi)
+
+    monkeypatch.setattr(difflib.SequenceMatcher, "find_longest_match", counted)
+
+    from npu_migrate.diffs import matching_blocks, unified_diff
+
+    rnd = random.Random(30)
+    if kind == "some lines unique":
+        lines = [rnd.choice(["\n", "    x = y\n", f"    t{k} = t.cuda()\n", f"# {k}\n"]) for k in range(30_000)]
+    else:
+        templates = [f"    v{i} = layer{i}(x){'.cuda()' if i % 3 == 0 else ''}\n" for i in range(150)]
+        lines = [rnd.choice(templates) for _ in range(30_000)]
+    before = "".join(lines)
+    after = before.replace(".cuda()", ".npu()")
+    a = [_CountedLine(line) for line in before.splitlines(True)]
+    b = [_CountedLine(line) for line in after.splitlines(True)]
+    _CountedLine.compared = 0
+
+    blocks = matching_blocks(a, b)
+
+    assert _CountedLine.compared <= 40 * len(lines), _CountedLine.compared
+    assert searched[0] <= 10 * len(lines), searched[0]
+    assert sum(n for _i, _j, n in blocks) == len(lines) - before.count(".cuda()")
+    diff = unified_diff(before, after, "train.py")
+    assert sum(1 for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")) == \
+        before.count(".cuda()")
+    assert _apply(before, diff) == after
+
+
 def test_the_diff_of_a_short_file_is_difflibs(tmp_path):
     import difflib
 
