@@ -1248,3 +1248,33 @@ def test_ci_stages_all_run_and_the_summary_fails_at_the_end(tmp_path, stages, co
     expected.append(f"=== .ci/run: {failed} of {len(stages)} stages failed" if failed
                     else f"=== .ci/run: all {len(stages)} stages passed")
     assert summary == expected
+
+
+def test_an_acl_that_cannot_be_copied_fails_the_write_and_keeps_the_file(tmp_path, monkeypatch):
+    """Never widen access: when the ACL cannot be given to the new file, the file is not replaced
+    (the mode alone would give the owning group the ACL mask's access)."""
+    import errno
+    import shutil
+
+    from npu_migrate import source as source_module
+
+    if not shutil.which("setfacl"):
+        pytest.skip("setfacl is not installed (apt-get install acl)")
+    train = tmp_path / "train.py"
+    train.write_bytes(GPU)
+    r = subprocess.run(["setfacl", "-m", "u:nobody:rw", str(train)], capture_output=True, text=True)
+    if r.returncode:
+        pytest.skip(f"this file system refuses POSIX ACLs: {r.stderr.strip()}")
+    before = _getfacl(train)
+    real = os.setxattr
+
+    def refuse_acl(path, name, value, *rest, **kw):
+        if name == source_module.ACL_ACCESS:
+            raise OSError(errno.EPERM, os.strerror(errno.EPERM))
+        return real(path, name, value, *rest, **kw)
+
+    monkeypatch.setattr(source_module.os, "setxattr", refuse_acl)
+    with pytest.raises(SourceError, match=r"^cannot write: cannot keep the file's ACL: Operation not permitted$"):
+        write_source(read_source(str(train)), NPU.decode())
+    assert train.read_bytes() == GPU and _getfacl(train) == before
+    assert sorted(os.listdir(tmp_path)) == ["train.py"]
