@@ -158,6 +158,10 @@ class TorchAnalysis(common.ModuleAnalysis):
         if len(node.targets) == 1 and isinstance(node.targets[0].target, cst.Name) and stmt is not None:
             name = node.targets[0].target.value
             self.assignments.setdefault(id(self.scope()), []).append((name, stmt, self.scope(), node.value))
+        path, mode = self._opened(node.value)
+        if path is not None and any(c in mode for c in "wax+") and not _per_process(path):
+            # `log = open("train.log", "w")`: the file object is used later, on every rank
+            self.unguarded_writes.append((node, self.module.code_for_node(node).strip()))
 
     def visit_Expr(self, node: cst.Expr) -> None:
         # `model.to(device)` / `model.npu()` / `model.cuda()` as a statement
