@@ -33,6 +33,7 @@ import signal
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 try:
     import fcntl
@@ -512,7 +513,10 @@ def _listing(url):
         if len(names) > MAX_LISTED:
             return None
         folder = url.rstrip("/")
-        return [url] + [f"{n} {_file_stamp(mox, f'{folder}/{n}')}" for n in names]
+        # One request per file: in parallel, as copy_parallel copies.
+        with ThreadPoolExecutor(16) as pool:
+            stamps = pool.map(lambda n: _file_stamp(mox, f"{folder}/{n}"), names)
+            return [url] + [f"{n} {stamp}" for n, stamp in zip(names, stamps)]
     except Exception as exc:  # MoXing's own exceptions (a folder that is only a prefix)
         log(f"{url} is copied again: its listing could not be read ({exc})")
         return None
