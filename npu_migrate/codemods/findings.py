@@ -218,14 +218,15 @@ def arguments_match(rule: Rule, call: cst.Call) -> bool:
 
     No `keywords`/`positions`: every call matches. Otherwise one of those arguments must be
     given and not an empty literal (None, False, "", [], ...); with `suffixes` it must also
-    contain a string literal that ends with one of them (`sources=["k.cu"]`).
+    contain a string literal that ends with one of them (`sources=["k.cu"]`; a shared
+    library's version does not count: `libcudart.so.11.0` ends in `libcudart.so`).
     Arguments passed through `*args`/`**kwargs` are unknown, so they never match.
     """
     if not rule.keywords and not rule.positions:
         return True
     for value in _selected_arguments(rule, call):
         if rule.suffixes:
-            if any(s.endswith(rule.suffixes) for s in _string_literals(value)):
+            if any(_VERSION_TAIL_RE.sub("", s).endswith(rule.suffixes) for s in _string_literals(value)):
                 return True
         elif not _is_empty_literal(value):
             return True
@@ -245,6 +246,10 @@ def _selected_arguments(rule: Rule, call: cst.Call) -> Iterator[cst.BaseExpressi
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in rule.keywords:
             yield arg.value
+
+
+# A shared library's version after `.so` (`libcudart.so.11.0`): suffixes name the library.
+_VERSION_TAIL_RE = re.compile(r"(?<=\.so)(?:\.\d+)+$")
 
 
 def _string_literals(node: cst.CSTNode) -> Iterator[str]:
