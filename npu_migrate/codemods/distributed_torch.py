@@ -9,21 +9,29 @@ at module level) gets, each an edit with a code of rules/distributed.toml:
   `distributed_setup()` call first in the main block (process group from the launcher's
   environment, `torch.npu.set_device(local_rank)`) and `distributed_cleanup()`
   (destroy_process_group) last;
-* NPU161 the model wrapped with `distributed_model(...)` (DistributedDataParallel) right after
-  the statement that moves it to the NPU; `nn.DataParallel(model)` unwrapped; `state_dict()` /
+* NPU161 the model wrapped with `distributed_model(...)` (DistributedDataParallel) after the
+  statement that moves it to the NPU and after the last change to its parameters before the
+  first loop (`model.apply(weights_init)`, a checkpoint loaded: DDP copies rank 0's parameters
+  only when it wraps); `nn.DataParallel(model)` unwrapped; `state_dict()` /
   `load_state_dict()` of the model go through `unwrap_model(...)`;
 * NPU162 a DistributedSampler for each training DataLoader (its `shuffle` moved into it) and
-  `set_sampler_epoch(loader, epoch)` at the top of the epoch loop;
-* NPU163 `torch.save(...)` and log files (logging.basicConfig(filename=...),
-  logging.FileHandler) on rank 0 only;
+  `set_sampler_epoch(loader, epoch)` at the top of the epoch loop; without a training loader, a
+  tensor batchified by the script's own function gets `rank_shard(...)`;
+* NPU163 whatever writes a job output on rank 0 only, the whole statement (`torch.save`,
+  `np.save`, `savefig`, a `with open(path, "w")` block, logging.basicConfig(filename=...),
+  logging.FileHandler, the copy or rename that finishes a save), and
+  `wait_for_main_process()` before a load of what rank 0 saved, where every rank reaches it;
 * the launch script `run_distributed_<script>.sh` (torchrun / torch_npu_run) beside it.
 
 Reported instead of guessed: scripts that are distributed already (NPU380), custom samplers
 (NPU381), iterable data sets (NPU382), manual all-reduce (NPU383), no place to wrap the model
-(NPU385); advice: the global batch grows with the number of NPUs (NPU384), a fixed device index
-puts every process on one NPU (NPU386), model attributes DDP does not have (NPU387).
-A script that imports the helpers already only gets the generated files refreshed, so a second
-run changes nothing; one with the helper block of version 1 gets the import in its place. What the pass reads in the script is in distributed_torch_analysis.py.
+(NPU385), a writing block that sets names (NPU391), a load inside a condition (NPU392);
+advice: the global batch grows with the number of NPUs (NPU384), a fixed device index or a
+one-device *_VISIBLE_DEVICES pin puts every process on one NPU (NPU386), model attributes DDP
+does not have (NPU387), data no rank splits (NPU393), a per-process seed that splits the data
+(NPU394). A script that imports the helpers already only gets the generated files refreshed,
+so a second run changes nothing; one with the helper block of version 1 gets the import in its
+place. What the pass reads in the script is in distributed_torch_analysis.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,9 @@
 """What the PyTorch `--distributed` pass reads in a script (distributed_torch.py decides and
-rewrites): its optimizers and the models they train, where each model is moved to the device,
-its DataLoaders (training or evaluation, their samplers), epoch loops, saves and log files, and
-what makes it distributed already or unfit (custom samplers, iterable data sets, all-reduce)."""
+rewrites): its optimizers and the models they train, where each model is moved to the device and
+what changes its parameters after, its DataLoaders (training or evaluation, their samplers),
+epoch loops, the statements that write files and the loads of saved paths, device pins and
+seeds, and what makes it distributed already or unfit (custom samplers, iterable data sets,
+all-reduce; an import counts only when what it binds is used)."""
 
 from __future__ import annotations
 
