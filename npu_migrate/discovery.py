@@ -66,7 +66,7 @@ class FileFilter:
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
         self._repo_tops: Dict[str, Optional[str]] = {}
         self._chains: Dict[tuple, list] = {}
-        self.unreadable: Dict[str, str] = {}  # folder -> why one of its ignore files cannot be read
+        self.unreadable: Dict[str, Tuple[str, str]] = {}  # folder -> (its ignore file that cannot be read, why)
 
     # -- the two questions discovery asks -------------------------------------------------------
 
@@ -141,19 +141,39 @@ class FileFilter:
                 except (OSError, SourceError) as exc:
                     if os.path.lexists(full):
                         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-                        self.unreadable[folder] = f"cannot read {name}: {why}"
+                        self.unreadable[folder] = (name, why)
                     continue
                 specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
             self._ignore_files[folder] = specs
         return self._ignore_files[folder]
 
-    def unreadable_ignore_file(self, folder: str) -> Optional[str]:
-        """Why an ignore file of `folder` could not be read (a FIFO, a device, too large), or None:
-        such a folder is not walked (what it would exclude is unknown) and fails the run."""
+    def unreadable_ignore_file(self, folder: str, base: Optional[str] = None, above: bool = False) -> Optional[str]:
+        """Why an ignore file of `folder` (with `above`: also of the folders above it whose ignore
+        files apply to it) could not be read (a FIFO, a device, too large), or None: such a folder
+        is not walked (what it would exclude is unknown) and fails the run."""
         if not self.respect_gitignore:
             return None
-        self._specs_of(folder)
-        return self.unreadable.get(folder)
+        for where in self._chain_folders(folder, base) if above else [folder]:
+            self._specs_of(where)
+            if where in self.unreadable:
+                name, why = self.unreadable[where]
+                shown = name if where == folder else os.path.join(os.path.relpath(where, folder), name)
+                return f"cannot read {shown}: {why}"
+        return None
+
+    def _chain_folders(self, parent: str, base: Optional[str]) -> List[str]:
+        """The folders whose ignore files apply to entries of `parent`, deepest first: from
+        `parent` up to the repository top (outside a repository: up to the root)."""
+        top = base or self._repo_top(parent)
+        if top is None and _is_within(parent, self.root):
+            top = self.root
+        folders, folder = [], parent
+        while top is not None and _is_within(folder, top):
+            folders.append(folder)
+            if folder == top:
+                break
+            folder = os.path.dirname(folder)
+        return folders
 
     def _ignore_chain(self, parent: str, base: Optional[str]) -> list:
         """(folder, spec) of every gitignore that applies to entries of `parent`, deepest first:
@@ -161,16 +181,7 @@ class FileFilter:
         key = (parent, base)
         chain = self._chains.get(key)
         if chain is None:
-            chain = []
-            top = base or self._repo_top(parent)
-            if top is None and _is_within(parent, self.root):
-                top = self.root
-            folder = parent
-            while top is not None and _is_within(folder, top):
-                chain += [(folder, spec) for spec in self._specs_of(folder)]
-                if folder == top:
-                    break
-                folder = os.path.dirname(folder)
+            chain = [(folder, spec) for folder in self._chain_folders(parent, base) for spec in self._specs_of(folder)]
             self._chains[key] = chain
         return chain
 
@@ -262,6 +273,11 @@ def _walk(top: str, file_filter: FileFilter,
     A folder that cannot be listed is added to `unlistable` as (path, why)."""
     abs_top = os.path.abspath(top)
     base = abs_top if file_filter.excluded_path(top) else None
+    why = file_filter.unreadable_ignore_file(abs_top, base, above=True)
+    if why is not None:  # an ignore file above the folder given (at the repository top, say)
+        if unlistable is not None:
+            unlistable.append((top, why))
+        return
     stack = [(top, abs_top)]
     while stack:
         shown_dir, abs_dir = stack.pop()

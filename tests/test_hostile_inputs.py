@@ -1278,3 +1278,19 @@ def test_an_acl_that_cannot_be_copied_fails_the_write_and_keeps_the_file(tmp_pat
         write_source(read_source(str(train)), NPU.decode())
     assert train.read_bytes() == GPU and _getfacl(train) == before
     assert sorted(os.listdir(tmp_path)) == ["train.py"]
+
+
+def test_an_ignore_file_above_the_folder_given_that_never_ends_fails_it(tmp_path):
+    """The .gitignore of the repository top applies to a folder given below it: when it cannot
+    be read, that folder is not walked either (one line, exit 2)."""
+    project = tmp_path / "proj"
+    (project / ".git").mkdir(parents=True)
+    (project / "src").mkdir()
+    (project / "src" / "train.py").write_bytes(GPU)
+    os.mkfifo(project / ".gitignore")
+
+    r = _run("src", "--write", cwd=project)
+
+    assert r.returncode == 2, r.stderr
+    assert "src: cannot read ../.gitignore: not a regular file" in r.stdout.decode().splitlines(), r.stdout
+    assert (project / "src" / "train.py").read_bytes() == GPU
