@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from .codes import check_emitter, kind_key
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
 from .positions import NodePositions
@@ -134,7 +135,12 @@ class Context:
         after: str = "",
         module: Optional[cst.Module] = None,
     ) -> None:
-        code = rule_or_code.code if isinstance(rule_or_code, Rule) else rule_or_code
+        if isinstance(rule_or_code, Rule):
+            code = rule_or_code.code
+            check_emitter(code, kind_key(rule_or_code.kind, rule_or_code.framework, rule_or_code.match_kind))
+        else:
+            code = rule_or_code
+            check_emitter(code, None)
         self._pending.append(
             _Pending(node, module or self.module, edit=Edit(code, Span(0, 0, 0, 0), message, before, after))
         )
@@ -149,6 +155,7 @@ class Context:
         severity: Optional[Severity] = None,
         module: Optional[cst.Module] = None,
     ) -> None:
+        check_emitter(rule.code, kind_key(rule.kind, rule.framework, rule.match_kind))
         if (module is None or module is self.module) and self.comment_suppressed(node, rule.code):
             return
         self._pending.append(

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from .codedocs import page, reported_as
+from .codes import Site, appliers_of, kind_key, load_emitters, sites_of
 from .rules import Rule, RuleSet, kind_of
 
 _SHOWN_NAMES = 8
@@ -25,6 +26,16 @@ def list_codes(rules: RuleSet) -> str:
     return "\n".join(lines) + "\n"
 
 
+def emitting_sites(rules: RuleSet, code: str) -> List[Site]:
+    """Every function or class registered as emitting `code` (codes.py): its own `emits`, and
+    the appliers of the kinds of the rules that use it, in that order, each once."""
+    load_emitters()
+    found = sites_of(code)
+    for rule in rules.by_code(code):
+        found += appliers_of(kind_key(rule.kind, rule.framework, rule.match_kind))
+    return list(dict.fromkeys(found))
+
+
 def explain(rules: RuleSet, code: str) -> Optional[str]:
     """The documentation of `code`, or None when no rule or doc knows it."""
     p = page(rules, code)
@@ -40,6 +51,9 @@ def explain(rules: RuleSet, code: str) -> Optional[str]:
         out += ["", f"What to do: {p.fix}"]
     out += ["", f"Area: {p.area}" + (f"; checked against {p.targets}" if p.targets else "")
             + f". Documentation: docs/codes/{code}.md"]
+    sites = emitting_sites(rules, code)
+    if sites:
+        out += ["", "Emitted by:"] + [f"  {site}" for site in sites]
     if entries:
         out += ["", f"Rules ({len(entries)}):"]
     for rule in entries:
@@ -57,7 +71,7 @@ def _describe(rule: Rule) -> List[str]:
     lines = [head]
     kind = kind_of(rule)
     if kind is not None:
-        lines.append(f"    kind: [[{rule.kind}]], npu_migrate/kinds/{rule.kind}.py; applied by {kind.implementation(rule)}")
+        lines.append(f"    kind: [[{rule.kind}]], npu_migrate/kinds/{rule.kind}.py")
     names = list(rule.patterns or ((rule.from_,) if rule.from_ else ()))
     if rule.kind == "finding" and names:
         shown = ", ".join(names[:_SHOWN_NAMES])

@@ -10,6 +10,7 @@ import tokenize
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from .model import Finding, Severity, Span
+from .codes import emits
 
 SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
 
@@ -52,6 +53,7 @@ def parse_suppressions(text: str) -> Dict[int, Optional[Set[str]]]:
 UNUSED_SUPPRESSION_CODE = "NPU001"
 
 
+@emits("NPU001")
 def unused_suppressions(
     text: str,
     suppressions: Mapping[int, Optional[Set[str]]],

@@ -14,7 +14,7 @@ import npu_migrate
 from npu_migrate.explain import explain
 from npu_migrate.kinds import KINDS
 from npu_migrate.prefilter import rule_requirements
-from npu_migrate.rules import RuleError, build_ruleset, default_rules, kind_of
+from npu_migrate.rules import RuleError, build_ruleset, default_rules
 
 ROOT = Path(npu_migrate.__file__).parent.parent
 RULES = default_rules()
@@ -67,13 +67,15 @@ def test_the_prefilter_knows_every_kind_through_its_module():
 
 
 @pytest.mark.parametrize("code, module, applied_by", [
-    ("NPU105", "npu_migrate/kinds/device.py", "npu_migrate/codemods/torch/literals.py"),
-    ("NPU101", "npu_migrate/kinds/method.py", "npu_migrate/codemods/torch/methods.py"),
-    ("NPU305", "npu_migrate/kinds/finding.py", "npu_migrate/codemods/findings.py"),
+    ("NPU105", "npu_migrate/kinds/device.py", "npu_migrate.codemods.torch.literals:LiteralRewrites:"),
+    ("NPU101", "npu_migrate/kinds/method.py", "npu_migrate.codemods.torch.methods:MethodRewrites:"),
+    ("NPU305", "npu_migrate/kinds/finding.py", "npu_migrate.codemods.findings:FindingVisitor:"),
 ])
-def test_explain_names_the_module_of_the_code(code, module, applied_by):
+def test_explain_names_the_kind_and_the_code_that_applies_it(code, module, applied_by):
     text = explain(RULES, code)
-    assert f"kind: [[{module.rsplit('/', 1)[1][:-3]}]], {module}; applied by {applied_by}" in text
+    assert f"kind: [[{module.rsplit('/', 1)[1][:-3]}]], {module}\n" in text
+    emitted = text.split("Emitted by:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    assert [line for line in emitted if line.startswith(f"  {applied_by}")], emitted
 
 
 def test_a_kind_checks_its_own_keys():

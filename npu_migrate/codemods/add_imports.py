@@ -25,6 +25,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import ImportTable, dotted_name
 from ..rules import Rule
+from ..codes import applies
 
 
 def imports_something(stmt: cst.BaseStatement) -> bool:
@@ -82,6 +83,7 @@ def imported_from(module: cst.Module, name: str) -> bool:
                for node in ImportTable.of(module).import_nodes)
 
 
+@applies("add_import@tensorflow", "add_import@mindspore")
 def add_rule_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Module:
     """Insert the rule's import before the first top-level import (after the docstring and the
     `from __future__` imports), so that names the file imports itself win over a star import's."""

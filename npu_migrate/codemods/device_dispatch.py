@@ -32,6 +32,7 @@ from ..context import Context
 from ..rules import Rule
 from .strings import string_value, with_body
 from .syntax import option_names
+from ..codes import applies
 
 TARGETS = ("GPU", "Ascend", "CPU")
 
@@ -347,6 +348,7 @@ class _Apply(cst.CSTTransformer):
         return self._add(original_node, updated_node)
 
 
+@applies("device_dispatch@mindspore", "device_dispatch@tensorflow", "finding:codemod@mindspore")
 def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding: Optional[Rule]) -> Tuple[cst.Module, Set[int]]:
     decision = analyse(module, rule)
     tree = None if module is ctx.module else module

@@ -18,6 +18,7 @@ from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS
 from ..rules import Rule
 from .syntax import comment_texts, is_main_guard, leading_lines, marked_block
 from .syntax import header_end as syntax_header_end
+from ..codes import emits
 
 
 EVAL_WORDS = ("test", "val", "eval", "valid", "dev")
@@ -161,6 +162,7 @@ def refresh_block(ctx: Context, module: cst.Module, block: Tuple[int, int], text
     return new_module
 
 
+@emits("NPU164")
 def refresh_rank_table_block(ctx: Context, module: cst.Module, block: Tuple[int, int], full: str, is_entry: bool,
                              first_entry_function: str) -> cst.Module:
     """refresh_block for the TF 1.15 and MindSpore passes: the whole block in an entry script
@@ -172,6 +174,7 @@ def refresh_rank_table_block(ctx: Context, module: cst.Module, block: Tuple[int,
     return new_module
 
 
+@emits("NPU380")
 def report_distributed_already(ctx: Context, found: List[Tuple[cst.CSTNode, str]]) -> bool:
     """NPU380 on the first sign that a script is distributed already (then it is left alone)."""
     if not found:

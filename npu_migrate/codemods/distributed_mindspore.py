@@ -34,6 +34,7 @@ from ..targets.mindspore import MsTarget
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
 from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
+from ..codes import emits
 
 MODELS = {"mindspore.Model", "mindspore.train.Model", "mindspore.train.model.Model"}
 TRAIN_CELLS = {"mindspore.nn.TrainOneStepCell", "mindspore.nn.TrainOneStepWithLossScaleCell",
@@ -202,6 +203,7 @@ def _setup_anchor(a: MindSporeAnalysis) -> int:
     return 0
 
 
+@emits("NPU163", "NPU164", "NPU165", "NPU382", "NPU384", "NPU389", "NPU390")
 def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "mindspore"):
         return module

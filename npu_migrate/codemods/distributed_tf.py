@@ -33,6 +33,7 @@ from . import distributed_common as common
 from .add_imports import add_rule_import, imported_from
 from .syntax import keyword_arg, sole_call
 from .tensorflow import canonical_tensorflow
+from ..codes import emits
 
 SOURCES = {"tensorflow.data.TFRecordDataset", "tensorflow.data.TextLineDataset",
            "tensorflow.data.FixedLengthRecordDataset", "tensorflow.data.Dataset.from_tensor_slices",
@@ -192,6 +193,7 @@ def _add_npu_init(module: cst.Module, ctx: Context) -> cst.Module:
     return add_rule_import(module, ctx, rule) if rule is not None else module
 
 
+@emits("NPU163", "NPU164", "NPU165", "NPU166", "NPU167", "NPU382", "NPU384", "NPU390")
 def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "tensorflow"):
         return module

@@ -49,6 +49,7 @@ from ..modelarts import RUNTIME_MODULE
 from . import distributed_common as common
 from .distributed_torch_analysis import MODULE_API, Loader, Move, TorchAnalysis, moves_model, parameters_of
 from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
+from ..codes import emits
 
 # ----------------------------------------------------------------------------- decisions
 
@@ -146,6 +147,7 @@ def _contains(tree: cst.CSTNode, node: cst.CSTNode) -> bool:
     return bool(found)
 
 
+@emits("NPU380", "NPU381", "NPU382", "NPU383", "NPU385")
 def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
     """What to do, or None (reported when `report`)."""
     def say(code: str, node: cst.CSTNode, api: str, **values: str) -> None:
@@ -477,6 +479,7 @@ def _add_setup_and_cleanup(module: cst.Module) -> cst.Module:
     return module.with_changes(body=[*body, cleanup])
 
 
+@emits("NPU161", "NPU387")
 def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
     """Each `model.attr` that now goes through unwrap_model() is an edit; a method called that
     way (`model.init_hidden(...)`) also gets NPU387, in case it runs a training forward pass."""
@@ -492,6 +495,7 @@ def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
             common.report(ctx, "NPU387", node, f"{model}.{attr}(...)", model=model, attr=attr)
 
 
+@emits("NPU160", "NPU161", "NPU162", "NPU163", "NPU384", "NPU386", "NPU388", "NPU391", "NPU392", "NPU393", "NPU394")
 def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "torch"):
         return module

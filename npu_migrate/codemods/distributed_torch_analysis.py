@@ -18,6 +18,7 @@ from ..imports import dotted_name, imported_names
 from . import distributed_common as common
 from .strings import string_value
 from .syntax import keyword_arg, sole_call
+from ..codes import emits
 
 DATALOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel",
@@ -77,6 +78,7 @@ class Move:
     scope: cst.CSTNode
 
 
+@emits("NPU381", "NPU385")
 class TorchAnalysis(common.ModuleAnalysis):
     """What the PyTorch pass needs to know about one module (the original or the current tree)."""
 

@@ -22,6 +22,7 @@ from ..local_modules import absolute_imports, is_local_import, submodule_pairs
 from ..model import Severity
 from ..fast_visitor import walk
 from ..rules import Rule
+from ..codes import applies
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -53,6 +54,7 @@ def uses_device(ctx: Context) -> bool:
     return ctx.import_required("torch_npu") or ctx.imports.imports_module("torch_npu")
 
 
+@applies("finding:import", "finding:method", "finding:call", "finding:call-kwarg", "finding:string")
 class FindingVisitor(cst.CSTVisitor):
     """Calls and method calls, found by walking the tree; imports, from the import table."""
 

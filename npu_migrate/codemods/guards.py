@@ -32,6 +32,7 @@ import libcst as cst
 from ..context import Context
 from ..imports import dotted_name
 from ..fast_visitor import walk
+from ..codes import applies
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
@@ -167,6 +168,7 @@ def _calls_any(node: cst.CSTNode, names: Set[str]) -> bool:
 # ----------------------------------------------------------------------------- planning
 
 
+@applies("finding:guard")
 class _Planner(cst.CSTVisitor):
     def __init__(self, ctx: Context, kernels: Set[str]) -> None:
         super().__init__()

@@ -17,6 +17,7 @@ import libcst as cst
 from ..context import Context
 from .callrules import apply_framework_rules
 from .device_dispatch import apply_device_dispatch
+from ..codes import emits
 
 _CANONICAL_PREFIXES = (
     # `mindspore.communication.management` is the module `mindspore.communication` re-exports.
@@ -62,6 +63,7 @@ class _Deprecated(cst.CSTVisitor):
                                  suggestion=self.rule.render_suggestion(instead=use or "what its documentation names"))
 
 
+@emits("NPU322")
 def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if "mindspore" not in ctx.frameworks:
         return module

@@ -22,6 +22,7 @@ import libcst as cst
 from ..context import Context
 from ..rules import Rule
 from .strings import string_value
+from ..codes import emits
 
 REWRITE_CODE = "NPU129"
 OFFER_CODE = "NPU351"
@@ -157,6 +158,7 @@ class _Apply(cst.CSTTransformer):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
 
 
+@emits("NPU129", "NPU351")
 def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[Rule]) -> Tuple[cst.Module, bool]:
     """Rewrite (with --npu-ops) or offer (NPU351) the NPU operators. Returns the tree and
     whether it changed. Runs first on the file's own tree; when an earlier pass changed it

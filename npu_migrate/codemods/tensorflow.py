@@ -28,6 +28,7 @@ from .callrules import apply_framework_rules
 from .npu_ops import OFFER_CODE, apply_npu_ops
 from .strings import string_value
 from .syntax import option_names
+from ..codes import emits
 
 # Spellings of the same API, mapped to the one the rules use. `tf.compat.v1.Session` and
 # `import tensorflow.compat.v1 as tf` are TF 1.15's own API; Horovod's Keras bindings share the
@@ -62,6 +63,7 @@ _GPU_DEFAULT = re.compile(r"(?i)^/?(?:device:)?gpu(?::\d+)?$")
 _DEVICE_OPTIONS = {"device", "devices", "device_name", "gpu", "gpus", "worker_device", "ps_device"}
 
 
+@emits("NPU340", "NPU353", "NPU355")
 class GpuPatterns(cst.CSTVisitor):
     """What ties a TF script to GPUs at run time and has no rule of its own: device names built
     from an index ('/gpu:%d' % i, '/gpu:{}'.format(i), f'/gpu:{i}', '/gpu:' + str(i); NPU340),

@@ -17,6 +17,7 @@ from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
+from ..codes import applies
 
 _SHOWN_KERNELS = 5
 
@@ -46,6 +47,7 @@ def _suppressed(text: str, line: int, code: str) -> bool:
     return m is not None and covers({line: suppressed_codes(m)}, line, code)
 
 
+@applies("finding:file")
 def migrate_cuda_source(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     result = FileResult(path=path)
     found = kernels(text)

@@ -38,6 +38,7 @@ from .. import prefilter
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
 from ..source import SourceError
+from ..codes import emits
 
 # Cell magics whose body is Python run in the notebook's namespace.
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
@@ -375,6 +376,7 @@ def _cell_magic(source: str) -> Optional[Tuple[str, str]]:
     return name, first
 
 
+@emits("NPU375", "NPU376")
 def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     from ..engine import migrate_python
 

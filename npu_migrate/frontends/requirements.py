@@ -24,6 +24,7 @@ from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonical
                                  read_requirements_txt)
 from ..rules import Rule, RuleSet
 from . import is_pyproject
+from ..codes import applies
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -53,6 +54,7 @@ def _local_labels(req: Requirement) -> List[str]:
     return [spec.version.split("+", 1)[1] for spec in req.specifier if "+" in spec.version]
 
 
+@applies("finding:requirement", "finding:requirement-build")
 def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) -> List[Tuple[int, int, Finding]]:
     out: List[Tuple[int, int, Finding]] = []
     listed = {canonicalize_name(d.requirement.name) for d in deps if d.requirement is not None}

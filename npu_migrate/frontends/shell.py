@@ -28,6 +28,7 @@ from ..rules import Rule, RuleSet
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from .shell_lexer import ASSIGNMENT_RE, NAME_RE, Command, Word, scan_shell
+from ..codes import applies
 
 # `NAME=` at the start of a quoted value or after a blank or `;&|(` inside it.
 _ASSIGNMENT_IN_VALUE_RE = re.compile(r"""(?:(?<=["'\s;&|(])|(?<==))([A-Za-z_][A-Za-z0-9_]*)=""")
@@ -59,6 +60,7 @@ def _glob_specificity(pattern: str) -> Tuple[int, int]:
     return (0 if "*" in pattern else 1, len(pattern))
 
 
+@applies("env", "command", "finding:env", "finding:command", "finding:heredoc", "finding:install-path")
 class ShellMigrator:
     def __init__(self, text: str, rules: RuleSet) -> None:
         self.text = text

@@ -15,6 +15,7 @@ from typing import Dict, List, Tuple
 
 from ..model import FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
+from ..codes import applies
 
 _LINE_RE = re.compile(r"""^(?P<indent>[ \t]*)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:[ \t]*"""
                       r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s#'"][^#\n]*?)[ \t]*(?:#.*)?$""")
@@ -29,6 +30,7 @@ def _wanted(rules: RuleSet) -> Dict[Tuple[str, str], Rule]:
     return wanted
 
 
+@applies("finding:config-key")
 def migrate_yaml(text: str, path: str, options: Options, rules: RuleSet) -> FileResult:
     result = FileResult(path=path)
     wanted = _wanted(rules)

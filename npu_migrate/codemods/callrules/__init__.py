@@ -31,8 +31,9 @@ from ...context import Context
 from ...fast_visitor import walk
 from ..add_imports import add_plain_import, add_rule_import, imported
 from .apply import Applier, Plans
-from .index import Canonical, FrameworkRules
+from .index import FRAMEWORK_KIND_KEYS, Canonical, FrameworkRules
 from .planner import Planner
+from ...codes import applies
 
 __all__ = ["Canonical", "FrameworkRules", "apply_framework_rules"]
 
@@ -45,6 +46,7 @@ def _plan(ctx: Context, tree: cst.Module, rules: FrameworkRules, canonical: Cano
     return planner.plans
 
 
+@applies(*FRAMEWORK_KIND_KEYS)
 def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, canonical: Canonical,
                           keep: Optional[Set[int]] = None) -> cst.Module:
     """Apply `framework`'s rules to `module` (the tree as the earlier codemods left it).

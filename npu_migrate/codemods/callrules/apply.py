@@ -12,9 +12,11 @@ import libcst as cst
 
 from ...context import Context
 from ...rules import Rule
+from .index import FRAMEWORK_KIND_KEYS
 from ..bindings import MODULE_SCOPE
 from ..strings import with_body
 from ..syntax import add_keyword_argument, is_main_guard, is_none, leading_lines, new_call, node_code
+from ...codes import applies
 
 
 # ---------------------------------------------------------------------------- plans
@@ -47,6 +49,7 @@ class Plans:
     hot: Set[int] = field(default_factory=set)  # statements with something planned inside
 
 
+@applies(*FRAMEWORK_KIND_KEYS)
 class Applier(cst.CSTTransformer):
     def __init__(self, ctx: Context, tree: cst.Module, plans: Plans) -> None:
         super().__init__()

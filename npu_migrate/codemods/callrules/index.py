@@ -86,3 +86,11 @@ class FrameworkRules:
             if rule is not None:
                 return name, rule
         return None
+
+
+# The kinds the framework passes apply through callrules/ (codes.kind_key of their rules).
+FRAMEWORK_KIND_KEYS = tuple(
+    f"{kind}@{framework}" for framework in ("tensorflow", "mindspore")
+    for kind in ("call_rename", "call_replace", "call_config", "argument", "add_keyword", "entry_setup",
+                 "remove_import", "add_import", "finding:api", "finding:import", "finding:call",
+                 "finding:codemod"))

@@ -16,10 +16,12 @@ from ..syntax import is_main_guard, is_none
 from .apply import CallPlan, Plans
 from .arguments import ArgumentPlanning
 from .calls import CallPlanning
-from .index import Canonical, FrameworkRules
+from .index import FRAMEWORK_KIND_KEYS, Canonical, FrameworkRules
 from .program import ProgramPlanning
+from ...codes import applies
 
 
+@applies(*FRAMEWORK_KIND_KEYS)
 class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
     """Records the bindings while it visits; decides at the end of the module, when every
     binding is known (a config may be built below the estimator that uses it)."""

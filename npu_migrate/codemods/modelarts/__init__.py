@@ -41,11 +41,13 @@ from ...modelarts import RUNTIME_MODULE, SETUP_FUNCTION, boot_file_name, render_
 from .plan import entry_script_by_choice, helper_script, may_be_entry_script, named_with_entry, plan_adaptation
 from .rewrite import Rewriter, argument_lines, install_import
 from .script import ParseCall, ScriptAnalysis
+from ...codes import emits
 
 # The edits this pass makes (rules/modelarts.toml).
 EDIT_ARGS, EDIT_TOLERANT, EDIT_SETUP, EDIT_IMPORT = "NPU201", "NPU202", "NPU203", "NPU204"
 
 
+@emits("NPU201", "NPU202", "NPU203", "NPU204")
 def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if not ctx.options.modelarts or ctx.entry_script is False:
         return module

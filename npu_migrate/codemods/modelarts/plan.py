@@ -15,6 +15,7 @@ from ...imports import dotted_name
 from ..syntax import is_main_guard, node_code
 from .arguments import URL_ARGS, generated_argument, is_data_argument, is_output_argument, output_rank
 from .script import ScriptAnalysis
+from ...codes import emits
 
 # Scripts named like this are not entry scripts unless named with --entry (model-zoo layout, and
 # the data preparation run by hand before a job: split, download, prepare, extract).
@@ -99,6 +100,7 @@ def _looked_for(options) -> str:
            "sample_dir, result_dir, ... or whose help says they are saved to"
 
 
+@emits("NPU210", "NPU211", "NPU212", "NPU213", "NPU214", "NPU215", "NPU216", "NPU217", "NPU218", "NPU219")
 def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     """Decide (and report findings on the original tree); None leaves the script alone."""
     options = ctx.options

@@ -19,6 +19,7 @@ from ...fast_visitor import walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ..syntax import option_names
+from ...codes import applies
 from .state import TorchState
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
@@ -61,6 +62,7 @@ class DeviceVariables(cst.CSTVisitor):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
 
 
+@applies("device", "backend", "env", "api")
 class LiteralRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 

@@ -10,6 +10,7 @@ from typing import Optional
 import libcst as cst
 
 from ...context import Context
+from ...codes import applies
 from .state import TorchState
 
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
@@ -29,6 +30,7 @@ def fits_signature(call: cst.Call, method: str) -> bool:
     return len(positional) <= max_positional and named <= keywords
 
 
+@applies("method", "attribute")
 class MethodRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 

@@ -18,6 +18,7 @@ from ...rules import Rule
 from ...targets.torch_npu import Missing, Target, describe
 from ...fast_visitor import walk
 from ..strings import string_value
+from ...codes import applies
 from .state import TorchState
 
 
@@ -33,6 +34,7 @@ class _AliasAttributes(cst.CSTVisitor):
             self.attrs.setdefault(node.value.value, set()).add(node.attr.value)
 
 
+@applies("api", "module", "finding:api", "finding:target")
 class ReferenceRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 

@@ -15,6 +15,7 @@ from ...context import Context
 from ...imports import dotted_name
 from ...rules import Rule
 from ..syntax import leading_lines
+from ...codes import applies
 
 
 NOQA = "# noqa: F401"  # linters would delete an import nothing seems to use
@@ -179,6 +180,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
         return not self.done and not isinstance(node, cst.BaseExpression)
 
 
+@applies("add_import")
 def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule]) -> cst.Module:
     if rule is None or not ctx.options.add_import or not ctx.import_required("torch_npu"):
         return module
