@@ -14,7 +14,7 @@ import npu_migrate
 from npu_migrate.explain import explain
 from npu_migrate.kinds import KINDS
 from npu_migrate.prefilter import rule_requirements
-from npu_migrate.rules import RuleError, build_ruleset, default_rules
+from npu_migrate.rules import RuleError, build_ruleset, default_rules, kind_of
 
 ROOT = Path(npu_migrate.__file__).parent.parent
 RULES = default_rules()
