@@ -553,6 +553,32 @@ class LiteralRewrites(TorchState):
         new = self.device_literal(original.value, updated.value)
         return updated.with_changes(value=new) if new is not updated.value else updated
 
+    def leave_List(self, original: cst.List, updated: cst.List) -> cst.List:
+        return self._config_pairs(original, updated)
+
+    def leave_Tuple(self, original: cst.Tuple, updated: cst.Tuple) -> cst.Tuple:
+        return self._config_pairs(original, updated)
+
+    def _config_pairs(self, original, updated):
+        """yacs/detectron2 overrides: `cfg.merge_from_list(["MODEL.DEVICE", "cuda", ...])`, `opts +
+        ["MODEL.DEVICE", "cuda"]`: the value after a dotted config key naming a device."""
+        if self._shown or self._foreign or len(original.elements) < 2:
+            return updated
+        elements = list(updated.elements)
+        changed = False
+        for i, element in enumerate(original.elements[:-1]):
+            key = string_value(element.value)
+            if key is None or "." not in key or not DEVICE_NAME_RE.search(key.rsplit(".", 1)[-1]):
+                continue
+            value = original.elements[i + 1].value
+            if elements[i + 1].value is not value:
+                continue  # rewritten already (leave_Element: "cuda:0")
+            new = self.device_literal(value, elements[i + 1].value, variable=False)
+            if new is not elements[i + 1].value:
+                elements[i + 1] = elements[i + 1].with_changes(value=new)
+                changed = True
+        return updated.with_changes(elements=elements) if changed else updated
+
     def leave_DictElement(self, original: cst.DictElement, updated: cst.DictElement) -> cst.DictElement:
         # {"device": "cuda"} / {"dist_backend": "nccl"}
         key = string_value(original.key)
