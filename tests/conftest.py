@@ -1,6 +1,4 @@
-import os
-import subprocess
-import sys
+import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,23 +12,24 @@ os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
 
 @pytest.fixture
 def run_cli():
-    """Run the installed command line as a user would: a subprocess, cwd chosen by the test."""
+    """Run the command line as a user would, in this process (tests/helpers.py `cli_in_process`:
+    cwd chosen by the test, stdout/stderr bytes, the exit code); about 100 times cheaper than a
+    new interpreter. For what only a real process shows, use `run_process`."""
+    from helpers import cli_in_process
 
-    def run(*args, cwd=None, input=None, env=None):
-        full_env = dict(os.environ)
-        full_env.pop("NO_COLOR", None)
-        full_env["NPU_MIGRATE_CACHE_DIR"] = str(Path(cwd or ".").resolve() / ".npu-migrate-test-cache")
-        if env:
-            full_env.update(env)
-        return subprocess.run(
-            [sys.executable, "-m", "npu_migrate", *args],
-            cwd=cwd,
-            input=input,
-            capture_output=True,
-            env=full_env,
-        )
+    return cli_in_process
 
-    return run
+
+@pytest.fixture
+def run_process():
+    """Run `python -m npu_migrate` in a process of its own (signals, the interpreter's exit,
+    the encodings of real streams, worker processes): same arguments and result as `run_cli`."""
+    from helpers import cli_process
+
+    return cli_process
+
+
+_PREFILTER_CHECKED: dict = {}
 
 
 @pytest.fixture(autouse=True)
@@ -49,6 +48,9 @@ def prefilter_never_skips_work(monkeypatch):
     def checked(rules, text, framework="auto"):
         if real(rules, text, framework) or checking:
             return True
+        key = (id(rules), framework, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+        if _PREFILTER_CHECKED.get(key) is rules:  # this text was checked with these rules already
+            return False
         checking.append(True)
         try:
             result = migrate_python(text, "prefilter_check.py", Options(framework=framework), rules)
@@ -57,6 +59,7 @@ def prefilter_never_skips_work(monkeypatch):
         assert not (result.edits or result.findings or result.changed), (
             f"the prefilter skipped a text that needs work: {result.edits or result.findings}\n{text[:2000]}"
         )
+        _PREFILTER_CHECKED[key] = rules  # (holding `rules` keeps its id from being reused)
         return False
 
     monkeypatch.setattr(prefilter, "may_need_work", checked)

@@ -3,6 +3,8 @@ property tests, and the command line run in this process."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 from pathlib import Path
 
@@ -22,9 +24,104 @@ def invoke(args, cache_dir, env=None):
     from npu_migrate.cli import main
 
     full_env = {"NPU_MIGRATE_CACHE_DIR": str(cache_dir), "NO_COLOR": "1", **(env or {})}
-    return CliRunner().invoke(main, [*args, "--color", "never", "-j", "1"], env=full_env)
+    with rules_loaded_once():
+        return CliRunner().invoke(main, [*args, "--color", "never", "-j", "1"], env=full_env)
+
+
+_LOADED: dict = {}
+
+
+@contextlib.contextmanager
+def rules_loaded_once():
+    """The command line's rule sets, built once per test process for the same rule files with the
+    same bytes (building one takes half a second; the property tests run the CLI hundreds of
+    times). A rule file that is not a small regular file, or a set that fails to load, goes
+    through load_rules every time: those runs test the loading itself."""
+    from npu_migrate import cli
+
+    real = cli.load_rules
+
+    def once(rule_files=(), *args, **kwargs):
+        paths = [Path(f) for f in rule_files]
+        if args or kwargs or not all(p.is_file() and p.stat().st_size < 1 << 20 for p in paths):
+            return real(rule_files, *args, **kwargs)
+        key = tuple((str(p.resolve()), hashlib.sha256(p.read_bytes()).digest()) for p in paths)
+        if key not in _LOADED:
+            _LOADED[key] = real(rule_files)
+        return _LOADED[key]
+
+    cli.load_rules = once
+    try:
+        yield
+    finally:
+        cli.load_rules = real
 
 
 def tree_state(folder: Path) -> dict:
     """Every file under `folder`, relative path -> bytes."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+class CliResult:
+    """What a run of the command line gave: the fields of subprocess.CompletedProcess the tests read."""
+
+    def __init__(self, args, returncode: int, stdout: bytes, stderr: bytes):
+        self.args, self.returncode, self.stdout, self.stderr = args, returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"CliResult(args={self.args!r}, returncode={self.returncode}, stdout={self.stdout[:400]!r}, " \
+               f"stderr={self.stderr[:400]!r})"
+
+
+def _test_env(cwd, env) -> dict:
+    """The environment of a test's run: colour decided by the run's own streams (NO_COLOR unset),
+    a cache of its own under `cwd`, then the test's `env`."""
+    return {"NO_COLOR": None, "NPU_MIGRATE_CACHE_DIR": str(Path(cwd or ".").resolve() / ".npu-migrate-test-cache"),
+            **(env or {})}
+
+
+def cli_in_process(*args, cwd=None, input=None, env=None) -> CliResult:
+    """`npu-migrate ARGS` run in this process (click's CliRunner), as `python -m npu_migrate` runs
+    it: the current folder is `cwd`, stdout and stderr are separate byte streams, the exit code is
+    the process's would-be one, an unexpected exception is a traceback on stderr and exit 1.
+
+    The one difference: the default number of workers is 1 (the file runs in this process, so the
+    prefilter check of conftest.py sees it); a test that passes `-j N` gets N forked workers.
+    Signal handlers the run installs are put back afterwards."""
+    import signal
+    import traceback
+
+    from npu_migrate import runner
+    from npu_migrate.cli import main
+
+    full_env = _test_env(cwd, env)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    before, default_jobs = os.getcwd(), runner.default_jobs
+    runner.default_jobs = lambda: 1
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with rules_loaded_once():
+            result = CliRunner().invoke(main, [str(a) for a in args], input=input, env=full_env,
+                                        prog_name="npu-migrate")
+    finally:
+        runner.default_jobs = default_jobs
+        os.chdir(before)
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    stderr = result.stderr_bytes or b""
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(*result.exc_info)).encode()
+    return CliResult(args, result.exit_code, result.stdout_bytes, stderr)
+
+
+def cli_process(*args, cwd=None, input=None, env=None, timeout=600) -> CliResult:
+    """`python -m npu_migrate ARGS` in a process of its own: for what only a process shows
+    (signals, the interpreter's own exit, the encodings of real streams, worker processes)."""
+    import subprocess
+    import sys
+
+    full_env = {k: v for k, v in {**os.environ, **_test_env(cwd, env)}.items() if v is not None}
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], cwd=cwd, input=input, capture_output=True,
+                       env=full_env, timeout=timeout)
+    return CliResult(args, r.returncode, r.stdout, r.stderr)

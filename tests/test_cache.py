@@ -191,7 +191,9 @@ def test_a_rule_change_is_never_answered_from_the_cache(tree, tmp_path):
 # -- the command line -------------------------------------------------------------------------
 
 
-def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_cli, tmp_path):
+def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_process, tmp_path):
+    """(Real processes: -j 2 forks workers.)"""
+    run_cli = run_process
     src = tmp_path / "proj"
     shutil.copytree(ROOT / "fixtures" / "pytorch", src)
     cache_dir = tmp_path / "cache"
