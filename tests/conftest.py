@@ -1,4 +1,5 @@
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -6,7 +7,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 # Recording a code from Python that no registration owns fails (npu_migrate/codes.py, tests/test_codes.py);
-# the CLI run in subprocesses inherits it.
+# the CLI run in process (run_cli) and in subprocesses (run_process) sees it.
 os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
 
 

@@ -49,7 +49,7 @@ def _reference(module: cst.Module):
 
 def _sources():
     yield from (pytest.param(text, id=f"tricky-{i}") for i, text in enumerate(TRICKY))
-    for path in sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "npu_migrate").rglob("*.py"))[:12]:
+    for path in sorted((ROOT / "fixtures").rglob("*.py")):
         yield pytest.param(path.read_text(encoding="utf-8"), id=str(path.relative_to(ROOT)))
 
 

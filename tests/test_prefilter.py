@@ -1,9 +1,10 @@
 """The prefilter skips files without parsing them; it must never skip one that needs work.
 
 The main check compares, file by file, the engine's result with the prefilter on and off, on
-every rule example, the fixtures, and generated code that reaches the rules' names in every
+every rule example and generated code that reaches the rules' names in every
 way the import resolution allows (aliases, `from` imports, parenthesised lists with comments,
-line continuations). bench/run.py --verify-prefilter does the same on a real code base.
+line continuations); test_speedups_change_nothing.py does it on every fixture.
+bench/run.py --verify-prefilter does the same on a real code base.
 """
 
 from __future__ import annotations
@@ -58,15 +59,6 @@ def test_rule_examples_same_with_and_without_prefilter(monkeypatch):
     cases = list(_example_texts())
     assert len(cases) > 200
     for text, path, options in cases:
-        _assert_same_with_and_without(monkeypatch, text, path, options)
-
-
-@pytest.mark.parametrize(
-    "path", sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "fixtures").rglob("*.py")), ids=str
-)
-def test_fixtures_same_with_and_without_prefilter(monkeypatch, path):
-    text = (ROOT / path).read_text(encoding="utf-8")
-    for options in (Options(), Options(add_import=False), Options(framework="tensorflow")):
         _assert_same_with_and_without(monkeypatch, text, path, options)
 
 

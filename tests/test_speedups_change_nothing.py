@@ -1,0 +1,51 @@
+"""Every speed-up of the engine changes nothing: the prefilter (skips files without parsing them)
+and partial parsing (libcst parses only the statements that can need work) give, on every file of
+fixtures/ -- inputs, expected outputs and generated files -- under each option set, exactly the
+result of the engine with both off: the same text, edits, findings, errors and generated files.
+
+The fast visitor and the position provider have their own oracles against libcst
+(test_fast_visitor.py, test_positions.py); the real code bases go through the same comparison in
+bench/corpus_check.py (tests/test_corpus.py) and bench/differential.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from npu_migrate import prefilter
+from npu_migrate.dispatch import migrate_source
+from npu_migrate.model import Options
+from npu_migrate.rules import default_rules
+
+ROOT = Path(__file__).resolve().parent.parent
+RULES = default_rules()
+OPTION_SETS = {
+    "default": Options(),
+    "no-import": Options(add_import=False),
+    "tensorflow": Options(framework="tensorflow"),
+    "modelarts": Options(modelarts=True),
+}
+FIXTURES = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "fixtures").rglob("*.py"))
+
+
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work():
+    """This module compares the prefilter itself with no prefilter: conftest's check is off."""
+
+
+def test_the_fixtures_are_all_here():
+    assert len(FIXTURES) > 80
+    assert {"pytorch", "tensorflow", "mindspore", "modelarts", "distributed"} <= {p.split("/")[1] for p in FIXTURES}
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=str)
+def test_every_speedup_on_gives_the_result_of_every_speedup_off(monkeypatch, path):
+    text = (ROOT / path).read_text(encoding="utf-8")
+    for name, options in OPTION_SETS.items():
+        fast = migrate_source(text, path, options, RULES).to_dict()
+        with monkeypatch.context() as m:
+            m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto": True)
+            slow = migrate_source(text, path, options, RULES, partial=False).to_dict()
+        assert fast == slow, (name, path)
