@@ -11,12 +11,13 @@ file's suffix (frontends/cuda_sources.py).
 from __future__ import annotations
 
 import re
-from typing import Iterator, List, Set, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
+from .strings import string_value
 from ..kinds.finding import call_words
 from ..local_modules import absolute_imports, is_local_import, submodule_pairs
 from ..model import Severity
@@ -62,6 +63,7 @@ class FindingVisitor(cst.CSTVisitor):
         super().__init__()
         self.ctx = ctx
         self.rules = ctx.rules
+        self._mappings: Optional[Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]]] = None
         self._in_context = {
             "any": True,
             "torch": "torch" in ctx.frameworks or ctx.imports.imports_module("torch"),
@@ -106,6 +108,19 @@ class FindingVisitor(cst.CSTVisitor):
             else:
                 self.ctx.finding(rule, node, api=module)
 
+    def _mapping(self, name: str) -> Optional[List[Tuple[str, cst.BaseExpression]]]:
+        """The (key, value) entries of `name` when every assignment of it in the file is a dict
+        display or a `dict(...)` call (`params = {"gpus": 2}`, `kw = dict(accelerator="gpu")`):
+        what `Trainer(**params)` passes. None when unknown."""
+        if self._mappings is None:
+            collector = _MappingAssignments()
+            walk(self.ctx.module, collector)
+            self._mappings = collector.entries
+        entries = self._mappings.get(name)
+        if entries is None and self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            self.ctx.partial_misses.add(name)  # assigned in lines partial parsing left out
+        return entries
+
     def _imports_local_module(self, module: str) -> bool:
         local = self.ctx.options.local_modules
         if not is_local_import(self.ctx.path, module, local):
@@ -121,7 +136,7 @@ class FindingVisitor(cst.CSTVisitor):
         _text_argument(self, node, qual)
         if qual is not None:
             for rule in self.rules.finding_call.get(qual, ()):
-                if self.applies(rule) and arguments_match(rule, node):
+                if self.applies(rule) and arguments_match(rule, node, self._mapping):
                     self.ctx.finding(rule, node, api=qual)
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
@@ -215,18 +230,51 @@ def _catches_import_error(handler: cst.ExceptHandler) -> bool:
 # ----------------------------------------------------------------------------- arguments
 
 
-def arguments_match(rule: Rule, call: cst.Call) -> bool:
+class _MappingAssignments(cst.CSTVisitor):
+    """name -> the entries of the dicts assigned to it (None once anything else is)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entries: Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]] = {}
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Name):
+                self._bind(target.target.value, node.value)
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if isinstance(node.target, cst.Name) and node.value is not None:
+            self._bind(node.target.value, node.value)
+
+    def _bind(self, name: str, value: cst.BaseExpression) -> None:
+        entries = _mapping_entries(value)
+        known = self.entries.get(name, [])
+        self.entries[name] = None if entries is None or known is None else known + entries
+
+
+def _mapping_entries(value: cst.BaseExpression) -> Optional[List[Tuple[str, cst.BaseExpression]]]:
+    if isinstance(value, cst.Dict):
+        return [(key, e.value) for e in value.elements
+                if isinstance(e, cst.DictElement) for key in [string_value(e.key)] if key is not None]
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value == "dict":
+        return [(a.keyword.value, a.value) for a in value.args if a.keyword is not None]
+    return None
+
+
+def arguments_match(rule: Rule, call: cst.Call,
+                    mapping: Optional[Callable[[str], Optional[List[Tuple[str, cst.BaseExpression]]]]] = None) -> bool:
     """Whether a call rule's argument condition holds for `call`.
 
     No `keywords`/`positions`: every call matches. Otherwise one of those arguments must be
     given and not an empty literal (None, False, "", [], ...); with `suffixes` it must also
     contain a string literal that ends with one of them (`sources=["k.cu"]`; a shared
     library's version does not count: `libcudart.so.11.0` ends in `libcudart.so`).
-    Arguments passed through `*args`/`**kwargs` are unknown, so they never match.
+    Arguments passed through `*args` are unknown, so they never match; so are those of
+    `**kwargs`, unless `mapping` knows the dict (`params = {"gpus": 2}`; `Trainer(**params)`).
     """
     if not rule.keywords and not rule.positions:
         return True
-    for value in _selected_arguments(rule, call):
+    for value in _selected_arguments(rule, call, mapping):
         if rule.suffixes:
             if any(_VERSION_TAIL_RE.sub("", s).endswith(rule.suffixes) for s in _string_literals(value)):
                 return True
@@ -235,7 +283,7 @@ def arguments_match(rule: Rule, call: cst.Call) -> bool:
     return False
 
 
-def _selected_arguments(rule: Rule, call: cst.Call) -> Iterator[cst.BaseExpression]:
+def _selected_arguments(rule: Rule, call: cst.Call, mapping=None) -> Iterator[cst.BaseExpression]:
     positional = []
     for arg in call.args:
         if arg.star:
@@ -248,6 +296,10 @@ def _selected_arguments(rule: Rule, call: cst.Call) -> Iterator[cst.BaseExpressi
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in rule.keywords:
             yield arg.value
+        elif arg.star == "**" and isinstance(arg.value, cst.Name) and mapping is not None and rule.keywords:
+            for key, value in mapping(arg.value.value) or ():
+                if key in rule.keywords:
+                    yield value
 
 
 # A shared library's version after `.so` (`libcudart.so.11.0`): suffixes name the library.
