@@ -109,11 +109,13 @@ def distributed_silence(report: RunReport) -> List[str]:
     """--distributed that neither converted nor reported anything says so: a project whose
     training loop the passes do not recognise would otherwise get a summary that looks like
     success and a job that still trains on one NPU."""
+    from .codes import sites_of
     from .kinds.base import Rule
 
     def distributed(code: str) -> bool:
         rule: Rule = report.rules.reported(code)
-        return "/distributed" in rule.by or os.path.basename(rule.source).startswith("distributed.toml")
+        return (any(site.module.startswith("npu_migrate.codemods.distributed") for site in sites_of(code))
+                or os.path.basename(rule.source).startswith("distributed.toml"))
 
     codes = (c for r in report.results for c in [*(e.code for e in r.edits), *(f.code for f in r.findings)])
     if any(distributed(code) for code in codes):

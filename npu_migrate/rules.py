@@ -39,7 +39,7 @@ _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "pat
 # What an example's `options` may set (model.Options fields, with the type of their value).
 _EXAMPLE_OPTIONS = {f.name: type(f.default) for f in dataclasses.fields(Options)
                     if isinstance(f.default, (bool, str, tuple))}
-_STRING_KEYS = ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after", "by")
+_STRING_KEYS = ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after")
 _STRING_LIST_KEYS = ("members", "keywords", "functions", "methods", "patterns", "apis", "unless", "suffixes")
 
 
@@ -297,7 +297,6 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         spec=spec,
         once_per_file=bool(entry.get("once_per_file", False)),
         words=tuple(entry.get("words", ())),
-        by=entry.get("by", ""),
     )
 
 

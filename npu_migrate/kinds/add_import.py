@@ -44,8 +44,6 @@ KIND = Kind(
     name="add_import",
     schema=schema(("module", "after"), ("framework", "names")),
     summary="an import added where the migrated code needs it",
-    implemented_in="npu_migrate/codemods/torch/torch_npu_import.py; "
-                   "npu_migrate/codemods/add_imports.py (add_rule_import)",
     requirements=_requirements,
     index=by_from("add_import"),
     spec=_spec,

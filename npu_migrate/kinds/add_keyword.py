@@ -28,5 +28,4 @@ KIND = call_kind(
     ("apis", "methods", "position", "receivers", "receiver_methods", "replace", "unknown_finding"),
     "a keyword argument added to calls of an API or method",
     _check,
-    implemented_in="npu_migrate/codemods/callrules/arguments.py",
 )

@@ -27,7 +27,6 @@ KIND = Kind(
     name="api",
     schema=schema(("from", "to"), ("members",)),
     summary="a qualified name (resolved through imports) becomes another",
-    implemented_in="npu_migrate/codemods/torch/references.py",
     requirements=lambda rule: [components(rule.from_)],
     index=_index,
     check=from_is_a_dotted_name,

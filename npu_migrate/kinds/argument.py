@@ -30,5 +30,4 @@ KIND = call_kind(
     ("from", "pattern", "position", "options", "unknown_finding", "unknown_contains"),
     "a string argument of an API call becomes another",
     _check,
-    implemented_in="npu_migrate/codemods/callrules/arguments.py",
 )

@@ -17,7 +17,6 @@ KIND = Kind(
     name="attribute",
     schema=schema(("from", "to"), ()),
     summary="an attribute `.from` on any receiver becomes `.to`",
-    implemented_in="npu_migrate/codemods/torch/methods.py (_rename_attribute)",
     requirements=lambda rule: [attribute(rule.from_)],
     index=by_from("attribute"),
     check=from_and_to_are_identifiers,

@@ -20,7 +20,6 @@ KIND = Kind(
     name="backend",
     schema=schema(("from", "to"), ("keywords", "functions")),
     summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
-    implemented_in="npu_migrate/codemods/torch/literals.py",
     requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
     index=by_from("backend"),
 )

@@ -4,8 +4,8 @@ code (`CodeDoc`), the error a bad rule file raises, and `Kind` -- what one kind 
 A kind module (kinds/device.py, kinds/finding.py, ...) owns one TOML array of tables
 (`[[device]]`): its keys (`Schema`), the checks of their values, the index the passes look its
 rules up in, and the words a file must contain for one of its rules to apply (the input of the
-prefilter and of partial parsing). `implemented_in` names the module whose code rewrites or
-reports what the kind's rules match; `npu-migrate explain CODE` prints it.
+prefilter and of partial parsing). The code that applies a kind's rules registers itself with
+`@codes.applies` (npu_migrate/codes.py); `npu-migrate explain CODE` prints it from there.
 """
 
 from __future__ import annotations
@@ -106,7 +106,6 @@ class Rule:
     spec: Optional[CallSpec] = None  # the parameters of a framework rule (see CallSpec)
     once_per_file: bool = False  # framework api findings: report each listed name once per file
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
-    by: str = ""  # [[edit]] and `analysis` findings: the module whose own analysis reports the code
 
     @property
     def call(self) -> CallSpec:
@@ -166,7 +165,6 @@ class Kind:
     name: str
     schema: Schema
     summary: str  # one line: what a rule of this kind does
-    implemented_in: str  # the module (and where in it) that applies the rules, for `explain`
     # Rule -> the prefilter requirements one of which a Python file must meet for the rule to
     # apply ([] when it never applies to Python files); framework rules: before the
     # framework's import is added to each (prefilter.rule_requirements does that).
@@ -186,9 +184,6 @@ class Kind:
     # (examples `before`/`after`).
     reports: bool = False
 
-    def implementation(self, rule: Rule) -> str:
-        return rule.by or self.implemented_in
-
 
 def by_from(field: str) -> Callable[[Any, "Rule"], None]:
     """An `index` that files each rule under its `from` in `RuleSet.<field>` (a later rule with
@@ -197,13 +192,6 @@ def by_from(field: str) -> Callable[[Any, "Rule"], None]:
         getattr(rs, field)[rule.from_] = rule
 
     return index
-
-
-def check_module_path(entry: Dict[str, Any], label: str) -> None:
-    """`by`: the package module whose own analysis reports a code (`npu_migrate/...py`)."""
-    by = entry.get("by", "")
-    if not re.match(r"^npu_migrate/[\w/]+\.py$", by):
-        raise RuleError(f"{label}: 'by' must name a module of the package (npu_migrate/….py), got {by!r}")
 
 
 def from_is_a_dotted_name(entry: Dict[str, Any], label: str, from_: str) -> None:

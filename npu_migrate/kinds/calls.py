@@ -28,7 +28,6 @@ from ..words import Requirement, attribute, framework_name, plain_words
 from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema
 from .regex_bound import bounded
 
-IMPLEMENTED_IN = "npu_migrate/codemods/callrules/calls.py"
 
 # key -> what it must hold, for the keys of these kinds.
 _QUALNAMES = ("apis", "receivers", "uses", "modules", "skip_if_called")
@@ -163,13 +162,11 @@ def no_index(rs, rule) -> None:
 
 
 def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], summary: str,
-              check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements,
-              implemented_in: str = IMPLEMENTED_IN) -> Kind:
+              check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements) -> Kind:
     return Kind(
         name=name,
         schema=call_schema(required, optional),
         summary=summary,
-        implemented_in=implemented_in,
         requirements=requirements,
         index=no_index,
         spec=lambda entry, label, framework: parse_spec(entry, label, check),

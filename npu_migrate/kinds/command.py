@@ -24,7 +24,6 @@ KIND = Kind(
     name="command",
     schema=schema(("from", "to"), ()),
     summary="a shell command and its arguments become another command",
-    implemented_in="npu_migrate/frontends/shell.py (commands)",
     requirements=lambda rule: [],
     index=by_from("command"),
     check=_check,

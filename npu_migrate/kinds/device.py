@@ -23,7 +23,6 @@ KIND = Kind(
     name="device",
     schema=schema(("from", "to"), ("keywords", "functions", "methods")),
     summary="a device type in device strings (`\"cuda:0\"` -> `\"npu:0\"`)",
-    implemented_in="npu_migrate/codemods/torch/literals.py",
     # Rewritten only in string literals that start with the word: "cuda", 'cuda:0', f"cuda:{i}".
     requirements=lambda rule: [quoted(rule.from_)],
     index=by_from("device"),

@@ -26,5 +26,4 @@ KIND = call_kind(
     "a device-target value moved as one (default, choices, comparisons) or reported",
     _check,
     _requirements,
-    implemented_in="npu_migrate/codemods/device_dispatch.py",
 )

@@ -1,25 +1,20 @@
 """`[[edit]]`: a rewrite that a pass makes from its own analysis of the file, not by matching a
 name -- the ModelArts adaptation (`--data_url`/`--train_url` added, `parse_known_args()`, the
-setup call, the ModelArts block). The module `by` names looks the rule up by its code
-(RuleSet.edits); the message of each edit it makes says what it did there.
+setup call, the ModelArts block). The module that makes it (registered with
+`@codes.emits`, which `explain` shows) looks the rule up by its code (RuleSet.edits); the message of each edit it makes says what it did there.
 
 Its examples are `flagged` (migrating it credits an edit to the code) and `not_flagged`, run
 with the options they name (`modelarts = true`).
 
     [[edit]]
     code = "NPU202"
-    by = "npu_migrate/codemods/modelarts/__init__.py"
     message = "`parse_args()` -> `parse_known_args()[0]`"
     examples = [{ modelarts = true, flagged = "import argparse\\n..." }]
 """
 
 from __future__ import annotations
 
-from .base import Kind, check_module_path, schema
-
-
-def _check(entry, label, from_):
-    check_module_path(entry, label)
+from .base import Kind, schema
 
 
 def _index(rs, rule):
@@ -28,11 +23,9 @@ def _index(rs, rule):
 
 KIND = Kind(
     name="edit",
-    schema=schema(("by",), ()),
+    schema=schema((), ()),
     summary="a rewrite a pass makes from its own analysis (ModelArts)",
-    implemented_in="the module `by` names",
     requirements=lambda rule: [],  # never a reason to parse a file: the pass runs anyway
     index=_index,
-    check=_check,
     reports=True,
 )

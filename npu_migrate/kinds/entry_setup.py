@@ -32,5 +32,4 @@ KIND = call_kind(
     "setup and teardown statements in the script's main block",
     _check,
     _requirements,
-    implemented_in="npu_migrate/codemods/callrules/program.py",
 )

@@ -25,7 +25,6 @@ KIND = Kind(
     name="env",
     schema=schema(("from", "to"), ()),
     summary="an environment variable name (Python strings and shell scripts)",
-    implemented_in="npu_migrate/codemods/torch/literals.py; npu_migrate/frontends/shell.py",
     requirements=lambda rule: [quoted(rule.from_)],
     index=by_from("env"),
     check=_check,

@@ -30,7 +30,7 @@
                  CUDA's                                               (codemods/findings.py)
     codemod      (framework rules only) raised by the framework pass's own analysis, as the
                  `unknown_finding` of another rule                    (codemods/callrules/)
-    analysis     raised by the analysis of the module `by` names (the ModelArts adaptation, the
+    analysis     raised by the analysis of the module registered for the code (`@codes.emits`) (the ModelArts adaptation, the
                  notebook front end, unused suppressions), which looks the rule up by its code
                  (RuleSet.analysis); no `api`. Its examples run with the options they name
                  (`modelarts = true`).
@@ -50,7 +50,7 @@ from ..model import Severity
 from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
                      plain_words)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
-                   check_module_path, schema)
+                   schema)
 
 FINDING_CONTEXTS = ("any", "torch", "device")
 # Finding kinds for files that are not Python (shell scripts, dependency lists).
@@ -70,32 +70,9 @@ FINDING_KINDS = ({"api", "import", "method", "call-kwarg", "file", "call", "code
                   "target"} | NON_PYTHON_FINDING_KINDS)
 _FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
 
-# Where each kind of finding is reported.
-IMPLEMENTED_IN = {
-    "api": "npu_migrate/codemods/torch/references.py (_report_reference)",
-    "import": "npu_migrate/codemods/findings.py (FindingVisitor.report_imports)",
-    "method": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call)",
-    "call": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call, arguments_match)",
-    "call-kwarg": "npu_migrate/codemods/findings.py (FindingVisitor.visit_Call, arguments_match)",
-    "file": "npu_migrate/frontends/cuda_sources.py",
-    "env": "npu_migrate/frontends/shell.py",
-    "command": "npu_migrate/frontends/shell.py",
-    "heredoc": "npu_migrate/frontends/shell.py",
-    "requirement": "npu_migrate/frontends/requirements.py",
-    "requirement-build": "npu_migrate/frontends/requirements.py",
-    "config-key": "npu_migrate/frontends/yaml_config.py",
-    "install-path": "npu_migrate/frontends/shell.py",
-    "codemod": "npu_migrate/codemods/callrules/planner.py (codemod_finding)",
-    "guard": "npu_migrate/codemods/guards.py",
-    "target": "npu_migrate/codemods/torch/references.py (_report_target)",
-    "string": "npu_migrate/codemods/findings.py (FindingVisitor._matched_text)",
-}
-_FRAMEWORK_IMPLEMENTED_IN = "npu_migrate/codemods/callrules/planner.py (Planner)"
-
-
 def _also_required(entry) -> FrozenSet[str]:
     if entry.get("kind") == "analysis":
-        return frozenset({"by"})
+        return frozenset()
     return frozenset({"apis"} if "apis" in entry else {"api"})
 
 
@@ -112,10 +89,6 @@ def _fields(entry, label) -> Dict:
 
 def _check(entry, label, from_):
     match_kind = entry["kind"]
-    if match_kind == "analysis":
-        check_module_path(entry, label)
-    elif "by" in entry:
-        raise RuleError(f"{label}: 'by' is only for kind = \"analysis\" findings")
     names = entry.get("apis", [from_])
     if match_kind in ("api", "import", "call", "call-kwarg"):
         for n in names:
@@ -272,21 +245,11 @@ def call_words(rules) -> List[FrozenSet[str]]:
     return needed
 
 
-class FindingKind(Kind):
-    def implementation(self, rule: Rule) -> str:
-        if rule.by:
-            return rule.by
-        if rule.framework and rule.match_kind != "codemod":
-            return _FRAMEWORK_IMPLEMENTED_IN
-        return IMPLEMENTED_IN.get(rule.match_kind, self.implemented_in)
-
-
-KIND = FindingKind(
+KIND = Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "methods", "unless", "positions",
-                                         "suffixes", "context", "framework", "once_per_file", "words", "by", "skip_logged")),
+                                         "suffixes", "context", "framework", "once_per_file", "words", "skip_logged")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
-    implemented_in="npu_migrate/codemods/findings.py",
     requirements=_requirements,
     index=_index,
     check=_check,

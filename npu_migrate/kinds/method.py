@@ -20,7 +20,6 @@ KIND = Kind(
     name="method",
     schema=schema(("from", "to"), ()),
     summary="a method call `.from(...)` on any receiver becomes `.to(...)`",
-    implemented_in="npu_migrate/codemods/torch/methods.py",
     # `.cuda()`, and a class's own `def cuda(self)` (renamed with its callers)
     requirements=lambda rule: [method_or_def(rule.from_)],
     index=by_from("method"),

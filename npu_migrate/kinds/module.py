@@ -17,7 +17,6 @@ KIND = Kind(
     name="module",
     schema=schema(("from", "to"), ()),
     summary="an imported module path becomes another",
-    implemented_in="npu_migrate/codemods/torch/references.py (leave_Import, leave_ImportFrom)",
     requirements=lambda rule: [components(rule.from_)],
     index=by_from("module"),
     check=from_is_a_dotted_name,

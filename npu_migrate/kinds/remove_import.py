@@ -27,5 +27,4 @@ KIND = call_kind(
     "an import removed once nothing uses it",
     _check,
     _requirements,
-    implemented_in="npu_migrate/codemods/callrules/program.py",
 )
