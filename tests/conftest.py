@@ -15,10 +15,11 @@ os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
 def run_cli():
     """Run the command line as a user would, in this process (tests/helpers.py `cli_in_process`:
     cwd chosen by the test, stdout/stderr bytes, the exit code); about 100 times cheaper than a
-    new interpreter. For what only a real process shows, use `run_process`."""
-    from helpers import cli_in_process
+    new interpreter. For what only a real process shows, use `run_process`.
+    NPU_MIGRATE_TEST_CLI=process runs them all in processes (to compare, or to bisect a difference)."""
+    from helpers import cli_in_process, cli_process
 
-    return cli_in_process
+    return cli_process if os.environ.get("NPU_MIGRATE_TEST_CLI") == "process" else cli_in_process
 
 
 @pytest.fixture

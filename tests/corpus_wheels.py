@@ -8,6 +8,7 @@ file (tests/test_rehearse_corpus.py uses it too).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import subprocess
@@ -45,18 +46,26 @@ def download(requirement: str, filename: str, sha256: str, kind: str = "wheels",
     path = cache / filename
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
-        only = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
-        done = subprocess.run(
-            [sys.executable, "-m", "pip", "download", "--no-deps", *only, "--ignore-requires-python",
-             "--disable-pip-version-check", "-q", "-d", str(cache), requirement],
-            capture_output=True, text=True, timeout=600,
-        )
-        if done.returncode != 0 or not path.exists():
-            lines = [line for line in done.stderr.splitlines() if line.strip() and "is ignored" not in line]
-            pytest.skip(f"cannot download {requirement} (no package index?): {lines[-1] if lines else done.returncode}")
+        with open(cache / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another test process (xdist) may be downloading it
+            if not path.exists():
+                _pip_download(requirement, cache, path, sdist)
     if hashlib.sha256(path.read_bytes()).hexdigest() != sha256:
         raise AssertionError(f"{path}: sha256 mismatch")
     return path
+
+
+def _pip_download(requirement: str, cache: Path, path: Path, sdist: bool) -> None:
+    """pip download into `cache`; skips the test, saying why, when the index cannot be reached."""
+    only = ["--no-binary", ":all:"] if sdist else ["--only-binary", ":all:"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-deps", *only, "--ignore-requires-python",
+         "--disable-pip-version-check", "-q", "-d", str(cache), requirement],
+        capture_output=True, text=True, timeout=600,
+    )
+    if done.returncode != 0 or not path.exists():
+        lines = [line for line in done.stderr.splitlines() if line.strip() and "is ignored" not in line]
+        pytest.skip(f"cannot download {requirement} (no package index?): {lines[-1] if lines else done.returncode}")
 
 
 def _wheel(requirement: str) -> Path:

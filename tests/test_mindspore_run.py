@@ -11,6 +11,7 @@ of npu-migrate itself.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import subprocess
 import sys
@@ -46,6 +47,15 @@ def mindspore_python() -> Path:
         return python
     if sys.version_info[:2] != (3, 11) or sys.platform != "linux":
         pytest.skip(f"{MINDSPORE} is installed for CPython 3.11 on Linux only (this is {sys.version.split()[0]})")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another test process (xdist) may be creating it
+        return _create(folder, python)
+
+
+def _create(folder: Path, python: Path) -> Path:
+    if _works(python):  # made while this process waited for the lock
+        return python
     venv.EnvBuilder(with_pip=True, clear=True).create(folder)
     done = subprocess.run([str(python), "-m", "pip", "install", "-q", MINDSPORE, NUMPY],
                           capture_output=True, text=True, timeout=3600)
