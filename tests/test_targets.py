@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -233,7 +234,7 @@ def test_every_written_name_exists_in_the_target(minors):
 
 
 def test_default_target_rewrites_every_member_as_before():
-    """The default (newest) target keeps the 92 torch.cuda members and both renames."""
+    """The default (newest) target keeps every torch.cuda member and both renames."""
     from npu_migrate.targets.torch_npu import supported_rewrites
 
     rows = supported_rewrites(RULES, Target(""))
@@ -274,3 +275,77 @@ def test_a_target_is_data_it_imports_no_front_end_pass_engine_or_edge():
     assert sorted(m for m in reached if m.startswith(forbidden)) == []
     # and the engine applies the rules it is given: the pipeline derives the targets' view
     assert not any(m.startswith("npu_migrate.targets") for m in graph["npu_migrate.engine"])
+
+
+# ----------------------------------------------------------------------------- diff, findings and target agree
+
+# torch.cuda's public submodules (torch 2.x: torch/cuda/*.py and packages), with a member of each
+# that has no NPU twin of that name; those whose twin torch_npu.npu.<name> the table lists are
+# walked member by member from the table.
+CUDA_SUBMODULES = {"amp": "autocast", "comm": "broadcast", "gds": "GdsFile", "graphs": "graph",
+                   "jiterator": "_create_jit_fn", "memory": "memory_allocated", "nccl": "all_reduce",
+                   "nvtx": "range_push", "profiler": "start", "random": "manual_seed", "sparse": "sum",
+                   "streams": "Stream", "tunable": "enable"}
+_NPU_NAME = re.compile(r"\b(?:torch\.npu|torch_npu)(?:\.\w+)+")
+
+
+# CUDA names of twin submodules that no torch_npu release has under that name.
+CUDA_ONLY = {"memory": "_record_memory_history", "graphs": "CUDAGraph", "streams": "_EventBase"}
+
+
+def _submodule_members(table):
+    """(submodule, member): every name the table lists under torch_npu.npu.<submodule> (and one
+    it lacks), and the member above for submodules without an NPU twin."""
+    out = []
+    for sub, example in sorted(CUDA_SUBMODULES.items()):
+        prefix = f"torch_npu.npu.{sub}."
+        members = sorted({n[len(prefix):] for n in table.names if n.startswith(prefix) and "." not in n[len(prefix):]})
+        out += [(sub, m) for m in (members + [CUDA_ONLY.get(sub, example)] if members else [example])]
+    return out
+
+
+def _forms(sub, member):
+    """The ways code names torch.cuda.<sub>.<member>: (text, line of the use)."""
+    return [(f"import torch\nx = torch.cuda.{sub}.{member}\n", 2),
+            (f"import torch.cuda.{sub} as m\nx = m.{member}\n", 2),
+            (f"from torch.cuda.{sub} import {member}\nx = {member}\n", 1),
+            (f"from torch.cuda import {sub}\nx = {sub}.{member}\n", 2)]
+
+
+def test_every_torch_cuda_submodule_member_is_migrated_or_reported_as_the_target_says():
+    """#30.14/#30.15: under every target, each use of a torch.cuda submodule's member is either
+    rewritten into names the target has (and not reported as left), or left and reported; never
+    rewritten while NPU320 says it is not, never silent."""
+    table = load_table()
+    problems = []
+    for minor in sorted(table.minors, key=lambda v: tuple(int(p) for p in v.split("."))):
+        target = Target(minor)
+        for sub, member in _submodule_members(table):
+            for text, line in _forms(sub, member):
+                result = migrate_source(text, "m.py", Options(torch_npu_version=minor), RULES)
+                written = result.new_text or text
+                held = [f for f in result.findings if f.code == "NPU320"]
+                lacking = [n for n in _NPU_NAME.findall(written) if target.missing(n) is not None]
+                if result.changed and (held or lacking):
+                    problems.append((minor, text, "rewritten but", [f.message for f in held] or lacking))
+                elif not result.changed and not result.findings:
+                    problems.append((minor, text, "silent"))
+                elif result.changed and f"torch.cuda.{sub}" in written.splitlines()[line - 1] and not result.findings:
+                    problems.append((minor, text, "half rewritten, not reported"))
+                elif not result.changed and target.missing(f"torch_npu.npu.{sub}.{member}") is None \
+                        and f"torch_npu.npu.{sub}.{member}" in table.names:
+                    problems.append((minor, text, "the target has its twin, yet it is left"))
+    assert problems == []
+
+
+def test_the_nvtx_suggestion_offers_only_the_mstx_calls_the_target_has():
+    """#30.14: torch_npu 2.1 has torch_npu.npu.mstx but not its range_push/range_pop (2.7.1.post8)."""
+    text = "import torch\ntorch.cuda.nvtx.range_push('fwd')\n"
+    old = migrate_source(text, "t.py", Options(torch_npu_version="2.1"), RULES).findings
+    new = migrate_source(text, "t.py", Options(torch_npu_version="2.14"), RULES).findings
+    assert [f.code for f in old] == [f.code for f in new] == ["NPU301"]
+    assert new[0].suggestion == ("Use torch_npu.npu.mstx (mark, range_push, range_pop, range_start, range_end) "
+                                 "for ranges the Ascend profiler shows.")
+    assert old[0].suggestion.startswith("Use torch_npu.npu.mstx (mark, range_start, range_end) for ranges the "
+                                        "Ascend profiler shows. Not for this target: torch_npu 2.1 ")
+    assert "lacks `torch_npu.npu.mstx.range_push`; it came with torch_npu 2.7.1.post8" in old[0].suggestion

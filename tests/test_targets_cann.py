@@ -21,6 +21,7 @@ from npu_migrate.rules import default_rules
 from npu_migrate.targets import TargetError, resolve
 from npu_migrate.targets.cann import CannTarget, cann_key, load_cann_table, project_cann_versions
 from npu_migrate.targets.rule_view import missing_in_text, rules_for_targets, written_helpers
+from npu_migrate.targets.torch_npu import load_table
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
@@ -250,8 +251,13 @@ def test_distributed_tensorflow_is_left_whole_when_the_target_lacks_npu_hooks_ap
 # ----------------------------------------------------------------------------- suggestions
 
 
-@pytest.mark.parametrize("cann,mindspore", [("20.0", "1.5.2"), ("3.3.0", "2.2.14"), ("5.0", "2.0.0"), ("", "")])
-@pytest.mark.parametrize("torch_npu", ["2.1", "2.4", "2.14"])
+# every torch_npu minor version (with the newest CANN and MindSpore), and three of them with older ones
+_TARGET_SETS = sorted({("", "", minor) for minor in load_table().minors}
+                      | {(cann, ms, minor) for cann, ms in [("20.0", "1.5.2"), ("3.3.0", "2.2.14"), ("5.0", "2.0.0")]
+                         for minor in ("2.1", "2.4", "2.14")})
+
+
+@pytest.mark.parametrize("cann,mindspore,torch_npu", _TARGET_SETS)
 def test_no_suggestion_tells_the_user_to_call_a_name_the_target_lacks(cann, mindspore, torch_npu):
     derived = rules_for_targets(RULES, Options(torch_npu_version=torch_npu, cann_version=cann, mindspore_version=mindspore))
     findings = [r for r in derived.rules if r.kind == "finding" and r.suggestion]

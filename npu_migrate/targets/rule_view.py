@@ -79,6 +79,28 @@ def _names_in_code(code: str) -> List[str]:
 # ----------------------------------------------------------------------------- names in texts
 
 _DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*")
+# A torch_npu name followed by members of it: "torch_npu.npu.mstx (mark, range_push, range_pop)".
+_MEMBER_LIST = re.compile(r"\b((?:torch\.npu|torch_npu)(?:\.\w+)*) \(([A-Za-z_]\w*(?:, [A-Za-z_]\w*)+)\)")
+
+
+def _torch_members_missing(text: str, torch_spec: str) -> List[Tuple[Tuple[int, int], str, List[str], List[str]]]:
+    """For each member list of a torch_npu name in `text`: (its span, the name, the members the
+    torch_npu target has, why the others are missing)."""
+    from .torch_npu import Target, describe
+
+    target = Target(torch_spec)
+    out = []
+    for m in _MEMBER_LIST.finditer(text):
+        kept, why = [], []
+        for member in m.group(2).split(", "):
+            missing = target.missing(f"{m.group(1)}.{member}")
+            if missing is None:
+                kept.append(member)
+            else:
+                why.append(describe(missing))
+        if why:
+            out.append((m.span(), m.group(1), kept, why))
+    return out
 
 
 # npu_init's imports of TensorFlow and the standard library: in a text, `tf.X` or `os.X` is the
@@ -104,6 +126,8 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str =
         return None
     # "… lacks `X`" and "… has no `X`" say that a release lacks X: a mention, not advice to call it.
     text = re.sub(r"(?:lacks|has no) `[^`]*`", "", text)
+    for _span, _name, _kept, why in _torch_members_missing(text, torch_spec):
+        return why[0]
     tf_names = variable_helpers()
     torch_target = Target(torch_spec)
     for m in _DOTTED.finditer(text):
@@ -172,6 +196,10 @@ def target_suggestion(text: str, cann: CannTarget, torch_spec: str, ms_spec: str
         return text
     kept: List[str] = []
     reasons: List[str] = []
+    # Of a list of members ("torch_npu.npu.mstx (mark, range_push)"), those the target lacks go.
+    for (start, end), name, members, why in reversed(_torch_members_missing(text, torch_spec)):
+        text = text[:start] + name + (f" ({', '.join(members)})" if members else "") + text[end:]
+        reasons += [w for w in why if w not in reasons]
     for sentence in re.split(r"(?<=[.;])\s+", text.strip()):
         end = sentence[-1] if sentence[-1:] in ".;" else ""
         body = sentence[:-1] if end else sentence

@@ -48,6 +48,10 @@ class ReferenceRewrites(TorchState):
         # not made (targets/torch_npu.py), and the reference is reported (`target` findings) instead.
         self.target = Target(self.ctx.options.torch_npu_version)
         self._blocked: Dict[str, Missing] = {}
+        # Attributes inside a reference the target blocks (`torch.cuda.streams` of
+        # `torch.cuda.streams.Stream` when the target lacks torch.npu.streams.Stream): left as
+        # they are, so the diff keeps what the NPU320 finding on the whole reference says.
+        self._held: Set[int] = set()
         self._target_rule = next(iter(self.ctx.rules.findings.get("target", ())), None)
         self._alias_attrs: Optional[Dict[str, Set[str]]] = None  # local name -> attributes read on it
         self._plan_import_renames()
@@ -249,10 +253,35 @@ class ReferenceRewrites(TorchState):
             if name is None:
                 continue
             qual = f"{module}.{name}"
-            self._report_reference(qual, alias, module, rewritten=self._rewrite_api(qual) is not None)
+            if self._report_reference(qual, alias, module, rewritten=self._rewrite_api(qual) is not None):
+                continue
+            # `from torch.cuda.nccl import all_reduce`: a name of a module with no NPU twin is
+            # reported by the finding of the nearest module above it (torch.cuda.nccl, torch.cuda).
+            if self._rewrite_api(qual) is None:
+                fallback = self._enclosing_finding(module)
+                if fallback is not None:
+                    self.ctx.finding(fallback, alias, api=qual)
+
+    def _enclosing_finding(self, module: str) -> Optional[Rule]:
+        """The `api` finding of `module` or the nearest module above it."""
+        parts = module.split(".")
+        for end in range(len(parts), 0, -1):
+            rule = self.ctx.rules.finding_api.get(".".join(parts[:end]))
+            if rule is not None:
+                return rule
+        return None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._not_references.add(id(node.attr))
+        # Top-down, before the inner attributes are rewritten: a reference whose NPU twin the
+        # target lacks holds the attributes it is made of.
+        if isinstance(node.value, cst.Attribute):
+            if id(node) in self._held:
+                self._held.add(id(node.value))
+                return
+            qual = self.resolve(node)
+            if qual is not None and self._rewrite_api(qual) is None and qual in self._blocked:
+                self._held.add(id(node.value))
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None:
@@ -268,22 +297,25 @@ class ReferenceRewrites(TorchState):
         """Whether `qual` is a module whose members are rewritten one by one (`torch.cuda`)."""
         return any(r.members is not None for r in self.ctx.rules.api.get(qual, ()))
 
-    def _report_reference(self, qual: str, node: cst.CSTNode, parent: Optional[str], rewritten: bool) -> None:
+    def _report_reference(self, qual: str, node: cst.CSTNode, parent: Optional[str], rewritten: bool) -> bool:
         """Report `qual` if a finding names it exactly (also when it is rewritten: the NPU twin
         may behave differently), or -- for a member of a module whose members are rewritten one
-        by one -- if that member has no NPU twin (the module's own finding is the fallback)."""
+        by one -- if that member has no NPU twin (the module's own finding is the fallback).
+        Whether a finding covers it (one shown in a log call is covered, not reported)."""
         rs = self.ctx.rules
         if not rewritten and self._report_target(qual, node):
-            return
+            return True
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
             if not (rule.skip_logged and self._shown):
                 self.ctx.finding(rule, node, api=qual)
-            return
+            return True
         if not rewritten and parent is not None and self._is_member_module(parent):
             fallback = rs.finding_api.get(parent)
             if fallback is not None:
                 self.ctx.finding(fallback, node, api=qual)
+                return True
+        return False
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         if id(original) in self._not_references:
@@ -309,6 +341,8 @@ class ReferenceRewrites(TorchState):
 
     def _rewrite_reference(self, original: cst.Attribute, updated: cst.Attribute, qual: str) -> cst.BaseExpression:
         """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
+        if id(original) in self._held:
+            return updated  # part of a reference the target blocks (reported as a whole)
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.require_import("torch_npu")
         parent = self.resolve(original.value)
