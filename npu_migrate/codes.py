@@ -8,7 +8,7 @@ A function or class that records an edit or a finding registers against what it 
     @applies("device", "backend")       # the rules of a kind, whatever their codes
     class LiteralRewrites: ...
 
-`explain` prints every registered site of a code (`module:function:line`, read from the object
+`explain` prints every registered site (loading every module that can emit: explain.load_emitters) of a code (`module:function:line`, read from the object
 itself), so a pointer cannot go stale. `Context.edit` and `Context.finding` call `check_emitter`:
 when NPU_MIGRATE_STRICT_CODES=1 (the test suite sets it) an edit or finding recorded outside
 every registered site of its code (or of its rule's kind) raises `UnownedCode`.
@@ -19,10 +19,8 @@ match kind of findings (`finding:api`, `finding:api@tensorflow`): see `kind_key`
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import os
-import pkgutil
 import sys
 from dataclasses import dataclass, field
 from types import CodeType
@@ -159,19 +157,3 @@ def check_emitter(code: str, key: Optional[str]) -> None:
                f"stack: {' <- '.join(stack[:8])}")
     VIOLATIONS.append(message)  # also seen when a caller catches the error (the engine does)
     raise UnownedCode(message)
-
-
-# Modules never imported to fill the registry: templates of generated code (they import the
-# user's frameworks), the stand-in (runs inside the rehearsed job), `python -m npu_migrate`.
-_NOT_EMITTERS = ("npu_migrate.__main__", "npu_migrate.standin", "npu_migrate.distributed.",
-                 "npu_migrate.modelarts.runtime_template", "npu_migrate.modelarts.boot_template")
-
-
-def load_emitters() -> None:
-    """Import every module of the package that can emit a code, so the registry is complete
-    (`explain`, tests). Migrating imports only the passes a file needs."""
-    import npu_migrate
-
-    for info in pkgutil.walk_packages(npu_migrate.__path__, "npu_migrate."):
-        if not info.name.startswith(_NOT_EMITTERS) and not info.name.endswith("_template"):
-            importlib.import_module(info.name)

@@ -3,13 +3,29 @@ documentation and the rules that use it, with their examples)."""
 
 from __future__ import annotations
 
+import importlib
+import os
+import pkgutil
 from typing import List, Optional
 
 from .codedocs import page, reported_as
-from .codes import Site, appliers_of, kind_key, load_emitters, sites_of
+from .codes import Site, appliers_of, kind_key, sites_of
 from .rules import Rule, RuleSet, kind_of
 
 _SHOWN_NAMES = 8
+
+# Modules never imported to fill the registry: templates of generated code (they import the
+# user's frameworks), the stand-in (runs inside the rehearsed job), `python -m npu_migrate`.
+_NOT_EMITTERS = ("npu_migrate.__main__", "npu_migrate.standin", "npu_migrate.distributed.",
+                 "npu_migrate.modelarts.runtime_template", "npu_migrate.modelarts.boot_template")
+
+
+def load_emitters() -> None:
+    """Import every module of the package that can emit a code, so the registry is complete
+    (`explain`, tests). Migrating imports only the passes a file needs."""
+    for info in pkgutil.walk_packages([os.path.dirname(os.path.abspath(__file__))], "npu_migrate."):
+        if not info.name.startswith(_NOT_EMITTERS) and not info.name.endswith("_template"):
+            importlib.import_module(info.name)
 
 
 # `rewrite`, the severities of its findings, or `-` (codedocs.reported_as)
