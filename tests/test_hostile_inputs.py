@@ -851,7 +851,7 @@ def test_rule_files_that_never_end_are_refused(tmp_path, where, kind):
         args += ["--rules", str(target)]
     else:
         (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nrules = ["rules.toml"]\n')
-    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, text=True, timeout=600,
                        cwd=tmp_path, env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 2
     assert r.stderr == f"npu-migrate: error: {target}: cannot read rule file: not a regular file\n", r.stderr
@@ -899,7 +899,7 @@ def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
     with open(folder + b"/caf\xe9.py", "wb") as f:
         f.write(GPU + b"torch.cuda.nvtx.range_push('x')\n")
     args = [str(tmp_path), "--format", fmt, "-o", str(tmp_path / "report")]
-    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, timeout=60,
+    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, timeout=600,
                        env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr.decode()
     assert b"Traceback" not in r.stderr
