@@ -198,7 +198,8 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     npu-migrate - --stdin-filename train.py < train.py
 
     Every option can also be set in [tool.npu-migrate] of pyproject.toml (`fail-on = "warning"`).
-    Other commands: `npu-migrate rules` lists every code; `npu-migrate explain NPU301`.
+    Other commands: `npu-migrate rules` lists every code; `npu-migrate explain NPU301`;
+    `npu-migrate rehearse train.py` runs an adapted script as a ModelArts job would, on the CPU.
     """
     from .report import RENDERERS, load_renderers
 
@@ -403,7 +404,8 @@ def writes_several_files(renderer, rules: RuleSet) -> bool:
 
 
 @main.command("rules")
-@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str))
+@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str),
+              help="An extra rule file (TOML), as for a run; repeatable.")
 @click.option("--torch-npu-version", default="", metavar="X.Y",
               help="List instead which torch.cuda rewrites this torch_npu target gets (2.1, 2.1.0.post17).")
 @click.option("--cann-version", default="", metavar="X.Y",
@@ -443,7 +445,8 @@ def rules_command(rule_files, torch_npu_version, cann_version) -> None:
 
 @main.command("explain")
 @click.argument("code")
-@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str))
+@click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str),
+              help="An extra rule file (TOML), as for a run; repeatable.")
 def explain_command(code, rule_files) -> None:
     """Show the documentation of a rule code, with its examples."""
     try:

@@ -143,3 +143,19 @@ def test_usage_errors_never_name_the_hidden_subcommand_and_have_one_style(tmp_pa
     r = run_cli("x.py", "--write", "--check", cwd=tmp_path)
     assert r.stderr.decode() == ("npu-migrate: error: --write cannot be combined with --diff or --check\n"
                                  "Try 'npu-migrate --help' for help.\n")
+
+
+def test_the_help_names_every_command_and_every_option_says_what_it_does():
+    import click
+
+    from npu_migrate.cli import main
+
+    ctx = click.Context(main, info_name="npu-migrate")
+    helped = main.commands["migrate"].get_help(click.Context(main.commands["migrate"], parent=ctx))
+    for name in main.commands:
+        if name != "migrate":  # the hidden default command is the one whose help this is
+            assert f"`npu-migrate {name}" in helped, name
+    for name, command in main.commands.items():
+        for param in command.params:
+            if isinstance(param, click.Option) and param.name != "help":
+                assert param.help, f"npu-migrate {name} {param.opts[0]} has no help text"
