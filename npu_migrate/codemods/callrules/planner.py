@@ -46,7 +46,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._renamable_cache: Dict[int, bool] = {}
         # remove_import bookkeeping: rule -> [references seen, references rewritten]
         self._module_refs: Dict[str, List[int]] = {}
-        self._imports: List[Tuple[cst.CSTNode, str, Rule, Optional[int]]] = []
+        self._imports: List[Tuple[cst.CSTNode, str, Rule, Optional[int], int]] = []  # ... and its scope
+        self._scope_refs: Dict[Tuple[str, int], List[int]] = {}  # (module, scope) -> [seen, rewritten]
         # entry_setup bookkeeping
         self._used: Set[str] = set()  # canonical references seen
         self._called_methods: Dict[str, cst.Call] = {}
@@ -160,7 +161,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
     def _track_import(self, node: cst.CSTNode, module: str, alias_index: Optional[int]) -> None:
         for rule in self.rules.remove_import:
             if any(module == m or module.startswith(m + ".") for m in rule.call.modules):
-                self._imports.append((node, module, rule, alias_index))
+                self._imports.append((node, module, rule, alias_index, self.scope))
 
     # -- references ------------------------------------------------------------------------------
 
@@ -201,9 +202,10 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         for rule in self.rules.remove_import:
             for module in rule.call.modules:
                 if qual == module or qual.startswith(module + "."):
-                    counts = self._module_refs.setdefault(module, [0, 0])
-                    counts[0] += 1
-                    counts[1] += id(node) in self._rewritten_refs
+                    for counts in (self._module_refs.setdefault(module, [0, 0]),
+                                   self._scope_refs.setdefault((module, self.scope), [0, 0])):
+                        counts[0] += 1
+                        counts[1] += id(node) in self._rewritten_refs
         if id(node) in self._rewritten_refs or id(node) in self._reported_refs:
             return
         found = FrameworkRules.listed_prefix(self.rules.finding_api, qual)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ...imports import dotted_name
+from ..bindings import MODULE_SCOPE
 from .apply import returns_early
 from .state import PlannerState
 
@@ -62,15 +63,36 @@ class ProgramPlanning(PlannerState):
                             self._main_functions.add(g.value)
 
     def _plan_import_removals(self) -> None:
-        for node, module, rule, alias_index in self._imports:
-            prefix = next(m for m in rule.call.modules if module == m or module.startswith(m + "."))
-            seen, rewritten = self._module_refs.get(prefix, [0, 0])
+        """An import goes when every use it binds was rewritten: the uses in its function (and
+        the functions inside it) for an import in a function; for a module-level import, the
+        uses outside the functions that import the module themselves."""
+        local = {(self._prefix(rule, module), scope) for _n, module, rule, _a, scope in self._imports
+                 if scope != MODULE_SCOPE}
+        for node, module, rule, alias_index, scope in self._imports:
+            prefix = self._prefix(rule, module)
+            counts = [c for (m, s), c in self._scope_refs.items() if m == prefix and (
+                self._within(s, scope) if scope != MODULE_SCOPE
+                else not any(self._within(s, f) for p, f in local if p == prefix))]
+            seen, rewritten = sum(c[0] for c in counts), sum(c[1] for c in counts)
             if seen == 0 or seen != rewritten or self.suppressed(node, rule):
                 continue
             self.plans.hot.update(self._import_paths.get(id(node), ()))
             _rule, aliases = self.plans.removed_imports.setdefault(id(node), (rule, set()))
             if alias_index is not None:
                 aliases.add(alias_index)
+
+    @staticmethod
+    def _prefix(rule, module: str) -> str:
+        return next(m for m in rule.call.modules if module == m or module.startswith(m + "."))
+
+    def _within(self, scope: int, outer: int) -> bool:
+        """Whether `scope` is `outer` or a scope inside it."""
+        while True:
+            if scope == outer:
+                return True
+            if scope == MODULE_SCOPE:
+                return False
+            scope = self.parents.get(scope, MODULE_SCOPE)
 
     def _plan_entry_setups(self) -> None:
         for rule in self.rules.entry_setup:
