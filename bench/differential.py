@@ -171,7 +171,9 @@ def results(python: Path, env: Dict[str, str], inputs: Path, sets: Dict, out: Pa
         if "ignored_fields" in row:
             ignored = row["ignored_fields"]
         else:
-            table[(row["set"], row["path"])] = row["result"]
+            # A field one side lacks and the other holds empty (a field added with an empty
+            # default, e.g. FileResult.notes) is no difference.
+            table[(row["set"], row["path"])] = {k: v for k, v in row["result"].items() if v not in (None, [], {}, "")}
     return {"table": table, "ignored": ignored}
 
 

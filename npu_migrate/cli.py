@@ -280,6 +280,11 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         for r in report.results:
             if r.skipped:
                 click.echo(f"{report.display_path(r.path)}: skipped: {r.skipped}", err=True)
+            for note in r.notes:
+                click.echo(f"{report.display_path(r.path)}: {note}", err=True)
+        from .work import summary
+
+        click.echo(summary(r.work for r in report.results), err=True)
     _render(settings, report, RENDERERS)
     for line in report.notes:
         if not settings.quiet or line.startswith("npu-migrate: warning"):

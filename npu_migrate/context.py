@@ -9,6 +9,7 @@ from typing import Any, Dict, List, Optional, Set, Tuple
 import libcst as cst
 from libcst.metadata import CodeRange
 
+from . import work
 from .codes import check_emitter, kind_key
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
@@ -53,6 +54,9 @@ class Context:
     # The words of the file's code (a prefilter.LazyCodeWords; None when only libcst could
     # parse the file).
     code: Optional[Any] = None
+    # Why this TensorFlow file is TF 2 code (frameworks.tensorflow2_reason): the TF 1.15 rules
+    # do not apply to it; None for TF 1.x code and other files.
+    tensorflow2: Optional[str] = None
     # Files a codemod generates next to this one (path -> text): FileResult.extra_files.
     extra_files: Dict[str, str] = field(default_factory=dict)
     # Ids of original nodes the rewrites must leave as they are (Context.keep): a guard that
@@ -124,7 +128,10 @@ class Context:
         """`module.code`, taken from the positions pass when `finish()` made one on that tree
         (it generated the whole module already)."""
         positions = self._positions.get(id(module))
-        return positions.code if positions is not None else module.code
+        if positions is not None:
+            return positions.code
+        work.count("codegen")
+        return module.code
 
     def edit(
         self,

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from . import work
 from .engine import migrate_python
 from .frontends import frontend_for
 from .model import FileResult, Options
@@ -30,7 +31,11 @@ def migrate_source(text: str, path: str = "<string>", options: Optional[Options]
         from .targets.rule_view import rules_for_targets
 
         rules = rules_for_targets(rules, options)
-    frontend = frontend_for(path, text)
-    if frontend is not None:
-        return frontend(text, path, options, rules)
-    return migrate_python(text, path, options, rules, partial=partial)
+    with work.counting() as counts:
+        frontend = frontend_for(path, text)
+        if frontend is not None:
+            result = frontend(text, path, options, rules)
+        else:
+            result = migrate_python(text, path, options, rules, partial=partial)
+    result.work = dict(counts)
+    return result

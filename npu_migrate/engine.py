@@ -21,14 +21,14 @@ from typing import Optional, Set, Tuple
 import libcst as cst
 
 from .context import Context
-from .frameworks import detect_frameworks, star_imported_frameworks
+from .frameworks import FRAMEWORK_IMPORTS, detect_frameworks, star_imported_frameworks, tensorflow2_reason
 from .suppressions import parse_suppressions, unused_suppressions
 from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet
 from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
 from .passes import PASSES
-from . import prefilter
+from . import prefilter, work
 from .prefilter import LazyCodeWords
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
 
@@ -38,6 +38,7 @@ class CannotParse(Exception):
 
 def python_verdict_of(text: str) -> Verdict:
     """safe_parse.python_verdict, with input libcst must not see raised as CannotParse."""
+    work.count("ast")
     try:
         return python_verdict(text)
     except TooDeep as exc:
@@ -52,6 +53,7 @@ def parse_module(text: str, verdict: Optional[Verdict] = None) -> Tuple[cst.Modu
     (the output must parse whenever the input did) and so need not parse the input again."""
     if verdict is None:
         verdict = python_verdict_of(text)
+    work.count("parse")
     try:
         return cst.parse_module(text), verdict.error is None
     except cst.ParserSyntaxError as exc:
@@ -74,6 +76,7 @@ def _first_line(message: str) -> str:
 
 
 def python_parses(text: str) -> bool:
+    work.count("verify")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -105,7 +108,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     try:
         verdict = python_verdict_of(text)
         code = LazyCodeWords(verdict.tree) if verdict.tree is not None else None
-        if partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None:
+        if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
+                and not _framework_rules_apply(code.get(), rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
             if done is not None:
                 return done
@@ -120,6 +124,25 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
 
 
+def _framework_rules_apply(code, rules) -> bool:
+    """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
+    from the parsed imports, here from Python's tree): then a partial parse would be thrown
+    away. Only saves work: a partial parse that needs the whole module asks for it anyway."""
+    def imports(root: str, modules) -> bool:
+        return any(m == root or m.startswith(root + ".") for m in modules)
+
+    found = {name for root, name in FRAMEWORK_IMPORTS if imports(root, code.import_modules)}
+    if "torch" in found:  # as detect_frameworks: another framework imported in a function only
+        found = {name for name in found
+                 if name == "torch" or any(imports(root, code.top_level_modules)
+                                           for root, n in FRAMEWORK_IMPORTS if n == name)}
+    return any(
+        prefilter.framework_rules_may_apply(rules, code, name)
+        for name in found
+        if name != "torch" and not (name == "tensorflow" and tensorflow2_reason(code))
+    )
+
+
 def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> Optional[FileResult]:
     """The result of migrating the partial text of `text`, or None: parse the file whole."""
     statements = statement_filter(rules)
@@ -131,6 +154,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
         if partial is None:
             return None
         try:
+            work.count("partial")
             module = cst.parse_module(partial.text)
             return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
                                    partial=partial, code=code)
@@ -164,7 +188,13 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
     implied = star_imported_frameworks(text, imports, frameworks)
     frameworks = frameworks + [f for f in implied if f not in frameworks]
     ctx.frameworks = frameworks
-    if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f) for f in frameworks):
+    if "tensorflow" in frameworks and code is not None:
+        # TF 2 code gets no TF 1.15 rule (frameworks.tensorflow2_reason), only NPU356.
+        ctx.tensorflow2 = tensorflow2_reason(code.get())
+        if ctx.tensorflow2 is not None:
+            result.notes = [f"TensorFlow 1.15 rules not applied: {ctx.tensorflow2}"]
+    if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f) for f in frameworks
+                                   if not (f == "tensorflow" and ctx.tensorflow2)):
         raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
 
     new_module = module

@@ -28,6 +28,8 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 import libcst as cst
 
+from . import work
+
 _CALL_RE = re.compile(r'(visit_\w+)\(\s*self,\s*"(\w+)"')
 _FIELD_HOOK_RE = re.compile(r"(visit|leave)_[A-Z][A-Za-z]*_\w+$")
 # node class -> ((field, how libcst visits it: visit_required/visit_optional/...), ...) or None
@@ -152,6 +154,8 @@ def own_leave(visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`node.visit(visitor)` for a read-only visitor, without copying the tree."""
+    if type(node) is cst.Module:
+        work.count("walk")
     if not isinstance(visitor, cst.CSTVisitor) or not _supported(visitor):
         node.visit(visitor)
         return
@@ -190,6 +194,8 @@ def _walk(node: cst.CSTNode, hooks: _Hooks) -> None:
 
 def transform(node: cst.CSTNode, transformer: cst.CSTTransformer) -> Any:
     """`node.visit(transformer)`, rebuilding only the nodes whose children changed."""
+    if type(node) is cst.Module:
+        work.count("transform")
     if not isinstance(transformer, cst.CSTTransformer) or not _supported(transformer):
         return node.visit(transformer)
     return _transform(node, _Hooks(transformer, cst.CSTTransformer))

@@ -7,7 +7,7 @@ read these tables, and this module imports nothing of theirs.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, List, Sequence
+from typing import TYPE_CHECKING, List, Optional, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from .imports import ImportTable
@@ -72,6 +72,38 @@ def detect_frameworks(imports: "ImportTable") -> List[str]:
             or any(imports.imports_module_at_top_level(root) for root, n in FRAMEWORK_IMPORTS if n == name)
         ]
     return found
+
+
+# TensorFlow 1.15 and TensorFlow 2 need different things on Ascend: TF 1.x graphs go through the
+# TF Adapter's npu_bridge (the TensorFlow rules and Huawei's 1.15 API support list), TF 2 code
+# through its `npu_device` (NPU356, once per run). tf.keras scripts are TF 1.15 code too (the
+# adapter has Keras helpers), so Keras alone says nothing: a file is TF 2 code when it records
+# gradients with GradientTape, compiles with `@tf.function` or subclasses Keras' Layer/Model
+# (eager code), and uses nothing only TF 1.x has (sessions, placeholders, variable scopes,
+# estimators, contrib, `import tensorflow.compat.v1`). Anything else keeps the 1.15 rules.
+TF2_FINDING = "NPU356"  # raised only on TF 2 code: it says nothing of whether a TF 1.x file needs the pass
+TF1_WORDS = frozenset({
+    b"Session", b"InteractiveSession", b"MonitoredTrainingSession", b"placeholder", b"placeholder_with_default",
+    b"variable_scope", b"get_variable", b"global_variables_initializer", b"estimator", b"contrib",
+    b"ConfigProto", b"disable_v2_behavior", b"disable_eager_execution",
+})
+TF1_MODULES = frozenset({"tensorflow.compat.v1", "tensorflow.contrib", "tensorflow.estimator"})
+
+
+def tensorflow2_reason(code) -> Optional[str]:
+    """Why a TensorFlow file is TF 2 code (from its prefilter.CodeWords), or None: the TF 1.15
+    rules apply."""
+    ids = code.identifiers
+    used = []
+    if b"GradientTape" in ids:
+        used.append("GradientTape")
+    if b"function" in code.decorators and b"function" in ids:
+        used.append("@tf.function")
+    if b"keras" in ids and code.bases & {b"Layer", b"Model"}:
+        used.append("Keras subclassing")
+    if not used or TF1_WORDS & ids or TF1_MODULES & code.modules:
+        return None
+    return f"TensorFlow 2 code ({', '.join(used)}; no TensorFlow 1.x API)"
 
 
 def star_imported_frameworks(text: str, imports: "ImportTable", wanted: Sequence[str]) -> List[str]:

@@ -130,6 +130,11 @@ class Options:
         return repr(self)
 
 
+# Findings reported once per run, at the first file (in the run's order) that has them
+# (pipeline.once_per_run): advice about the whole project, not about each file.
+ONCE_PER_RUN_CODES = frozenset({"NPU356"})  # TensorFlow 2 code: how it runs on Ascend
+
+
 @dataclass
 class FileResult:
     """The outcome for one file. `new_text` is None when nothing changes."""
@@ -146,6 +151,11 @@ class FileResult:
     # Files generated next to this one (path -> text), e.g. the ModelArts boot file. The CLI
     # writes them (never over a file it did not generate) and shows them in --diff.
     extra_files: Dict[str, str] = field(default_factory=dict)
+    # What --verbose says about how the file was handled ("TensorFlow 1.15 rules not applied: ...").
+    notes: List[str] = field(default_factory=list)
+    # How many expensive steps migrating it took (work.py): not part of the result (a cached
+    # result took none), so neither compared nor stored.
+    work: Dict[str, int] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -161,6 +171,7 @@ class FileResult:
             "skipped": self.skipped,
             "unused_ignores": [f.to_dict() for f in self.unused_ignores],
             "extra_files": dict(self.extra_files),
+            "notes": list(self.notes),
         }
 
     @classmethod
@@ -174,4 +185,5 @@ class FileResult:
             skipped=d["skipped"],
             unused_ignores=[Finding.from_dict(f) for f in d.get("unused_ignores", ())],
             extra_files=dict(d.get("extra_files", {})),
+            notes=list(d.get("notes", ())),
         )

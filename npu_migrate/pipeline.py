@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
-from .model import FileResult, Options
+from .model import ONCE_PER_RUN_CODES, FileResult, Options
 from .report import RunReport
 from .rules import RuleSet
 from .runner import Outcome
@@ -56,6 +56,7 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
         outcomes = migrate_files(settings, view, files, jobs, on_done, warn)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
                        color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
+    once_per_run(report)
     if settings.report_unused_ignores:
         report_unused_ignores(report)
     if settings.mode == "write":  # never the stdin text (`npu-migrate - --write` prints it)
@@ -138,6 +139,22 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
     roots = {name.split(".", 1)[0] for name in rules.finding_import}
     local = shadowing_modules(files, roots)
     return replace(options, local_modules=local) if local else options
+
+
+def once_per_run(report: RunReport) -> None:
+    """Findings of ONCE_PER_RUN_CODES stay only in the first file that has them (each file's
+    own result, cached, keeps its own)."""
+    seen: set = set()
+    for r in report.results:
+        kept = []
+        for f in r.findings:
+            if f.code in ONCE_PER_RUN_CODES:
+                if f.code in seen:
+                    continue
+                seen.add(f.code)
+            kept.append(f)
+        if len(kept) != len(r.findings):
+            r.findings = kept
 
 
 def report_unused_ignores(report: RunReport) -> None:

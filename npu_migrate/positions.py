@@ -21,6 +21,8 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
+from . import work
+
 # What PositionProvider counts as a line break (position_provider.NEWLINE_RE).
 _NEWLINE_RE = re.compile(r"\r\n?|\n")
 _NOT_WANTED = nullcontext()
@@ -91,6 +93,7 @@ class NodePositions:
     """PositionProvider's ranges for `nodes` of `module` (for every node when `nodes` is None)."""
 
     def __init__(self, module: cst.Module, nodes: Optional[Iterable[cst.CSTNode]] = None) -> None:
+        work.count("codegen")
         wanted = None if nodes is None else {id(n) for n in nodes}
         state = _RecordingState(module, wanted)
         module._codegen(state)

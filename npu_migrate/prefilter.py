@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, L
 if TYPE_CHECKING:  # pragma: no cover
     import ast
 
+from .frameworks import TF2_FINDING
 from .kinds import KINDS
 from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
 
@@ -206,6 +207,8 @@ class RulePrefilter:
         if checks is None:
             checks = []
             for rule in self.rules.framework_rules.get(framework, ()):
+                if rule.code == TF2_FINDING:  # TF 2 files are told apart before (engine.py)
+                    continue
                 reqs = rule_requirements(rule, forced_framework=framework)
                 if reqs is None:
                     checks = None
@@ -278,6 +281,16 @@ class CodeWords:
     identifiers: FrozenSet[bytes]
     strings: FrozenSet[bytes]
     imported: FrozenSet[str]  # first parts of the modules it imports (not relative imports)
+    # every module it imports, whole (`tensorflow.compat.v1`; `from a import b` gives a and a.b)
+    modules: FrozenSet[str] = frozenset()
+    # the modules as ImportTable.modules / top_level_modules list them (`from a import b`: a),
+    # for engine.migrate_python to know the frameworks before libcst parses anything
+    import_modules: FrozenSet[str] = frozenset()
+    top_level_modules: FrozenSet[str] = frozenset()
+    # the last names of its classes' bases (`keras.layers.Layer` -> Layer) and of its decorators
+    # (`@tf.function` -> function): what tells TF 2 code (frameworks.tensorflow2_reason)
+    bases: FrozenSet[bytes] = frozenset()
+    decorators: FrozenSet[bytes] = frozenset()
 
 
 class LazyCodeWords:
@@ -302,6 +315,15 @@ def code_words(tree: "ast.AST") -> CodeWords:
     strings: List[str] = []
     imported: Set[str] = set()
     node: Any  # narrowed by `kind is ...` (faster than isinstance), which mypy cannot follow
+    modules: Set[str] = set()
+    import_modules: Set[str] = set()
+    bases: Set[str] = set()
+    decorators: Set[str] = set()
+
+    def last_name(expr) -> str:
+        expr = expr.func if type(expr) is ast.Call else expr
+        return expr.id if type(expr) is ast.Name else expr.attr if type(expr) is ast.Attribute else ""
+
     for node in ast.walk(tree):
         kind = type(node)
         if kind is ast.Name:
@@ -315,6 +337,9 @@ def code_words(tree: "ast.AST") -> CodeWords:
             names.add(node.arg or "")
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
             names.add(node.name)
+            decorators.update(last_name(d) for d in node.decorator_list)
+            if kind is ast.ClassDef:
+                bases.update(last_name(b) for b in node.bases)
         elif kind is ast.alias:
             names.update(node.name.split("."))
             names.add(node.asname or "")
@@ -323,12 +348,43 @@ def code_words(tree: "ast.AST") -> CodeWords:
             names.add("import")
             if not node.level and node.module:
                 imported.add(node.module.split(".", 1)[0])
+                modules.add(node.module)
+                import_modules.add(node.module)
+                modules.update(f"{node.module}.{alias.name}" for alias in node.names)
         elif kind is ast.Import:
             names.add("import")
             imported.update(alias.name.split(".", 1)[0] for alias in node.names)
+            modules.update(alias.name for alias in node.names)
+            import_modules.update(alias.name for alias in node.names)
         elif kind in (ast.Global, ast.Nonlocal):
             names.update(node.names)
         elif hasattr(node, "name") and isinstance(node.name, str):  # except handlers, match
             names.add(node.name)
     return CodeWords(frozenset(n.encode("utf-8", "replace") for n in names if n),
-                     frozenset(words_of("\n".join(strings))), frozenset(imported))
+                     frozenset(words_of("\n".join(strings))), frozenset(imported), frozenset(modules), frozenset(import_modules),
+                     frozenset(_top_level_modules(getattr(tree, "body", ()))),
+                     frozenset(n.encode("utf-8", "replace") for n in bases if n),
+                     frozenset(n.encode("utf-8", "replace") for n in decorators if n))
+
+
+def _top_level_modules(statements) -> Set[str]:
+    """What ImportTable.top_level_modules holds: modules imported outside function and class
+    bodies (module level, and inside module-level `if`/`try`/`with` blocks)."""
+    import ast
+
+    found: Set[str] = set()
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Import:
+            found.update(alias.name for alias in node.names)
+        elif kind is ast.ImportFrom:
+            if not node.level and node.module:
+                found.add(node.module)
+        elif kind not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+            for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+                part = getattr(node, name, None)
+                if isinstance(part, list):
+                    stack.extend(part)
+    return found

@@ -45,7 +45,8 @@ def _result(path="a.py"):
 
 def test_every_field_of_a_result_is_stored():
     # A field added to FileResult but not to to_dict/from_dict would come back empty from the cache.
-    assert set(FileResult.__dataclass_fields__) == set(FileResult(path="x").to_dict())
+    # (`work`, the steps migrating took, must: a cached result took none.)
+    assert set(FileResult.__dataclass_fields__) - {"work"} == set(FileResult(path="x").to_dict())
     result = _result()
     assert FileResult.from_dict(result.to_dict()) == result
 

@@ -547,3 +547,63 @@ def test_npu_ops_is_an_option_of_the_command_line_and_of_pyproject(run_cli, tmp_
     (tmp_path / "pyproject.toml").write_text("[tool.npu-migrate]\nnpu-ops = true\n")
     r = run_cli("model.py", "--diff", cwd=tmp_path)
     assert r.returncode == 1 and b"+h = npu_ops.dropout(h, 0.9)" in r.stdout
+
+
+# ---------------------------------------------------------------------------- TensorFlow 2 code
+
+TF2_MODEL = '''import tensorflow as tf
+
+
+class Block(tf.keras.layers.Layer):
+    def call(self, x, training=False):
+        x = tf.nn.dropout(x, 0.9)
+        with tf.device("/gpu:0"):
+            return tf.contrib_free_name(x)
+'''
+
+
+def test_tensorflow2_code_gets_no_tensorflow115_rule():
+    """A Keras Layer subclass (transformers' modeling_tf_*.py) is TF 2 code: none of the 1.15
+    rewrites (tf.device('/gpu:0'), the NPU operator offer) nor the 1.15 support list, only NPU356
+    at its TensorFlow import, and a note --verbose prints."""
+    result = migrate(TF2_MODEL)
+    assert not result.changed and result.edits == []
+    assert [(f.code, f.span.line, f.span.col, f.severity.value) for f in result.findings] == [("NPU356", 1, 1, "info")]
+    assert result.notes == ["TensorFlow 1.15 rules not applied: TensorFlow 2 code (Keras subclassing; "
+                            "no TensorFlow 1.x API)"]
+    # The same code with a TF 1.x API in it is TF 1.x code: the 1.15 rules apply.
+    tf1 = migrate(TF2_MODEL + "\nsess = tf.Session()\n")
+    assert "NPU356" not in {f.code for f in tf1.findings} and tf1.changed and tf1.notes == []
+    assert "tf.device('/cpu:0')" in tf1.new_text or 'tf.device("/cpu:0")' in tf1.new_text
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("import tensorflow as tf\nwith tf.GradientTape() as tape:\n    y = f(x)\n", "GradientTape"),
+    ("import tensorflow as tf\n\n\n@tf.function\ndef step(x):\n    return x\n", "@tf.function"),
+])
+def test_tensorflow2_markers(text, reason):
+    assert migrate(text).notes == [f"TensorFlow 1.15 rules not applied: TensorFlow 2 code ({reason}; no TensorFlow 1.x API)"]
+
+
+@pytest.mark.parametrize("text", [
+    "import tensorflow.compat.v1 as tf\n\n\nclass Net(tf.keras.Model):\n    pass\n",
+    "import tensorflow as tf\nx = tf.placeholder(tf.float32)\nwith tf.GradientTape() as tape:\n    y = x\n",
+    "import tensorflow as tf\nfrom tensorflow import keras\nmodel = keras.Sequential()\nmodel.fit(x)\n",  # tf.keras on 1.15
+])
+def test_tensorflow1_code_keeps_the_115_rules(text):
+    assert migrate(text).notes == []
+
+
+def test_tensorflow2_finding_once_per_run(run_cli, tmp_path):
+    for name in ("a_model.py", "b_model.py"):
+        (tmp_path / name).write_text(TF2_MODEL, encoding="utf-8")
+    done = run_cli(".", "--format", "json", "-v", "--no-cache", cwd=tmp_path)
+    import json
+
+    report = json.loads(done.stdout)
+    found = [(f["path"], x["code"]) for f in report["files"] for x in f.get("findings", [])]
+    assert found == [("a_model.py", "NPU356")], found
+    stderr = done.stderr.decode()
+    for name in ("a_model.py", "b_model.py"):
+        assert (f"{name}: TensorFlow 1.15 rules not applied: TensorFlow 2 code (Keras subclassing; "
+                "no TensorFlow 1.x API)") in stderr.splitlines()

@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from ..context import Context
+from ..fast_visitor import transform, walk
 from ..rules import Rule
 from .strings import string_value, with_body
 from .syntax import option_names
@@ -240,9 +241,9 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
     assert spec is not None
     frm, to = spec.literal, spec.to
     aliases = _Aliases(spec.options)
-    module.visit(aliases)
+    walk(module, aliases)
     found = _Analysis(spec.options, aliases.aliases())
-    module.visit(found)
+    walk(module, found)
     decision = Decision()
 
     def rewrite(literals: List[cst.SimpleString], path: Tuple[int, ...]) -> None:
@@ -369,4 +370,4 @@ def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding:
         after = f"{before[0]}{quote}Ascend{quote}, {before[1:]}"
         ctx.edit(rule, container, f"`{before}` -> `{after}`: the default is \"Ascend\" now", before, after,
                  module=tree)
-    return module.visit(_Apply(decision)), decision.keep
+    return transform(module, _Apply(decision)), decision.keep

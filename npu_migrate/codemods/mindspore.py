@@ -15,6 +15,7 @@ from __future__ import annotations
 import libcst as cst
 
 from ..context import Context
+from ..fast_visitor import walk
 from .callrules import apply_framework_rules
 from .device_dispatch import apply_device_dispatch
 from ..codes import emits
@@ -73,7 +74,7 @@ def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
         rule = next((r for r in ctx.rules.framework_rules.get("mindspore", ())
                      if r.code == "NPU322" and r.kind == "finding"), None)
         if rule is not None:
-            ctx.module.visit(_Deprecated(ctx, rule))
+            walk(ctx.module, _Deprecated(ctx, rule))
     keep: set = set()
     rules = ctx.rules.framework_rules.get("mindspore", ())
     for rule in rules:

@@ -20,6 +20,7 @@ from typing import Dict, List, Optional, Tuple
 import libcst as cst
 
 from ..context import Context
+from ..fast_visitor import transform, walk
 from ..rules import Rule
 from .strings import string_value
 from ..codes import emits
@@ -164,7 +165,7 @@ def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[R
     whether it changed. Runs first on the file's own tree; when an earlier pass changed it
     (a file that also uses torch), the operators are only offered."""
     plan = _Plan(ctx, canonical)
-    ctx.module.visit(plan)
+    walk(ctx.module, plan)
     if not plan.offers:
         return module, False
     if not ctx.options.npu_ops or module is not ctx.module:
@@ -180,4 +181,4 @@ def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[R
         return module, False
     for node, before, after in plan.offers:
         ctx.edit(REWRITE_CODE, node, f"`{before}` -> `{after}`: the NPU's own operator (--npu-ops)", before, after)
-    return module.visit(_Apply(plan)), True
+    return transform(module, _Apply(plan)), True

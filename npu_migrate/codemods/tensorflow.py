@@ -22,6 +22,8 @@ from typing import Dict, Optional
 import libcst as cst
 
 from ..context import Context
+from ..fast_visitor import walk
+from ..frameworks import TF2_FINDING
 from ..rules import Rule
 from .add_imports import add_rule_import
 from .callrules import apply_framework_rules
@@ -147,10 +149,12 @@ class GpuPatterns(cst.CSTVisitor):
 def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if "tensorflow" not in ctx.frameworks:
         return module
+    if ctx.tensorflow2 is not None:
+        return _tensorflow2(module, ctx)
     if re.search(r"(?i)gpu|use_tpu", ctx.text):
         findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
                     if r.kind == "finding" and r.match_kind == "codemod"}
-        ctx.module.visit(GpuPatterns(ctx, None, findings))
+        walk(ctx.module, GpuPatterns(ctx, None, findings))
     rules = ctx.rules.framework_rules.get("tensorflow", ())
     npu_ops_used = False
     if re.search(r"dropout|gelu|max_pooling2d", ctx.text):
@@ -161,3 +165,50 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if npu_ops_used and add_import is not None and ctx.options.add_import and "npu_bridge.npu_init" not in new.code:
         new = add_rule_import(new, ctx, add_import)
     return new
+
+
+@emits(TF2_FINDING)
+def _tensorflow2(module: cst.Module, ctx: Context) -> cst.Module:
+    """TF 2 code: none of the TF 1.15 rules (their rewrites are for TF 1.x graphs); NPU356 at
+    its first TensorFlow/Keras import says how TF 2 runs on Ascend (the pipeline keeps the
+    first of the run's)."""
+    rule = next((r for r in ctx.rules.framework_rules.get("tensorflow", ()) if r.code == TF2_FINDING), None)
+    if rule is None:
+        return module
+    found = _first_tensorflow_import(module.body)
+    if found is not None:
+        ctx.finding(rule, found, api="tensorflow 2")
+    return module
+
+
+def _first_tensorflow_import(statements) -> Optional[cst.CSTNode]:
+    """The first `import tensorflow…`/`keras…` among `statements` and the statements in their
+    blocks (`try:`, `if:`, functions); statements only, not a walk of every node."""
+    for statement in statements:
+        if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+            for small in statement.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and _imports_tensorflow(small):
+                    return small
+        elif isinstance(statement, cst.IndentedBlock):
+            found = _first_tensorflow_import(statement.body)
+            if found is not None:
+                return found
+        else:  # a compound statement, an except handler, an else/finally clause
+            parts = []
+            for name in ("body", "handlers", "orelse", "finalbody"):
+                part = getattr(statement, name, None)
+                parts.extend(part if isinstance(part, (tuple, list)) else [part] if part is not None else [])
+            found = _first_tensorflow_import([p for p in parts if isinstance(p, cst.CSTNode)])
+            if found is not None:
+                return found
+    return None
+
+
+def _imports_tensorflow(node) -> bool:
+    from ..imports import dotted_name
+
+    if isinstance(node, cst.ImportFrom):
+        names = [dotted_name(node.module)] if not node.relative else []
+    else:
+        names = [dotted_name(alias.name) for alias in node.names]
+    return any(n is not None and n.split(".", 1)[0] in ("tensorflow", "keras") for n in names)

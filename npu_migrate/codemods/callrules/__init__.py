@@ -28,7 +28,7 @@ from typing import Optional, Set
 import libcst as cst
 
 from ...context import Context
-from ...fast_visitor import walk
+from ...fast_visitor import transform, walk
 from ..add_imports import add_plain_import, add_rule_import, imported
 from .apply import Applier, Plans
 from .index import FRAMEWORK_KIND_KEYS, Canonical, FrameworkRules
@@ -62,7 +62,7 @@ def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, cano
     if not (plans.calls or plans.literals or plans.statements or plans.removed_imports or plans.entry_setups
             or plans.after_lines):
         return module
-    new_module = module.visit(Applier(ctx, module, plans))
+    new_module = transform(module, Applier(ctx, module, plans))
     add_import = rules.add_import
     if (
         plans.needs_import

@@ -1,0 +1,75 @@
+"""Counts of the expensive steps a run takes: a work budget tests can hold, unlike a timer.
+
+Wall time depends on the machine; how many times a file is parsed or walked does not. The
+engine counts, per file, the steps that cost about as much as a parse:
+
+    parse        libcst parses of a whole file
+    partial      libcst parses of a partial text (partial.py: only the statements that can need work)
+    ast          Python's own parse of the file (safe_parse; also what the prefilter's code words use)
+    walk         walks of a whole tree (fast_visitor.walk of a Module)
+    transform    rewrites of a whole tree (fast_visitor.transform of a Module)
+    codegen      code generations of a whole tree (module.code, positions)
+    verify       Python's parse of the migrated text
+
+`FileResult.work` carries a file's counts (in the worker processes too); `--stats` prints the
+run's sums and the files with the most work; tests/test_work_budget.py holds them to a budget.
+A step is counted where it is taken: `count("walk")`. Counting costs a dict update.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import contextmanager
+from typing import Dict, Iterator, Optional
+
+STEPS = ("ast", "parse", "partial", "walk", "transform", "codegen", "verify")
+
+_current: Optional[Counter] = None
+
+
+def count(step: str, n: int = 1) -> None:
+    """Note `n` steps of kind `step` for the file being migrated (nothing outside one)."""
+    if _current is not None:
+        _current[step] += n
+
+
+@contextmanager
+def counting() -> Iterator[Counter]:
+    """Count the steps taken inside the block (the counts of a file being migrated). Nested
+    blocks (a notebook's cells) add to the outer one as well."""
+    global _current
+    outer, _current = _current, Counter()
+    try:
+        yield _current
+    finally:
+        inner, _current = _current, outer
+        if outer is not None:
+            outer.update(inner)
+
+
+def total(counts) -> Dict[str, int]:
+    """The sums of many files' counts, every step named (0 when none)."""
+    out = Counter()
+    for c in counts:
+        out.update(c)
+    return {step: out.get(step, 0) for step in STEPS} | {k: v for k, v in out.items() if k not in STEPS}
+
+
+_WORDS = {
+    "ast": "Python parses",
+    "parse": "whole libcst parses",
+    "partial": "partial libcst parses",
+    "walk": "tree walks",
+    "transform": "tree transforms",
+    "codegen": "code generations",
+    "verify": "parses of migrated text",
+}
+
+
+def summary(counts) -> str:
+    """One line for --verbose: the run's work (files answered from the cache took none)."""
+    counts = list(counts)
+    sums = total(counts)
+    busy = sum(1 for c in counts if c)
+    parts = ", ".join(f"{sums[step]:,} {_WORDS.get(step, step)}" for step in sums)
+    return f"npu-migrate: work: {busy:,} of {len(counts):,} files parsed; {parts}"

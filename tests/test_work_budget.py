@@ -1,0 +1,162 @@
+"""The work budget (issue 24): how many expensive steps migrating takes, counted, not timed.
+
+`npu_migrate/work.py` counts per file the libcst parses (whole and partial), Python's parses,
+whole-tree walks and transforms, code generations and parses of the migrated text. These tests
+run the fixtures and a pinned real corpus (YOLOv5 7.0.14's wheel, tests/corpus_wheels.py) and
+fail when a count goes over its budget. The counts do not depend on the machine.
+
+A change that adds work (another walk of every file, a parse the partial path could have
+spared) fails here: raise the number in BUDGET in the same commit, and say why in its message.
+A change that saves work may lower them.
+"""
+
+from __future__ import annotations
+
+import ast
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+
+from npu_migrate import work
+from npu_migrate.dispatch import migrate_source
+from npu_migrate.engine import _framework_rules_apply
+from npu_migrate.model import Options
+from npu_migrate.partial import partial_text, statement_filter
+from npu_migrate.prefilter import code_words
+from npu_migrate.rules import default_rules
+from npu_migrate.targets.rule_view import rules_for_targets
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+
+# The most work a run may take: for the pinned corpus, the sums over its files; for the
+# fixtures (which grow with every feature), the sums per file Python parsed ("ast": files
+# the prefilter let through), so that a new fixture changes them only if it takes more work
+# than the others.
+BUDGET: Dict[str, Dict[str, float]] = {
+    "yolov5": {"ast": 20, "parse": 0, "partial": 26, "walk": 34, "transform": 26, "codegen": 29, "verify": 14},
+}
+PER_PARSED_FILE: Dict[str, Dict[str, float]] = {
+    # 63 files parsed: 35 whole, 43 partial parses, 111 walks, 60 transforms, 63 codegens, 25 verify
+    "fixtures": {"parse": 0.56, "partial": 0.69, "walk": 1.77, "transform": 0.96, "codegen": 1.0, "verify": 0.4},
+    # (--modelarts and --distributed plan around whole entry scripts: every file parsed whole)
+    # 90 files parsed: 90 whole, 188 walks, 86 transforms, 154 codegens, 57 verify
+    "fixtures --modelarts --distributed": {
+        "parse": 1.0, "partial": 0.0, "walk": 2.09, "transform": 0.96, "codegen": 1.72, "verify": 0.64},
+}
+# The most of each step one Python file may take. One Python parse; libcst parses the file
+# whole once at most, or partially up to three times (a pass may ask for more statements,
+# partial.py); the passes' walks (PyTorch references, device variables, guards, findings).
+PER_FILE = {"ast": 1, "parse": 1, "partial": 3, "walk": 6, "transform": 2, "codegen": 4, "verify": 1}
+
+
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work():
+    """conftest's check migrates every text the prefilter skips once more, inside the count:
+    here the counts must be those of a real run."""
+
+
+def fixture_inputs() -> List[Tuple[str, str]]:
+    found = []
+    for path in sorted(FIXTURES.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            try:
+                found.append((str(path.relative_to(ROOT)), path.read_text(encoding="utf-8")))
+            except UnicodeDecodeError:
+                continue
+    return found
+
+
+def yolov5_inputs() -> List[Tuple[str, str]]:
+    from corpus_wheels import WHEELS, download
+
+    filename, sha256 = WHEELS["yolov5==7.0.14"]
+    with zipfile.ZipFile(download("yolov5==7.0.14", filename, sha256)) as z:
+        return [(n, z.read(n).decode("utf-8")) for n in sorted(z.namelist()) if n.endswith(".py")]
+
+
+def counts_of(inputs, options: Options) -> Dict[str, Dict[str, int]]:
+    return {path: migrate_source(text, path, options).work for path, text in inputs}
+
+
+def over(sums: Dict[str, int], budget: Dict[str, int]) -> Dict[str, Tuple[int, int]]:
+    return {step: (sums.get(step, 0), limit) for step, limit in budget.items() if sums.get(step, 0) > limit}
+
+
+def check_files(per_file: Dict[str, Dict[str, int]], inputs, options: Options) -> None:
+    texts = dict(inputs)
+    rules = rules_for_targets(default_rules(), options)
+    for path, counts in per_file.items():
+        too_much = over(counts, PER_FILE)
+        assert not too_much, f"{path}: {too_much} (step: (count, budget))"
+        if counts.get("parse") or counts.get("partial"):
+            assert counts.get("ast") == 1, f"{path}: libcst ran before Python's parser: {counts}"
+        if path.endswith(".py") and counts.get("parse") and not (options.modelarts or options.distributed):
+            # No whole parse where the partial path could serve: a TensorFlow 1.x/MindSpore file
+            # whose framework rules can match, or a partial attempt that had to give up
+            # (--modelarts and --distributed plan around whole scripts).
+            # (or a file all of whose statements are needed: its partial text is the file).
+            tree = ast.parse(texts[path])
+            assert (counts.get("partial") or _framework_rules_apply(code_words(tree), rules)
+                    or partial_text(texts[path], tree, statement_filter(rules)) is None), (
+                f"{path}: parsed whole, though partial parsing could serve it: {counts}")
+
+
+@pytest.mark.parametrize("name, options", [
+    ("fixtures", Options()),
+    ("fixtures --modelarts --distributed", Options(modelarts=True, distributed=True)),
+])
+def test_fixtures_within_budget(name, options):
+    inputs = fixture_inputs()
+    per_file = counts_of(inputs, options)
+    check_files(per_file, inputs, options)
+    sums = work.total(per_file.values())
+    parsed = sums["ast"]
+    ratios = {step: round(n / parsed, 2) for step, n in sums.items()}
+    assert not over(ratios, PER_PARSED_FILE[name]), (
+        f"{name}: {over(ratios, PER_PARSED_FILE[name])} (step: (per parsed file, budget)); all: {sums}")
+
+
+@pytest.mark.slow
+def test_real_corpus_within_budget():
+    inputs = yolov5_inputs()
+    assert len(inputs) == 58
+    per_file = counts_of(inputs, Options())
+    check_files(per_file, inputs, Options())
+    sums = work.total(per_file.values())
+    assert not over(sums, BUDGET["yolov5"]), f"yolov5: {over(sums, BUDGET['yolov5'])}; all: {sums}"
+
+
+def test_tensorflow2_file_is_not_walked():
+    """A TF 2 file (transformers' modeling_tf_*.py) gets NPU356 and no TF 1.15 pass: one partial
+    parse, no walk, no transform, no whole parse."""
+    text = ("import tensorflow as tf\n\n\nclass Block(tf.keras.layers.Layer):\n"
+            "    def call(self, x):\n        return tf.nn.dropout(x, 0.5)\n")
+    result = migrate_source(text, "modeling_tf_block.py")
+    assert [f.code for f in result.findings] == ["NPU356"]
+    assert result.work == {"ast": 1, "partial": 1, "codegen": 1}
+
+
+def test_counts_are_the_steps_taken():
+    """The counter counts what happened: a TF 1.x file is parsed whole once (no partial parse
+    thrown away), walked and transformed; a file the prefilter skips takes nothing."""
+    tf1 = "import tensorflow as tf\nsess = tf.Session()\n"
+    assert migrate_source(tf1, "a.py").work == {"ast": 1, "parse": 1, "walk": 1, "transform": 1, "codegen": 2, "verify": 1}
+    assert migrate_source("x = 1\n", "b.py").work == {}
+    with work.counting() as outer:
+        migrate_source(tf1, "a.py")
+        migrate_source(tf1, "a.py")
+    assert outer["parse"] == 2
+
+
+def test_verbose_prints_the_work(run_cli, tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.ones(2).cuda()\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("x = 1\n", encoding="utf-8")
+    done = run_cli(".", "-v", "--no-cache", cwd=tmp_path)
+    lines = done.stderr.decode().splitlines()
+    # (a.py is parsed whole: every statement of it can need work, so a partial text would be the file)
+    assert lines[-1] == ("npu-migrate: work: 1 of 2 files parsed; 1 Python parses, 1 whole libcst parses, "
+                         "0 partial libcst parses, 0 tree walks, 1 tree transforms, 2 code generations, "
+                         "1 parses of migrated text"), lines
