@@ -173,7 +173,7 @@ def _restore_signal_handler(previous: Any) -> None:
               help="Skip what .gitignore files exclude.")
 @click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: all cores; 1 runs in-process).")
 @click.option("--no-cache", is_flag=True,
-              help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR).")
+              help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate on Linux).")
 @click.option("--stdin-filename", help="With `-`: the name of the file read from stdin.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
               help="Read options from this TOML file instead of the nearest pyproject.toml.")
