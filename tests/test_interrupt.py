@@ -345,3 +345,29 @@ def test_signals_wait_for_the_write_to_finish(tmp_path):
         assert received == [signal.SIGTERM]  # and delivered right after
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_a_worker_starts_with_ctrl_c_held_back_until_it_ignores_it(monkeypatch):
+    """A Ctrl-C while a worker process starts (before it ignores SIGINT) printed the worker's
+    KeyboardInterrupt traceback: the worker starts with SIGINT and SIGTERM blocked (the real
+    worker unblocks them once SIGINT is ignored); the parent's signals are as they were."""
+    import multiprocessing
+
+    from npu_migrate import runner
+    from npu_migrate.model import Options
+    from npu_migrate.rules import RuleSet
+
+    def probe(conn, *args):
+        conn.send((sorted(signal.pthread_sigmask(signal.SIG_BLOCK, [])), signal.getsignal(signal.SIGINT)))
+
+    monkeypatch.setattr(runner, "_worker", probe)
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    worker = runner._Worker(multiprocessing.get_context("fork"), Options(), RuleSet(), True, None)
+    try:
+        blocked, _handler = worker.conn.recv()
+    finally:
+        worker.process.join(30)
+    assert signal.SIGINT in blocked and signal.SIGTERM in blocked
+    assert signal.pthread_sigmask(signal.SIG_BLOCK, []) == before
+    assert worker.process.exitcode == 0
