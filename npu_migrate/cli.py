@@ -480,12 +480,14 @@ def explain_command(code, rule_files) -> None:
 @click.option("--timeout", type=click.FloatRange(min=0), help="Stop the whole job after this many seconds.")
 @click.option("--sigterm-after", type=click.FloatRange(min=0),
               help="Send SIGTERM to every process after this many seconds, as a preemption does.")
+@click.option("--sigterm-on", type=str, metavar="FILE",
+              help="Send SIGTERM to every process once FILE (a path in the job's working folder) exists.")
 @click.option("--code", "code", type=str,
               help="The code folder ModelArts downloads, which holds SCRIPT (default: the script's folder).")
 @click.option("--job-dir", type=str, help="Where to lay out the job (a new or empty folder; default: a temporary one).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not show the processes' output (it is still in the job's logs).")
-def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sigterm_after, code, job_dir,
-                     quiet) -> None:
+def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sigterm_after, sigterm_on, code,
+                     job_dir, quiet) -> None:
     """Run an adapted entry script as a ModelArts job would, on the CPU.
 
     Copies the script's folder into a job folder, lays out a local OBS with --data at
@@ -498,6 +500,7 @@ def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sig
     from .rehearse import RehearsalOptions, run_rehearsal
 
     options = RehearsalOptions(script=script, nproc=nproc, data=data, obs=obs, python=python, timeout=timeout,
-                               sigterm_after=sigterm_after, script_args=tuple(script_args), job_dir=job_dir, code=code,
+                               sigterm_after=sigterm_after, sigterm_on=sigterm_on, script_args=tuple(script_args),
+                               job_dir=job_dir, code=code,
                                echo=None if quiet else sys.stderr)
     sys.exit(run_rehearsal(options))

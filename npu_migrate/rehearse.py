@@ -75,6 +75,7 @@ class RehearsalOptions:
     python: str = sys.executable
     timeout: Optional[float] = None
     sigterm_after: Optional[float] = None
+    sigterm_on: Optional[str] = None  # SIGTERM once this file (in the working folder) exists: an event, not a time
     script_args: Tuple[str, ...] = ()
     job_dir: Optional[str] = None
     code: Optional[str] = None  # the code folder ModelArts downloads (default: the script's folder)
@@ -347,7 +348,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         for rank in range(options.nproc)
     ]
     try:
-        timed_out = _supervise(processes, options, started)
+        timed_out = _supervise(processes, options, started, code / options.sigterm_on if options.sigterm_on else None)
     except BaseException:  # Ctrl-C or SIGTERM of npu-migrate itself: stop the job first
         for p in processes:
             p.signal(signal.SIGKILL)
@@ -376,8 +377,10 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
     return result
 
 
-def _supervise(processes: List[_Process], options: RehearsalOptions, started: float) -> bool:
-    """Wait for every process; SIGTERM at --sigterm-after, stop everything at --timeout."""
+def _supervise(processes: List[_Process], options: RehearsalOptions, started: float,
+               trigger: Optional[Path] = None) -> bool:
+    """Wait for every process; SIGTERM at --sigterm-after or once `trigger` exists (--sigterm-on),
+    stop everything at --timeout."""
     sigterm_sent = False
     deadline_kill: Optional[float] = None
     timed_out = False
@@ -386,7 +389,8 @@ def _supervise(processes: List[_Process], options: RehearsalOptions, started: fl
         if not running:
             return timed_out
         now = time.monotonic() - started
-        if options.sigterm_after is not None and not sigterm_sent and now >= options.sigterm_after:
+        if not sigterm_sent and ((options.sigterm_after is not None and now >= options.sigterm_after)
+                                 or (trigger is not None and trigger.exists())):
             sigterm_sent = True
             for p in running:
                 p.sigterm = True
@@ -450,13 +454,25 @@ def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Cop
 
 
 def _read_records(folder: Path) -> List[dict]:
-    records = []
+    """One record per process: its summary at exit (`<rank>-<pid>.json`), else (ended by a
+    signal) what its events say (`<rank>-<pid>.events`: writes, joining a group)."""
+    records: Dict[str, dict] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
+            records[path.stem] = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-    return records
+    for path in sorted(folder.glob("*.events")) if folder.is_dir() else []:
+        if path.stem in records:
+            continue
+        record: dict = {"params": [], "samples": [], "writes": []}
+        for event in _read_calls(path):
+            record["rank"] = event.get("rank")
+            record["distributed"] = record.get("distributed") or bool(event.get("distributed"))
+            if "write" in event:
+                record["writes"].append(event["write"])
+        records[path.stem] = record
+    return list(records.values())
 
 
 def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict],
@@ -716,8 +732,12 @@ def _under(path: str, job: Path) -> str:
         return path
 
 
-def run_rehearsal(options: RehearsalOptions, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
-    """The command: 0 when the rehearsal passed, 1 when it failed, 2 on bad input."""
+def run_rehearsal(options: RehearsalOptions, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
+    """The command: 0 when the rehearsal passed, 1 when it failed, 2 on bad input. The streams
+    are looked up when it runs (a caller that swaps sys.stdout, as click's test runner does,
+    gets the report)."""
+    out = out or sys.stdout
+    err = err or sys.stderr
     try:
         result = rehearse(options)
     except RehearsalError as exc:

@@ -235,3 +235,15 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("report_*.json"))]
     assert len(reports) == 2 and reports[0]["weight"] == reports[1]["weight"]
     assert (tmp_path / "obs" / "bucket" / "out" / "checkpoint.pt").is_file()
+
+
+def test_dcgan_preempted_after_its_second_checkpoint_delivers_whole_files(converted, torch_python, tmp_path):
+    """Preemption (SIGTERM to both ranks) once the second epoch's checkpoint appears, an event, not
+    a time: what reached train_url is whole, each file had one writer."""
+    report = _rehearse(converted / "dcgan", "dcgan_train.py", tmp_path / "job", torch_python, 2,
+                       "--sigterm-on", "out/netD_epoch_1.pth", "--", "--niter", "100000")
+    assert report.rstrip("\n").splitlines()[-1].startswith("OK: every rank succeeded and "), report
+    names = re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
+    assert {"netG_epoch_0.pth", "netD_epoch_0.pth", "netG_epoch_1.pth"} <= set(names), report
+    assert re.search(r"^  distributed: .*had one writer; no uploaded file is truncated$", report, re.MULTILINE), report
+    assert "the ranks hold" not in report  # stopped mid-step: no claim about the parameters

@@ -1,7 +1,8 @@
 """What a rehearsal checks a distributed job for (issue 26.12), recorded by each process.
 
 With NPU_MIGRATE_REHEARSAL_RECORD naming a folder, each process writes there, at exit,
-`<rank>-<pid>.json`:
+`<rank>-<pid>.json` (and, as they happen, its writes and joining a group to
+`<rank>-<pid>.events`, which a process ended by SIGTERM leaves too):
 
 * `params`: for each model put in DistributedDataParallel, a sha256 of its parameters at exit
   (after training every rank must hold the same ones);
@@ -28,6 +29,16 @@ _models = []  # the parameter lists of the wrapped models (kept: a model local t
 _samplers = []  # [dataset length, [indexes of epoch 0], [indexes of epoch 1], ...] per sampler
 _writes = set()
 _joined = []  # [True] once the process joined a process group: a distributed job
+_open = builtins.open  # the real one (the recorder's own files are not the job's)
+
+
+def _event(kind, value):
+    """Written as it happens, one JSON line: a process that SIGTERM ends (the default action,
+    after the job's own handler) runs no atexit, and its writes still count."""
+    folder = os.environ.get(RECORD_VAR)
+    rank = os.environ.get("RANK", "0")
+    with _open(os.path.join(folder, "%s-%d.events" % (rank, os.getpid())), "a") as f:
+        f.write(json.dumps({"rank": int(rank) if rank.isdigit() else rank, kind: value}) + "\n")
 
 
 def _digest(parameters):
@@ -58,6 +69,7 @@ def _wrap_process_group():
     @functools.wraps(init)
     def wrapper(*args, **kwargs):
         _joined.append(True)
+        _event("distributed", True)
         return init(*args, **kwargs)
 
     dist.init_process_group = wrapper
@@ -87,7 +99,7 @@ def _wrap_open():
     @functools.wraps(original)
     def recording_open(file, mode="r", *args, **kwargs):
         if isinstance(mode, str) and any(c in mode for c in "wax+") and isinstance(file, (str, bytes, os.PathLike)):
-            _writes.add(os.path.abspath(os.fsdecode(file)))
+            _written(file)
         return original(file, mode, *args, **kwargs)
 
     builtins.open = recording_open
@@ -97,10 +109,17 @@ def _wrap_open():
     @functools.wraps(save)
     def recording_save(obj, f, *args, **kwargs):
         if isinstance(f, (str, bytes, os.PathLike)):
-            _writes.add(os.path.abspath(os.fsdecode(f)))
+            _written(f)
         return save(obj, f, *args, **kwargs)
 
     torch.save = recording_save
+
+
+def _written(file):
+    path = os.path.abspath(os.fsdecode(file))
+    if path not in _writes:
+        _writes.add(path)
+        _event("write", path)
 
 
 def _save(folder):
@@ -109,7 +128,7 @@ def _save(folder):
               "params": [_digest(p) for p in _models], "samples": _samplers, "writes": sorted(_writes)}
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "%s-%d.json" % (rank, os.getpid()))
-    with open(path + ".tmp", "w") as f:
+    with _open(path + ".tmp", "w") as f:
         json.dump(record, f)
     os.replace(path + ".tmp", path)
 
@@ -118,6 +137,7 @@ def install():
     folder = os.environ.get(RECORD_VAR)
     if not folder:
         return
+    os.makedirs(folder, exist_ok=True)
     _wrap_process_group()
     _wrap_ddp()
     _wrap_sampler()
