@@ -154,11 +154,11 @@ def _restore_signal_handler(previous: Any) -> None:
 @click.option("--modelarts-entry", is_flag=True,
               help="Also write a ModelArts boot file (modelarts_entry_<script>.py) next to each --entry script; implies --modelarts.")
 @click.option("--modelarts-resume", is_flag=True, help="With --modelarts: copy checkpoints found under train_url back at start.")
-@click.option("--modelarts-data-dir", default="/cache/data", show_default=True, help="Where OBS input data is copied to.")
-@click.option("--modelarts-output-dir", default="/cache/output", show_default=True, help="Default local output folder copied to train_url.")
-@click.option("--data-arg", "data_args", multiple=True,
+@click.option("--modelarts-data-dir", default="/cache/data", show_default=True, metavar="DIR", help="Where OBS input data is copied to.")
+@click.option("--modelarts-output-dir", default="/cache/output", show_default=True, metavar="DIR", help="Default local output folder copied to train_url.")
+@click.option("--data-arg", "data_args", multiple=True, metavar="NAME",
               help="With --modelarts: a data argument of the script (instead of those found by name and help); repeatable.")
-@click.option("--output-arg", "output_args", multiple=True,
+@click.option("--output-arg", "output_args", multiple=True, metavar="NAME",
               help="With --modelarts: an output argument (file or folder) of the script, copied to train_url; repeatable.")
 @click.option("--modelarts-sync-every", type=click.FloatRange(min=0), default=0, metavar="MINUTES",
               help="With --modelarts: also copy new outputs to train_url every MINUTES (default: only at the end).")
@@ -171,10 +171,10 @@ def _restore_signal_handler(previous: Any) -> None:
                    "other .txt files); the pre-commit hooks pass it.")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip what .gitignore files exclude.")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default: all cores; 1 runs in-process).")
+@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default 0: all cores; 1 runs in-process).")
 @click.option("--no-cache", is_flag=True,
               help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate on Linux).")
-@click.option("--stdin-filename", help="With `-`: the name of the file read from stdin.")
+@click.option("--stdin-filename", metavar="PATH", help="With `-`: the name of the file read from stdin.")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
               help="Read options from this TOML file instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
