@@ -8,8 +8,10 @@ bundles the pages of the codes it shows. Nothing here is written by hand twice: 
 
 from __future__ import annotations
 
+import functools
+import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 from .rules import Rule, RuleSet
 
@@ -60,6 +62,12 @@ class CodePage:
     examples: Tuple[Tuple[ExampleText, ...], ...] = ()  # a few (before, after) or (flagged, not flagged) groups
     targets: str = ""  # the release tables its rules are checked against
     rules: Tuple[str, ...] = field(default=())  # where its rules live: "torch.toml: [[device]] #1"
+    builtin: bool = True  # a code of npu-migrate's own rules (it has a page in docs/codes/), not of --rules files
+
+    @property
+    def doc_path(self) -> str:
+        """Where its page is in npu-migrate's source repository, or "" for a code of the user's rules."""
+        return f"docs/codes/{self.code}.md" if self.builtin else ""
 
     @property
     def is_rewrite(self) -> bool:
@@ -110,7 +118,7 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
             messages.append(r.message)
     return CodePage(
         code=code,
-        title=doc.title if doc else entries[0].message,
+        title=doc.title if doc else _PLACEHOLDER.sub(r"<\1>", entries[0].message),
         reported_as=reported_as(rules, code),
         area=area,
         why=doc.why if doc else "",
@@ -119,7 +127,26 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
         examples=tuple(_examples(entries)),
         targets=_TARGETS.get(area, "") if _checked_against_targets(code, entries) else "",
         rules=tuple(r.source for r in entries),
+        builtin=all(_is_builtin(source) for source in [r.source for r in entries] + ([doc.source] if doc else [])),
     )
+
+
+# A message template's fields (`{api}`) shown as what they stand for (`<api>`) in a title.
+_PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def _is_builtin(source: str) -> bool:
+    """Built-in rules are named by their file name alone ("torch.toml: [[device]] #1"); a user's
+    --rules file by the path given."""
+    name = source.split(": ", 1)[0]
+    return "/" not in name and "\\" not in name and name in _builtin_names()
+
+
+@functools.lru_cache(maxsize=None)
+def _builtin_names() -> FrozenSet[str]:
+    from .rules import builtin_rule_files
+
+    return frozenset(p.name for p in builtin_rule_files())
 
 
 def _checked_against_targets(code: str, entries: List[Rule]) -> bool:

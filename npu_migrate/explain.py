@@ -66,7 +66,8 @@ def explain(rules: RuleSet, code: str) -> Optional[str]:
     if p.fix:
         out += ["", f"What to do: {p.fix}"]
     out += ["", f"Area: {p.area}" + (f"; checked against {p.targets}" if p.targets else "")
-            + f". Documentation: docs/codes/{code}.md"]
+            + (f". Documentation: {p.doc_path} in npu-migrate's source repository" if p.doc_path else
+               ". A code of your own rule files")]
     sites = emitting_sites(rules, code)
     if sites:
         out += ["", "Emitted by:"] + [f"  {site}" for site in sites]

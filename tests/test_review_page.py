@@ -343,7 +343,7 @@ def test_every_code_has_a_page_and_every_link_lands():
     for code in rules.codes():
         assert (docs / f"{code}.md").is_file(), code
         text = explain(rules, code)
-        assert text is not None and f"Documentation: docs/codes/{code}.md" in text
+        assert text is not None and f"Documentation: docs/codes/{code}.md in npu-migrate's source repository" in text
         first = (docs / f"{code}.md").read_text().splitlines()[0]
         assert first == f"# {code}: {text.splitlines()[0].split(': ', 1)[1]}"  # explain and the page agree
     for page in docs.glob("*.md"):
@@ -365,3 +365,21 @@ def test_a_code_page_shows_its_rules_examples():
     rewrite = page(load_rules(), "NPU101")
     assert rewrite.targets == "torch_npu (--torch-npu-version)"
     assert "Before:\n\n```python\nmodel = model.cuda()\n```\n\nAfter:\n\n```python\nmodel = model.npu()\n```" in markdown(rewrite)
+
+
+def test_a_code_of_the_users_own_rules_has_no_page_to_point_at(tmp_path):
+    from npu_migrate.codedocs import page
+    from npu_migrate.explain import explain
+    from npu_migrate.rules import load_rules
+
+    rule_file = tmp_path / "team.toml"
+    rule_file.write_text('[[finding]]\ncode = "NPU190"\nkind = "api"\nseverity = "warning"\n'
+                         'apis = ["mylib.gpu_only"]\nmessage = "`{api}` needs our GPU cluster"\n'
+                         'examples = [{ flagged = "import mylib\\nmylib.gpu_only()\\n" }]\n')
+    rules = load_rules([rule_file])
+    p = page(rules, "NPU190")
+    assert (p.title, p.builtin, p.doc_path) == ("`<api>` needs our GPU cluster", False, "")
+    text = explain(rules, "NPU190")
+    assert text.startswith("NPU190: `<api>` needs our GPU cluster\nReported as: warning\n")
+    assert "A code of your own rule files" in text and "docs/codes/NPU190" not in text
+    assert page(rules, "NPU305").doc_path == "docs/codes/NPU305.md"

@@ -441,7 +441,8 @@ def _code_pages(report: RunReport, codes: List[str]) -> str:
             for ex in group:
                 out.append(f"<p>{esc(ex.label.capitalize())}:</p><pre><code>{esc(ex.text.rstrip())}</code></pre>")
             out.append("</div>")
-        out.append(f'<p class="docs">npu-migrate explain {esc(p.code)} · docs/codes/{esc(p.code)}.md</p></article>')
+        where = f" · {esc(p.doc_path)} in npu-migrate's source repository" if p.doc_path else " (your own rules)"
+        out.append(f'<p class="docs">npu-migrate explain {esc(p.code)}{where}</p></article>')
     out.append("</section>")
     return "\n".join(out)
 
