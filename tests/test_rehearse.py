@@ -50,8 +50,11 @@ def tree(root: Path) -> Dict[str, str]:
 
 
 @pytest.fixture
-def world(tmp_path, run_cli):
+def world(tmp_path, run_process):
     """A user's code folder, a data folder and stubs; `rehearse(...)` runs the command."""
+    # (rehearse in a process of its own: run_rehearsal's default streams are bound when it is
+    # imported, so a second in-process rehearsal would print into the first one's capture)
+    run_cli = run_process
 
     class World:
         code = tmp_path / "project"
@@ -431,7 +434,8 @@ def test_code_folder_above_the_script_is_copied_whole(world, tmp_path):
     assert "  command: python code/project/tools/train.py " in report(done).replace("python3", "python")
 
 
-def test_job_folder_inside_the_code_folder_is_refused_before_anything_is_written(world, run_cli):
+def test_job_folder_inside_the_code_folder_is_refused_before_anything_is_written(world, run_process):
+    run_cli = run_process
     world.adapted_fixture("train_module_level.py")
     before = tree(world.code)
     done = run_cli("rehearse", "train_module_level.py", "--job-dir", "job", cwd=world.code)
