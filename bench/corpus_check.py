@@ -481,13 +481,41 @@ def rule_names() -> Tuple[Set[str], Set[str]]:
     return _NAMES
 
 
+_FSTRING_RE = re.compile(r"(?is)^[rb]*f[rb]*['\"]")
+_PLACEHOLDER_RE = re.compile(r"\{[^{}]*\}")
+
+
+def _without_fstring_code(t: tokenize.TokenInfo) -> tokenize.TokenInfo:
+    """An f-string token with its placeholders emptied: the code inside them (`{torch.cuda.x()}`)
+    is code, rewritten like any other (Python < 3.12 has no tokens for it); its text is compared."""
+    if t.type != tokenize.STRING or not _FSTRING_RE.match(t.string):
+        return t
+    text, previous = t.string, None
+    while text != previous:
+        previous, text = text, _PLACEHOLDER_RE.sub("{}", text)
+    return t._replace(string=text)
+
+
+def _module_aliases(tokens: List[tokenize.TokenInfo], modules: Set[str]) -> Set[str]:
+    """`hvd` of `import horovod.tensorflow as hvd`, for modules the rules name: once its calls
+    are rewritten to NPU helpers the alias has fewer uses (or none)."""
+    aliases: Set[str] = set()
+    for i, t in enumerate(tokens[1:-1], 1):
+        if t.type == tokenize.NAME and t.string == "as" and tokens[i - 1].type == tokenize.NAME \
+                and tokens[i - 1].string in modules and tokens[i + 1].type == tokenize.NAME:
+            aliases.add(tokens[i + 1].string)
+    return aliases
+
+
 def token_problems(old: bytes, new: bytes) -> List[str]:
     """Compare the tokens (as multisets, so this stays linear on 10,000-line files): which
     comments, strings and names the rewrite removed or introduced."""
     a, b = _tokens(old), _tokens(new)
     if a is None or b is None:
         return []
+    a, b = [_without_fstring_code(t) for t in a], [_without_fstring_code(t) for t in b]
     removable, introducible = rule_names()
+    removable = removable | _module_aliases(a, removable)
     first_line = {}
     for t in a:
         first_line.setdefault((t.type, t.string), t.start[0])

@@ -76,3 +76,31 @@ def test_the_checker_catches_a_partial_parse_that_differs(tmp_path, monkeypatch)
     assert corpus_check._same_partial_and_whole(str(path))
     monkeypatch.setattr(partial.PartialText, "restore", lambda self, text: text.replace("npu", "xpu"))
     assert not corpus_check._same_partial_and_whole(str(path))
+
+
+# Issue 25: a slice of each other style of CUDA-heavy code (compiled ops and their build, YOLO
+# export to TensorRT/ONNX, Lightning's accelerators, yacs configs, TF 1.x trainers and Horovod,
+# MindSpore model zoos): small enough for tens of seconds, chosen where the device code is.
+OTHER_STYLES = {
+    "mmcv": ["setup.py", "mmcv/ops/deform_conv.py", "mmcv/ops/nms.py", "mmcv/utils/env.py",
+             "mmcv/ops/csrc/common/cuda/nms_cuda_kernel.cuh"],
+    "ultralytics": ["ultralytics/engine/exporter.py", "ultralytics/utils/torch_utils.py",
+                    "ultralytics/nn/autobackend.py"],
+    "pytorch-lightning": ["pytorch_lightning/trainer/connectors/accelerator_connector.py",
+                          "lightning_fabric/accelerators/cuda.py"],
+    "fvcore": ["fvcore/common/config.py", "fvcore/nn"],
+    "tensorpack": ["tensorpack/train", "tensorpack/tfutils/sesscreate.py"],
+    "tf-slim": ["tf_slim/learning.py"],
+    "mindcv": ["mindcv/utils"],
+    "mindyolo": ["mindyolo/utils"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OTHER_STYLES))
+def test_other_styles_of_cuda_code_migrate_without_damage(name):
+    """No crash, every output parses, a second run changes nothing, nothing else touched."""
+    result = corpus_check.check_tree(name, source_tree(name), jobs=2, only=OTHER_STYLES[name])
+    print(corpus_check.table([result]))
+    assert result.violations == []
+    assert (result.failed, result.cannot_parse) == (0, 0)
+    assert result.files >= len(OTHER_STYLES[name])
