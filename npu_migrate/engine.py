@@ -193,6 +193,8 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         ctx.tensorflow2 = tensorflow2_reason(code.get())
         if ctx.tensorflow2 is not None:
             result.notes = [f"TensorFlow 1.15 rules not applied: {ctx.tensorflow2}"]
+    # whose targets applied (the summary names them); no CANN target for TF 2 code
+    result.frameworks = [f for f in frameworks if not (f == "tensorflow" and ctx.tensorflow2)]
     if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f) for f in frameworks
                                    if not (f == "tensorflow" and ctx.tensorflow2)):
         raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings

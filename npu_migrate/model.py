@@ -156,6 +156,9 @@ class FileResult:
     # How many expensive steps migrating it took (work.py): not part of the result (a cached
     # result took none), so neither compared nor stored.
     work: Dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    # The frameworks the Python code uses (torch, tensorflow, mindspore: from its imports), which
+    # say whose targets applied (the text summary names only those).
+    frameworks: List[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
@@ -172,6 +175,7 @@ class FileResult:
             "unused_ignores": [f.to_dict() for f in self.unused_ignores],
             "extra_files": dict(self.extra_files),
             "notes": list(self.notes),
+            "frameworks": list(self.frameworks),
         }
 
     @classmethod
@@ -186,4 +190,5 @@ class FileResult:
             unused_ignores=[Finding.from_dict(f) for f in d.get("unused_ignores", ())],
             extra_files=dict(d.get("extra_files", {})),
             notes=list(d.get("notes", ())),
+            frameworks=list(d.get("frameworks", ())),
         )

@@ -349,3 +349,25 @@ def test_the_nvtx_suggestion_offers_only_the_mstx_calls_the_target_has():
     assert old[0].suggestion.startswith("Use torch_npu.npu.mstx (mark, range_start, range_end) for ranges the "
                                         "Ascend profiler shows. Not for this target: torch_npu 2.1 ")
     assert "lacks `torch_npu.npu.mstx.range_push`; it came with torch_npu 2.7.1.post8" in old[0].suggestion
+
+
+def test_the_summary_names_the_targets_that_applied(tmp_path, run_cli):
+    """#25.13: a TensorFlow-only run names the CANN target, a MindSpore-only run the MindSpore
+    target, neither names torch_npu; a run over all three names the three."""
+    (tmp_path / ".git").mkdir()
+    (tmp_path / "tf1.py").write_text("import tensorflow as tf\nsess = tf.Session(config=tf.ConfigProto())\n")
+    (tmp_path / "ms1.py").write_text('from mindspore import context\ncontext.set_context(device_target="GPU")\n')
+    (tmp_path / "pt1.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+
+    def targets(*args):
+        r = run_cli(*args, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        return [line for line in r.stdout.decode().splitlines() if line.startswith("Target:")]
+
+    torch_npu = "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found)."
+    cann = "Target: CANN 9.0 (the newest dated release (9.0): no CANN version found in the project)."
+    assert targets("tf1.py") == [cann]
+    assert targets("ms1.py", "--mindspore-version", "2.7") == ["Target: MindSpore 2.7 (--mindspore-version)."]
+    assert targets("pt1.py", "--cann-version", "5.0") == [torch_npu]
+    assert targets(".", "--mindspore-version", "2.7") == [
+        torch_npu, cann, "Target: MindSpore 2.7 (--mindspore-version)."]

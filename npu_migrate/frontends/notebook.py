@@ -435,6 +435,7 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
         if py.error:
             result.error = py.error
             return result
+        result.frameworks = py.frameworks
         pairs: List[Tuple[List[Any], List[Any]]] = [(py.edits, result.edits), (py.findings, result.findings)]
         for found, kept in pairs:
             for item in found:  # from a line of the joined cells to a line of one cell

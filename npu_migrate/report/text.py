@@ -96,7 +96,8 @@ def summary(report: RunReport) -> str:
     if report.target is not None and (edits or findings):
         # which torch_npu release(s) the rewrites were checked against, and why (targets/)
         summary = getattr(report.target, "summary_lines", None)
-        lines[1:1] = summary() if summary else [
+        used = {f for r in report.results for f in r.frameworks}
+        lines[1:1] = summary(used) if summary else [
             f"Target: {report.target.label()} ({report.target.reason or 'the newest release'})."]
     if findings:
         lines.append(

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Dict, List, Sequence, Tuple
+from typing import Collection, Dict, List, Sequence, Tuple
 
 from . import cann, mindspore, torch_npu
 from .cann import CannTarget
@@ -81,13 +81,15 @@ class RunTargets:
     def targets_dict(self) -> Dict[str, object]:
         return {"torch_npu": self.torch.to_dict(), "cann": self.cann.to_dict(), "mindspore": self.mindspore.to_dict()}
 
-    def summary_lines(self) -> List[str]:
-        """The torch_npu target always; CANN and MindSpore when the option, the configuration
-        or the project chose them (the newest is the default and goes without saying)."""
-        lines = [f"Target: {self.torch.label()} ({self.torch.reason or 'the newest release'})."]
-        for target in (self.cann, self.mindspore):
-            if target.spec:
-                lines.append(f"Target: {target.label()} ({target.reason}).")
+    def summary_lines(self, frameworks: Collection[str] = ()) -> List[str]:
+        """The targets that applied: of the frameworks the migrated files use, torch_npu for
+        PyTorch, CANN for TensorFlow, MindSpore for MindSpore (the torch_npu target when no file
+        told: dependency lists, shell scripts)."""
+        frameworks = set(frameworks) or {"torch"}
+        lines = []
+        for framework, target in (("torch", self.torch), ("tensorflow", self.cann), ("mindspore", self.mindspore)):
+            if framework in frameworks:
+                lines.append(f"Target: {target.label()} ({target.reason or 'the newest release'}).")
         return lines
 
 
