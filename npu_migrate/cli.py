@@ -23,7 +23,7 @@ from . import __version__
 from .diffs import colorize, use_color
 from .console import EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM, emit_report
 from .console import fail as _fail
-from .model import FileResult, Severity
+from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, FileResult, Severity
 from .settings import Settings
 from .rules import RuleError, RuleSet, load_rules
 
@@ -154,8 +154,8 @@ def _restore_signal_handler(previous: Any) -> None:
 @click.option("--modelarts-entry", is_flag=True,
               help="Also write a ModelArts boot file (modelarts_entry_<script>.py) next to each --entry script; implies --modelarts.")
 @click.option("--modelarts-resume", is_flag=True, help="With --modelarts: copy checkpoints found under train_url back at start.")
-@click.option("--modelarts-data-dir", default="/cache/data", show_default=True, metavar="DIR", help="Where OBS input data is copied to.")
-@click.option("--modelarts-output-dir", default="/cache/output", show_default=True, metavar="DIR", help="Default local output folder copied to train_url.")
+@click.option("--modelarts-data-dir", default=MODELARTS_DATA_DIR, show_default=True, metavar="DIR", help="Where OBS input data is copied to.")
+@click.option("--modelarts-output-dir", default=MODELARTS_OUTPUT_DIR, show_default=True, metavar="DIR", help="Default local output folder copied to train_url.")
 @click.option("--data-arg", "data_args", multiple=True, metavar="NAME",
               help="With --modelarts: a data argument of the script (instead of those found by name and help); repeatable.")
 @click.option("--output-arg", "output_args", multiple=True, metavar="NAME",

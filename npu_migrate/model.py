@@ -29,6 +29,37 @@ class Severity(str, enum.Enum):
 EXIT_OK, EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM = 0, 1, 2, 130, 143
 
 
+class WriteBack(str, enum.Enum):
+    """What happens to migrated files (black's WriteBack): settings.Settings.mode picks one from
+    --write/--diff/--check/--output-dir/stdin; pipeline.py writes back as it says, the report and
+    the exit code read it. A str: it equals (and prints as) its value."""
+
+    REPORT = "report"  # print what would change; write nothing
+    DIFF = "diff"
+    CHECK = "check"
+    WRITE = "write"  # in place
+    OUTPUT_DIR = "output-dir"  # a migrated copy of the tree
+    STDIN = "stdin"  # the migrated text of stdin goes to stdout
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def writes(self) -> bool:
+        """Whether files are written (what is written is always what this run computed)."""
+        return self in (WriteBack.WRITE, WriteBack.OUTPUT_DIR)
+
+
+# The ModelArts folders the job copies its input to and its outputs from: the defaults of the
+# options and of the generated runtime module (modelarts/runtime_template.py), so the adapted
+# script passes a folder only when it is another one.
+MODELARTS_DATA_DIR = "/cache/data"
+MODELARTS_OUTPUT_DIR = "/cache/output"
+
+
 @dataclass(frozen=True)
 class Span:
     """A source range. Lines are 1-based, columns are 1-based (as editors show them)."""
@@ -97,8 +128,8 @@ class Options:
     modelarts: bool = False  # adapt entry scripts for ModelArts
     modelarts_entry_files: Tuple[str, ...] = ()  # --entry: files always treated as entry scripts
     modelarts_resume: bool = False
-    modelarts_data_dir: str = "/cache/data"  # where the job's input (--data_url) is copied to
-    modelarts_output_dir: str = "/cache/output"  # the local folder copied to --train_url
+    modelarts_data_dir: str = MODELARTS_DATA_DIR  # where the job's input (--data_url) is copied to
+    modelarts_output_dir: str = MODELARTS_OUTPUT_DIR  # the local folder copied to --train_url
     data_args: Tuple[str, ...] = ()  # --data-arg: the script's own data arguments, when not recognised
     output_args: Tuple[str, ...] = ()  # --output-arg
     modelarts_sync_every: float = 0  # minutes between uploads to train_url (0: at the end only)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
-from .model import ONCE_PER_RUN_CODES, FileResult, Options
+from .model import ONCE_PER_RUN_CODES, FileResult, Options, WriteBack
 from .report import RunReport
 from .rules import RuleSet
 from .runner import Outcome
@@ -59,9 +59,9 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     once_per_run(report)
     if settings.report_unused_ignores:
         report_unused_ignores(report)
-    if settings.mode == "write":  # never the stdin text (`npu-migrate - --write` prints it)
+    if settings.mode is WriteBack.WRITE:  # never the stdin text (`npu-migrate - --write` prints it)
         write_in_place(outcomes)
-    if settings.mode == "output-dir":
+    if settings.mode is WriteBack.OUTPUT_DIR:
         # Files copied as they are (data, configuration) that could not be: failures of the run too.
         report.results.extend(write_output_dir(settings, file_filter, outcomes, warn))
     if isinstance(files, StdinSource):
@@ -99,7 +99,7 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
         from .cache import Cache
 
         # Runs that write take no changed result from the cache: what they write is always fresh.
-        cache = Cache(rules.fingerprint, options, reuse_changed=settings.mode not in ("write", "output-dir"))
+        cache = Cache(rules.fingerprint, options, reuse_changed=not settings.mode.writes)
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     return run_files(files, options, rules, jobs=jobs, on_done=on_done,

@@ -8,7 +8,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
-from .model import Options
+from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, Options, WriteBack
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,8 @@ class Settings:
     entries: Tuple[str, ...] = ()  # --entry
     modelarts_entry: bool = False
     modelarts_resume: bool = False
-    modelarts_data_dir: str = "/cache/data"
-    modelarts_output_dir: str = "/cache/output"
+    modelarts_data_dir: str = MODELARTS_DATA_DIR
+    modelarts_output_dir: str = MODELARTS_OUTPUT_DIR
     data_args: Tuple[str, ...] = ()  # --data-arg
     output_args: Tuple[str, ...] = ()  # --output-arg
     modelarts_sync_every: float = 0
@@ -73,20 +73,20 @@ class Settings:
         return self.paths == ("-",)
 
     @property
-    def mode(self) -> str:
-        """What happens to migrated files: write | diff | check | output-dir | report (stdin:
-        the migrated text goes to stdout unless --diff or --check)."""
+    def mode(self) -> WriteBack:
+        """What happens to migrated files (stdin: the migrated text goes to stdout unless
+        --diff or --check)."""
         if self.stdin:
-            return "diff" if self.show_diff else "check" if self.check else "stdin"
+            return WriteBack.DIFF if self.show_diff else WriteBack.CHECK if self.check else WriteBack.STDIN
         if self.write:
-            return "write"
+            return WriteBack.WRITE
         if self.show_diff:
-            return "diff"
+            return WriteBack.DIFF
         if self.check:
-            return "check"
+            return WriteBack.CHECK
         if self.output_dir:
-            return "output-dir"
-        return "report"
+            return WriteBack.OUTPUT_DIR
+        return WriteBack.REPORT
 
     @property
     def keeps_original_text(self) -> bool:

@@ -159,3 +159,29 @@ def test_the_help_names_every_command_and_every_option_says_what_it_does():
         for param in command.params:
             if isinstance(param, click.Option) and param.name != "help":
                 assert param.help, f"npu-migrate {name} {param.opts[0]} has no help text"
+
+
+def test_what_happens_to_files_is_one_writeback_value():
+    """#27.4: the run's mode is a model.WriteBack (a str enum, so reports print its value), from
+    the flags in one place, and the ModelArts folder defaults have one home (model.py) that the
+    options, the command line and the ModelArts plan all read."""
+    import re
+    from pathlib import Path
+
+    from npu_migrate.model import MODELARTS_DATA_DIR, Options, WriteBack
+    from npu_migrate.settings import Settings
+
+    cases = {(): WriteBack.REPORT, ("write",): WriteBack.WRITE, ("show_diff",): WriteBack.DIFF,
+             ("check",): WriteBack.CHECK}
+    for flags, mode in cases.items():
+        assert Settings(paths=("a.py",), **{f: True for f in flags}).mode is mode
+    assert Settings(paths=("a.py",), output_dir="out").mode is WriteBack.OUTPUT_DIR
+    assert Settings(paths=("-",)).mode is WriteBack.STDIN and Settings(paths=("-",), check=True).mode is WriteBack.CHECK
+    assert [m for m in WriteBack if m.writes] == [WriteBack.WRITE, WriteBack.OUTPUT_DIR]
+    assert f"{WriteBack.OUTPUT_DIR}" == str(WriteBack.OUTPUT_DIR) == "output-dir"
+    assert Options().modelarts_data_dir == Settings().modelarts_data_dir == MODELARTS_DATA_DIR == "/cache/data"
+    package = Path(__file__).resolve().parent.parent / "npu_migrate"
+    homes = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                   if re.search(r"[\"']/cache/(data|output)[\"']", p.read_text(encoding="utf-8"))
+                   and "template" not in p.name)
+    assert homes == ["model.py"]

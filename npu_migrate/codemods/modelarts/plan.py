@@ -12,6 +12,7 @@ import libcst as cst
 
 from ...context import Context
 from ...imports import dotted_name
+from ...model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR
 from ..syntax import is_main_guard, node_code
 from .arguments import URL_ARGS, generated_argument, is_data_argument, is_output_argument, output_rank
 from .script import ScriptAnalysis
@@ -182,9 +183,9 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     ignored = tuple(sorted({folder for _, folder in analysis.downloads}))
     if ignored:
         keywords.append(("ignore", ignored))
-    if options.modelarts_data_dir != "/cache/data":
+    if options.modelarts_data_dir != MODELARTS_DATA_DIR:
         keywords.append(("data_dir", options.modelarts_data_dir))
-    if options.modelarts_output_dir != "/cache/output":
+    if options.modelarts_output_dir != MODELARTS_OUTPUT_DIR:
         keywords.append(("output_dir", options.modelarts_output_dir))
     if options.modelarts_resume:
         keywords.append(("resume", True))
