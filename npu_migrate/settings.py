@@ -6,9 +6,12 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, Options, WriteBack
+
+if TYPE_CHECKING:
+    from .targets import RunTargets
 
 
 @dataclass(frozen=True)
@@ -57,7 +60,7 @@ class Settings:
     verbose: bool = False
     # Not an option: the targets (targets.RunTargets: torch_npu, CANN, MindSpore) resolved
     # from the options, the configuration or the project (cli.py sets it), which the reports name.
-    target: Optional[Any] = None
+    target: Optional[RunTargets] = None
 
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "Settings":
@@ -109,7 +112,8 @@ class Settings:
             add_import=not self.no_import,
             npu_ops=self.npu_ops,
             distributed=self.distributed,
-            torch_npu_version=self.target.spec if self.target is not None else self.torch_npu_version,
-            cann_version=self.target.cann.spec if hasattr(self.target, "cann") else self.cann_version,  # type: ignore[union-attr]
-            mindspore_version=self.target.mindspore.spec if hasattr(self.target, "mindspore") else self.mindspore_version,  # type: ignore[union-attr]
+            # the resolved targets' specs (the options as given until cli.py resolves them)
+            torch_npu_version=self.target.torch.spec if self.target is not None else self.torch_npu_version,
+            cann_version=self.target.cann.spec if self.target is not None else self.cann_version,
+            mindspore_version=self.target.mindspore.spec if self.target is not None else self.mindspore_version,
         )

@@ -197,9 +197,9 @@ def target_suggestion(text: str, cann: CannTarget, torch_spec: str, ms_spec: str
     kept: List[str] = []
     reasons: List[str] = []
     # Of a list of members ("torch_npu.npu.mstx (mark, range_push)"), those the target lacks go.
-    for (start, end), name, members, why in reversed(_torch_members_missing(text, torch_spec)):
-        text = text[:start] + name + (f" ({', '.join(members)})" if members else "") + text[end:]
-        reasons += [w for w in why if w not in reasons]
+    for (begin, stop), name, members, lacking in reversed(_torch_members_missing(text, torch_spec)):
+        text = text[:begin] + name + (f" ({', '.join(members)})" if members else "") + text[stop:]
+        reasons += [w for w in lacking if w not in reasons]
     for sentence in re.split(r"(?<=[.;])\s+", text.strip()):
         end = sentence[-1] if sentence[-1:] in ".;" else ""
         body = sentence[:-1] if end else sentence
