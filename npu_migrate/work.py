@@ -49,7 +49,7 @@ def counting() -> Iterator[Counter]:
 
 def total(counts) -> Dict[str, int]:
     """The sums of many files' counts, every step named (0 when none)."""
-    out = Counter()
+    out: "Counter[str]" = Counter()
     for c in counts:
         out.update(c)
     return {step: out.get(step, 0) for step in STEPS} | {k: v for k, v in out.items() if k not in STEPS}

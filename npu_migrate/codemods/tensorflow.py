@@ -17,7 +17,7 @@ Only files that use TensorFlow (imports, or --framework tensorflow) are touched.
 from __future__ import annotations
 
 import re
-from typing import Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import libcst as cst
 
@@ -194,7 +194,7 @@ def _first_tensorflow_import(statements) -> Optional[cst.CSTNode]:
             if found is not None:
                 return found
         else:  # a compound statement, an except handler, an else/finally clause
-            parts = []
+            parts: List[Any] = []
             for name in ("body", "handlers", "orelse", "finalbody"):
                 part = getattr(statement, name, None)
                 parts.extend(part if isinstance(part, (tuple, list)) else [part] if part is not None else [])
