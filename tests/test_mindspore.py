@@ -256,3 +256,38 @@ def test_a_yaml_config_that_selects_the_gpu_is_reported_not_edited(run_cli, tmp_
     r = run_cli(".", "--write", cwd=tmp_path)
     assert r.returncode == 0 and b"NPU349" in r.stderr + r.stdout
     assert (tmp_path / "default_config.yaml").read_bytes() == config
+
+
+def test_a_device_target_passed_into_another_project_module_moves_with_it_or_not_at_all(tmp_path):
+    """Issue 25.9: train.py passed "Ascend" to create_dataset(), whose module accepts only "GPU"
+    (ValueError at start). The value crosses a module this file cannot see: neither moves, and
+    both files say why."""
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    train = (
+        "import argparse\nfrom mindspore import context\nfrom src.dataset import create_dataset\n\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--device_target', type=str, default='GPU', choices=['GPU', 'CPU'])\n"
+        "args = parser.parse_args()\n"
+        "context.set_context(mode=context.GRAPH_MODE, device_target=args.device_target)\n"
+        "ds = create_dataset('/data', batch_size=32, device_target=args.device_target)\n"
+    )
+    dataset = (
+        "import mindspore.dataset as de\n\n\ndef create_dataset(path, batch_size=32, device_target='GPU'):\n"
+        "    if device_target == 'GPU':\n        data = de.ImageFolderDataset(path, shuffle=True)\n"
+        "    else:\n        raise ValueError('Unsupported device_target.')\n    return data.batch(batch_size)\n"
+    )
+    (tmp_path / "src").mkdir()
+    (tmp_path / "train.py").write_text(train, encoding="utf-8")
+    (tmp_path / "src" / "dataset.py").write_text(dataset, encoding="utf-8")
+    r = CliRunner().invoke(main, [str(tmp_path), "--write", "--no-cache", "-j", "1", "--color", "never"])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "train.py").read_text(encoding="utf-8") == train
+    assert (tmp_path / "src" / "dataset.py").read_text(encoding="utf-8") == dataset
+    lines = [line for line in r.output.splitlines() if "NPU348 [" in line]
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{tmp_path / 'src' / 'dataset.py'}:5:8: NPU348")
+    assert lines[1].startswith(f"{tmp_path / 'train.py'}:9:6: NPU348 [warning] `--device_target` (default \"GPU\")"
+                               " is passed to `create_dataset` of the project module `src.dataset`")

@@ -13,6 +13,10 @@ with "GPU"/"Ascend"/"CPU", or an argparse option of that name with such a defaul
 * the option is defined here and "Ascend" is already known: only the default moves to
   "Ascend" (and "Ascend" joins choices that lack it); a branch selected by "GPU" stays the GPU
   branch, so nothing inside it is rewritten;
+* the option is defined here with a "GPU" default and its value is passed to a function of
+  another project module (`create_dataset(..., device_target=args.device_target)`), whose
+  code this file cannot see: nothing moves and the call is reported (moving the default alone
+  sent "Ascend" to a module that accepts only "GPU");
 * the value comes from elsewhere (a config module, a YAML file) or the option is defined here
   but read elsewhere: nothing of it is rewritten, the GPU-selected branches are kept as they
   are, and the file is reported (`unknown_finding`) when no Ascend branch exists.
@@ -30,6 +34,7 @@ import libcst as cst
 
 from ..context import Context
 from ..fast_visitor import transform, walk
+from ..imports import dotted_name
 from ..rules import Rule
 from .strings import string_value, with_body
 from .syntax import option_names
@@ -61,6 +66,10 @@ class Key:
     options: List[Option] = field(default_factory=list)
     comparisons: List[Comparison] = field(default_factory=list)
     readers: int = 0  # references other than in the comparisons
+    # Calls that pass the value to a function of another project module (`create_dataset(...,
+    # device_target=args.device_target)` with `from src.dataset import create_dataset`):
+    # (call, callee as written, its module).
+    crossing: List[Tuple[cst.Call, str, str]] = field(default_factory=list)
     gpu_bodies: List[cst.CSTNode] = field(default_factory=list)  # branches that run for "GPU"
 
 
@@ -108,6 +117,15 @@ def _target_literals(node: cst.BaseExpression) -> Optional[List[cst.SimpleString
     return None
 
 
+# Modules that are not the project's: a device value passed to them is not followed.
+_LIBRARIES = ("mindspore", "numpy", "os", "sys", "argparse", "logging", "time", "math", "random", "moxing",
+              "ast", "json", "yaml", "easydict", "collections", "functools", "typing", "pathlib")
+
+
+def _is_library(module: str) -> bool:
+    return not module.startswith(".") and module.split(".", 1)[0] in _LIBRARIES
+
+
 class _Analysis(cst.CSTVisitor):
     def __init__(self, keys: Tuple[str, ...], aliases: Optional[Dict[str, str]] = None) -> None:
         super().__init__()
@@ -118,6 +136,31 @@ class _Analysis(cst.CSTVisitor):
         self._not_readers: Set[int] = set()  # keyword names, attribute names, parameters
         self._line: Optional[cst.SimpleStatementLine] = None
         self._stack: List[int] = []  # ids of the nodes the visit is in
+        self._project: Dict[str, str] = {}  # local name -> the project module it comes from
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+        module = "." * len(node.relative) + (dotted_name(node.module) or "" if node.module is not None else "")
+        if _is_library(module) or isinstance(node.names, cst.ImportStar):
+            return
+        for alias in node.names:
+            name = alias.asname.name if alias.asname is not None else alias.name
+            if isinstance(name, cst.Name):
+                self._project[name.value] = module
+
+    def _crossing(self, node: cst.Call) -> None:
+        root = node.func
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        module = self._project.get(root.value) if isinstance(root, cst.Name) else None
+        if module is None:
+            return
+        for arg in node.args:
+            value = arg.value
+            name = value.attr.value if isinstance(value, cst.Attribute) else (
+                value.value if isinstance(value, cst.Name) else None)
+            name = self.aliases.get(name, name) if name is not None else None
+            if name in self.keys_names:
+                self.key(name).crossing.append((node, dotted_name(node.func) or root.value, module))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._stack.append(id(node))
@@ -137,6 +180,8 @@ class _Analysis(cst.CSTVisitor):
         self._line = None
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self._project:
+            self._crossing(node)
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"):
             return
         names = [n for n in option_names(node) if n in self.keys_names]
@@ -254,6 +299,23 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
                 decision.roots.add(path[-1])
 
     for name, key in found.keys.items():
+        gpu_options = [o for o in key.options if any(string_value(s) == frm for s in o.defaults)]
+        if key.crossing and gpu_options:
+            # The value crosses into another module of the project, whose code this file cannot
+            # see: moving the default alone would send "Ascend" where only "GPU" may be accepted.
+            call, callee, where = key.crossing[0]
+            for option in gpu_options:
+                if option.statement is not None:
+                    decision.keep.add(id(option.statement))
+            for body in key.gpu_bodies:
+                decision.keep.update(id(s) for s in _statements(body))
+            decision.reports.append((
+                call, f"--{name}",
+                f"`--{name}` (default \"{frm}\") is passed to `{callee}` of the project module `{where}`: the"
+                f" value and the code there that reads it must become \"{to}\" together, so both were left as they are"
+                " (migrate that module with it, then change the default).",
+            ))
+            continue
         gpu_compared = [c for c in key.comparisons if any(string_value(s) == frm for s in c.literals)]
         known = any(string_value(s) == to for c in key.comparisons for s in c.literals) or any(
             string_value(s) == to for o in key.options for s in o.choice_literals
