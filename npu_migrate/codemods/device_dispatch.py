@@ -151,16 +151,16 @@ class _Analysis(cst.CSTVisitor):
         root = node.func
         while isinstance(root, cst.Attribute):
             root = root.value
-        module = self._project.get(root.value) if isinstance(root, cst.Name) else None
-        if module is None:
+        if not isinstance(root, cst.Name) or root.value not in self._project:
             return
+        module, callee = self._project[root.value], dotted_name(node.func) or root.value
         for arg in node.args:
             value = arg.value
             name = value.attr.value if isinstance(value, cst.Attribute) else (
                 value.value if isinstance(value, cst.Name) else None)
             name = self.aliases.get(name, name) if name is not None else None
             if name in self.keys_names:
-                self.key(name).crossing.append((node, dotted_name(node.func) or root.value, module))
+                self.key(name).crossing.append((node, callee, module))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self._stack.append(id(node))
