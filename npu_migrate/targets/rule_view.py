@@ -201,18 +201,18 @@ def target_suggestion(text: str, cann: CannTarget, torch_spec: str, ms_spec: str
         text = text[:begin] + name + (f" ({', '.join(members)})" if members else "") + text[stop:]
         reasons += [w for w in lacking if w not in reasons]
     for sentence in re.split(r"(?<=[.;])\s+", text.strip()):
-        stop = sentence[-1] if sentence[-1:] in ".;" else ""
-        body = sentence[:-1] if stop else sentence
+        mark = sentence[-1] if sentence[-1:] in ".;" else ""
+        body = sentence[:-1] if mark else sentence
         options = re.split(r",? or (?![^(]*\))", body)
         good: List[str] = []
         for option in options:
-            lacking = missing_in_text(option, cann, torch_spec, ms_spec)
-            if lacking is None:
+            why = missing_in_text(option, cann, torch_spec, ms_spec)
+            if why is None:
                 good.append(option)
-            elif lacking not in reasons:
-                reasons.append(lacking)
+            elif why not in reasons:
+                reasons.append(why)
         if good:
-            kept.append(" or ".join(good).strip() + (stop or "."))
+            kept.append(" or ".join(good).strip() + (mark or "."))
     note = "Not for this target: " + "; ".join(reasons) + "."
     if not kept:
         note += (" Migrate this by hand as that release's documentation describes, or raise the target "
