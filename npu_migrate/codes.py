@@ -133,6 +133,11 @@ def registered_kinds() -> Dict[str, List[Site]]:
     return {key: list(sites) for key, sites in _BY_KIND.items()}
 
 
+def check_rule_emitter(rule: Any) -> None:
+    """check_emitter for a rule (kinds.base.Rule) about to be recorded."""
+    check_emitter(rule.code, kind_key(rule.kind, rule.framework, rule.match_kind))
+
+
 def check_emitter(code: str, key: Optional[str]) -> None:
     """With NPU_MIGRATE_STRICT_CODES=1: raise UnownedCode unless a frame on the stack runs in a
     registered site of `code`, or of the kind `key` of the rule being recorded."""

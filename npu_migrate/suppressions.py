@@ -10,7 +10,7 @@ import tokenize
 from typing import Dict, List, Mapping, Optional, Set, Tuple
 
 from .model import Finding, Severity, Span
-from .codes import emits
+from .codes import check_emitter, emits
 
 SUPPRESS_RE = re.compile(r"#\s*npu-migrate:\s*ignore(?:\[([A-Za-z0-9_,\s]*)\])?")
 
@@ -84,6 +84,7 @@ def unused_suppressions(
             )
             api = f"npu-migrate: ignore[{','.join(unused)}]"
         col, end_col = columns.get(line, (1, 1))
+        check_emitter(UNUSED_SUPPRESSION_CODE, None)
         found.append(
             Finding(
                 code=UNUSED_SUPPRESSION_CODE,

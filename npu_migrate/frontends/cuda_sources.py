@@ -17,7 +17,7 @@ from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
-from ..codes import applies
+from ..codes import applies, check_rule_emitter
 
 _SHOWN_KERNELS = 5
 
@@ -62,6 +62,7 @@ def migrate_cuda_source(text: str, path: str, options: Options, rules: RuleSet) 
     for rule in rules.findings.get("file", ()):
         if not path.endswith(rule.suffixes) or _suppressed(text, line, rule.code):
             continue
+        check_rule_emitter(rule)
         result.findings.append(
             Finding(
                 code=rule.code,

@@ -38,7 +38,7 @@ from .. import prefilter
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
 from ..source import SourceError
-from ..codes import emits
+from ..codes import check_rule_emitter, emits
 
 # Cell magics whose body is Python run in the notebook's namespace.
 PYTHON_CELL_MAGICS = {"time", "timeit", "capture", "prun", "debug"}
@@ -416,6 +416,7 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
             if not prefilter.may_need_work(rules, cell.source):
                 continue  # nothing to migrate in it anyway: no need to say it was skipped
             rule = rules.reported(BAD_CELL_CODE)
+            check_rule_emitter(rule)
             result.findings.append(Finding(
                 rule.code, rule.severity, Span(1, 1, 1, 1), "", rule.message, rule.suggestion, cell=cell.number,
             ))
@@ -455,6 +456,7 @@ def migrate_notebook(text: str, path: str, options: Options, rules: RuleSet) -> 
 
     if options.modelarts:
         rule = rules.reported(MODELARTS_CODE)
+        check_rule_emitter(rule)
         result.findings.append(Finding(rule.code, rule.severity, Span(1, 1, 1, 1), "--modelarts", rule.message,
                                        rule.suggestion))
     result.edits.sort(key=lambda e: (e.cell or 0, e.span.line, e.span.col, e.code))

@@ -24,7 +24,7 @@ from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonical
                                  read_requirements_txt)
 from ..rules import Rule, RuleSet
 from . import is_pyproject
-from ..codes import applies
+from ..codes import applies, check_rule_emitter
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -60,6 +60,7 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
     listed = {canonicalize_name(d.requirement.name) for d in deps if d.requirement is not None}
 
     def report(rule: Rule, start: int, end: int, api: str, **values: str) -> None:
+        check_rule_emitter(rule)
         out.append((start, end, Finding(
             code=rule.code, severity=rule.severity, span=Span(0, 0, 0, 0), api=api,
             message=rule.render_message(api=api, **values), suggestion=rule.render_suggestion(api=api, **values),

@@ -28,7 +28,7 @@ from ..rules import Rule, RuleSet
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from .shell_lexer import ASSIGNMENT_RE, NAME_RE, Command, Word, scan_shell
-from ..codes import applies
+from ..codes import applies, check_rule_emitter
 
 # `NAME=` at the start of a quoted value or after a blank or `;&|(` inside it.
 _ASSIGNMENT_IN_VALUE_RE = re.compile(r"""(?:(?<=["'\s;&|(])|(?<==))([A-Za-z_][A-Za-z0-9_]*)=""")
@@ -77,11 +77,13 @@ class ShellMigrator:
             return rule is not None
         self._edited.add(start)
         message = rule.render_message(before=name, after=rule.to, what="environment variable")
+        check_rule_emitter(rule)
         edit = Edit(rule.code, Span(0, 0, 0, 0), message, name, rule.to)
         self.change.edits.append((start, start + len(name), rule.to, edit))
         return True
 
     def report(self, rule: Rule, start: int, end: int, api: str) -> None:
+        check_rule_emitter(rule)
         finding = Finding(
             code=rule.code,
             severity=rule.severity,
@@ -228,6 +230,7 @@ class ShellMigrator:
         self._edited.add(start)
         before = self.text[start:end]
         message = rule.render_message(before=before, after=rule.to)
+        check_rule_emitter(rule)
         self.change.edits.append((start, end, rule.to, Edit(rule.code, Span(0, 0, 0, 0), message, before, rule.to)))
         return True
 

@@ -15,7 +15,7 @@ from typing import Dict, List, Tuple
 
 from ..model import FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
-from ..codes import applies
+from ..codes import applies, check_rule_emitter
 
 _LINE_RE = re.compile(r"""^(?P<indent>[ \t]*)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[ \t]*:[ \t]*"""
                       r"""(?P<value>"[^"\n]*"|'[^'\n]*'|[^\s#'"][^#\n]*?)[ \t]*(?:#.*)?$""")
@@ -49,6 +49,7 @@ def migrate_yaml(text: str, path: str, options: Options, rules: RuleSet) -> File
             continue
         col = m.start("value") + 1
         api = f"{m.group('key')}: {m.group('value')}"
+        check_rule_emitter(rule)
         findings.append(Finding(
             code=rule.code, severity=rule.severity, span=Span(number, col, number, m.end("value") + 1), api=api,
             message=rule.render_message(api=api), suggestion=rule.render_suggestion(api=api),
