@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from npu_migrate import engine
+from npu_migrate import codes, engine
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.passes import PASSES
 
@@ -124,6 +124,7 @@ def _parses(text: str) -> bool:
 
 
 def _with_failing_pass(monkeypatch, name):
+    @codes.applies("finding:import")  # it records an import finding as the findings pass would
     def boom(module, ctx):
         ctx.finding(ctx.rules.findings["import"][0], module, api="half-way")  # recorded, then lost
         raise TypeError("boom")
