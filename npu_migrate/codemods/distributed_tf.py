@@ -29,6 +29,7 @@ import libcst as cst
 from ..context import Context
 from ..distributed import render_block
 from ..imports import dotted_name, imported_names
+from ..targets.cann import CannMissing, CannTarget
 from . import distributed_common as common
 from .add_imports import add_rule_import, imported_from
 from .syntax import keyword_arg, sole_call
@@ -193,7 +194,7 @@ def _add_npu_init(module: cst.Module, ctx: Context) -> cst.Module:
     return add_rule_import(module, ctx, rule) if rule is not None else module
 
 
-@emits("NPU163", "NPU164", "NPU165", "NPU166", "NPU167", "NPU382", "NPU384", "NPU390")
+@emits("NPU163", "NPU164", "NPU165", "NPU166", "NPU167", "NPU321", "NPU382", "NPU384", "NPU390")
 def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "tensorflow"):
         return module
@@ -224,11 +225,8 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if entry and original.hooks_calls:
         # npu_hooks_append came with the adapters of 2021 (targets/cann.py): without it the hooks
         # cannot broadcast the initial variables, and half a conversion is worse than none.
-        from ..targets.rule_view import report_missing_helper
-        from ..targets.cann import CannTarget
-
         lacking = CannTarget(ctx.options.cann_version).missing(["npu_hooks_append", "npu_hooks_append:hooks_list"])
-        if lacking is not None and report_missing_helper(ctx, original.hooks_calls[0], "hooks=npu_hooks_append(...)",
+        if lacking is not None and _report_missing_helper(ctx, original.hooks_calls[0], "hooks=npu_hooks_append(...)",
                                                          lacking):
             return module
     current = original if module is ctx.module else TFAnalysis(module)
@@ -261,3 +259,16 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     for call in original.batches[:1]:
         common.report(ctx, "NPU384", call, ctx.module.code_for_node(call.args[0].value))
     return new_module
+
+
+def _report_missing_helper(ctx: Context, node: cst.CSTNode, api: str, lacking: CannMissing) -> bool:
+    """Report NPU321 for a rewrite a codemod of its own (not a rule) does not make because the
+    CANN target lacks `lacking`; False when the rule set has no NPU321."""
+    template = next((r for r in ctx.rules.rules if r.code == "NPU321" and r.kind == "finding"
+                     and r.match_kind == "codemod" and "{why}" in r.message), None)
+    if template is None:
+        return False
+    instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"
+    ctx.finding(template, node, api, message=template.render_message(api=api, why=lacking.describe()),
+                suggestion=template.render_suggestion(api=api, instead=instead[:1].upper() + instead[1:]))
+    return True

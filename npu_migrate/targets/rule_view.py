@@ -300,19 +300,6 @@ def helpers_missing(cann_spec: str, names: Iterable[str]) -> Optional[CannMissin
     return CannTarget(cann_spec).missing(names)
 
 
-def report_missing_helper(ctx, node, api: str, lacking: CannMissing) -> bool:
-    """Report NPU321 for a rewrite a codemod of its own (not a rule) does not make because the
-    CANN target lacks `lacking`; False when the rule set has no NPU321."""
-    template = next((r for r in ctx.rules.rules if r.code == TARGET_CODE and r.kind == "finding"
-                     and r.match_kind == "codemod" and "{why}" in r.message), None)
-    if template is None:
-        return False
-    instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"
-    ctx.finding(template, node, api, message=template.render_message(api=api, why=lacking.describe()),
-                suggestion=template.render_suggestion(api=api, instead=instead[:1].upper() + instead[1:]))
-    return True
-
-
 def describe_cann_target(rules: RuleSet, target: CannTarget) -> str:
     """`npu-migrate rules --cann-version X`: which TensorFlow rewrites that release gets."""
     table = load_cann_table()
