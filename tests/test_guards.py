@@ -126,7 +126,9 @@ def _parses(text: str) -> bool:
 def _with_failing_pass(monkeypatch, name):
     @codes.applies("finding:import")  # it records an import finding as the findings pass would
     def boom(module, ctx):
-        ctx.finding(ctx.rules.findings["import"][0], module, api="half-way")  # recorded, then lost
+        from npu_migrate.codemods.findings import report_findings
+
+        report_findings(module, ctx)  # records its findings (NPU303 here) ... then fails
         raise TypeError("boom")
 
     monkeypatch.setattr(engine, "PASSES", tuple(
