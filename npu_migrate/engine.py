@@ -112,16 +112,25 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                 and not _framework_rules_apply(code.get(), rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
             if done is not None:
-                return done
+                return _with_applied_frameworks(done)
         module, input_parses = parse_module(text, verdict)
     except CannotParse as exc:
         result.error = f"cannot parse: {exc}"
         return result
     try:
-        return _migrate_module(text, path, module, options, rules, result, entry_script, input_parses, code=code)
+        return _with_applied_frameworks(
+            _migrate_module(text, path, module, options, rules, result, entry_script, input_parses, code=code))
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
+
+
+def _with_applied_frameworks(result: FileResult) -> FileResult:
+    """A file's frameworks say whose targets applied to it: none where nothing was rewritten or
+    reported (as for a file the prefilter skips, so the result is the same with it on or off)."""
+    if not (result.edits or result.findings or result.extra_files):
+        result.frameworks = []
+    return result
 
 
 def _framework_rules_apply(code, rules) -> bool:

@@ -187,8 +187,9 @@ class FileResult:
     # How many expensive steps migrating it took (work.py): not part of the result (a cached
     # result took none), so neither compared nor stored.
     work: Dict[str, int] = field(default_factory=dict, compare=False, repr=False)
-    # The frameworks the Python code uses (torch, tensorflow, mindspore: from its imports), which
-    # say whose targets applied (the text summary names only those).
+    # The frameworks the Python code uses (torch, tensorflow, mindspore: from its imports) when
+    # something was rewritten or reported in it: whose targets applied (the text summary names
+    # only those). Empty for a file with nothing to do, whether the prefilter skipped it or not.
     frameworks: List[str] = field(default_factory=list)
 
     @property
