@@ -186,6 +186,9 @@ def test_excluded_and_ignored_files_are_untouched_by_write(tmp_path, run_cli):
     assert r.stderr.decode().splitlines() == [
         "legacy/old.py: skipped: excluded",
         "scratch/t.py: skipped: ignored by .gitignore",
+        # -v ends with the run's work counts: nothing was parsed, both files were left out
+        "npu-migrate: work: 0 of 0 files parsed; 0 Python parses, 0 whole libcst parses, 0 partial libcst "
+        "parses, 0 tree walks, 0 tree transforms, 0 code generations, 0 parses of migrated text",
     ]
 
 
