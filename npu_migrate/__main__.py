@@ -6,6 +6,7 @@ Here nothing is imported before the `try`, so any KeyboardInterrupt is one line 
 once the run has decided its exit code, a late Ctrl-C no longer changes it.
 """
 
+import contextlib
 import signal
 import sys
 
@@ -21,23 +22,20 @@ def entry() -> None:
         _interrupted()
     except SystemExit:
         try:  # what is still buffered is part of the result; a Ctrl-C past this point is too late
-            sys.stdout.flush()
-            sys.stderr.flush()
+            with contextlib.suppress(Exception):  # (a closed pipe: Python reports it on exit, as before)
+                sys.stdout.flush()
+                sys.stderr.flush()
         except KeyboardInterrupt:
             _interrupted()
-        except Exception:  # (a closed pipe: Python reports it on exit, as before)
-            pass
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         raise
 
 
 def _interrupted() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    with contextlib.suppress(Exception):  # stderr may be closed: the exit code still says it
         sys.stderr.write("npu-migrate: interrupted\n")
         sys.stderr.flush()
-    except Exception:
-        pass
     sys.exit(EXIT_SIGINT)
 
 

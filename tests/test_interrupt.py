@@ -212,6 +212,8 @@ def test_interrupted_write_leaves_every_file_old_or_new(pristine, baseline, tmp_
 
 _INTERRUPT_AT = """
 import builtins, os, signal, sys
+# Ctrl-C as at a terminal: CI may start the suite with SIGINT ignored, which children inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 where, args = sys.argv[1], sys.argv[2:]
 real = builtins.__import__
 
