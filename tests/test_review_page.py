@@ -383,3 +383,15 @@ def test_a_code_of_the_users_own_rules_has_no_page_to_point_at(tmp_path):
     assert text.startswith("NPU190: `<api>` needs our GPU cluster\nReported as: warning\n")
     assert "A code of your own rule files" in text and "docs/codes/NPU190" not in text
     assert page(rules, "NPU305").doc_path == "docs/codes/NPU305.md"
+
+
+def test_the_page_names_the_targets_that_applied(tmp_path):
+    # a TensorFlow-only project: the CANN target, not torch_npu (as the text summary says)
+    root = tmp_path / "tf"
+    root.mkdir()
+    (root / "train.py").write_bytes((ROOT / "fixtures" / "tensorflow" / "biggan_train.py").read_bytes())
+    done = invoke([str(root), "--format", "html", "-o", str(tmp_path / "r.html")], tmp_path / "cache")
+    assert done.exit_code == 0, done.output
+    header = (tmp_path / "r.html").read_text().split("</header>")[0]
+    targets = re.findall(r"<dt>Target</dt><dd>([^<]*)</dd>", header)
+    assert len(targets) == 1 and "CANN" in targets[0] and "torch_npu" not in header, header

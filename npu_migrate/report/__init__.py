@@ -60,6 +60,16 @@ class RunReport:
     def finding_counts(self) -> Counter:
         return Counter(f.code for r in self.results for f in r.findings)
 
+    def target_lines(self) -> List[str]:
+        """`Target: …` lines for the targets that applied: torch_npu for PyTorch files, CANN for
+        TensorFlow, MindSpore for MindSpore (from the frameworks of the files with results)."""
+        if self.target is None:
+            return []
+        summary = getattr(self.target, "summary_lines", None)
+        if summary is None:
+            return [f"Target: {self.target.label()} ({self.target.reason or 'the newest release'})."]
+        return list(summary({f for r in self.results for f in r.frameworks}))
+
     def findings_at_least(self, level: Severity) -> int:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)
 

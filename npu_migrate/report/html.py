@@ -188,7 +188,7 @@ def _header(report: RunReport) -> str:
     if command:
         out.append(f"<dt>Command</dt><dd><code>{esc(command)}</code></dd>")
     out.append(f"<dt>Mode</dt><dd>{esc(report.mode)}</dd>")
-    for line in _target_lines(report):
+    for line in report.target_lines():
         label, _, rest = line.partition(": ")
         out.append(f"<dt>{esc(label or 'Target')}</dt><dd>{esc(rest.rstrip('.') or line)}</dd>")
     out.append(f"<dt>Tool</dt><dd>npu-migrate {esc(__version__)}</dd>")
@@ -199,17 +199,6 @@ def _header(report: RunReport) -> str:
 
 def _shell_word(word: str) -> str:
     return word if re.fullmatch(r"[\w@%+=:,./-]+", word) else "'" + word.replace("'", "'\\''") + "'"
-
-
-def _target_lines(report: RunReport) -> List[str]:
-    target = report.target
-    if target is None:
-        return []
-    lines = getattr(target, "summary_lines", None)
-    if callable(lines):
-        return [str(line) for line in lines()]
-    label = getattr(target, "label", None)
-    return [f"Target: {label()}"] if callable(label) else []
 
 
 def _summary(report: RunReport) -> str:

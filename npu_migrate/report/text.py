@@ -95,10 +95,7 @@ def summary(report: RunReport) -> str:
     findings = report.finding_counts()
     if report.target is not None and (edits or findings):
         # which torch_npu release(s) the rewrites were checked against, and why (targets/)
-        summary = getattr(report.target, "summary_lines", None)
-        used = {f for r in report.results for f in r.frameworks}
-        lines[1:1] = summary(used) if summary else [
-            f"Target: {report.target.label()} ({report.target.reason or 'the newest release'})."]
+        lines[1:1] = report.target_lines()
     if findings:
         lines.append(
             f"{sum(findings.values())} finding{'s' if sum(findings.values()) != 1 else ''}: "
