@@ -371,3 +371,49 @@ def test_the_summary_names_the_targets_that_applied(tmp_path, run_cli):
     assert targets("pt1.py", "--cann-version", "5.0") == [torch_npu]
     assert targets(".", "--mindspore-version", "2.7") == [
         torch_npu, cann, "Target: MindSpore 2.7 (--mindspore-version)."]
+
+
+def _kept_import_forms(module, members, blocker):
+    """Files that use `members` of `module` and `blocker` through one import, each use on a line
+    of its own: (text, {line: member})."""
+    short = module.rsplit(".", 1)[-1]
+    forms = []
+    for head, spell in ((f"import {module} as m", "m.{}"),
+                        (f"from {module.rsplit('.', 1)[0]} import {short}", short + ".{}"),
+                        (f"from {module} import {', '.join(members + [blocker])}", "{}")):
+        lines = [head] + [f"x{i} = {spell.format(name)}" for i, name in enumerate(members + [blocker])]
+        forms.append(("\n".join(lines) + "\n", {i + 2: name for i, name in enumerate(members)}))
+    return forms
+
+
+@pytest.mark.parametrize("minor", ["2.1", "2.14"])
+@pytest.mark.parametrize("module,blocker", [("torch.cuda", "get_arch_list"), ("torch.cuda", "jiterator"),
+                                            ("torch.cuda.memory", "_record_memory_history"),
+                                            ("torch.cuda", "CUDAGraph")])
+def test_an_import_kept_for_one_name_keeps_no_other_name_on_cuda_unreported(minor, module, blocker):
+    """#25 (left over from #30.14): `import torch.cuda as m` (`from torch import cuda`, `from
+    torch.cuda import a, b`) used for several names, one of which cannot move (no NPU twin, or
+    none in the target), stays as it is; every other name used through it then stays on CUDA,
+    and each such use is reported at its line (NPU323) -- or rewritten, never silent."""
+    table = load_table()
+    target = Target(minor)
+    prefix = "torch_npu.npu.memory." if module.endswith(".memory") else "torch_npu.npu."
+    twins = sorted(n[len(prefix):] for n in table.names
+                   if n.startswith(prefix) and "." not in n[len(prefix):] and target.missing(n) is None)
+    rule = RULES.api.get(module)
+    members = [m for m in twins if not m.startswith("_") and m != blocker
+               and (module != "torch.cuda" or m in (rule[0].members or ()))][:40]
+    assert len(members) >= 10
+    for text, uses in _kept_import_forms(module, members, blocker):
+        result = migrate_source(text, "m.py", Options(torch_npu_version=minor), RULES)
+        written = (result.new_text or text).splitlines()
+        reported = {f.span.line for f in result.findings}
+        silent = [name for line, name in uses.items() if written[line - 1] == text.splitlines()[line - 1]
+                  and line not in reported]
+        assert silent == [], (text.splitlines()[0], silent)
+        kept = {f.span.line for f in result.findings if f.code == "NPU323"}
+        # CUDAGraph has its twin (NPUGraph) from 2.1.0.post12 on: there the import moves whole.
+        if blocker == "CUDAGraph" and minor == "2.14":
+            assert result.new_text is not None and "torch.cuda" not in result.new_text and not kept, text
+        else:
+            assert written[0] == text.splitlines()[0] and kept == set(uses), text.splitlines()[0]

@@ -18,8 +18,10 @@ from ...rules import Rule
 from ...targets.torch_npu import Missing, Target, describe
 from ...fast_visitor import walk
 from ..strings import string_value
-from ...codes import applies
+from ...codes import applies, emits
 from .state import TorchState
+
+HELD_BY_IMPORT = "NPU323"  # a name left on CUDA because the import it comes through stays
 
 
 class _AliasAttributes(cst.CSTVisitor):
@@ -35,6 +37,7 @@ class _AliasAttributes(cst.CSTVisitor):
 
 
 @applies("api", "module", "finding:api", "finding:target")
+@emits(HELD_BY_IMPORT)
 class ReferenceRewrites(TorchState):
     """Mixed into codemods/torch/__init__.TorchTransformer."""
 
@@ -54,7 +57,13 @@ class ReferenceRewrites(TorchState):
         self._held: Set[int] = set()
         self._target_rule = next(iter(self.ctx.rules.findings.get("target", ())), None)
         self._alias_attrs: Optional[Dict[str, Set[str]]] = None  # local name -> attributes read on it
+        # Local names bound by an import kept as it is because one name it brings cannot move
+        # (`import torch.cuda as tc` + `tc.get_arch_list()`): local -> (what it names, that
+        # name). Their other uses stay on CUDA with it, and each is reported (HELD_BY_IMPORT).
+        self._kept_imports: Dict[str, Tuple[str, str]] = {}
+        self._attribute_bases: Set[int] = set()  # the `tc` of `tc.X`
         self._plan_import_renames()
+        self._plan_kept_imports()
 
     def _rewrite_api(self, qualname: str) -> Optional[Tuple[str, str, Rule]]:
         """`RuleSet.rewrite_api`, unless the name it would write is missing in the target."""
@@ -74,8 +83,12 @@ class ReferenceRewrites(TorchState):
         `qual.X` has a rewrite into a name the target has. Otherwise the import stays as it is,
         so `tc.get_arch_list()` keeps meaning what it meant (and is reported) instead of
         becoming a `torch.npu` name that does not exist."""
+        return self._alias_blocker(local, qual) is None
+
+    def _alias_blocker(self, local: str, qual: str) -> Optional[str]:
+        """The first `qual.X` used as `local.X` that cannot follow (see _alias_members_ok)."""
         if not local:
-            return True
+            return None
         if self.ctx.partial is not None and self.ctx.partial.elided_word(local):
             self.ctx.partial_misses.add(local)  # used in a statement not parsed: migrated again
         if self._alias_attrs is None:
@@ -86,8 +99,55 @@ class ReferenceRewrites(TorchState):
         for member in sorted(self._alias_attrs.get(local, ())):
             full = f"{qual}.{member}"
             if self._rewrite_api(full) is None and rs.module.get(full) is None:
-                return False
-        return True
+                return full
+        return None
+
+    def _moves(self, qual: str) -> bool:
+        """Whether a reference to `qual` has a rewrite into a name the target has."""
+        module = self.ctx.rules.module.get(qual)
+        return self._rewrite_api(qual) is not None or (module is not None and self.target.missing(module.to) is None)
+
+    def _plan_kept_imports(self) -> None:
+        """Fill `_kept_imports`: the names an import brings that would move on their own but
+        stay with the import, which one name it brings keeps as it is."""
+        rs = self.ctx.rules
+        for node in self.imports.import_nodes:
+            if isinstance(node, cst.Import):
+                for alias in node.names:
+                    full = dotted_name(alias.name)
+                    rule = rs.module.get(full) if full else None
+                    if alias.asname is None or rule is None or self.target.missing(rule.to) is not None:
+                        continue  # no alias (`torch.cuda.X` moves by itself), or nothing would move
+                    local = dotted_name(alias.asname.name) or ""
+                    blocker = self._alias_blocker(local, full)  # type: ignore[arg-type]
+                    if blocker is not None:
+                        self._kept_imports[local] = (full, blocker)  # type: ignore[assignment]
+            elif not node.relative and node.module is not None and not isinstance(node.names, cst.ImportStar):
+                module = dotted_name(node.module)
+                if module is None or self._plan_from_import(module, node.names) is not None:
+                    continue
+                bound = []
+                for alias in node.names:
+                    name = dotted_name(alias.name)
+                    if name is None:
+                        break
+                    local = dotted_name(alias.asname.name) if alias.asname is not None else name
+                    bound.append((local or name, f"{module}.{name}"))
+                moving = [(local, qual) for local, qual in bound if self._moves(qual)]
+                blockers = [qual for local, qual in bound if not self._moves(qual)]
+                blockers += [b for local, qual in moving for b in [self._alias_blocker(local, qual)] if b]
+                for local, qual in moving if blockers else ():
+                    self._kept_imports[local] = (qual, blockers[0])
+
+    def _report_kept(self, local: str, qual: str, node: cst.CSTNode) -> None:
+        """HELD_BY_IMPORT on a use of `qual` through `local`, which stays on CUDA with its import."""
+        blocker = self._kept_imports[local][1]
+        rule = self.ctx.rules.analysis.get(HELD_BY_IMPORT)
+        if rule is None or not self._moves(qual):
+            return
+        self.ctx.finding(rule, node, api=qual,
+                         message=rule.render_message(api=qual, local=self.ctx.code_for(node), blocker=blocker),
+                         suggestion=rule.render_suggestion(api=qual, blocker=blocker))
 
     def _report_target(self, qual: str, node: cst.CSTNode) -> bool:
         """Report a reference left as it is because the target lacks its NPU twin."""
@@ -273,6 +333,8 @@ class ReferenceRewrites(TorchState):
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._not_references.add(id(node.attr))
+        if isinstance(node.value, cst.Name):
+            self._attribute_bases.add(id(node.value))
         # Top-down, before the inner attributes are rewritten: a reference whose NPU twin the
         # target lacks holds the attributes it is made of.
         if isinstance(node.value, cst.Attribute):
@@ -333,6 +395,10 @@ class ReferenceRewrites(TorchState):
             return updated.with_changes(value=new_name)
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.require_import("torch_npu")
+        kept = self._kept_imports.get(original.value)
+        if kept is not None and kept[0] == qual and id(original) not in self._attribute_bases:
+            # `set_device` of a kept `from` import; `f(tc)`. (`tc.set_device` is reported whole.)
+            self._report_kept(original.value, qual, original)
         parent = qual.rsplit(".", 1)[0] if "." in qual else None
         # `synchronize` after `from torch.cuda import synchronize`: the import was rewritten,
         # so the name has its NPU twin.
@@ -343,6 +409,8 @@ class ReferenceRewrites(TorchState):
         """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
         if id(original) in self._held:
             return updated  # part of a reference the target blocks (reported as a whole)
+        if isinstance(original.value, cst.Name) and original.value.value in self._kept_imports:
+            self._report_kept(original.value.value, qual, original)  # `tc.set_device` of a kept `tc`
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
             self.ctx.require_import("torch_npu")
         parent = self.resolve(original.value)
