@@ -17,8 +17,12 @@ of Ascend's launchers, with the CPU stand-in of torch_npu and MoXing (npu_migrat
 on PYTHONPATH. The verdict: every process succeeded and at least one file reached train_url;
 and what a distributed job must hold (from each process's record, records/): every rank ends
 with the same parameters in its DistributedDataParallel models, the ranks' DistributedSamplers
-drew disjoint parts of the data, each output file had one writer, and no uploaded file is
-truncated.
+drew (and rank_shard kept) disjoint parts of the data, each output file had one writer, and no
+uploaded file is truncated. The files the job wrote are known from the job folder (before and
+after) and from each process's record of the files it opened for writing anywhere (`../x`,
+`~/x`, `/abs/x`). Where the records cannot show whether outputs reached train_url (a program or
+an OBS client that uploads without MoXing), the verdict says it cannot tell (exit 3), never OK
+or FAILED on a guess.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 # Running the user's script, on request, is this module's job (argument lists, never a shell).
 import subprocess  # nosec B404
 import sys
@@ -60,6 +65,13 @@ SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox"
                    "node_modules", ".ipynb_checkpoints"}
 MODELARTS_MAX_CODE_FILES = 1000  # ModelArts refuses a code folder with more files
 GRACE_SECONDS = 20.0  # after SIGTERM (a preemption or a timeout), before SIGKILL
+# What the rehearsal itself keeps in the job folder (not the job's files).
+JOB_OWN = ("obs", "logs", "records", "moxing.jsonl", "rank_table.json")
+# Modules recorded by the stand-in (_npu_migrate_record.UNSEEN_MODULES) that upload without MoXing,
+# and those whose native writers the records do not see.
+UPLOADING_MODULES = ("obs", "boto3", "botocore", "s3fs", "obsutil", "oss2")
+NATIVE_WRITERS = {"tensorflow": "TensorFlow", "mindspore": "MindSpore"}
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_CANNOT_TELL = 0, 1, 2, 3
 
 
 class RehearsalError(Exception):
@@ -111,16 +123,19 @@ class RehearsalResult:
     ranks: List[RankResult]
     copies_in: List[Copy]
     uploaded: List[Tuple[str, int]]  # (path under train_url, size)
-    not_uploaded: List[str]  # files the job wrote that did not reach train_url (working folder or /cache/...)
+    # files the job wrote that did not reach train_url: `name` in the working folder, `/cache/name`,
+    # `../name` elsewhere in the job folder, `~/name` or an absolute path outside it
+    not_uploaded: List[str]
     seconds: float
     timed_out: bool
     calls: int
     problems: List[str] = field(default_factory=list)
     checks: List[str] = field(default_factory=list)  # what held of a distributed job's checks
+    unknown: List[str] = field(default_factory=list)  # what the records cannot tell (never a guess either way)
 
     @property
     def ok(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.unknown
 
 
 def _skip(name: str) -> bool:
@@ -141,13 +156,16 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _snapshot(root: Path) -> Dict[str, Tuple[int, int]]:
+def _snapshot(root: Path, skip: Tuple[str, ...] = ()) -> Dict[str, Tuple[int, int]]:
+    """Each file under `root` (not in its top-level entries `skip`): its size and mtime."""
     found: Dict[str, Tuple[int, int]] = {}
     if not root.is_dir():
         return found
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        dirs[:] = [d for d in dirs if d != "__pycache__" and not (folder == str(root) and d in skip)]
         for name in files:
+            if folder == str(root) and name in skip:
+                continue
             path = Path(folder, name)
             try:
                 st = path.stat()
@@ -335,7 +353,8 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
     (job / "logs").mkdir()
     (job / "rank_table.json").write_text(json.dumps(_rank_table(options.nproc), indent=2) + "\n")
     before_out = _snapshot(out)
-    before_job = {"code": _snapshot(code), "cache": {}}
+    before_job = _snapshot(job, JOB_OWN)
+    started_ns = time.time_ns()
 
     port = _free_port()
     extra = [a.format(master_addr="127.0.0.1", master_port=port, nproc=options.nproc) for a in PLATFORM_ARGUMENTS]
@@ -366,14 +385,16 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
                  and _is_obs(c["args"][0]) and not _is_obs(c["args"][1]) and "error" not in c]
     after_out = _snapshot(out)
     uploaded = sorted((name, size) for name, (size, mtime) in after_out.items() if before_out.get(name) != (size, mtime))
-    written = _written(job, code, before_job, copies_in)
+    places = _Places(job, code, obs, copies_in)
+    records = _by_rank(_read_records(job / "records"), ranks)
+    written = _written(places, before_job, records, started_ns)
     uploaded_names = {(Path(n).name, s) for n, s in uploaded}
     not_uploaded = [name for name, size in written if (Path(name).name, size) not in uploaded_names]
     result = RehearsalResult(options=options, job_dir=job, command=command, ranks=ranks, copies_in=copies_in,
                              uploaded=uploaded, not_uploaded=not_uploaded, seconds=seconds, timed_out=timed_out,
                              calls=len(calls))
-    result.problems = _problems(result, code_files)
-    result.problems += _distributed_checks(result, code, _read_records(job / "records"), written)
+    result.problems = _problems(result, code_files, records)
+    result.problems += _distributed_checks(result, code, records, written, places)
     return result
 
 
@@ -434,53 +455,119 @@ def _copy(call: dict) -> Copy:
                 dst=dst, files=int(call.get("files", 0)))
 
 
-def _written(job: Path, code: Path, before: Dict[str, dict], copies_in: List[Copy]) -> List[Tuple[str, int]]:
-    """Files the job wrote in its working folder (named relative to it) and in /cache (named
-    /cache/...), leaving out the input copied there."""
-    inputs = [Path(c.dst).resolve() for c in copies_in]
-    found = []
-    for name, root, prefix in (("code", code, ""), ("cache", job / "cache", "/cache/")):
-        old = before.get(name, {})
-        for rel, (size, mtime) in sorted(_snapshot(root).items()):
-            path = (root / rel).resolve()
-            if any(path == d or d in path.parents for d in inputs):
+class _Places:
+    """How a file the job wrote is named in the report: `name` (in the working folder),
+    `/cache/name`, `../name` (elsewhere in the job folder), `~/name` or an absolute path; None for
+    what is not the job's output (the rehearsal's own files, the OBS, the input copied into
+    /cache, bytecode, the generated code's markers, caches under ~/.cache)."""
+
+    def __init__(self, job: Path, code: Path, obs: Path, copies_in: List[Copy]) -> None:
+        self.job, self.code = job, code
+        self.own = [job / name for name in JOB_OWN] + [obs]
+        self.inputs = [Path(c.dst).resolve() for c in copies_in]
+        home = Path.home()
+        self.home = home
+        self.caches = [Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache")]
+
+    def name(self, file: str) -> Optional[str]:
+        path = Path(os.path.abspath(file))
+        if "__pycache__" in path.parts or any(".modelarts-" in part for part in path.parts):
+            return None  # bytecode; the generated code's markers and the input it copies in
+        resolved = path.resolve()
+        for p in {path, resolved}:
+            if any(p == d or d in p.parents for d in self.own + self.inputs):
+                return None
+        if self.code == path or self.code in path.parents:
+            return path.relative_to(self.code).as_posix()
+        if self.job / "cache" in path.parents:
+            return "/cache/" + path.relative_to(self.job / "cache").as_posix()
+        if self.job in path.parents:
+            return os.path.relpath(path, self.code).replace(os.sep, "/")
+        if any(c in path.parents for c in self.caches):
+            return None
+        if self.home in path.parents:
+            return "~/" + path.relative_to(self.home).as_posix()
+        return str(path)
+
+
+def _written(places: _Places, before: Dict[str, Tuple[int, int]], records: Dict[int, dict],
+             started_ns: int) -> List[Tuple[str, int]]:
+    """Files the job wrote (named by `places`): what changed in the job folder, and what the
+    processes recorded writing outside it that is still there, written since the job started."""
+    found: Dict[str, int] = {}
+    for rel, (size, mtime) in sorted(_snapshot(places.job, JOB_OWN).items()):
+        name = places.name(str(places.job / rel))
+        if name is not None and before.get(rel) != (size, mtime):
+            found[name] = size
+    for record in records.values():
+        for path in record.get("writes", []):
+            if places.job in Path(path).parents:
+                continue  # seen above (what the job folder holds now)
+            name = places.name(path)
+            try:
+                st = os.stat(path)
+            except OSError:
                 continue
-            base = Path(rel).name
-            if ".modelarts-" in base:
-                continue  # the generated code's copy-once markers and its record of the copied listing
-            if old.get(rel) != (size, mtime):
-                found.append((prefix + rel, size))
-    return found
+            if name is not None and name not in found and stat.S_ISREG(st.st_mode) and st.st_mtime_ns >= started_ns:
+                found[name] = st.st_size
+    return sorted(found.items())
 
 
 def _read_records(folder: Path) -> List[dict]:
     """One record per process: its summary at exit (`<rank>-<pid>.json`), else (ended by a
-    signal) what its events say (`<rank>-<pid>.events`: writes, joining a group)."""
+    signal) what its events say (`<rank>-<pid>.events`: writes, programs, modules, joining a group)."""
     records: Dict[str, dict] = {}
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         try:
             records[path.stem] = json.loads(path.read_text(encoding="utf-8"))
+            records[path.stem]["started"] = True
         except (OSError, ValueError):
             continue
     for path in sorted(folder.glob("*.events")) if folder.is_dir() else []:
         if path.stem in records:
             continue
-        record: dict = {"params": [], "samples": [], "writes": []}
+        record: dict = {"params": [], "samples": [], "writes": [], "programs": [], "modules": []}
+        pid = path.stem.rpartition("-")[2]
+        record["pid"] = int(pid) if pid.isdigit() else None
         for event in _read_calls(path):
             record["rank"] = event.get("rank")
             record["distributed"] = record.get("distributed") or bool(event.get("distributed"))
-            if "write" in event:
-                record["writes"].append(event["write"])
+            record["started"] = record.get("started") or bool(event.get("started"))
+            for key, field_ in (("write", "writes"), ("program", "programs"), ("module", "modules")):
+                if key in event:
+                    record[field_].append(event[key])
         records[path.stem] = record
     return list(records.values())
 
 
-def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict],
-                        written: List[Tuple[str, int]]) -> List[str]:
+def _by_rank(records: List[dict], ranks: List[RankResult]) -> Dict[int, dict]:
+    """The records of each rank's processes as one: its main process's parameters, samples and
+    shards; every process's writes, programs and modules (data loader workers, children)."""
+    main: Dict[object, int] = {r.rank: r.pid for r in ranks}
+    merged: Dict[int, dict] = {}
+    for r in sorted(records, key=lambda r: (r.get("pid") != main.get(r.get("rank")), r.get("pid") or 0)):
+        rank = r.get("rank")
+        if not isinstance(rank, int):
+            continue
+        into = merged.setdefault(rank, {"rank": rank, "pid": r.get("pid"), "writes": [], "programs": [],
+                                        "modules": []})
+        into["distributed"] = bool(into.get("distributed") or r.get("distributed"))
+        into["started"] = bool(into.get("started") or r.get("started"))
+        for key in ("params", "samples", "shards"):
+            if r.get(key) and not into.get(key):
+                into[key] = r[key]
+        for key in ("writes", "programs", "modules"):
+            into[key] += [v for v in r.get(key) or [] if v not in into[key]]
+    return merged
+
+
+def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, dict],
+                        written: List[Tuple[str, int]], places: Optional[_Places] = None) -> List[str]:
     """What a distributed job must hold (issue 26.12); fills result.checks with what held and
     returns the problems."""
     problems: List[str] = []
-    ranks = {r["rank"]: r for r in records if isinstance(r.get("rank"), int)}
+    ranks = records
+    places = places or _Places(result.job_dir, code, result.job_dir / "obs", result.copies_in)
     if not any(r.get("distributed") for r in ranks.values()):
         return problems  # N copies of a one-process script: not what these checks are about
     # 1. the same parameters on every rank at exit; not after a SIGTERM or a kill, which stops
@@ -514,24 +601,37 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: List[dict]
             problems.append("the ranks read the same samples (" + ", ".join(overlapping[:3]) + ")")
         else:
             result.checks.append("the ranks' DistributedSamplers drew disjoint parts of the data")
+    # ... and where it cuts a tensor with rank_shard (a contiguous part per rank)
+    shards = [r.get("shards") or [] for _, r in sorted(ranks.items())]
+    if len(shards) > 1 and all(shards) and len({tuple(s[0] for s in rank) for rank in shards}) == 1:
+        overlapping = []
+        for i in range(min(len(s) for s in shards)):
+            parts = sorted((s[i][1], s[i][2], rank) for rank, s in zip(sorted(ranks), shards))
+            if any(a[1] > b[0] for a, b in zip(parts, parts[1:])):
+                overlapping.append(f"cut {i + 1}: " + ", ".join(f"rank {k[2]} [{k[0]}, {k[1]})" for k in
+                                                                sorted(parts, key=lambda k: k[2])))
+        if overlapping:
+            problems.append("the ranks kept overlapping parts of the data rank_shard cut (" + "; ".join(overlapping[:2])
+                            + ")")
+        else:
+            result.checks.append("the ranks kept disjoint parts of the data rank_shard cut")
     # 3. one writer per output file (the job's working folder and /cache)
     if len(ranks) > 1:
-        roots = [(code.resolve(), ""), ((result.job_dir / "cache").resolve(), "/cache/")]
-        inputs = [Path(c.dst).resolve() for c in result.copies_in]  # written once, by the copying rank
         writers: Dict[str, List[int]] = {}
+        kept = set()  # the output files: what is still there (not a temporary file)
         for rank, r in sorted(ranks.items()):
             for path in r.get("writes", []):
-                resolved = Path(path).resolve()
-                for root, prefix in roots:
-                    if root in resolved.parents and ".modelarts-" not in str(resolved) \
-                            and not any(d == resolved or d in resolved.parents for d in inputs):
-                        writers.setdefault(prefix + resolved.relative_to(root).as_posix(), []).append(rank)
+                name = places.name(path)  # (the input copied into /cache is written once, by the copying rank)
+                if name is not None and rank not in writers.get(name, []):
+                    writers.setdefault(name, []).append(rank)
+                    if os.path.isfile(path):
+                        kept.add(name)
         shared = {name: who for name, who in writers.items() if len(who) > 1}
         if shared:
             problems.append("files written by more than one rank: " + ", ".join(
                 f"`{name}` (ranks {', '.join(map(str, who))})" for name, who in sorted(shared.items())[:4]))
-        elif writers:
-            result.checks.append(f"each of the {len(writers)} output files had one writer" if len(writers) > 1
+        elif kept:
+            result.checks.append(f"each of the {len(kept)} output files had one writer" if len(kept) > 1
                                  else "the output file had one writer")
     # 4. nothing uploaded truncated
     truncated = _truncated(result, written)
@@ -571,7 +671,8 @@ def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[
     return found
 
 
-def _problems(result: RehearsalResult, code_files: int) -> List[str]:
+def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]) -> List[str]:
+    """What failed the job (certain); what the records cannot tell goes to result.unknown."""
     problems = []
     if result.timed_out:
         running = [str(r.rank) for r in result.ranks if r.killed]
@@ -592,17 +693,59 @@ def _problems(result: RehearsalResult, code_files: int) -> List[str]:
             who = ", ".join(f"rank {c.rank or '?'} to {c.dst}" for c in copies)
             problems.append(f"{src} was copied {len(copies)} times on one node ({who}): copy once per node")
     if not result.uploaded:
-        if result.not_uploaded:
-            here = [n for n in result.not_uploaded if not n.startswith("/cache/")]
+        uploaders = _uploaders(records)
+        if uploaders:
+            # the platform may get the outputs another way: neither FAILED nor OK is known
+            result.unknown.append(f"nothing reached train_url through MoXing, but the job {uploaders}, which may "
+                                  "upload its outputs in a way the rehearsal does not see")
+        elif result.not_uploaded:
+            here = [n for n in result.not_uploaded if not n.startswith(("/cache/", "../", "~/", "/"))]
             cache = [n for n in result.not_uploaded if n.startswith("/cache/")]
+            away = [n for n in result.not_uploaded if n not in here and n not in cache]
             parts = [_names(here) + " in its working folder"] if here else []
             parts += [_names(cache)] if cache else []
+            parts += [_names(away) + " outside its working folder"] if away else []
             problems.append("nothing reached train_url: the script saved " + " and ".join(parts) + ", never uploaded")
         else:
-            problems.append("nothing reached train_url: the script wrote no file at all")
+            unseen = _unseen_writers(records, [r.rank for r in result.ranks])
+            problems.append("nothing reached train_url: " + (
+                f"the job wrote no file the rehearsal sees ({unseen})" if unseen else "the script wrote no file at all"))
     if code_files > MODELARTS_MAX_CODE_FILES:
         problems.append(f"the code folder has {code_files} files: ModelArts takes at most {MODELARTS_MAX_CODE_FILES}")
     return problems
+
+
+def _uploaders(records: Dict[int, dict]) -> str:
+    """What the job used that may upload without MoXing: `ran `obsutil` (rank 0)`, `used boto3 (rank 1)`."""
+    programs: Dict[str, List[int]] = {}
+    modules: Dict[str, List[int]] = {}
+    for rank, r in sorted(records.items()):
+        for name in r.get("programs") or []:
+            programs.setdefault(name, []).append(rank)
+        for name in r.get("modules") or []:
+            if name in UPLOADING_MODULES:
+                modules.setdefault(name, []).append(rank)
+
+    def who(found: Dict[str, List[int]]) -> str:
+        return ", ".join(f"`{name}` (rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))})"
+                         for name, ranks in sorted(found.items())[:3])
+
+    parts = ([f"ran {who(programs)}"] if programs else []) + ([f"used {who(modules)}"] if modules else [])
+    return " and ".join(parts)
+
+
+def _unseen_writers(records: Dict[int, dict], ranks: List[int]) -> str:
+    """Why the records may not show every file the job wrote outside its job folder ('' when they do)."""
+    why = []
+    missing = [rank for rank in ranks if not (records.get(rank) or {}).get("started")]
+    if missing:
+        why.append(f"rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} kept no record of "
+                   "its writes")
+    native = sorted({NATIVE_WRITERS[m] for r in records.values() for m in r.get("modules") or []
+                     if m in NATIVE_WRITERS})
+    if native:
+        why.append(" and ".join(native) + "'s own writers are seen only in the job folder")
+    return "; ".join(why)
 
 
 def _names(names: List[str], shown: int = 4) -> str:
@@ -715,13 +858,15 @@ def render(result: RehearsalResult) -> str:
     lines.append(f"  MoXing calls: {result.calls}; wall time {result.seconds:.1f} s")
     if result.checks:
         lines.append("  distributed: " + "; ".join(result.checks))
-    if result.ok:
+    if result.problems:
+        lines.append("FAILED: " + "; ".join(result.problems))
+    elif result.unknown:
+        lines.append("CANNOT TELL: " + "; ".join(result.unknown))
+    else:
         lost = (f" (but {_names(result.not_uploaded)} did not)") if result.not_uploaded else ""
         agree = ", the ranks agree" if any("same parameters" in c for c in result.checks) else ""
         lines.append(f"OK: every rank succeeded{agree} and {len(result.uploaded)} file"
                      f"{'s' if len(result.uploaded) != 1 else ''} reached train_url{lost}")
-    else:
-        lines.append("FAILED: " + "; ".join(result.problems))
     return "\n".join(lines) + "\n"
 
 
@@ -733,7 +878,8 @@ def _under(path: str, job: Path) -> str:
 
 
 def run_rehearsal(options: RehearsalOptions, out: Optional[TextIO] = None, err: Optional[TextIO] = None) -> int:
-    """The command: 0 when the rehearsal passed, 1 when it failed, 2 on bad input. The streams
+    """The command: 0 when the rehearsal passed, 1 when it failed, 2 on bad input, 3 when the
+    records cannot tell whether the outputs reached train_url. The streams
     are looked up when it runs (a caller that swaps sys.stdout, as click's test runner does,
     gets the report)."""
     out = out or sys.stdout
@@ -742,7 +888,7 @@ def run_rehearsal(options: RehearsalOptions, out: Optional[TextIO] = None, err: 
         result = rehearse(options)
     except RehearsalError as exc:
         err.write(f"npu-migrate rehearse: error: {exc}\n")
-        return 2
+        return EXIT_BAD_INPUT
     out.write(render(result))
-    return 0 if result.ok else 1
+    return EXIT_FAILED if result.problems else EXIT_CANNOT_TELL if result.unknown else EXIT_OK
 

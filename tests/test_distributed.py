@@ -445,7 +445,9 @@ def _checked(tmp_path, records, written=(), uploaded=()):
                              timed_out=False, calls=0)
     for record in records:
         record["writes"] = [str(code / name) for name in record.get("writes", [])]
-    problems = _distributed_checks(result, code, records, list(written))
+        for path in record["writes"]:
+            Path(path).write_text("output")  # an output file is one the job left (a temporary file is gone)
+    problems = _distributed_checks(result, code, {r["rank"]: r for r in records}, list(written))
     return result.checks, problems
 
 
@@ -474,6 +476,23 @@ def test_the_checks_say_what_is_wrong(tmp_path):
         "different models",
         "the ranks read the same samples (sampler 1, epoch 1)",
         "files written by more than one rank: `losses.txt` (ranks 0, 1)"]
+
+
+def test_the_parts_rank_shard_kept_are_checked_like_a_samplers(tmp_path):
+    halves = [_record(0), _record(1)]
+    halves[0]["shards"], halves[1]["shards"] = [[20, 0, 10]], [[20, 10, 20]]
+    checks, problems = _checked(tmp_path, halves)
+    assert problems == [] and "the ranks kept disjoint parts of the data rank_shard cut" in checks
+    same = [_record(0), _record(1)]
+    same[0]["shards"], same[1]["shards"] = [[20, 0, 10]], [[20, 0, 10]]
+    _, problems = _checked(tmp_path, same)
+    assert problems == ["the ranks kept overlapping parts of the data rank_shard cut (cut 1: rank 0 [0, 10), "
+                        "rank 1 [0, 10))"]
+    # cuts that do not pair up (different lengths): no claim either way
+    unpaired = [_record(0), _record(1)]
+    unpaired[0]["shards"], unpaired[1]["shards"] = [[20, 0, 10]], [[8, 0, 4]]
+    checks, problems = _checked(tmp_path, unpaired)
+    assert problems == [] and not any("rank_shard" in c for c in checks)
 
 
 def test_no_claim_where_the_checks_do_not_apply(tmp_path):
@@ -513,4 +532,4 @@ def test_ranks_stopped_by_a_preemption_are_not_held_to_equal_parameters(tmp_path
     result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=2), job_dir=tmp_path, command=[],
                              ranks=[RankResult(rank=r, pid=r, sigterm=True) for r in range(2)], copies_in=[],
                              uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
-    assert _distributed_checks(result, tmp_path, records, []) == [] and result.checks == []
+    assert _distributed_checks(result, tmp_path, {r["rank"]: r for r in records}, []) == [] and result.checks == []

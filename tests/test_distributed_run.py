@@ -165,8 +165,9 @@ def test_word_language_model_shards_its_tensor_saves_once_and_loads_after_the_ba
         return
     assert verdict == "OK: every rank succeeded, the ranks agree and 1 file reached train_url", report
     assert ("  distributed: the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel); "
-            "the output file had one writer; no uploaded file is truncated\n") in report
-    # rank_shard: each rank a contiguous half of the batchified corpus
+            "the ranks kept disjoint parts of the data rank_shard cut; the output file had one writer; "
+            "no uploaded file is truncated\n") in report
+    # rank_shard: each rank a contiguous half of the batchified corpus (as its record says, and the script prints)
     assert firsts == [(str(rows // 2), "0"), (str(rows // 2), str(stream[rows // 2]))] and stream[rows // 2] != 0
     # the best model, written by rank 0 under `with open(...)`, read back whole by both ranks
     assert all("| end of training | best valid loss" in log and "EOFError" not in log for log in logs)

@@ -9,7 +9,9 @@ Scripts that import no framework run with this interpreter; the PyTorch ones wit
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -205,6 +207,91 @@ def test_nothing_uploaded_names_the_files_the_script_saved(world):
     assert verdict(done) == ("FAILED: nothing reached train_url: the script saved `checkpoint.pth.tar` in its "
                              "working folder, never uploaded")
     assert not (world.code / "checkpoint.pth.tar").exists()  # it ran in the copy
+
+
+ADAPTED_HEAD = (
+    "import argparse, os, pathlib, shutil, subprocess, sys\n"
+    "parser = argparse.ArgumentParser()\n"
+    "parser.add_argument('--data_url')\n"
+    "parser.add_argument('--train_url')\n"
+    "args, _ = parser.parse_known_args()\n"
+)
+
+
+def not_uploaded(done):
+    lines = report(done).splitlines()
+    start = next((i for i, line in enumerate(lines) if "files the job wrote that did not reach" in line), None)
+    return [] if start is None else [line.strip() for line in lines[start + 1:] if line.startswith("    ")]
+
+
+@pytest.mark.parametrize("save, name", [
+    # the case that was "the script wrote no file at all": a folder beside the working folder
+    ("os.makedirs('../outputs', exist_ok=True)\nopen('../outputs/model.bin', 'wb').write(b'w')\n",
+     "../outputs/model.bin"),
+    ("pathlib.Path('../../runs').mkdir()\npathlib.Path('../../runs/model.bin').write_bytes(b'w')\n",
+     "../../runs/model.bin"),
+    # outside the job folder: the home folder and an absolute path (HOME and ELSEWHERE are the test's)
+    ("p = os.path.expanduser('~/model.bin')\nfd = os.open(p, os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'w')\n"
+     "os.close(fd)\n", "~/model.bin"),
+    ("open('tmp.bin', 'w').write('w')\nshutil.copy('tmp.bin', os.environ['ELSEWHERE'] + '/model.bin')\n"
+     "os.remove('tmp.bin')\n", "{elsewhere}/model.bin"),
+    ("open(os.environ['ELSEWHERE'] + '/m.tmp', 'w').write('w')\n"
+     "os.replace(os.environ['ELSEWHERE'] + '/m.tmp', os.environ['ELSEWHERE'] + '/model.bin')\n",
+     "{elsewhere}/model.bin"),
+])
+def test_files_written_outside_the_working_folder_are_named_not_missed(world, tmp_path, save, name):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "home").mkdir()
+    world.script("train.py", ADAPTED_HEAD + save)
+    done = world.rehearse("train.py", env={"HOME": str(tmp_path / "home"), "ELSEWHERE": str(elsewhere)})
+    assert done.returncode == 1, report(done) + done.stderr.decode()
+    name = name.format(elsewhere=elsewhere.resolve())
+    assert not_uploaded(done) == [name]
+    assert verdict(done) == (f"FAILED: nothing reached train_url: the script saved `{name}` outside its working "
+                             "folder, never uploaded")
+
+
+def test_what_a_torch_job_saves_outside_its_folder_with_torch_and_numpy_is_seen(world, torch_python):
+    world.script("train.py", ADAPTED_HEAD + (
+        "import numpy as np, torch\n"
+        "os.makedirs('../out', exist_ok=True)\n"
+        "torch.save({'w': torch.ones(2)}, '../out/model.pt')\n"  # torch's C++ writer: no Python open()
+        "np.save('../out/features.npy', np.zeros(3))\n"
+    ))
+    done = world.rehearse("train.py", "--python", torch_python)
+    assert done.returncode == 1, report(done) + done.stderr.decode()
+    assert not_uploaded(done) == ["../out/features.npy", "../out/model.pt"]
+
+
+@pytest.mark.parametrize("uploader, why", [
+    ("subprocess.run(['obsutil', 'cp', 'model.bin', args.train_url])\n", "ran `obsutil` (rank 0)"),
+    ("os.system('obsutil cp model.bin ' + args.train_url)\n", "ran `obsutil` (rank 0)"),
+    ("import boto3\n", "used `boto3` (rank 0)"),
+])
+def test_an_upload_the_rehearsal_cannot_see_is_neither_ok_nor_failed(world, tmp_path, uploader, why):
+    """A job that uploads with its own tool may deliver its outputs on the platform: the
+    rehearsal says it cannot tell (exit 3), not FAILED (and never OK)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "obsutil").write_text("#!/bin/sh\nexit 0\n")
+    (bin_dir / "obsutil").chmod(0o755)
+    (world.stubs / "boto3").mkdir()
+    (world.stubs / "boto3" / "__init__.py").write_text("")
+    world.script("train.py", ADAPTED_HEAD + "open('model.bin', 'w').write('w')\n" + uploader)
+    done = world.rehearse("train.py", env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+    assert done.returncode == 3, report(done) + done.stderr.decode()
+    assert verdict(done) == (f"CANNOT TELL: nothing reached train_url through MoXing, but the job {why}, which may "
+                             "upload its outputs in a way the rehearsal does not see")
+
+
+def test_programs_that_upload_nothing_leave_the_verdict_certain(world):
+    world.script("train.py", ADAPTED_HEAD + "subprocess.run(['git', '--version'], stdout=subprocess.DEVNULL)\n"
+                                            "open('model.bin', 'w').write('w')\n")
+    done = world.rehearse("train.py")
+    assert done.returncode == 1
+    assert verdict(done) == ("FAILED: nothing reached train_url: the script saved `model.bin` in its working "
+                             "folder, never uploaded")
 
 
 def test_a_crash_on_the_arguments_the_platform_adds(world):
@@ -442,3 +529,78 @@ def test_job_folder_inside_the_code_folder_is_refused_before_anything_is_written
     assert done.returncode == 2
     assert done.stderr.decode().startswith("npu-migrate rehearse: error: --job-dir job lies inside the code folder ")
     assert tree(world.code) == before and not (world.code / "job").exists()
+
+
+# ---------------------------------------------------------------- README's transcripts are what the commands print
+
+def _readme_transcripts():
+    """Each ```console block of README.md that runs `npu-migrate rehearse`: its commands and the
+    lines it shows after them."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    blocks = re.findall(r"```console\n(.*?)```", text, re.S)
+    found = []
+    for block in blocks:
+        lines = block.splitlines()
+        if not any(line.startswith("$ npu-migrate rehearse ") for line in lines):
+            continue
+        commands = [line[2:] for line in lines if line.startswith("$ ")]
+        found.append((commands, [line for line in lines if not line.startswith("$ ")]))
+    return found
+
+
+def _normalised(lines, tmp: str):
+    """Up to what changes from run to run: ports, process ids, times, the temporary folder."""
+    out = []
+    for line in lines:
+        line = line.replace(tmp, "/tmp")
+        line = re.sub(r"npu-migrate-rehearsal-\w+", "npu-migrate-rehearsal-X", line)
+        line = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", line)
+        line = re.sub(r"\(pid \d+\)", "(pid N)", line)
+        line = re.sub(r" +\d+\.\ds  ", " T  ", line)
+        line = re.sub(r"wall time \d+\.\d s", "wall time T", line)
+        line = re.sub(r"MoXing calls: \d+", "MoXing calls: N", line)
+        line = re.sub(r"command: python3? ", "command: python ", line)
+        out.append(line)
+    return out
+
+
+# What the generated code prints depending on when each process gets where: a rank arriving while
+# another copies the input waits; a checkpoint written during a periodic upload is copied again
+# (another "copying" line, another MoXing call).
+RACES = re.compile(r"\[modelarts\] (waiting for another process|\S+ changed while it was copied|copying \d+ file)")
+
+
+def _by_rank(lines):
+    """Each rank's lines in order, but the racy ones; and whether outputs were copied."""
+    ranks: Dict[str, list] = {}
+    copied = False
+    for line in lines:
+        race = RACES.search(line)
+        if race:
+            copied = copied or race.group(1).startswith("copying")
+            continue
+        ranks.setdefault(line.split("]", 1)[0], []).append(line)
+    return ranks, copied
+
+
+@pytest.mark.parametrize("commands, shown", _readme_transcripts(), ids=lambda v: v[-1] if isinstance(v, list)
+                         and v and v[0].startswith("npu-migrate") else "")
+def test_readme_rehearse_transcripts_are_what_the_commands_print(tmp_path, run_process, commands, shown):
+    project, corpus = tmp_path / "project", tmp_path / "corpus"
+    project.mkdir()
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("one two three")
+    (corpus / "b.txt").write_text("four")
+    shutil.copy(BEFORE / "train_module_level.py", project / "train.py")
+    shutil.copy(ROOT / "fixtures" / "modelarts" / "readme" / "finetune.py", project / "finetune.py")
+    env = {"TMPDIR": str(tmp_path)}
+    for command in commands:
+        args = [a.replace("/tmp/", f"{tmp_path}/") for a in shlex.split(command)[1:]]
+        done = run_process(*args, cwd=project, env=env)
+    expected = _normalised(shown, "/tmp")
+    stderr = _normalised(done.stderr.decode().splitlines(), str(tmp_path))
+    stdout = _normalised(done.stdout.decode().splitlines(), str(tmp_path))
+    # the ranks' lines come as the processes print them: in order within a rank
+    assert _by_rank(stderr) == _by_rank([line for line in expected if line.startswith("[rank ")])
+    assert stdout == [line for line in expected if not line.startswith("[rank ")]
+    assert done.returncode == (0 if expected[-1].startswith("OK:") else 1)

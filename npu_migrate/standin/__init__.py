@@ -12,11 +12,15 @@ never imported by npu-migrate itself). It holds:
 * `moxing` — `mox.file` over a local folder: `obs://bucket/key` is
   `$NPU_MIGRATE_REHEARSAL_OBS/bucket/key`; each call is appended to
   `$NPU_MIGRATE_REHEARSAL_LOG` (one JSON object a line) for the rehearsal's report.
-* `torch_npu/_record.py` — with `NPU_MIGRATE_REHEARSAL_RECORD` set, each process records at exit
-  a hash of each DDP model's parameters, the indexes its DistributedSamplers drew and the files
-  it opened for writing, for the rehearsal's distributed checks.
-* `sitecustomize` — loads `torch_npu` whenever torch is imported (as torch_npu's own autoload
-  entry point does) and, when MindSpore is installed, runs `device_target="Ascend"` on the CPU.
+* `_npu_migrate_record.py` — with `NPU_MIGRATE_REHEARSAL_RECORD` set, each process records (an
+  audit hook) every file it opens for writing anywhere, the programs it starts and the modules
+  whose writes or uploads no record shows, for the rehearsal's verdict.
+* `torch_npu/_record.py` — adds, per process, a hash of each DDP model's parameters at exit, the
+  indexes its DistributedSamplers drew, the parts `rank_shard` kept, and torch.save's paths, for
+  the rehearsal's distributed checks.
+* `sitecustomize` — installs the recorder in a rehearsal, loads `torch_npu` whenever torch is
+  imported (as torch_npu's own autoload entry point does) and, when MindSpore is installed, runs
+  `device_target="Ascend"` on the CPU.
 """
 
 from pathlib import Path

@@ -1,44 +1,32 @@
-"""What a rehearsal checks a distributed job for (issue 26.12), recorded by each process.
+"""What a rehearsal checks a distributed PyTorch job for (issue 26.12), recorded by each process.
 
-With NPU_MIGRATE_REHEARSAL_RECORD naming a folder, each process writes there, at exit,
-`<rank>-<pid>.json` (and, as they happen, its writes and joining a group to
-`<rank>-<pid>.events`, which a process ended by SIGTERM leaves too):
+The framework-independent part (files written, programs started, joining a group, the events
+file and the summary at exit) is `_npu_migrate_record` (installed by sitecustomize); this adds,
+to each process's summary `<rank>-<pid>.json`:
 
 * `params`: for each model put in DistributedDataParallel, a sha256 of its parameters at exit
   (after training every rank must hold the same ones);
 * `samples`: for each DistributedSampler, the indexes this rank drew in each epoch and the data
   set's length (ranks must read disjoint parts, up to the sampler's padding);
-* `distributed`: whether it joined a process group (the checks are for distributed jobs);
-* `writes`: the files this process opened for writing or gave torch.save (each output file must
-  have one writer).
+* `shards`: for each call of the generated `rank_shard` (npu_migrate_distributed.py), the
+  length of what it cut and the [start, stop) this rank kept (ranks must keep disjoint parts);
 
-A recorder, not a check: `npu_migrate.rehearse` compares the processes' records.
+and records a group joined and the paths given to torch.save (its C++ writer opens no Python
+file, so the audit hook does not see them).
 """
 
-import atexit
-import builtins
 import functools
 import hashlib
-import json
 import os
+import sys
 
 import torch
 
-RECORD_VAR = "NPU_MIGRATE_REHEARSAL_RECORD"
+import _npu_migrate_record as record
+
 _models = []  # the parameter lists of the wrapped models (kept: a model local to main() is gone at exit)
 _samplers = []  # [dataset length, [indexes of epoch 0], [indexes of epoch 1], ...] per sampler
-_writes = set()
-_joined = []  # [True] once the process joined a process group: a distributed job
-_open = builtins.open  # the real one (the recorder's own files are not the job's)
-
-
-def _event(kind, value):
-    """Written as it happens, one JSON line: a process that SIGTERM ends (the default action,
-    after the job's own handler) runs no atexit, and its writes still count."""
-    folder = os.environ.get(RECORD_VAR)
-    rank = os.environ.get("RANK", "0")
-    with _open(os.path.join(folder, "%s-%d.events" % (rank, os.getpid())), "a") as f:
-        f.write(json.dumps({"rank": int(rank) if rank.isdigit() else rank, kind: value}) + "\n")
+_shards = []  # [length, start, stop] per rank_shard call
 
 
 def _digest(parameters):
@@ -68,8 +56,7 @@ def _wrap_process_group():
 
     @functools.wraps(init)
     def wrapper(*args, **kwargs):
-        _joined.append(True)
-        _event("distributed", True)
+        record.joined()
         return init(*args, **kwargs)
 
     dist.init_process_group = wrapper
@@ -83,63 +70,58 @@ def _wrap_sampler():
     @functools.wraps(original)
     def iterate(self):
         indexes = list(original(self))
-        record = getattr(self, "_npu_migrate_record", None)
-        if record is None:
-            record = self._npu_migrate_record = [len(self.dataset)]
-            _samplers.append(record)
-        record.append(indexes)
+        drawn = getattr(self, "_npu_migrate_record", None)
+        if drawn is None:
+            drawn = self._npu_migrate_record = [len(self.dataset)]
+            _samplers.append(drawn)
+        drawn.append(indexes)
         return iter(indexes)
 
     DistributedSampler.__iter__ = iterate
 
 
-def _wrap_open():
-    original = builtins.open
-
-    @functools.wraps(original)
-    def recording_open(file, mode="r", *args, **kwargs):
-        if isinstance(mode, str) and any(c in mode for c in "wax+") and isinstance(file, (str, bytes, os.PathLike)):
-            _written(file)
-        return original(file, mode, *args, **kwargs)
-
-    builtins.open = recording_open
-
-    save = torch.save  # a path given to torch.save is opened by torch's C++ zip writer, not open()
+def _wrap_save():
+    save = torch.save
 
     @functools.wraps(save)
     def recording_save(obj, f, *args, **kwargs):
         if isinstance(f, (str, bytes, os.PathLike)):
-            _written(f)
+            record.written(f)
         return save(obj, f, *args, **kwargs)
 
     torch.save = recording_save
 
 
-def _written(file):
-    path = os.path.abspath(os.fsdecode(file))
-    if path not in _writes:
-        _writes.add(path)
-        _event("write", path)
+def wrap_rank_shard(module):
+    """Record what the generated `rank_shard` kept (called when npu_migrate_distributed is
+    imported, before the script's `from ... import rank_shard` binds it)."""
+    original = getattr(module, "rank_shard", None)
+    if original is None or getattr(original, "_npu_migrate_standin", False):
+        return
 
+    @functools.wraps(original)
+    def recording_rank_shard(data, dim=0, *args, **kwargs):
+        kept = original(data, dim, *args, **kwargs)
+        if kept is not data and isinstance(data, torch.Tensor) and isinstance(kept, torch.Tensor) \
+                and kept.untyped_storage().data_ptr() == data.untyped_storage().data_ptr():
+            # narrow() shares storage: the offset of the kept part in the whole, along `dim`
+            start = (kept.storage_offset() - data.storage_offset()) // max(data.stride(dim), 1)
+            _shards.append([data.size(dim), start, start + kept.size(dim)])
+        return kept
 
-def _save(folder):
-    rank = os.environ.get("RANK", "0")
-    record = {"rank": int(rank) if rank.isdigit() else rank, "pid": os.getpid(), "distributed": bool(_joined),
-              "params": [_digest(p) for p in _models], "samples": _samplers, "writes": sorted(_writes)}
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, "%s-%d.json" % (rank, os.getpid()))
-    with _open(path + ".tmp", "w") as f:
-        json.dump(record, f)
-    os.replace(path + ".tmp", path)
+    recording_rank_shard._npu_migrate_standin = True
+    module.rank_shard = recording_rank_shard
 
 
 def install():
-    folder = os.environ.get(RECORD_VAR)
-    if not folder:
+    record.install()
+    if not os.environ.get(record.RECORD_VAR):
         return
-    os.makedirs(folder, exist_ok=True)
     _wrap_process_group()
     _wrap_ddp()
     _wrap_sampler()
-    _wrap_open()
-    atexit.register(_save, folder)
+    _wrap_save()
+    record.contribute(lambda: {"params": [_digest(p) for p in _models], "samples": _samplers, "shards": _shards})
+    for name, module in list(sys.modules.items()):  # imported before torch_npu was
+        if name.rpartition(".")[2] == "npu_migrate_distributed":
+            wrap_rank_shard(module)
