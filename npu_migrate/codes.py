@@ -23,6 +23,7 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from types import CodeType
 from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, TypeVar
 
@@ -39,8 +40,20 @@ class UnownedCode(AssertionError):
 class Site:
     module: str  # npu_migrate.codemods.distributed_torch
     function: str  # its qualified name in the module: _report_problems, LiteralRewrites
-    line: int  # the line of its `def` or `class`
     code_objects: FrozenSet[CodeType] = field(default=frozenset(), compare=False, repr=False)
+    target: Any = field(default=None, compare=False, repr=False)  # the registered function or class
+
+    @cached_property
+    def line(self) -> int:
+        """The line of its `def` or `class`, below its decorators. Read from the source when
+        asked (explain), not at registration: finding a class's source parses its module,
+        which cost a one-file run 0.1-0.2 s of start-up."""
+        try:
+            source, first = inspect.getsourcelines(self.target)
+            return first + next(i for i, text in enumerate(source)
+                                if text.lstrip().startswith(("def ", "class ", "async def ")))
+        except (OSError, TypeError, StopIteration):  # pragma: no cover - no source (a frozen build)
+            return getattr(getattr(self.target, "__code__", None), "co_firstlineno", 0)
 
     def __str__(self) -> str:
         return f"{self.module}:{self.function}:{self.line}"
@@ -71,13 +84,7 @@ def _code_objects(obj: Any) -> FrozenSet[CodeType]:
 
 def _site(obj: Any) -> Site:
     target = inspect.unwrap(obj)
-    try:
-        source, first = inspect.getsourcelines(target)
-        # the line of its `def` or `class`, below its decorators
-        line = first + next(i for i, text in enumerate(source) if text.lstrip().startswith(("def ", "class ", "async def ")))
-    except (OSError, TypeError, StopIteration):  # pragma: no cover - no source (a frozen build)
-        line = getattr(getattr(target, "__code__", None), "co_firstlineno", 0)
-    return Site(target.__module__, target.__qualname__, line, _code_objects(target))
+    return Site(target.__module__, target.__qualname__, _code_objects(target), target)
 
 
 def _register(table: Dict[str, List[Site]], owners: Dict[str, Set[CodeType]], keys: Iterable[str], obj: Any) -> None:

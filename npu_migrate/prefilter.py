@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import ast
@@ -121,11 +121,18 @@ class Prefilter:
     contains. Requirements with refs are checked last, with regexes, at most once per ref.
     """
 
-    def __init__(self, requirements: Optional[Iterable[Requirement]]) -> None:
+    def __init__(self, requirements: Optional[Iterable[Requirement]],
+                 gated: Sequence[Tuple["Prefilter", "Prefilter"]] = ()) -> None:
+        """`gated`: (gate, body) pairs; a file meets one when it meets the gate and the body.
+        A framework's rules are gated by its imports (build_prefilter): the same answer as
+        each rule's requirements joined with each import's, without their product (9,019
+        requirements to build and sort at every start instead of ~2,100)."""
         self.disabled = requirements is None
-        unique = set(requirements or ())
-        # Requirements without refs first: they need no regex.
-        self.requirements: Tuple[Requirement, ...] = tuple(sorted(unique, key=lambda r: (bool(r.refs), _sort_key(r))))
+        self.gated = tuple(gated)
+        # Requirements without refs first: they need no regex. Otherwise in the order given
+        # (the answer does not depend on it; sorting 9,000 by their words cost 0.3 s a start).
+        unique = dict.fromkeys(requirements or ())
+        self.requirements: Tuple[Requirement, ...] = tuple(sorted(unique, key=lambda r: bool(r.refs)))
         self._checks = [_compile(req) for req in self.requirements]
         self._by_word: Dict[bytes, List[int]] = {}  # anchor (exact word) -> requirement indexes
         self._by_folded: Dict[bytes, List[int]] = {}  # anchor (any case, lower-cased) -> indexes
@@ -144,6 +151,11 @@ class Prefilter:
         if self.disabled:
             return True
         words = words_of(text) if words is None else words
+        return self._meets_own(text, words) or any(
+            gate._meets_own(text, words) and body._meets_own(text, words) for gate, body in self.gated
+        )
+
+    def _meets_own(self, text: str, words: AbstractSet[bytes]) -> bool:
         candidates = list(self._always)
         for word in words & self._by_word.keys():
             candidates.extend(self._by_word[word])
@@ -184,10 +196,6 @@ def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tupl
     folded = frozenset(w.text.lower().encode() for w in req.words if not w.prefix and w.ignore_case)
     prefixes = tuple(sorted(w.text.encode() for w in req.words if w.prefix))
     return exact, folded, prefixes
-
-
-def _sort_key(req: Requirement) -> Tuple:
-    return (tuple(sorted((w.text, w.ignore_case, w.prefix) for w in req.words)), tuple(sorted(req.refs)))
 
 
 class RulePrefilter:
@@ -255,13 +263,23 @@ def framework_rules_may_apply(rules, code: "CodeWords", framework: str) -> bool:
 
 
 def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:
+    """The prefilter of `rules`: a file may need work when it meets one requirement of
+    rule_requirements(rule, forced_framework) of one rule. A framework rule's requirements
+    are (its own requirement and one of the framework's imports), so its own requirements are
+    gated by the framework's imports instead (the same answer)."""
     requirements: List[Requirement] = []
+    gated: Dict[str, List[Requirement]] = {}
     for rule in rules.rules:
-        reqs = rule_requirements(rule, forced_framework)
-        if reqs is None:
+        kind = KINDS.get(rule.kind)
+        if kind is None:
             return Prefilter(None)
-        requirements.extend(reqs)
-    return Prefilter(requirements)
+        own = kind.requirements(rule)
+        if not rule.framework or forced_framework == rule.framework:
+            requirements.extend(own)
+        else:
+            gated.setdefault(rule.framework, []).extend(own)
+    return Prefilter(requirements, [(Prefilter(framework_imports(framework)), Prefilter(body))
+                                    for framework, body in gated.items()])
 
 
 def unknown_kinds(rules) -> List[str]:
