@@ -184,6 +184,8 @@ def _restore_signal_handler(previous: Any) -> None:
               help="Fail (exit 2) when a folder given holds no file to migrate, instead of a warning (a mistyped path in CI).")
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
 @click.option("--verbose", "-v", is_flag=True, help="Print every edit, and which files were skipped and why.")
+@click.option("--stats", is_flag=True,
+              help="Print the run's work (parses, tree walks, transforms: counts, not times) and the files that took the most.")
 @click.version_option(__version__, "--version", prog_name="npu-migrate")
 @click.pass_context
 def migrate_command(ctx: click.Context, /, **params) -> None:
@@ -205,7 +207,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
 
     settings, config = _settings(ctx, params)
     settings = dataclasses.replace(settings, target=_target(ctx, settings, config))
-    load_renderers()
+    load_renderers(settings.fmt)
     _check_usage(settings, RENDERERS)
     rules = _load_rules_or_exit(settings.rule_files)
     if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
@@ -282,9 +284,13 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
                 click.echo(f"{report.display_path(r.path)}: skipped: {r.skipped}", err=True)
             for note in r.notes:
                 click.echo(f"{report.display_path(r.path)}: {note}", err=True)
-        from .work import summary
+    if settings.verbose or settings.stats:
+        from .work import most_work, summary
 
         click.echo(summary(r.work for r in report.results), err=True)
+        if settings.stats:
+            for line in most_work([(report.display_path(r.path), r.work) for r in report.results]):
+                click.echo(line, err=True)
     _render(settings, report, RENDERERS)
     for line in report.notes:
         if not settings.quiet or line.startswith("npu-migrate: warning"):
@@ -340,7 +346,9 @@ def _was_set(ctx: click.Context, config, name: str) -> bool:
 
 def _check_usage(s: Settings, renderers) -> None:
     if s.fmt not in renderers:
-        raise click.BadParameter(f"unknown format {s.fmt!r}; choose from {', '.join(sorted(renderers))}", param_hint="--format")
+        from .report import renderer_names
+
+        raise click.BadParameter(f"unknown format {s.fmt!r}; choose from {', '.join(renderer_names())}", param_hint="--format")
     if not s.paths:
         raise click.UsageError("no paths given (use `-` to read from stdin)")
     if "-" in s.paths and len(s.paths) > 1:

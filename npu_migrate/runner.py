@@ -14,17 +14,17 @@ pending file with BrokenProcessPool and cannot say which file killed it.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
 import sys
 from collections import deque
 from dataclasses import dataclass, replace
-from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Callable, Deque, List, Optional, Sequence, Tuple
 
 from .model import FileResult, Options
 if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
     from .cache import Cache
 from .rules import RuleSet
 from .source import Source, SourceError, decode_python, is_generated, read_source
@@ -231,6 +231,9 @@ class _Pool:
         self.jobs = jobs
         self.args = (options, rules, keep_text, cache)
         # fork: the workers start at once, with everything imported and the rules loaded.
+        # (multiprocessing is imported here: a run of one file or -j 1 starts no process)
+        import multiprocessing
+
         method = "fork" if sys.platform.startswith("linux") else None
         self.context = multiprocessing.get_context(method)
 
@@ -238,6 +241,8 @@ class _Pool:
         return _Worker(self.context, *self.args)
 
     def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
+        from multiprocessing import connection
+
         queue = deque(tasks)
         workers = [self._start() for _ in range(self.jobs)]
         finished = False
@@ -258,7 +263,7 @@ class _Pool:
                 busy = [w for w in workers if w.pending]
                 if not busy:
                     break
-                ready = set(wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
+                ready = set(connection.wait([w.conn for w in busy] + [w.process.sentinel for w in busy]))
                 for w in busy:
                     if w.conn not in ready and w.process.sentinel not in ready:
                         continue

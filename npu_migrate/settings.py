@@ -58,6 +58,7 @@ class Settings:
     fail_on_empty: bool = False  # a folder given with nothing to migrate is an error, not a warning
     quiet: bool = False
     verbose: bool = False
+    stats: bool = False  # --stats: the run's work counts (work.py)
     # Not an option: the targets (targets.RunTargets: torch_npu, CANN, MindSpore) resolved
     # from the options, the configuration or the project (cli.py sets it), which the reports name.
     target: Optional[RunTargets] = None

@@ -63,6 +63,11 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
     source = Source(shown, text, encoding, hashlib.sha256(data).hexdigest(), len(data), 0, 0)
     report = run(settings, rules, StdinSource(source), file_filter, color=use_color)
     result = report.results[0]
+    if settings.stats:
+        from .work import most_work, summary
+
+        for line in [summary([result.work]), *most_work([(shown, result.work)])]:
+            click.echo(line, err=True)
 
     if settings.show_diff and settings.fmt == "markdown":
         emit_report(RENDERERS["markdown"](report), settings.output_file, err=False)

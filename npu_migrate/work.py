@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import contextmanager
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, List, Optional
 
 STEPS = ("ast", "parse", "partial", "walk", "transform", "codegen", "verify")
 
@@ -73,3 +73,18 @@ def summary(counts) -> str:
     busy = sum(1 for c in counts if c)
     parts = ", ".join(f"{sums[step]:,} {_WORDS.get(step, step)}" for step in sums)
     return f"npu-migrate: work: {busy:,} of {len(counts):,} files parsed; {parts}"
+
+
+MOST_WORK_SHOWN = 10
+
+
+def most_work(files) -> List[str]:
+    """Lines for --stats: the files that took the most steps (at most MOST_WORK_SHOWN), from
+    (path as shown, counts) pairs; most first, then by path."""
+    busy = sorted(((sum(c.values()), path, c) for path, c in files if c), key=lambda t: (-t[0], t[1]))
+    lines = [f"npu-migrate: work: {path}: " + ", ".join(f"{c[step]:,} {_WORDS.get(step, step)}"
+                                                      for step in total([c]) if c.get(step))
+             for _, path, c in busy[:MOST_WORK_SHOWN]]
+    if len(busy) > MOST_WORK_SHOWN:
+        lines.append(f"npu-migrate: work: ... and {len(busy) - MOST_WORK_SHOWN:,} more files parsed")
+    return lines

@@ -170,9 +170,20 @@ def write_report_files(files: Dict[str, str], folder: str) -> List[str]:
     return written
 
 
-def load_renderers() -> None:
-    import importlib
+def renderer_names() -> List[str]:
+    """Every format: one module of this package each, named as the format it registers
+    (text.py registers "text"; tests/test_startup.py holds that)."""
     import pkgutil
 
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
+    return sorted(info.name for info in pkgutil.iter_modules(__path__))
+
+
+def load_renderers(*names: str) -> None:
+    """Register the renderers of the formats `names` (every one when none is named): a run
+    imports only its own format's (html and sarif are not a text run's start-up)."""
+    import importlib
+
+    known = renderer_names()
+    for name in names or known:
+        if name in known:
+            importlib.import_module(f"{__name__}.{name}")

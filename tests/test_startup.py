@@ -1,0 +1,175 @@
+"""Start-up (issue 24: one 500-line script, whole process, <= 0.3 s): what a run of one file
+does before and besides migrating it, held deterministically (no timer). A one-file run in a
+fresh interpreter imports none of the modules below, builds the rule set and its prefilter once
+and starts no worker process; `--stats` prints the run's work counts."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from npu_migrate.report import RENDERERS, load_renderers, renderer_names
+
+# Never imported by `npu-migrate train.py --check` (text report, one PyTorch file), with why.
+FORBIDDEN = {
+    "multiprocessing": "one file runs in the process: runner imports multiprocessing only to start workers",
+    "npu_migrate.report.html": "only the run's own format's renderer is imported (report.load_renderers)",
+    "npu_migrate.report.sarif": "only the run's own format's renderer",
+    "npu_migrate.report.csv": "only the run's own format's renderer",
+    "npu_migrate.report.markdown": "only the run's own format's renderer",
+    "npu_migrate.report.json": "only the run's own format's renderer",
+    "npu_migrate.report.github": "only the run's own format's renderer",
+    "rich": "the text report and the progress bar import rich only on a terminal / for a table",
+    "black": "never needed to migrate",
+    "npu_migrate.rehearse": "the rehearse command only",
+    "npu_migrate.standin": "the rehearse command only",
+    "npu_migrate.explain": "the explain and rules commands only",
+    "npu_migrate.codemods.tensorflow": "a PyTorch file needs no TensorFlow pass",
+    "npu_migrate.codemods.mindspore": "a PyTorch file needs no MindSpore pass",
+    "npu_migrate.codemods.npu_ops": "TensorFlow only",
+    "npu_migrate.codemods.distributed_torch": "--distributed only",
+    "npu_migrate.modelarts": "--modelarts only",
+}
+
+# Runs in a fresh interpreter: counts what the run builds, then prints what it imported.
+PROBE = r"""
+import json, sys
+from npu_migrate import prefilter, rules, runner
+
+built = {"rule sets": 0, "prefilters": 0, "worker pools": 0}
+
+def counted(module, name, key):
+    real = getattr(module, name)
+    def wrapper(*args, **kwargs):
+        built[key] += 1
+        return real(*args, **kwargs)
+    setattr(module, name, wrapper)
+
+counted(rules, "build_ruleset", "rule sets")
+counted(prefilter, "build_prefilter", "prefilters")
+counted(runner, "_Pool", "worker pools")
+from npu_migrate.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"exit": code, "built": built, "modules": sorted(sys.modules)}))
+"""
+
+SCRIPT = """\
+import argparse
+
+import torch
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lr", type=float, default=0.1)
+    args = parser.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = torch.nn.Linear(4, 2).cuda()
+    torch.cuda.synchronize()
+    print(args.lr, device, model)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def _probe(tmp_path, *args):
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=tmp_path, capture_output=True, env=env,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout.decode().splitlines()[-1])
+
+
+def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    seen = _probe(tmp_path, "train.py", "--check")
+    assert seen["exit"] == 1  # it would be migrated: the run did migrate the file
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0}
+    imported = {m: FORBIDDEN[m] for m in seen["modules"] if m in FORBIDDEN}
+    assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
+
+
+def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_only(tmp_path):
+    for name in ("a.py", "b.py", "c.py"):
+        (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
+    seen = _probe(tmp_path, ".", "--check", "-j", "1", "--format", "json", "--no-cache")
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0}
+    reports = {m for m in seen["modules"] if m.startswith("npu_migrate.report.")}
+    assert reports == {"npu_migrate.report.json"}
+
+
+def test_every_format_is_the_module_of_its_name():
+    """load_renderers(fmt) imports report/<fmt>.py only, so each module must register its own name."""
+    names = renderer_names()
+    assert names == ["csv", "github", "html", "json", "markdown", "sarif", "text"]
+    for name in names:
+        load_renderers(name)
+        assert name in RENDERERS, name
+    assert set(RENDERERS) == set(names)
+
+
+def test_an_unknown_format_lists_every_format(run_cli, tmp_path):
+    (tmp_path / "a.py").write_text("x = 1\n", encoding="utf-8")
+    done = run_cli("a.py", "--format", "yaml", cwd=tmp_path)
+    assert done.returncode == 2
+    assert ("Invalid value for --format: unknown format 'yaml'; choose from csv, github, html, json, markdown, "
+            "sarif, text") in done.stderr.decode()
+
+
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work():
+    """conftest's check migrates every text the prefilter skips once more, inside the work
+    count: here the counts must be those of a real run."""
+
+
+STATS = ("npu-migrate: work: 1 of 2 files parsed; 1 Python parses, 1 whole libcst parses, 0 partial libcst parses, "
+         "0 tree walks, 1 tree transforms, 2 code generations, 1 parses of migrated text")
+
+
+def test_stats_prints_the_work_of_the_run_and_of_the_busiest_files(run_cli, tmp_path):
+    (tmp_path / "a.py").write_text("import torch\nx = torch.ones(2).cuda()\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("x = 1\n", encoding="utf-8")
+    done = run_cli(".", "--stats", "--no-cache", "--check", cwd=tmp_path)
+    assert done.returncode == 1
+    lines = done.stderr.decode().splitlines()
+    assert lines[:2] == [
+        STATS,
+        "npu-migrate: work: a.py: 1 Python parses, 1 whole libcst parses, 1 tree transforms, 2 code generations, "
+        "1 parses of migrated text",
+    ], lines
+    # -v prints the run's line too, but not the files'
+    verbose = run_cli(".", "-v", "--no-cache", "--check", cwd=tmp_path).stderr.decode().splitlines()
+    assert STATS in verbose and not any(line.startswith("npu-migrate: work: a.py") for line in verbose)
+    # without either, nothing of it
+    assert "work:" not in run_cli(".", "--no-cache", "--check", cwd=tmp_path).stderr.decode()
+
+
+def test_stats_shows_ten_files_at_most_the_busiest_first(run_cli, tmp_path):
+    for i in range(12):
+        lines = "".join(f"x{j} = torch.ones(2).cuda()\n" for j in range(1 + i % 3))
+        (tmp_path / f"f{i:02}.py").write_text("import torch\n" + lines, encoding="utf-8")
+    done = run_cli(".", "--stats", "--no-cache", cwd=tmp_path)
+    lines = [line for line in done.stderr.decode().splitlines() if line.startswith("npu-migrate: work:")]
+    assert len(lines) == 12 and lines[-1] == "npu-migrate: work: ... and 2 more files parsed"
+    # every file takes the same steps here, so the order is by path
+    assert [line.split(": ")[2] for line in lines[1:11]] == [f"f{i:02}.py" for i in range(10)]
+
+
+def test_stats_on_stdin(run_cli, tmp_path):
+    done = run_cli("-", "--stats", "--stdin-filename", "t.py", cwd=tmp_path,
+                   input=b"import torch\nx = torch.ones(2).cuda()\n")
+    assert done.returncode == 0
+    assert done.stderr.decode().splitlines()[:2] == [
+        STATS.replace("1 of 2 files", "1 of 1 files"),
+        "npu-migrate: work: t.py: 1 Python parses, 1 whole libcst parses, 1 tree transforms, 2 code generations, "
+        "1 parses of migrated text",
+    ]
