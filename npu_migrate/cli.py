@@ -503,7 +503,8 @@ def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sig
     arguments and variables ModelArts sets, and CPU stand-ins for torch_npu and MoXing.
     Arguments after `--` go to the script. This RUNS the script (migrating never does); your
     files are not modified. Exit 0 when every process succeeded and a file reached
-    train_url, 1 when not (one line says why), 2 on bad input.
+    train_url, 1 when not (one line says why), 2 on bad input, 3 when the rehearsal cannot
+    tell (the job uploads with a tool of its own).
     """
     from .rehearse import RehearsalOptions, run_rehearsal
 
