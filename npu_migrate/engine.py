@@ -30,6 +30,7 @@ from .partial import NeedsWholeModule, PartialText, partial_text, statement_filt
 from .passes import PASSES
 from . import prefilter, work
 from .prefilter import LazyCodeWords
+from .project_values import reads_device_key
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
 
 class CannotParse(Exception):
@@ -95,7 +96,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     result = FileResult(path=path)
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
-    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework):
+    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework) \
+            and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)):
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
         return result

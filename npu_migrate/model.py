@@ -149,6 +149,10 @@ class Options:
     # The project's own packages/modules named like a library a rule reports (local_modules.py):
     # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
     local_modules: Tuple[str, ...] = ()
+    # Device settings a module importing no torch sets to a CUDA device string, which becomes
+    # "npu" (`MODEL.DEVICE`, `settings.DEVICE`: project_values.py): a module that imports torch
+    # and reads one gets `import torch_npu`.
+    device_config_keys: Tuple[str, ...] = ()
     distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     @property

@@ -81,7 +81,7 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
     from .runner import run as run_files
 
-    options = with_local_modules(settings.options(), files, rules)
+    options = with_project_values(with_local_modules(settings.options(), files, rules), files)
     if options.modelarts:
         from dataclasses import replace
 
@@ -139,6 +139,16 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
     roots = {name.split(".", 1)[0] for name in rules.finding_import}
     local = shadowing_modules(files, roots)
     return replace(options, local_modules=local) if local else options
+
+
+def with_project_values(options: Options, files: Sequence[str]) -> Options:
+    """Options naming the device values that cross the project's modules (project_values.py)."""
+    from dataclasses import replace
+
+    from .project_values import device_config_keys
+
+    keys = device_config_keys(files) if options.framework in ("auto", "torch") else ()
+    return replace(options, device_config_keys=keys) if keys else options
 
 
 def once_per_run(report: RunReport) -> None:

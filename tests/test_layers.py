@@ -154,7 +154,7 @@ def test_the_libcst_check_sees_libcst():
 # here even when it closes no cycle. A module's layer is that of its longest prefix below.
 LAYERS = [
     ("ground", ["model", "frameworks", "words", "codes", "source", "safe_parse", "diffs", "offsets", "positions",
-                "imports", "fast_visitor", "work", "suppressions", "project_files", "local_modules", "extra_files",
+                "imports", "fast_visitor", "work", "suppressions", "project_files", "local_modules", "project_values", "extra_files",
                 "standin"]),
     ("rule data and targets", ["kinds", "rules", "targets"]),
     ("templates of generated code", ["modelarts", "distributed"]),

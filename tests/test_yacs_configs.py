@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from npu_migrate.dispatch import migrate_source
 
 TRAIN = """\
@@ -41,3 +43,85 @@ def test_device_overrides_in_a_notebook_cell():
     assert r.error is None
     cells = json.loads(r.new_text)["cells"]
     assert "".join(cells[1]["source"]) == cell.replace('"cuda"', '"npu"')
+
+
+# A detectron2-like project: the defaults module imports no torch; the model builder reads the
+# device setting and hands it to torch; the entry script imports neither torch nor the setting.
+PROJECT = {
+    "maskrcnn/config/__init__.py": "from .defaults import _C as cfg\n",
+    "maskrcnn/config/defaults.py": (
+        "from yacs.config import CfgNode as CN\n\n"
+        "_C = CN()\n_C.MODEL = CN()\n_C.MODEL.DEVICE = \"cuda\"\n_C.MODEL.WIDTH = 4\n"
+    ),
+    "maskrcnn/modeling/build.py": (
+        "import torch\nfrom torch import nn\n\n\n"
+        "def build_model(cfg):\n"
+        "    model = nn.Linear(cfg.MODEL.WIDTH, 2)\n"
+        "    return model.to(torch.device(cfg.MODEL.DEVICE))\n"
+    ),
+    "maskrcnn/utils/logger.py": "import torch\n\n\ndef log(x):\n    print(torch.__version__, x)\n",
+    "tools/train_net.py": (
+        "import sys\n\nsys.path.insert(0, '.')\n\n"
+        "from maskrcnn.config import cfg\nfrom maskrcnn.modeling.build import build_model\n\n"
+        "model = build_model(cfg)\nprint(next(model.parameters()).device.type)\n"
+    ),
+}
+YACS_STUB = ("class CfgNode(dict):\n"
+             "    def __getattr__(self, name):\n        return self[name]\n"
+             "    def __setattr__(self, name, value):\n        self[name] = value\n")
+
+
+def _write_project(root):
+    for name, text in PROJECT.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_a_module_reading_a_device_setting_another_module_moves_gets_torch_npu(tmp_path, run_cli):
+    """#25 (left over from 25.5): `_C.MODEL.DEVICE = "npu"` in a defaults module that imports no
+    torch cannot load torch_npu; the module that reads the setting and imports torch gets
+    `import torch_npu`; a torch module that does not read it is left as it is."""
+    _write_project(tmp_path)
+    r = run_cli("--write", "--no-cache", ".", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "maskrcnn/config/defaults.py").read_text() == PROJECT["maskrcnn/config/defaults.py"].replace(
+        '"cuda"', '"npu"')
+    assert (tmp_path / "maskrcnn/modeling/build.py").read_text() == PROJECT["maskrcnn/modeling/build.py"].replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    for name in ("maskrcnn/utils/logger.py", "tools/train_net.py", "maskrcnn/config/__init__.py"):
+        assert (tmp_path / name).read_text() == PROJECT[name], name
+    again = run_cli("--check", "--no-cache", ".", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout  # idempotent
+    # Migrating the readers alone (the defaults module not among the files) changes nothing.
+    (tmp_path / "alone").mkdir()
+    _write_project(tmp_path / "alone")
+    r = run_cli("--diff", "--no-cache", "maskrcnn/modeling", cwd=tmp_path / "alone")
+    assert r.returncode == 0 and r.stdout == b"", r.stdout
+
+
+@pytest.mark.slow
+def test_the_migrated_project_runs_with_its_device_setting_on_the_standin(tmp_path, run_cli, torch_python):
+    """The migrated project runs on the stand-in with torch's device autoload off (torch_npu
+    before 2.5 has none): before, the builder handed torch "npu" without torch_npu loaded."""
+    import subprocess
+
+    from torch_env import standin_env
+
+    _write_project(tmp_path)
+    (tmp_path / "yacs").mkdir()
+    (tmp_path / "yacs/__init__.py").write_text("")
+    (tmp_path / "yacs/config.py").write_text(YACS_STUB)
+    assert run_cli("--write", "--no-cache", "maskrcnn", "tools", cwd=tmp_path).returncode == 0
+    env = standin_env(tmp_path, extra={"TORCH_DEVICE_BACKEND_AUTOLOAD": "0"})
+
+    def run():
+        return subprocess.run([torch_python, "tools/train_net.py"], cwd=tmp_path, capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    done = run()
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "cpu", done.stderr  # the stand-in's npu
+    # The same project with the builder's import taken out fails: the test can fail.
+    build = tmp_path / "maskrcnn/modeling/build.py"
+    build.write_text(build.read_text().replace("import torch_npu  # noqa: F401\n", ""))
+    failed = run()
+    assert failed.returncode != 0 and "npu" in failed.stderr, failed.stderr

@@ -22,6 +22,7 @@ import libcst as cst
 
 from ...context import Context
 from ...fast_visitor import transform
+from ...project_values import reads_device_key
 from .. import device_context as dc
 from ..guards import is_display_call, plan_kept_code
 from .literals import LiteralRewrites
@@ -86,4 +87,7 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
 def migrate_torch(module: cst.Module, ctx: Context) -> cst.Module:
     """The PyTorch pass (passes.py): every rewrite in one walk, then `import torch_npu`."""
     new_module = transform(module, TorchTransformer(ctx))  # = module.visit(...), faster
+    if ctx.options.device_config_keys and reads_device_key(ctx.text, ctx.options.device_config_keys):
+        # A device setting another module sets to "npu" is read here (project_values.py).
+        ctx.require_import("torch_npu")
     return add_torch_npu_import(new_module, ctx, ctx.rules.add_import.get("torch"))

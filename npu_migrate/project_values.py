@@ -1,0 +1,81 @@
+"""Device values that cross the modules of a project, found once per run before its files are
+migrated (pipeline.migrate_files) and handed to every file in Options: a value and the code that
+reads it move together, across files too (the way Options.local_modules hands every file the
+project's own modules).
+
+* `device_config_keys`: the device settings a module that imports no torch sets to a CUDA
+  device string, which the torch pass rewrites to "npu" (`_C.MODEL.DEVICE = "cuda"` in a yacs
+  defaults module is key `MODEL.DEVICE`; `DEVICE = "cuda"` in `settings.py` is `settings.DEVICE`).
+  That module cannot load torch_npu (it imports no torch), so a module that imports torch and
+  reads the setting (`torch.device(cfg.MODEL.DEVICE)`) gets `import torch_npu`: without it torch
+  does not know the "npu" device the setting now names (`reads_device_key`).
+
+Read statically: bytes and regular expressions, each file read once, nothing imported.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Iterable, Sequence, Set, Tuple
+
+_TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
+# `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
+# when they are assigned to a name that says device).
+_DEVICE_ASSIGNMENT = re.compile(
+    rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)[ \t]*=[ \t]*[rRuU]?(['\"])cuda(?::\d+)?\3[ \t]*(?:#.*)?$",
+    re.MULTILINE)
+_DEVICE_WORD = re.compile(r"device", re.IGNORECASE)
+_LIMIT = 1 << 20  # a settings module is small; a larger file is read this far
+
+
+def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
+    """The device settings (see the module docstring) set by the .py files among `files` that
+    import no torch, sorted."""
+    keys: Set[str] = set()
+    for path in files:
+        if not path.endswith(".py"):
+            continue
+        try:
+            with open(path, "rb") as f:
+                text = f.read(_LIMIT)
+        except OSError:
+            continue
+        if b"cuda" not in text or _TORCH_IMPORT.search(text):
+            continue
+        keys.update(_keys_in(text, _module_name(path)))
+    return tuple(sorted(keys))
+
+
+def _module_name(path: str) -> str:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return os.path.basename(os.path.dirname(os.path.abspath(path))) if stem == "__init__" else stem
+
+
+def _keys_in(text: bytes, module: str) -> Iterable[str]:
+    for m in _DEVICE_ASSIGNMENT.finditer(text):
+        parts = [p.strip() for p in m.group(2).decode("ascii", "replace").split(".")]
+        if not _DEVICE_WORD.search(parts[-1]):
+            continue
+        if len(parts) >= 3:  # `_C.MODEL.DEVICE`: read as `cfg.MODEL.DEVICE` through any root
+            yield ".".join(parts[1:])
+        elif len(parts) == 1 and not m.group(1):  # `DEVICE = "cuda"` at module level
+            yield f"{module}.{parts[0]}"
+        # `cfg.device = ...` (two parts) and attributes of classes: too common a name to follow
+
+
+def reads_device_key(text: str, keys: Sequence[str]) -> bool:
+    """Whether `text` reads one of the device settings `keys` (`cfg.MODEL.DEVICE`,
+    `settings.DEVICE`, `from settings import DEVICE`)."""
+    for key in keys:
+        last = key.rsplit(".", 1)[-1]
+        if last not in text:
+            continue
+        if re.search(r"(?<![\w])" + r"\s*\.\s*".join(map(re.escape, key.split("."))) + r"\b", text):
+            return True
+        module = key.rsplit(".", 1)[0]
+        if "." not in module and re.search(
+                rf"^[ \t]*from[ \t]+[\w.]*\b{re.escape(module)}[ \t]+import\b[^\n]*\b{re.escape(last)}\b", text,
+                re.MULTILINE):
+            return True
+    return False
