@@ -4,7 +4,7 @@ Each program comes from a pinned wheel or sdist on PyPI (downloaded once by
 tests/corpus_wheels.py's `download`, sha256-checked, cached in ~/.cache/npu-migrate-corpus/rehearse
 or $NPU_MIGRATE_CORPUS_CACHE/rehearse); the test makes a tiny data set, migrates the program as a
 user would (`npu-migrate . --modelarts [--distributed] --entry ... --write`) and runs `npu-migrate
-rehearse` with 1 and 2 processes for an epoch of a few steps, and once with `--sigterm-after`, with
+rehearse` with 1 and 2 processes for an epoch of a few steps, and once preempted (SIGTERM), with
 torch==2.13.0 on the CPU stand-in (`torch_python`; the libraries the programs import are in
 tests/torch_env.py's PACKAGES). Without the package index the tests are skipped and say so.
 
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -178,18 +179,36 @@ def test_bert_on_two_npus_fails_where_the_npu_would_on_dataparallel(bert_project
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout  # the node copied its input once
 
 
+# The preemption comes at an event, not a time: the job's launcher marks the moment a checkpoint
+# is whole with an empty folder (no file: not an output, not in the report), and `rehearse
+# --sigterm-on` sends SIGTERM once it exists, in the middle of the next epoch's training.
+PREEMPT_NOW = "preempt-now"
+
+
 def test_bert_preempted_during_training_still_delivers_its_checkpoints(bert_project, torch_python, tmp_path):
-    # Epochs without end: SIGTERM comes in the middle of training, after some checkpoints (an epoch
-    # of this corpus takes well under a second; the process starts in a few).
+    # Epochs without end; SIGTERM once the third checkpoint is whole, during the fourth epoch.
     code, data = bert_project
+    marked = tmp_path / "bert"
+    shutil.copytree(code, marked, symlinks=True)
+    launcher = (marked / "run_bert.py").read_text()
+    main = 'if __name__ == "__main__":\n'
+    assert launcher.count(main) == 1, launcher
+    (marked / "run_bert.py").write_text(launcher.replace(main, (
+        "import os\nfrom bert_pytorch.trainer import BERTTrainer\n\n_save = BERTTrainer.save\n\n\n"
+        "def save(self, epoch, file_path):\n"
+        "    saved = _save(self, epoch, file_path)\n"
+        f"    if epoch == 2:\n        os.mkdir({PREEMPT_NOW!r})\n"
+        "    return saved\n\n\n"
+        "BERTTrainer.save = save\n\n") + main))
     args = tuple("100000" if a == "1" and BERT_ARGS[i - 1] == "-e" else a for i, a in enumerate(BERT_ARGS))
-    done = rehearse(code, "run_bert.py", tmp_path / "job", torch_python, "--data", str(data),
-                    "--sigterm-after", "15", args=args)
+    done = rehearse(marked, "run_bert.py", tmp_path / "job", torch_python, "--data", str(data),
+                    "--sigterm-on", PREEMPT_NOW, args=args)
     assert done.returncode == 0, done.stdout + done.stderr
     assert ranks(done.stdout) == {0: "-15 (SIGTERM) after SIGTERM"}
     saved = sorted(p.name for p in (done.job / "code/bert/output").iterdir())
-    assert saved and all(re.fullmatch(r"bert\.model\.ep\d+", name) for name in saved), saved
-    # Every checkpoint saved before the preemption reached train_url (the report lists 50 of them).
+    assert {"bert.model.ep0", "bert.model.ep1", "bert.model.ep2"} <= set(saved), saved
+    assert all(re.fullmatch(r"bert\.model\.ep\d+", name) for name in saved), saved
+    # Every checkpoint saved before the preemption reached train_url.
     assert sorted(p.name for p in (done.job / "obs/rehearsal/out").iterdir()) == saved
     assert f"files that reached train_url (obs://rehearsal/out/): {len(saved)}\n" in done.stdout
     assert "did not reach train_url" not in done.stdout
@@ -363,10 +382,19 @@ def test_sockeye_with_the_reported_fix_trains_on_two_npus_and_survives_preemptio
         "    modelarts_setup()\n"
         "    platform = (\"--data_url\", \"--train_url\", \"--init_method\", \"--num_gpus\")\n"
         "    sys.argv[1:] = [a for a in sys.argv[1:] if a.split(\"=\")[0] not in platform]\n"))
+    # Updates without end (a checkpoint every 2): SIGTERM once the second checkpoint is whole (rank 0
+    # marks it, as PREEMPT_NOW says), in the middle of training towards the third.
+    launcher = launcher.replace("import sys\n", (
+        "import os\nimport sys\n\nimport sockeye.training\nimport sockeye.utils\n\n"
+        "_checkpoint = sockeye.training.EarlyStoppingTrainer._create_checkpoint\n\n\n"
+        "def _create_checkpoint(self, *args, **kwargs):\n"
+        "    _checkpoint(self, *args, **kwargs)\n"
+        "    if self.state.checkpoint == 2 and sockeye.utils.is_primary_worker():\n"
+        f"        os.mkdir({PREEMPT_NOW!r})\n\n\n"
+        "sockeye.training.EarlyStoppingTrainer._create_checkpoint = _create_checkpoint\n"), 1)
     (fixed / "train.py").write_text(launcher)
-    # Updates without end (a checkpoint every 2): SIGTERM comes in the middle of training.
     done = rehearse(fixed, "train.py", tmp_path / "job", torch_python, "--nproc", "2", "--data", str(data),
-                    "--sigterm-after", "30",
+                    "--sigterm-on", PREEMPT_NOW,
                     args=SOCKEYE_ARGS + ("--dist", "--max-updates", "1000000", "--checkpoint-interval", "2"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert ranks(done.stdout) == {0: "-15 (SIGTERM) after SIGTERM", 1: "-15 (SIGTERM) after SIGTERM"}
@@ -377,6 +405,6 @@ def test_sockeye_with_the_reported_fix_trains_on_two_npus_and_survives_preemptio
                    if p.is_file())
     out = done.job / "obs/rehearsal/out"
     delivered = sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())
-    assert "model/params.00000" in saved and "model/config" in saved
+    assert {"model/params.00000", "model/params.00001", "model/params.00002", "model/config"} <= set(saved), saved
     assert delivered == saved  # everything rank 0 wrote before the preemption
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout
