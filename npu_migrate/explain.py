@@ -88,7 +88,7 @@ def _describe(rule: Rule) -> List[str]:
     lines = [head]
     kind = kind_of(rule)
     if kind is not None:
-        lines.append(f"    kind: [[{rule.kind}]], npu_migrate/kinds/{rule.kind}.py")
+        lines.append(f"    kind: [[{rule.kind}]], {kind.module.replace('.', '/')}.py")
     names = list(rule.patterns or ((rule.from_,) if rule.from_ else ()))
     if rule.kind == "finding" and names:
         shown = ", ".join(names[:_SHOWN_NAMES])

@@ -7,6 +7,8 @@ or ModelArts code (nor the other way round).
     torch       codemods/torch/: every PyTorch rewrite (one module per group of kinds), `import torch_npu`
     tensorflow  codemods/tensorflow.py: TensorFlow 1.x rules (codemods/callrules/)
     mindspore   codemods/mindspore.py: MindSpore rules (codemods/callrules/)
+    kinds       the appliers of rule kinds no built-in pass applies (kinds/base.py `Kind.apply`),
+                in registry order, where the rule set has rules of theirs
     findings    codemods/findings.py: findings no rewrite depends on (imports, calls, methods)
     distributed codemods/distributed_torch.py, distributed_mindspore.py, distributed_tf.py:
                 `--distributed` (data-parallel training on several NPUs, launch scripts)
@@ -47,6 +49,13 @@ def _mindspore(module: "cst.Module", ctx: "Context") -> "cst.Module":
     return migrate_mindspore(module, ctx)
 
 
+def _kinds(module: "cst.Module", ctx: "Context") -> "cst.Module":
+    for kind in ctx.rules.applied_kinds:
+        assert kind.apply is not None
+        module = kind.apply(module, ctx)
+    return module
+
+
 def _findings(module: "cst.Module", ctx: "Context") -> "cst.Module":
     from .codemods.findings import report_findings
 
@@ -80,6 +89,7 @@ PASSES = (
     Pass("torch", lambda ctx: "torch" in ctx.frameworks or not ctx.frameworks, _torch),
     Pass("tensorflow", lambda ctx: "tensorflow" in ctx.frameworks, _tensorflow),
     Pass("mindspore", lambda ctx: "mindspore" in ctx.frameworks, _mindspore),
+    Pass("kinds", lambda ctx: bool(ctx.rules.applied_kinds), _kinds),
     Pass("findings", lambda ctx: True, _findings),
     Pass("distributed", lambda ctx: bool(ctx.options.distributed) and ctx.entry_script is not False, _distributed),
     Pass("modelarts", lambda ctx: bool(ctx.options.modelarts) and ctx.entry_script is not False, _modelarts),

@@ -22,8 +22,9 @@ import json
 import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -31,8 +32,21 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 from .kinds import FRAMEWORKS, KINDS
-from .kinds.base import CODE_RE, CodeDoc, Example, Kind, Rule, RuleError
+from .kinds import add_import as _add_import
+from .kinds import api as _api
+from .kinds import attribute as _attribute
+from .kinds import backend as _backend
+from .kinds import command as _command
+from .kinds import device as _device
+from .kinds import edit as _edit
+from .kinds import env as _env
+from .kinds import finding as _finding
+from .kinds import method as _method
+from .kinds import module as _module
+from .kinds.base import CODE_RE, GENERATION, CallSpec, CodeDoc, Example, Kind, Rule, RuleError
 from .model import Options, Severity
+
+I = TypeVar("I")  # noqa: E741
 
 _COMMON_REQUIRED = frozenset({"code", "message"})
 _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path", "options"}
@@ -48,8 +62,8 @@ _STRING_LIST_KEYS = ("members", "keywords", "functions", "methods", "patterns", 
 
 @dataclass
 class RuleSet:
-    """All loaded rules, plain data: the indexes below are filled by each kind's `index`
-    (kinds/), framework rules by framework."""
+    """All loaded rules, plain data. Each kind owns its index (kinds/: `Kind.new_index`,
+    `Kind.index`), one per framework ("" for rules without `framework`): `index_of(KIND)`."""
 
     rules: List[Rule] = field(default_factory=list)
     docs: Dict[str, CodeDoc] = field(default_factory=dict)
@@ -57,42 +71,94 @@ class RuleSet:
     # The (torch_npu, cann, mindspore) specs this set is the targets' view for
     # (targets/rule_view.py, derived once per run by the pipeline); () for the rules as loaded.
     targets: Tuple[str, ...] = ()
-    # indexes
-    api: Dict[str, List[Rule]] = field(default_factory=dict)
-    module: Dict[str, Rule] = field(default_factory=dict)
-    method: Dict[str, Rule] = field(default_factory=dict)
-    attribute: Dict[str, Rule] = field(default_factory=dict)
-    device: Dict[str, Rule] = field(default_factory=dict)
-    backend: Dict[str, Rule] = field(default_factory=dict)
-    env: Dict[str, Rule] = field(default_factory=dict)
-    command: Dict[str, Rule] = field(default_factory=dict)  # shell: "nvidia-smi" -> rule
-    findings: Dict[str, List[Rule]] = field(default_factory=dict)  # by match kind
-    finding_api: Dict[str, Rule] = field(default_factory=dict)  # qualified name -> rule
-    finding_import: Dict[str, Rule] = field(default_factory=dict)  # module -> rule
-    finding_call: Dict[str, List[Rule]] = field(default_factory=dict)  # called qualified name -> rules
-    finding_method: Dict[str, List[Rule]] = field(default_factory=dict)  # method name -> rules
-    add_import: Dict[str, Rule] = field(default_factory=dict)  # framework module -> rule
+    # (framework, kind name) -> that kind's index of the rules of that framework (_index)
+    indexes: Dict[Tuple[str, str], Any] = field(default_factory=dict)
     framework_rules: Dict[str, List[Rule]] = field(default_factory=dict)  # "tensorflow" -> its rules
-    analysis: Dict[str, Rule] = field(default_factory=dict)  # code -> finding of kind "analysis"
-    edits: Dict[str, Rule] = field(default_factory=dict)  # code -> [[edit]]
+    # The kinds with rules here that carry their own applier (Kind.apply), in registry order.
+    applied_kinds: Tuple[Kind[Any], ...] = ()
+
+    def index_of(self, kind: Kind[I], framework: str = "") -> I:
+        """`kind`'s index of the rules of `framework` ("": the rules without one); an empty
+        one when there are none."""
+        index = self.indexes.get((framework, kind.name))
+        return index if index is not None else kind.new_index()
+
+    # -- the built-in kinds' indexes, as the passes that apply them read them
+    # (cached: read per reference; a rule set is not changed once indexed) ---------------
+
+    @cached_property
+    def api(self) -> _api.ApiIndex:
+        return self.index_of(_api.KIND)
+
+    @cached_property
+    def module(self) -> Dict[str, Rule]:
+        return self.index_of(_module.KIND)
+
+    @cached_property
+    def method(self) -> Dict[str, Rule]:
+        return self.index_of(_method.KIND)
+
+    @cached_property
+    def attribute(self) -> Dict[str, Rule]:
+        return self.index_of(_attribute.KIND)
+
+    @cached_property
+    def device(self) -> Dict[str, Rule]:
+        return self.index_of(_device.KIND)
+
+    @cached_property
+    def backend(self) -> Dict[str, Rule]:
+        return self.index_of(_backend.KIND)
+
+    @cached_property
+    def env(self) -> Dict[str, Rule]:
+        return self.index_of(_env.KIND)
+
+    @cached_property
+    def command(self) -> Dict[str, Rule]:  # shell: "nvidia-smi" -> rule
+        return self.index_of(_command.KIND)
+
+    @cached_property
+    def add_import(self) -> Dict[str, Rule]:  # `after` (torch) -> rule
+        return self.index_of(_add_import.KIND)
+
+    @cached_property
+    def edits(self) -> Dict[str, Rule]:  # code -> [[edit]]
+        return self.index_of(_edit.KIND)
+
+    @cached_property
+    def finding_index(self) -> _finding.FindingIndex:
+        return self.index_of(_finding.KIND)
+
+    @cached_property
+    def findings(self) -> Dict[str, List[Rule]]:  # by match kind
+        return self.finding_index.by_match
+
+    @cached_property
+    def finding_api(self) -> Dict[str, Rule]:  # qualified name -> rule
+        return self.finding_index.api
+
+    @cached_property
+    def finding_import(self) -> Dict[str, Rule]:  # module -> rule
+        return self.finding_index.import_
+
+    @cached_property
+    def finding_call(self) -> Dict[str, List[Rule]]:  # called qualified name -> rules
+        return self.finding_index.call
+
+    @cached_property
+    def finding_method(self) -> Dict[str, List[Rule]]:  # method name -> rules
+        return self.finding_index.method
+
+    @cached_property
+    def analysis(self) -> Dict[str, Rule]:  # code -> finding of kind "analysis"
+        return self.finding_index.analysis
 
     # -- lookups used by the codemods ---------------------------------------------------
 
     def rewrite_api(self, qualname: str) -> Optional[Tuple[str, str, Rule]]:
-        """For a qualified reference, return (matched prefix, replacement prefix, rule).
-
-        The longest matching ``from`` wins, so ``torch.cuda.CUDAGraph`` (renamed) beats the
-        generic ``torch.cuda`` member rule.
-        """
-        parts = qualname.split(".")
-        for end in range(len(parts), 0, -1):
-            prefix = ".".join(parts[:end])
-            for rule in self.api.get(prefix, ()):
-                if rule.members is None:
-                    return prefix, rule.to, rule
-                if end < len(parts) and parts[end] in rule.members:
-                    return prefix, rule.to, rule
-        return None
+        """(matched prefix, replacement prefix, rule) for a qualified reference: kinds/api.py."""
+        return _api.rewrite_api(self.api, qualname)
 
     def import_finding(self, module: str) -> Optional[Rule]:
         parts = module.split(".")
@@ -169,6 +235,8 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -
     for name, _, content in texts:
         for part in (name.encode("utf-8", "surrogatepass"), content):
             digest.update(len(part).to_bytes(8, "big") + part)
+    # what the files may contain depends on the kinds registered (a kind registered since is new)
+    digest.update(GENERATION[0].to_bytes(8, "big"))
     key = digest.digest()
     cached = _LOADED.get(key)
     if cached is not None:
@@ -266,7 +334,7 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
     if "framework" in entry and framework not in FRAMEWORKS:
         raise RuleError(f"{label}: 'framework' must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
     spec = kind.spec(entry, label, framework)
-    if spec is not None and not from_:
+    if isinstance(spec, CallSpec) and not from_:
         from_ = (spec.methods + spec.modules + spec.uses + ("",))[0]
     examples = tuple(_parse_examples(kind_name, entry.get("examples", []), label))
     if not examples:
@@ -343,11 +411,17 @@ def _example_options(options: Any, label: str) -> Tuple[Tuple[str, Any], ...]:
 
 
 def _index(rs: RuleSet) -> None:
+    """Each rule into its kind's index for its framework (each kind's own `index`)."""
     for rule in rs.rules:
+        kind = KINDS[rule.kind]
         if rule.framework:
             rs.framework_rules.setdefault(rule.framework, []).append(rule)
-        else:
-            KINDS[rule.kind].index(rs, rule)
+        index = rs.indexes.get((rule.framework, rule.kind))
+        if index is None:
+            index = rs.indexes[(rule.framework, rule.kind)] = kind.new_index()
+        kind.index(index, rule)
+    present = {rule.kind for rule in rs.rules}
+    rs.applied_kinds = tuple(k for k in KINDS.values() if k.apply is not None and k.name in present)
 
 
 def kind_of(rule: Rule) -> Optional[Kind]:
@@ -371,7 +445,7 @@ def _check_framework_references(rs: RuleSet) -> None:
         (r.framework, r.code) for r in rs.rules if r.kind == "finding" and r.match_kind == "codemod"
     }
     for rule in rs.rules:
-        code = rule.spec.unknown_finding if rule.spec is not None else ""
+        code = rule.call_spec.unknown_finding if rule.call_spec is not None else ""
         if code and (rule.framework, code) not in codemod_findings:
             raise RuleError(
                 f"{rule.source} ({rule.code}): 'unknown_finding' {code} is not a [[finding]] of kind"

@@ -74,3 +74,151 @@ def test_codes_reported_by_a_pass_are_data_with_examples():
     assert code_kind(RULES, "NPU204") == "rewrite"
     assert code_kind(RULES, "NPU211") == "warning"
     assert "Reported as: rewrite\n" in explain(RULES, "NPU204")
+
+
+# ----------------------------------------------------------------------------- adding a kind
+
+# A rule kind of its own, as a contributor would add one: this module, its TOML (with its
+# examples) and nothing else. It rewrites a device label in calls of listed functions.
+NEW_KIND_MODULE = '''
+"""`[[device_label]]`: in calls of `calls`, the string literal `from` becomes `to`."""
+
+from dataclasses import dataclass
+from typing import Dict, List, Tuple
+
+import libcst as cst
+
+from npu_migrate.codes import applies
+from npu_migrate.kinds.base import Kind, Rule, RuleError, register, schema
+from npu_migrate.words import quoted
+
+
+@dataclass(frozen=True)
+class LabelSpec:  # the kind's own typed parameters
+    calls: Tuple[str, ...]
+
+
+LabelIndex = Dict[str, List[Rule]]  # called name -> its rules
+
+
+def _spec(entry, label, framework):
+    calls = entry["calls"]
+    if not isinstance(calls, list) or not calls or not all(isinstance(c, str) for c in calls):
+        raise RuleError(f"{label}: 'calls' must be a non-empty list of function names")
+    return LabelSpec(tuple(calls))
+
+
+def _new_index() -> LabelIndex:
+    return {}
+
+
+def _index(index: LabelIndex, rule: Rule) -> None:
+    for name in rule.spec_of(LabelSpec).calls:
+        index.setdefault(name, []).append(rule)
+
+
+@applies("device_label")
+class LabelRewrite(cst.CSTTransformer):
+    def __init__(self, ctx, index: LabelIndex) -> None:
+        super().__init__()
+        self.ctx, self.index = ctx, index
+
+    def leave_Call(self, original, updated):
+        name = original.func.value if isinstance(original.func, cst.Name) else None
+        args = list(updated.args)
+        for rule in self.index.get(name, ()):
+            for i, arg in enumerate(original.args):
+                value = arg.value
+                if isinstance(value, cst.SimpleString) and value.evaluated_value == rule.from_:
+                    new = value.value[0] + rule.to + value.value[-1]
+                    self.ctx.edit(rule, value, rule.render_message(), value.value, new)
+                    args[i] = args[i].with_changes(value=cst.SimpleString(new))
+        return updated.with_changes(args=args)
+
+
+def _apply(module, ctx):
+    return module.visit(LabelRewrite(ctx, ctx.rules.index_of(KIND)))
+
+
+KIND = register(Kind(
+    name="device_label",
+    schema=schema(("from", "to", "calls"), ()),
+    summary="a device label passed to listed functions",
+    requirements=lambda rule: [quoted(rule.from_)],
+    new_index=_new_index,
+    index=_index,
+    spec=_spec,
+    apply=_apply,
+))
+'''
+
+NEW_KIND_TOML = '''
+[[code]]
+code = "NPU990"
+title = "A device label in a listed call"
+
+[[device_label]]
+code = "NPU990"
+from = "nvidia"
+to = "ascend"
+calls = ["set_label"]
+message = "device label `{from}` -> `{to}`"
+examples = [
+    { before = "set_label('nvidia')\\n", after = "set_label('ascend')\\n" },
+    { before = "import torch\\nx = torch.zeros(1).cuda()\\nset_label(\\"nvidia\\", 'nvidia')\\n", after = "import torch\\nx = torch.zeros(1).npu()\\nset_label(\\"ascend\\", 'ascend')\\n" },
+    { before = "other('nvidia')\\nset_label('gpu')\\n", after = "other('nvidia')\\nset_label('gpu')\\n" },
+]
+'''
+
+
+@pytest.fixture
+def new_kind(tmp_path, monkeypatch):
+    """The kind above, as a module of its own (imported: it registers itself) and its TOML."""
+    import importlib
+    import sys
+
+    from npu_migrate.kinds.base import unregister
+
+    (tmp_path / "device_label_kind.py").write_text(NEW_KIND_MODULE, encoding="utf-8")
+    (tmp_path / "device_label.toml").write_text(NEW_KIND_TOML, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("device_label_kind")
+    yield module, tmp_path / "device_label.toml"
+    unregister("device_label")
+    sys.modules.pop("device_label_kind", None)
+
+
+def test_a_kind_added_in_one_module_and_its_toml_loads_indexes_applies_is_explained_and_runs_its_examples(new_kind):
+    """#27.2: adding a rule kind touches its module, its TOML and its examples, nothing else."""
+    from npu_migrate.dispatch import migrate_source
+    from npu_migrate.model import Options
+    from npu_migrate.rules import load_rules
+    from test_rule_examples import check_example
+
+    module, toml = new_kind
+    assert KINDS["device_label"] is module.KIND and module.KIND.module == "device_label_kind"
+    rules = load_rules([toml])  # the built-in rules and the new file
+    (rule,) = [r for r in rules.rules if r.kind == "device_label"]
+    # its own spec type and its own index
+    assert rule.spec_of(module.LabelSpec) == module.LabelSpec(("set_label",))
+    assert rules.index_of(module.KIND) == {"set_label": [rule]}
+    assert rules.index_of(KINDS["device"])["cuda"].code == "NPU105"  # the built-in kinds are still there
+    # the prefilter knows it through its module; the engine applies it
+    assert rule_requirements(rule) is not None
+    result = migrate_source("import os\nset_label('nvidia')  # main\n", "train.py", Options(), rules)
+    assert result.new_text == "import os\nset_label('ascend')  # main\n"
+    assert [(e.code, e.before, e.after, e.span.line) for e in result.edits] == [("NPU990", "'nvidia'", "'ascend'", 2)]
+    # explained: its kind's module and its applier, from the objects
+    text = explain(rules, "NPU990")
+    assert "    kind: [[device_label]], device_label_kind.py\n" in text
+    assert "Emitted by:\n  device_label_kind:LabelRewrite:" in text
+    # its examples run as every rule's do
+    assert len(rule.examples) == 3
+    for example in rule.examples:
+        check_example(rules, rule, example)
+    # without the module, the TOML is an unknown kind
+    from npu_migrate.kinds.base import unregister
+
+    unregister("device_label")
+    with pytest.raises(RuleError, match=r"unknown rule kind \[\[device_label\]\]"):
+        load_rules([toml])

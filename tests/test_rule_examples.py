@@ -9,6 +9,7 @@ import string
 import pytest
 
 from npu_migrate.dispatch import migrate_source
+from npu_migrate.kinds import KINDS
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 
@@ -53,31 +54,37 @@ def test_examples_name_their_file_kind():
 
 @pytest.mark.parametrize("rule,example", list(_cases()))
 def test_rule_example(rule, example):
+    check_example(RULES, rule, example)
+
+
+def check_example(rules, rule, example):
+    """Run one example of `rule` through the engine with `rules` (test_kinds.py runs a kind
+    defined in a test through this too)."""
     options = Options(**{"add_import": example.add_import, **dict(example.options)})
     if rule.kind == "edit":  # made by a pass's own analysis: credited to the code, or not
         if example.flagged:
-            result = migrate_source(example.flagged, example.path, options, RULES)
+            result = migrate_source(example.flagged, example.path, options, rules)
             assert result.error is None and result.changed
             assert rule.code in {e.code for e in result.edits}, f"{rule.source}: no edit credited to its code"
-            assert not migrate_source(result.new_text, example.path, options, RULES).changed  # idempotent
+            assert not migrate_source(result.new_text, example.path, options, rules).changed  # idempotent
         if example.not_flagged:
-            result = migrate_source(example.not_flagged, example.path, options, RULES)
+            result = migrate_source(example.not_flagged, example.path, options, rules)
             assert result.error is None
             assert rule.code not in {e.code for e in result.edits}
         return
-    if rule.kind != "finding":
-        result = migrate_source(example.before, example.path, options, RULES)
+    if not KINDS[rule.kind].reports:
+        result = migrate_source(example.before, example.path, options, rules)
         assert result.error is None
         after = result.new_text if result.changed else example.before
         assert after == example.after
         if example.before != example.after:
             assert rule.code in {e.code for e in result.edits}, "the change must be credited to this rule's code"
         # Idempotent: the rewritten example needs nothing more.
-        again = migrate_source(after, example.path, options, RULES)
+        again = migrate_source(after, example.path, options, rules)
         assert not again.changed
         return
     if example.flagged:
-        result = migrate_source(example.flagged, example.path, options, RULES)
+        result = migrate_source(example.flagged, example.path, options, rules)
         assert result.error is None
         found = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
         assert found, f"{rule.source} did not flag its example"
@@ -86,7 +93,7 @@ def test_rule_example(rule, example):
             assert any(re.fullmatch(message_pattern(rule, f.api), f.message, re.S) for f in found), (
                 f"{rule.source}: no message of {[f.message for f in found]} is the rule's {rule.message!r}")
     if example.not_flagged:
-        result = migrate_source(example.not_flagged, example.path, options, RULES)
+        result = migrate_source(example.not_flagged, example.path, options, rules)
         assert result.error is None
         flagged = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
         assert not flagged, f"{rule.source} flagged code it must not flag: {flagged}"

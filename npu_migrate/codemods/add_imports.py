@@ -87,7 +87,7 @@ def imported_from(module: cst.Module, name: str) -> bool:
 def add_rule_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Module:
     """Insert the rule's import before the first top-level import (after the docstring and the
     `from __future__` imports), so that names the file imports itself win over a star import's."""
-    names = rule.spec.names if rule.spec is not None else ()
+    names = rule.call_spec.names if rule.call_spec is not None else ()
     statement = f"from {rule.to} import {', '.join(names)}" if names else f"import {rule.to}"
     new_line = cst.parse_statement(statement)
     body = list(module.body)

@@ -282,8 +282,7 @@ def _statements(suite: cst.CSTNode) -> List[cst.CSTNode]:
 
 
 def analyse(module: cst.Module, rule: Rule) -> Decision:
-    spec = rule.spec
-    assert spec is not None
+    spec = rule.call
     frm, to = spec.literal, spec.to
     aliases = _Aliases(spec.options)
     walk(module, aliases)

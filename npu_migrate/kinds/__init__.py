@@ -1,10 +1,12 @@
 """The rule kinds: one module per TOML array of tables (`[[device]]` -> kinds/device.py).
 
-Each module declares its `KIND` (kinds/base.py): the keys its tables take, the checks of their
-values, the index the passes look its rules up in, the words a file must contain for one of its
-rules to apply (the prefilter's and partial parsing's input), and where the code that applies
-its rules lives (`npu-migrate explain CODE` prints it). rules.py loads the TOML and does the
-checks every kind shares; everything particular to a kind is in its module.
+Each module declares and registers its `KIND` (kinds/base.py: `KIND = register(Kind(...))`):
+the keys its tables take, the checks of their values, its own index (RuleSet.index_of), the
+words a file must contain for one of its rules to apply (the prefilter's and partial parsing's
+input) and, for a kind no built-in pass applies, its applier. rules.py loads the TOML and does
+the checks every kind shares; everything particular to a kind is in its module. Importing this
+package imports every module in it, so a new kind is one new module here (no list to extend);
+a kind declared outside the package registers when its module is imported.
 
 PyTorch kinds (the torch pass, codemods/torch/, applies them):
     api, module, method, attribute, device, backend, env, add_import
@@ -18,17 +20,16 @@ Framework rules (TensorFlow, MindSpore; codemods/callrules/, shared checks in ki
 
 from __future__ import annotations
 
-from typing import Dict
+import importlib
+import pkgutil
+from typing import Any, Dict
 
-from . import (add_import, add_keyword, api, argument, attribute, backend, call_config, call_rename, call_replace,
-               command, device, device_dispatch, edit, entry_setup, env, finding, method, module, remove_import)
-from .base import Kind
+from .base import REGISTRY, Kind
 
-KINDS: Dict[str, Kind] = {
-    k.KIND.name: k.KIND
-    for k in (api, module, method, attribute, device, backend, env, add_import, command, finding, edit,
-              call_rename, call_replace, call_config, argument, add_keyword, entry_setup, remove_import,
-              device_dispatch)
-}
+for _info in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_info.name}")  # each kind module registers its KIND
+
+# name -> kind, every registered kind (the registry itself: a kind registered later is in it).
+KINDS: Dict[str, Kind[Any]] = REGISTRY
 # The framework a rule may name (`framework = "..."`): its pass applies it.
 FRAMEWORKS = ("tensorflow", "mindspore")

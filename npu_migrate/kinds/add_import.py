@@ -16,7 +16,21 @@ when one of its rewrites uses those names.
 from __future__ import annotations
 
 from ..words import Requirement, Word
-from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, RuleError, by_from, schema
+from typing import Dict, Optional
+
+from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, register, schema
+
+
+class AddImports(Dict[str, Rule]):
+    """`after` -> its rule (a later rule with the same `after` wins); `last`: the last rule
+    filed (a framework pass adds that one)."""
+
+    last: Optional[Rule] = None
+
+
+def _index(index: AddImports, rule: Rule) -> None:
+    index[rule.from_] = rule
+    index.last = rule
 
 
 def _requirements(rule):
@@ -40,11 +54,12 @@ def _spec(entry, label, framework):
     return CallSpec(names=tuple(names)) if framework else None
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="add_import",
     schema=schema(("module", "after"), ("framework", "names")),
     summary="an import added where the migrated code needs it",
     requirements=_requirements,
-    index=by_from("add_import"),
+    new_index=AddImports,
+    index=_index,
     spec=_spec,
-)
+))

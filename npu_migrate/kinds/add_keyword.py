@@ -7,7 +7,10 @@ value, unless `replace = true` (then that value becomes `<value>`).
 
 from __future__ import annotations
 
-from .base import RuleError
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from .base import Rule, RuleError, register
 from .calls import call_kind
 
 
@@ -22,10 +25,25 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'replace' must be true or false")
 
 
-KIND = call_kind(
+@dataclass
+class AddKeywordIndex:
+    by_api: Dict[str, List[Rule]] = field(default_factory=dict)  # API -> its rules
+    by_method: Dict[str, Rule] = field(default_factory=dict)  # method -> the first rule naming it
+
+
+def _index(index: AddKeywordIndex, rule: Rule) -> None:
+    for api in rule.call.apis:
+        index.by_api.setdefault(api, []).append(rule)
+    for method in rule.call.methods:
+        index.by_method.setdefault(method, rule)
+
+
+KIND = register(call_kind(
     "add_keyword",
     ("keyword", "value"),
     ("apis", "methods", "position", "receivers", "receiver_methods", "replace", "unknown_finding"),
     "a keyword argument added to calls of an API or method",
     _check,
-)
+    new_index=AddKeywordIndex,
+    index=_index,
+))

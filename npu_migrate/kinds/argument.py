@@ -7,7 +7,10 @@ the argparse defaults of the `options`. A value the pass cannot see is the findi
 
 from __future__ import annotations
 
-from .base import RuleError
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from .base import Rule, RuleError, register
 from .calls import call_kind, needs_apis
 from .regex_bound import check_pattern
 
@@ -24,10 +27,25 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'unknown_contains' needs 'unknown_finding'")
 
 
-KIND = call_kind(
+@dataclass
+class ArgumentIndex:
+    by_api: Dict[str, List[Rule]] = field(default_factory=dict)  # API -> its rules
+    options: Dict[str, Rule] = field(default_factory=dict)  # argparse option -> the first rule naming it
+
+
+def _index(index: ArgumentIndex, rule: Rule) -> None:
+    for api in rule.call.apis:
+        index.by_api.setdefault(api, []).append(rule)
+    for option in rule.call.options:
+        index.options.setdefault(option, rule)
+
+
+KIND = register(call_kind(
     "argument",
     ("apis", "keyword", "to"),
     ("from", "pattern", "position", "options", "unknown_finding", "unknown_contains"),
     "a string argument of an API call becomes another",
     _check,
-)
+    new_index=ArgumentIndex,
+    index=_index,
+))

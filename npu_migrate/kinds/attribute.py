@@ -10,14 +10,15 @@
 from __future__ import annotations
 
 from ..words import attribute
-from .base import Kind, by_from, from_and_to_are_identifiers, schema
+from .base import new_dict, register, Kind, by_from, from_and_to_are_identifiers, schema
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="attribute",
     schema=schema(("from", "to"), ()),
     summary="an attribute `.from` on any receiver becomes `.to`",
     requirements=lambda rule: [attribute(rule.from_)],
-    index=by_from("attribute"),
+    new_index=new_dict,
+    index=by_from,
     check=from_and_to_are_identifiers,
-)
+))

@@ -13,13 +13,14 @@ assignments to something named like a backend, argparse defaults of `--backend` 
 from __future__ import annotations
 
 from ..words import quoted
-from .base import Kind, by_from, schema
+from .base import new_dict, register, Kind, by_from, schema
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="backend",
     schema=schema(("from", "to"), ("keywords", "functions")),
     summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
     requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
-    index=by_from("backend"),
-)
+    new_index=new_dict,
+    index=by_from,
+))

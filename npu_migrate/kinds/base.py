@@ -1,24 +1,37 @@
 """What every rule kind shares: the typed rule (`Rule`), its examples, the documentation of a
-code (`CodeDoc`), the error a bad rule file raises, and `Kind` -- what one kind module declares.
+code (`CodeDoc`), the error a bad rule file raises, `Kind` -- what one kind module declares --
+and the registry of kinds (`register`).
 
 A kind module (kinds/device.py, kinds/finding.py, ...) owns one TOML array of tables
-(`[[device]]`): its keys (`Schema`), the checks of their values, the index the passes look its
-rules up in, and the words a file must contain for one of its rules to apply (the input of the
-prefilter and of partial parsing). The code that applies a kind's rules registers itself with
-`@codes.applies` (npu_migrate/codes.py); `npu-migrate explain CODE` prints it from there.
+(`[[device]]`): its keys (`Schema`), the checks of their values, its own index (an object of
+its choosing, filled by its `index`, that its applier reads through `RuleSet.index_of`), and
+the words a file must contain for one of its rules to apply (the input of the prefilter and of
+partial parsing). It registers itself: `KIND = register(Kind(...))` at import, so nothing lists
+the kinds by hand (kinds/__init__.py imports every module of the package; a kind defined
+elsewhere registers when its module is imported). The code that applies a kind's rules
+registers itself with `@codes.applies` (npu_migrate/codes.py); `npu-migrate explain CODE`
+prints it from there. A kind that no built-in pass applies carries its applier (`Kind.apply`),
+which the engine's `kinds` pass (passes.py) runs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, List, Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Generic, List, Mapping, Optional, Tuple, Type, TypeVar
 
 from ..model import Severity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..rules import RuleSet
+    import libcst as cst
+
+    from ..context import Context
     from ..words import Requirement
+
+I = TypeVar("I")  # a kind's index  # noqa: E741
+S = TypeVar("S")  # a kind's spec
 
 CODE_RE = re.compile(r"^NPU[0-9]{3}$")
 QUALNAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
@@ -103,14 +116,26 @@ class Rule:
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     examples: Tuple[Example, ...] = ()
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
-    spec: Optional[CallSpec] = None  # the parameters of a framework rule (see CallSpec)
+    # The kind's own spec (Kind.spec made it): a CallSpec for framework rules, the dataclass of
+    # its own of a kind that declares one; None for kinds whose keys are the fields above.
+    spec: Any = None
     once_per_file: bool = False  # framework api findings: report each listed name once per file
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
 
     @property
     def call(self) -> CallSpec:
         """The CallSpec of a framework rule, for code that handles only those rules."""
-        assert self.spec is not None, f"{self.source} has no call spec"
+        assert isinstance(self.spec, CallSpec), f"{self.source} has no call spec"
+        return self.spec
+
+    @property
+    def call_spec(self) -> Optional[CallSpec]:
+        """The CallSpec of a framework rule, None for other rules."""
+        return self.spec if isinstance(self.spec, CallSpec) else None
+
+    def spec_of(self, kind_spec: Type[S]) -> S:
+        """The rule's spec, of its kind's own type (a kind's applier reads it so, typed)."""
+        assert isinstance(self.spec, kind_spec), f"{self.source}: its spec is not a {kind_spec.__name__}"
         return self.spec
 
     def render_message(self, **values: str) -> str:
@@ -159,7 +184,7 @@ def _no_spec(entry: Dict[str, Any], label: str, framework: str) -> Optional[Call
 
 
 @dataclass(frozen=True)
-class Kind:
+class Kind(Generic[I]):
     """One rule kind, as its module declares it (see the module docstring)."""
 
     name: str
@@ -169,12 +194,16 @@ class Kind:
     # apply ([] when it never applies to Python files); framework rules: before the
     # framework's import is added to each (prefilter.rule_requirements does that).
     requirements: Callable[[Rule], List["Requirement"]]
-    # Puts a rule without `framework` into the rule set's index for this kind.
-    index: Callable[["RuleSet", Rule], None]
+    # An empty index of this kind (its own type: a dict by `from`, FindingIndex, ...); the rule
+    # set holds one per framework ("" for rules without `framework`): RuleSet.index_of.
+    new_index: Callable[[], I]
+    # Files one rule into an index of this kind.
+    index: Callable[[I, Rule], None]
     # (entry, label, from_): raises RuleError for what this kind does not accept.
     check: Callable[[Dict[str, Any], str, str], None] = _no_check
-    # (entry, label, framework): the CallSpec of a rule (framework kinds), else None.
-    spec: Callable[[Dict[str, Any], str, str], Optional[CallSpec]] = _no_spec
+    # (entry, label, framework) -> the rule's spec: the kind's own typed parameters (a CallSpec
+    # for the framework kinds, a dataclass of its own for others), or None (Rule.spec).
+    spec: Callable[[Dict[str, Any], str, str], Any] = _no_spec
     # (entry) -> keys required besides the schema's, depending on the entry ([[finding]]: `api`
     # or `apis`).
     also_required: Callable[[Dict[str, Any]], FrozenSet[str]] = lambda entry: frozenset()
@@ -183,15 +212,61 @@ class Kind:
     # Whether its rules report (examples `flagged`/`not_flagged`) rather than rewrite
     # (examples `before`/`after`).
     reports: bool = False
+    # (module, ctx) -> module: the applier of a kind no built-in pass applies (the engine's
+    # `kinds` pass runs it where the rule set has rules of the kind); None for the built-in
+    # kinds, whose passes (codemods/) apply them.
+    apply: Optional[Callable[["cst.Module", "Context"], "cst.Module"]] = None
+    # The module that declares it (set by `register`): `explain` names it.
+    module: str = ""
 
 
-def by_from(field: str) -> Callable[[Any, "Rule"], None]:
-    """An `index` that files each rule under its `from` in `RuleSet.<field>` (a later rule with
+# name -> the registered kind; KINDS (kinds/__init__.py) is this dict.
+REGISTRY: Dict[str, Kind[Any]] = {}
+# Bumped by every (un)registration: rules.py's cache of loaded rule sets keys on it, as what a
+# rule file may contain depends on the kinds registered.
+GENERATION = [0]
+
+K = TypeVar("K", bound=Kind[Any])
+
+
+def register(kind: K, module: str = "") -> K:
+    """Register `kind` (under its name) as declared by `module` (default: the caller's module);
+    return it with `module` set. `KIND = register(Kind(...))` in the kind's module. Registering a
+    name again from the same module replaces it (a module imported again); from another module
+    it is an error."""
+    module = module or sys._getframe(1).f_globals.get("__name__", "")
+    old = REGISTRY.get(kind.name)
+    if old is not None and old.module != module:
+        raise ValueError(f"rule kind [[{kind.name}]] is declared by {old.module} already, not by {module}")
+    kind = dataclasses.replace(kind, module=module)
+    REGISTRY[kind.name] = kind
+    GENERATION[0] += 1
+    return kind
+
+
+def unregister(name: str) -> None:
+    """Forget a kind (a test that registered one of its own)."""
+    if REGISTRY.pop(name, None) is not None:
+        GENERATION[0] += 1
+
+
+def new_dict() -> Dict[str, Rule]:
+    return {}
+
+
+def new_list() -> List[Rule]:
+    return []
+
+
+def by_from(index: Dict[str, Rule], rule: Rule) -> None:
+    """An `index` (of `new_index=new_dict`) that files each rule under its `from` (a later rule with
     the same `from` wins)."""
-    def index(rs: Any, rule: "Rule") -> None:
-        getattr(rs, field)[rule.from_] = rule
+    index[rule.from_] = rule
 
-    return index
+
+def append(index: List[Rule], rule: Rule) -> None:
+    """An `index` (of `new_index=new_list`): the rules in their files' order."""
+    index.append(rule)
 
 
 def from_is_a_dotted_name(entry: Dict[str, Any], label: str, from_: str) -> None:

@@ -5,6 +5,7 @@ files whose text contains `unless_file_contains`.
 
 from __future__ import annotations
 
+from .base import register
 from .calls import call_kind, needs_apis, to_is_a_name
 
 
@@ -13,10 +14,10 @@ def _check(entry, label, lists, ints):
     needs_apis(entry, label, lists, ints)
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "call_config",
     ("apis", "keyword", "to", "wrap_keyword"),
     ("position", "unless_file_contains", "unknown_finding"),
     "calls of an API get an NPU configuration argument",
     _check,
-)
+))

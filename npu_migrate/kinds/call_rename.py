@@ -13,7 +13,7 @@ argument is itself the result of a call_rename rewrite (or a variable assigned o
 
 from __future__ import annotations
 
-from .base import RuleError
+from .base import register, RuleError
 from .calls import call_kind, needs_apis, to_is_a_name
 
 
@@ -24,10 +24,10 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'npu_argument_position' needs 'npu_argument'")
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "call_rename",
     ("apis", "to"),
     ("max_positional", "keywords", "npu_argument", "npu_argument_position", "unknown_finding"),
     "a call of an API becomes a call of another with the same arguments",
     _check,
-)
+))

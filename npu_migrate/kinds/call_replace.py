@@ -7,7 +7,7 @@ statements are then added at the end of its block.
 
 from __future__ import annotations
 
-from .base import RuleError
+from .base import register, RuleError
 from .calls import call_kind, needs_apis, to_is_a_name
 
 
@@ -18,10 +18,10 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'cleanup' needs 'assign_to' (the call must be a statement)")
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "call_replace",
     ("apis", "to"),
     ("args", "extra_args", "assign_to", "cleanup", "unknown_finding"),
     "a call of an API becomes a call of another with chosen arguments",
     _check,
-)
+))

@@ -22,10 +22,10 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..words import Requirement, attribute, framework_name, plain_words
-from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema
+from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema, new_dict
 from .regex_bound import bounded
 
 
@@ -149,25 +149,30 @@ def to_is_a_name(entry, label) -> None:
 def call_requirements(rule: Rule) -> List[Requirement]:
     """What call-level kinds match: calls of `apis`, `.methods(...)` calls; argparse `options`
     (plain words: they are strings)."""
-    spec = rule.spec
-    assert spec is not None
+    spec = rule.call
     reqs = [framework_name(name, rule.framework) for name in spec.apis]
     reqs += [attribute(m) for m in spec.methods]
     reqs += plain_words(*spec.options)
     return reqs
 
 
-def no_index(rs, rule) -> None:
-    """Framework rules are indexed by framework (RuleSet.framework_rules) only."""
+def by_api(index: Dict[str, Rule], rule: Rule) -> None:
+    """The default index of a call-level kind: each of `apis` -> the first rule naming it."""
+    for api in rule.call.apis:
+        index.setdefault(api, rule)
 
 
 def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], summary: str,
-              check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements) -> Kind:
+              check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements,
+              new_index: Callable[[], Any] = new_dict, index: Callable[[Any, Rule], None] = by_api) -> Kind[Any]:
+    """A call-level kind (its module registers it: `KIND = register(call_kind(...))`). Its rules
+    all have `framework`: RuleSet.index_of(KIND, framework) is its index for that framework."""
     return Kind(
         name=name,
         schema=call_schema(required, optional),
         summary=summary,
         requirements=requirements,
-        index=no_index,
+        new_index=new_index,
+        index=index,
         spec=lambda entry, label, framework: parse_spec(entry, label, check),
     )

@@ -10,7 +10,7 @@ arguments (`nvidia-smi`), `to` its replacement (`npu-smi info`). Never applies t
 
 from __future__ import annotations
 
-from .base import COMMAND_RE, Kind, RuleError, by_from, schema
+from .base import new_dict, register, COMMAND_RE, Kind, RuleError, by_from, schema
 
 
 def _check(entry, label, from_):
@@ -20,11 +20,12 @@ def _check(entry, label, from_):
                             f"got {entry[key]!r}")
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="command",
     schema=schema(("from", "to"), ()),
     summary="a shell command and its arguments become another command",
     requirements=lambda rule: [],
-    index=by_from("command"),
+    new_index=new_dict,
+    index=by_from,
     check=_check,
-)
+))

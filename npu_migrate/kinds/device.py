@@ -16,14 +16,15 @@ device, argparse defaults of `--device` options, and variables passed where a de
 from __future__ import annotations
 
 from ..words import quoted
-from .base import Kind, by_from, schema
+from .base import new_dict, register, Kind, by_from, schema
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="device",
     schema=schema(("from", "to"), ("keywords", "functions", "methods")),
     summary="a device type in device strings (`\"cuda:0\"` -> `\"npu:0\"`)",
     # Rewritten only in string literals that start with the word: "cuda", 'cuda:0', f"cuda:{i}".
     requirements=lambda rule: [quoted(rule.from_)],
-    index=by_from("device"),
-)
+    new_index=new_dict,
+    index=by_from,
+))

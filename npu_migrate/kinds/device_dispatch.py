@@ -7,6 +7,7 @@ branch already, or nothing (the finding `unknown_finding`). codemods/device_disp
 from __future__ import annotations
 
 from ..words import plain_words
+from .base import append, new_list, register
 from .calls import call_kind
 
 
@@ -16,14 +17,16 @@ def _check(entry, label, lists, ints):
 
 def _requirements(rule):
     # The option names (plain words: they are strings in `add_argument`).
-    return plain_words(*rule.spec.options)
+    return plain_words(*rule.call.options)
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "device_dispatch",
     ("options", "from", "to"),
     ("unknown_finding",),
     "a device-target value moved as one (default, choices, comparisons) or reported",
     _check,
     _requirements,
-)
+    new_index=new_list,
+    index=append,
+))

@@ -14,18 +14,21 @@ with the options they name (`modelarts = true`).
 
 from __future__ import annotations
 
-from .base import Kind, schema
+from typing import Dict
+
+from .base import Kind, Rule, new_dict, register, schema
 
 
-def _index(rs, rule):
-    rs.edits[rule.code] = rule
+def _index(index: Dict[str, Rule], rule: Rule) -> None:
+    index[rule.code] = rule  # the pass looks its rule up by its code
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="edit",
     schema=schema((), ()),
     summary="a rewrite a pass makes from its own analysis (ModelArts)",
     requirements=lambda rule: [],  # never a reason to parse a file: the pass runs anyway
+    new_index=new_dict,
     index=_index,
     reports=True,
-)
+))

@@ -6,7 +6,7 @@ of `methods`, `setup` becomes the first and `teardown` the last statement of its
 from __future__ import annotations
 
 from ..words import Requirement, Word
-from .base import RuleError
+from .base import append, new_list, register, RuleError
 from .calls import call_kind
 
 
@@ -17,7 +17,7 @@ def _check(entry, label, lists, ints):
 
 def _requirements(rule):
     """One of `uses` *and* a call of one of `methods`."""
-    spec = rule.spec
+    spec = rule.call
     return [
         Requirement(frozenset({Word(use.rsplit(".", 1)[-1]), Word(method)}), refs=frozenset({("attr", method)}))
         for use in spec.uses
@@ -25,11 +25,13 @@ def _requirements(rule):
     ]
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "entry_setup",
     ("uses", "methods", "setup", "teardown"),
     ("skip_if_called", "unknown_finding"),
     "setup and teardown statements in the script's main block",
     _check,
     _requirements,
-)
+    new_index=new_list,
+    index=append,
+))

@@ -12,7 +12,7 @@ and in shell scripts (frontends/shell.py).
 from __future__ import annotations
 
 from ..words import quoted
-from .base import ENV_PATTERN_RE, Kind, RuleError, by_from, schema
+from .base import new_dict, register, ENV_PATTERN_RE, Kind, RuleError, by_from, schema
 
 
 def _check(entry, label, from_):
@@ -21,11 +21,12 @@ def _check(entry, label, from_):
             raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="env",
     schema=schema(("from", "to"), ()),
     summary="an environment variable name (Python strings and shell scripts)",
     requirements=lambda rule: [quoted(rule.from_)],
-    index=by_from("env"),
+    new_index=new_dict,
+    index=by_from,
     check=_check,
-)
+))

@@ -44,13 +44,14 @@ per file; `words` (kind `codemod`) are the words a codemod's own scan looks for 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List
 
 from ..model import Severity
 from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
                      plain_words)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
-                   schema)
+                   register, schema)
 
 FINDING_CONTEXTS = ("any", "torch", "device")
 # Finding kinds for files that are not Python (shell scripts, dependency lists).
@@ -180,23 +181,38 @@ def names_of(rule: Rule):
     return rule.patterns or (rule.from_,)
 
 
-def _index(rs, rule):
-    rs.findings.setdefault(rule.match_kind, []).append(rule)
+@dataclass
+class FindingIndex:
+    """The findings of one framework ("" for the PyTorch and front-end ones), by what they match."""
+
+    by_match: Dict[str, List[Rule]] = field(default_factory=dict)  # match kind -> rules
+    api: Dict[str, Rule] = field(default_factory=dict)  # qualified name -> rule (the first)
+    import_: Dict[str, Rule] = field(default_factory=dict)  # module -> rule (the first)
+    call: Dict[str, List[Rule]] = field(default_factory=dict)  # called qualified name -> rules
+    method: Dict[str, List[Rule]] = field(default_factory=dict)  # method name -> rules
+    analysis: Dict[str, Rule] = field(default_factory=dict)  # code -> finding of kind "analysis"
+    codemod: Dict[str, Rule] = field(default_factory=dict)  # code -> finding of kind "codemod" (the last)
+
+
+def _index(index: FindingIndex, rule: Rule) -> None:
+    index.by_match.setdefault(rule.match_kind, []).append(rule)
     names = names_of(rule)
     if rule.match_kind == "api":
         for n in names:
-            rs.finding_api.setdefault(n, rule)
+            index.api.setdefault(n, rule)
     elif rule.match_kind in ("call", "call-kwarg"):
         for n in names:
-            rs.finding_call.setdefault(n, []).append(rule)
+            index.call.setdefault(n, []).append(rule)
     elif rule.match_kind == "method":
         for n in names:
-            rs.finding_method.setdefault(n, []).append(rule)
+            index.method.setdefault(n, []).append(rule)
     elif rule.match_kind == "import":
         for n in names:
-            rs.finding_import.setdefault(n, rule)
+            index.import_.setdefault(n, rule)
     elif rule.match_kind == "analysis":
-        rs.analysis[rule.code] = rule
+        index.analysis[rule.code] = rule
+    elif rule.match_kind == "codemod":
+        index.codemod[rule.code] = rule
 
 
 def _requirements(rule: Rule) -> List[Requirement]:
@@ -245,16 +261,17 @@ def call_words(rules) -> List[FrozenSet[str]]:
     return needed
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "methods", "unless", "positions",
                                          "suffixes", "context", "framework", "once_per_file", "words", "skip_logged")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,
+    new_index=FindingIndex,
     index=_index,
     check=_check,
     spec=_check_framework_finding,
     also_required=_also_required,
     fields=_fields,
     reports=True,
-)
+))

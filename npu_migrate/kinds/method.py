@@ -13,15 +13,16 @@ are some other object's method and stay as they are.
 from __future__ import annotations
 
 from ..words import method_or_def
-from .base import Kind, by_from, from_and_to_are_identifiers, schema
+from .base import new_dict, register, Kind, by_from, from_and_to_are_identifiers, schema
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="method",
     schema=schema(("from", "to"), ()),
     summary="a method call `.from(...)` on any receiver becomes `.to(...)`",
     # `.cuda()`, and a class's own `def cuda(self)` (renamed with its callers)
     requirements=lambda rule: [method_or_def(rule.from_)],
-    index=by_from("method"),
+    new_index=new_dict,
+    index=by_from,
     check=from_and_to_are_identifiers,
-)
+))

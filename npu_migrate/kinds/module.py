@@ -10,14 +10,15 @@
 from __future__ import annotations
 
 from ..words import components
-from .base import Kind, by_from, from_is_a_dotted_name, schema
+from .base import new_dict, register, Kind, by_from, from_is_a_dotted_name, schema
 
 
-KIND = Kind(
+KIND = register(Kind(
     name="module",
     schema=schema(("from", "to"), ()),
     summary="an imported module path becomes another",
     requirements=lambda rule: [components(rule.from_)],
-    index=by_from("module"),
+    new_index=new_dict,
+    index=by_from,
     check=from_is_a_dotted_name,
-)
+))

@@ -5,7 +5,7 @@ every reference to them was rewritten.
 from __future__ import annotations
 
 from ..words import plain_words
-from .base import RuleError
+from .base import append, new_list, register, RuleError
 from .calls import call_kind
 
 
@@ -20,11 +20,13 @@ def _requirements(rule):
     return plain_words()
 
 
-KIND = call_kind(
+KIND = register(call_kind(
     "remove_import",
     ("modules",),
     (),
     "an import removed once nothing uses it",
     _check,
     _requirements,
-)
+    new_index=new_list,
+    index=append,
+))

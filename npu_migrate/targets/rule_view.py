@@ -33,7 +33,7 @@ _BY_FINGERPRINT: Dict[Tuple[str, ...], Tuple[RuleSet, RuleSet]] = {}  # (fingerp
 
 def written_helpers(rule: Rule) -> List[str]:
     """The TF Adapter names (and `function:parameter`s, and facts) a TensorFlow rule writes."""
-    spec = rule.spec
+    spec = rule.call_spec
     if spec is None or rule.framework != "tensorflow" or rule.kind in ("finding", "add_import"):
         return []
     table = load_cann_table()
@@ -232,13 +232,13 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
     blocked = {id(r): cann.missing(written_helpers(r)) for r in rules.rules if r.framework == "tensorflow"}
     # Rules of the same code on the same APIs move together (TPUEstimator's use_tpu=False without
     # its NPU config would train on the CPU): they are dropped with the blocked one, which reports.
-    held = {(r.code, api) for r in rules.rules if blocked.get(id(r)) is not None for api in (r.spec.apis if r.spec else ())}
-    dropped = {id(r) for r in rules.rules if r.framework == "tensorflow" and blocked.get(id(r)) is None and r.spec
-               is not None and r.kind != "finding" and any((r.code, api) in held for api in r.spec.apis)}
+    held = {(r.code, api) for r in rules.rules if blocked.get(id(r)) is not None for api in (r.call_spec.apis if r.call_spec else ())}
+    dropped = {id(r) for r in rules.rules if r.framework == "tensorflow" and blocked.get(id(r)) is None and r.call_spec
+               is not None and r.kind != "finding" and any((r.code, api) in held for api in r.call_spec.apis)}
     # APIs an NPU class replaces where it can (NPUEstimator): a blocked fallback for them is
     # reported only where the class cannot be used (the rename's unknown_finding), not at every call.
     renamed = {api: r for r in rules.rules if r.kind == "call_rename" and blocked.get(id(r)) is None
-               for api in (r.spec.apis if r.spec else ())}
+               for api in (r.call_spec.apis if r.call_spec else ())}
     fallbacks: Dict[int, Rule] = {}
     late: List[Rule] = []
     for rule in rules.rules:
@@ -248,7 +248,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
             continue
         if lacking is not None and template is not None:
             clones = _blocked_findings(rule, lacking, template)
-            covered = rule.spec is not None and rule.spec.apis and all(a in renamed for a in rule.spec.apis)
+            covered = rule.call_spec is not None and rule.call_spec.apis and all(a in renamed for a in rule.call_spec.apis)
             if covered and rule.kind == "call_config":
                 clone = dataclasses.replace(clones[0], match_kind="codemod", patterns=())
                 late.append(clone)  # after the template: FrameworkRules keeps the last of a code
@@ -267,8 +267,8 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
     new_rules += late
     for i, rule in enumerate(new_rules):
         fallback = fallbacks.get(id(rule))
-        if fallback is not None and rule.spec is not None and not rule.spec.unknown_finding:
-            new_rules[i] = dataclasses.replace(rule, spec=dataclasses.replace(rule.spec, unknown_finding=TARGET_CODE))
+        if fallback is not None and rule.call_spec is not None and not rule.call_spec.unknown_finding:
+            new_rules[i] = dataclasses.replace(rule, spec=dataclasses.replace(rule.call_spec, unknown_finding=TARGET_CODE))
     if not changed:
         return rules
     from ..rules import _index
@@ -281,7 +281,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
 
 def _blocked_findings(rule: Rule, lacking: CannMissing, template: Rule) -> List[Rule]:
     """NPU321 findings where `rule` would have matched."""
-    spec = rule.spec
+    spec = rule.call_spec
     assert spec is not None
     instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"
     message = template.message.replace("{why}", _escape(lacking.describe()))
@@ -306,7 +306,7 @@ def describe_cann_target(rules: RuleSet, target: CannTarget) -> str:
     rows = []
     for rule in rules.rules:
         helpers = [h for h in written_helpers(rule) if " " not in h and ":" not in h]
-        if helpers and rule.spec is not None:
+        if helpers and rule.call_spec is not None:
             rows.append((rule, helpers, target.missing(written_helpers(rule))))
     made = [r for r in rows if r[2] is None]
     lines = [f"{target.label()}: the TF Adapter of {' and '.join('CANN ' + r for r in target.bracket(table))}"

@@ -53,7 +53,7 @@ def apply_framework_rules(module: cst.Module, ctx: Context, framework: str, cano
     `keep`: ids of statements (of `module`) whose calls' arguments are left as they are."""
     if not ctx.framework_rules_may_apply(framework):
         return module  # no rule can match: spare the planner's walks
-    rules = FrameworkRules(ctx.rules.framework_rules.get(framework, ()))
+    rules = FrameworkRules(ctx.rules, framework)
     if module is not ctx.module:
         # An earlier pass (torch, in a file that uses both) changed the tree, maybe its line
         # numbers: the findings come from the original tree, the plans from this one.

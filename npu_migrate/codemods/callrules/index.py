@@ -1,71 +1,38 @@
-"""One framework's rules (kinds/calls.py and its kinds), indexed by what they match."""
+"""One framework's rules (kinds/calls.py and its kinds), as each kind indexed them."""
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
-from ...rules import Rule
+from ...kinds import add_import, add_keyword, argument, call_config, call_rename, call_replace, entry_setup, finding
+from ...kinds import remove_import
+from ...rules import Rule, RuleSet
 
 Canonical = Callable[[str], str]  # a framework's name for a resolved name (`tf.compat.v1.X` -> `tf.X`)
 
 
 class FrameworkRules:
-    """One framework's rules, indexed by what they match."""
+    """One framework's rules: each kind's index (RuleSet.index_of), under the names the
+    Planner reads."""
 
-    def __init__(self, rules: Iterable[Rule]) -> None:
-        self.rename: Dict[str, Rule] = {}
-        self.replace: Dict[str, Rule] = {}
-        self.config: Dict[str, Rule] = {}
-        self.arguments: Dict[str, List[Rule]] = {}
-        self.add_keyword_api: Dict[str, List[Rule]] = {}
-        self.add_keyword_method: Dict[str, Rule] = {}
-        self.argparse_options: Dict[str, Rule] = {}
-        self.finding_api: Dict[str, Rule] = {}
-        self.finding_import: Dict[str, Rule] = {}
-        self.finding_call: Dict[str, List[Rule]] = {}
-        self.codemod_findings: Dict[str, Rule] = {}
-        self.entry_setup: List[Rule] = []
-        self.remove_import: List[Rule] = []
-        self.add_import: Optional[Rule] = None
-        for rule in rules:
-            spec = rule.spec
-            if rule.kind == "finding":
-                names = rule.patterns or (rule.from_,)
-                table = {"api": self.finding_api, "import": self.finding_import}.get(rule.match_kind)
-                if table is not None:
-                    for name in names:
-                        table.setdefault(name, rule)
-                elif rule.match_kind == "call":
-                    for name in names:
-                        self.finding_call.setdefault(name, []).append(rule)
-                elif rule.match_kind == "codemod":
-                    self.codemod_findings[rule.code] = rule
-                continue
-            if rule.kind == "add_import":
-                self.add_import = rule
-                continue
-            assert spec is not None
-            for api in spec.apis:
-                if rule.kind == "call_rename":
-                    self.rename.setdefault(api, rule)
-                elif rule.kind == "call_replace":
-                    self.replace.setdefault(api, rule)
-                elif rule.kind == "call_config":
-                    self.config.setdefault(api, rule)
-                elif rule.kind == "argument":
-                    self.arguments.setdefault(api, []).append(rule)
-                elif rule.kind == "add_keyword":
-                    self.add_keyword_api.setdefault(api, []).append(rule)
-            if rule.kind == "add_keyword":
-                for method in spec.methods:
-                    self.add_keyword_method.setdefault(method, rule)
-            elif rule.kind == "argument":
-                for option in spec.options:
-                    self.argparse_options.setdefault(option, rule)
-            elif rule.kind == "entry_setup":
-                self.entry_setup.append(rule)
-            elif rule.kind == "remove_import":
-                self.remove_import.append(rule)
+    def __init__(self, rules: RuleSet, framework: str) -> None:
+        self.rename: Dict[str, Rule] = rules.index_of(call_rename.KIND, framework)
+        self.replace: Dict[str, Rule] = rules.index_of(call_replace.KIND, framework)
+        self.config: Dict[str, Rule] = rules.index_of(call_config.KIND, framework)
+        arguments = rules.index_of(argument.KIND, framework)
+        self.arguments: Dict[str, List[Rule]] = arguments.by_api
+        self.argparse_options: Dict[str, Rule] = arguments.options
+        add_keywords = rules.index_of(add_keyword.KIND, framework)
+        self.add_keyword_api: Dict[str, List[Rule]] = add_keywords.by_api
+        self.add_keyword_method: Dict[str, Rule] = add_keywords.by_method
+        findings = rules.index_of(finding.KIND, framework)
+        self.finding_api: Dict[str, Rule] = findings.api
+        self.finding_import: Dict[str, Rule] = findings.import_
+        self.finding_call: Dict[str, List[Rule]] = findings.call
+        self.codemod_findings: Dict[str, Rule] = findings.codemod
+        self.entry_setup: List[Rule] = rules.index_of(entry_setup.KIND, framework)
+        self.remove_import: List[Rule] = rules.index_of(remove_import.KIND, framework)
+        self.add_import: Optional[Rule] = rules.index_of(add_import.KIND, framework).last
         # Names that already hold an NPU object: what the call_rename / call_config rules produce.
         self.npu_callees = {r.call.to for r in self.rename.values()}
         self.config_wrappers = {r.call.to for r in self.config.values()}
