@@ -13,10 +13,13 @@ import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
 from ..model import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, FileResult, Severity
 from ..rules import RuleSet
+
+if TYPE_CHECKING:
+    from ..targets import RunTargets
 
 
 @dataclass
@@ -29,7 +32,7 @@ class RunReport:
     verbose: bool = False
     quiet: bool = False
     root: str = "."  # paths are shown relative to this folder
-    target: Optional[Any] = None  # targets.RunTargets: the releases the run migrated for
+    target: Optional[RunTargets] = None  # the releases the run migrated for
     # Paths given that could not be used (discovery): the run exits 2 after doing the others.
     path_errors: List[str] = field(default_factory=list)
     # Files still to be generated next to migrated ones (--diff/--check: a change), and the
@@ -65,10 +68,7 @@ class RunReport:
         TensorFlow, MindSpore for MindSpore (from the frameworks of the files with results)."""
         if self.target is None:
             return []
-        summary = getattr(self.target, "summary_lines", None)
-        if summary is None:
-            return [f"Target: {self.target.label()} ({self.target.reason or 'the newest release'})."]
-        return list(summary({f for r in self.results for f in r.frameworks}))
+        return self.target.summary_lines({f for r in self.results for f in r.frameworks})
 
     def findings_at_least(self, level: Severity) -> int:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)

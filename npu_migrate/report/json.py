@@ -66,6 +66,5 @@ def render_json(report: RunReport) -> str:
     if report.target is not None:
         # which torch_npu release(s) the rewrites were checked against, and why (targets/)
         doc["target"] = report.target.to_dict()
-        if hasattr(report.target, "targets_dict"):  # targets.RunTargets: torch_npu, CANN, MindSpore
-            doc["targets"] = report.target.targets_dict()
+        doc["targets"] = report.target.targets_dict()  # torch_npu, CANN, MindSpore
     return json_text(doc)

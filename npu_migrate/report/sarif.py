@@ -70,10 +70,8 @@ def _target_properties(report: RunReport) -> Dict[str, Any]:
     """The torch_npu target of the run (targets/), as invocation properties."""
     if report.target is None:
         return {}
-    properties: Dict[str, Any] = {"target": report.target.to_dict()}
-    if hasattr(report.target, "targets_dict"):  # targets.RunTargets: torch_npu, CANN, MindSpore
-        properties["targets"] = report.target.targets_dict()
-    return {"properties": properties}
+    return {"properties": {"target": report.target.to_dict(),
+                           "targets": report.target.targets_dict()}}  # torch_npu, CANN, MindSpore
 
 
 @register("sarif")
