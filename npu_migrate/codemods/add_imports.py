@@ -23,6 +23,7 @@ from typing import Sequence, Tuple
 import libcst as cst
 
 from ..context import Context
+from ..kinds.add_import import AddImportSpec
 from ..imports import ImportTable, dotted_name
 from ..rules import Rule
 from ..codes import applies
@@ -87,7 +88,7 @@ def imported_from(module: cst.Module, name: str) -> bool:
 def add_rule_import(module: cst.Module, ctx: Context, rule: Rule) -> cst.Module:
     """Insert the rule's import before the first top-level import (after the docstring and the
     `from __future__` imports), so that names the file imports itself win over a star import's."""
-    names = rule.call_spec.names if rule.call_spec is not None else ()
+    names = rule.spec_of(AddImportSpec).names if rule.spec is not None else ()
     statement = f"from {rule.to} import {', '.join(names)}" if names else f"import {rule.to}"
     new_line = cst.parse_statement(statement)
     body = list(module.body)

@@ -16,9 +16,17 @@ when one of its rewrites uses those names.
 from __future__ import annotations
 
 from ..words import Requirement, Word
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
 
-from .base import IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, register, schema
+from .base import IDENT_RE, QUALNAME_RE, Kind, Rule, RuleError, register, schema
+
+
+@dataclass(frozen=True)
+class AddImportSpec:
+    """A framework's import (`framework = ...`): `from <module> import <names>` when `names`."""
+
+    names: Tuple[str, ...] = ()
 
 
 class AddImports(Dict[str, Rule]):
@@ -51,7 +59,7 @@ def _spec(entry, label, framework):
         raise RuleError(f"{label}: 'names' must be a list of identifiers, or [\"*\"]")
     if not QUALNAME_RE.match(entry["module"]):
         raise RuleError(f"{label}: {entry['module']!r} is not a dotted Python name")
-    return CallSpec(names=tuple(names)) if framework else None
+    return AddImportSpec(names=tuple(names)) if framework else None
 
 
 KIND = register(Kind(

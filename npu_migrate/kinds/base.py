@@ -89,7 +89,6 @@ class CallSpec:
     teardown: str = ""
     skip_if_called: Tuple[str, ...] = ()
     modules: Tuple[str, ...] = ()
-    names: Tuple[str, ...] = ()  # [[add_import]]
     replace: bool = False  # [[add_keyword]]: an argument given with another value is replaced
 
 

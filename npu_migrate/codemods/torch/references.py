@@ -131,8 +131,8 @@ class ReferenceRewrites(TorchState):
                     name = dotted_name(alias.name)
                     if name is None:
                         break
-                    local = dotted_name(alias.asname.name) if alias.asname is not None else name
-                    bound.append((local or name, f"{module}.{name}"))
+                    local = (dotted_name(alias.asname.name) if alias.asname is not None else None) or name
+                    bound.append((local, f"{module}.{name}"))
                 moving = [(local, qual) for local, qual in bound if self._moves(qual)]
                 blockers = [qual for local, qual in bound if not self._moves(qual)]
                 blockers += [b for local, qual in moving for b in [self._alias_blocker(local, qual)] if b]
