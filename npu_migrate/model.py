@@ -153,6 +153,9 @@ class Options:
     # "npu" (`MODEL.DEVICE`, `settings.DEVICE`: project_values.py): a module that imports torch
     # and reads one gets `import torch_npu`.
     device_config_keys: Tuple[str, ...] = ()
+    # MindSpore device targets passed from one module of the run to another that move together
+    # ("<absolute path>::device_target" for each side: codemods/device_dispatch.crossing_moves).
+    mindspore_device_moves: Tuple[str, ...] = ()
     distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     @property

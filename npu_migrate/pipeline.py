@@ -81,7 +81,7 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
     from .runner import run as run_files
 
-    options = with_project_values(with_local_modules(settings.options(), files, rules), files)
+    options = with_project_values(with_local_modules(settings.options(), files, rules), files, rules)
     if options.modelarts:
         from dataclasses import replace
 
@@ -141,14 +141,24 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
     return replace(options, local_modules=local) if local else options
 
 
-def with_project_values(options: Options, files: Sequence[str]) -> Options:
-    """Options naming the device values that cross the project's modules (project_values.py)."""
+def with_project_values(options: Options, files: Sequence[str], rules: RuleSet) -> Options:
+    """Options naming the device values that cross the project's modules: torch's device
+    settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves)."""
     from dataclasses import replace
 
     from .project_values import device_config_keys
 
     keys = device_config_keys(files) if options.framework in ("auto", "torch") else ()
-    return replace(options, device_config_keys=keys) if keys else options
+    if keys:
+        options = replace(options, device_config_keys=keys)
+    if options.framework in ("auto", "mindspore"):
+        from .codemods.device_dispatch import crossing_moves
+
+        moves = tuple(m for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"
+                      and rule.call_spec is not None for m in crossing_moves(files, rule))
+        if moves:
+            options = replace(options, mindspore_device_moves=moves)
+    return options
 
 
 def once_per_run(report: RunReport) -> None:

@@ -258,36 +258,77 @@ def test_a_yaml_config_that_selects_the_gpu_is_reported_not_edited(run_cli, tmp_
     assert (tmp_path / "default_config.yaml").read_bytes() == config
 
 
-def test_a_device_target_passed_into_another_project_module_moves_with_it_or_not_at_all(tmp_path):
-    """Issue 25.9: train.py passed "Ascend" to create_dataset(), whose module accepts only "GPU"
-    (ValueError at start). The value crosses a module this file cannot see: neither moves, and
-    both files say why."""
+TRAIN_CROSSING = (
+    "import argparse\nfrom mindspore import context\nfrom src.dataset import create_dataset\n\n"
+    "parser = argparse.ArgumentParser()\n"
+    "parser.add_argument('--device_target', type=str, default='GPU', choices=['GPU', 'CPU'])\n"
+    "args = parser.parse_args()\n"
+    "context.set_context(mode=context.GRAPH_MODE, device_target=args.device_target)\n"
+    "ds = create_dataset('/data', batch_size=32, device_target=args.device_target)\n"
+)
+DATASET_CROSSING = (
+    "import mindspore.dataset as de\n\n\ndef create_dataset(path, batch_size=32, device_target='GPU'):\n"
+    "    if device_target == 'GPU':\n        data = de.ImageFolderDataset(path, shuffle=True)\n"
+    "    else:\n        raise ValueError('Unsupported device_target.')\n    return data.batch(batch_size)\n"
+)
+
+
+def _crossing_project(root, train=TRAIN_CROSSING, dataset=DATASET_CROSSING, **more):
+    (root / "src").mkdir()
+    (root / "train.py").write_text(train, encoding="utf-8")
+    (root / "src" / "dataset.py").write_text(dataset, encoding="utf-8")
+    for name, text in more.items():
+        (root / name).write_text(text, encoding="utf-8")
+
+
+def _migrate(*args):
     from click.testing import CliRunner
 
     from npu_migrate.cli import main
 
-    train = (
-        "import argparse\nfrom mindspore import context\nfrom src.dataset import create_dataset\n\n"
-        "parser = argparse.ArgumentParser()\n"
-        "parser.add_argument('--device_target', type=str, default='GPU', choices=['GPU', 'CPU'])\n"
-        "args = parser.parse_args()\n"
-        "context.set_context(mode=context.GRAPH_MODE, device_target=args.device_target)\n"
-        "ds = create_dataset('/data', batch_size=32, device_target=args.device_target)\n"
-    )
-    dataset = (
-        "import mindspore.dataset as de\n\n\ndef create_dataset(path, batch_size=32, device_target='GPU'):\n"
-        "    if device_target == 'GPU':\n        data = de.ImageFolderDataset(path, shuffle=True)\n"
-        "    else:\n        raise ValueError('Unsupported device_target.')\n    return data.batch(batch_size)\n"
-    )
-    (tmp_path / "src").mkdir()
-    (tmp_path / "train.py").write_text(train, encoding="utf-8")
-    (tmp_path / "src" / "dataset.py").write_text(dataset, encoding="utf-8")
-    r = CliRunner().invoke(main, [str(tmp_path), "--write", "--no-cache", "-j", "1", "--color", "never"])
+    r = CliRunner().invoke(main, [*map(str, args), "--write", "--no-cache", "-j", "1", "--color", "never"])
     assert r.exit_code == 0, r.output
-    assert (tmp_path / "train.py").read_text(encoding="utf-8") == train
+    return r.output
+
+
+def test_a_device_target_passed_into_another_project_module_moves_with_it(tmp_path):
+    """Issue 25.9: train.py passed "Ascend" to create_dataset(), whose module accepts only "GPU"
+    (ValueError at start). Migrated together, both move: the option's default and choices, and
+    the callee's comparison and parameter default (one decision for both files, made once per
+    run: device_dispatch.crossing_moves)."""
+    _crossing_project(tmp_path)
+    out = _migrate(tmp_path)
+    assert "NPU348" not in out
+    assert (tmp_path / "train.py").read_text(encoding="utf-8") == TRAIN_CROSSING.replace(
+        "default='GPU', choices=['GPU', 'CPU']", "default='Ascend', choices=['Ascend', 'CPU']")
+    assert (tmp_path / "src" / "dataset.py").read_text(encoding="utf-8") == DATASET_CROSSING.replace(
+        "'GPU'", "'Ascend'")
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*.py")}
+    _migrate(tmp_path)  # idempotent
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*.py")} == before
+
+
+@pytest.mark.parametrize("case", ["train.py alone", "another caller passes GPU", "the callee knows Ascend",
+                                  "the callee reads the value", "the callee passes it on"])
+def test_a_device_target_crossing_modules_moves_not_at_all_when_one_side_cannot(tmp_path, case):
+    """...or not at all: one side not among the files, another call that passes "GPU" itself, a
+    callee that has an Ascend branch, reads the value or passes it further. Both stay, and the
+    option's file says why (NPU348)."""
+    dataset = DATASET_CROSSING
+    more = {}
+    if case == "another caller passes GPU":
+        more["eval.py"] = "from src.dataset import create_dataset\nds = create_dataset('/d', device_target='GPU')\n"
+    elif case == "the callee knows Ascend":
+        dataset = dataset.replace("    else:\n", "    elif device_target == 'Ascend':\n        data = None\n    else:\n")
+    elif case == "the callee reads the value":
+        dataset = dataset.replace("    return", "    print(device_target)\n    return")
+    elif case == "the callee passes it on":
+        dataset = "from src.transforms import augment\n" + dataset.replace(
+            "    return", "    data = augment(data, device_target=device_target)\n    return")
+    _crossing_project(tmp_path, dataset=dataset, **more)
+    out = _migrate(tmp_path / "train.py" if case == "train.py alone" else tmp_path)
+    assert (tmp_path / "train.py").read_text(encoding="utf-8") == TRAIN_CROSSING
     assert (tmp_path / "src" / "dataset.py").read_text(encoding="utf-8") == dataset
-    lines = [line for line in r.output.splitlines() if "NPU348 [" in line]
-    assert len(lines) == 2
-    assert lines[0].startswith(f"{tmp_path / 'src' / 'dataset.py'}:5:8: NPU348")
-    assert lines[1].startswith(f"{tmp_path / 'train.py'}:9:6: NPU348 [warning] `--device_target` (default \"GPU\")"
-                               " is passed to `create_dataset` of the project module `src.dataset`")
+    lines = [line for line in out.splitlines() if "NPU348 [" in line]
+    assert any(line.startswith(f"{tmp_path / 'train.py'}:9:6: NPU348 [warning] `--device_target` (default \"GPU\")"
+                               " is passed to `create_dataset` of the project module `src.dataset`") for line in lines), out

@@ -95,3 +95,48 @@ def test_a_half_migrated_dispatch_dies_at_start(mindspore_python, tmp_path):
     done = _run(mindspore_python, script)
     assert done.returncode != 0
     assert "ValueError: Unsupported device_target." in done.stderr
+
+
+CROSSING_TRAIN = """\
+import argparse
+from mindspore import context
+from src.dataset import create_dataset
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--device_target", type=str, default="GPU", choices=["GPU", "CPU"])
+args = parser.parse_args()
+context.set_context(mode=context.PYNATIVE_MODE, device_target=args.device_target)
+ds = create_dataset(batch_size=2, device_target=args.device_target)
+print("batches", ds.get_dataset_size(), "on", context.get_context("device_target"))
+"""
+CROSSING_DATASET = """\
+import numpy as np
+import mindspore.dataset as de
+
+
+def create_dataset(batch_size=2, device_target="GPU"):
+    if device_target == "GPU":
+        data = de.NumpySlicesDataset({"x": np.arange(8, dtype=np.float32)}, shuffle=False)
+    else:
+        raise ValueError("Unsupported device_target.")
+    return data.batch(batch_size)
+"""
+
+
+def test_a_device_target_crossing_two_modules_runs_once_both_moved(mindspore_python, tmp_path, run_cli):
+    """#25.9: the option in train.py and the comparison in src/dataset.py move together (one
+    run over both files); with its default arguments the project runs on "Ascend" (the CPU
+    here). Only the default moved (what the tool did two rounds ago) dies at start."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "train.py").write_text(CROSSING_TRAIN, encoding="utf-8")
+    (tmp_path / "src" / "dataset.py").write_text(CROSSING_DATASET, encoding="utf-8")
+    r = run_cli(".", "--write", "--no-cache", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert 'default="Ascend"' in (tmp_path / "train.py").read_text(encoding="utf-8")
+    assert 'if device_target == "Ascend":' in (tmp_path / "src" / "dataset.py").read_text(encoding="utf-8")
+    done = _run(mindspore_python, tmp_path / "train.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines()[-1].startswith("batches 4 on "), done.stdout[-2000:]
+    (tmp_path / "src" / "dataset.py").write_text(CROSSING_DATASET, encoding="utf-8")  # the callee left as it was
+    half = _run(mindspore_python, tmp_path / "train.py")
+    assert half.returncode != 0 and "ValueError: Unsupported device_target." in half.stderr, half.stderr[-2000:]

@@ -14,9 +14,12 @@ with "GPU"/"Ascend"/"CPU", or an argparse option of that name with such a defaul
   "Ascend" (and "Ascend" joins choices that lack it); a branch selected by "GPU" stays the GPU
   branch, so nothing inside it is rewritten;
 * the option is defined here with a "GPU" default and its value is passed to a function of
-  another project module (`create_dataset(..., device_target=args.device_target)`), whose
-  code this file cannot see: nothing moves and the call is reported (moving the default alone
-  sent "Ascend" to a module that accepts only "GPU");
+  another project module (`create_dataset(..., device_target=args.device_target)`): when that
+  module is migrated in the same run and its function compares the parameter with "GPU" only,
+  both sides move together (`crossing_moves`, decided once per run and handed to both files in
+  Options.mindspore_device_moves: the option as above, the function's comparisons and its
+  parameter's default); otherwise nothing moves and the call is reported (moving the default
+  alone sent "Ascend" to a module that accepts only "GPU");
 * the value comes from elsewhere (a config module, a YAML file) or the option is defined here
   but read elsewhere: nothing of it is rewritten, the GPU-selected branches are kept as they
   are, and the file is reported (`unknown_finding`) when no Ascend branch exists.
@@ -27,8 +30,9 @@ makes the rewrites and returns the ids of the statements the framework rules mus
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set, Tuple
+from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -71,6 +75,10 @@ class Key:
     # (call, callee as written, its module).
     crossing: List[Tuple[cst.Call, str, str]] = field(default_factory=list)
     gpu_bodies: List[cst.CSTNode] = field(default_factory=list)  # branches that run for "GPU"
+    # `def create_dataset(path, device_target="GPU")`: the parameter's default, and the functions
+    # taking the value as a parameter (name -> its position), for a value that crosses modules.
+    param_defaults: List[Tuple[cst.SimpleString, Tuple[int, ...]]] = field(default_factory=list)
+    functions: Dict[str, int] = field(default_factory=dict)
 
 
 def _key_of(node: cst.BaseExpression, keys: Tuple[str, ...], aliases: Optional[Dict[str, str]] = None
@@ -137,6 +145,9 @@ class _Analysis(cst.CSTVisitor):
         self._line: Optional[cst.SimpleStatementLine] = None
         self._stack: List[int] = []  # ids of the nodes the visit is in
         self._project: Dict[str, str] = {}  # local name -> the project module it comes from
+        # Every call of a function imported from a project module: (call, callee as written, module).
+        self.project_calls: List[Tuple[cst.Call, str, str]] = []
+        self._functions: Dict[int, str] = {}  # id of a FunctionDef -> its name
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
         module = "." * len(node.relative) + (dotted_name(node.module) or "" if node.module is not None else "")
@@ -154,6 +165,7 @@ class _Analysis(cst.CSTVisitor):
         if not isinstance(root, cst.Name) or root.value not in self._project:
             return
         module, callee = self._project[root.value], dotted_name(node.func) or root.value
+        self.project_calls.append((node, callee, module))
         for arg in node.args:
             value = arg.value
             name = value.attr.value if isinstance(value, cst.Attribute) else (
@@ -252,6 +264,20 @@ class _Analysis(cst.CSTVisitor):
     def visit_Param(self, node: cst.Param) -> None:
         self._not_readers.add(id(node.name))
 
+    def visit_Parameters(self, node: cst.Parameters) -> None:
+        function = self._stack[-2] if len(self._stack) > 1 else None
+        for index, param in enumerate([*node.posonly_params, *node.params, *node.kwonly_params]):
+            if param.name.value not in self.keys_names or function not in self._functions:
+                continue
+            key = self.key(param.name.value)
+            key.functions[self._functions[function]] = index if param in node.params or param in node.posonly_params \
+                else 1 << 20  # keyword-only: no call passes it by position
+            if isinstance(param.default, cst.SimpleString) and _target_literals(param.default):
+                key.param_defaults.append((param.default, (*self._stack, id(param))))
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions[id(node)] = node.name.value
+
     def visit_Attribute(self, node: cst.Attribute) -> None:
         self._not_readers.add(id(node.attr))
 
@@ -281,13 +307,20 @@ def _statements(suite: cst.CSTNode) -> List[cst.CSTNode]:
     return [suite]  # a one-line suite, or an `elif` (its If statement)
 
 
-def analyse(module: cst.Module, rule: Rule) -> Decision:
+def _analysis(module: cst.Module, keys: Tuple[str, ...]) -> _Analysis:
+    aliases = _Aliases(keys)
+    walk(module, aliases)
+    found = _Analysis(keys, aliases.aliases())
+    walk(module, found)
+    return found
+
+
+def analyse(module: cst.Module, rule: Rule, crossing: FrozenSet[str] = frozenset()) -> Decision:
+    """`crossing`: the keys whose value crosses into (or comes from) another module of the run
+    that moves with this one (crossing_moves)."""
     spec = rule.call
     frm, to = spec.literal, spec.to
-    aliases = _Aliases(spec.options)
-    walk(module, aliases)
-    found = _Analysis(spec.options, aliases.aliases())
-    walk(module, found)
+    found = _analysis(module, spec.options)
     decision = Decision()
 
     def rewrite(literals: List[cst.SimpleString], path: Tuple[int, ...]) -> None:
@@ -299,7 +332,7 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
 
     for name, key in found.keys.items():
         gpu_options = [o for o in key.options if any(string_value(s) == frm for s in o.defaults)]
-        if key.crossing and gpu_options:
+        if key.crossing and gpu_options and name not in crossing:
             # The value crosses into another module of the project, whose code this file cannot
             # see: moving the default alone would send "Ascend" where only "GPU" may be accepted.
             call, callee, where = key.crossing[0]
@@ -338,6 +371,14 @@ def analyse(module: cst.Module, rule: Rule) -> Decision:
                     decision.add_choice[id(option.choices)] = option.choices
                     decision.hot.update(option.path)
                     decision.roots.add(option.path[-1])
+        if name in crossing and not key.options:
+            # The value comes from the option of a module migrated with this one, which moves to
+            # "Ascend" with these comparisons and the parameter's default (crossing_moves).
+            for literal, path in key.param_defaults:
+                rewrite([literal], path)
+            for comparison in key.comparisons:
+                rewrite(comparison.literals, comparison.path)
+            continue
         # The branches that run for "GPU" stay the GPU branches.
         for body in key.gpu_bodies:
             decision.keep.update(id(s) for s in _statements(body))
@@ -412,7 +453,10 @@ class _Apply(cst.CSTTransformer):
 
 @applies("device_dispatch@mindspore", "device_dispatch@tensorflow", "finding:codemod@mindspore")
 def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding: Optional[Rule]) -> Tuple[cst.Module, Set[int]]:
-    decision = analyse(module, rule)
+    here = os.path.abspath(ctx.path)
+    crossing = frozenset(key for path, _, key in (m.rpartition("::") for m in ctx.options.mindspore_device_moves)
+                         if path == here)
+    decision = analyse(module, rule, crossing)
     tree = None if module is ctx.module else module
     for node, api, message in decision.reports:
         if finding is not None and not ctx.suppressed(node, finding.code):
@@ -432,3 +476,111 @@ def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding:
         ctx.edit(rule, container, f"`{before}` -> `{after}`: the default is \"Ascend\" now", before, after,
                  module=tree)
     return transform(module, _Apply(decision)), decision.keep
+
+
+# ----------------------------------------------------------------------------- across modules
+
+
+def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
+    """The values that move across modules of the run (`path::key`, absolute paths), found once
+    per run (pipeline.with_project_values) so that the file holding the option and the file
+    comparing the value decide the same: `train.py` passes `--device_target` (default "GPU",
+    no "Ascend" branch) to `create_dataset` of `src/dataset.py`, whose comparisons of the
+    parameter know "GPU" only. Both move -- the option's default and choices, the comparisons on
+    both sides, the parameter's default -- when every call of the project's functions that take
+    the value passes it from such an option or leaves it to its default, and the callee passes
+    it no further; otherwise neither moves and both are reported (NPU348), as before."""
+    spec = rule.call
+    frm, to = spec.literal, spec.to
+    texts: Dict[str, str] = {}
+    for path in files:
+        if path.endswith(".py"):
+            try:
+                with open(path, "rb") as f:
+                    texts[os.path.abspath(path)] = f.read(1 << 21).decode("utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+    found: Dict[str, _Analysis] = {}
+
+    def analyse_file(path: str) -> None:
+        try:
+            found[path] = _analysis(cst.parse_module(texts[path]), spec.options)
+        except (cst.ParserSyntaxError, RecursionError):
+            pass
+
+    for path, text in texts.items():
+        if frm in text and "mindspore" in text and any(k in text for k in spec.options):
+            analyse_file(path)
+
+    def says(key: Key, value: str) -> bool:
+        return any(string_value(s) == value for c in key.comparisons for s in c.literals) or any(
+            string_value(s) == value for o in key.options for s in o.choice_literals)
+
+    def caller_ok(path: str, name: str) -> bool:  # the option is here, "GPU" by default, no "Ascend"
+        key = found[path].keys[name]
+        return any(string_value(s) == frm for o in key.options for s in o.defaults) and not says(key, to)
+
+    def callee_ok(path: str, name: str) -> bool:  # compares the parameter with "GPU" only
+        key = found[path].keys.get(name)
+        return (key is not None and bool(key.functions) and not key.options and not key.crossing
+                and says(key, frm) and not says(key, to) and key.readers == 0)
+
+    # (caller, key) -> the callees its value crosses into; start from every crossing, then drop
+    # what cannot move until nothing changes (a caller whose other crossing stays, stays).
+    moving: Dict[Tuple[str, str], Set[str]] = {}
+    for path, analysis in found.items():
+        for name, key in analysis.keys.items():
+            if key.crossing and caller_ok(path, name):
+                moving[(path, name)] = {_module_file(where, path, found) or "" for _, _, where in key.crossing}
+    # Every other file that names a callee's function may call it (`create_dataset(p, "GPU")`).
+    names = {f for (_, name), cs in moving.items() for c in cs if c in found and name in found[c].keys
+             for f in found[c].keys[name].functions}
+    for path, text in texts.items():
+        if path not in found and any(n in text for n in names):
+            analyse_file(path)
+    changed = True
+    while changed:
+        changed = False
+        for (path, name), cs in list(moving.items()):
+            if any(not c or not callee_ok(c, name) or not _calls_fit(c, name, found, moving) for c in cs):
+                del moving[(path, name)]
+                changed = True
+    out = {f"{path}::{name}" for (path, name) in moving}
+    out |= {f"{c}::{name}" for (_, name), cs in moving.items() for c in cs}
+    return tuple(sorted(out))
+
+
+def _calls_fit(callee: str, name: str, found: Dict[str, _Analysis], moving: Dict[Tuple[str, str], Set[str]]) -> bool:
+    """Whether every call of `callee`'s functions that take `name` passes the value of a moving
+    caller's option, or leaves the parameter to its default."""
+    functions = found[callee].keys[name].functions
+    for path, analysis in found.items():
+        passing = {id(call) for call, _, _ in analysis.keys[name].crossing} if name in analysis.keys else set()
+        for call, written, where in analysis.project_calls:
+            function = written.rsplit(".", 1)[-1]
+            if function not in functions or _module_file(where, path, found) != callee:
+                continue
+            if id(call) in passing and (path, name) in moving:
+                continue
+            positional = sum(1 for a in call.args if a.keyword is None and not a.star)
+            if any(a.keyword is not None and a.keyword.value == name for a in call.args) or any(
+                    a.star for a in call.args) or positional > functions[function]:
+                return False
+    return True
+
+
+def _module_file(module: str, caller: str, found: Dict[str, _Analysis]) -> Optional[str]:
+    """The file among `found` that `from <module> import ...` in `caller` imports: relative to the
+    caller's folder, or the one file whose path ends with the module's (none when two do)."""
+    if module.startswith("."):
+        base = os.path.dirname(caller)
+        for _ in range(len(module) - len(module.lstrip(".")) - 1):
+            base = os.path.dirname(base)
+        parts = [p for p in module.lstrip(".").split(".") if p]
+        stem = os.path.join(base, *parts)
+        hits: Iterable[str] = [p for p in (stem + ".py", os.path.join(stem, "__init__.py")) if p in found]
+    else:
+        tail = os.path.join(*module.split("."))
+        hits = [p for p in found if p.endswith(os.sep + tail + ".py") or p.endswith(os.sep + os.path.join(tail, "__init__.py"))]
+    hits = list(hits)
+    return hits[0] if len(hits) == 1 else None
