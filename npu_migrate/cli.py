@@ -206,13 +206,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     from .report import RENDERERS, load_renderers
 
     settings, config = _settings(ctx, params)
-    settings = dataclasses.replace(settings, target=_target(ctx, settings, config))
-    load_renderers(settings.fmt)
-    _check_usage(settings, RENDERERS)
-    rules = _load_rules_or_exit(settings.rule_files)
-    if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
-        raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
-    from .discovery import FileFilter, discover
+    from .discovery import FileFilter, discover, project_of
 
     file_filter = FileFilter(
         root=config.folder or ".",
@@ -220,12 +214,21 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         extend_exclude=settings.extend_exclude,
         respect_gitignore=settings.respect_gitignore,
     )
+    # The run's project: every walk of it (discovery, the targets' look at its scripts, the
+    # ModelArts scan around an entry script) excludes what the run excludes.
+    project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
+    settings = dataclasses.replace(settings, target=_target(ctx, settings, config, project))
+    load_renderers(settings.fmt)
+    _check_usage(settings, RENDERERS)
+    rules = _load_rules_or_exit(settings.rule_files)
+    if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
+        raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
     if settings.verbose and config.path:
         click.echo(f"npu-migrate: configuration from {config.path}", err=True)
     if settings.stdin:
         from .stdin import run_stdin
 
-        sys.exit(run_stdin(settings, rules, file_filter, use_color(settings.color, sys.stdout)))
+        sys.exit(run_stdin(settings, rules, project, use_color(settings.color, sys.stdout)))
 
     if settings.output_dir:
         from .output_dir import OutputDirError, check
@@ -260,7 +263,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     previous_handler = _install_signal_handlers()
     try:
         with ProgressBar(len(selection.files), wanted(len(selection.files), settings.quiet)) as bar:
-            report = run(settings, rules, selection.files, file_filter, color=use_color(settings.color, sys.stdout),
+            report = run(settings, rules, selection.files, project, color=use_color(settings.color, sys.stdout),
                          jobs=settings.jobs or default_jobs(), on_done=bar.advance,
                          warn=lambda line: click.echo(line, err=True))
     except (KeyboardInterrupt, Interrupted) as exc:
@@ -315,7 +318,7 @@ def _settings(ctx: click.Context, params: dict):
     return Settings.from_params(apply(config, ctx, params)), config
 
 
-def _target(ctx: click.Context, settings, config):
+def _target(ctx: click.Context, settings, config, project):
     """The targets of this run (targets/): torch_npu, CANN and MindSpore, each from its
     option, the configuration, the project, or the newest release. Exits 2 on a version the
     tool does not know or cannot read."""
@@ -328,11 +331,10 @@ def _target(ctx: click.Context, settings, config):
             return "--" + param.replace("_", "-")
         return f"{param.replace('_', '-')} in [tool.npu-migrate] of {config.path}"
 
-    paths = [settings.stdin_filename or "."] if settings.stdin else list(settings.paths)
     versions = {kind: (getattr(settings, f"{kind}_version"), source(f"{kind}_version"))
                 for kind in ("torch_npu", "cann", "mindspore")}
     try:
-        return resolve_targets(versions, paths)
+        return resolve_targets(versions, project.paths, project)
     except TargetError as exc:
         _fail(str(exc))
 

@@ -23,6 +23,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
+from .project_files import Project
+
 DEFAULT_EXCLUDES = (
     ".git/", ".hg/", ".svn/", ".bzr/", ".venv/", "venv/", ".tox/", ".nox/", ".eggs/", "*.egg-info/",
     "build/", "dist/", "_build/", "buck-out/", "node_modules/", ".ipynb_checkpoints/", "site-packages/",
@@ -258,17 +260,29 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
     return selection
 
 
-def walk(top: str, file_filter: FileFilter) -> Iterator[Tuple[str, bool]]:
-    """(path, is_regular_file) for everything below `top` that is not excluded.
+def walk(top: str, file_filter: FileFilter, max_depth: Optional[int] = None) -> Iterator[Tuple[str, bool]]:
+    """(path, is_regular_file) for everything below `top` that is not excluded (`max_depth`:
+    folder levels below `top`, None: all).
 
     Symlinks (to files or folders) are yielded with is_regular_file False and never followed.
     """
-    for user_path, _full, regular in _walk(top, file_filter):
+    for user_path, _full, regular in _walk(top, file_filter, max_depth=max_depth):
         yield user_path, regular
 
 
-def _walk(top: str, file_filter: FileFilter,
-          unlistable: Optional[List[Tuple[str, str]]] = None) -> Iterator[Tuple[str, str, bool]]:
+def project_of(paths: Sequence[str], file_filter: FileFilter) -> Project:
+    """The run's Project (project_files.py): every walk around its files excludes what
+    discovery excludes."""
+    def files(folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
+        for path, regular in walk(folder, file_filter, max_depth):
+            if regular:
+                yield path
+
+    return Project(tuple(paths), files, file_filter)
+
+
+def _walk(top: str, file_filter: FileFilter, unlistable: Optional[List[Tuple[str, str]]] = None,
+          max_depth: Optional[int] = None) -> Iterator[Tuple[str, str, bool]]:
     """(path as the user would spell it, absolute path, is_regular_file), depth first, sorted.
     A folder that cannot be listed is added to `unlistable` as (path, why)."""
     abs_top = os.path.abspath(top)
@@ -278,9 +292,9 @@ def _walk(top: str, file_filter: FileFilter,
         if unlistable is not None:
             unlistable.append((top, why))
         return
-    stack = [(top, abs_top)]
+    stack = [(top, abs_top, 0)]
     while stack:
-        shown_dir, abs_dir = stack.pop()
+        shown_dir, abs_dir, depth = stack.pop()
         try:
             with os.scandir(abs_dir) as it:
                 entries = sorted(it, key=lambda e: e.name)
@@ -305,7 +319,8 @@ def _walk(top: str, file_filter: FileFilter,
             if file_filter._excluded(full, is_dir, base):
                 continue
             if is_dir:
-                subdirs.append((shown, full))
+                if max_depth is None or depth < max_depth:
+                    subdirs.append((shown, full, depth + 1))
             elif is_link:
                 yield shown, full, False
             elif entry.is_file(follow_symlinks=False):  # not a FIFO, socket or device

@@ -22,6 +22,7 @@ from typing import Callable, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
 from .model import ONCE_PER_RUN_CODES, FileResult, Options, WriteBack
+from .project_files import Project
 from .report import RunReport
 from .rules import RuleSet
 from .runner import Outcome
@@ -37,12 +38,13 @@ class StdinSource:
     source: Source
 
 
-def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSource], file_filter, *,
+def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSource], project: Project, *,
         color: bool = False, jobs: int = 1, on_done: Optional[Callable[[Outcome], None]] = None,
         warn: Callable[[str], None] = lambda line: None) -> RunReport:
     """Migrate `files` as `settings` say and write back what the mode says. `warn` gets the
     warnings of the output-dir copy as they happen; the lines about generated files are in
-    `report.notes`."""
+    `report.notes`. `project`: the run's (discovery.project_of), whose walks exclude what the
+    run excludes."""
     from .targets.rule_view import rules_for_targets
 
     # The rules as the run's targets see them, derived once here and handed down: the engine
@@ -53,7 +55,7 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
 
         outcomes = [migrate_text(files.source, settings.options(), view, keep_text=True)]
     else:
-        outcomes = migrate_files(settings, view, files, jobs, on_done, warn)
+        outcomes = migrate_files(settings, view, files, project, jobs, on_done, warn)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
                        color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
     once_per_run(report)
@@ -63,7 +65,7 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
         write_in_place(outcomes)
     if settings.mode is WriteBack.OUTPUT_DIR:
         # Files copied as they are (data, configuration) that could not be: failures of the run too.
-        report.results.extend(write_output_dir(settings, file_filter, outcomes, warn))
+        report.results.extend(write_output_dir(settings, project.file_filter, outcomes, warn))
     if isinstance(files, StdinSource):
         add_diffs(report, outcomes, shown=lambda path: path)
         return report
@@ -75,7 +77,7 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     return report
 
 
-def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs: int,
+def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], project: Project, jobs: int,
                   on_done: Optional[Callable[[Outcome], None]], warn: Callable[[str], None]) -> List[Outcome]:
     """The files' outcomes, in their order: in worker processes, through the cache, with the
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
@@ -87,7 +89,7 @@ def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], jobs
 
         from .modelarts.project import scan_project
 
-        moxing_files, utility_files = scan_project(files, settings.paths)
+        moxing_files, utility_files = scan_project(files, project)
         options = replace(options, modelarts_moxing_files=moxing_files, modelarts_utility_files=utility_files)
         entries = {os.path.abspath(p) for p in options.modelarts_entry_files}
         for path in utility_files if not settings.quiet else ():

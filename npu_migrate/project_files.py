@@ -1,4 +1,5 @@
-"""The project's own files read as data: the folder a run's paths share (`common_folder`, where
+"""The project's own files read as data: the project of a run (`Project`: its paths and the one
+walk every look around them goes through), the folder a run's paths share (`common_folder`, where
 the configuration and the project's pins are looked for), and dependency lists
 (`requirements*.txt` lines, `pyproject.toml` dependency tables), each requirement with the
 offset where it is written.
@@ -16,7 +17,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
@@ -27,6 +28,41 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
     import tomli as tomllib
 
 TOMLDecodeError = tomllib.TOMLDecodeError
+
+# A project's walk: (folder, max_depth) -> the regular files below `folder` a run may read, depth
+# first, each folder's files sorted before its subfolders; max_depth: how many folder levels
+# below `folder` (None: all).
+Walk = Callable[[str, Optional[int]], Iterator[str]]
+
+# Folders a walk enters in no run (and, for a call that names no Project, the only ones it
+# skips besides hidden folders): version control, virtualenvs, build output, caches.
+_SKIPPED = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages", ".tox"}
+
+
+def _plain_walk(folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
+    base = folder.rstrip(os.sep).count(os.sep)
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
+        if max_depth is not None and root.count(os.sep) - base >= max_depth:
+            dirs[:] = []
+        for name in sorted(files):
+            yield os.path.join(root, name)
+
+
+@dataclass(frozen=True)
+class Project:
+    """The project of one run: the paths given, and the walk that every look at files around
+    them goes through (the ModelArts scan of an entry script's folder, the CANN versions its
+    scripts name), so none reads a file the run excludes. The CLI builds one per run from its
+    file filter (discovery.project_of: the default excludes, --exclude, --extend-exclude,
+    .gitignore); a library call without one walks as `_plain_walk` does."""
+
+    paths: Tuple[str, ...] = ()
+    walk: Walk = _plain_walk
+    file_filter: Any = None  # the run's discovery.FileFilter (the output-dir copy, stdin's --force-exclude)
+
+    def files(self, folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
+        return self.walk(folder, max_depth)
 
 
 def common_folder(paths: Sequence[str], stdin_filename: Optional[str] = None) -> str:

@@ -27,7 +27,7 @@ from .rules import RuleSet
 from .settings import Settings
 
 
-def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: bool) -> int:
+def run_stdin(settings: Settings, rules: RuleSet, project: Any, use_color: bool) -> int:
     from .console import EXIT_ERROR, emit_report
     from .diffs import colorize
     from .pipeline import StdinSource, run
@@ -49,6 +49,7 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
             _write_stdout(data)
         return 0
 
+    file_filter = project.file_filter
     if name and settings.force_exclude and file_filter.excluded_path(name):
         if settings.verbose:
             click.echo(f"{name}: skipped: {file_filter.excluded_path(name)}", err=True)
@@ -61,7 +62,7 @@ def run_stdin(settings: Settings, rules: RuleSet, file_filter: Any, use_color: b
             _write_stdout(data)  # never eat the user's buffer
         return EXIT_ERROR
     source = Source(shown, text, encoding, hashlib.sha256(data).hexdigest(), len(data), 0, 0)
-    report = run(settings, rules, StdinSource(source), file_filter, color=use_color)
+    report = run(settings, rules, StdinSource(source), project, color=use_color)
     result = report.results[0]
     if settings.stats:
         from .work import most_work, summary

@@ -243,3 +243,47 @@ def test_the_hooks_pass_dependency_lists_and_skip_other_text_files(tmp_path, run
     assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out.splitlines(), out
     assert "README: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
     assert "notes.txt: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
+
+
+def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, monkeypatch):
+    """#27.7: one Project per run (discovery.project_of): the targets' look at the project's
+    scripts and the ModelArts scan around an entry script walk it as discovery does, so a file
+    under a folder --extend-exclude names is never opened; without the option it is read (the
+    CANN target comes from it), so the spy sees what the walks read."""
+    import builtins
+    import io
+
+    from helpers import cli_in_process
+
+    (tmp_path / "train.py").write_text("import tensorflow as tf\nsess = tf.Session()\nsess.run(tf.no_op())\n")
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "run.sh").write_text("source /usr/local/Ascend/ascend-toolkit/20.1/set_env.sh\npython ../train.py\n")
+    (old / "obs_copy.py").write_text("import moxing as mox\nmox.file.copy_parallel('obs://a', '/cache/a')\n")
+    opened = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def spy_open(file, *args, **kwargs):
+        opened.append(os.path.abspath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else file)
+        return real_open(file, *args, **kwargs)
+
+    def spy_os_open(path, *args, **kwargs):
+        opened.append(os.path.abspath(os.fspath(path)))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(io, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+
+    def under_old():
+        return sorted({os.path.relpath(p, tmp_path) for p in opened if isinstance(p, str)
+                       and p.startswith(str(old) + os.sep)})
+
+    r = cli_in_process("train.py", "--no-cache", "--modelarts", "--extend-exclude", "old/", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert under_old() == []
+    assert "CANN 20.1" not in (r.stdout + r.stderr).decode()
+    opened.clear()
+    r = cli_in_process("train.py", "--no-cache", "--modelarts", cwd=tmp_path)  # the walks do look there
+    assert "Target: CANN 20.1 (the CANN install path 20.1 in old/run.sh)." in (r.stdout + r.stderr).decode()
+    assert {"old/obs_copy.py", "old/run.sh"} <= set(under_old())

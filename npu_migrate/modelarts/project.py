@@ -17,34 +17,33 @@ import os
 import re
 from typing import Dict, Iterable, Sequence, Tuple
 
+from ..project_files import Project
 from . import RUNTIME_MARKER
 
 MOXING_IMPORT = re.compile(rb"^[ \t]*(import[ \t]+moxing\b|from[ \t]+moxing\b)", re.MULTILINE)
-SKIPPED_FOLDERS = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages"}
 MAX_FILES = 5000  # per folder walked around an explicitly named script
 
 
-def _python_files_around(paths: Sequence[str]) -> Iterable[str]:
-    """The .py files of the folders of explicitly named files (their helpers are not named)."""
-    for path in paths:
+def _python_files_around(project: Project) -> Iterable[str]:
+    """The .py files of the folders of explicitly named files (their helpers are not named),
+    as the run's project walks them (what it excludes is never read)."""
+    for path in project.paths:
         if not os.path.isfile(path):
             continue
         count = 0
-        for folder, subfolders, files in os.walk(os.path.dirname(os.path.abspath(path))):
-            subfolders[:] = [s for s in subfolders if s not in SKIPPED_FOLDERS and not s.startswith(".")]
-            for name in files:
-                if name.endswith(".py"):
-                    count += 1
-                    yield os.path.join(folder, name)
-            if count > MAX_FILES:
-                break
+        for found in project.files(os.path.dirname(os.path.abspath(path))):
+            if found.endswith(".py"):
+                count += 1
+                yield found
+                if count > MAX_FILES:
+                    break
 
 
-def scan_project(files: Sequence[str], paths: Sequence[str]) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+def scan_project(files: Sequence[str], project: Project) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(the files importing moxing, the utility scripts beside an entry) among the .py files given
     and those around explicitly named scripts: absolute paths, each file read once."""
     texts: Dict[str, bytes] = {}
-    for path in list(files) + list(_python_files_around(paths)):
+    for path in list(files) + list(_python_files_around(project)):
         path = os.path.abspath(path)
         if path.endswith(".py") and path not in texts:
             texts[path] = _read(path)

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Collection, Dict, List, Sequence, Tuple
+from typing import Collection, Dict, List, Optional, Sequence, Tuple
+
+from ..project_files import Project
 
 from . import cann, mindspore, torch_npu
 from .cann import CannTarget
@@ -39,7 +41,7 @@ KINDS: Dict[str, Tuple[ModuleType, type]] = {
 }
 
 
-def resolve(kind: str, explicit: str, explicit_source: str, paths: Sequence[str]):
+def resolve(kind: str, explicit: str, explicit_source: str, paths: Sequence[str], project: Optional[Project] = None):
     """The `kind` target of a run: `explicit` (from `explicit_source`: "--cann-version", or the
     configuration file) when given, else the project's, else the newest. Raises TargetError for
     an explicit version the tool does not know."""
@@ -47,7 +49,7 @@ def resolve(kind: str, explicit: str, explicit_source: str, paths: Sequence[str]
     if explicit:
         module.check(explicit)
         return make(explicit, explicit_source)
-    found = module.from_project(paths)
+    found = module.from_project(paths, project)
     if found is not None:
         return make(*found)
     return make("", module.newest_reason())
@@ -93,10 +95,12 @@ class RunTargets:
         return lines
 
 
-def resolve_targets(versions: Dict[str, Tuple[str, str]], paths: Sequence[str]) -> RunTargets:
-    """The run's targets from {kind: (explicit version or "", where it came from)}."""
+def resolve_targets(versions: Dict[str, Tuple[str, str]], paths: Sequence[str],
+                    project: Optional[Project] = None) -> RunTargets:
+    """The run's targets from {kind: (explicit version or "", where it came from)}; `project`:
+    the run's (its walks exclude what the run excludes)."""
     def one(kind: str):
         explicit, source = versions.get(kind, ("", ""))
-        return resolve(kind, explicit, source, paths)
+        return resolve(kind, explicit, source, paths, project)
 
     return RunTargets(torch=one("torch_npu"), cann=one("cann"), mindspore=one("mindspore"))

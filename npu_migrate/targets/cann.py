@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from ..project_files import common_folder
+from ..project_files import Project, common_folder
 from .pins import project_folder
 from .tables import TargetError, load_toml, table_path
 
@@ -147,36 +147,29 @@ def _bracket(spec: str, table: CannTable) -> Tuple[str, ...]:
 _INSTALL = re.compile(
     r"/(?:ascend-toolkit|nnae|tfplugin|ascend-cann-toolkit)/((?:\d+)\.(?:\d+)(?:\.[0-9A-Za-z]+)*)(?=[/\s\"':$]|$)")
 _SCRIPT_SUFFIXES = (".sh", ".bash")
-_SKIP_DIRS = {".git", ".hg", ".svn", "node_modules", "__pycache__", ".venv", "venv", ".tox", "site-packages"}
-
-
-def project_cann_versions(folder: str, limit: int = 400) -> List[Tuple[str, str]]:
+def project_cann_versions(folder: str, limit: int = 400, project: Optional[Project] = None) -> List[Tuple[str, str]]:
     """(version, file relative to `folder`) for each CANN install path with a version that the
-    project's shell scripts and Dockerfiles name (three folder levels deep at most)."""
+    project's shell scripts and Dockerfiles name (three folder levels deep at most), as the
+    run's `project` walks them (what the run excludes is not read)."""
     found: List[Tuple[str, str]] = []
     seen = 0
-    base_depth = folder.rstrip(os.sep).count(os.sep)
-    for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
-        if root.count(os.sep) - base_depth >= 3:
-            dirs[:] = []
-        for name in sorted(files):
-            if not (name.endswith(_SCRIPT_SUFFIXES) or name == "Dockerfile" or name.startswith("Dockerfile.")):
+    for path in (project or Project()).files(folder, max_depth=3):
+        name = os.path.basename(path)
+        if not (name.endswith(_SCRIPT_SUFFIXES) or name == "Dockerfile" or name.startswith("Dockerfile.")):
+            continue
+        seen += 1
+        if seen > limit:
+            return found
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read(200_000)
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if line.lstrip().startswith("#"):
                 continue
-            seen += 1
-            if seen > limit:
-                return found
-            path = os.path.join(root, name)
-            try:
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read(200_000)
-            except OSError:
-                continue
-            for line in text.splitlines():
-                if line.lstrip().startswith("#"):
-                    continue
-                for m in _INSTALL.finditer(line):
-                    found.append((m.group(1), os.path.relpath(path, folder)))
+            for m in _INSTALL.finditer(line):
+                found.append((m.group(1), os.path.relpath(path, folder)))
     return found
 
 
@@ -185,11 +178,11 @@ def check(spec: str) -> None:
     cann_key(spec)
 
 
-def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+def from_project(paths: Sequence[str], project: Optional[Project] = None) -> Optional[Tuple[str, str]]:
     """(version, why): the oldest CANN install path the project's scripts name; None without one."""
     folder = project_folder(paths) or common_folder([p for p in paths if p != "-"] or ["."])
     versions = []
-    for version, where in project_cann_versions(folder):
+    for version, where in project_cann_versions(folder, project=project):
         try:
             versions.append((cann_key(version), version, where))
         except TargetError:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Optional, Sequence, Tuple
 
+from ..project_files import Project
 from .pins import UPPER, find_pins
 from .tables import TargetError, expand_spans, load_toml, table_path
 
@@ -123,7 +124,7 @@ def check(spec: str) -> None:
     _version(spec)
 
 
-def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+def from_project(paths: Sequence[str], project: Optional[Project] = None) -> Optional[Tuple[str, str]]:
     """(release, why): the oldest release the project's mindspore pins allow; None without one."""
     table = load_ms_table()
     best: Optional[Tuple[object, str, str]] = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
+from ..project_files import Project
 from .pins import UPPER, Pin, find_pins
 from .tables import TargetError, expand_spans, load_toml, table_path
 
@@ -210,7 +211,7 @@ def check(spec: str) -> None:
     releases_for(spec, load_table())
 
 
-def from_project(paths: Sequence[str]) -> Optional[Tuple[str, str]]:
+def from_project(paths: Sequence[str], project: Optional[Project] = None) -> Optional[Tuple[str, str]]:
     """(spec, why) from the project's torch-npu pin, else its torch pin; None without one."""
     table = load_table()
     pins = find_pins(paths, PACKAGES)
