@@ -353,7 +353,6 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         match_kind=fields.get("match_kind", ""),
         keywords=tuple(entry.get("keywords", ())),
         unless=tuple(entry.get("unless", ())),
-        functions=tuple(entry.get("functions", ())),
         methods=tuple(entry.get("methods", ())),
         patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
         positions=tuple(entry.get("positions", ())),

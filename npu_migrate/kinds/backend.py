@@ -13,14 +13,17 @@ assignments to something named like a backend, argparse defaults of `--backend` 
 from __future__ import annotations
 
 from ..words import quoted
-from .base import new_dict, register, Kind, by_from, schema
+from .base import Kind, by_from, new_dict, register, schema
+from .device import positions
 
 
 KIND = register(Kind(
     name="backend",
-    schema=schema(("from", "to"), ("keywords", "functions")),
+    # (`functions` was accepted and never applied: it is an unknown key now)
+    schema=schema(("from", "to"), ("keywords",)),
     summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
     requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
     new_index=new_dict,
     index=by_from,
+    spec=positions,
 ))

@@ -106,7 +106,6 @@ class Rule:
     match_kind: str = ""  # for findings: api | import | method | call | call-kwarg | file | …
     keywords: Tuple[str, ...] = ()
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
-    functions: Tuple[str, ...] = ()
     methods: Tuple[str, ...] = ()
     patterns: Tuple[str, ...] = ()
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect

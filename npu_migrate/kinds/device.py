@@ -15,8 +15,30 @@ device, argparse defaults of `--device` options, and variables passed where a de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any, Dict, Tuple
+
 from ..words import quoted
-from .base import new_dict, register, Kind, by_from, schema
+from .base import Kind, by_from, new_dict, register, schema
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Where a [[device]] or [[backend]] literal certainly is one, besides the places every rule
+    of the kind knows (codemods/torch/literals.py)."""
+
+    keywords: Tuple[str, ...] = ()  # arguments that are devices / backends
+    functions: Tuple[str, ...] = ()  # whose first argument is one
+    methods: Tuple[str, ...] = ()  # `.to("cuda")`
+
+    @property
+    def any(self) -> bool:
+        return bool(self.keywords or self.functions or self.methods)
+
+
+def positions(entry: Dict[str, Any], label: str, framework: str) -> Positions:
+    """(rules.py checked the keys are lists of strings.)"""
+    return Positions(*(tuple(entry.get(key, ())) for key in ("keywords", "functions", "methods")))
 
 
 KIND = register(Kind(
@@ -27,4 +49,5 @@ KIND = register(Kind(
     requirements=lambda rule: [quoted(rule.from_)],
     new_index=new_dict,
     index=by_from,
+    spec=positions,
 ))

@@ -13,6 +13,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from ...context import Context
+from ...kinds.device import Positions
 from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
 from ...rules import Rule
 from ...fast_visitor import walk
@@ -75,7 +76,7 @@ class LiteralRewrites(TorchState):
         # module passes as a device (the guide's `CALCULATE_DEVICE = "gpu:0"`): elsewhere "gpu"
         # is some other library's device name (DALI's `device="gpu"`).
         self.positional_devices = LiteralRewriter(
-            {r.from_: r.to for r in rs.device.values() if r.keywords or r.functions or r.methods}, index=True
+            {r.from_: r.to for r in rs.device.values() if r.spec_of(Positions).any}, index=True
         )
         self.backends = LiteralRewriter(
             {r.from_: r.to for r in rs.backend.values()}, index=False, ignore_case=True
@@ -88,13 +89,14 @@ class LiteralRewrites(TorchState):
         self.device_functions: Dict[str, int] = {}
         self.device_methods: Set[str] = set()
         for r in rs.device.values():
-            self.device_keywords.update(r.keywords)
-            self.device_methods.update(r.methods)
-            for f in r.functions:
+            where = r.spec_of(Positions)
+            self.device_keywords.update(where.keywords)
+            self.device_methods.update(where.methods)
+            for f in where.functions:
                 self.device_functions[f] = 0
         self.backend_keywords: Set[str] = {"backend"}
         for r in rs.backend.values():
-            self.backend_keywords.update(r.keywords)
+            self.backend_keywords.update(r.spec_of(Positions).keywords)
         self._variables: Optional[DeviceVariables] = None
         # The functions around the node being visited, and whether each returns devices.
         self._functions: List[cst.FunctionDef] = []
