@@ -47,6 +47,10 @@ def test_a_kind_checks_its_own_keys():
     with pytest.raises(RuleError, match=r"unknown key 'members'"):
         build_ruleset([("x.toml", {"device": [{"code": "NPU999", "message": "m", "from": "cuda", "to": "npu",
                                                "members": ["a"], "examples": [{"before": "", "after": ""}]}]})])
+    # [[backend]] applies `keywords` only: a `functions` key would be silently ignored
+    with pytest.raises(RuleError, match=r"unknown key 'functions'"):
+        build_ruleset([("x.toml", {"backend": [{"code": "NPU999", "message": "m", "from": "nccl", "to": "hccl",
+                                                "functions": ["f"], "examples": [{"before": "", "after": ""}]}]})])
 
 
 _OUTSIDE = ("ascend-facts", "peer-tools", "shared/", "seeds/", "§")

@@ -214,6 +214,10 @@ class Kind(Generic[I]):
     # `kinds` pass runs it where the rule set has rules of the kind); None for the built-in
     # kinds, whose passes (codemods/) apply them.
     apply: Optional[Callable[["cst.Module", "Context"], "cst.Module"]] = None
+    # Rule -> (the names, the Python code) the rule writes into a file: what targets/rule_view.py
+    # checks against the CANN target's TF Adapter (a rule writing a name the target lacks is
+    # not applied). Nothing for kinds that write no helper.
+    writes: Callable[[Rule], Tuple[Tuple[str, ...], Tuple[str, ...]]] = lambda rule: ((), ())
     # The module that declares it (set by `register`): `explain` names it.
     module: str = ""
 

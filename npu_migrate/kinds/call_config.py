@@ -6,12 +6,19 @@ files whose text contains `unless_file_contains`.
 from __future__ import annotations
 
 from .base import register
-from .calls import call_kind, needs_apis, to_is_a_name
+from .calls import Written, call_kind, needs_apis, to_is_a_name, writes_code
 
 
 def _check(entry, label, lists, ints):
     to_is_a_name(entry, label)
     needs_apis(entry, label, lists, ints)
+
+
+def _writes(rule) -> Written:
+    """The config helper `to`, and `to:wrap_keyword` (the parameter it is given)."""
+    to, wrap = rule.call.to, rule.call.wrap_keyword
+    names = ((to,) + ((f"{to}:{wrap}",) if wrap else ())) if to else ()
+    return names, writes_code(rule)[1]
 
 
 KIND = register(call_kind(
@@ -20,4 +27,5 @@ KIND = register(call_kind(
     ("position", "unless_file_contains", "unknown_finding"),
     "calls of an API get an NPU configuration argument",
     _check,
+    writes=_writes,
 ))

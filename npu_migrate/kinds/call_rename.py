@@ -14,7 +14,7 @@ argument is itself the result of a call_rename rewrite (or a variable assigned o
 from __future__ import annotations
 
 from .base import register, RuleError
-from .calls import call_kind, needs_apis, to_is_a_name
+from .calls import call_kind, needs_apis, to_is_a_name, writes_to
 
 
 def _check(entry, label, lists, ints):
@@ -30,4 +30,5 @@ KIND = register(call_kind(
     ("max_positional", "keywords", "npu_argument", "npu_argument_position", "unknown_finding"),
     "a call of an API becomes a call of another with the same arguments",
     _check,
+    writes=writes_to,
 ))

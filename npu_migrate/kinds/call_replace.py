@@ -8,7 +8,7 @@ statements are then added at the end of its block.
 from __future__ import annotations
 
 from .base import register, RuleError
-from .calls import call_kind, needs_apis, to_is_a_name
+from .calls import Written, call_kind, needs_apis, to_is_a_name, writes_code
 
 
 def _check(entry, label, lists, ints):
@@ -18,10 +18,16 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'cleanup' needs 'assign_to' (the call must be a statement)")
 
 
+def _writes(rule) -> Written:
+    """`to` is code here (the call it becomes), before the statements' code."""
+    return (), (rule.call.to,) + writes_code(rule)[1]
+
+
 KIND = register(call_kind(
     "call_replace",
     ("apis", "to"),
     ("args", "extra_args", "assign_to", "cleanup", "unknown_finding"),
     "a call of an API becomes a call of another with chosen arguments",
     _check,
+    writes=_writes,
 ))

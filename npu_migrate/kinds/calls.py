@@ -162,9 +162,24 @@ def by_api(index: Dict[str, Rule], rule: Rule) -> None:
         index.setdefault(api, rule)
 
 
+Written = Tuple[Tuple[str, ...], Tuple[str, ...]]  # Kind.writes: (names, Python code)
+
+
+def writes_code(rule: Rule) -> Written:
+    """What every call-level rule writes: the code of its statements and values."""
+    spec = rule.call
+    return (), spec.cleanup + spec.extra_args + (spec.setup, spec.teardown, spec.value)
+
+
+def writes_to(rule: Rule) -> Written:
+    """A rule whose `to` is a name it writes (call_rename), and its code."""
+    return ((rule.call.to,) if rule.call.to else ()), writes_code(rule)[1]
+
+
 def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], summary: str,
               check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements,
-              new_index: Callable[[], Any] = new_dict, index: Callable[[Any, Rule], None] = by_api) -> Kind[Any]:
+              new_index: Callable[[], Any] = new_dict, index: Callable[[Any, Rule], None] = by_api,
+              writes: Callable[[Rule], Written] = writes_code) -> Kind[Any]:
     """A call-level kind (its module registers it: `KIND = register(call_kind(...))`). Its rules
     all have `framework`: RuleSet.index_of(KIND, framework) is its index for that framework."""
     return Kind(
@@ -175,4 +190,5 @@ def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], s
         new_index=new_index,
         index=index,
         spec=lambda entry, label, framework: parse_spec(entry, label, check),
+        writes=writes,
     )

@@ -21,6 +21,7 @@ import dataclasses
 import re
 from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
+from ..kinds import KINDS
 from ..kinds.base import Rule
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
@@ -33,17 +34,12 @@ _BY_FINGERPRINT: Dict[Tuple[str, ...], Tuple[RuleSet, RuleSet]] = {}  # (fingerp
 
 def written_helpers(rule: Rule) -> List[str]:
     """The TF Adapter names (and `function:parameter`s, and facts) a TensorFlow rule writes."""
-    spec = rule.call_spec
-    if spec is None or rule.framework != "tensorflow" or rule.kind in ("finding", "add_import"):
+    kind = KINDS.get(rule.kind)
+    if kind is None or rule.framework != "tensorflow":
         return []
     table = load_cann_table()
-    out: List[str] = []
-    if rule.kind == "call_config" and spec.to:
-        out += [spec.to] + ([f"{spec.to}:{spec.wrap_keyword}"] if spec.wrap_keyword else [])
-    elif rule.kind == "call_rename" and spec.to:
-        out.append(spec.to)
-    codes = [spec.to] if rule.kind == "call_replace" else []
-    codes += list(spec.cleanup) + list(spec.extra_args) + [spec.setup, spec.teardown, spec.value]
+    names, codes = kind.writes(rule)  # what the rule writes, as its kind says
+    out: List[str] = list(names)
     for code in codes:
         out += _names_in_code(code)
     seen: Set[str] = set()
