@@ -284,8 +284,10 @@ def test_symlink_loops(tmp_path, run_cli):
 def test_directory_with_ten_thousand_files(tmp_path, run_cli):
     tree = tmp_path / "many"
     tree.mkdir()
+    # (one text for the 9,990 files without device code: conftest's prefilter check runs the engine
+    # once per distinct skipped text, which made this test 3x as long)
     for i in range(10_000):
-        (tree / f"m{i:05d}.py").write_bytes(GPU if i % 1000 == 0 else b"x = %d\n" % i)
+        (tree / f"m{i:05d}.py").write_bytes(GPU if i % 1000 == 0 else b"x = 1\n")
 
     r = run_cli("many", "--write", "--color", "never", cwd=tmp_path)
 
