@@ -132,3 +132,38 @@ def test_original_text_is_kept_only_when_asked(tree):
             if a.result.changed:
                 assert a.original_text == Path(a.result.path).read_text(encoding="utf-8")
             assert a.source.text == "" and b.source.text == ""  # never sent back twice
+
+
+def test_a_worker_gives_its_heap_back_after_a_file_that_grew_it():
+    """runner.heap_trimmer: a trim when the worker grew more than TRIM_ABOVE past its size at
+    start or after its last trim, never for small growth (a trim costs 10-20 ms)."""
+    from npu_migrate.runner import TRIM_ABOVE, heap_trimmer
+
+    sizes = [100 << 20]  # the worker's resident bytes, as /proc would say
+    trims = []
+
+    def trim():
+        trims.append(sizes[0])
+        sizes[0] -= 40 << 20  # what the heap gave back
+
+    give_back = heap_trimmer(resident=lambda: sizes[0], trim=trim)
+    sizes[0] += TRIM_ABOVE  # grown by exactly the allowance: no trim
+    give_back()
+    assert trims == []
+    sizes[0] += 1
+    give_back()
+    assert trims == [(100 << 20) + TRIM_ABOVE + 1]
+    after = sizes[0]
+    sizes[0] = after + TRIM_ABOVE  # measured from the size after that trim
+    give_back()
+    assert len(trims) == 1
+    sizes[0] += 1
+    give_back()
+    assert len(trims) == 2
+
+
+def test_heap_trimmer_runs_here():
+    """On this machine (Linux and glibc in CI) the real trimmer is built and callable."""
+    from npu_migrate.runner import heap_trimmer
+
+    assert heap_trimmer()() is None
