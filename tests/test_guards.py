@@ -229,3 +229,80 @@ def test_a_setup_that_compiles_cuda_when_cuda_is_available_keeps_its_test():
     assert r.new_text is None
     assert [(f.code, f.span.line, f.api) for f in r.findings] == [("NPU302", 9, "torch.cuda.is_available()")]
     assert r.findings[0].message.startswith("`torch.cuda.is_available()` decides whether CUDA sources are compiled")
+
+
+# -- code that selects the NPU already (found on open_clip 3.3.0 and accelerate 1.15.0) --------
+
+BESIDE_NPU = '''\
+import torch
+
+
+def is_device_available(device):
+    device_type = torch.device(device).type
+    if device_type == 'cuda':
+        is_avail = torch.cuda.is_available()
+    elif device_type == 'npu':
+        is_avail = torch.npu.is_available()
+    return is_avail
+
+
+def set_device(device):
+    if device.startswith('cuda:'):
+        torch.cuda.set_device(device)
+    elif device.startswith('npu:'):
+        torch.npu.set_device(device)
+
+
+def default_device():
+    if is_npu_available():
+        return torch.device("npu")
+    elif torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def init(model, device='cuda'):
+    backends = {"cuda": "nccl", "hpu": "hccl", "npu": "hccl"}
+    supported = ("xpu", "cuda", "npu")
+    if torch.cuda.is_available():
+        model = model.cuda()
+    elif device == "npu" and torch.npu.is_available():
+        model = model.npu()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+    return backends.get(device, "gloo"), supported
+'''
+
+
+def test_code_that_selects_the_npu_already_keeps_its_cuda_branches():
+    """An if/elif chain with an NPU branch keeps its CUDA branch (rewritten it became a second NPU
+    branch behind the first), a collection of device names with "npu" keeps its "cuda" entry (a
+    dict got two "npu" keys); the rest of the file -- a default, a lone CUDA `if` -- migrates."""
+    r = migrate_source(BESIDE_NPU, "open_clip_train/distributed.py")
+    assert r.new_text == BESIDE_NPU.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "def init(model, device='cuda'):", "def init(model, device='npu'):").replace(
+        "    if torch.cuda.is_available():\n        torch.cuda.synchronize()",
+        "    if torch.npu.is_available():\n        torch.npu.synchronize()")
+    assert r.findings == []
+
+
+@pytest.mark.parametrize("npu_test", ["device == 'npu'", "torch.npu.is_available()", "is_npu_available()",
+                                      "args.use_npu", "dev.startswith('npu:')", "hasattr(torch, 'npu') and x"])
+@pytest.mark.parametrize("cuda_test", ["device == 'cuda'", "torch.cuda.is_available()", "is_cuda_available()",
+                                       "device == 'gpu'"])
+@pytest.mark.parametrize("order", ["cuda first", "npu first"])
+def test_no_chain_gets_two_npu_branches(npu_test, cuda_test, order):
+    branches = [(cuda_test, "x = x.cuda()\n        torch.cuda.synchronize()"), (npu_test, "x = x.npu()")]
+    if order == "npu first":
+        branches.reverse()
+    text = "import torch\n\n\ndef f(x, device, dev, args):\n"
+    for i, (test, body) in enumerate(branches):
+        text += f"    {'if' if i == 0 else 'elif'} {test}:\n        {body}\n"
+    text += "    return x\n"
+    r = migrate_source(text, "m.py")
+    # Only `import torch_npu` is added (the NPU branch uses it); both branches stay as they are.
+    assert (r.new_text or text).replace("import torch_npu  # noqa: F401\n", "") == text, r.new_text
+    # Without the NPU branch, the CUDA branch migrates as before.
+    alone = text.replace(f"elif {npu_test}:\n        x = x.npu()\n", "").replace(
+        f"    if {npu_test}:\n        x = x.npu()\n    elif", "    if")
+    assert migrate_source(alone, "m.py").new_text is not None, alone

@@ -1,6 +1,7 @@
 """Device code the torch pass leaves as it is, because the rewrite would break the program.
 
-Planned once per file, before the torch pass (`plan_kept_code`); what is kept is recorded with
+Planned once per file, before the torch pass (`plan_kept_code`; the last item below as the
+torch pass walks); what is kept is recorded with
 `Context.keep` (no rewrite touches it) and reported:
 
 * **kernel guards** -- an `x.is_cuda` test in a function that calls a compiled CUDA extension
@@ -18,6 +19,15 @@ Planned once per file, before the torch pass (`plan_kept_code`); what is kept is
   the whole statement stays (`torch.cuda.is_available() and ...` then short-circuits) and is
   reported as an error (NPU307). Printing or logging the value is migrated.
 
+* **code that selects the NPU already** (`keep_cuda_beside_npu`, called by the torch pass's own
+  walk, top-down, in files that name the NPU) -- an `if`/`elif` chain with a branch for the NPU
+  (`device_type == "npu"`, `torch.npu.is_available()`, `is_npu_available()`) keeps its CUDA
+  branch as it is: rewritten, it would become a second NPU branch the first one shadows (the GPU
+  branch stays the GPU branch, as for MindSpore's device targets); likewise a tuple, list or set
+  of device names that holds "npu" keeps its "cuda"/"gpu" entry, and a dict keyed by device
+  names that has an "npu" key keeps its "cuda" entry (`{"cuda": "nccl", "npu": "hccl"}` would
+  get two "npu" keys). Not reported: the code runs on the NPU as it is.
+
 Everything here looks at one file; names are resolved through its imports (relative imports
 too: `from . import _C`).
 """
@@ -33,6 +43,7 @@ from ..context import Context
 from ..imports import dotted_name
 from ..fast_visitor import walk
 from ..codes import applies
+from .strings import string_value
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
@@ -446,3 +457,67 @@ def _cuda_only_text(node: cst.CSTNode) -> bool:
                 return True
         stack.extend(n.children)
     return False
+
+
+_NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)  # torch.npu, is_npu_available, torch_npu
+_CUDA_WORD = re.compile(r"(?:^|_)(?:cuda|gpu)(?:_|$)", re.IGNORECASE)  # torch.cuda, is_cuda_available
+
+
+def _is_npu_name(value: str) -> bool:
+    return value == "npu" or value.startswith("npu:")
+
+
+def _is_cuda_name(value: str) -> bool:
+    return value in ("cuda", "gpu") or value.startswith("cuda:")
+
+
+def _names_device(test: cst.CSTNode, word: "re.Pattern[str]", is_name) -> bool:
+    """Whether `test` names the device: a name or attribute with the word (`torch.npu`,
+    `is_npu_available()`), or a device string (`== "npu"`, `.startswith("npu:")`)."""
+    stack = [test]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name) and word.search(n.value):
+            return True
+        if isinstance(n, cst.SimpleString):
+            value = string_value(n)
+            if value is not None and is_name(value):
+                return True
+        stack.extend(n.children)
+    return False
+
+
+# Files that name the NPU as a word (not the "npu" of "input"): only they can select it already.
+NPU_WORD_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])npu|npu(?![A-Za-z0-9])", re.IGNORECASE)
+
+
+def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> None:
+    """Code that selects the NPU already (see the module docstring): keep the CUDA branches of an
+    if/elif chain with an NPU branch (`node` an If, before its branches are visited; `elifs`
+    collects the ids of the `elif`s of chains already looked at), and a collection of device
+    names with an "npu" entry and a "cuda" one."""
+    if isinstance(node, cst.If):
+        if id(node) in elifs:
+            return
+        chain: List[cst.If] = []
+        branch: Optional[cst.CSTNode] = node
+        while isinstance(branch, cst.If):
+            chain.append(branch)
+            elifs.add(id(branch))
+            branch = branch.orelse
+        if len(chain) < 2 or not any(_names_device(b.test, _NPU_WORD, _is_npu_name) for b in chain):
+            return
+        for b in chain:
+            if not _names_device(b.test, _NPU_WORD, _is_npu_name) and _names_device(b.test, _CUDA_WORD, _is_cuda_name):
+                ctx.keep(b.test)
+                ctx.keep(b.body)
+        return
+    if isinstance(node, cst.Dict):
+        values = [e.key for e in node.elements if isinstance(e, cst.DictElement)]
+    elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        values = [e.value for e in node.elements if isinstance(e, cst.Element)]
+    else:
+        return
+    names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
+    if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
+        ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too

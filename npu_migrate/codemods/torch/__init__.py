@@ -24,7 +24,7 @@ from ...context import Context
 from ...fast_visitor import transform
 from ...project_values import reads_device_key
 from .. import device_context as dc
-from ..guards import is_display_call, plan_kept_code
+from ..guards import NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, plan_kept_code
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
@@ -48,10 +48,34 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
         self._shown = 0
         # > 0 inside a call of a library with device names of its own (device_context.py).
         self._foreign = 0
+        # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
+        self._names_npu = NPU_WORD_IN_TEXT.search(ctx.text) is not None
+        self._elifs: set = set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self._not_references.add(id(node.name))  # references.py
         self._functions.append(node)  # literals.py: does it return devices?
+
+    def visit_If(self, node: cst.If) -> None:
+        if self._names_npu:
+            keep_cuda_beside_npu(self.ctx, node, self._elifs)  # guards.py: a chain with an NPU branch
+        LiteralRewrites.visit_If(self, node)
+
+    def visit_Dict(self, node: cst.Dict) -> None:
+        if self._names_npu:
+            keep_cuda_beside_npu(self.ctx, node, self._elifs)  # {"cuda": "nccl", "npu": "hccl"}
+
+    def visit_Tuple(self, node: cst.Tuple) -> None:
+        if self._names_npu:
+            keep_cuda_beside_npu(self.ctx, node, self._elifs)  # ("xpu", "cuda", "npu")
+
+    def visit_List(self, node: cst.List) -> None:
+        if self._names_npu:
+            keep_cuda_beside_npu(self.ctx, node, self._elifs)
+
+    def visit_Set(self, node: cst.Set) -> None:
+        if self._names_npu:
+            keep_cuda_beside_npu(self.ctx, node, self._elifs)
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_display_call(node):
