@@ -339,7 +339,6 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
     examples = tuple(_parse_examples(kind_name, entry.get("examples", []), label))
     if not examples:
         raise RuleError(f"{label}: every rule needs at least one example in 'examples'")
-    members = entry.get("members")
     return Rule(
         kind=kind_name,
         code=code,
@@ -349,7 +348,6 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         message=entry["message"],
         suggestion=entry.get("suggestion", ""),
         severity=fields.get("severity", Severity.INFO),
-        members=frozenset(members) if members is not None else None,
         match_kind=fields.get("match_kind", ""),
         keywords=tuple(entry.get("keywords", ())),
         unless=tuple(entry.get("unless", ())),

@@ -98,7 +98,7 @@ def _qualified_names(rules: RuleSet) -> List[str]:
             continue
         if rule.kind in ("api", "module"):
             names.add(rule.from_)
-            for member in sorted(rule.members or ())[:3]:
+            for member in sorted(getattr(rule.spec, "members", None) or ())[:3]:
                 names.add(f"{rule.from_}.{member}")
         elif rule.kind == "finding" and rule.match_kind in ("api", "call", "call-kwarg", "import"):
             names.update(rule.patterns or (rule.from_,))

@@ -14,6 +14,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.imports import ImportTable, dotted_name
+from npu_migrate.kinds.api import members as api_members
 from npu_migrate.model import Options
 from npu_migrate.rules import default_rules
 from npu_migrate.targets import TargetError, resolve
@@ -402,7 +403,7 @@ def test_an_import_kept_for_one_name_keeps_no_other_name_on_cuda_unreported(mino
                    if n.startswith(prefix) and "." not in n[len(prefix):] and target.missing(n) is None)
     rule = RULES.api.get(module)
     members = [m for m in twins if not m.startswith("_") and m != blocker
-               and (module != "torch.cuda" or m in (rule[0].members or ()))][:40]
+               and (module != "torch.cuda" or m in (api_members(rule[0]) or ()))][:40]
     assert len(members) >= 10
     for text, uses in _kept_import_forms(module, members, blocker):
         result = migrate_source(text, "m.py", Options(torch_npu_version=minor), RULES)

@@ -16,11 +16,27 @@ import cuda` and `from torch.cuda.amp import GradScaler`. The longest matching `
 from __future__ import annotations
 
 from ..words import components
-from typing import Dict, List
+from dataclasses import dataclass
+from typing import Any, Dict, FrozenSet, List, Optional
 
 from .base import Kind, Rule, from_is_a_dotted_name, register, schema
 
 ApiIndex = Dict[str, List[Rule]]  # `from` -> its rules (several: with different `members`)
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    members: Optional[FrozenSet[str]] = None  # only `from.<member>` for these; None: `from` itself
+
+
+def _spec(entry: Dict[str, Any], label: str, framework: str) -> ApiSpec:
+    members = entry.get("members")  # (rules.py checked it is a list of strings)
+    return ApiSpec(frozenset(members) if members is not None else None)
+
+
+def members(rule: Rule) -> Optional[FrozenSet[str]]:
+    """The members an [[api]] rule rewrites one by one; None when it rewrites `from` itself."""
+    return rule.spec_of(ApiSpec).members
 
 
 def _new_index() -> ApiIndex:
@@ -41,9 +57,10 @@ def rewrite_api(index: ApiIndex, qualname: str):
     for end in range(len(parts), 0, -1):
         prefix = ".".join(parts[:end])
         for rule in index.get(prefix, ()):
-            if rule.members is None:
+            listed = members(rule)
+            if listed is None:
                 return prefix, rule.to, rule
-            if end < len(parts) and parts[end] in rule.members:
+            if end < len(parts) and parts[end] in listed:
                 return prefix, rule.to, rule
     return None
 
@@ -56,4 +73,5 @@ KIND = register(Kind(
     new_index=_new_index,
     index=_index,
     check=from_is_a_dotted_name,
+    spec=_spec,
 ))

@@ -102,7 +102,6 @@ class Rule:
     message: str = ""
     suggestion: str = ""
     severity: Severity = Severity.INFO
-    members: Optional[FrozenSet[str]] = None
     match_kind: str = ""  # for findings: api | import | method | call | call-kwarg | file | …
     keywords: Tuple[str, ...] = ()
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from ..project_files import Project
+from ..kinds.api import members as api_members
 from .pins import UPPER, Pin, find_pins
 from .tables import TargetError, expand_spans, load_toml, table_path
 
@@ -278,10 +279,11 @@ def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[M
     for rule in rules.rules:
         if rule.kind != "api":
             continue
-        if rule.members is None:
+        listed = api_members(rule)
+        if listed is None:
             pairs = [(rule.from_, rule.to)]
         else:
-            pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(rule.members, key=str.lower)]
+            pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(listed, key=str.lower)]
         for before, after in pairs:
             out.append((before, after, target.missing(after)))
     for rule in rules.rules:

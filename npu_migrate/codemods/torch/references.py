@@ -14,6 +14,7 @@ import libcst as cst
 from ...context import Context
 from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
+from ...kinds.api import members as api_members
 from ...rules import Rule
 from ...targets.torch_npu import Missing, Target, describe
 from ...fast_visitor import walk
@@ -186,7 +187,7 @@ class ReferenceRewrites(TorchState):
                     # Uses are credited to the rule that renames the name itself, if any.
                     qual = f"{module}.{name}"
                     hit = self._rewrite_api(qual)
-                    own = hit[2] if hit and hit[2].members is None else None
+                    own = hit[2] if hit and api_members(hit[2]) is None else None
                     rule = own or self._rule_for_from_import(module, name, new_module)
                     if rule is not None:
                         self._local_renames[name] = (renames[name], rule)
@@ -357,7 +358,7 @@ class ReferenceRewrites(TorchState):
 
     def _is_member_module(self, qual: str) -> bool:
         """Whether `qual` is a module whose members are rewritten one by one (`torch.cuda`)."""
-        return any(r.members is not None for r in self.ctx.rules.api.get(qual, ()))
+        return any(api_members(r) is not None for r in self.ctx.rules.api.get(qual, ()))
 
     def _report_reference(self, qual: str, node: cst.CSTNode, parent: Optional[str], rewritten: bool) -> bool:
         """Report `qual` if a finding names it exactly (also when it is rewritten: the NPU twin
@@ -418,9 +419,10 @@ class ReferenceRewrites(TorchState):
         self._report_reference(qual, original, parent, rewritten=hit is not None)
         if hit is not None:
             prefix, to, rule = hit
-            if rule.members is None and prefix == qual:
+            listed = api_members(rule)
+            if listed is None and prefix == qual:
                 return self._replace_reference(original, updated, updated, qual, to, rule)
-            if rule.members is not None and prefix == parent:
+            if listed is not None and prefix == parent:
                 new_value = self._replace_prefix(original.value, updated.value, parent, to, rule, qual)
                 if new_value is not updated.value:
                     return updated.with_changes(value=new_value)
