@@ -206,6 +206,23 @@ class ReferenceRewrites(TorchState):
         """How to rewrite `from module import names`: (new module + rule or None, name renames).
         None when nothing changes or when a name has no NPU twin (then the statement stays as
         it is and the names are reported where they are used)."""
+        plan = self._plan_from_import_names(module, aliases)
+        if plan is None:
+            return None
+        # Only a statement that would change needs every use of its names checked (a walk of
+        # the whole module, and in a partial parse another attempt where a name is used in a
+        # line left out): the checks can only keep the statement as it is.
+        for alias in aliases:
+            name = dotted_name(alias.name)
+            local = dotted_name(alias.asname.name) if alias.asname is not None else name
+            if not self._alias_members_ok(local, f"{module}.{name}"):  # type: ignore[arg-type]
+                return None  # `from torch import cuda` + `cuda.get_arch_list()`: see _alias_members_ok
+        return plan
+
+    def _plan_from_import_names(
+        self, module: str, aliases: Sequence[cst.ImportAlias]
+    ) -> Optional[Tuple[Optional[Tuple[str, Rule]], Dict[str, str]]]:
+        """_plan_from_import before the uses of the imported names are checked."""
         rs = self.ctx.rules
         module_rule = rs.module.get(module)
         renames: Dict[str, str] = {}
@@ -214,9 +231,6 @@ class ReferenceRewrites(TorchState):
             if name is None:
                 return None
             qual = f"{module}.{name}"
-            local = dotted_name(alias.asname.name) if alias.asname is not None else name
-            if not self._alias_members_ok(local, qual):  # type: ignore[arg-type]
-                return None  # `from torch import cuda` + `cuda.get_arch_list()`: see _alias_members_ok
             sub_rule = rs.module.get(qual)
             if sub_rule is not None and sub_rule.to.rsplit(".", 1)[0] == (module_rule.to if module_rule else module):
                 renames[name] = sub_rule.to.rsplit(".", 1)[1]
