@@ -111,7 +111,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         verdict = python_verdict_of(text)
         code = LazyCodeWords(verdict.tree) if verdict.tree is not None else None
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
-                and not _framework_rules_apply(code.get(), rules)):
+                and not _framework_rules_apply(code, rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
             if done is not None:
                 return _with_applied_frameworks(done)
@@ -135,22 +135,24 @@ def _with_applied_frameworks(result: FileResult) -> FileResult:
     return result
 
 
-def _framework_rules_apply(code, rules) -> bool:
+def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
     """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
     from the parsed imports, here from Python's tree): then a partial parse would be thrown
-    away. Only saves work: a partial parse that needs the whole module asks for it anyway."""
+    away. Only saves work: a partial parse that needs the whole module asks for it anyway.
+    The words of the whole code are collected only for a file of such a framework."""
     def imports(root: str, modules) -> bool:
         return any(m == root or m.startswith(root + ".") for m in modules)
 
-    found = {name for root, name in FRAMEWORK_IMPORTS if imports(root, code.import_modules)}
+    import_modules, top_level_modules = code.imports()
+    found = {name for root, name in FRAMEWORK_IMPORTS if imports(root, import_modules)}
     if "torch" in found:  # as detect_frameworks: another framework imported in a function only
         found = {name for name in found
-                 if name == "torch" or any(imports(root, code.top_level_modules)
+                 if name == "torch" or any(imports(root, top_level_modules)
                                            for root, n in FRAMEWORK_IMPORTS if n == name)}
     return any(
-        prefilter.framework_rules_may_apply(rules, code, name)
+        prefilter.framework_rules_may_apply(rules, code.get(), name)
         for name in found
-        if name != "torch" and not (name == "tensorflow" and tensorflow2_reason(code))
+        if name != "torch" and not (name == "tensorflow" and tensorflow2_reason(code.get()))
     )
 
 

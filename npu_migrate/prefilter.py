@@ -318,11 +318,24 @@ class LazyCodeWords:
     def __init__(self, tree: "ast.AST") -> None:
         self._tree = tree
         self._words: Optional[CodeWords] = None
+        self._imports: Optional[Tuple[FrozenSet[str], FrozenSet[str]]] = None
 
     def get(self) -> CodeWords:
         if self._words is None:
             self._words = code_words(self._tree)
         return self._words
+
+    def imports(self) -> Tuple[FrozenSet[str], FrozenSet[str]]:
+        """(import_modules, top_level_modules) as CodeWords has them, from the statements alone:
+        what tells a file's frameworks, for much less than the walk of every expression that
+        `get` takes (a PyTorch file needs no more)."""
+        if self._imports is None:
+            if self._words is not None:
+                self._imports = (self._words.import_modules, self._words.top_level_modules)
+            else:
+                body = getattr(self._tree, "body", ())
+                self._imports = (frozenset(_import_modules(body)), frozenset(_top_level_modules(body)))
+        return self._imports
 
 
 def code_words(tree: "ast.AST") -> CodeWords:
@@ -383,6 +396,29 @@ def code_words(tree: "ast.AST") -> CodeWords:
                      frozenset(_top_level_modules(getattr(tree, "body", ()))),
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
                      frozenset(n.encode("utf-8", "replace") for n in decorators if n))
+
+
+def _import_modules(statements) -> Set[str]:
+    """What CodeWords.import_modules holds, from a walk of the statements only (every import
+    is a statement, in a body of some statement)."""
+    import ast
+
+    found: Set[str] = set()
+    stack = list(statements)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Import:
+            found.update(alias.name for alias in node.names)
+        elif kind is ast.ImportFrom:
+            if not node.level and node.module:
+                found.add(node.module)
+        else:
+            for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+                part = getattr(node, name, None)
+                if type(part) is list:
+                    stack.extend(part)
+    return found
 
 
 def _top_level_modules(statements) -> Set[str]:

@@ -4,6 +4,7 @@ result is the same as when it parses the whole file -- byte for byte, edits, fin
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import libcst as cst
@@ -295,3 +296,34 @@ def test_code_words_are_made_once_when_a_partial_attempt_falls_back(monkeypatch)
     text = "import tensorflow as tf\nimport torch\ndef f():\n    pass\nsess = tf.Session()\nx = t.cuda()\n"
     assert_same_as_whole(text)  # the partial attempt gives way to a whole parse: TF rules apply
     assert len(calls) == 2  # once for the partial call of migrate_source, once for the whole one
+
+
+def test_a_pytorch_file_needs_only_its_imports_read_to_be_parsed_partially(monkeypatch):
+    """The frameworks of a file come from a walk of its statements; the words of every expression
+    (code_words, a walk as long as the parse) are collected only for a TensorFlow/MindSpore file."""
+    from npu_migrate import prefilter
+
+    calls = []
+    real = prefilter.code_words
+    monkeypatch.setattr(prefilter, "code_words", lambda tree: calls.append(1) or real(tree))
+    result = migrate_source("import torch\n\n\ndef f(x):\n    return x.cuda()\n\n\ny = 1\n", "a.py", Options(), RULES)
+    assert result.work.get("partial") == 1 and result.new_text is not None
+    assert calls == []
+
+
+def test_the_imports_read_from_statements_are_those_the_words_hold():
+    from npu_migrate.prefilter import LazyCodeWords, code_words
+
+    text = (
+        "import os.path as osp, torch\nfrom .utils import keras\nfrom tensorflow.compat import v1\n"
+        "try:\n    import cupy\nexcept ImportError:\n    from numba import cuda\nelse:\n    import apex.amp\n"
+        "finally:\n    import a.b\nclass C:\n    def f(self):\n        import mindspore as ms\n"
+        "        with x:\n            if y:\n                pass\n            elif z:\n                import b\n"
+        "        for i in j:\n            pass\n        else:\n            from c.d import e\n"
+        "        while w:\n            import f\n"
+    ) + ("match v:\n    case 1:\n        import g\n" if sys.version_info >= (3, 10) else "")
+    tree = python_verdict(text).tree
+    words = code_words(tree)
+    assert LazyCodeWords(tree).imports() == (words.import_modules, words.top_level_modules)
+    assert {"os.path", "torch", "tensorflow.compat", "cupy", "numba", "apex.amp", "a.b", "mindspore", "b", "c.d",
+            "f"} <= words.import_modules

@@ -24,7 +24,7 @@ from npu_migrate.dispatch import migrate_source
 from npu_migrate.engine import _framework_rules_apply
 from npu_migrate.model import Options
 from npu_migrate.partial import partial_text, statement_filter
-from npu_migrate.prefilter import code_words
+from npu_migrate.prefilter import LazyCodeWords
 from npu_migrate.rules import default_rules
 from npu_migrate.targets.rule_view import rules_for_targets
 
@@ -99,7 +99,7 @@ def check_files(per_file: Dict[str, Dict[str, int]], inputs, options: Options) -
             # (--modelarts and --distributed plan around whole scripts).
             # (or a file all of whose statements are needed: its partial text is the file).
             tree = ast.parse(texts[path])
-            assert (counts.get("partial") or _framework_rules_apply(code_words(tree), rules)
+            assert (counts.get("partial") or _framework_rules_apply(LazyCodeWords(tree), rules)
                     or partial_text(texts[path], tree, statement_filter(rules)) is None), (
                 f"{path}: parsed whole, though partial parsing could serve it: {counts}")
 
