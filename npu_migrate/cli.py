@@ -23,7 +23,7 @@ from . import __version__
 from .diffs import colorize, use_color
 from .console import EXIT_CHANGES, EXIT_ERROR, EXIT_SIGINT, EXIT_SIGTERM, emit_report
 from .console import fail as _fail
-from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, FileResult, Severity
+from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, FileResult, Severity, WriteBack
 from .settings import Settings
 from .rules import RuleError, RuleSet, load_rules
 
@@ -415,7 +415,7 @@ def writes_several_files(renderer, rules: RuleSet) -> bool:
     """Whether a format is a set of files (csv), which need a folder (-o FOLDER or --output-dir)."""
     from .report import RunReport
 
-    return isinstance(renderer(RunReport(results=[], rules=rules, mode="report")), dict)
+    return isinstance(renderer(RunReport(results=[], rules=rules, mode=WriteBack.REPORT)), dict)
 
 
 @main.command("rules")

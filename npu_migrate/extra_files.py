@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
-from .model import FileResult
+from .model import FileResult, WriteBack
 
 
 CHECKSUM_RE = re.compile(r"checksum [0-9a-f]{12}")
@@ -147,7 +147,7 @@ def write(extra: ExtraFile) -> None:
     write_text_file(extra.dest, extra.text)
 
 
-def apply(report, mode: str, output_dir: Optional[str] = None,
+def apply(report, mode: WriteBack, output_dir: Optional[str] = None,
           input_root: Optional[str] = None) -> Tuple[List[str], bool]:
     """Do what `mode` says with the generated files of a run: (lines to tell the user, whether
     some are still to be written, which --check and --diff count as a change).
@@ -164,7 +164,7 @@ def apply(report, mode: str, output_dir: Optional[str] = None,
         return os.path.join(output_dir, os.path.relpath(os.path.abspath(path), input_root or "."))
 
     lines: List[str] = [f"npu-migrate: warning: {line}" for line in conflicts(report.results, where)]
-    writes = mode in ("write", "output-dir")
+    writes = mode.writes
     waiting = False
     for extra in pending(report.results, where):
         shown = report.display_path(extra.path)

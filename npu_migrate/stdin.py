@@ -22,7 +22,7 @@ from typing import Any, List, Optional
 
 import click
 
-from .model import Severity
+from .model import Severity, WriteBack
 from .rules import RuleSet
 from .settings import Settings
 
@@ -45,7 +45,7 @@ def run_stdin(settings: Settings, rules: RuleSet, project: Any, use_color: bool)
         return EXIT_ERROR
 
     def passthrough() -> int:
-        if mode == "stdin":
+        if mode is WriteBack.STDIN:
             _write_stdout(data)
         return 0
 
@@ -58,7 +58,7 @@ def run_stdin(settings: Settings, rules: RuleSet, project: Any, use_color: bool)
         text, encoding = decoder_for(shown)(data, shown)
     except SourceError as exc:
         click.echo(f"{shown}: {exc}", err=True)
-        if mode == "stdin":
+        if mode is WriteBack.STDIN:
             _write_stdout(data)  # never eat the user's buffer
         return EXIT_ERROR
     source = Source(shown, text, encoding, hashlib.sha256(data).hexdigest(), len(data), 0, 0)
@@ -73,9 +73,9 @@ def run_stdin(settings: Settings, rules: RuleSet, project: Any, use_color: bool)
     if settings.show_diff and settings.fmt == "markdown":
         emit_report(RENDERERS["markdown"](report), settings.output_file, err=False)
     else:
-        if mode == "stdin":
+        if mode is WriteBack.STDIN:
             _write_stdout((result.new_text if result.new_text is not None else text).encode(encoding))
-        elif mode == "diff":
+        elif mode is WriteBack.DIFF:
             diff = report.diffs.get(shown, "")
             click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
         emit_report(RENDERERS[settings.fmt](report), settings.output_file, err=True)

@@ -185,3 +185,12 @@ def test_what_happens_to_files_is_one_writeback_value():
                    if re.search(r"[\"']/cache/(data|output)[\"']", p.read_text(encoding="utf-8"))
                    and "template" not in p.name)
     assert homes == ["model.py"]
+    # ... and the modules that decide by the mode compare WriteBack values, not strings
+    compared = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
+                      if re.search(r"\bmode\b\)? *(==|!=|in) *\(?[\"'](report|diff|check|write|output-dir|stdin)[\"']", p.read_text(encoding="utf-8"))
+                      and "standin" not in p.parts)
+    assert compared == []
+    from npu_migrate.report import RunReport
+    from npu_migrate.rules import default_rules
+
+    assert RunReport(results=[], rules=default_rules(), mode="check").mode is WriteBack.CHECK

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Union
 
-from ..model import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, FileResult, Severity
+from ..model import EXIT_CHANGES, EXIT_ERROR, EXIT_OK, FileResult, Severity, WriteBack
 from ..rules import RuleSet
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 class RunReport:
     results: List[FileResult]
     rules: RuleSet
-    mode: str  # report | diff | check | write | output-dir | stdin
+    mode: WriteBack  # what happened to the files (a value string is taken too: "check")
     diffs: Dict[str, str] = field(default_factory=dict)  # path -> unified diff (when computed)
     color: bool = False
     verbose: bool = False
@@ -41,6 +41,9 @@ class RunReport:
     notes: List[str] = field(default_factory=list)
     # The command line of the run, as the review page shows it (argv, empty when not from the CLI).
     command: List[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.mode = WriteBack(self.mode)
 
     def display_path(self, path: str) -> str:
         try:
@@ -79,9 +82,9 @@ class RunReport:
         if self.failed or self.path_errors:
             return EXIT_ERROR
         changes = bool(self.changed) or self.files_waiting
-        if self.mode == "diff" and changes:
+        if self.mode is WriteBack.DIFF and changes:
             return EXIT_CHANGES
-        if self.mode == "check" and (changes or self.findings_at_least(fail_on)):
+        if self.mode is WriteBack.CHECK and (changes or self.findings_at_least(fail_on)):
             return EXIT_CHANGES
         return EXIT_OK
 
@@ -90,7 +93,7 @@ class RunReport:
         """Why --check fails, in lines a CI log (or pre-commit) shows: the rewrites pending, and
         the findings at `fail_on` or above (the first `shown` of them by name). Empty when
         --check passes."""
-        if self.mode != "check" or self.return_code(fail_on) != EXIT_CHANGES:
+        if self.mode is not WriteBack.CHECK or self.return_code(fail_on) != EXIT_CHANGES:
             return []
         lines = []
         changed = self.changed

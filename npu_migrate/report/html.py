@@ -179,7 +179,7 @@ def _title(report: RunReport) -> str:
 
 
 def _verb(report: RunReport) -> str:
-    return "migrated" if report.mode in ("write", "output-dir") else "to migrate"
+    return "migrated" if report.mode.writes else "to migrate"
 
 
 def _header(report: RunReport) -> str:

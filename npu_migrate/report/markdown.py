@@ -33,7 +33,7 @@ def render_markdown(report: RunReport) -> str:
     changed = len(report.changed)
     findings = sum(len(r.findings) for r in report.results)
     by_severity = {s: sum(1 for r in report.results for f in r.findings if f.severity is s) for s in Severity}
-    verb = "migrated" if report.mode in ("write", "output-dir") else "to migrate"
+    verb = "migrated" if report.mode.writes else "to migrate"
     out.append(
         f"**{n}** file{'s' if n != 1 else ''} scanned, **{changed}** {verb}, "
         f"**{len(report.failed)}** failed; **{findings}** finding{'s' if findings != 1 else ''} "

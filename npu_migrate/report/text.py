@@ -13,7 +13,7 @@ import shutil
 from collections import Counter
 from typing import Dict, List, Tuple
 
-from ..model import FileResult, Finding, Severity
+from ..model import FileResult, Finding, Severity, WriteBack
 from . import RunReport, in_cell, register
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
@@ -76,7 +76,7 @@ def summary(report: RunReport) -> str:
     skipped = sum(1 for r in report.results if r.skipped)
     unchanged = n - changed - failed - skipped
     # stdin mode printed the migrated code: it was migrated, not "would be".
-    verb = {"write": "migrated", "output-dir": "migrated", "stdin": "migrated"}.get(report.mode, "would be migrated")
+    verb = "migrated" if report.mode.writes or report.mode is WriteBack.STDIN else "would be migrated"
     parts = [
         f"{n} file{'s' if n != 1 else ''} scanned",
         f"{changed} {verb}",
