@@ -492,24 +492,40 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
     it no further; otherwise neither moves and both are reported (NPU348), as before."""
     spec = rule.call
     frm, to = spec.literal, spec.to
-    texts: Dict[str, str] = {}
-    for path in files:
-        if path.endswith(".py"):
+    # Every file is looked at as bytes; only the texts of files that can take part are kept (a
+    # run over transformers held all 44 MB of it in the main process, before the workers fork).
+    paths = list(dict.fromkeys(os.path.abspath(p) for p in files if p.endswith(".py")))
+    texts: Dict[str, Optional[str]] = {}
+
+    def text_of(path: str, data: Optional[bytes] = None) -> Optional[str]:
+        if path not in texts:
             try:
-                with open(path, "rb") as f:
-                    texts[os.path.abspath(path)] = f.read(1 << 21).decode("utf-8")
+                if data is None:
+                    with open(path, "rb") as f:
+                        data = f.read(1 << 21)
+                texts[path] = data.decode("utf-8")
             except (OSError, UnicodeDecodeError):
-                continue
+                texts[path] = None
+        return texts[path]
+
     found: Dict[str, _Analysis] = {}
 
     def analyse_file(path: str) -> None:
         try:
-            found[path] = _analysis(cst.parse_module(texts[path]), spec.options)
+            found[path] = _analysis(cst.parse_module(texts[path] or ""), spec.options)
         except (cst.ParserSyntaxError, RecursionError):
             pass
 
-    for path, text in texts.items():
-        if frm in text and "mindspore" in text and any(k in text for k in spec.options):
+    needles = (frm.encode("utf-8"), b"mindspore")
+    options = [k.encode("utf-8") for k in spec.options]
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(1 << 21)
+        except OSError:
+            continue
+        # (a UTF-8 text contains a string exactly when its bytes contain the string's bytes)
+        if all(n in data for n in needles) and any(k in data for k in options) and text_of(path, data) is not None:
             analyse_file(path)
 
     def says(key: Key, value: str) -> bool:
@@ -535,8 +551,9 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
     # Every other file that names a callee's function may call it (`create_dataset(p, "GPU")`).
     names = {f for (_, name), cs in moving.items() for c in cs if c in found and name in found[c].keys
              for f in found[c].keys[name].functions}
-    for path, text in texts.items():
-        if path not in found and any(n in text for n in names):
+    for path in paths if names else ():
+        text = None if path in found else text_of(path)
+        if text is not None and any(n in text for n in names):
             analyse_file(path)
     changed = True
     while changed:
