@@ -85,11 +85,21 @@ def test_torch_cuda_names_with_a_twin_are_not_findings():
 def test_names_imported_from_torch_cuda_with_a_twin_are_not_findings_where_used():
     # The import becomes `from torch.npu import synchronize`; its uses are fine as they are.
     assert findings(
+        """        from torch.cuda import synchronize
+        synchronize()
+        """
+    ) == []
+
+
+def test_a_name_kept_on_cuda_by_its_import_is_reported_where_used():
+    # get_arch_list has no twin, so the whole import stays, and synchronize() with it (NPU323).
+    assert findings(
         """        from torch.cuda import synchronize, get_arch_list
         synchronize()
         get_arch_list()
         """
-    ) == [("NPU301", 1, 37, "torch.cuda.get_arch_list"), ("NPU301", 3, 1, "torch.cuda.get_arch_list")]
+    ) == [("NPU301", 1, 37, "torch.cuda.get_arch_list"), ("NPU323", 2, 1, "torch.cuda.synchronize"),
+          ("NPU301", 3, 1, "torch.cuda.get_arch_list")]
 
 
 # ----------------------------------------------------------------------------- NPU302 kernels
@@ -213,6 +223,31 @@ def test_optional_import_is_advice_not_an_error():
     )
     assert (f.code, f.severity, f.span.line) == ("NPU303", Severity.INFO, 2)
     assert f.message.endswith("check that the fallback is what runs on the NPU)")
+
+
+@pytest.mark.parametrize("guarded", [
+    "if _is_package_available('transformer_engine'):\n    import transformer_engine\n",
+    "if is_bnb_available():\n    pass\nelse:\n    import bitsandbytes\n",
+    "def f():\n    if not is_bnb_available():\n        return False\n    import bitsandbytes as bnb\n",
+    "def f():\n    if not is_pynvml_available():\n        raise ImportError('pip install nvidia-ml-py')\n"
+    "    import pynvml\n",
+    "if importlib.util.find_spec('cupy') is not None:\n    import cupy\n",
+])
+def test_an_import_behind_an_availability_check_is_advice_not_an_error(guarded):
+    """Found on accelerate 1.15.0: `if is_bnb_available(): import bitsandbytes` (or an early
+    `return`/`raise ImportError` when it is not) is an optional import like `try: ... except
+    ImportError`: info, not an error. Unguarded, the same import stays an error."""
+    [f] = finding_objects(guarded)
+    assert (f.code, f.severity) == ("NPU303", Severity.INFO), f
+    assert "where a check says it is installed" in f.message
+    plain = "\n".join(line.strip() for line in guarded.splitlines() if "import " in line and "importlib" not in line)
+    [g] = finding_objects(plain + "\n")
+    assert g.severity is not Severity.INFO
+
+
+def test_an_import_after_a_check_that_does_not_leave_is_not_optional():
+    [f] = finding_objects("def f():\n    if not is_bnb_available():\n        log('slow')\n    import bitsandbytes\n")
+    assert f.severity is Severity.ERROR
 
 
 def test_import_in_the_except_branch_is_not_optional():
