@@ -29,9 +29,13 @@ from ..codes import applies
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _OPTIONAL_IMPORT_NOTE = (
-    " (optional: imported in `try: … except ImportError`, so the code has a fallback; check that"
-    " the fallback is what runs on the NPU)"
+    " (optional: imported in `try: … except ImportError` or where a check says it is installed, so"
+    " the code has a fallback; check that the fallback is what runs on the NPU)"
 )
+# A call asking whether a library is installed: `is_bnb_available()`, `_is_package_available("x")`,
+# `importlib.util.find_spec("x")`, `is_apex_installed()`. An import it guards is optional.
+_AVAILABILITY_RE = re.compile(r"(?:^|_)(?:available|installed)$|^find_spec$|^find_loader$", re.IGNORECASE)
+_AVAILABILITY_WORDS = ("try", "available", "installed", "find_spec", "find_loader")
 
 def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     """Record the findings; the tree itself is returned unchanged.
@@ -97,7 +101,8 @@ class FindingVisitor(cst.CSTVisitor):
                         if rule is not None:
                             found.append((rule, sub, alias, stmt))
         found = [f for f in found if self.applies(f[0]) and not self._imports_local_module(f[1])]
-        optional = _optional_imports(self.ctx.module) if found and "try" in self.ctx.text else set()
+        optional = _optional_imports(self.ctx.module) if found and any(
+            w in self.ctx.text for w in _AVAILABILITY_WORDS) else set()
         for rule, module, node, stmt in found:
             # Reported under the library's name as the rule gives it (`nvidia.dali` for
             # `import nvidia.dali.types`), so that a file's imports of one library read as one.
@@ -184,8 +189,10 @@ def _library_of(rule: Rule, module: str) -> str:
 
 
 class _OptionalImports(cst.CSTVisitor):
-    """Ids of the import statements inside `try:` bodies whose handlers catch ImportError.
-    Walks statements only: expressions hold no imports."""
+    """Ids of the import statements inside `try:` bodies whose handlers catch ImportError, in
+    the branches of an `if` that asks whether a library is installed (`if is_bnb_available():`),
+    or after a statement that leaves the block when it is not (`if not is_bnb_available(): return
+    False` / `raise ImportError(...)`). Walks statements only: expressions hold no imports."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -198,6 +205,16 @@ class _OptionalImports(cst.CSTVisitor):
             return False
         if isinstance(node, cst.Try) and any(_catches_import_error(h) for h in node.handlers):
             self._guarded.add(id(node.body))
+        elif isinstance(node, cst.If) and _checks_availability(node.test):
+            self._guarded.update(id(b) for b in (node.body, node.orelse) if b is not None)
+        elif isinstance(node, (cst.IndentedBlock, cst.Module)):
+            exits = False
+            for stmt in node.body:
+                if exits:
+                    self._guarded.add(id(stmt))
+                elif isinstance(stmt, cst.If) and stmt.orelse is None and _checks_availability(stmt.test) \
+                        and _leaves(stmt.body):
+                    exits = True
         if id(node) in self._guarded:
             self._depth += 1
         if self._depth and isinstance(node, (cst.Import, cst.ImportFrom)):
@@ -207,6 +224,26 @@ class _OptionalImports(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self._guarded:
             self._depth -= 1
+
+
+def _checks_availability(test: cst.CSTNode) -> bool:
+    stack = [test]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Call):
+            name = dotted_name(n.func)
+            if name is not None and _AVAILABILITY_RE.search(name.rsplit(".", 1)[-1]):
+                return True
+        stack.extend(n.children)
+    return False
+
+
+def _leaves(body: cst.BaseSuite) -> bool:
+    """Whether a block ends by leaving: `return ...` or `raise ...` as its last statement."""
+    last = body.body[-1] if body.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise))
 
 
 def _optional_imports(module: cst.Module) -> Set[int]:
