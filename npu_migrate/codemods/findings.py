@@ -36,6 +36,7 @@ _OPTIONAL_IMPORT_NOTE = (
 # `importlib.util.find_spec("x")`, `is_apex_installed()`. An import it guards is optional.
 _AVAILABILITY_RE = re.compile(r"(?:^|_)(?:available|installed)$|^find_spec$|^find_loader$", re.IGNORECASE)
 _AVAILABILITY_WORDS = ("try", "available", "installed", "find_spec", "find_loader")
+_AVAILABILITY_CALL_RE = re.compile(r"\b(\w*(?:available|installed)|find_spec|find_loader)\s*\(", re.IGNORECASE)
 
 def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     """Record the findings; the tree itself is returned unchanged.
@@ -101,8 +102,15 @@ class FindingVisitor(cst.CSTVisitor):
                         if rule is not None:
                             found.append((rule, sub, alias, stmt))
         found = [f for f in found if self.applies(f[0]) and not self._imports_local_module(f[1])]
-        optional = _optional_imports(self.ctx.module) if found and any(
-            w in self.ctx.text for w in _AVAILABILITY_WORDS) else set()
+        optional: Set[int] = set()
+        if found and any(w in self.ctx.text for w in _AVAILABILITY_WORDS):
+            optional = _optional_imports(self.ctx.module)
+            if self.ctx.partial is not None:
+                # `if not is_bnb_available(): raise ...` beside the import, in lines left out:
+                # the engine parses them too.
+                for name in set(_AVAILABILITY_CALL_RE.findall(self.ctx.text)):
+                    if self.ctx.partial.elided_word(name):
+                        self.ctx.partial_misses.add(name)
         for rule, module, node, stmt in found:
             # Reported under the library's name as the rule gives it (`nvidia.dali` for
             # `import nvidia.dali.types`), so that a file's imports of one library read as one.
@@ -190,52 +198,95 @@ def _library_of(rule: Rule, module: str) -> str:
 
 class _OptionalImports(cst.CSTVisitor):
     """Ids of the import statements inside `try:` bodies whose handlers catch ImportError, in
-    the branches of an `if` that asks whether a library is installed (`if is_bnb_available():`),
-    or after a statement that leaves the block when it is not (`if not is_bnb_available(): return
-    False` / `raise ImportError(...)`). Walks statements only: expressions hold no imports."""
+    the branches of an `if` that asks whether that library is installed (`if
+    is_bnb_available(): import bitsandbytes as bnb`), or after a statement that leaves the block
+    when it is not (`if not is_pynvml_available(): raise ImportError(...)`). The check must name
+    the library (or the import's alias): `if is_hpu_available(): ... else: import
+    transformer_engine` imports it wherever there is no HPU. Walks statements only."""
 
     def __init__(self) -> None:
         super().__init__()
         self.found: Set[int] = set()
-        self._guarded: Set[int] = set()
-        self._depth = 0
+        self._guards: Dict[int, Optional[str]] = {}  # block id -> None (try) or the check's text
+        self._active: List[Optional[str]] = []
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.BaseExpression):
             return False
         if isinstance(node, cst.Try) and any(_catches_import_error(h) for h in node.handlers):
-            self._guarded.add(id(node.body))
-        elif isinstance(node, cst.If) and _checks_availability(node.test):
-            self._guarded.update(id(b) for b in (node.body, node.orelse) if b is not None)
+            self._guards[id(node.body)] = None
+        elif isinstance(node, cst.If):
+            check = _availability_check(node.test)
+            if check:
+                self._guards.update((id(b), check) for b in (node.body, node.orelse) if b is not None)
         elif isinstance(node, (cst.IndentedBlock, cst.Module)):
-            exits = False
+            check = ""
             for stmt in node.body:
-                if exits:
-                    self._guarded.add(id(stmt))
-                elif isinstance(stmt, cst.If) and stmt.orelse is None and _checks_availability(stmt.test) \
-                        and _leaves(stmt.body):
-                    exits = True
-        if id(node) in self._guarded:
-            self._depth += 1
-        if self._depth and isinstance(node, (cst.Import, cst.ImportFrom)):
+                if check:
+                    self._guards[id(stmt)] = check
+                elif isinstance(stmt, cst.If) and stmt.orelse is None and _leaves(stmt.body):
+                    check = _availability_check(stmt.test)
+        if id(node) in self._guards:
+            self._active.append(self._guards[id(node)])
+        if self._active and isinstance(node, (cst.Import, cst.ImportFrom)) and any(
+                check is None or _names_library(check, node) for check in self._active):
             self.found.add(id(node))
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
-        if id(original_node) in self._guarded:
-            self._depth -= 1
+        if id(original_node) in self._guards:
+            self._active.pop()
 
 
-def _checks_availability(test: cst.CSTNode) -> bool:
+def _optional_imports(module: cst.Module) -> Set[int]:
+    visitor = _OptionalImports()
+    walk(module, visitor)
+    return visitor.found
+
+
+def _availability_check(test: cst.CSTNode) -> str:
+    """The names and string arguments of the availability calls in `test`, lowercased ("" for
+    none): `is_bnb_available`, `_is_package_available transformer_engine`."""
+    parts: List[str] = []
     stack = [test]
     while stack:
         n = stack.pop()
         if isinstance(n, cst.Call):
             name = dotted_name(n.func)
-            if name is not None and _AVAILABILITY_RE.search(name.rsplit(".", 1)[-1]):
-                return True
+            last = name.rsplit(".", 1)[-1] if name else ""
+            if _AVAILABILITY_RE.search(last):
+                parts.append(last)
+                parts += [v for a in n.args for v in [string_value(a.value)] if v]
         stack.extend(n.children)
-    return False
+    return " ".join(parts).lower()
+
+
+def _names_library(check: str, node: Union[cst.Import, cst.ImportFrom]) -> bool:
+    """Whether an availability check names the library an import brings (or its alias)."""
+    names: List[str] = []
+    if isinstance(node, cst.Import):
+        for alias in node.names:
+            names.append((dotted_name(alias.name) or "").split(".")[0])
+            if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+                names.append(alias.asname.name.value.split("_")[0])
+    elif node.module is not None:
+        names.append((dotted_name(node.module) or "").split(".")[0])
+    flat = check.replace("_", "")
+    words = set(re.split(r"[^a-z0-9]+", check.replace("_", " "))) - _CHECK_WORDS
+    return any(n and (n.lower().replace("_", "") in flat or any(_abbreviates(w, n.lower()) for w in words))
+               for n in names)
+
+
+_CHECK_WORDS = {"", "is", "available", "installed", "package", "find", "spec", "loader", "torch", "has"}
+
+
+def _abbreviates(word: str, name: str) -> bool:
+    """`bnb` of bitsandbytes, `te` of transformer_engine: the word's letters in order in the
+    name, starting with its first."""
+    if len(word) < 2 or word[0] != name[0]:
+        return False
+    rest = iter(name)
+    return all(ch in rest for ch in word)
 
 
 def _leaves(body: cst.BaseSuite) -> bool:
@@ -244,12 +295,6 @@ def _leaves(body: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, (cst.Return, cst.Raise))
-
-
-def _optional_imports(module: cst.Module) -> Set[int]:
-    visitor = _OptionalImports()
-    walk(module, visitor)
-    return visitor.found
 
 
 def _catches_import_error(handler: cst.ExceptHandler) -> bool:
