@@ -98,23 +98,34 @@ class Settings:
         return self.show_diff or self.fmt != "text"
 
     def options(self) -> Options:
-        """What the engine does to each file."""
+        """What the engine does to each file: the Options fields of the same name as a field
+        here as they are (SAME_OPTIONS), the others derived (DERIVED_OPTIONS); the project's
+        (PROJECT_OPTIONS) are added by pipeline.py."""
+        same: Dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
+                for name in SAME_OPTIONS for value in [getattr(self, name)]}
+        target = self.target
         return Options(
-            framework=self.framework,
+            **same,
             modelarts=self.modelarts or self.modelarts_entry,
             modelarts_boot=self.modelarts_entry,
             modelarts_entry_files=tuple(os.path.abspath(e) for e in self.entries),
-            modelarts_resume=self.modelarts_resume,
-            modelarts_data_dir=self.modelarts_data_dir,
-            modelarts_output_dir=self.modelarts_output_dir,
-            data_args=tuple(self.data_args),
-            output_args=tuple(self.output_args),
-            modelarts_sync_every=self.modelarts_sync_every,
             add_import=not self.no_import,
-            npu_ops=self.npu_ops,
-            distributed=self.distributed,
             # the resolved targets' specs (the options as given until cli.py resolves them)
-            torch_npu_version=self.target.torch.spec if self.target is not None else self.torch_npu_version,
-            cann_version=self.target.cann.spec if self.target is not None else self.cann_version,
-            mindspore_version=self.target.mindspore.spec if self.target is not None else self.mindspore_version,
+            torch_npu_version=target.torch.spec if target is not None else self.torch_npu_version,
+            cann_version=target.cann.spec if target is not None else self.cann_version,
+            mindspore_version=target.mindspore.spec if target is not None else self.mindspore_version,
         )
+
+
+# How each model.Options field gets its value (tests/test_cli_core.py holds that every field is
+# in exactly one of these, and that a field here and there has one default):
+# derived from other settings in Settings.options()
+DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_files", "add_import", "torch_npu_version",
+                             "cann_version", "mindspore_version"})
+# found in the project by pipeline.py (migrate_files: local modules, device settings, ModelArts scan)
+PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "modelarts_moxing_files",
+                             "modelarts_utility_files"})
+# the rest: a Settings field of the same name, as it is
+SAME_OPTIONS = tuple(f.name for f in dataclasses.fields(Options)
+                     if f.name not in DERIVED_OPTIONS | PROJECT_OPTIONS
+                     and f.name in {s.name for s in dataclasses.fields(Settings)})

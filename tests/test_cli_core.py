@@ -194,3 +194,30 @@ def test_what_happens_to_files_is_one_writeback_value():
     from npu_migrate.rules import default_rules
 
     assert RunReport(results=[], rules=default_rules(), mode="check").mode is WriteBack.CHECK
+
+
+def test_every_option_of_a_file_comes_from_one_place_with_one_default():
+    """#27.4: each model.Options field is a Settings field of the same name (copied by name, not
+    by a hand mapping), derived from other settings, or found in the project by the pipeline;
+    a field of both has the same default; the derived ones follow their settings."""
+    import dataclasses
+
+    from npu_migrate.model import Options
+    from npu_migrate.settings import DERIVED_OPTIONS, PROJECT_OPTIONS, SAME_OPTIONS, Settings
+
+    option_fields = {f.name: f for f in dataclasses.fields(Options)}
+    setting_fields = {f.name: f for f in dataclasses.fields(Settings)}
+    groups = [set(SAME_OPTIONS), set(DERIVED_OPTIONS), set(PROJECT_OPTIONS)]
+    assert sorted(n for g in groups for n in g) == sorted(option_fields)  # each field in exactly one
+    for name in SAME_OPTIONS:
+        assert option_fields[name].default == setting_fields[name].default, name
+    assert not (PROJECT_OPTIONS & set(setting_fields))  # nothing the project decides is an option
+    given = Settings(paths=("a.py",), framework="tensorflow", data_args=["images"], modelarts_sync_every=5.0,
+                     modelarts_entry=True, entries=("a.py",), no_import=True, npu_ops=True, cann_version="5.0")
+    options = given.options()
+    assert (options.framework, options.data_args, options.modelarts_sync_every, options.npu_ops) == (
+        "tensorflow", ("images",), 5.0, True)
+    assert (options.modelarts, options.modelarts_boot, options.add_import, options.cann_version) == (
+        True, True, False, "5.0")
+    assert options.modelarts_entry_files == (os.path.abspath("a.py"),)
+    assert Settings().options() == Options()
