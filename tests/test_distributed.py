@@ -147,6 +147,43 @@ def test_a_dataset_built_inside_the_loader_call_gets_a_name_first():
             "        train_dataset,\n        batch_size=8, sampler=distributed_sampler(train_dataset, shuffle=True))\n") in out
 
 
+@pytest.mark.parametrize("framework, form", [("torch", ""), ("tensorflow", ""), ("mindspore", ""),
+                                             ("mindspore", "device")])
+def test_the_generated_helper_modules_read_as_hand_written_code(framework, form):
+    """One module per framework, black-formatted, Python 3.7 (ModelArts images), versioned; the
+    TF 1.15 and MindSpore ones import the standard library and their framework only, at the top
+    (npu_bridge's collective operations only where several processes need them)."""
+    import ast
+    import re
+
+    from npu_migrate.distributed import render_helpers
+    from npu_migrate.modelarts import black_format
+
+    text = render_helpers(framework, form)
+    assert black_format(text) == text
+    tree = ast.parse(text, feature_version=(3, 7))
+    assert text.startswith("# npu-migrate: distributed helpers (generated, checksum ")
+    assert re.search(r"^VERSION = \d+\b", text, re.MULTILINE)
+    top = {alias.name.split(".")[0] for node in tree.body if isinstance(node, ast.Import) for alias in node.names}
+    top |= {node.module.split(".")[0] for node in tree.body if isinstance(node, ast.ImportFrom) and node.module}
+    assert top <= {"os", "datetime", framework, "torch_npu"}, top
+    assert "builtins" not in text  # no process-wide patching
+
+
+@pytest.mark.parametrize("framework, name, module", [("tensorflow", "mlp_session", "npu_migrate_distributed_tf"),
+                                                     ("mindspore", "lenet_train", "npu_migrate_distributed_ms")])
+def test_the_tf_and_mindspore_helper_blocks_of_earlier_versions_become_the_module(framework, name, module):
+    """Earlier versions pasted the TF 1.15 and MindSpore helpers into the script as a marked block:
+    a later run replaces it by the import of the generated module, as a fresh conversion writes it."""
+    source = FIXTURES / framework / f"{name}.py"
+    earlier = (FIXTURES / framework / "earlier" / f"{name}.block_v1.py").read_text(encoding="utf-8")
+    assert "# >>> npu-migrate: distributed >>>" in earlier and "def rank_size():" in earlier
+    result = _migrate(earlier, str(source))
+    assert result.new_text == source.with_name(f"{name}.expected.py").read_text(encoding="utf-8")
+    assert [(e.code, e.message.split(":")[0]) for e in result.edits] == [("NPU164", f"8-NPU setup moved to {module}.py")]
+    assert result.extra_files == _migrate(source.read_text(encoding="utf-8"), str(source)).extra_files
+
+
 def test_mindspore_custom_training_loop_is_reported():
     text = ("import mindspore as ms\nimport mindspore.dataset as ds\n\ndef train(net, opt):\n"
             "    data = ds.MnistDataset('mnist')\n    grad_fn = ms.value_and_grad(net, None, opt.parameters)\n")
@@ -158,7 +195,8 @@ def test_a_mindspore_dataset_module_is_sharded_with_the_helpers_only():
     text = "import mindspore.dataset as ds\n\n\ndef create_dataset(path):\n    return ds.Cifar10Dataset(path)\n"
     out = _migrate(text, "dataset.py")
     assert "return ds.Cifar10Dataset(path, num_shards=rank_size(), shard_id=rank_id())" in out.new_text
-    assert "def distributed_setup" not in out.new_text and not out.extra_files
+    assert "from npu_migrate_distributed_ms import rank_id, rank_size  # npu-migrate: distributed\n" in out.new_text
+    assert list(out.extra_files) == ["npu_migrate_distributed_ms.py"]  # the module; no launcher: not an entry
     assert not _migrate(out.new_text, "dataset.py").changed
 
 
@@ -201,14 +239,12 @@ def test_distributed_combines_with_modelarts(source):
     text = result.new_text
     modelarts = "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n"
     assert text.count(modelarts) == 1  # the ModelArts runtime is a module beside the script
-    if source.startswith("pytorch/"):  # the PyTorch helpers are a module too: imported, then ModelArts'
-        assert text.count("from npu_migrate_distributed import (  # npu-migrate: distributed\n") == 1
-        assert text.index("# npu-migrate: distributed\n") < text.index(modelarts)
-        assert ">>> npu-migrate: distributed" not in text
-    else:
-        assert text.count("# >>> npu-migrate: distributed >>>") == 1 and text.count("# <<< npu-migrate: distributed <<<") == 1
-        # the ModelArts import, then the distributed block
-        assert text.index(modelarts) < text.index(">>> npu-migrate: distributed >>>")
+    # the helpers are a module too: imported, then ModelArts'
+    module = {"pytorch": "npu_migrate_distributed", "tensorflow": "npu_migrate_distributed_tf",
+              "mindspore": "npu_migrate_distributed_ms"}[source.split("/")[0]]
+    assert text.count(f"from {module} import (  # npu-migrate: distributed\n") == 1
+    assert text.index("# npu-migrate: distributed\n") < text.index(modelarts)
+    assert ">>> npu-migrate: distributed" not in text and module + ".py" in {Path(p).name for p in result.extra_files}
     assert ("--data_url" in text or "    modelarts_setup()\n" in text) and "NPU160" in {e.code for e in result.edits} | {"NPU160"}
     again = _migrate(text, str(path), both)
     assert not again.changed, again.edits

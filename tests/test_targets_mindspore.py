@@ -99,9 +99,9 @@ def _qualified(tree: ast.Module):
                 yield ".".join([aliases[func.id]] + parts[::-1]), [k.arg for k in node.keywords if k.arg]
 
 
-def _block(text: str) -> str:
-    start = text.index("# >>> npu-migrate: distributed >>>")
-    return text[start:text.index("# <<< npu-migrate: distributed <<<")]
+def _block(extra_files) -> str:
+    """The generated helper module (the set-up --distributed writes)."""
+    return next(text for path, text in extra_files.items() if path.endswith("npu_migrate_distributed_ms.py"))
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -113,7 +113,7 @@ def test_every_name_the_distributed_setup_writes_exists_in_the_target(target):
     sources = [SCRIPT, (ROOT / "fixtures/distributed/mindspore/lenet_train.py").read_text(encoding="utf-8")]
     for source in sources:
         result = migrate_source(source, "train.py", Options(distributed=True, mindspore_version=target), RULES)
-        block = _block(result.new_text)
+        block = _block(result.extra_files)
         calls = list(_qualified(ast.parse(block)))
         assert calls, block
         for name, keywords in calls:
@@ -163,7 +163,7 @@ def test_a_pinned_project_is_migrated_for_its_release_without_any_option(tmp_pat
                        cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "Target: MindSpore 2.2.14 (mindspore==2.2.14 in requirements.txt)." in r.stdout + r.stderr
-    block = _block((tmp_path / "train.py").read_text())
+    block = (tmp_path / "npu_migrate_distributed_ms.py").read_text()
     assert "context.set_context(device_id=device_id())" in block and "set_device" not in block
     r = subprocess.run([sys.executable, "-m", "npu_migrate", "train.py", "--mindspore-version", "x.y"],
                        cwd=tmp_path, capture_output=True, text=True)
@@ -189,6 +189,8 @@ def test_both_forms_train_on_mindspore_2_10_and_only_the_old_one_is_deprecated_t
     result = migrate_source(SCRIPT, "train.py", Options(distributed=True, mindspore_version=target), RULES)
     script = tmp_path / "train.py"
     script.write_text(result.new_text)
+    for path, text in result.extra_files.items():  # the helper module the script imports
+        (tmp_path / os.path.basename(path)).write_text(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RANK", "DEVICE_ID"))}
     env.update(PYTHONPATH=str(SITE), GLOG_v="2")
     r = subprocess.run([str(python), str(script)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)

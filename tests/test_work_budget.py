@@ -39,8 +39,10 @@ BUDGET: Dict[str, Dict[str, float]] = {
     "yolov5": {"ast": 20, "parse": 0, "partial": 23, "walk": 19, "transform": 23, "codegen": 29, "verify": 14},
 }
 PER_PARSED_FILE: Dict[str, Dict[str, float]] = {
-    # 63 files parsed: 35 whole, 28 partial parses, 78 walks, 45 transforms, 63 codegens, 25 verify
-    "fixtures": {"parse": 0.56, "partial": 0.44, "walk": 1.24, "transform": 0.71, "codegen": 1.0, "verify": 0.4},
+    # 66 files parsed: 38 whole, 28 partial parses, 81 walks, 45 transforms, 64 codegens, 25 verify
+    # (two of the whole ones: the TF 1.15 and MindSpore scripts with an earlier version's helper
+    # block, fixtures/distributed/*/earlier/, which a whole parse turns into the module's import)
+    "fixtures": {"parse": 0.58, "partial": 0.44, "walk": 1.24, "transform": 0.71, "codegen": 1.0, "verify": 0.4},
     # (--modelarts and --distributed plan around whole entry scripts: every file parsed whole)
     # 90 files parsed: 90 whole, 162 walks, 86 transforms, 154 codegens, 57 verify
     "fixtures --modelarts --distributed": {

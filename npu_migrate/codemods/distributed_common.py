@@ -1,6 +1,7 @@
 """What the three `--distributed` passes share (distributed_torch.py, distributed_mindspore.py,
-distributed_tf.py): their messages (rules/distributed.toml), the marked helper block after the
-imports, the main block, and a visitor that knows each node's ancestors.
+distributed_tf.py): their messages (rules/distributed.toml), the import of the generated helper
+module after the imports (and the marked helper block of earlier versions it replaces), the main
+block, and a visitor that knows each node's ancestors.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import ImportTable
-from ..distributed import BEGIN_MARKER, END_MARKER, RANK_TABLE, RUN_8P, render_rank_table, render_run_8p
-from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END
+from ..distributed import (BEGIN_MARKER, END_MARKER, MODULES, OFFERS, RANK_TABLE, RUN_8P, helpers_import,
+                           render_helpers, render_rank_table, render_run_8p)
+from ..imports import dotted_name
+from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END, RUNTIME_MODULE
 from ..rules import Rule
 from .syntax import comment_texts, is_main_guard, leading_lines, marked_block
 from .syntax import header_end as syntax_header_end
@@ -82,58 +85,69 @@ def header_end(module: cst.Module) -> int:
     return syntax_header_end(body, boundary)
 
 
-def block_statements(text: str, module: cst.Module) -> List[cst.BaseStatement]:
-    parsed = cst.parse_module(text.replace("\n", module.default_newline))
-    stmts = list(parsed.body)
-    stmts[0] = stmts[0].with_changes(leading_lines=[*parsed.header, *stmts[0].leading_lines])
-    return stmts  # type: ignore[return-value]
+def helpers_called(module: cst.Module, framework: str) -> List[str]:
+    """The helpers of `framework`'s module the script calls, sorted (as isort sorts the names of an import)."""
+    called: Set[str] = set()
+    offers = OFFERS[framework]
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if isinstance(call.func, cst.Name) and call.func.value in offers:
+                called.add(call.func.value)
+
+    module.visit(Finder())
+    return sorted(called)
 
 
-def _code_of(module: cst.Module, stmts: Sequence[cst.BaseStatement]) -> str:
-    return module.with_changes(body=stmts, header=[], footer=[]).code
+def helpers_import_of(imports: ImportTable, framework: str) -> Optional[cst.ImportFrom]:
+    """The script's `from npu_migrate_distributed... import ...` of `framework` (a script converted already)."""
+    return next((n for n in imports.import_nodes if isinstance(n, cst.ImportFrom)
+                 and dotted_name(n.module) == MODULES[framework]), None)
 
 
-def install_block(module: cst.Module, text: str, extra: Sequence[cst.BaseStatement] = ()) -> Tuple[cst.Module, Optional[str]]:
-    """The block after the imports (or the one there replaced), `extra` statements right after
-    it: the new module and "inserted"/"updated" (None when the block there is up to date)."""
-    stmts = block_statements(text, module)
+def install_helpers_import(module: cst.Module, framework: str, relative: bool,
+                           extra: Sequence[cst.BaseStatement] = ()) -> cst.Module:
+    """`from <framework's helper module> import <the helpers the script calls>` after the
+    imports (where isort puts a first-party import: after the third-party ones), `extra`
+    statements (a blank line above them) right after it."""
+    names = helpers_called(module.with_changes(body=[*extra, *module.body]), framework)
+    if not names:
+        return module
+    line = statement(helpers_import(names, relative, MODULES[framework]), module)
     body = list(module.body)
-    blank = cst.EmptyLine()
-    found = find_block(module)
-    if found is not None:
-        start, end = found
-        old = body[start:end]
-        lines = list(old[0].leading_lines)
-        at = next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)
-        old_code = _code_of(module, [old[0].with_changes(leading_lines=lines[at:]), *old[1:]])
-        if old_code == _code_of(module, stmts):
-            return module, None
-        stmts[0] = stmts[0].with_changes(leading_lines=lines[:at] + list(leading_lines(stmts[0])))
-        body[start:end] = stmts  # type: ignore[assignment]
-        return module.with_changes(body=body), "updated"
     at = header_end(module)
-    own = list(leading_lines(stmts[0]))
-    above: List[cst.EmptyLine] = []
-    if at < len(body):
-        # A ModelArts block ends with a comment above the statement after it: that comment
-        # stays above this block.
-        lead = list(body[at].leading_lines)
-        marks = [i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == MODELARTS_END]
-        if marks:
-            above, rest = lead[:marks[-1] + 1], lead[marks[-1] + 1:]
-            body[at] = body[at].with_changes(leading_lines=rest)
-    if at > 0:
-        own = [*above, blank, blank, *own]
-    stmts[0] = stmts[0].with_changes(leading_lines=own)
-    end_marker = [blank, blank, cst.EmptyLine(comment=cst.Comment(END_MARKER))]
-    tail = list(extra) + body[at:]
+    while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
+        at -= 1  # above the ModelArts import, where a run with both options puts it
+    tail = list(extra)
     if tail:
-        lead = list(leading_lines(tail[0]))
-        if not lead or lead[0].comment is not None:
-            lead.insert(0, blank)
-        tail[0] = tail[0].with_changes(leading_lines=end_marker + lead)
-        return module.with_changes(body=body[:at] + stmts + tail), "inserted"
-    return module.with_changes(body=body + stmts, footer=end_marker + list(module.footer)), "inserted"
+        tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
+    return module.with_changes(body=body[:at] + [line] + tail + body[at:])
+
+
+def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.ImportFrom) and dotted_name(s.module) == module for s in stmt.body)
+
+
+def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, relative: bool) -> cst.Module:
+    """The helper block of an earlier version removed (its markers too) and `framework`'s helper
+    module imported instead."""
+    start, end = block
+    body = list(module.body)
+    lines = list(body[start].leading_lines)
+    before = lines[:next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)]
+    while before and before[-1].comment is None:
+        before.pop()  # the blank lines the block put above itself
+    tail = body[end:]
+    footer = list(module.footer)
+    if tail:
+        lead = list(tail[0].leading_lines)
+        at_end = next((i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == END_MARKER), -1)
+        tail[0] = tail[0].with_changes(leading_lines=[*before, cst.EmptyLine(), *lead[at_end + 1:]]
+                                       if before else lead[at_end + 1:])
+    else:
+        footer = [line for line in footer if not (line.comment and line.comment.value.strip() == END_MARKER)]
+    return install_helpers_import(module.with_changes(body=body[:start] + tail, footer=footer), framework, relative)
 
 
 def statement(code: str, module: cst.Module) -> cst.BaseStatement:
@@ -147,31 +161,17 @@ def first_after_header(module: cst.Module) -> cst.CSTNode:
     return module.body[at] if at < len(module.body) else module.body[-1]
 
 
-def helpers_only(text: str, first_entry_function: str) -> str:
-    """The generated block without the functions only an entry script calls (those from
-    `def <first_entry_function>` on)."""
-    return text[:text.index(f"\n\ndef {first_entry_function}")].rstrip("\n") + "\n"
+def relative_imports(imports: ImportTable) -> bool:
+    """Whether the module imports relatively (a package's module: the helper import is relative too)."""
+    return any(isinstance(n, cst.ImportFrom) and n.relative for n in imports.import_nodes)
 
 
-def refresh_block(ctx: Context, module: cst.Module, block: Tuple[int, int], text: str, code: str) -> cst.Module:
-    """A script converted by an earlier run: its block is brought up to date (`code`'s edit
-    when it changed), nothing else is touched."""
-    new_module, change = install_block(module, text)
-    if change is not None:
-        edit(ctx, code, ctx.module.body[block[0]], "", "distributed block", change=change)
-    return new_module
-
-
-@emits("NPU164")
-def refresh_rank_table_block(ctx: Context, module: cst.Module, block: Tuple[int, int], full: str, is_entry: bool,
-                             first_entry_function: str) -> cst.Module:
-    """refresh_block for the TF 1.15 and MindSpore passes: the whole block in an entry script
-    (and its launch files), the helpers only in the modules it imports."""
-    text = full if is_entry else helpers_only(full, first_entry_function)
-    new_module = refresh_block(ctx, module, block, text, "NPU164")
-    if is_entry:
+def add_helper_files(ctx: Context, framework: str, entry: bool, form: str = "") -> None:
+    """The helper module of `framework` beside the script; for an entry script of TF 1.15 or
+    MindSpore also run_8p.sh and the rank table it reads."""
+    add_extra(ctx, MODULES[framework] + ".py", render_helpers(framework, form))
+    if entry:
         add_rank_table_launcher(ctx, script_name(ctx))
-    return new_module
 
 
 @emits("NPU380")

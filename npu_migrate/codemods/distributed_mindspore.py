@@ -3,7 +3,9 @@
 A training script (one that builds a `Model` with an optimizer, or a `TrainOneStepCell`) gets
 (codes in rules/distributed.toml):
 
-* NPU164 the helper block after the imports (npu_migrate/distributed/mindspore_block.py:
+* NPU164 `from npu_migrate_distributed_ms import <the helpers it calls>` after the imports: the
+  module generated beside it (template npu_migrate/distributed/mindspore_helpers.py, or
+  mindspore_device_helpers.py for MindSpore 2.7 and later:
   device_id(), rank_id(), rank_size() from DEVICE_ID/RANK_ID/RANK_SIZE, and distributed_setup():
   `set_context(device_id=...)`, and with several processes `init()` and
   `set_auto_parallel_context(device_num=..., parallel_mode=DATA_PARALLEL, gradients_mean=True)`),
@@ -13,6 +15,9 @@ A training script (one that builds a `Model` with an optimizer, or a `TrainOneSt
 * NPU165 `num_shards=rank_size(), shard_id=rank_id()` for each data set it creates (other
   modules that create data sets get the same, with the helpers but not the setup);
 * NPU163 `save_checkpoint(...)` on rank 0 only.
+
+A script converted by an earlier run gets the generated files refreshed (and the helper block
+earlier versions pasted into it replaced by the import).
 
 Reported: scripts distributed already (NPU380), a GeneratorDataset whose source may be iterable
 (NPU382), a training loop of the script's own (value_and_grad: it would need
@@ -28,7 +33,7 @@ from typing import List, Optional, Set, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..distributed import render_block
+from ..distributed import MODULES
 from ..imports import dotted_name
 from ..targets.mindspore import MsTarget
 from . import distributed_common as common
@@ -172,7 +177,8 @@ def _calls_set_device(a: MindSporeAnalysis, stmt: cst.BaseStatement) -> bool:
     return call is not None and a._name(call.func) == "mindspore.set_device"
 
 
-def _setup_first_in_main(module: cst.Module) -> cst.Module:
+def _setup_first_in_main(module: cst.Module) -> Optional[cst.Module]:
+    """distributed_setup() first in the main block; None without one."""
     body = list(module.body)
     setup = cst.parse_statement("distributed_setup()\n")
     for i, stmt in enumerate(body):
@@ -182,10 +188,7 @@ def _setup_first_in_main(module: cst.Module) -> cst.Module:
             inner = [setup.with_changes(leading_lines=leading_lines(first)), first.with_changes(leading_lines=[]), *inner[1:]]
             body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
             return module.with_changes(body=body)
-    at = common.find_block(module)
-    end = at[1] if at else 0
-    body.insert(end, setup)
-    return module.with_changes(body=body)
+    return None
 
 
 def _setup_anchor(a: MindSporeAnalysis) -> int:
@@ -208,14 +211,22 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "mindspore"):
         return module
     original = MindSporeAnalysis(ctx.module)
-    script = common.script_name(ctx)
     # The set-up the MindSpore target has (targets/mindspore.py): 2.7 and later deprecate
     # set_context(device_id=...) for mindspore.set_device(), which older releases lack.
     device_form = MsTarget(ctx.options.mindspore_version).block_form() == "set_device"
-    full = render_block("mindspore", script, "device" if device_form else "")
-    if original.block is not None:
+    form = "device" if device_form else ""
+    relative = common.relative_imports(original.imports)
+    if original.block is not None or common.helpers_import_of(original.imports, "mindspore") is not None:
+        # Converted by an earlier run: the generated files are brought up to date, and a helper
+        # block of an earlier version becomes the import of the module.
         is_entry = common.calls_outside_block(ctx.module, "distributed_setup")
-        return common.refresh_rank_table_block(ctx, module, original.block, full, is_entry, "distributed_setup")
+        new_module = module
+        if original.block is not None:
+            new_module = common.replace_block(module, original.block, "mindspore", relative)
+            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "distributed block",
+                        MODULES["mindspore"], change=f"moved to {MODULES['mindspore']}.py")
+        common.add_helper_files(ctx, "mindspore", is_entry, form)
+        return new_module
     if common.report_distributed_already(ctx, original.distributed):
         return module
     entry = bool(original.training)
@@ -261,13 +272,19 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     from ..fast_visitor import transform
 
     new_module = transform(module, rewriter)
-    new_module, _ = common.install_block(new_module, full if entry else common.helpers_only(full, "distributed_setup"))
+    extra: List[cst.BaseStatement] = []
     if entry and setup_after is None:
-        new_module = _setup_first_in_main(new_module)
+        # first in the main block; without one, right after the import (the top level is the program)
+        in_main = _setup_first_in_main(new_module)
+        if in_main is not None:
+            new_module = in_main
+        else:
+            extra = [common.statement("distributed_setup()\n", new_module)]
+    new_module = common.install_helpers_import(new_module, "mindspore", relative, extra)
+    common.add_helper_files(ctx, "mindspore", entry, form)
 
     first = common.first_after_header(ctx.module)
     if entry:
-        common.add_rank_table_launcher(ctx, script)
         common.edit(ctx, "NPU164", original.set_context[anchor] if original.set_context else (original.main_guard or first),
                     "", "distributed_setup()", change="inserted")
         for stmt in original.saves:

@@ -2,10 +2,11 @@
 
 A training script (one that builds a `tf.train.*Optimizer`) gets (codes in rules/distributed.toml):
 
-* NPU164 the helper block after the imports (npu_migrate/distributed/tensorflow_block.py:
-  rank_id(), rank_size() from RANK_ID/RANK_SIZE, broadcast_global_variables() with
-  hccl_ops.broadcast), and beside it `run_8p.sh` (one process per NPU with DEVICE_ID, RANK_ID,
-  RANK_SIZE, RANK_TABLE_FILE) and the rank table template `hccl_8p.json`;
+* NPU164 `from npu_migrate_distributed_tf import <the helpers it calls>` after the imports: the
+  module generated beside it (template npu_migrate/distributed/tensorflow_helpers.py: rank_id(),
+  rank_size() from RANK_ID/RANK_SIZE, broadcast_global_variables() with hccl_ops.broadcast),
+  and beside it `run_8p.sh` (one process per NPU with DEVICE_ID, RANK_ID, RANK_SIZE,
+  RANK_TABLE_FILE) and the rank table template `hccl_8p.json`;
 * NPU166 the optimizer wrapped in `NPUDistributedOptimizer(...)` (the gradients are averaged
   over the NPUs with HCCL);
 * NPU165 `.shard(rank_size(), rank_id())` on each tf.data source it creates (other modules that
@@ -15,7 +16,8 @@ A training script (one that builds a `tf.train.*Optimizer`) gets (codes in rules
   (NPUBroadcastGlobalVariablesHook) for `Estimator.train`, `TrainSpec` and
   `MonitoredTrainingSession`.
 
-Reported: scripts distributed already (Horovod, the TF Adapter's distributed optimizer, tf.distribute;
+A script converted by an earlier run gets the generated files refreshed (and the helper block
+earlier versions pasted into it replaced by the import). Reported: scripts distributed already (Horovod, the TF Adapter's distributed optimizer, tf.distribute;
 NPU380), `from_generator` data sets (NPU382), Keras optimizers and scripts with no place to
 broadcast the initial variables (NPU390: not converted).
 """
@@ -27,7 +29,7 @@ from typing import List, Set, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..distributed import render_block
+from ..distributed import MODULES
 from ..imports import dotted_name, imported_names
 from ..targets.cann import CannMissing, CannTarget
 from . import distributed_common as common
@@ -199,12 +201,19 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "tensorflow"):
         return module
     original = TFAnalysis(ctx.module)
-    script = common.script_name(ctx)
-    full = render_block("tensorflow", script)
-    if original.block is not None:
+    relative = common.relative_imports(original.imports)
+    if original.block is not None or common.helpers_import_of(original.imports, "tensorflow") is not None:
+        # Converted by an earlier run: the generated files are brought up to date, and a helper
+        # block of an earlier version becomes the import of the module.
         is_entry = common.calls_outside_block(ctx.module, "broadcast_global_variables") or any(
             isinstance(n, cst.Name) and n.value == "NPUDistributedOptimizer" for n, _ in original.distributed)
-        return common.refresh_rank_table_block(ctx, module, original.block, full, is_entry, "broadcast_global_variables")
+        new_module = module
+        if original.block is not None:
+            new_module = common.replace_block(module, original.block, "tensorflow", relative)
+            common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "distributed block",
+                        MODULES["tensorflow"], change=f"moved to {MODULES['tensorflow']}.py")
+        common.add_helper_files(ctx, "tensorflow", is_entry)
+        return new_module
     if common.report_distributed_already(ctx, original.distributed):
         return module
     entry = bool(original.optimizers)
@@ -237,12 +246,12 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     from ..fast_visitor import transform
 
     new_module = transform(module, _Rewriter(current, entry))
-    text = full if entry else common.helpers_only(full, "broadcast_global_variables")
-    new_module, _ = common.install_block(new_module, text)
-    first = common.first_after_header(ctx.module)
     if entry:
         new_module = _add_npu_init(new_module, ctx)
-        common.add_rank_table_launcher(ctx, script)
+    new_module = common.install_helpers_import(new_module, "tensorflow", relative)
+    common.add_helper_files(ctx, "tensorflow", entry)
+    first = common.first_after_header(ctx.module)
+    if entry:
         common.edit(ctx, "NPU164", first, "", "distributed helpers", change="inserted")
         for call in original.optimizers:
             common.edit(ctx, "NPU166", call, "", "NPUDistributedOptimizer(...)")

@@ -42,10 +42,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from ..context import Context
-from ..distributed import (BEGIN_MARKER, END_MARKER, HELPERS, HELPERS_MODULE, helpers_import, launch_script_name,
-                           render_helpers, render_torch_launcher)
+from ..distributed import HELPERS_MODULE, launch_script_name, render_helpers, render_torch_launcher
 from ..imports import dotted_name
-from ..modelarts import RUNTIME_MODULE
 from . import distributed_common as common
 from .distributed_torch_analysis import MODULE_API, Loader, Move, TorchAnalysis, moves_model, parameters_of
 from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
@@ -506,7 +504,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         # block of an earlier version becomes the import of the module.
         new_module = module
         if original.block is not None:
-            new_module = _replace_block(module, original)
+            new_module = common.replace_block(module, original.block, "torch", original.relative_imports)
             common.edit(ctx, "NPU160", ctx.module.body[original.block[0]], "distributed block",
                         HELPERS_MODULE, launcher=launch_script_name("torch", script), change="replaced")
         _add_generated_files(ctx, script)
@@ -526,7 +524,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     # right after the import, before any of its own statements runs.
     setup = [] if common.main_guard(new_module) is not None else [common.statement("distributed_setup()\n", new_module)]
     new_module = _add_setup_and_cleanup(new_module)
-    new_module = _install_import(new_module, original.relative_imports, setup)
+    new_module = common.install_helpers_import(new_module, "torch", original.relative_imports, setup)
     _add_generated_files(ctx, script)
 
     # Report on the original tree (its line numbers).
@@ -580,62 +578,6 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
 def _add_generated_files(ctx: Context, script: str) -> None:
     common.add_extra(ctx, HELPERS_MODULE + ".py", render_helpers())
     common.add_extra(ctx, launch_script_name("torch", script), render_torch_launcher(script))
-
-
-def _helpers_called(module: cst.Module) -> List[str]:
-    """The helpers the script calls, sorted (as isort sorts the names of an import)."""
-    called: Set[str] = set()
-
-    class Finder(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            if isinstance(call.func, cst.Name) and call.func.value in HELPERS:
-                called.add(call.func.value)
-
-    module.visit(Finder())
-    return sorted(called)
-
-
-def _install_import(module: cst.Module, relative: bool, extra: Sequence[cst.BaseStatement] = ()) -> cst.Module:
-    """`from npu_migrate_distributed import <the helpers the script calls>` after the imports,
-    `extra` statements (a blank line above them) right after it."""
-    names = _helpers_called(module.with_changes(body=[*extra, *module.body]))
-    if not names:
-        return module
-    line = common.statement(helpers_import(names, relative), module)
-    body = list(module.body)
-    at = common.header_end(module)
-    while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
-        at -= 1  # above the ModelArts import, where a run with both options puts it
-    tail = list(extra)
-    if tail:
-        tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
-    return module.with_changes(body=body[:at] + [line] + tail + body[at:])
-
-
-def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and any(
-        isinstance(s, cst.ImportFrom) and dotted_name(s.module) == module for s in stmt.body)
-
-
-def _replace_block(module: cst.Module, a: TorchAnalysis) -> cst.Module:
-    """The helper block of an earlier version removed (its markers too) and the module imported."""
-    assert a.block is not None  # called for a module with an earlier block
-    start, end = a.block
-    body = list(module.body)
-    lines = list(body[start].leading_lines)
-    before = lines[:next(i for i, line in enumerate(lines) if line.comment and line.comment.value.strip() == BEGIN_MARKER)]
-    while before and before[-1].comment is None:
-        before.pop()  # the blank lines the block put above itself
-    tail = body[end:]
-    footer = list(module.footer)
-    if tail:
-        lead = list(tail[0].leading_lines)
-        at_end = next((i for i, line in enumerate(lead) if line.comment and line.comment.value.strip() == END_MARKER), -1)
-        tail[0] = tail[0].with_changes(leading_lines=[*before, cst.EmptyLine(), *lead[at_end + 1:]]
-                                       if before else lead[at_end + 1:])
-    else:
-        footer = [line for line in footer if not (line.comment and line.comment.value.strip() == END_MARKER)]
-    return _install_import(module.with_changes(body=body[:start] + tail, footer=footer), a.relative_imports)
 
 
 def _drop_data_parallel_findings(ctx: Context, a: TorchAnalysis) -> None:

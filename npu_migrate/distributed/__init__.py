@@ -1,8 +1,9 @@
-"""What `npu-migrate --distributed` generates: for PyTorch the module `npu_migrate_distributed.py`
-beside the converted script (template: torch_helpers.py), for TF 1.15 and MindSpore the helper
-blocks put into training scripts (templates kept as Python files next to this one, so they can be
-read and linted like any code), and the files written beside a script: its launch script, and for
-TF 1.15 and MindSpore the rank table template `hccl_8p.json` with `run_8p.sh`.
+"""What `npu-migrate --distributed` generates beside a converted script: one module of helpers per
+framework (`npu_migrate_distributed.py` for PyTorch, `npu_migrate_distributed_tf.py` for TF 1.15,
+`npu_migrate_distributed_ms.py` for MindSpore; templates kept as Python files next to this one,
+<framework>_helpers.py, so they can be read and linted like any code), which the script imports,
+and its launch script: for PyTorch run_distributed_<script>.sh (torchrun), for TF 1.15 and
+MindSpore `run_8p.sh` with the rank table template `hccl_8p.json`.
 
 Every generated file is marked (extra_files.stamp: a later run updates it while it is as
 npu-migrate wrote it, and keeps it once it was edited by hand).
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..extra_files import CHECKSUM_SLOT, stamp
 
-# The block (the TF 1.15 and MindSpore helpers; the PyTorch helpers of earlier versions).
+# The helper block earlier versions pasted into each script (replaced by the module's import).
 BEGIN_MARKER = "# >>> npu-migrate: distributed >>>"
 END_MARKER = "# <<< npu-migrate: distributed <<<"
 HELPERS_MODULE = "npu_migrate_distributed"  # the PyTorch helpers, beside the converted script
@@ -27,6 +28,10 @@ IMPORT_COMMENT = "# npu-migrate: distributed"  # ends the line that imports them
 HELPERS = ("distributed_setup", "distributed_cleanup", "is_main_process", "wait_for_main_process",
            "distributed_model", "unwrap_model", "distributed_sampler", "distributed_loader_args",
            "set_sampler_epoch", "rank_shard")
+# The module of each framework, and what it offers.
+MODULES = {"torch": HELPERS_MODULE, "tensorflow": "npu_migrate_distributed_tf", "mindspore": "npu_migrate_distributed_ms"}
+OFFERS = {"torch": HELPERS, "tensorflow": ("rank_id", "rank_size", "broadcast_global_variables"),
+          "mindspore": ("device_id", "rank_id", "rank_size", "distributed_setup")}
 NPROC = 8  # NPUs of one Atlas training server
 RANK_TABLE = "hccl_8p.json"
 RUN_8P = "run_8p.sh"
@@ -38,26 +43,20 @@ def _template(name: str) -> str:
     return (_HERE / name).read_text(encoding="utf-8")
 
 
-def render_block(framework: str, script: str, form: str = "") -> str:
-    """The block for a script of `framework` (torch, mindspore, tensorflow), named `script`;
-    `form` names another template of the framework (mindspore "device": mindspore.set_device)."""
-    text = _template(f"{framework}_{form}_block.py" if form else f"{framework}_block.py")
-    text = text.replace("LAUNCH_SCRIPT", launch_script_name(framework, script)).replace("SCRIPT", script)
-    return text.rstrip("\n") + "\n"
-
-
-def render_helpers() -> str:
-    """The module `npu_migrate_distributed.py` (stamped: a later run updates it unless edited)."""
-    return stamp(_template("torch_helpers.py"))
+def render_helpers(framework: str = "torch", form: str = "") -> str:
+    """The helper module of `framework` (torch, tensorflow, mindspore), stamped: a later run
+    updates it unless edited; `form` names another template of the framework (mindspore
+    "device": the set-up of mindspore.set_device)."""
+    return stamp(_template(f"{framework}_{form}_helpers.py" if form else f"{framework}_helpers.py"))
 
 
 def helpers_file_name(script: str) -> str:
     return os.path.join(os.path.dirname(script), HELPERS_MODULE + ".py")
 
 
-def helpers_import(names, relative: bool = False) -> str:
-    """The line (or, past 99 characters, the parenthesised lines) importing `names` from it."""
-    module = ("." if relative else "") + HELPERS_MODULE
+def helpers_import(names, relative: bool = False, module: str = HELPERS_MODULE) -> str:
+    """The line (or, past 99 characters, the parenthesised lines) importing `names` from `module`."""
+    module = ("." if relative else "") + module
     line = f"from {module} import {', '.join(names)}  {IMPORT_COMMENT}\n"
     if len(line) <= 100:
         return line

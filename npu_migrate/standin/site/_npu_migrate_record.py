@@ -38,6 +38,7 @@ _writes = set()
 _contributions = []  # functions returning a dict merged into the summary at exit
 _skipped = []  # folders and files of the rehearsal itself (records, the MoXing log, the local OBS)
 _busy = []  # set while the recorder writes its own files (the hook sees those opens too)
+_pending = []  # modules of UNSEEN_MODULES being imported: recorded once the import succeeded
 _rank = os.environ.get("RANK", os.environ.get("RANK_ID", "0"))
 _summary = {"rank": int(_rank) if _rank.isdigit() else _rank, "pid": os.getpid(), "distributed": False,
             "writes": [], "programs": [], "modules": []}
@@ -99,10 +100,21 @@ def _program(command, argv=()):
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 
 
+def _imported():
+    """Record the pending modules that are imported by now (an `import obs` in a `try` that
+    fails, as MindSpore does, is no OBS client)."""
+    for top in [m for m in _pending if m in sys.modules]:
+        _pending.remove(top)
+        _summary["modules"].append(top)
+        event("module", top)
+
+
 def _hook(name, args):
     if _busy:
         return
     try:
+        if _pending:
+            _imported()
         if name == "open":
             file, mode, flags = args
             if isinstance(file, int) or file is None:
@@ -126,9 +138,8 @@ def _hook(name, args):
             _program(args[1])
         elif name == "import":
             top = str(args[0]).split(".")[0]
-            if top in UNSEEN_MODULES and top not in _summary["modules"]:
-                _summary["modules"].append(top)
-                event("module", top)
+            if top in UNSEEN_MODULES and top not in _summary["modules"] and top not in _pending:
+                _pending.append(top)
     except Exception:  # noqa: BLE001  (the recorder never breaks the job it watches)
         return
 
@@ -151,6 +162,7 @@ def _wrap_open():
 
 
 def _save(folder):
+    _imported()
     summary = dict(_summary, pid=os.getpid(), writes=sorted(_writes))
     for function in _contributions:
         try:
