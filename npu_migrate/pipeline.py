@@ -148,12 +148,12 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet) 
     settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves)."""
     from dataclasses import replace
 
-    from .project_values import device_config_keys
+    from .project_values import scan
 
-    keys = device_config_keys(files) if options.framework in ("auto", "torch") else ()
-    if keys:
+    keys, mindspore = scan(files)  # one read of each file for both
+    if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
-    if options.framework in ("auto", "mindspore"):
+    if mindspore and options.framework in ("auto", "mindspore"):
         from .codemods.device_dispatch import crossing_moves
 
         moves = tuple(m for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"

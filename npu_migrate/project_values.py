@@ -32,7 +32,16 @@ _LIMIT = 1 << 20  # a settings module is small; a larger file is read this far
 def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
     """The device settings (see the module docstring) set by the .py files among `files` that
     import no torch, sorted."""
+    return scan(files)[0]
+
+
+def scan(files: Sequence[str]) -> Tuple[Tuple[str, ...], bool]:
+    """(device_config_keys(files), whether a .py file among them may mention `mindspore`),
+    reading each file once: the run looks for MindSpore's crossing values
+    (device_dispatch.crossing_moves, which imports libcst) only when one may. A file longer
+    than what is read here may."""
     keys: Set[str] = set()
+    mindspore = False
     for path in files:
         if not path.endswith(".py"):
             continue
@@ -41,10 +50,11 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
                 text = f.read(_LIMIT)
         except OSError:
             continue
+        mindspore = mindspore or len(text) == _LIMIT or b"mindspore" in text
         if b"cuda" not in text or _TORCH_IMPORT.search(text):
             continue
         keys.update(_keys_in(text, _module_name(path)))
-    return tuple(sorted(keys))
+    return tuple(sorted(keys)), mindspore
 
 
 def _module_name(path: str) -> str:

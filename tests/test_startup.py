@@ -107,6 +107,20 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
     assert reports == {"npu_migrate.report.json"}
 
 
+def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
+    """A warm run (a pre-commit hook on unchanged files) reads results; parsing, and libcst's
+    import (0.1-0.15 s), is for files that need it. The project-wide scans before the files
+    (pipeline.with_project_values) must not import it either when no file can need it."""
+    for name in ("a.py", "b.py"):
+        (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
+    cold = _probe(tmp_path, ".", "--check", "-j", "1")
+    assert "libcst" in cold["modules"]  # the probe sees imports: the cold run parsed
+    warm = _probe(tmp_path, ".", "--check", "-j", "1")
+    assert warm["exit"] == cold["exit"] == 1
+    assert [m for m in warm["modules"] if m.split(".")[0] == "libcst"] == []
+    assert [m for m in warm["modules"] if m.startswith("npu_migrate.codemods")] == []
+
+
 def test_every_format_is_the_module_of_its_name():
     """load_renderers(fmt) imports report/<fmt>.py only, so each module must register its own name."""
     names = renderer_names()
