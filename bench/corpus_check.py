@@ -108,6 +108,13 @@ CORPORA = {
                about="MindSpore vision models and training utilities"),
         Corpus("mindyolo", "0.5.0", "17bf83dd360759950377c773f5ca13d73a78799038aa0244d0f18dd76b23e41e", kind="wheel",
                about="MindSpore detection (YOLO), device_target handling"),
+        # Held out in the sixth session (read as a reviewer; what they showed is fixed, with tests).
+        Corpus("accelerate", "1.15.0", "97eacca0b73e45cb867dbf8c5d5d4dc32219544300e0c8992c7334dc2ef33cec",
+               kind="wheel", about="multi-device code that selects the NPU already, optional CUDA integrations"),
+        Corpus("open-clip-torch", "3.3.0", "c549ad5ed6bfc119cc11105033c0a2b9d7a2a4afeb40a58a09aab3da1a0043ce",
+               kind="wheel", about="CLIP training scripts: device dispatch tables, Horovod, AMP"),
+        Corpus("pytorch-ignite", "0.5.5", "9a397b0899968612efd00ac75bad64f20a9a91a8244f37bdcb8888af61455cf9",
+               kind="wheel", about="idist: NCCL backend constants, device selection, AMP"),
     )
 }
 # The three corpora `python bench/corpus_check.py` checks when named none (the others by name
