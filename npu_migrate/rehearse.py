@@ -553,6 +553,7 @@ def _by_rank(records: List[dict], ranks: List[RankResult]) -> Dict[int, dict]:
                                         "modules": []})
         into["distributed"] = bool(into.get("distributed") or r.get("distributed"))
         into["started"] = bool(into.get("started") or r.get("started"))
+        into["torch"] = bool(into.get("torch") or r.get("torch"))
         for key in ("params", "samples", "shards"):
             if r.get(key) and not into.get(key):
                 into[key] = r[key]
@@ -569,7 +570,12 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
     ranks = records
     places = places or _Places(result.job_dir, code, result.job_dir / "obs", result.copies_in)
     if not any(r.get("distributed") for r in ranks.values()):
-        return problems  # N copies of a one-process script: not what these checks are about
+        # N copies of a one-process script: not what these checks are about; said when the
+        # record can tell (a PyTorch job joins a group through init_process_group, which it records)
+        if len(ranks) > 1 and all(r.get("torch") for r in ranks.values()):
+            result.checks.append(f"none of the {len(ranks)} processes joined a process group: each ran the whole "
+                                 "job alone, on all of its data")
+        return problems
     # 1. the same parameters on every rank at exit; not after a SIGTERM or a kill, which stops
     # the ranks wherever each is (one past its optimizer step, one before it)
     stopped = any(r.sigterm or r.killed for r in result.ranks)

@@ -535,6 +535,11 @@ def test_no_claim_where_the_checks_do_not_apply(tmp_path):
     # N copies of a one-process script (no process group): nothing checked, nothing failed
     plain = [_record(r, params=[], writes=["metrics.json"], distributed=False) for r in range(2)]
     assert _checked(tmp_path, plain) == ([], [])
+    # ... of a PyTorch script (whose record would show joining a group): said, not failed
+    for record in plain:
+        record["torch"] = True
+    assert _checked(tmp_path, plain) == (["none of the 2 processes joined a process group: each ran the whole job "
+                                          "alone, on all of its data"], [])
     # a sampler only rank 0 made (its evaluation): the samplers do not pair up, no claim either way
     records = [_record(0, samples=[[8, [0, 2, 4, 6]], [3, [0, 1, 2]]]), _record(1, samples=[[8, [1, 3, 5, 7]]])]
     checks, problems = _checked(tmp_path, records)

@@ -121,7 +121,8 @@ def install():
     _wrap_ddp()
     _wrap_sampler()
     _wrap_save()
-    record.contribute(lambda: {"params": [_digest(p) for p in _models], "samples": _samplers, "shards": _shards})
+    record.contribute(lambda: {"torch": True, "params": [_digest(p) for p in _models], "samples": _samplers,
+                               "shards": _shards})
     for name, module in list(sys.modules.items()):  # imported before torch_npu was
         if name.rpartition(".")[2] == "npu_migrate_distributed":
             wrap_rank_shard(module)
