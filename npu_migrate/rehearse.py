@@ -623,15 +623,16 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
             result.checks.append("the ranks kept disjoint parts of the data rank_shard cut")
     # 3. one writer per output file (the job's working folder and /cache)
     if len(ranks) > 1:
+        # The output files: what is still there at the end (not a temporary file, not a lock file
+        # every process takes in turn, not a rendezvous file the ranks share on purpose).
         writers: Dict[str, List[int]] = {}
-        kept = set()  # the output files: what is still there (not a temporary file)
         for rank, r in sorted(ranks.items()):
             for path in r.get("writes", []):
                 name = places.name(path)  # (the input copied into /cache is written once, by the copying rank)
-                if name is not None and rank not in writers.get(name, []):
+                if name is not None and not name.endswith(".lock") and os.path.isfile(path) \
+                        and rank not in writers.get(name, []):
                     writers.setdefault(name, []).append(rank)
-                    if os.path.isfile(path):
-                        kept.add(name)
+        kept = set(writers)
         shared = {name: who for name, who in writers.items() if len(who) > 1}
         if shared:
             problems.append("files written by more than one rank: " + ", ".join(

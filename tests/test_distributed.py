@@ -546,6 +546,24 @@ def test_no_claim_where_the_checks_do_not_apply(tmp_path):
     assert problems == [] and not any("Sampler" in c for c in checks)
 
 
+def test_files_the_ranks_share_on_purpose_are_not_outputs_with_two_writers(tmp_path):
+    """A lock file every process takes in turn, and a file gone by the end (a rendezvous file,
+    a temporary file) are no output: two writers there are no fault (a false failure is the
+    worst result)."""
+    from npu_migrate.rehearse import RehearsalOptions, RehearsalResult, _distributed_checks
+
+    code = tmp_path / "code" / "project"
+    code.mkdir(parents=True)
+    for name in ("data.lock", "model.pt"):
+        (code / name).write_text("x")
+    shared = [str(code / "data.lock"), str(code / "store")]  # `store` is gone by the end
+    records = {0: _record(0, writes=shared + [str(code / "model.pt")]), 1: _record(1, writes=shared)}
+    result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=2), job_dir=tmp_path, command=[],
+                             ranks=[], copies_in=[], uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
+    assert _distributed_checks(result, code, records, []) == []
+    assert "the output file had one writer" in result.checks
+
+
 def test_an_upload_smaller_than_the_jobs_final_file_or_a_broken_archive_is_truncated(tmp_path):
     import zipfile
 
