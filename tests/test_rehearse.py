@@ -294,6 +294,30 @@ def test_programs_that_upload_nothing_leave_the_verdict_certain(world):
                              "folder, never uploaded")
 
 
+def test_an_output_written_before_the_uploader_set_up_still_reaches_train_url(world):
+    """Another process of the node (or this one, before its modelarts_setup) may write an output
+    between this process's start and its set-up, where the files already there are noted: those
+    are the job's, not what an earlier job left (a file's time has a coarse clock, so one that
+    another rank rewrote with the same size in the same tick looked unchanged, and the README's
+    two-process transcript at times uploaded nothing)."""
+    world.script("npu_migrate_modelarts.py", render_runtime())
+    world.script("train.py", (
+        "import argparse, subprocess, sys\n"
+        "from npu_migrate_modelarts import modelarts_setup\n"
+        # another process of the node writes an output (after this one imported the module)
+        "subprocess.run([sys.executable, '-c', \"import os; os.makedirs('checkpoints'); \"\n"
+        "                \"open('checkpoints/epoch0.ckpt', 'w').write('words=4')\"], check=True)\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--save_dir', default='checkpoints')\n"
+        "parser.add_argument('--data_url')\n"
+        "parser.add_argument('--train_url')\n"
+        "args = modelarts_setup(parser.parse_known_args()[0], outputs=['save_dir'])\n"
+    ))
+    done = world.rehearse("train.py")
+    assert done.returncode == 0, report(done) + done.stderr.decode()
+    assert uploaded(done) == ["epoch0.ckpt"]
+
+
 def test_a_crash_on_the_arguments_the_platform_adds(world):
     world.script("train.py", (
         "import argparse\n"
@@ -555,7 +579,7 @@ def _normalised(lines, tmp: str):
         line = line.replace(tmp, "/tmp")
         line = re.sub(r"npu-migrate-rehearsal-\w+", "npu-migrate-rehearsal-X", line)
         line = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", line)
-        line = re.sub(r"\(pid \d+\)", "(pid N)", line)
+        line = re.sub(r"rank \d+ \(pid \d+\)", "rank R (pid N)", line)
         line = re.sub(r" +\d+\.\ds  ", " T  ", line)
         line = re.sub(r"wall time \d+\.\d s", "wall time T", line)
         line = re.sub(r"MoXing calls: \d+", "MoXing calls: N", line)
@@ -564,23 +588,27 @@ def _normalised(lines, tmp: str):
     return out
 
 
-# What the generated code prints depending on when each process gets where: a rank arriving while
-# another copies the input waits; a checkpoint written during a periodic upload is copied again
-# (another "copying" line, another MoXing call).
-RACES = re.compile(r"\[modelarts\] (waiting for another process|\S+ changed while it was copied|copying \d+ file)")
+# What the generated code prints depending on when each process gets where: the input is copied
+# by whichever process of the node comes first (the others wait); a checkpoint written during a
+# periodic upload is copied again (another "copying" line, another MoXing call).
+RACES = re.compile(r"\[modelarts\] (waiting for another process|\S+ changed while it was copied|copying \d+ file"
+                   r"|copying obs://)")
 
 
 def _by_rank(lines):
-    """Each rank's lines in order, but the racy ones; and whether outputs were copied."""
+    """Each rank's lines in order, but the racy ones; and what the racy ones said, whoever printed
+    them (the input copied once; outputs copied)."""
     ranks: Dict[str, list] = {}
-    copied = False
+    said = set()
+    copies_in = 0
     for line in lines:
         race = RACES.search(line)
         if race:
-            copied = copied or race.group(1).startswith("copying")
+            copies_in += race.group(1) == "copying obs://"
+            said.add(race.group(1) if race.group(1).startswith("copying") else "")
             continue
         ranks.setdefault(line.split("]", 1)[0], []).append(line)
-    return ranks, copied
+    return ranks, copies_in, said - {""}
 
 
 @pytest.mark.parametrize("commands, shown", _readme_transcripts(), ids=lambda v: v[-1] if isinstance(v, list)
