@@ -10,6 +10,7 @@ from typing import List, Optional
 
 from .codedocs import page, reported_as
 from .codes import Site, appliers_of, kind_key, sites_of
+from .kinds.finding import FindingSpec
 from .rules import Rule, RuleSet, kind_of
 
 _SHOWN_NAMES = 8
@@ -79,10 +80,11 @@ def explain(rules: RuleSet, code: str) -> Optional[str]:
 
 
 def _describe(rule: Rule) -> List[str]:
+    spec = rule.spec if isinstance(rule.spec, FindingSpec) else FindingSpec()
     if rule.kind == "finding":
         head = f"  {rule.source}: {rule.severity.value}, matches {rule.match_kind}"
-        if rule.context != "any":
-            head += f" (in files that {'import torch' if rule.context == 'torch' else 'use the device'})"
+        if spec.context != "any":
+            head += f" (in files that {'import torch' if spec.context == 'torch' else 'use the device'})"
     else:
         head = f"  {rule.source}"
     lines = [head]
@@ -95,14 +97,14 @@ def _describe(rule: Rule) -> List[str]:
         if len(names) > _SHOWN_NAMES:
             shown += f", … ({len(names) - _SHOWN_NAMES} more)"
         lines.append(f"    names: {shown}")
-        if rule.keywords or rule.positions:
-            where = [f"{k}=" for k in rule.keywords] + [f"argument {p + 1}" for p in rule.positions]
+        if spec.keywords or spec.positions:
+            where = [f"{k}=" for k in spec.keywords] + [f"argument {p + 1}" for p in spec.positions]
             cond = f"    when given: {' or '.join(where)}"
-            if rule.suffixes:
-                cond += f", holding a string ending in {' or '.join(rule.suffixes)}"
+            if spec.suffixes:
+                cond += f", holding a string ending in {' or '.join(spec.suffixes)}"
             lines.append(cond)
-        elif rule.suffixes:
-            lines.append(f"    files: {', '.join('*' + s for s in rule.suffixes)}")
+        elif spec.suffixes:
+            lines.append(f"    files: {', '.join('*' + s for s in spec.suffixes)}")
     elif rule.from_ or rule.to:
         lines.append(f"    {rule.from_} -> {rule.to}")
     lines.append(f"    message: {rule.message}")

@@ -175,7 +175,7 @@ class RuleSet:
         rule = self.analysis.get(code) or self.edits.get(code)
         if rule is None:
             rule = Rule(kind="finding", code=code, source="(not loaded)", message=code, severity=Severity.WARNING,
-                        match_kind="analysis")
+                        match_kind="analysis", spec=_finding.FindingSpec())
         return rule
 
     def by_code(self, code: str) -> List[Rule]:
@@ -349,19 +349,10 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         suggestion=entry.get("suggestion", ""),
         severity=fields.get("severity", Severity.INFO),
         match_kind=fields.get("match_kind", ""),
-        keywords=tuple(entry.get("keywords", ())),
-        unless=tuple(entry.get("unless", ())),
-        methods=tuple(entry.get("methods", ())),
         patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
-        positions=tuple(entry.get("positions", ())),
-        suffixes=tuple(entry.get("suffixes", ())),
-        context=entry.get("context", "any"),
-        skip_logged=entry.get("skip_logged", False),
         examples=examples,
         framework=framework,
         spec=spec,
-        once_per_file=bool(entry.get("once_per_file", False)),
-        words=tuple(entry.get("words", ())),
     )
 
 

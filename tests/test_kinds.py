@@ -47,6 +47,11 @@ def test_a_kind_checks_its_own_keys():
     with pytest.raises(RuleError, match=r"unknown key 'members'"):
         build_ruleset([("x.toml", {"device": [{"code": "NPU999", "message": "m", "from": "cuda", "to": "npu",
                                                "members": ["a"], "examples": [{"before": "", "after": ""}]}]})])
+    # a finding's `methods` was never read: an unknown key, not a silent no-op
+    with pytest.raises(RuleError, match=r"unknown key 'methods'"):
+        build_ruleset([("x.toml", {"finding": [{"code": "NPU999", "message": "m", "kind": "call", "severity": "info",
+                                                "api": "a.b", "methods": ["c"],
+                                                "examples": [{"flagged": "a.b()"}]}]})])
     # [[backend]] applies `keywords` only: a `functions` key would be silently ignored
     with pytest.raises(RuleError, match=r"unknown key 'functions'"):
         build_ruleset([("x.toml", {"backend": [{"code": "NPU999", "message": "m", "from": "nccl", "to": "hccl",

@@ -259,7 +259,7 @@ def test_an_unknown_rule_kind_turns_the_prefilter_off():
 def test_framework_rules_need_the_framework_unless_forced():
     names = sorted(
         # (not the support list's names, which need their middle parts too: tf.contrib.X)
-        name for r in RULES.rules if getattr(r, "framework", "") == "tensorflow" and not r.once_per_file
+        name for r in RULES.rules if getattr(r, "framework", "") == "tensorflow" and not getattr(r.spec, "once_per_file", False)
         for req in rule_requirements(r, "tensorflow") for kind, name in req.refs if kind == "attr_or_import"
     )
     if not names:

@@ -17,6 +17,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
+from ..kinds.finding import FindingSpec
 from .strings import string_value
 from ..kinds.finding import call_words
 from ..local_modules import absolute_imports, is_local_import, submodule_pairs
@@ -76,7 +77,7 @@ class FindingVisitor(cst.CSTVisitor):
         }
 
     def applies(self, rule: Rule) -> bool:
-        return self._in_context.get(rule.context, False)
+        return self._in_context.get(FindingSpec.of(rule).context, False)
 
     # -- imports ---------------------------------------------------------------------------
 
@@ -354,11 +355,12 @@ def arguments_match(rule: Rule, call: cst.Call,
     Arguments passed through `*args` are unknown, so they never match; so are those of
     `**kwargs`, unless `mapping` knows the dict (`params = {"gpus": 2}`; `Trainer(**params)`).
     """
-    if not rule.keywords and not rule.positions:
+    spec = FindingSpec.of(rule)
+    if not spec.keywords and not spec.positions:
         return True
     for value in _selected_arguments(rule, call, mapping):
-        if rule.suffixes:
-            if any(_VERSION_TAIL_RE.sub("", s).endswith(rule.suffixes) for s in _string_literals(value)):
+        if spec.suffixes:
+            if any(_VERSION_TAIL_RE.sub("", s).endswith(spec.suffixes) for s in _string_literals(value)):
                 return True
         elif not _is_empty_literal(value):
             return True
@@ -372,15 +374,16 @@ def _selected_arguments(rule: Rule, call: cst.Call, mapping=None) -> Iterator[cs
             break  # positions after a *args are unknown
         if arg.keyword is None:
             positional.append(arg.value)
-    for index in rule.positions:
+    spec = FindingSpec.of(rule)
+    for index in spec.positions:
         if index < len(positional):
             yield positional[index]
     for arg in call.args:
-        if arg.keyword is not None and arg.keyword.value in rule.keywords:
+        if arg.keyword is not None and arg.keyword.value in spec.keywords:
             yield arg.value
-        elif arg.star == "**" and isinstance(arg.value, cst.Name) and mapping is not None and rule.keywords:
+        elif arg.star == "**" and isinstance(arg.value, cst.Name) and mapping is not None and spec.keywords:
             for key, value in mapping(arg.value.value) or ():
-                if key in rule.keywords:
+                if key in spec.keywords:
                     yield value
 
 

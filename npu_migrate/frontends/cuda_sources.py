@@ -17,6 +17,7 @@ from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from ..model import FileResult, Finding, Options, Span
 from ..rules import RuleSet
+from ..kinds.finding import FindingSpec
 from ..codes import applies, check_rule_emitter
 
 _SHOWN_KERNELS = 5
@@ -60,7 +61,7 @@ def migrate_cuda_source(text: str, path: str, options: Options, rules: RuleSet) 
         detail, api, line, col = "CUDA host code, no `__global__` kernel", "CUDA source", 1, 1
     end_col = col + len("__global__") if found else 1
     for rule in rules.findings.get("file", ()):
-        if not path.endswith(rule.suffixes) or _suppressed(text, line, rule.code):
+        if not path.endswith(FindingSpec.of(rule).suffixes) or _suppressed(text, line, rule.code):
             continue
         check_rule_emitter(rule)
         result.findings.append(

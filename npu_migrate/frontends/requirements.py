@@ -23,6 +23,7 @@ from ..offsets import LineIndex
 from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonicalize_name, read_pyproject,
                                  read_requirements_txt)
 from ..rules import Rule, RuleSet
+from ..kinds.finding import FindingSpec
 from . import is_pyproject
 from ..codes import applies, check_rule_emitter
 
@@ -74,7 +75,7 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
         end = dep.start + len(req.name)
         best: Optional[Tuple[Tuple[int, int], Rule]] = None
         for rule in rules.findings.get("requirement", ()):
-            if any(canonicalize_name(u) in listed for u in rule.unless):
+            if any(canonicalize_name(u) in listed for u in FindingSpec.of(rule).unless):
                 continue
             for pattern in rule.patterns or (rule.from_,):
                 if _name_matches(name, pattern):

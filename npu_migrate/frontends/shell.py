@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Set, Tuple
 
 from ..model import Edit, FileResult, Finding, Options, Span
 from ..rules import Rule, RuleSet
+from ..kinds.finding import FindingSpec
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from .shell_lexer import ASSIGNMENT_RE, NAME_RE, Command, Word, scan_shell
@@ -249,7 +250,8 @@ class ShellMigrator:
                     continue
                 if wanted and not _contains(args, wanted):
                     continue
-                if rule.keywords and not _option_not_one(args, rule.keywords):
+                options = FindingSpec.of(rule).keywords
+                if options and not _option_not_one(args, options):
                     continue
                 if best is None or len(wanted) + 1 > best[0]:
                     best = (len(wanted) + 1, rule, pattern)

@@ -103,21 +103,12 @@ class Rule:
     suggestion: str = ""
     severity: Severity = Severity.INFO
     match_kind: str = ""  # for findings: api | import | method | call | call-kwarg | file | …
-    keywords: Tuple[str, ...] = ()
-    unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
-    methods: Tuple[str, ...] = ()
     patterns: Tuple[str, ...] = ()
-    positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
-    suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
-    context: str = "any"  # findings: any | torch (the file imports torch) | device (it uses the device)
-    skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     examples: Tuple[Example, ...] = ()
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
     # The kind's own spec (Kind.spec made it): a CallSpec for framework rules, the dataclass of
     # its own of a kind that declares one; None for kinds whose keys are the fields above.
     spec: Any = None
-    once_per_file: bool = False  # framework api findings: report each listed name once per file
-    words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
 
     @property
     def call(self) -> CallSpec:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List
+from typing import Dict, FrozenSet, List, Tuple
 
 from ..model import Severity
 from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
@@ -70,6 +70,24 @@ GUARD_TRIGGERS = {
 FINDING_KINDS = ({"api", "import", "method", "call-kwarg", "file", "call", "codemod", "analysis", "guard", "string",
                   "target"} | NON_PYTHON_FINDING_KINDS)
 _FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
+
+@dataclass(frozen=True)
+class FindingSpec:
+    """The keys of a finding that only some match kinds take (see the module docstring)."""
+
+    keywords: Tuple[str, ...] = ()  # call findings: arguments to inspect; command findings: options
+    positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
+    suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
+    unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
+    context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
+    skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
+    once_per_file: bool = False  # framework api findings: report each listed name once per file
+    words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
+
+    @classmethod
+    def of(cls, rule: Rule) -> "FindingSpec":
+        return rule.spec_of(cls)
+
 
 def _also_required(entry) -> FrozenSet[str]:
     if entry.get("kind") == "analysis":
@@ -154,7 +172,7 @@ def _check_non_python_patterns(match_kind: str, names: List[str], label: str) ->
             raise RuleError(f"{label}: {n!r} is not {what}")
 
 
-def _check_framework_finding(entry, label: str, framework: str) -> None:
+def _check_framework_finding(entry, label: str, framework: str) -> FindingSpec:
     """(After rules.py checked the value of `framework`.)"""
     match_kind = entry["kind"]
     if match_kind == "codemod" and not framework:
@@ -165,7 +183,7 @@ def _check_framework_finding(entry, label: str, framework: str) -> None:
                 f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
                 f", got {match_kind!r}"
             )
-        for key in ("context", "positions", "suffixes", "methods", "unless"):
+        for key in ("context", "positions", "suffixes", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
     if "words" in entry and (match_kind != "codemod" or not isinstance(entry["words"], list)
@@ -174,7 +192,16 @@ def _check_framework_finding(entry, label: str, framework: str) -> None:
     if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
                                      or match_kind != "api"):
         raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
-    return None
+    return FindingSpec(
+        keywords=tuple(entry.get("keywords", ())),
+        positions=tuple(entry.get("positions", ())),
+        suffixes=tuple(entry.get("suffixes", ())),
+        unless=tuple(entry.get("unless", ())),
+        context=entry.get("context", "any"),
+        skip_logged=entry.get("skip_logged", False),
+        once_per_file=bool(entry.get("once_per_file", False)),
+        words=tuple(entry.get("words", ())),
+    )
 
 
 def names_of(rule: Rule):
@@ -222,10 +249,10 @@ def _requirements(rule: Rule) -> List[Requirement]:
         if match == "codemod":
             # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's
             # own scan for the words it names (`words`, in any case: '/device:GPU:%d').
-            return plain_words(*rule.words, ignore_case=True)
+            return plain_words(*FindingSpec.of(rule).words, ignore_case=True)
         if match == "import":
             return [imported(name) for name in names]
-        if rule.once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
+        if FindingSpec.of(rule).once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
             return [framework_path(name, rule.framework) for name in names]
         return [framework_name(name, rule.framework) for name in names]
     if match in ("file", "analysis", "target") or match in NON_PYTHON_FINDING_KINDS:
@@ -263,7 +290,7 @@ def call_words(rules) -> List[FrozenSet[str]]:
 
 KIND = register(Kind(
     name="finding",
-    schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "methods", "unless", "positions",
+    schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
                                          "suffixes", "context", "framework", "once_per_file", "words", "skip_logged")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,

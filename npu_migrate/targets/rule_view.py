@@ -23,6 +23,7 @@ from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..kinds import KINDS
 from ..kinds.base import Rule
+from ..kinds.finding import FindingSpec
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
 
@@ -286,7 +287,7 @@ def _blocked_findings(rule: Rule, lacking: CannMissing, template: Rule) -> List[
                                source=f"{template.source} for {rule.source}", framework="tensorflow")
     if rule.kind == "entry_setup":
         return [dataclasses.replace(base, match_kind="api", patterns=tuple(spec.uses), from_=spec.uses[0],
-                                    once_per_file=True)]
+                                    spec=dataclasses.replace(FindingSpec.of(base), once_per_file=True))]
     if spec.apis:
         return [dataclasses.replace(base, match_kind="call", patterns=tuple(spec.apis), from_=spec.apis[0])]
     return []

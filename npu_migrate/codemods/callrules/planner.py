@@ -10,6 +10,7 @@ import libcst as cst
 
 from ...context import Context
 from ...imports import dotted_name
+from ...kinds.finding import FindingSpec
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE, Bindings
 from ..syntax import is_main_guard, is_none
@@ -211,7 +212,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         found = FrameworkRules.listed_prefix(self.rules.finding_api, qual)
         if found is not None:
             listed, rule = found
-            if rule.once_per_file:
+            if FindingSpec.of(rule).once_per_file:
                 if listed in self._reported_once:
                     return
                 self._reported_once.add(listed)
@@ -298,7 +299,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
                 self._plan_keyword(node, keyword_rule, plan, qual)
         for rule in rules.finding_call.get(qual, ()):
             given = {a.keyword.value for a in node.args if a.keyword is not None and not is_none(a.value)}
-            if not rule.keywords or given & set(rule.keywords):
+            keywords = FindingSpec.of(rule).keywords
+            if not keywords or given & set(keywords):
                 self.finding(rule, node, api=qual)
 
     def _unfit(self, node: cst.Call, rule: Rule, qual: str, why: str = "") -> None:

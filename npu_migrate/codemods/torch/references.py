@@ -14,6 +14,7 @@ import libcst as cst
 from ...context import Context
 from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
+from ...kinds.finding import FindingSpec
 from ...kinds.api import members as api_members
 from ...rules import Rule
 from ...targets.torch_npu import Missing, Target, describe
@@ -384,7 +385,7 @@ class ReferenceRewrites(TorchState):
             return True
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
-            if not (rule.skip_logged and self._shown):
+            if not (FindingSpec.of(rule).skip_logged and self._shown):
                 self.ctx.finding(rule, node, api=qual)
             return True
         if not rewritten and parent is not None and self._is_member_module(parent):
