@@ -124,15 +124,15 @@ def _restore_signal_handler(previous: Any) -> None:
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if anything would change or a finding at --fail-on exists.")
 @click.option("--output-dir", type=click.Path(file_okay=False, path_type=str),
               help="Write a migrated copy of the input tree to this new or empty folder; the input is not touched.")
-@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default="error", show_default=True,
+@click.option("--fail-on", type=click.Choice(["error", "warning", "info"]), default=Settings.fail_on, show_default=True,
               help="With --check: the lowest finding severity that fails.")
 @click.option("--report-unused-ignores", is_flag=True,
               help="Report `# npu-migrate: ignore` comments that silence nothing (NPU001, a warning).")
-@click.option("--format", "fmt", default="text", show_default=True, help="Report format: text, json, sarif, github, markdown, csv, html (one self-contained review page).")
+@click.option("--format", "fmt", default=Settings.fmt, show_default=True, help="Report format: text, json, sarif, github, markdown, csv, html (one self-contained review page).")
 @click.option("--output-file", "-o", type=click.Path(path_type=str),
               help="Write the report to this file instead of stdout (--format csv: into this folder, created if missing).")
 @click.option("--rules", "rule_files", multiple=True, type=click.Path(dir_okay=False, path_type=str), help="An extra rule file (TOML); repeatable.")
-@click.option("--framework", type=click.Choice(["auto", "torch", "tensorflow", "mindspore"]), default="auto", show_default=True,
+@click.option("--framework", type=click.Choice(["auto", "torch", "tensorflow", "mindspore"]), default=Settings.framework, show_default=True,
               help="Which framework's rules to apply; auto decides per file from its imports.")
 @click.option("--no-import", "no_import", is_flag=True, help="Do not add `import torch_npu`.")
 @click.option("--torch-npu-version", default="", metavar="X.Y",
@@ -178,7 +178,7 @@ def _restore_signal_handler(previous: Any) -> None:
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=str),
               help="Read options from this TOML file instead of the nearest pyproject.toml.")
 @click.option("--isolated", is_flag=True, help="Ignore all configuration files.")
-@click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+@click.option("--color", type=click.Choice(["auto", "always", "never"]), default=Settings.color, show_default=True,
               help="Colour the diff; auto = on a terminal, unless NO_COLOR is set.")
 @click.option("--fail-on-empty", is_flag=True,
               help="Fail (exit 2) when a folder given holds no file to migrate, instead of a warning (a mistyped path in CI).")

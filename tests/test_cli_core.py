@@ -221,3 +221,24 @@ def test_every_option_of_a_file_comes_from_one_place_with_one_default():
         True, True, False, "5.0")
     assert options.modelarts_entry_files == (os.path.abspath("a.py"),)
     assert Settings().options() == Options()
+
+
+def test_the_command_line_and_the_settings_have_one_default_per_option():
+    """#27.4: each option of the migrate command defaults to its Settings field's default (the
+    string ones are read from Settings), so a default changed in one place changes everywhere."""
+    import dataclasses
+
+    from npu_migrate.cli import main
+    from npu_migrate.settings import Settings
+
+    defaults = {f.name: f.default for f in dataclasses.fields(Settings)}
+    differ = []
+    for param in main.params:
+        default = param.default
+        if default is None and (param.multiple or getattr(param, "is_flag", False)):
+            default = () if param.multiple else False
+        if isinstance(defaults[param.name], tuple):
+            default = tuple(default or ())
+        if default != defaults[param.name]:
+            differ.append((param.name, default, defaults[param.name]))
+    assert differ == []
