@@ -10,6 +10,7 @@ import libcst as cst
 from libcst.metadata import CodeRange
 
 from . import work
+from .fast_visitor import children
 from .codes import check_emitter, kind_key
 from .imports import ImportTable
 from .model import Edit, Finding, Options, Severity, Span
@@ -89,7 +90,7 @@ class Context:
         while stack:
             n = stack.pop()
             self.kept.add(id(n))
-            stack.extend(n.children)
+            stack.extend(children(n))
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
         """Whether this node must not be rewritten: a `# npu-migrate: ignore` comment covers it

@@ -152,6 +152,24 @@ def own_leave(visitor: cst.CSTVisitor, node: cst.CSTNode) -> None:
 # ----------------------------------------------------------------------------- read-only
 
 
+def children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """`node.children`, in the same order: libcst collects them by visiting the node (which
+    builds a copy of it), several times the cost of reading its fields. For the analyses that
+    walk a subtree with a stack (device tests, kernel guards)."""
+    node_cls = type(node)
+    fields = _FIELDS.get(node_cls) or _child_fields(node_cls)
+    if fields is None:
+        return list(node.children)
+    out: List[cst.CSTNode] = []
+    for name, _how in fields:
+        child = getattr(node, name)
+        if _is_node(child):
+            out.append(child)
+        elif type(child) is tuple or type(child) is list:
+            out.extend(child)
+    return out
+
+
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """`node.visit(visitor)` for a read-only visitor, without copying the tree."""
     if type(node) is cst.Module:

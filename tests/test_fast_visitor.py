@@ -150,3 +150,18 @@ def test_child_order_is_read_like_inspect_reads_it():
     for cls in classes:
         method = cls._visit_and_replace_children
         assert _CALL_RE.findall(_function_source(method)) == _CALL_RE.findall(inspect.getsource(method)), cls
+
+
+def test_children_are_libcsts_children_in_order():
+    from npu_migrate.fast_visitor import children
+
+    seen = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py"))[:40]:
+        stack = [cst.parse_module(path.read_text(encoding="utf-8"))]
+        while stack:
+            node = stack.pop()
+            found = children(node)
+            assert found == list(node.children) and all(a is b for a, b in zip(found, node.children)), type(node)
+            stack.extend(found)
+            seen += 1
+    assert seen > 10_000

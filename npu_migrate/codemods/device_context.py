@@ -14,6 +14,7 @@ from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from ..fast_visitor import children
 from .strings import string_value
 
 Resolve = Callable[[cst.BaseExpression], Optional[str]]
@@ -120,7 +121,7 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(n.children)
+        stack.extend(children(n))
 
 
 def _returns(body: cst.CSTNode) -> Iterator[cst.Return]:
@@ -132,7 +133,7 @@ def _returns(body: cst.CSTNode) -> Iterator[cst.Return]:
             yield n
         elif isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) or isinstance(n, cst.BaseExpression):
             continue
-        stack.extend(n.children)
+        stack.extend(children(n))
 
 
 def device_bodies(node: cst.If, resolve: Resolve) -> Set[int]:

@@ -22,7 +22,7 @@ from .strings import string_value
 from ..kinds.finding import call_words
 from ..local_modules import absolute_imports, is_local_import, submodule_pairs
 from ..model import Severity
-from ..fast_visitor import walk
+from ..fast_visitor import children, walk
 from ..rules import Rule
 from ..codes import applies
 
@@ -258,7 +258,7 @@ def _availability_check(test: cst.CSTNode) -> str:
             if _AVAILABILITY_RE.search(last):
                 parts.append(last)
                 parts += [v for a in n.args for v in [string_value(a.value)] if v]
-        stack.extend(n.children)
+        stack.extend(children(n))
     return " ".join(parts).lower()
 
 
@@ -409,7 +409,7 @@ def _string_literals(node: cst.CSTNode) -> Iterator[str]:
     if isinstance(node, cst.ConcatenatedString):
         yield "".join(_string_literals(node.left)) + "".join(_string_literals(node.right))
         return
-    for child in node.children:
+    for child in children(node):
         yield from _string_literals(child)
 
 

@@ -41,7 +41,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
-from ..fast_visitor import walk
+from ..fast_visitor import children, walk
 from ..codes import applies
 from .strings import string_value
 
@@ -169,7 +169,7 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
         n = stack.pop()
         if isinstance(n, cst.Call):
             yield n
-        stack.extend(n.children)
+        stack.extend(children(n))
 
 
 def _calls_any(node: cst.CSTNode, names: Set[str]) -> bool:
@@ -340,7 +340,7 @@ class _Planner(cst.CSTVisitor):
                 return True
             if isinstance(n, (cst.Import, cst.ImportFrom)) and _imports_extension(n):
                 return True
-            stack.extend(n.children)
+            stack.extend(children(n))
         return False
 
     def _file_builds(self) -> bool:
@@ -455,7 +455,7 @@ def _cuda_only_text(node: cst.CSTNode) -> bool:
         elif isinstance(n, cst.FormattedStringText):
             if _CUDA_ONLY_RE.search(n.value):
                 return True
-        stack.extend(n.children)
+        stack.extend(children(n))
     return False
 
 
@@ -483,7 +483,7 @@ def _names_device(test: cst.CSTNode, word: "re.Pattern[str]", is_name) -> bool:
             value = string_value(n)
             if value is not None and is_name(value):
                 return True
-        stack.extend(n.children)
+        stack.extend(children(n))
     return False
 
 
