@@ -623,13 +623,16 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
             result.checks.append("the ranks kept disjoint parts of the data rank_shard cut")
     # 3. one writer per output file (the job's working folder and /cache)
     if len(ranks) > 1:
-        # The output files: what is still there at the end (not a temporary file, not a lock file
-        # every process takes in turn, not a rendezvous file the ranks share on purpose).
+        # The output files: in the working folder or /cache, where the generated code uploads from
+        # (what a job writes elsewhere, compiler caches in /tmp say, is never uploaded), still there
+        # at the end (not a temporary file, not a rendezvous file the ranks share on purpose), not a
+        # lock file every process takes in turn.
         writers: Dict[str, List[int]] = {}
         for rank, r in sorted(ranks.items()):
             for path in r.get("writes", []):
                 name = places.name(path)  # (the input copied into /cache is written once, by the copying rank)
-                if name is not None and not name.endswith(".lock") and os.path.isfile(path) \
+                uploadable = name is not None and (name.startswith("/cache/") or not name.startswith(("../", "~/", "/")))
+                if uploadable and not name.endswith(".lock") and os.path.isfile(path) \
                         and rank not in writers.get(name, []):
                     writers.setdefault(name, []).append(rank)
         kept = set(writers)

@@ -547,16 +547,19 @@ def test_no_claim_where_the_checks_do_not_apply(tmp_path):
 
 
 def test_files_the_ranks_share_on_purpose_are_not_outputs_with_two_writers(tmp_path):
-    """A lock file every process takes in turn, and a file gone by the end (a rendezvous file,
-    a temporary file) are no output: two writers there are no fault (a false failure is the
-    worst result)."""
+    """A lock file every process takes in turn, a file gone by the end (a rendezvous file, a
+    temporary file) and one outside the job folder (never uploaded) are no output: two writers
+    there are no fault (a false failure is the worst result)."""
     from npu_migrate.rehearse import RehearsalOptions, RehearsalResult, _distributed_checks
 
     code = tmp_path / "code" / "project"
     code.mkdir(parents=True)
     for name in ("data.lock", "model.pt"):
         (code / name).write_text("x")
-    shared = [str(code / "data.lock"), str(code / "store")]  # `store` is gone by the end
+    elsewhere = tmp_path / "tmp" / "torchinductor" / "kernel.so"  # a compiler's cache: never uploaded
+    elsewhere.parent.mkdir(parents=True)
+    elsewhere.write_text("x")
+    shared = [str(code / "data.lock"), str(code / "store"), str(elsewhere)]  # `store` is gone by the end
     records = {0: _record(0, writes=shared + [str(code / "model.pt")]), 1: _record(1, writes=shared)}
     result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=2), job_dir=tmp_path, command=[],
                              ranks=[], copies_in=[], uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
