@@ -56,11 +56,20 @@ class DeviceVariables(cst.CSTVisitor):
         self.t = transformer
         self.device_names: Set[str] = set()
         self.backend_names: Set[str] = set()
+        # Names assigned a tensor's device type (`input_type = x.device.type`): what they are
+        # compared with is a device type (monai's `... if input_type == "cuda" else ...`).
+        self.type_names: Set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         for arg, kind in self.t.special_args(node):
             if isinstance(arg.value, cst.Name):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        value = node.value
+        if (isinstance(value, cst.Attribute) and value.attr.value == "type" and isinstance(value.value, cst.Attribute)
+                and value.value.attr.value == "device"):
+            self.type_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
 
 @applies("device", "backend", "env", "api")
@@ -189,7 +198,8 @@ class LiteralRewrites(TorchState):
             return len(node.args) == 1 and self.is_device_expr(node.args[0].value)
         name = last_identifier(node)
         return bool(name and DEVICE_NAME_RE.search(name)) or (
-            isinstance(node, cst.Name) and self.is_device_variable(node.value)
+            isinstance(node, cst.Name) and (self.is_device_variable(node.value)
+                                            or node.value in self._usage(node.value).type_names)
         )
 
     def is_backend_expr(self, node: cst.BaseExpression) -> bool:
