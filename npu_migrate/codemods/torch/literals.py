@@ -59,6 +59,7 @@ class DeviceVariables(cst.CSTVisitor):
         # Names assigned a tensor's device type (`input_type = x.device.type`): what they are
         # compared with is a device type (monai's `... if input_type == "cuda" else ...`).
         self.type_names: Set[str] = set()
+        self.environ_names: Set[str] = set()  # `env = os.environ.copy()`, `dict(os.environ)`
 
     def visit_Call(self, node: cst.Call) -> None:
         for arg, kind in self.t.special_args(node):
@@ -67,6 +68,11 @@ class DeviceVariables(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
+        if isinstance(value, cst.Call) and (
+                self.t.resolve(value.func) == "os.environ.copy"
+                or (isinstance(value.func, cst.Name) and value.func.value == "dict" and len(value.args) == 1
+                    and self.t.is_environ(value.args[0].value))):
+            self.environ_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         if (isinstance(value, cst.Attribute) and value.attr.value == "type" and isinstance(value.value, cst.Attribute)
                 and value.value.attr.value == "device"):
             self.type_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
@@ -213,6 +219,15 @@ class LiteralRewrites(TorchState):
     def is_environ(self, node: cst.BaseExpression) -> bool:
         return self.resolve(node) == "os.environ"
 
+    def _is_environ_copy(self, node: cst.Subscript) -> bool:
+        """`env["CUDA_VISIBLE_DEVICES"]` where `env` is assigned a copy of os.environ
+        (`os.environ.copy()`, `dict(os.environ)`): the environment of a child process (monai's
+        auto3dseg). Looked up only for a subscript whose key is an env-var name to rewrite."""
+        if not isinstance(node.value, cst.Name) or len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return False
+        key = node.slice[0].slice.value
+        return self.envs.rewrite(key) is not None and node.value.value in self._usage(node.value.value).environ_names
+
     def special_args(self, call: cst.Call) -> List[Tuple[cst.Arg, str]]:
         """The arguments of `call` that are devices or backends: [(arg, "device"|"backend")]."""
         out: List[Tuple[cst.Arg, str]] = []
@@ -351,8 +366,8 @@ class LiteralRewrites(TorchState):
         return updated.with_changes(args=args)
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
-        # os.environ["CUDA_VISIBLE_DEVICES"]
-        if self.is_environ(original.value) and len(updated.slice) == 1:
+        # os.environ["CUDA_VISIBLE_DEVICES"]; env["CUDA_VISIBLE_DEVICES"] of `env = os.environ.copy()`
+        if (self.is_environ(original.value) or self._is_environ_copy(original)) and len(updated.slice) == 1:
             el = updated.slice[0]
             if isinstance(el.slice, cst.Index):
                 o_index = original.slice[0].slice
