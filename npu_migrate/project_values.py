@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from typing import Iterable, Sequence, Set, Tuple
 
 _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
@@ -46,7 +47,12 @@ def scan(files: Sequence[str]) -> Tuple[Tuple[str, ...], bool]:
         if not path.endswith(".py"):
             continue
         try:
-            with open(path, "rb") as f:
+            # Not blocking, and regular files only: a FIFO named on the command line would block
+            # the run forever (as in source.read_regular).
+            with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)),
+                      "rb") as f:
+                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                    continue
                 text = f.read(_LIMIT)
         except OSError:
             continue
