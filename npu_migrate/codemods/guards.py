@@ -15,7 +15,8 @@ torch pass walks); what is kept is recorded with
   Only where the branch builds or loads an extension (or the file does, for a condition kept in a
   variable): an environment report that prints CUDA_HOME is neither kept nor reported.
 * **capability checks** -- `torch.cuda.get_device_capability()` returns None on the NPU, so a
-  statement that indexes, unpacks or compares its result would raise TypeError once migrated;
+  statement that indexes, unpacks or compares its result would raise TypeError once migrated
+  (and `get_device_properties(d).major`/`.minor`: the NPU's properties have neither);
   the whole statement stays (`torch.cuda.is_available() and ...` then short-circuits) and is
   reported as an error (NPU307). Printing or logging the value is migrated.
 
@@ -46,7 +47,7 @@ from ..codes import applies
 from .strings import string_value
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
-_TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
+_TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability", "get_device_properties")
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
 # `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
 _EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
@@ -60,6 +61,7 @@ _BUILD_WORD_BYTES = {w.encode() for w in _BUILD_WORDS}
 _BUILD_CALLS = {"torch.utils.cpp_extension.load", "setuptools.setup", "setuptools.Extension",
                 "distutils.core.setup", "distutils.core.Extension", "distutils.extension.Extension"}
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.npu.get_device_capability"}
+_PROPERTIES = {"torch.cuda.get_device_properties"}  # `.major`/`.minor` of it: see _properties_version
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
@@ -202,6 +204,8 @@ class _Planner(cst.CSTVisitor):
             qual = self.ctx.imports.resolve(node.func)
             if qual in _CAPABILITY:
                 self._capability(node)
+            elif qual in _PROPERTIES:
+                self._properties_version(node)
             elif qual == "torch.cuda.is_available":
                 self._availability_gate(node)
         self.parents.append(node)
@@ -380,6 +384,25 @@ class _Planner(cst.CSTVisitor):
         self.ctx.keep(statement)
         api = self.ctx.imports.resolve(call.func) or "get_device_capability"
         self._report("capability", call.func, api)
+
+    def _properties_version(self, call: cst.Call) -> None:
+        """`torch.cuda.get_device_properties(d).major` (and `.minor`): the NPU's properties have no
+        compute-capability version, so the migrated statement would raise AttributeError; it
+        stays as it is (the `torch.cuda` call with it) and is reported like a capability check."""
+        parent = self.parents[-1] if self.parents else None
+        if not (isinstance(parent, cst.Attribute) and parent.value is call and parent.attr.value in ("major", "minor")):
+            return
+        statement = self._statement_part(call)
+        if statement is None:
+            return
+        self.ctx.keep(statement)
+        rule = self.guard_rules.get("capability")
+        api = self.ctx.imports.resolve(call.func) or "get_device_properties"
+        if rule is not None:
+            self.ctx.finding(rule, call.func, api=api, message=(
+                f"`{api}(...).{parent.attr.value}` is a CUDA compute-capability version; the NPU's device "
+                "properties have no `major`/`minor`, so this statement would raise AttributeError once migrated;"
+                " it is left as it is"))
 
     def _only_shown(self, call: cst.Call) -> bool:
         """Whether the value is only printed, logged or formatted (None shows as None)."""
