@@ -118,10 +118,18 @@ def install_helpers_import(module: cst.Module, framework: str, relative: bool,
     at = header_end(module)
     while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
         at -= 1  # above the ModelArts import, where a run with both options puts it
+    if at > 0 and _is_import(body[at - 1]):
+        # A module beside the script is first-party to isort: a section of its own, after a blank line.
+        line = line.with_changes(leading_lines=[cst.EmptyLine()])
     tail = list(extra)
     if tail:
         tail[0] = tail[0].with_changes(leading_lines=[cst.EmptyLine()])
     return module.with_changes(body=body[:at] + [line] + tail + body[at:])
+
+
+def _is_import(stmt: cst.BaseStatement) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and all(isinstance(s, (cst.Import, cst.ImportFrom))
+                                                             for s in stmt.body)
 
 
 def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
