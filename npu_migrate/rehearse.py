@@ -132,6 +132,7 @@ class RehearsalResult:
     problems: List[str] = field(default_factory=list)
     checks: List[str] = field(default_factory=list)  # what held of a distributed job's checks
     unknown: List[str] = field(default_factory=list)  # what the records cannot tell (never a guess either way)
+    copied_elsewhere: List[str] = field(default_factory=list)  # OBS places outside train_url the job copied to
 
     @property
     def ok(self) -> bool:
@@ -393,6 +394,10 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
     result = RehearsalResult(options=options, job_dir=job, command=command, ranks=ranks, copies_in=copies_in,
                              uploaded=uploaded, not_uploaded=not_uploaded, seconds=seconds, timed_out=timed_out,
                              calls=len(calls))
+    result.copied_elsewhere = sorted({
+        c["args"][1] for c in calls if c.get("call") in ("copy_parallel", "copy") and len(c.get("args", [])) == 2
+        and not _is_obs(c["args"][0]) and _is_obs(c["args"][1]) and "error" not in c
+        and not (c["args"][1].rstrip("/") + "/").startswith(TRAIN_URL)})
     result.problems = _problems(result, code_files, records)
     result.problems += _distributed_checks(result, code, records, written, places)
     return result
@@ -631,8 +636,9 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
         for rank, r in sorted(ranks.items()):
             for path in r.get("writes", []):
                 name = places.name(path)  # (the input copied into /cache is written once, by the copying rank)
-                uploadable = name is not None and (name.startswith("/cache/") or not name.startswith(("../", "~/", "/")))
-                if uploadable and not name.endswith(".lock") and os.path.isfile(path) \
+                if name is None or name.startswith(("../", "~/", "/")) and not name.startswith("/cache/"):
+                    continue
+                if not name.endswith(".lock") and os.path.isfile(path) \
                         and rank not in writers.get(name, []):
                     writers.setdefault(name, []).append(rank)
         kept = set(writers)
@@ -704,7 +710,10 @@ def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]
             problems.append(f"{src} was copied {len(copies)} times on one node ({who}): copy once per node")
     if not result.uploaded:
         uploaders = _uploaders(records)
-        if uploaders:
+        if result.copied_elsewhere:
+            problems.append("nothing reached train_url: the job copied its outputs to " + _names(result.copied_elsewhere)
+                            + " instead (the job's output path stays empty)")
+        elif uploaders:
             # the platform may get the outputs another way: neither FAILED nor OK is known
             result.unknown.append(f"nothing reached train_url through MoXing, but the job {uploaders}, which may "
                                   "upload its outputs in a way the rehearsal does not see")
@@ -865,6 +874,8 @@ def render(result: RehearsalResult) -> str:
         lines.append(f"  files the job wrote that did not reach train_url: {len(result.not_uploaded)}")
         for name in result.not_uploaded[:20]:
             lines.append(f"    {name}")
+    if result.copied_elsewhere:
+        lines.append(f"  copies to OBS outside train_url: {_names(result.copied_elsewhere, 10)}")
     lines.append(f"  MoXing calls: {result.calls}; wall time {result.seconds:.1f} s")
     if result.checks:
         lines.append("  distributed: " + "; ".join(result.checks))

@@ -285,6 +285,20 @@ def test_an_upload_the_rehearsal_cannot_see_is_neither_ok_nor_failed(world, tmp_
                              "upload its outputs in a way the rehearsal does not see")
 
 
+def test_outputs_copied_to_another_obs_place_are_named_not_called_never_uploaded(world):
+    world.script("train.py", ADAPTED_HEAD + (
+        "import moxing as mox\n"
+        "os.makedirs('out')\n"
+        "open('out/model.bin', 'w').write('w')\n"
+        "mox.file.copy_parallel('out', 'obs://mybucket/results/')\n"
+    ))
+    done = world.rehearse("train.py")
+    assert done.returncode == 1, report(done) + done.stderr.decode()
+    assert "  copies to OBS outside train_url: `obs://mybucket/results/`\n" in report(done)
+    assert verdict(done) == ("FAILED: nothing reached train_url: the job copied its outputs to "
+                             "`obs://mybucket/results/` instead (the job's output path stays empty)")
+
+
 def test_programs_that_upload_nothing_leave_the_verdict_certain(world):
     world.script("train.py", ADAPTED_HEAD + "subprocess.run(['git', '--version'], stdout=subprocess.DEVNULL)\n"
                                             "open('model.bin', 'w').write('w')\n")
