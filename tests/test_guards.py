@@ -310,3 +310,15 @@ def test_no_chain_gets_two_npu_branches(npu_test, cuda_test, order):
     alone = text.replace(f"elif {npu_test}:\n        x = x.npu()\n", "").replace(
         f"    if {npu_test}:\n        x = x.npu()\n    elif", "    if")
     assert migrate_source(alone, "m.py").new_text is not None, alone
+
+
+@pytest.mark.parametrize("flag", ["gpu", "use_gpu", "on_cuda", "cuda"])
+@pytest.mark.parametrize("test", ['self.device.type == "cuda"', "x.is_cuda", 'not dev.type != "cuda" and ok'])
+def test_a_gpu_flag_given_a_device_test_stays(flag, test):
+    """Found on pytorch-metric-learning 2.9.0: `FaissKMeans(gpu=self.device.type == "cuda")` asks
+    faiss for its GPU (CUDA) index; as `== "npu"` faiss-gpu would be asked for on the NPU. The
+    flag's test stays (False there); a device argument beside it still migrates."""
+    text = f'import torch\nkm = FaissKMeans({flag}={test}, device=torch.device("cuda"))\n'
+    r = migrate_source(text, "m.py")
+    assert r.new_text == text.replace('torch.device("cuda")', 'torch.device("npu")').replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n"), r.new_text

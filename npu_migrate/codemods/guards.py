@@ -544,3 +544,22 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
     names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
     if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
         ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too
+
+
+_GPU_FLAG = re.compile(r"(?:^|_)(?:gpu|gpus|cuda)(?:_|$)", re.IGNORECASE)
+
+
+def keep_gpu_flag(ctx: Context, arg: cst.Arg) -> None:
+    """`FaissKMeans(gpu=self.device.type == "cuda")`: a keyword that says GPU or CUDA given a test
+    of the device asks the callee for its CUDA path (faiss-gpu, cupy); rewritten to "npu" the
+    callee would take that path on the NPU. The argument stays as it is (False on the NPU)."""
+    if arg.keyword is None or not _GPU_FLAG.search(arg.keyword.value):
+        return
+    stack: List[cst.CSTNode] = [arg.value]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Comparison) or (isinstance(n, cst.Attribute) and n.attr.value == "is_cuda"):
+            ctx.keep(arg.value)
+            return
+        if isinstance(n, (cst.BooleanOperation, cst.UnaryOperation)):
+            stack.extend(n.children)

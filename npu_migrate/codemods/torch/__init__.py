@@ -24,7 +24,7 @@ from ...context import Context
 from ...fast_visitor import transform
 from ...project_values import reads_device_key
 from .. import device_context as dc
-from ..guards import NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, plan_kept_code
+from ..guards import NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_gpu_flag, plan_kept_code
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
@@ -76,6 +76,10 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
     def visit_Set(self, node: cst.Set) -> None:
         if self._names_npu:
             keep_cuda_beside_npu(self.ctx, node, self._elifs)
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        keep_gpu_flag(self.ctx, node)  # guards.py: `gpu=x.device.type == "cuda"` stays
+        ReferenceRewrites.visit_Arg(self, node)
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_display_call(node):
