@@ -115,6 +115,8 @@ CORPORA = {
                kind="wheel", about="CLIP training scripts: device dispatch tables, Horovod, AMP"),
         Corpus("pytorch-ignite", "0.5.5", "9a397b0899968612efd00ac75bad64f20a9a91a8244f37bdcb8888af61455cf9",
                kind="wheel", about="idist: NCCL backend constants, device selection, AMP"),
+        Corpus("monai", "1.6.1", "dbd3b1dd309e752e0477ed73fde03b92f80ac74bfb8a8c4260f018b5d6ab2b0b",
+               kind="wheel", about="medical imaging: auto3dseg child processes, cupy/cucim paths, capability tests"),
     )
 }
 # The three corpora `python bench/corpus_check.py` checks when named none (the others by name
