@@ -110,15 +110,29 @@ def _supported(visitor: Union[cst.CSTVisitor, cst.CSTTransformer]) -> bool:
 
 class _Hooks:
     """How to call one visitor: its own `visit_X`/`leave_X` straight away when it keeps
-    libcst's `on_visit`/`on_leave` (which only look those up), else its `on_visit`/`on_leave`."""
+    libcst's `on_visit`/`on_leave` (which only look those up), else its `on_visit`/`on_leave`.
+    `plans`: per node class, what a walk needs of it (shared by every visitor of that class)."""
 
     def __init__(self, visitor: Any, base: Any) -> None:
         self.visitor = visitor
         self.cls: Any = type(visitor)
         self.direct = self.cls.on_visit is base.on_visit and self.cls.on_leave is base.on_leave
+        plans = _PLANS.get(self.cls)
+        if plans is None:
+            plans = _PLANS[self.cls] = {}
+        self.plans: Dict[type, _Plan] = plans
 
-    def of(self, node_cls: type) -> Tuple[Optional[Callable], Optional[Callable]]:
-        return hooks_of(self.cls, node_cls)
+    def plan(self, node_cls: type) -> "_Plan":
+        """(its field names or None when libcst must visit it, its fields with how libcst
+        visits each, visit_<Node>, leave_<Node>)."""
+        fields = _child_fields(node_cls)
+        visit, leave = hooks_of(self.cls, node_cls)
+        found = self.plans[node_cls] = (None if fields is None else tuple(n for n, _ in fields), fields, visit, leave)
+        return found
+
+
+_Plan = Tuple[Optional[Tuple[str, ...]], Optional[Tuple[Tuple[str, str], ...]], Optional[Callable], Optional[Callable]]
+_PLANS: Dict[type, Dict[type, _Plan]] = {}  # visitor class -> node class -> plan
 
 
 def hooks_of(visitor_cls: type, node_cls: type) -> Tuple[Optional[Callable], Optional[Callable]]:
@@ -180,31 +194,42 @@ def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     _walk(node, _Hooks(visitor, cst.CSTVisitor))
 
 
-def _walk(node: cst.CSTNode, hooks: _Hooks) -> None:
-    node_cls = type(node)
-    fields = _FIELDS.get(node_cls) or _child_fields(node_cls)
-    if fields is None:
-        node.visit(hooks.visitor)
-        return
-    visitor = hooks.visitor
-    if hooks.direct:
-        visit, leave = hooks.of(node_cls)
-        go_on = visit is None or visit(visitor, node) is not False
-    else:
-        leave = None
-        go_on = visitor.on_visit(node)
-    if go_on:
-        for name, _how in fields:
-            child = getattr(node, name)
-            if _is_node(child):
-                _walk(child, hooks)
-            elif type(child) is tuple or type(child) is list:
-                for item in child:
-                    _walk(item, hooks)
-    if not hooks.direct:
-        visitor.on_leave(node)
-    elif leave is not None:
-        leave(visitor, node)
+def _walk(root: cst.CSTNode, hooks: _Hooks) -> None:
+    # One closure per walk: the visitor, its plans and the node-type cache are local names, and a
+    # node costs one dict lookup for its plan (this loop runs for every node of every tree).
+    plans, visitor, direct, is_node = hooks.plans, hooks.visitor, hooks.direct, _IS_NODE
+
+    def go(node: cst.CSTNode) -> None:
+        node_cls = type(node)
+        plan = plans.get(node_cls) or hooks.plan(node_cls)
+        names = plan[0]
+        if names is None:
+            node.visit(visitor)
+            return
+        if direct:
+            visit = plan[2]
+            go_on = visit is None or visit(visitor, node) is not False
+        else:
+            go_on = visitor.on_visit(node)
+        if go_on:
+            for name in names:
+                child = getattr(node, name)
+                kind = type(child)
+                if kind is tuple or kind is list:
+                    for item in child:
+                        go(item)
+                else:
+                    known = is_node.get(kind)
+                    if known is None:
+                        known = _is_node(child)
+                    if known:
+                        go(child)
+        if not direct:
+            visitor.on_leave(node)
+        elif plan[3] is not None:
+            plan[3](visitor, node)
+
+    go(root)
 
 
 # ----------------------------------------------------------------------------- transforming
@@ -219,78 +244,91 @@ def transform(node: cst.CSTNode, transformer: cst.CSTTransformer) -> Any:
     return _transform(node, _Hooks(transformer, cst.CSTTransformer))
 
 
-def _transform(node: cst.CSTNode, hooks: _Hooks) -> Any:
-    node_cls = type(node)
-    fields = _FIELDS.get(node_cls) or _child_fields(node_cls)
-    if fields is None:
-        return node.visit(hooks.visitor)
-    visitor = hooks.visitor
-    if hooks.direct:
-        visit, leave = hooks.of(node_cls)
-        go_on = visit is None or visit(visitor, node) is not False
-    else:
-        go_on = visitor.on_visit(node)
-    updated = node
-    if go_on:
-        changes: Dict[str, Any] = {}
-        for name, how in fields:
-            value = getattr(node, name)
-            if _is_node(value):
-                new = _transform_one(value, how, hooks)
-            elif type(value) is tuple or type(value) is list:
-                new = _transform_many(value, how == "visit_body_sequence", hooks)
-            else:  # None, MaybeSentinel: nothing to visit
-                continue
-            if new is not value:
-                changes[name] = new
-        if changes:
-            updated = node.with_changes(**changes)
-    if hooks.direct:
-        result = updated if leave is None else leave(visitor, node, updated)
-    else:
-        result = visitor.on_leave(node, updated)
-    if not _is_node(result) and not isinstance(result, (cst.RemovalSentinel, cst.FlattenSentinel)):
-        raise cst.CSTValidationError(
-            "Expected a node of type CSTNode or a RemovalSentinel, "
-            + f"but got a return value of {type(result).__name__}"
-        )
-    return result
+def _transform(root: cst.CSTNode, hooks: _Hooks) -> Any:
+    # As _walk: one closure per transform, one dict lookup per node for its plan.
+    plans, visitor, direct, is_node = hooks.plans, hooks.visitor, hooks.direct, _IS_NODE
 
+    def go(node: cst.CSTNode) -> Any:
+        node_cls = type(node)
+        plan = plans.get(node_cls) or hooks.plan(node_cls)
+        fields = plan[1]
+        if fields is None:
+            return node.visit(visitor)
+        if direct:
+            visit = plan[2]
+            go_on = visit is None or visit(visitor, node) is not False
+        else:
+            go_on = visitor.on_visit(node)
+        updated = node
+        if go_on:
+            changes: Optional[Dict[str, Any]] = None
+            for name, how in fields:
+                value = getattr(node, name)
+                kind = type(value)
+                if kind is tuple or kind is list:
+                    new = many(value, how == "visit_body_sequence")
+                else:
+                    known = is_node.get(kind)
+                    if known is None:
+                        known = _is_node(value)
+                    if not known:  # None, MaybeSentinel: nothing to visit
+                        continue
+                    new = one(value, how)
+                if new is not value:
+                    if changes is None:
+                        changes = {}
+                    changes[name] = new
+            if changes:
+                updated = node.with_changes(**changes)
+        if direct:
+            leave = plan[3]
+            result = updated if leave is None else leave(visitor, node, updated)
+        else:
+            result = visitor.on_leave(node, updated)
+        if result is not updated and not _is_node(result) and not isinstance(
+                result, (cst.RemovalSentinel, cst.FlattenSentinel)):
+            raise cst.CSTValidationError(
+                "Expected a node of type CSTNode or a RemovalSentinel, "
+                + f"but got a return value of {type(result).__name__}"
+            )
+        return result
 
-def _transform_one(child: cst.CSTNode, how: str, hooks: _Hooks) -> Any:
-    new = _transform(child, hooks)
-    if _is_node(new):
-        return new
-    if isinstance(new, cst.RemovalSentinel):
-        if how == "visit_optional":
-            return None
-        if how == "visit_sentinel":
-            return cst.MaybeSentinel.DEFAULT
-    if isinstance(new, (cst.RemovalSentinel, cst.FlattenSentinel)):
-        raise TypeError(
-            f"We got a {type(new).__name__} while visiting a {type(child).__name__}. This "
-            "node's parent does not allow it to be removed or replaced with a sequence."
-        )
-    return new
-
-
-def _transform_many(children: Any, body: bool, hooks: _Hooks) -> Any:
-    """A sequence field: the original sequence when nothing in it changed, else a tuple (as
-    libcst's `visit_sequence` / `visit_body_sequence` build it)."""
-    out: List[cst.CSTNode] = []
-    changed = False
-    for child in children:
-        new = _transform(child, hooks)
-        if new is child:
-            out.append(new)
-            continue
-        changed = True
+    def one(child: cst.CSTNode, how: str) -> Any:
+        new = go(child)
+        if new is child or _is_node(new):
+            return new
         if isinstance(new, cst.RemovalSentinel):
-            continue
-        items = list(new) if isinstance(new, cst.FlattenSentinel) else [new]
-        for item in items:
-            # A statement line emptied by removals is dropped (visit_body_iterable).
-            if body and not child._is_removable() and item._is_removable():
+            if how == "visit_optional":
+                return None
+            if how == "visit_sentinel":
+                return cst.MaybeSentinel.DEFAULT
+        if isinstance(new, (cst.RemovalSentinel, cst.FlattenSentinel)):
+            raise TypeError(
+                f"We got a {type(new).__name__} while visiting a {type(child).__name__}. This "
+                "node's parent does not allow it to be removed or replaced with a sequence."
+            )
+        return new
+
+    def many(children: Any, body: bool) -> Any:
+        """A sequence field: the original sequence when nothing in it changed, else a tuple (as
+        libcst's `visit_sequence` / `visit_body_sequence` build it)."""
+        out: Optional[List[cst.CSTNode]] = None
+        for i, child in enumerate(children):
+            new = go(child)
+            if new is child:
+                if out is not None:
+                    out.append(new)
                 continue
-            out.append(item)
-    return tuple(out) if changed else children
+            if out is None:
+                out = list(children[:i])
+            if isinstance(new, cst.RemovalSentinel):
+                continue
+            items = list(new) if isinstance(new, cst.FlattenSentinel) else [new]
+            for item in items:
+                # A statement line emptied by removals is dropped (visit_body_iterable).
+                if body and not child._is_removable() and item._is_removable():
+                    continue
+                out.append(item)
+        return tuple(out) if out is not None else children
+
+    return go(root)
