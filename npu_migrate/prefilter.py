@@ -342,6 +342,8 @@ def code_words(tree: "ast.AST") -> CodeWords:
     """CodeWords of a tree from Python's parser (a walk: about a tenth of `ast.parse`)."""
     import ast
 
+    from .safe_parse import child_nodes
+
     names: Set[str] = set()
     strings: List[str] = []
     imported: Set[str] = set()
@@ -355,7 +357,10 @@ def code_words(tree: "ast.AST") -> CodeWords:
         expr = expr.func if type(expr) is ast.Call else expr
         return expr.id if type(expr) is ast.Name else expr.attr if type(expr) is ast.Attribute else ""
 
-    for node in ast.walk(tree):
+    stack = [tree]  # every node, as ast.walk gives them (in another order: only sets are made)
+    while stack:
+        node = stack.pop()
+        stack.extend(child_nodes(node))
         kind = type(node)
         if kind is ast.Name:
             names.add(node.id)

@@ -327,3 +327,27 @@ def test_the_imports_read_from_statements_are_those_the_words_hold():
     assert LazyCodeWords(tree).imports() == (words.import_modules, words.top_level_modules)
     assert {"os.path", "torch", "tensorflow.compat", "cupy", "numba", "apex.amp", "a.b", "mindspore", "b", "c.d",
             "f"} <= words.import_modules
+
+
+def test_child_nodes_are_asts_children_in_order_and_code_words_see_every_node():
+    import ast
+
+    from npu_migrate.prefilter import code_words
+    from npu_migrate.safe_parse import child_nodes
+    from npu_migrate.words import words_of
+
+    seen = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py"))[:60]:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names, strings = set(), []
+        for node in ast.walk(tree):
+            assert child_nodes(node) == list(ast.iter_child_nodes(node))
+            seen += 1
+            if isinstance(node, ast.Name):
+                names.add(node.id.encode())
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                strings.append(node.value)
+        words = code_words(tree)
+        assert names <= words.identifiers
+        assert words.strings == frozenset(words_of("\n".join(strings)))
+    assert seen > 10_000
