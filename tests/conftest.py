@@ -84,3 +84,43 @@ def run_on_standin(torch_python, tmp_path):
     from torch_env import run_on_standin as run
 
     return lambda source, *args, **kwargs: run(torch_python, tmp_path, source, *args, **kwargs)
+
+
+@pytest.fixture
+def fifo():
+    """fifo(path) makes a FIFO that fails the test, instead of hanging the suite, when the code
+    under test opens it to read and blocks: once the test has run a minute (a ceiling, not a pace),
+    a watcher looks every second whether a reader holds the FIFO open (a writer's non-blocking
+    open succeeds only then; a reader that checks first holds it for microseconds) and, if so,
+    opens and closes it, which ends the blocked open with an empty read, and the test fails."""
+    import threading
+
+    watchers = []
+
+    def make(path, ceiling: float = 60.0):
+        os.mkfifo(path)
+        done = threading.Event()
+        blocked = []
+
+        def watch():
+            if done.wait(ceiling):
+                return
+            while not done.wait(1.0):
+                try:
+                    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+                except OSError:  # ENXIO: no reader (or the FIFO is gone)
+                    continue
+                blocked.append(path)
+                os.close(fd)
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        watchers.append((done, thread, blocked))
+        return path
+
+    yield make
+    for done, thread, _ in watchers:
+        done.set()
+        thread.join()
+    hung = [str(p) for _, _, blocked in watchers for p in blocked[:1]]
+    assert not hung, f"the code under test blocked reading the FIFO {', '.join(hung)}"

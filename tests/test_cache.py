@@ -406,14 +406,14 @@ def test_a_cache_entry_not_bound_to_the_file_is_never_used(forged):
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "symlink", "huge"])
-def test_a_cache_entry_that_is_not_a_small_regular_file_is_a_miss(tmp_path, kind):
+def test_a_cache_entry_that_is_not_a_small_regular_file_is_a_miss(tmp_path, kind, fifo):
     (tmp_path / "train.py").write_bytes(GPU_SCRIPT)
     cache_dir = tmp_path / "cache"
     cold = invoke([str(tmp_path / "train.py"), "--check"], cache_dir)
     (entry,) = _entry_files(cache_dir)
     entry.unlink()
     if kind == "fifo":
-        os.mkfifo(entry)
+        fifo(entry)
     elif kind == "dev-zero":
         entry.symlink_to("/dev/zero")
     elif kind == "symlink":

@@ -313,8 +313,8 @@ def test_path_with_spaces_and_non_ascii(tmp_path, run_cli):
     assert target.read_bytes() == NPU
 
 
-def test_fifo_given_by_name_does_not_hang(tmp_path, run_cli):
-    os.mkfifo(tmp_path / "pipe.py")
+def test_fifo_given_by_name_does_not_hang(tmp_path, run_cli, fifo):
+    fifo(tmp_path / "pipe.py")
     (tmp_path / "ok.py").write_bytes(GPU)
 
     r = run_cli("pipe.py", "ok.py", "--write", "--color", "never", cwd=tmp_path)
