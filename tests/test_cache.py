@@ -192,9 +192,8 @@ def test_a_rule_change_is_never_answered_from_the_cache(tree, tmp_path):
 # -- the command line -------------------------------------------------------------------------
 
 
-def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_process, tmp_path):
-    """(Real processes: -j 2 forks workers.)"""
-    run_cli = run_process
+def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_cli, run_process, tmp_path):
+    """(-j 2 forks workers: those runs in real processes, the others in this one.)"""
     src = tmp_path / "proj"
     shutil.copytree(ROOT / "fixtures" / "pytorch", src)
     cache_dir = tmp_path / "cache"
@@ -202,7 +201,7 @@ def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_process, t
     outputs = []
     for args in (["--check", "-j", "1"], ["--check", "-j", "2"], ["--check", "-j", "2"], ["--diff"],
                  ["--diff"], ["--format", "json"], ["--format", "json"]):
-        proc = run_cli("proj", *args, "--color", "never", cwd=tmp_path, env=env)
+        proc = (run_process if "2" in args else run_cli)("proj", *args, "--color", "never", cwd=tmp_path, env=env)
         outputs.append((proc.returncode, proc.stdout, proc.stderr))
     assert cache_dir.is_dir()
     assert outputs[0] == outputs[1] == outputs[2]
