@@ -16,22 +16,26 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from typing import Optional, Set, Tuple
+from typing import TYPE_CHECKING, Optional, Set, Tuple
 
-import libcst as cst
-
-from .context import Context
 from .frameworks import FRAMEWORK_IMPORTS, detect_frameworks, star_imported_frameworks, tensorflow2_reason
 from .suppressions import parse_suppressions, unused_suppressions
-from .imports import ImportTable
 from .model import FileResult, Options
 from .rules import RuleSet
-from .partial import NeedsWholeModule, PartialText, partial_text, statement_filter
 from .passes import PASSES
 from . import prefilter, work
 from .prefilter import LazyCodeWords
 from .project_values import reads_device_key
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from .partial import PartialText
+
+# libcst and what is built on it (context, imports, partial) are imported where a file is parsed:
+# a run whose files the prefilter skips (a pre-commit hook on files without device code) never
+# imports them (0.15 s; tests/test_startup.py holds it).
 
 class CannotParse(Exception):
     """The input is not Python this tool can parse."""
@@ -52,6 +56,8 @@ def parse_module(text: str, verdict: Optional[Verdict] = None) -> Tuple[cst.Modu
 
     Also returns whether Python's own parser accepted the text, which the verify step needs
     (the output must parse whenever the input did) and so need not parse the input again."""
+    import libcst as cst
+
     if verdict is None:
         verdict = python_verdict_of(text)
     work.count("parse")
@@ -158,6 +164,10 @@ def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
 
 def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> Optional[FileResult]:
     """The result of migrating the partial text of `text`, or None: parse the file whole."""
+    import libcst as cst
+
+    from .partial import NeedsWholeModule, partial_text, statement_filter
+
     statements = statement_filter(rules)
     if statements is None:
         return None
@@ -184,6 +194,10 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
                     partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
     NeedsWholeModule is raised wherever a whole parse could give another result."""
+    from .context import Context
+    from .imports import ImportTable
+    from .partial import NeedsWholeModule
+
     imports = ImportTable.of(module)
     ctx = Context(
         path=path,

@@ -10,7 +10,6 @@ from pathlib import Path
 import libcst as cst
 import pytest
 
-from npu_migrate import engine
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.partial import MARKER, partial_text, statement_filter
@@ -49,7 +48,7 @@ def parsed(monkeypatch):
         seen.append(text)
         return real(text, *args, **kwargs)
 
-    monkeypatch.setattr(engine.cst, "parse_module", spy)
+    monkeypatch.setattr(cst, "parse_module", spy)  # the module engine.py imports where it parses
     return seen
 
 

@@ -121,6 +121,15 @@ def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
     assert [m for m in warm["modules"] if m.startswith("npu_migrate.codemods")] == []
 
 
+def test_a_run_of_files_the_prefilter_skips_never_imports_libcst(tmp_path):
+    """A pre-commit hook on files without device code: the prefilter answers, nothing is parsed,
+    and libcst (0.15 s of imports) is not loaded (engine.py imports it where it parses)."""
+    (tmp_path / "utils.py").write_text("def add(a, b):\n    return a + b\n", encoding="utf-8")
+    seen = _probe(tmp_path, "utils.py", "--check", "--no-cache")
+    assert seen["exit"] == 0
+    assert [m for m in seen["modules"] if m.split(".")[0] == "libcst"] == []
+
+
 def test_every_format_is_the_module_of_its_name():
     """load_renderers(fmt) imports report/<fmt>.py only, so each module must register its own name."""
     names = renderer_names()
