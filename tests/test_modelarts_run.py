@@ -385,6 +385,33 @@ def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded_under_its_name(job)
            "checkpoint.pth.tar.incomplete, not under its own name\n" in stderr
 
 
+def test_a_file_rewritten_while_it_is_copied_does_not_make_the_job_say_nothing_was_copied(tmp_path, capsys):
+    """Two processes that write the same file (a script every rank runs whole): the uploader's
+    copy races the other's rewrite. It was copied, and the log says it changed meanwhile; it
+    said "nothing was copied" (the README's two-process rehearsal showed it at times)."""
+    import importlib.util
+
+    from npu_migrate.modelarts import render_runtime
+
+    path = tmp_path / "npu_migrate_modelarts.py"
+    path.write_text(render_runtime())
+    spec = importlib.util.spec_from_file_location("npu_migrate_modelarts_under_test", path)
+    runtime = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runtime)
+    work, out = tmp_path / "work", tmp_path / "out"
+    work.mkdir()
+    (work / "model.pt").write_text("x")
+    job = runtime.Job(cwd=str(work))
+    job.train_url, job.watched, job.sent = str(out), [(str(work), "")], {}
+    stamps = [(1.0, 1), (2.0, 1)]  # as listed; after the copy (another process wrote it meanwhile)
+    runtime._stamp = lambda p: stamps.pop(0) if stamps else (2.0, 1)
+    job.upload(final=True)
+    err = capsys.readouterr().err
+    assert f"[modelarts] {work / 'model.pt'} changed while it was copied" in err
+    assert "nothing was copied" not in err
+    assert (out / "model.pt").read_text() == "x"
+
+
 def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job):
     # The same script saving as careful projects do (a temporary file, then os.replace): stopped in
     # the middle of the second save, train_url gets the first epoch's complete checkpoint, not the

@@ -148,6 +148,7 @@ class Job:
         self.skipped = []  # folders inside the watched ones that are not outputs
         self.before = {}  # path: (mtime, size) when the job started
         self.sent = None  # path: (mtime, size) when it was copied
+        self.copies = 0  # files copied (also those that changed while they were copied)
         self.finished = False
         self.copying = None  # the thread copying now
         self.previous_sigterm = None
@@ -334,7 +335,7 @@ class Job:
                 self.copying = None
             if final:
                 self.finished = True
-                if not self.sent:
+                if not self.copies:
                     self._nothing_copied()
                 boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
                 if boot_file and self is Job._current and os.path.exists(boot_file):
@@ -374,6 +375,7 @@ class Job:
             else:
                 os.makedirs(os.path.dirname(target), exist_ok=True)
                 shutil.copy2(path, target)
+            self.copies += 1
             if _stamp(path) == stamp:
                 self.sent[path] = stamp
             else:  # written to while it was copied: copied again at the next look
