@@ -14,6 +14,7 @@ parses.
 from __future__ import annotations
 
 import ast
+import os
 import re
 import warnings
 from typing import TYPE_CHECKING, Optional, Set, Tuple
@@ -123,7 +124,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                 return _with_applied_frameworks(done)
         module, input_parses = parse_module(text, verdict)
     except CannotParse as exc:
-        result.error = f"cannot parse: {exc}"
+        result.error = f"cannot parse: {exc}{_read_as_python(path)}"
         return result
     try:
         return _with_applied_frameworks(
@@ -131,6 +132,15 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
+
+
+def _read_as_python(path: str) -> str:
+    """A file named on the command line that no front end takes (a README.md, notes.txt) is read
+    as Python; say so after its parse error, which alone reads like a bug of the tool."""
+    suffix = os.path.splitext(os.path.basename(path))[1]
+    if suffix in ("", ".py", ".pyi", ".pyw"):
+        return ""
+    return f" (a {suffix} file named on the command line is read as Python; --known-files-only skips it)"
 
 
 def _with_applied_frameworks(result: FileResult) -> FileResult:

@@ -95,6 +95,21 @@ def test_python2_file_is_reported_and_untouched_and_others_continue(tmp_path, ru
     assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in lines
 
 
+def test_a_non_python_file_named_on_the_command_line_says_it_was_read_as_python(tmp_path, run_cli):
+    """A README.md given by hand goes to the Python engine: its parse error says so and names
+    --known-files-only, which skips it; the file is untouched and the run exits 2."""
+    readme = b"# Train on the GPU\n\n```python\nimport torch\nmodel = model.cuda()\n```\n"
+    write(tmp_path, "README.md", readme)
+    r = run_cli("README.md", "--write", cwd=tmp_path)
+    assert r.returncode == 2
+    assert (tmp_path / "README.md").read_bytes() == readme
+    assert r.stdout.decode().splitlines()[0] == (
+        "README.md: cannot parse: line 3:1: invalid syntax"
+        " (a .md file named on the command line is read as Python; --known-files-only skips it)")
+    skipped = run_cli("README.md", "--write", "--known-files-only", cwd=tmp_path)
+    assert skipped.returncode == 0 and "cannot parse" not in skipped.stdout.decode()
+
+
 def test_binary_and_bad_encoding_and_empty(tmp_path, run_cli):
     binary = write(tmp_path, "bin.py", b"\x00\x01cuda\x02")
     latin = write(tmp_path, "latin.py", b"x = '\xe9'.cuda()\n")
