@@ -183,7 +183,7 @@ def _restore_signal_handler(previous: Any) -> None:
 @click.option("--fail-on-empty", is_flag=True,
               help="Fail (exit 2) when a folder given holds no file to migrate, instead of a warning (a mistyped path in CI).")
 @click.option("--quiet", "-q", is_flag=True, help="Print errors only.")
-@click.option("--verbose", "-v", is_flag=True, help="Print every edit, and which files were skipped and why.")
+@click.option("--verbose", "-v", is_flag=True, help="Print every edit, which files were skipped and why, and the run's work (--stats: per file too).")
 @click.option("--stats", is_flag=True,
               help="Print the run's work (parses, tree walks, transforms: counts, not times) and the files that took the most.")
 @click.version_option(__version__, "--version", prog_name="npu-migrate")
