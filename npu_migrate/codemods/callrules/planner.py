@@ -21,6 +21,9 @@ from .index import FRAMEWORK_KIND_KEYS, Canonical, FrameworkRules
 from .program import ProgramPlanning
 from ...codes import applies
 
+# node type -> 1: a compound statement, 2: a simple statement line, 0: other (Planner.on_visit)
+_STATEMENT_KIND: Dict[type, int] = {}
+
 
 @applies(*FRAMEWORK_KIND_KEYS)
 class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
@@ -225,9 +228,15 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
             self._statement_calls[id(node.value)] = node
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.BaseCompoundStatement):
+        # Called on every node: the statement class is looked up per node type (isinstance of
+        # libcst's abstract classes goes through the ABC machinery).
+        kind = _STATEMENT_KIND.get(type(node))
+        if kind is None:
+            kind = _STATEMENT_KIND[type(node)] = (
+                1 if isinstance(node, cst.BaseCompoundStatement) else 2 if isinstance(node, cst.SimpleStatementLine) else 0)
+        if kind == 1:
             self._compound[id(node)] = node
-        elif isinstance(node, cst.SimpleStatementLine):
+        elif kind == 2:
             self._statement_lines[id(node)] = node
         return super().on_visit(node)
 
