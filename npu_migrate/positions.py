@@ -57,15 +57,16 @@ class _RecordingState(CodegenState):
         self.ranges: Dict[int, Tuple[int, int]] = {}  # node id -> (first token, end token)
         self._open: Dict[int, int] = {}
 
-    def _wants(self, key: int) -> bool:
-        return self.wanted is None or key in self.wanted
-
+    # before_codegen/after_codegen run for every node of the module: whether a node is wanted
+    # is tested inline, and nothing is looked up while no wanted node is open.
     def before_codegen(self, node: cst.CSTNode) -> None:
         key = id(node)
-        if self._wants(key):
+        if self.wanted is None or key in self.wanted:
             self._open[key] = len(self.tokens)
 
     def after_codegen(self, node: cst.CSTNode) -> None:
+        if not self._open:
+            return
         key = id(node)
         if key in self._open:
             start = self._open.pop(key)
@@ -74,7 +75,7 @@ class _RecordingState(CodegenState):
                 self.ranges[key] = (start, len(self.tokens))
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
-        if not self._wants(id(node)):
+        if self.wanted is not None and id(node) not in self.wanted:
             return _NOT_WANTED
         # The range is hoisted from these children: they are generated inside the `with`.
         if self.wanted is not None:
