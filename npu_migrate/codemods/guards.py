@@ -47,7 +47,7 @@ from ..codes import applies
 from .strings import string_value
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
-_TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability", "get_device_properties")
+_TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
 # `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
 _EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
@@ -62,6 +62,8 @@ _BUILD_CALLS = {"torch.utils.cpp_extension.load", "setuptools.setup", "setuptool
                 "distutils.core.setup", "distutils.core.Extension", "distutils.extension.Extension"}
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.npu.get_device_capability"}
 _PROPERTIES = {"torch.cuda.get_device_properties"}  # `.major`/`.minor` of it: see _properties_version
+# The text test for it (a file that only prints the properties is not walked for them).
+_PROPERTIES_VERSION_RE = re.compile(r"get_device_properties\([^()]*\)\s*\.\s*(?:major|minor)\b")
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
@@ -69,7 +71,8 @@ _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "except
 
 def plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
-            "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)):
+            "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
+            "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)):
         return
     kernels = _kernel_names(ctx)
     planner = _Planner(ctx, kernels)
