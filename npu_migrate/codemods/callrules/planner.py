@@ -4,7 +4,7 @@ happens to each (the decisions of each kind are in calls.py, arguments.py and pr
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union
+from typing import Callable, Dict, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
@@ -235,9 +235,9 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
             kind = _STATEMENT_KIND[type(node)] = (
                 1 if isinstance(node, cst.BaseCompoundStatement) else 2 if isinstance(node, cst.SimpleStatementLine) else 0)
         if kind == 1:
-            self._compound[id(node)] = node
+            self._compound[id(node)] = cast(cst.BaseCompoundStatement, node)
         elif kind == 2:
-            self._statement_lines[id(node)] = node
+            self._statement_lines[id(node)] = cast(cst.SimpleStatementLine, node)
         return super().on_visit(node)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
