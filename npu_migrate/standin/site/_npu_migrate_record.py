@@ -30,8 +30,10 @@ RECORD_VAR = "NPU_MIGRATE_REHEARSAL_RECORD"
 # Modules whose writes (native savers) or uploads (OBS/S3 clients) the audit hook cannot see.
 UNSEEN_MODULES = {"tensorflow", "mindspore", "obs", "boto3", "botocore", "s3fs", "obsutil", "oss2"}
 # Programs that read (or compile) and upload nothing: starting them leaves the record whole.
-QUIET_PROGRAMS = {"git", "nvidia-smi", "npu-smi", "hostname", "uname", "nproc", "lscpu", "whoami", "id",
-                  "which", "ldconfig", "free", "df", "gcc", "g++", "cc", "c++", "ld", "ninja", "nvcc"}
+QUIET_PROGRAMS = {"git", "nvidia-smi", "npu-smi", "rocm-smi", "hostname", "uname", "nproc", "lscpu", "whoami",
+                  "id", "which", "ldconfig", "ldd", "free", "df", "ps", "date", "lsb_release", "fc-list", "fc-match",
+                  "gcc", "g++", "cc", "c++", "clang", "clang++", "ld", "ninja", "nvcc", "ccache", "c++filt",
+                  "addr2line"}
 SHELLS = {"sh", "bash", "dash", "zsh"}
 
 _writes = set()
