@@ -206,14 +206,17 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     from .report import RENDERERS, load_renderers
 
     settings, config = _settings(ctx, params)
-    from .discovery import FileFilter, discover, project_of
+    from .discovery import FileFilter, InvalidPattern, discover, project_of
 
-    file_filter = FileFilter(
-        root=config.folder or ".",
-        exclude=settings.exclude if _was_set(ctx, config, "exclude") else None,
-        extend_exclude=settings.extend_exclude,
-        respect_gitignore=settings.respect_gitignore,
-    )
+    try:
+        file_filter = FileFilter(
+            root=config.folder or ".",
+            exclude=settings.exclude if _was_set(ctx, config, "exclude") else None,
+            extend_exclude=settings.extend_exclude,
+            respect_gitignore=settings.respect_gitignore,
+        )
+    except InvalidPattern as exc:
+        raise click.UsageError(str(exc)) from None
     # The run's project: every walk of it (discovery, the targets' look at its scripts, the
     # ModelArts scan around an entry script) excludes what the run excludes.
     project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .project_files import Project
 
@@ -53,6 +53,23 @@ class Selection:
     stray: List[str] = field(default_factory=list)  # temporary files of atomic writes killed with -9
 
 
+class InvalidPattern(ValueError):
+    """An exclude pattern (--exclude, --extend-exclude, config) that is no gitignore pattern."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__(f"invalid exclude pattern {pattern!r}: not a gitignore pattern "
+                         "(a trailing backslash, or '!' alone)")
+        self.pattern = pattern
+
+
+def _valid_pattern(pathspec: Any, line: str) -> bool:
+    try:
+        pathspec.GitIgnoreSpec.from_lines([line])
+    except ValueError:  # pathspec's GitIgnorePatternError
+        return False
+    return True
+
+
 class FileFilter:
     """Decides whether a path is excluded, by the exclude patterns and by `.gitignore` files."""
 
@@ -63,7 +80,10 @@ class FileFilter:
         self._pathspec = pathspec
         self.root = os.path.abspath(root)
         patterns = list(DEFAULT_EXCLUDES if exclude is None else exclude) + list(extend_exclude)
-        self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+        try:
+            self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+        except ValueError:  # pathspec's GitIgnorePatternError: a usage error (cli.py), not a traceback
+            raise InvalidPattern(next(p for p in patterns if not _valid_pattern(pathspec, p))) from None
         self.respect_gitignore = respect_gitignore
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
         self._repo_tops: Dict[str, Optional[str]] = {}
@@ -145,7 +165,11 @@ class FileFilter:
                         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
                         self.unreadable[folder] = (name, why)
                     continue
-                specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
+                try:
+                    specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
+                except ValueError:  # git skips a line that is no pattern ('a\\', '!'); so does the walk
+                    lines = [line for line in lines if _valid_pattern(self._pathspec, line)]
+                    specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
             self._ignore_files[folder] = specs
         return self._ignore_files[folder]
 

@@ -284,3 +284,30 @@ def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, 
     r = cli_in_process("train.py", "--no-cache", "--modelarts", cwd=tmp_path)  # the walks do look there
     assert "Target: CANN 20.1 (the CANN install path 20.1 in old/run.sh)." in (r.stdout + r.stderr).decode()
     assert {"old/obs_copy.py", "old/run.sh"} <= set(under_old())
+
+
+def test_a_line_of_a_gitignore_that_is_no_pattern_is_skipped_as_git_skips_it(tmp_path):
+    # 'a\' (a trailing backslash) and '!' alone are no patterns: pathspec raises on them, git
+    # skips the line; the walk crashed on the whole folder before.
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("gen\\\n!\n*_gen.py\n")
+    make(tmp_path, "a_gen.py", "keep.py", "gen\\")
+    files, _ = found(tmp_path)
+    assert files == ["keep.py"]
+    listed = subprocess.run(["git", "ls-files", "--others", "--exclude-standard"], cwd=tmp_path,
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert sorted(f for f in listed if f.endswith(".py")) == ["keep.py"]
+
+
+def test_an_exclude_option_that_is_no_pattern_is_a_usage_error(tmp_path, run_cli):
+    make(tmp_path, "train.py")
+    for config, args, pattern in (("", ["--extend-exclude", "a\\"], "'a\\\\'"),
+                                  ("[tool.npu-migrate]\nexclude = ['!']\n", [], "'!'")):
+        (tmp_path / "pyproject.toml").write_text(config)
+        r = run_cli(".", *args, cwd=tmp_path)
+        assert r.returncode == 2
+        assert r.stderr.decode().splitlines()[0] == (
+            f"npu-migrate: error: invalid exclude pattern {pattern}: not a gitignore pattern "
+            "(a trailing backslash, or '!' alone)")
+        assert r.stdout == b""
+    assert (tmp_path / "train.py").read_bytes() == GPU
