@@ -48,6 +48,7 @@ class DefaultGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: List[str]) -> List[str]:
         ctx.meta["npu_migrate.argv"] = list(args)  # the command line as typed (the review page shows it)
         if not args or args[0] not in self.commands:
+            _refuse_a_mistyped_command(args[0] if args else "", [c for c in self.commands if c != "migrate"])
             args = ["migrate", *args]
         return super().parse_args(ctx, args)
 
@@ -69,6 +70,19 @@ class DefaultGroup(click.Group):
             click.echo("npu-migrate: interrupted", err=True)
             sys.exit(EXIT_SIGINT)
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _refuse_a_mistyped_command(first: str, commands: List[str]) -> None:
+    """`npu-migrate explian NPU301` would otherwise say only "explian: no such file or directory":
+    a first word that is no path and is close to a command's name names the command."""
+    if not first or first.startswith("-") or "/" in first or "." in first or os.path.lexists(first):
+        return
+    import difflib  # only here: a one-file run does not load it
+
+    close = difflib.get_close_matches(first, commands, n=1, cutoff=0.75)
+    if close:
+        raise click.UsageError(f"{first}: no such file or directory, nor a command; "
+                               f"did you mean `npu-migrate {close[0]}`?")
 
 
 class _ImplicitContext(click.Context):

@@ -110,6 +110,19 @@ def test_a_non_python_file_named_on_the_command_line_says_it_was_read_as_python(
     assert skipped.returncode == 0 and "cannot parse" not in skipped.stdout.decode()
 
 
+def test_a_mistyped_command_names_the_command(tmp_path, run_cli):
+    """`npu-migrate explian NPU301` is no path and close to a command: a usage error naming the
+    command (exit 2), instead of "explian: no such file or directory"; a missing file stays that."""
+    r = run_cli("explian", "NPU301", cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (2, b"")
+    assert r.stderr.decode() == ("npu-migrate: error: explian: no such file or directory, nor a command; "
+                                 "did you mean `npu-migrate explain`?\nTry 'npu-migrate --help' for help.\n")
+    r = run_cli("rehearsal", "train.py", cwd=tmp_path)
+    assert "did you mean `npu-migrate rehearse`?" in r.stderr.decode() and r.returncode == 2
+    r = run_cli("trian.py", cwd=tmp_path)
+    assert (r.returncode, r.stderr.decode()) == (2, "npu-migrate: error: trian.py: no such file or directory\n")
+
+
 def test_binary_and_bad_encoding_and_empty(tmp_path, run_cli):
     binary = write(tmp_path, "bin.py", b"\x00\x01cuda\x02")
     latin = write(tmp_path, "latin.py", b"x = '\xe9'.cuda()\n")
