@@ -221,6 +221,10 @@ def test_read_only_file_is_reported_and_not_changed(tmp_path, run_cli):
     lines = r.stdout.decode().splitlines()
     assert "ro.py: read-only file, not changed" in lines
     assert "2 files scanned, 1 migrated, 0 unchanged, 1 failed." in lines
+    # The edits line counts both files' edits; it says the read-only file's half was not written.
+    (edits_line,) = [line for line in lines if " edits: " in line]
+    total = int(edits_line.split()[0])
+    assert edits_line.endswith(f" ({total // 2} of them in failed files, not written)"), edits_line
     assert ro.read_bytes() == GPU
     assert stat.S_IMODE(ro.stat().st_mode) == 0o444
     assert (tmp_path / "rw.py").read_bytes() == NPU

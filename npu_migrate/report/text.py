@@ -91,6 +91,7 @@ def summary(report: RunReport) -> str:
         lines.append(
             f"{sum(edits.values())} edit{'s' if sum(edits.values()) != 1 else ''}: "
             + ", ".join(f"{code} x{count}" for code, count in sorted(edits.items()))
+            + _not_written(report)
         )
     findings = report.finding_counts()
     if report.target is not None and (edits or findings):
@@ -102,6 +103,15 @@ def summary(report: RunReport) -> str:
             + ", ".join(f"{code} x{count}" for code, count in sorted(findings.items()))
         )
     return "\n".join(lines)
+
+
+def _not_written(report: RunReport) -> str:
+    """A run that writes counts the edits of a file whose write failed (a read-only file) too:
+    say they are not in the file, or "0 migrated, 1 failed. 6 edits" reads as six made."""
+    lost = sum(len(r.edits) for r in report.failed)
+    if not (report.mode.writes and lost):
+        return ""
+    return f" ({lost} of them in failed files, not written)"
 
 
 # ----------------------------------------------------------------------------- terminal
