@@ -118,7 +118,7 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
             messages.append(r.message)
     return CodePage(
         code=code,
-        title=doc.title if doc else _PLACEHOLDER.sub(r"<\1>", entries[0].message),
+        title=title_of(rules, code),
         reported_as=reported_as(rules, code),
         area=area,
         why=doc.why if doc else "",
@@ -133,6 +133,16 @@ def page(rules: RuleSet, code: str) -> Optional[CodePage]:
 
 # A message template's fields (`{api}`) shown as what they stand for (`<api>`) in a title.
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
+
+
+def title_of(rules: RuleSet, code: str) -> str:
+    """A code's title, as `explain`, `rules`, docs/codes/ and the review page show it: its
+    [[code]] entry's, else its first rule's message with `{field}` shown as `<field>`."""
+    doc = rules.docs.get(code)
+    if doc is not None:
+        return doc.title
+    entries = rules.by_code(code)
+    return _PLACEHOLDER.sub(r"<\1>", entries[0].message) if entries else ""
 
 
 def _is_builtin(source: str) -> bool:

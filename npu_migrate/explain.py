@@ -8,7 +8,7 @@ import os
 import pkgutil
 from typing import List, Optional
 
-from .codedocs import page, reported_as
+from .codedocs import page, reported_as, title_of
 from .codes import Site, appliers_of, kind_key, sites_of
 from .kinds.finding import FindingSpec
 from .rules import Rule, RuleSet, kind_of
@@ -36,10 +36,7 @@ code_kind = reported_as
 def list_codes(rules: RuleSet) -> str:
     lines = []
     for code in rules.codes():
-        doc = rules.docs.get(code)
-        entries = rules.by_code(code)
-        title = doc.title if doc else (entries[0].message if entries else "")
-        lines.append(f"{code}  {code_kind(rules, code):<21} {title}")
+        lines.append(f"{code}  {code_kind(rules, code):<21} {title_of(rules, code)}")
     return "\n".join(lines) + "\n"
 
 

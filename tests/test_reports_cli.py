@@ -269,6 +269,25 @@ def test_a_user_rule_file_adds_a_finding(run_cli, tmp_path):
                                                                          cwd=tmp_path).stdout
 
 
+def test_a_user_rule_without_a_code_entry_has_one_title_in_rules_and_explain(run_cli, tmp_path):
+    """The title of a code with no [[code]] entry is its rule's message, its fields shown as
+    `<before>`: `rules` listed the raw template (`{before}`) where `explain` showed `<before>`."""
+    (tmp_path / "my_rules.toml").write_text(textwrap.dedent(
+        """\
+        [[api]]
+        code = "NPU190"
+        from = "mylib.gpu_barrier"
+        to = "mylib.npu_barrier"
+        message = "`{before}` -> `{after}`"
+        examples = [{ before = "import mylib\\nmylib.gpu_barrier()\\n", after = "import mylib\\nmylib.npu_barrier()\\n" }]
+        """
+    ))
+    listed = run_cli("rules", "--rules", "my_rules.toml", cwd=tmp_path).stdout.decode().splitlines()
+    assert "NPU190  rewrite               `<before>` -> `<after>`" in listed
+    explained = run_cli("explain", "NPU190", "--rules", "my_rules.toml", cwd=tmp_path).stdout.decode()
+    assert explained.splitlines()[0] == "NPU190: `<before>` -> `<after>`"
+
+
 BAD_RULES = [
     ('[[finding]]\ncode = "NPU390"\nkind = "import"\nseverity = "error"\napi = "x"\nmessage = "m"\nfoo = 1\n'
      'examples = [{ flagged = "import x\\n" }]\n',
