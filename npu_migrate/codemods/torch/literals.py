@@ -46,6 +46,9 @@ def last_identifier(node: cst.BaseExpression) -> Optional[str]:
     return None
 
 
+# Methods of a collection of device names whose argument is an element: {method: its position}.
+COLLECTION_METHODS = {"append": 0, "add": 0, "remove": 0, "discard": 0, "index": 0, "count": 0, "insert": 1}
+
 class DeviceVariables(cst.CSTVisitor):
     """Names of variables that the module passes where a device is expected
     (`.to(DEV)`, `torch.device(DEV)`, `device=DEV`, `set_device(DEV)`) or a backend is.
@@ -245,6 +248,17 @@ class LiteralRewrites(TorchState):
             and positional
         ):
             out.append((positional[0], "device"))
+        elif (
+            qual is None
+            and isinstance(func, cst.Attribute)
+            and func.attr.value in COLLECTION_METHODS
+            and len(positional) > COLLECTION_METHODS[func.attr.value]
+            and self._is_rewritable_literal(positional[COLLECTION_METHODS[func.attr.value]].value)
+            and self.is_device_expr(func.value)
+        ):
+            # devices.append("cuda") beside `"cuda" in devices`: the collection's elements move
+            # with the membership tests that read them (a half-migration otherwise)
+            out.append((positional[COLLECTION_METHODS[func.attr.value]], "device"))
         if qual is not None and qual in BACKEND_FUNCS and BACKEND_FUNCS[qual] is not None and positional:
             out.append((positional[BACKEND_FUNCS[qual]], "backend"))  # type: ignore[index]
         own_keywords = DEVICE_KEYWORDS_OF.get(qual or "", set())
