@@ -292,15 +292,14 @@ def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path, tabl
         assert done.returncode in (0, 1), done.stderr
         return done.stdout + done.stderr
 
-    before = run_cli()
-    assert run_cli() == before  # warm, unchanged
+    before = run_cli()  # (fills the cache; a warm run equals it: test_cli_warm_output_is_identical_...)
     data = checkout / "rules" / table
     content = data.read_text(encoding="utf-8")
     assert content.count(old) == 1
     data.write_text(content.replace(old, new), encoding="utf-8")
     fresh = run_cli("--no-cache")
     assert fresh != before  # the edit matters to this file
-    assert run_cli() == fresh  # and the warm run sees it
+    assert run_cli() == fresh  # and the warm run sees it (a key without the table would give `before`)
 
 
 # ---------------------------------------------------------------------- a cache entry is data: whatever it holds, nothing is written that a fresh run would not write
