@@ -322,3 +322,30 @@ def test_a_gpu_flag_given_a_device_test_stays(flag, test):
     r = migrate_source(text, "m.py")
     assert r.new_text == text.replace('torch.device("cuda")', 'torch.device("npu")').replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n"), r.new_text
+
+
+ENV_REPORT_WITH_NPU = '''\
+import torch
+
+
+def environment():
+    info = {}
+    pt_cuda_available = torch.cuda.is_available()
+    pt_npu_available = is_torch_npu_available()
+    if pt_cuda_available:
+        info["GPU type"] = torch.cuda.get_device_name()
+    elif pt_npu_available:
+        info["NPU type"] = torch.npu.get_device_name()
+    return info
+'''
+
+
+def test_a_cuda_branch_behind_a_variable_migrates_with_the_variable():
+    """transformers' commands/env.py: the chain has an NPU branch, but its CUDA test is a variable
+    whose value migrates (`torch.npu.is_available()`); a CUDA branch kept behind it would call
+    torch.cuda on the NPU. The value and its reader move together."""
+    r = migrate_source(ENV_REPORT_WITH_NPU, "commands/env.py")
+    assert r.new_text == ENV_REPORT_WITH_NPU.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()").replace(
+        "torch.cuda.get_device_name()", "torch.npu.get_device_name()")

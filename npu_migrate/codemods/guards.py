@@ -513,6 +513,30 @@ def _names_device(test: cst.CSTNode, word: "re.Pattern[str]", is_name) -> bool:
     return False
 
 
+def _tests_cuda_itself(test: cst.CSTNode) -> bool:
+    """Whether `test` checks CUDA itself (`torch.cuda.is_available()`, `is_cuda_available()`,
+    `args.use_cuda`, `device == "cuda"`), not only through a variable computed elsewhere
+    (`if pt_cuda_available:`): that value's own code migrates (`pt_cuda_available =
+    torch.npu.is_available()`), and a branch kept on CUDA behind it would run on the NPU
+    (transformers' commands/env.py)."""
+    stack = [test]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.Name):
+            continue  # a variable: where its value comes from decides, not its name
+        if isinstance(n, (cst.Attribute, cst.SimpleString)):
+            if _names_device(n, _CUDA_WORD, _is_cuda_name):
+                return True
+            continue
+        if isinstance(n, cst.Call):
+            if _names_device(n.func, _CUDA_WORD, _is_cuda_name):
+                return True
+            stack.extend(a.value for a in n.args)
+            continue
+        stack.extend(children(n))
+    return False
+
+
 # Files that name the NPU as a word (not the "npu" of "input"): only they can select it already.
 NPU_WORD_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])npu|npu(?![A-Za-z0-9])", re.IGNORECASE)
 
@@ -534,7 +558,7 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
         if len(chain) < 2 or not any(_names_device(b.test, _NPU_WORD, _is_npu_name) for b in chain):
             return
         for b in chain:
-            if not _names_device(b.test, _NPU_WORD, _is_npu_name) and _names_device(b.test, _CUDA_WORD, _is_cuda_name):
+            if not _names_device(b.test, _NPU_WORD, _is_npu_name) and _tests_cuda_itself(b.test):
                 ctx.keep(b.test)
                 ctx.keep(b.body)
         return
