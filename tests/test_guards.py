@@ -292,7 +292,7 @@ def test_code_that_selects_the_npu_already_keeps_its_cuda_branches():
 
 @pytest.mark.parametrize("npu_test", ["device == 'npu'", "torch.npu.is_available()", "is_npu_available()",
                                       "args.use_npu", "dev.startswith('npu:')", "hasattr(torch, 'npu') and x"])
-@pytest.mark.parametrize("cuda_test", ["device == 'cuda'", "torch.cuda.is_available()", "is_cuda_available()",
+@pytest.mark.parametrize("cuda_test", ["device == 'cuda'", "torch.cuda.is_available()", "x.is_cuda",
                                        "device == 'gpu'"])
 @pytest.mark.parametrize("order", ["cuda first", "npu first"])
 def test_no_chain_gets_two_npu_branches(npu_test, cuda_test, order):
@@ -349,3 +349,16 @@ def test_a_cuda_branch_behind_a_variable_migrates_with_the_variable():
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
         "torch.cuda.is_available()", "torch.npu.is_available()").replace(
         "torch.cuda.get_device_name()", "torch.npu.get_device_name()")
+
+
+@pytest.mark.parametrize("cuda_test", ["is_torch_cuda_available()", "use_cuda", "args.cuda and use_cuda()"])
+def test_a_cuda_branch_behind_code_that_migrates_elsewhere_migrates(cuda_test):
+    """transformers' pipelines/base.py: `elif is_torch_cuda_available(): torch.device(f"cuda:{d}")`
+    beside an NPU branch; utils/import_utils.py's `return torch.cuda.is_available()` migrates, so the
+    test is True on the NPU and a kept CUDA branch would make a CUDA device there. It migrates: a
+    second NPU branch is redundant, not wrong."""
+    text = (f"import torch\n\n\ndef f(d, args):\n    if {cuda_test}:\n        return torch.device(f\"cuda:{{d}}\")\n"
+            "    elif is_torch_npu_available():\n        return torch.device(f\"npu:{d}\")\n")
+    r = migrate_source(text, "pipelines/base.py")
+    assert r.new_text == text.replace('f"cuda:{d}"', 'f"npu:{d}"').replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1), r.new_text

@@ -39,6 +39,7 @@ import re
 from typing import Dict, Iterator, List, Optional, Set
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
 from ..imports import dotted_name
@@ -514,25 +515,33 @@ def _names_device(test: cst.CSTNode, word: "re.Pattern[str]", is_name) -> bool:
 
 
 def _tests_cuda_itself(test: cst.CSTNode) -> bool:
-    """Whether `test` checks CUDA itself (`torch.cuda.is_available()`, `is_cuda_available()`,
-    `args.use_cuda`, `device == "cuda"`), not only through a variable computed elsewhere
-    (`if pt_cuda_available:`): that value's own code migrates (`pt_cuda_available =
+    """Whether `test` checks CUDA itself, so that it stays False on the NPU once kept:
+    `torch.cuda.is_available()`, `x.is_cuda`, `device == "cuda"`, `dev.startswith("cuda:")`.
+    Not a variable or a function computed elsewhere (`if pt_cuda_available:`,
+    `is_torch_cuda_available()`): that code migrates where it is (`return
     torch.npu.is_available()`), and a branch kept on CUDA behind it would run on the NPU
-    (transformers' commands/env.py)."""
+    (transformers' commands/env.py and pipelines/base.py). Such a branch migrates; a second NPU
+    branch is redundant, not wrong."""
     stack = [test]
     while stack:
         n = stack.pop()
-        if isinstance(n, cst.Name):
-            continue  # a variable: where its value comes from decides, not its name
-        if isinstance(n, (cst.Attribute, cst.SimpleString)):
-            if _names_device(n, _CUDA_WORD, _is_cuda_name):
+        if isinstance(n, cst.SimpleString):
+            value = string_value(n)
+            if value is not None and _is_cuda_name(value):
                 return True
+            continue
+        if isinstance(n, cst.Attribute):
+            dotted = get_full_name_for_node(n) or ""
+            if dotted.startswith("torch.cuda.") or n.attr.value == "is_cuda":
+                return True
+            stack.append(n.value)  # `torch.cuda.is_available().real`, `x.device.type == "cuda"`
             continue
         if isinstance(n, cst.Call):
-            if _names_device(n.func, _CUDA_WORD, _is_cuda_name):
-                return True
+            stack.append(n.func)
             stack.extend(a.value for a in n.args)
             continue
+        if isinstance(n, cst.Name):
+            continue  # a variable, or a function defined elsewhere
         stack.extend(children(n))
     return False
 
