@@ -237,6 +237,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     settings = dataclasses.replace(settings, target=_target(ctx, settings, config, project))
     load_renderers(settings.fmt)
     _check_usage(settings, RENDERERS)
+    _check_modelarts_options(ctx, settings)
     rules = _load_rules_or_exit(settings.rule_files)
     if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
         raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
@@ -361,6 +362,29 @@ def _was_set(ctx: click.Context, config, name: str) -> bool:
     from click.core import ParameterSource
 
     return name in config.values or ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+
+
+# Options that do something only with --modelarts (or --modelarts-entry, which implies it).
+MODELARTS_ONLY = {"entries": "--entry", "data_args": "--data-arg", "output_args": "--output-arg",
+                  "modelarts_resume": "--modelarts-resume", "modelarts_sync_every": "--modelarts-sync-every",
+                  "modelarts_data_dir": "--modelarts-data-dir", "modelarts_output_dir": "--modelarts-output-dir"}
+
+
+def _check_modelarts_options(ctx: click.Context, s: Settings) -> None:
+    """An option that does something only with --modelarts, given on the command line without it, is
+    a usage error (it was ignored in silence). The same option in the configuration is not: a project
+    may keep its ModelArts settings there and still run plain migrations."""
+    from click.core import ParameterSource
+
+    if s.modelarts or s.modelarts_entry:
+        return
+    given = [flag for name, flag in MODELARTS_ONLY.items()
+             if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE]
+    if given:
+        raise click.UsageError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} "
+                               "with --modelarts (or --modelarts-entry)")
+    if ctx.get_parameter_source("stdin_filename") is ParameterSource.COMMANDLINE and not s.stdin:
+        raise click.UsageError("--stdin-filename only applies when the path is `-` (stdin)")
 
 
 def _check_usage(s: Settings, renderers) -> None:

@@ -270,3 +270,25 @@ def test_the_command_line_and_the_settings_have_one_default_per_option():
         if default != defaults[param.name]:
             differ.append((param.name, default, defaults[param.name]))
     assert differ == []
+
+
+def test_a_modelarts_option_without_modelarts_is_a_usage_error_not_ignored(tmp_path, run_cli):
+    """`--entry train.py` alone used to be ignored in silence: the user believed the script adapted."""
+    (tmp_path / "train.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
+    for args, message in (
+            (["--entry", "train.py"], "--entry only applies with --modelarts (or --modelarts-entry)"),
+            (["--data-arg", "images", "--modelarts-resume"],
+             "--data-arg, --modelarts-resume only apply with --modelarts (or --modelarts-entry)"),
+            (["--stdin-filename", "a.py"], "--stdin-filename only applies when the path is `-` (stdin)")):
+        r = run_cli("train.py", "--write", *args, cwd=tmp_path)
+        assert r.returncode == 2
+        assert r.stderr.decode().splitlines()[0] == f"npu-migrate: error: {message}"
+        assert (tmp_path / "train.py").read_bytes() == b"import torch\nx = torch.zeros(1).cuda()\n"
+    # In the configuration the same settings are kept for ModelArts runs and do not stop a plain one.
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\ndata-arg = ["images"]\nmodelarts-resume = true\n')
+    r = run_cli("train.py", "--write", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "train.py").read_bytes() == (
+        b"import torch\nimport torch_npu  # noqa: F401\nx = torch.zeros(1).npu()\n")
+    # With --modelarts they are taken.
+    assert run_cli("train.py", "--modelarts", "--entry", "train.py", cwd=tmp_path).returncode == 0
