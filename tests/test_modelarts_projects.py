@@ -14,8 +14,10 @@ import json
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import List
 
 import pytest
 
@@ -43,10 +45,24 @@ def _wait_until(happened) -> None:
 
 
 def _wait_for(proc: subprocess.Popen, text: str) -> None:
-    for line in proc.stdout:
-        if line.strip() == text:
-            return
-    raise AssertionError(f"never printed {text!r}: {proc.communicate()}")
+    """Until the job prints a line holding `text` (an event), with a ceiling of minutes: a job that
+    never prints it, or a read that never returns, fails the test with what the job printed
+    instead of holding the suite for the job's hour (a fresh-clone CI run waited here)."""
+    seen: List[str] = []
+    found = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            seen.append(line)
+            if text in line:
+                found.set()
+                return
+
+    threading.Thread(target=read, daemon=True).start()
+    if not found.wait(CEILING):
+        proc.kill()
+        raise AssertionError(f"never printed {text!r} in {CEILING} s; printed: {''.join(seen)!r}; "
+                             f"stderr: {proc.stderr.read()!r}")
 
 
 # -- pytorch/examples imagenet: a positional data folder, checkpoints under fixed names ----------
