@@ -406,31 +406,21 @@ def code_words(tree: "ast.AST") -> CodeWords:
 def _import_modules(statements) -> Set[str]:
     """What CodeWords.import_modules holds, from a walk of the statements only (every import
     is a statement, in a body of some statement)."""
-    import ast
-
-    found: Set[str] = set()
-    stack = list(statements)
-    while stack:
-        node = stack.pop()
-        kind = type(node)
-        if kind is ast.Import:
-            found.update(alias.name for alias in node.names)
-        elif kind is ast.ImportFrom:
-            if not node.level and node.module:
-                found.add(node.module)
-        else:
-            for name in ("body", "handlers", "orelse", "finalbody", "cases"):
-                part = getattr(node, name, None)
-                if type(part) is list:
-                    stack.extend(part)
-    return found
+    return _imported_modules(statements, into_definitions=True)
 
 
 def _top_level_modules(statements) -> Set[str]:
     """What ImportTable.top_level_modules holds: modules imported outside function and class
     bodies (module level, and inside module-level `if`/`try`/`with` blocks)."""
+    return _imported_modules(statements, into_definitions=False)
+
+
+def _imported_modules(statements, into_definitions: bool) -> Set[str]:
+    """The absolute modules `import` and `from ... import` statements name, walking the bodies
+    of compound statements (those of functions and classes only with `into_definitions`)."""
     import ast
 
+    definitions = () if into_definitions else (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     found: Set[str] = set()
     stack = list(statements)
     while stack:
@@ -441,9 +431,9 @@ def _top_level_modules(statements) -> Set[str]:
         elif kind is ast.ImportFrom:
             if not node.level and node.module:
                 found.add(node.module)
-        elif kind not in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        elif kind not in definitions:
             for name in ("body", "handlers", "orelse", "finalbody", "cases"):
                 part = getattr(node, name, None)
-                if isinstance(part, list):
+                if type(part) is list:
                     stack.extend(part)
     return found
