@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import subprocess
+import threading
 from pathlib import Path
+from typing import List, Union
 
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
@@ -17,6 +20,55 @@ NPU = b"import torch\nimport torch_npu  # noqa: F401\n\nmodel = model.npu()\n"
 # Property tests: NPU_MIGRATE_PROPERTY_EXAMPLES=1000 for a long local run.
 FEW = settings(max_examples=int(os.environ.get("NPU_MIGRATE_PROPERTY_EXAMPLES", "60")), deadline=None,
                suppress_health_check=list(HealthCheck))
+
+
+# How long a test waits at most for a process's event (a line printed, its end). Processes end on
+# events (a signal, their last step), so this is reached only when one hangs: it is no measure of
+# speed, and generous for a machine at a load of 20.
+CEILING = 600
+
+
+def read_until(proc: subprocess.Popen, until: Union[str, int], stream: str = "stdout",
+               ceiling: float = CEILING) -> List[str]:
+    """The lines a started process writes to `stream` (a text pipe): up to the first that holds
+    `until` (a str; another writer's output may share its line), or the first `until` lines (an
+    int). An event, read in a thread and waited for with a ceiling of minutes: a process that ends
+    without writing it fails the test at once, one that never writes it (a job holding for its
+    hour, a read that never returns) is killed at the ceiling; either way the test fails with what
+    it wrote instead of holding the suite. What follows stays in the pipe, for `communicate()`."""
+    pipe = getattr(proc, stream)
+    lines: List[str] = []
+    done, ended = threading.Event(), threading.Event()
+
+    def read() -> None:  # a byte at a time from the pipe: what follows stays there for communicate()
+        try:
+            while True:
+                line = b""
+                while not line.endswith(b"\n"):
+                    byte = os.read(pipe.fileno(), 1)
+                    if not byte:
+                        break
+                    line += byte
+                if not line:
+                    return  # the end of the stream: not found
+                lines.append(line.decode(pipe.encoding, pipe.errors).replace("\r\n", "\n"))
+                if (len(lines) == until) if isinstance(until, int) else (until in lines[-1]):
+                    done.set()
+                    return
+        finally:
+            ended.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    ended.wait(ceiling)
+    if done.is_set():
+        return lines
+    why = "its stream ended first" if ended.is_set() else f"not in {ceiling:g} s"
+    proc.kill()
+    reader.join(ceiling)
+    other = proc.stderr if stream == "stdout" else proc.stdout
+    raise AssertionError(f"the process never wrote {until!r} to {stream} ({why}); it wrote: {''.join(lines)!r}; "
+                         f"{'stderr' if stream == 'stdout' else 'stdout'}: {other.read() if other else None!r}")
 
 
 def invoke(args, cache_dir, env=None):

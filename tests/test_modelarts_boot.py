@@ -19,7 +19,8 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 from npu_migrate.modelarts import BOOT_MARKER, black_format, render_boot
-from test_modelarts_run import CEILING, NEVER
+from helpers import CEILING, read_until
+from test_modelarts_run import NEVER
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
@@ -111,9 +112,7 @@ def test_sigterm_reaches_the_script_which_copies_its_outputs(tmp_path, code):
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
     proc = boot(tmp_path, code, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", f"--hold={NEVER}",
                 wait=False)
-    for line in proc.stdout:
-        if line == "checkpoint saved\n":
-            break
+    read_until(proc, "checkpoint saved\n")
     proc.send_signal(signal.SIGTERM)
     stdout, stderr = proc.communicate(timeout=CEILING)
     assert proc.returncode == 128 + signal.SIGTERM

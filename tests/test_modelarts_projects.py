@@ -13,17 +13,15 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import subprocess
-import threading
 import time
 from pathlib import Path
-from typing import List
 
 import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
-from test_modelarts_run import CEILING, NEVER, Job
+from helpers import CEILING, read_until
+from test_modelarts_run import NEVER, Job
 
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "fixtures" / "modelarts" / "projects"
@@ -42,27 +40,6 @@ def _wait_until(happened) -> None:
     while not happened():
         assert time.monotonic() < deadline, "the job never did it"
         time.sleep(0.05)
-
-
-def _wait_for(proc: subprocess.Popen, text: str) -> None:
-    """Until the job prints a line holding `text` (an event), with a ceiling of minutes: a job that
-    never prints it, or a read that never returns, fails the test with what the job printed
-    instead of holding the suite for the job's hour (a fresh-clone CI run waited here)."""
-    seen: List[str] = []
-    found = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:
-            seen.append(line)
-            if text in line:
-                found.set()
-                return
-
-    threading.Thread(target=read, daemon=True).start()
-    if not found.wait(CEILING):
-        proc.kill()
-        raise AssertionError(f"never printed {text!r} in {CEILING} s; printed: {''.join(seen)!r}; "
-                             f"stderr: {proc.stderr.read()!r}")
 
 
 # -- pytorch/examples imagenet: a positional data folder, checkpoints under fixed names ----------
@@ -87,7 +64,7 @@ def test_imagenet_stopped_with_sigterm(job):
     script = job.adapt("pt_imagenet.py")
     job.put("obs://bucket/imagenet", IMAGENET)
     proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", f"--hold={NEVER}")
-    _wait_for(proc, "epoch 0 saved")
+    read_until(proc, "epoch 0 saved")
     job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "model_best.pth.tar"]
@@ -106,7 +83,7 @@ def test_imagenet_periodic_uploads_copy_only_what_changed(job):
     job.put("obs://bucket/imagenet", IMAGENET)
     proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=1",
                      f"--hold={NEVER}")
-    _wait_for(proc, "epoch 0 saved")
+    read_until(proc, "epoch 0 saved")
     saved = [str(job.work / "checkpoint.pth.tar"), str(job.work / "model_best.pth.tar")]
     # While the job holds after its epoch, a periodic copy takes both files (the event waited for).
     _wait_until(lambda: sorted(row[2] for row in job.calls("copy")) == saved)
@@ -205,7 +182,7 @@ def test_stargan_failing_and_stopped(job):
     assert job.listing("obs://bucket/failed") == ["1-G.ckpt", "stargan/logs/events.log", "stargan/samples/1-images.jpg"]
     proc = job.start(work / "main.py", "--data_url=obs://bucket/celeba", "--train_url=obs://bucket/stopped",
                      f"--hold={NEVER}")
-    _wait_for(proc, "Saved model checkpoints into stargan/models...")
+    read_until(proc, "Saved model checkpoints into stargan/models...")
     job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert job.listing("obs://bucket/stopped") == [
@@ -245,7 +222,7 @@ def test_torchrun_script_stopped_with_sigterm_through_the_boot_file(job):
     boot = _boot(job, "pt_ddp_torchrun.py")
     proc = job.start(boot, "--total_epochs=50", "--save_every=1", "--hold=1", "--train_url=obs://bucket/out",
                      RANK_SIZE="2", FAKE_TORCHRUN_LOG=str(job.root / "torchrun.log"))
-    _wait_for(proc, "Epoch 0 | Training snapshot saved at snapshot.pt")
+    read_until(proc, "Epoch 0 | Training snapshot saved at snapshot.pt")
     job.stop(proc)
     assert proc.returncode != 0
     assert job.listing("obs://bucket/out") == ["snapshot.pt"]

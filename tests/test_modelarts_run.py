@@ -19,6 +19,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+from helpers import CEILING, read_until
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.model import Options
 
@@ -26,9 +27,6 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
 FAKE_MOXING = Path(__file__).resolve().parent / "fake_moxing"
 PYTHON37 = Path("/root/.pyenv/versions/3.7.16/bin/python3.7")
-# How long a test waits at most for a job to end. Jobs end on events (a signal, their last step), so
-# this is reached only when one hangs: it is no measure of speed, and generous for a loaded machine.
-CEILING = 600
 NEVER = "3600"  # --hold for a job that is stopped with SIGTERM: it does not end by itself first
 
 # Environment a launcher sets; cleared so the tests' own environment cannot leak in.
@@ -251,8 +249,7 @@ def test_outputs_are_copied_when_the_job_is_stopped_with_sigterm(job):
     script = job.adapt("train_module_level.py")
     job.put("obs://bucket/corpus", {"a.txt": "x"})
     proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", NEVER)
-    assert proc.stdout.readline() == f"read 1 words from {job.cache / 'data'}\n"
-    assert proc.stdout.readline() == "checkpoint saved\n"
+    assert read_until(proc, 2) == [f"read 1 words from {job.cache / 'data'}\n", "checkpoint saved\n"]
     stdout, stderr = job.stop(proc)
     assert proc.returncode == -signal.SIGTERM  # ended by SIGTERM, as it was before the adaptation
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt"]
@@ -268,7 +265,7 @@ def test_the_previous_sigterm_handler_still_runs(job):
     script.write_text(text)
     job.put("obs://bucket/corpus", {"a.txt": "x"})
     proc = job.start(script, "--data_url", "obs://bucket/corpus", "--train_url", "obs://bucket/out", "--hold", NEVER)
-    proc.stdout.readline(), proc.stdout.readline()
+    read_until(proc, 2)
     stdout, stderr = job.stop(proc)
     assert (proc.returncode, stdout) == (3, "own handler\n")
     assert job.listing("obs://bucket/out") == ["epoch0.ckpt"]
@@ -291,7 +288,7 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
                        RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), FAKE_OBS_HOLD=str(copied))
              for rank in range(3)]
     # Each process says what it does first: one copies (and holds), the other two wait for it.
-    first = sorted(p.stderr.readline() for p in procs)
+    first = sorted(read_until(p, 1, "stderr")[0] for p in procs)
     copied.write_text("")
     assert first == [f"[modelarts] copying obs://bucket/data to {job.cache / 'data'}\n"] + 2 * [
         f"[modelarts] waiting for another process of this job ({job.cache / '.data.modelarts-data'})\n"]
@@ -371,9 +368,7 @@ def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded_under_its_name(job)
     job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})
     proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=3",
                      FAKE_TORCH_SAVE_STALL="2")
-    for line in proc.stdout:
-        if line == "torch.save: writing checkpoint.pth.tar\n":
-            break
+    read_until(proc, "torch.save: writing checkpoint.pth.tar\n")
     stdout, stderr = job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert len((job.work / "checkpoint.pth.tar").read_text()) == 10  # what was written of it
@@ -424,9 +419,7 @@ def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job
     job.put("obs://bucket/imagenet", {"train/n01440764/a.JPEG": ""})
     proc = job.start(script, "--data_url=obs://bucket/imagenet", "--train_url=obs://bucket/out", "--epochs=3",
                      FAKE_TORCH_SAVE_STALL="2")
-    for line in proc.stdout:
-        if line == "torch.save: writing checkpoint.pth.tar.tmp\n":
-            break
+    read_until(proc, "torch.save: writing checkpoint.pth.tar.tmp\n")
     job.stop(proc)
     assert proc.returncode == -signal.SIGTERM
     assert job.listing("obs://bucket/out") == ["checkpoint.pth.tar", "checkpoint.pth.tar.tmp.incomplete",
@@ -449,8 +442,8 @@ def test_logs_kept_open_reach_train_url(job, stopped):
     job.put("obs://bucket/corpus", {"a.txt": "x"})
     proc = job.start(script, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out",
                      f"--hold={NEVER if stopped else 0}")
-    assert proc.stdout.readline().startswith("read 1 words")
-    assert proc.stdout.readline() == "checkpoint saved\n"
+    read, saved = read_until(proc, 2)
+    assert read.startswith("read 1 words") and saved == "checkpoint saved\n"
     if stopped:  # SIGTERM may have stopped the script halfway through a write to the CSV file
         stdout, stderr = job.stop(proc)
         csv = "progress.csv.incomplete"
