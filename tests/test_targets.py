@@ -418,3 +418,15 @@ def test_an_import_kept_for_one_name_keeps_no_other_name_on_cuda_unreported(mino
             assert result.new_text is not None and "torch.cuda" not in result.new_text and not kept, text
         else:
             assert written[0] == text.splitlines()[0] and kept == set(uses), text.splitlines()[0]
+
+
+@pytest.mark.parametrize("names", ["nn, cuda", "cuda, nn", "nn, optim, cuda", "cuda, nn as N"])
+def test_a_kept_import_names_the_member_that_keeps_it_not_a_name_that_needs_no_twin(names):
+    """`from torch import nn, cuda` stays as it is because `cuda.get_arch_list` cannot move:
+    NPU323 names that member, not `torch.nn` (which is no CUDA name and moves nowhere)."""
+    text = f"import torch\nfrom torch import {names}\nx = cuda.is_available()\ny = cuda.get_arch_list()\n"
+    result = migrate_source(text, "m.py", Options(), RULES)
+    assert result.new_text is None
+    assert [(f.code, f.span.line, f.message) for f in result.findings if f.code == "NPU323"] == [
+        ("NPU323", 3, "`cuda.is_available` stays `torch.cuda.is_available` (CUDA): its import is kept as it is "
+                      "because `torch.cuda.get_arch_list`, which the same import brings, cannot move to the NPU")]

@@ -136,7 +136,11 @@ class ReferenceRewrites(TorchState):
                     local = (dotted_name(alias.asname.name) if alias.asname is not None else None) or name
                     bound.append((local, f"{module}.{name}"))
                 moving = [(local, qual) for local, qual in bound if self._moves(qual)]
-                blockers = [qual for local, qual in bound if not self._moves(qual)]
+                # A name with no NPU twin keeps the import only when it comes from a module that
+                # moves (`from torch.cuda import a, b`); `nn` of `from torch import nn, cuda`
+                # needs no twin: what keeps that import is a member of `cuda` (found below).
+                blockers = [qual for local, qual in bound
+                            if not self._moves(qual) and rs.module.get(module) is not None]
                 blockers += [b for local, qual in moving for b in [self._alias_blocker(local, qual)] if b]
                 for local, qual in moving if blockers else ():
                     self._kept_imports[local] = (qual, blockers[0])
