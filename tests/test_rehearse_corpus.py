@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
 from typing import Dict, Tuple
@@ -297,14 +298,38 @@ def test_char_lstm_taken_to_two_npus_with_distributed(char_lstm_distributed, opa
     assert "Epoch 0. Accuracy: " in rank1 and "Traceback" not in rank1
 
 
+def _mark_once_logged(log: Path, text: str, marker: Path) -> threading.Event:
+    """The launcher's mark, made by the test for an entry script that writes nothing before its
+    end: the folder `marker` once the rank's `log` holds `text` (rehearse runs the ranks with
+    PYTHONUNBUFFERED, so a line printed is in the log). Set the event returned once the job ended."""
+    ended = threading.Event()
+
+    def watch() -> None:
+        while not ended.wait(0.05):
+            if log.is_file() and text in log.read_text(errors="replace"):
+                marker.mkdir()
+                return
+
+    threading.Thread(target=watch, daemon=True).start()
+    return ended
+
+
 def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lstm_distributed, opacus_example,
                                                                          torch_python, tmp_path):
     # The script saves its one result at the very end: a job preempted in the middle of training
     # (epochs without end) leaves nothing for train_url, and the rehearsal says so, as a real
-    # preemption would have shown after the hours were paid.
+    # preemption would have shown after the hours were paid. SIGTERM comes at an event: once
+    # rank 0 has printed its first epoch's accuracy (rehearse's --timeout 300 is the ceiling).
     args = tuple("100000" if a == "1" else a for a in CHAR_LSTM_ARGS)
-    done = rehearse(char_lstm_distributed, CHAR_LSTM, tmp_path / "job", torch_python, "--nproc", "2",
-                    "--data", str(opacus_example[1]), "--sigterm-after", "10", args=args)
+    job = tmp_path / "job"
+    ended = _mark_once_logged(job / "logs/rank0.log", "Epoch 0. Accuracy: ",
+                              job / "code" / char_lstm_distributed.name / PREEMPT_NOW)
+    try:
+        done = rehearse(char_lstm_distributed, CHAR_LSTM, job, torch_python, "--nproc", "2",
+                        "--data", str(opacus_example[1]), "--sigterm-on", PREEMPT_NOW, args=args)
+    finally:
+        ended.set()
+    assert "Epoch 0. Accuracy: " in (job / "logs/rank0.log").read_text()
     assert done.returncode == 1, done.stdout + done.stderr
     # Both ranks were preempted mid-training. Which of them dies of the signal itself and which of
     # the broken collective the other's death leaves it in is a race (CI saw rank 0 end with
