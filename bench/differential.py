@@ -59,7 +59,10 @@ WORKER = r'''
 import dataclasses, json, sys
 inputs, sets, out, jobs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+try:
+    from npu_migrate.options import Options
+except ImportError:  # a BASE before options.py (Options was in model.py)
+    from npu_migrate.model import Options
 known = {f.name for f in dataclasses.fields(Options)}
 files = json.load(open(inputs, encoding="utf-8"))
 sets = json.load(open(sets, encoding="utf-8"))

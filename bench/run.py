@@ -251,7 +251,7 @@ def baselines(files: List[Path], texts: List[str], jobs: int) -> Dict[str, float
 
 def verify_prefilter(files: List[Path], jobs: int) -> Tuple[int, List[str]]:
     """Migrate every file with the prefilter on and off (in this process's workers)."""
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
     from npu_migrate import prefilter
     from npu_migrate.rules import default_rules
     from npu_migrate.runner import run

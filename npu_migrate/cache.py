@@ -58,7 +58,8 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import __version__
 from .source import atomic_write
-from .model import FileResult, Options
+from .model import FileResult
+from .options import Options
 
 ENV_VAR = "NPU_MIGRATE_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes
@@ -92,6 +93,15 @@ def code_fingerprint() -> str:
     # which in a source checkout lie outside the package; by content, not by time stamp.
     digest.update(data_fingerprint().encode())
     return digest.hexdigest()[:16]
+
+
+def run_key(options: Options, rules_fingerprint: str) -> str:
+    """The settings folder's name: what a result depends on besides the file itself -- the
+    tool's code and every data file (code_fingerprint), the rules (their fingerprint: the
+    built-in files and `--rules` files by content) and every field of what the run does to a
+    file (options.Options.cache_key, the resolved targets included). tests/test_cache.py changes
+    each field of Options and each data file in turn and expects another key."""
+    return hashlib.sha256(f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()).hexdigest()[:20]
 
 
 def data_fingerprint() -> str:
@@ -148,9 +158,7 @@ class Cache:
 
     def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None,
                  reuse_changed: bool = True) -> None:
-        settings = hashlib.sha256(
-            f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()
-        ).hexdigest()[:20]
+        settings = run_key(options, rules_fingerprint)
         self.settings = settings
         # the folder it lives in, and why it cannot be used (None when it can)
         self.root, self.problem = private_root(root or cache_root())

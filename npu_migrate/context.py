@@ -13,7 +13,8 @@ from . import work
 from .fast_visitor import children
 from .codes import check_emitter, kind_key
 from .imports import ImportTable
-from .model import Edit, Finding, Options, Severity, Span
+from .model import Edit, Finding, Severity, Span
+from .options import Options
 from .positions import NodePositions
 from .prefilter import framework_rules_may_apply
 from .rules import Rule, RuleSet

@@ -17,7 +17,8 @@ from typing import Optional
 from . import work
 from .engine import migrate_python
 from .frontends import frontend_for
-from .model import FileResult, Options
+from .model import FileResult
+from .options import Options
 from .rules import RuleSet, default_rules
 
 
@@ -30,7 +31,7 @@ def migrate_source(text: str, path: str = "<string>", options: Optional[Options]
     if rules.targets != options.target_specs:  # not the view of a run: derive it (cached)
         from .targets.rule_view import rules_for_targets
 
-        rules = rules_for_targets(rules, options)
+        rules = rules_for_targets(rules, options.targets)
     with work.counting() as counts:
         frontend = frontend_for(path, text)
         if frontend is not None:

@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, detect_frameworks, star_imported_frameworks, tensorflow2_reason
 from .suppressions import parse_suppressions, unused_suppressions
-from .model import FileResult, Options
+from .model import FileResult
+from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
 from . import prefilter, work

@@ -1,4 +1,5 @@
-"""The data every part of npu-migrate exchanges: options in, edits/findings/results out.
+"""The data every part of npu-migrate exchanges: edits/findings/results out (the options in are
+options.Options, which holds the run's resolved targets).
 
 Everything here is plain, picklable data so results can cross process boundaries (the
 runner's pool) and be cached as JSON.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import asdict, dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 
 class Severity(str, enum.Enum):
@@ -114,58 +115,6 @@ class Finding:
         d["span"] = Span(**d["span"])
         d["severity"] = Severity(d["severity"])
         return cls(**d)
-
-
-@dataclass(frozen=True)
-class Options:
-    """What to do to a file. Hashable pieces only, so it can key the cache.
-
-    The rule set itself travels separately (see dispatch.migrate_source) because it is large;
-    its fingerprint is part of the cache key.
-    """
-
-    framework: str = "auto"  # auto | torch | tensorflow | mindspore
-    modelarts: bool = False  # adapt entry scripts for ModelArts
-    modelarts_entry_files: Tuple[str, ...] = ()  # --entry: files always treated as entry scripts
-    modelarts_resume: bool = False
-    modelarts_data_dir: str = MODELARTS_DATA_DIR  # where the job's input (--data_url) is copied to
-    modelarts_output_dir: str = MODELARTS_OUTPUT_DIR  # the local folder copied to --train_url
-    data_args: Tuple[str, ...] = ()  # --data-arg: the script's own data arguments, when not recognised
-    output_args: Tuple[str, ...] = ()  # --output-arg
-    modelarts_sync_every: float = 0  # minutes between uploads to train_url (0: at the end only)
-    # .py files of the project that import moxing (an entry importing one is adapted already)
-    modelarts_moxing_files: Tuple[str, ...] = ()
-    # .py files run by hand beside an entry script (split/download helpers): not entry scripts
-    modelarts_utility_files: Tuple[str, ...] = ()
-    modelarts_boot: bool = False  # --modelarts-entry: also generate a ModelArts boot file per entry script
-    add_import: bool = True  # add `import torch_npu` where NPU APIs are used
-    npu_ops: bool = False  # --npu-ops: TF operators -> the TF Adapter's NPU operators (NPU129)
-    # The torch_npu target (targets/torch_npu.py): "2.1", "2.1.0.post17"; "" = the newest known release.
-    torch_npu_version: str = ""
-    # The CANN target (targets/cann.py): "5.0", "8.0.RC2"; "" = the newest dated release.
-    cann_version: str = ""
-    # The MindSpore target (targets/mindspore.py): "2.2.14", "1.10"; "" = the newest known release.
-    mindspore_version: str = ""
-    # The project's own packages/modules named like a library a rule reports (local_modules.py):
-    # `import triton` finds the project's `triton/` folder, not OpenAI Triton.
-    local_modules: Tuple[str, ...] = ()
-    # Device settings a module importing no torch sets to a CUDA device string, which becomes
-    # "npu" (`MODEL.DEVICE`, `settings.DEVICE`: project_values.py): a module that imports torch
-    # and reads one gets `import torch_npu`.
-    device_config_keys: Tuple[str, ...] = ()
-    # MindSpore device targets passed from one module of the run to another that move together
-    # ("<absolute path>::device_target" for each side: codemods/device_dispatch.crossing_moves).
-    mindspore_device_moves: Tuple[str, ...] = ()
-    distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
-
-    @property
-    def target_specs(self) -> Tuple[str, str, str]:
-        """(torch_npu, cann, mindspore): the specs of the run's targets, as RuleSet.targets
-        names the targets a rule view was derived for."""
-        return (self.torch_npu_version, self.cann_version, self.mindspore_version)
-
-    def cache_key(self) -> str:
-        return repr(self)
 
 
 # Findings reported once per run, at the first file (in the run's order) that has them

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
-from .model import ONCE_PER_RUN_CODES, FileResult, Options, WriteBack
+from .model import ONCE_PER_RUN_CODES, FileResult, WriteBack
+from .options import Options
 from .project_files import Project
 from .report import RunReport
 from .rules import RuleSet
@@ -47,15 +48,18 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     run excludes."""
     from .targets.rule_view import rules_for_targets
 
+    # What the run does to each file (options.Options: the resolved targets included), built
+    # once here and handed down; a folder of files adds the project's values (migrate_files).
+    options = settings.options()
     # The rules as the run's targets see them, derived once here and handed down: the engine
     # applies the rules it is given. (The report describes codes from the rules as loaded.)
-    view = rules_for_targets(rules, settings.options())
+    view = rules_for_targets(rules, options.targets)
     if isinstance(files, StdinSource):
         from .runner import migrate_text
 
-        outcomes = [migrate_text(files.source, settings.options(), view, keep_text=True)]
+        outcomes = [migrate_text(files.source, options, view, keep_text=True)]
     else:
-        outcomes = migrate_files(settings, view, files, project, jobs, on_done, warn)
+        outcomes = migrate_files(settings, options, view, files, project, jobs, on_done, warn)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
                        color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
     once_per_run(report)
@@ -77,13 +81,13 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     return report
 
 
-def migrate_files(settings: Settings, rules: RuleSet, files: Sequence[str], project: Project, jobs: int,
-                  on_done: Optional[Callable[[Outcome], None]], warn: Callable[[str], None]) -> List[Outcome]:
+def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: Sequence[str], project: Project,
+                  jobs: int, on_done: Optional[Callable[[Outcome], None]], warn: Callable[[str], None]) -> List[Outcome]:
     """The files' outcomes, in their order: in worker processes, through the cache, with the
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
     from .runner import run as run_files
 
-    options = with_project_values(with_local_modules(settings.options(), files, rules), files, rules)
+    options = with_project_values(with_local_modules(options, files, rules), files, rules)
     if options.modelarts:
         from dataclasses import replace
 

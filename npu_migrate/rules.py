@@ -44,15 +44,18 @@ from .kinds import finding as _finding
 from .kinds import method as _method
 from .kinds import module as _module
 from .kinds.base import CODE_RE, GENERATION, CallSpec, CodeDoc, Example, Kind, Rule, RuleError
-from .model import Options, Severity
+from .model import Severity
+from .options import TARGET_OPTIONS, Options
+from .targets.tables import data_dir
 
 I = TypeVar("I")  # noqa: E741
 
 _COMMON_REQUIRED = frozenset({"code", "message"})
 _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "path", "options"}
-# What an example's `options` may set (model.Options fields, with the type of their value).
-_EXAMPLE_OPTIONS = {f.name: type(f.default) for f in dataclasses.fields(Options)
-                    if isinstance(f.default, (bool, str, tuple))}
+# What an example's `options` may set (options.Options fields, with the type of their value; the
+# targets by their options' names and a version string: Options.of makes the value).
+_EXAMPLE_OPTIONS = {**{f.name: type(f.default) for f in dataclasses.fields(Options)
+                       if isinstance(f.default, (bool, str, tuple))}, **{name: str for name in TARGET_OPTIONS}}
 _STRING_KEYS = ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after")
 _STRING_LIST_KEYS = ("members", "keywords", "functions", "methods", "patterns", "apis", "unless", "suffixes")
 
@@ -189,14 +192,12 @@ class RuleSet:
 
 
 def builtin_rules_dir() -> Path:
-    """The `rules/` folder: inside the installed package, or at the source checkout's root."""
-    packaged = Path(__file__).resolve().parent / "rules"
-    if packaged.is_dir():
-        return packaged
-    checkout = Path(__file__).resolve().parent.parent / "rules"
-    if checkout.is_dir():
-        return checkout
-    raise RuleError(f"built-in rules not found (looked in {packaged} and {checkout})")
+    """The `rules/` folder: inside the installed package, or at the source checkout's root
+    (targets/tables.data_dir)."""
+    try:
+        return data_dir()
+    except FileNotFoundError as exc:
+        raise RuleError(str(exc)) from None
 
 
 def builtin_rule_files() -> List[Path]:

@@ -23,7 +23,8 @@ from collections import deque
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Callable, Deque, List, Optional, Sequence, Tuple
 
-from .model import FileResult, Options
+from .model import FileResult
+from .options import Options
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
 

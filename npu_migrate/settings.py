@@ -6,17 +6,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple
 
-from .model import MODELARTS_DATA_DIR, MODELARTS_OUTPUT_DIR, Options, WriteBack
-
-if TYPE_CHECKING:
-    from .targets import RunTargets
+from .model import WriteBack
+from .options import Options
+from .targets import RunTargets
 
 
 @dataclass(frozen=True)
 class Settings:
-    """One field per option of the `migrate` command, under its click parameter name."""
+    """One field per option of the `migrate` command, under its click parameter name. A field
+    that is also a field of options.Options (SAME_OPTIONS) takes its default from there: the
+    defaults of what a run does live in one place."""
 
     paths: Tuple[str, ...] = ()
     write: bool = False
@@ -28,22 +29,22 @@ class Settings:
     fmt: str = "text"  # --format
     output_file: Optional[str] = None  # -o: where the report goes
     rule_files: Tuple[str, ...] = ()  # --rules
-    framework: str = "auto"
+    framework: str = Options.framework
     no_import: bool = False
-    npu_ops: bool = False
-    distributed: bool = False
+    npu_ops: bool = Options.npu_ops
+    distributed: bool = Options.distributed
     torch_npu_version: str = ""  # --torch-npu-version, as given
     cann_version: str = ""  # --cann-version, as given
     mindspore_version: str = ""  # --mindspore-version, as given
     modelarts: bool = False
     entries: Tuple[str, ...] = ()  # --entry
     modelarts_entry: bool = False
-    modelarts_resume: bool = False
-    modelarts_data_dir: str = MODELARTS_DATA_DIR
-    modelarts_output_dir: str = MODELARTS_OUTPUT_DIR
-    data_args: Tuple[str, ...] = ()  # --data-arg
-    output_args: Tuple[str, ...] = ()  # --output-arg
-    modelarts_sync_every: float = 0
+    modelarts_resume: bool = Options.modelarts_resume
+    modelarts_data_dir: str = Options.modelarts_data_dir
+    modelarts_output_dir: str = Options.modelarts_output_dir
+    data_args: Tuple[str, ...] = Options.data_args  # --data-arg
+    output_args: Tuple[str, ...] = Options.output_args  # --output-arg
+    modelarts_sync_every: float = Options.modelarts_sync_every
     exclude: Tuple[str, ...] = ()
     extend_exclude: Tuple[str, ...] = ()
     force_exclude: bool = False
@@ -103,25 +104,22 @@ class Settings:
         (PROJECT_OPTIONS) are added by pipeline.py."""
         same: Dict[str, Any] = {name: tuple(value) if isinstance(value, list) else value
                 for name in SAME_OPTIONS for value in [getattr(self, name)]}
-        target = self.target
         return Options(
             **same,
             modelarts=self.modelarts or self.modelarts_entry,
             modelarts_boot=self.modelarts_entry,
             modelarts_entry_files=tuple(os.path.abspath(e) for e in self.entries),
             add_import=not self.no_import,
-            # the resolved targets' specs (the options as given until cli.py resolves them)
-            torch_npu_version=target.torch.spec if target is not None else self.torch_npu_version,
-            cann_version=target.cann.spec if target is not None else self.cann_version,
-            mindspore_version=target.mindspore.spec if target is not None else self.mindspore_version,
+            # the resolved targets (the options as given until cli.py resolves them)
+            targets=self.target if self.target is not None else RunTargets.of(
+                self.torch_npu_version, self.cann_version, self.mindspore_version),
         )
 
 
-# How each model.Options field gets its value (tests/test_cli_core.py holds that every field is
+# How each options.Options field gets its value (tests/test_cli_core.py holds that every field is
 # in exactly one of these, and that a field here and there has one default):
 # derived from other settings in Settings.options()
-DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_files", "add_import", "torch_npu_version",
-                             "cann_version", "mindspore_version"})
+DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_files", "add_import", "targets"})
 # found in the project by pipeline.py (migrate_files: local modules, device settings, ModelArts scan)
 PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "modelarts_moxing_files",
                              "modelarts_utility_files"})

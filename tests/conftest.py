@@ -42,7 +42,7 @@ def prefilter_never_skips_work(monkeypatch):
     its own tests, instead of being silently skipped on real code."""
     from npu_migrate import prefilter
     from npu_migrate.engine import migrate_python
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
 
     real = prefilter.may_need_work
     checking = []

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from npu_migrate import dispatch
 from npu_migrate.cache import Cache, cache_root
-from npu_migrate.model import Edit, FileResult, Finding, Options, Severity, Span
+from npu_migrate.model import Edit, FileResult, Finding, Severity, Span
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules, load_rules
 from npu_migrate.runner import run
 
@@ -66,6 +67,72 @@ def test_settings_make_separate_caches(tmp_path):
     assert Cache("other-rules", Options(), root=tmp_path).get("a.py", "d") is None
     assert Cache("rules", Options(add_import=False), root=tmp_path).get("a.py", "d") is None
     assert Cache("rules", Options(modelarts=True), root=tmp_path).get("a.py", "d") is None
+
+
+def _changed(value):
+    """(field path, a copy of `value` with that one field changed) for every field, a nested
+    value (the targets) field by field. A type not handled here fails: a new field of a new type
+    must say how it changes, and so cannot be left out of the key unnoticed."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for f in dataclasses.fields(value):
+            for path, changed in _changed(getattr(value, f.name)):
+                yield ".".join(filter(None, (f.name, path))), dataclasses.replace(value, **{f.name: changed})
+    elif isinstance(value, bool):
+        yield "", not value
+    elif isinstance(value, (int, float)):
+        yield "", value + 1
+    elif isinstance(value, str):
+        yield "", value + "1"
+    elif isinstance(value, tuple):
+        yield "", value + ("x",)
+    else:
+        raise AssertionError(f"no change for a {type(value).__name__} ({value!r}): add one to _changed")
+
+
+def test_changing_any_field_of_the_run_value_changes_the_cache_key():
+    """#27.4: the key is derived from every field of options.Options (the resolved targets field
+    by field: spec and reason of torch_npu, CANN and MindSpore), enumerated from the fields."""
+    from npu_migrate.cache import run_key
+
+    base = Options()
+    variants = dict(_changed(base))
+    assert {"framework", "targets.torch.spec", "targets.cann.reason", "targets.mindspore.spec",
+            "distributed", "local_modules"} <= set(variants)
+    assert len(variants) == len(dataclasses.fields(Options)) - 1 + 6  # targets: 3 targets x (spec, reason)
+    keys = {path: run_key(options, "rules") for path, options in variants.items()}
+    assert run_key(base, "rules") not in keys.values()
+    assert len(set(keys.values())) == len(keys)  # and no two changes give one key
+    assert run_key(base, "other rules") != run_key(base, "rules")
+
+
+def test_a_field_the_key_cannot_encode_is_an_error_not_left_out():
+    from npu_migrate.options import keyed
+
+    with pytest.raises(TypeError, match="no cache key for a object"):
+        keyed(dataclasses.replace(Options(), framework=object()))
+
+
+def test_changing_any_data_file_changes_the_cache_key(tmp_path, monkeypatch):
+    """#27.4: every file under the built-in rules/ (the rule files and the target tables) keys
+    the cache by its content (cache.data_fingerprint); changed one at a time, each gives a new key."""
+    from npu_migrate import rules as rules_module
+    from npu_migrate.cache import run_key
+
+    copy = tmp_path / "rules"
+    shutil.copytree(rules_module.builtin_rules_dir(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(rules_module, "builtin_rules_dir", lambda: copy)
+    files = sorted(p for p in copy.rglob("*") if p.is_file())
+    assert {"torch.toml", "tensorflow.toml", "targets/torch_npu.toml", "targets/tf_adapter.toml",
+            "targets/mindspore.toml"} <= {p.relative_to(copy).as_posix() for p in files}
+    base = run_key(Options(), "rules")
+    keys = set()
+    for path in files:
+        content = path.read_bytes()
+        path.write_bytes(content[:-1] + bytes([content[-1] ^ 1]))  # one bit of the last byte, same size
+        keys.add(run_key(Options(), "rules"))
+        path.write_bytes(content)
+    assert base not in keys and len(keys) == len(files)
+    assert run_key(Options(), "rules") == base
 
 
 def test_errors_are_not_stored(tmp_path):

@@ -196,7 +196,8 @@ def test_what_happens_to_files_is_one_writeback_value():
     import re
     from pathlib import Path
 
-    from npu_migrate.model import MODELARTS_DATA_DIR, Options, WriteBack
+    from npu_migrate.model import MODELARTS_DATA_DIR, WriteBack
+    from npu_migrate.options import Options
     from npu_migrate.settings import Settings
 
     cases = {(): WriteBack.REPORT, ("write",): WriteBack.WRITE, ("show_diff",): WriteBack.DIFF,
@@ -225,13 +226,14 @@ def test_what_happens_to_files_is_one_writeback_value():
 
 
 def test_every_option_of_a_file_comes_from_one_place_with_one_default():
-    """#27.4: each model.Options field is a Settings field of the same name (copied by name, not
+    """#27.4: each options.Options field is a Settings field of the same name (copied by name, not
     by a hand mapping), derived from other settings, or found in the project by the pipeline;
     a field of both has the same default; the derived ones follow their settings."""
     import dataclasses
 
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
     from npu_migrate.settings import DERIVED_OPTIONS, PROJECT_OPTIONS, SAME_OPTIONS, Settings
+    from npu_migrate.targets import CannTarget, RunTargets, Target
 
     option_fields = {f.name: f for f in dataclasses.fields(Options)}
     setting_fields = {f.name: f for f in dataclasses.fields(Settings)}
@@ -245,10 +247,13 @@ def test_every_option_of_a_file_comes_from_one_place_with_one_default():
     options = given.options()
     assert (options.framework, options.data_args, options.modelarts_sync_every, options.npu_ops) == (
         "tensorflow", ("images",), 5.0, True)
-    assert (options.modelarts, options.modelarts_boot, options.add_import, options.cann_version) == (
-        True, True, False, "5.0")
+    assert (options.modelarts, options.modelarts_boot, options.add_import, options.targets) == (
+        True, True, False, RunTargets.of(cann="5.0"))
     assert options.modelarts_entry_files == (os.path.abspath("a.py"),)
     assert Settings().options() == Options()
+    # once cli.py has resolved the targets, the options carry that object (specs and reasons)
+    resolved = RunTargets(torch=Target("2.1", "--torch-npu-version"), cann=CannTarget("5.0", "--cann-version"))
+    assert dataclasses.replace(given, target=resolved).options().targets is resolved
 
 
 def test_the_command_line_and_the_settings_have_one_default_per_option():

@@ -17,7 +17,7 @@ from npu_migrate import codes
 from npu_migrate.context import Context
 from npu_migrate.explain import emitting_sites, explain, load_emitters
 from npu_migrate.imports import ImportTable
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()

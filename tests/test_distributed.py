@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures" / "distributed"

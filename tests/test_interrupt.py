@@ -357,7 +357,7 @@ def test_a_worker_starts_with_ctrl_c_held_back_until_it_ignores_it(monkeypatch):
     import multiprocessing
 
     from npu_migrate import runner
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
     from npu_migrate.rules import RuleSet
 
     def probe(conn, *args):

@@ -200,7 +200,7 @@ def new_kind(tmp_path, monkeypatch):
 def test_a_kind_added_in_one_module_and_its_toml_loads_indexes_applies_is_explained_and_runs_its_examples(new_kind):
     """#27.2: adding a rule kind touches its module, its TOML and its examples, nothing else."""
     from npu_migrate.dispatch import migrate_source
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
     from npu_migrate.rules import load_rules
     from test_rule_examples import check_example
 

@@ -156,7 +156,7 @@ LAYERS = [
     ("ground", ["model", "frameworks", "words", "codes", "source", "safe_parse", "diffs", "offsets", "positions",
                 "imports", "fast_visitor", "work", "suppressions", "project_files", "local_modules", "project_values", "extra_files",
                 "standin"]),
-    ("rule data and targets", ["kinds", "rules", "targets"]),
+    ("rule data, targets and the run's options", ["kinds", "rules", "targets", "options"]),
     ("templates of generated code", ["modelarts", "distributed"]),
     ("reading less", ["prefilter", "partial"]),
     ("passes and kinds", ["context", "codemods", "passes"]),

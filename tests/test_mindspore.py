@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "mindspore"
 CASES = sorted(p for p in FIXTURES.glob("*.py") if not p.name.endswith(".expected.py"))

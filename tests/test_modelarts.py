@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, black_format, render_runtime
 
 ROOT = Path(__file__).resolve().parent.parent

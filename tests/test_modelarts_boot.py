@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.modelarts import BOOT_MARKER, black_format, render_boot
 from helpers import CEILING, read_until
 from test_modelarts_run import NEVER

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from helpers import CEILING, read_until
 from test_modelarts_run import NEVER, Job
 

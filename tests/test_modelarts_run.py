@@ -21,7 +21,7 @@ import pytest
 
 from helpers import CEILING, read_until
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"

@@ -13,7 +13,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.frontends.notebook import mask_ipython, unmask_ipython
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()

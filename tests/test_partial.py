@@ -11,7 +11,7 @@ import libcst as cst
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.partial import MARKER, partial_text, statement_filter
 from npu_migrate.rules import default_rules
 from npu_migrate.safe_parse import python_verdict

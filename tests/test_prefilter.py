@@ -16,7 +16,7 @@ from typing import Iterator, List, Tuple
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate import prefilter as prefilter_module
 from npu_migrate.prefilter import (Prefilter, Requirement, Word, link_found, link_regex, may_need_work, rule_requirements,
                                  unknown_kinds)

@@ -8,7 +8,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.frontends import claims
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()

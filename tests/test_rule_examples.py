@@ -10,7 +10,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.kinds import KINDS
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()
@@ -60,7 +60,7 @@ def test_rule_example(rule, example):
 def check_example(rules, rule, example):
     """Run one example of `rule` through the engine with `rules` (test_kinds.py runs a kind
     defined in a test through this too)."""
-    options = Options(**{"add_import": example.add_import, **dict(example.options)})
+    options = Options.of(**{"add_import": example.add_import, **dict(example.options)})
     if rule.kind == "edit":  # made by a pass's own analysis: credited to the code, or not
         if example.flagged:
             result = migrate_source(example.flagged, example.path, options, rules)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate import dispatch
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 from npu_migrate.runner import BATCH, run
 

@@ -11,7 +11,7 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.frontends import claims, frontend_for
 from npu_migrate.frontends.shell import migrate_shell, scan_shell
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 RULES = default_rules()

@@ -16,7 +16,7 @@ import pytest
 
 from npu_migrate import prefilter
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 
 ROOT = Path(__file__).resolve().parent.parent

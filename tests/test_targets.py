@@ -15,7 +15,7 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.imports import ImportTable, dotted_name
 from npu_migrate.kinds.api import members as api_members
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 from npu_migrate.targets import TargetError, resolve
 from npu_migrate.targets.torch_npu import Target, load_table, releases_for
@@ -223,7 +223,7 @@ def test_every_written_name_exists_in_the_target(minors):
     target = Target(minor)
     wrong = []
     for where, source in CORPUS:
-        result = migrate_source(source, "example.py", Options(torch_npu_version=minor), RULES)
+        result = migrate_source(source, "example.py", Options.of(torch_npu_version=minor), RULES)
         if not result.changed:
             continue
         before = _written_npu_names(source) if "npu" in source else set()
@@ -323,7 +323,7 @@ def test_every_torch_cuda_submodule_member_is_migrated_or_reported_as_the_target
         target = Target(minor)
         for sub, member in _submodule_members(table):
             for text, line in _forms(sub, member):
-                result = migrate_source(text, "m.py", Options(torch_npu_version=minor), RULES)
+                result = migrate_source(text, "m.py", Options.of(torch_npu_version=minor), RULES)
                 written = result.new_text or text
                 held = [f for f in result.findings if f.code == "NPU320"]
                 lacking = [n for n in _NPU_NAME.findall(written) if target.missing(n) is not None]
@@ -342,8 +342,8 @@ def test_every_torch_cuda_submodule_member_is_migrated_or_reported_as_the_target
 def test_the_nvtx_suggestion_offers_only_the_mstx_calls_the_target_has():
     """#30.14: torch_npu 2.1 has torch_npu.npu.mstx but not its range_push/range_pop (2.7.1.post8)."""
     text = "import torch\ntorch.cuda.nvtx.range_push('fwd')\n"
-    old = migrate_source(text, "t.py", Options(torch_npu_version="2.1"), RULES).findings
-    new = migrate_source(text, "t.py", Options(torch_npu_version="2.14"), RULES).findings
+    old = migrate_source(text, "t.py", Options.of(torch_npu_version="2.1"), RULES).findings
+    new = migrate_source(text, "t.py", Options.of(torch_npu_version="2.14"), RULES).findings
     assert [f.code for f in old] == [f.code for f in new] == ["NPU301"]
     assert new[0].suggestion == ("Use torch_npu.npu.mstx (mark, range_push, range_pop, range_start, range_end) "
                                  "for ranges the Ascend profiler shows.")
@@ -406,7 +406,7 @@ def test_an_import_kept_for_one_name_keeps_no_other_name_on_cuda_unreported(mino
                and (module != "torch.cuda" or m in (api_members(rule[0]) or ()))][:40]
     assert len(members) >= 10
     for text, uses in _kept_import_forms(module, members, blocker):
-        result = migrate_source(text, "m.py", Options(torch_npu_version=minor), RULES)
+        result = migrate_source(text, "m.py", Options.of(torch_npu_version=minor), RULES)
         written = (result.new_text or text).splitlines()
         reported = {f.span.line for f in result.findings}
         silent = [name for line, name in uses.items() if written[line - 1] == text.splitlines()[line - 1]

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
-from npu_migrate.targets import TargetError, resolve
+from npu_migrate.targets import RunTargets, TargetError, resolve
 from npu_migrate.targets.cann import CannTarget, cann_key, load_cann_table, project_cann_versions
 from npu_migrate.targets.rule_view import missing_in_text, rules_for_targets, written_helpers
 from npu_migrate.targets.torch_npu import load_table
@@ -183,7 +183,7 @@ def test_every_helper_the_tensorflow_output_calls_exists_in_the_target(targets):
     target_ = CannTarget(target)
     checked = 0
     for text, path, extra in _tensorflow_inputs():
-        options = Options(**{**extra, "cann_version": target})
+        options = Options.of(**{**extra, "cann_version": target})
         result = migrate_source(text, path, options, RULES)
         if not result.changed:
             continue
@@ -214,7 +214,7 @@ def test_every_helper_the_tensorflow_output_calls_exists_in_the_target(targets):
 
 def test_an_old_target_gets_no_rewrite_into_a_missing_helper_and_a_finding_naming_the_release():
     text = "import tensorflow as tf\nsess = tf.Session()\nest = tf.estimator.Estimator(model_fn=f, config=make())\n"
-    old = migrate_source(text, "train.py", Options(cann_version="20.1"), RULES)
+    old = migrate_source(text, "train.py", Options.of(cann_version="20.1"), RULES)
     assert not old.changed
     assert [(f.code, f.span.line, f.message) for f in old.findings] == [
         ("NPU321", 2, "`tensorflow.Session` was not migrated: the TF Adapter of CANN 20.1 has no `npu_config_proto` "
@@ -223,7 +223,7 @@ def test_an_old_target_gets_no_rewrite_into_a_missing_helper_and_a_finding_namin
                       "`npu_run_config_init` (it came with CANN 5.0)"),
     ]
     assert old.findings[0].suggestion.startswith("Build the session's ConfigProto by hand: `custom_op = ")
-    new = migrate_source(text, "train.py", Options(cann_version="5.0.4"), RULES)
+    new = migrate_source(text, "train.py", Options.of(cann_version="5.0.4"), RULES)
     assert new.new_text == ("from npu_bridge.npu_init import *\nimport tensorflow as tf\n"
                             "sess = tf.Session(config=npu_config_proto())\n"
                             "est = tf.estimator.Estimator(model_fn=f, config=npu_run_config_init(run_config=make()))\n")
@@ -234,9 +234,9 @@ def test_rules_of_one_change_move_together():
     """TPUEstimator's use_tpu=False without its NPU config would train on the CPU: under a target
     whose adapter lacks npu_run_config_init the whole change is left, and reported once."""
     text = "from tensorflow.contrib import tpu as contrib_tpu\nest = contrib_tpu.TPUEstimator(model_fn, None, cfg, None, True)\n"
-    old = migrate_source(text, "train.py", Options(cann_version="20.0"), RULES)
+    old = migrate_source(text, "train.py", Options.of(cann_version="20.0"), RULES)
     assert not old.changed and [f.code for f in old.findings] == ["NPU321"]
-    new = migrate_source(text, "train.py", Options(cann_version="5.0"), RULES)
+    new = migrate_source(text, "train.py", Options.of(cann_version="5.0"), RULES)
     assert "npu_run_config_init(run_config=cfg), None, False, eval_on_tpu=False, export_to_tpu=False)" in new.new_text
 
 
@@ -259,11 +259,11 @@ def test_distributed_tensorflow_is_left_whole_when_the_target_lacks_npu_hooks_ap
     text = ("import tensorflow as tf\nopt = tf.train.AdamOptimizer(0.01)\n"
             "est = tf.estimator.Estimator(model_fn=model_fn, config=tf.estimator.RunConfig())\n"
             "est.train(input_fn, hooks=[h])\n")
-    old = migrate_source(text, "train.py", Options(distributed=True, cann_version="20.0"), RULES)
+    old = migrate_source(text, "train.py", Options.of(distributed=True, cann_version="20.0"), RULES)
     assert old.extra_files == {}
     assert "npu_hooks_append" not in (old.new_text or "") and "NPUDistributedOptimizer" not in (old.new_text or "")
     assert any(f.code == "NPU321" and "`npu_hooks_append`" in f.message for f in old.findings)
-    new = migrate_source(text, "train.py", Options(distributed=True, cann_version="5.0"), RULES)
+    new = migrate_source(text, "train.py", Options.of(distributed=True, cann_version="5.0"), RULES)
     assert "hooks=npu_hooks_append(hooks_list=[h])" in new.new_text
 
 
@@ -278,7 +278,7 @@ _TARGET_SETS = sorted({("", "", minor) for minor in load_table().minors}
 
 @pytest.mark.parametrize("cann,mindspore,torch_npu", _TARGET_SETS)
 def test_no_suggestion_tells_the_user_to_call_a_name_the_target_lacks(cann, mindspore, torch_npu):
-    derived = rules_for_targets(RULES, Options(torch_npu_version=torch_npu, cann_version=cann, mindspore_version=mindspore))
+    derived = rules_for_targets(RULES, RunTargets.of(torch_npu, cann, mindspore))
     findings = [r for r in derived.rules if r.kind == "finding" and r.suggestion]
     assert len(findings) > 100
     for rule in findings:

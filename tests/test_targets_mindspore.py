@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
 from npu_migrate.targets import TargetError, resolve
 from npu_migrate.targets.mindspore import MsTarget, load_ms_table, releases_for
@@ -112,7 +112,7 @@ def test_every_name_the_distributed_setup_writes_exists_in_the_target(target):
     ms = MsTarget(target)
     sources = [SCRIPT, (ROOT / "fixtures/distributed/mindspore/lenet_train.py").read_text(encoding="utf-8")]
     for source in sources:
-        result = migrate_source(source, "train.py", Options(distributed=True, mindspore_version=target), RULES)
+        result = migrate_source(source, "train.py", Options.of(distributed=True, mindspore_version=target), RULES)
         block = _block(result.extra_files)
         calls = list(_qualified(ast.parse(block)))
         assert calls, block
@@ -131,7 +131,7 @@ def test_a_script_that_calls_set_device_itself_is_reported_not_half_converted():
     source = SCRIPT.replace('context.set_context(mode=context.PYNATIVE_MODE, device_target="Ascend")',
                             'mindspore.set_device("Ascend")').replace("import numpy as np\n",
                                                                         "import numpy as np\nimport mindspore\n")
-    result = migrate_source(source, "train.py", Options(distributed=True, mindspore_version="2.7"), RULES)
+    result = migrate_source(source, "train.py", Options.of(distributed=True, mindspore_version="2.7"), RULES)
     assert not result.changed and result.extra_files == {}
     assert [(f.code, f.api) for f in result.findings if f.code == "NPU390"] == [("NPU390", "mindspore.set_device")]
 
@@ -186,7 +186,7 @@ def test_both_forms_train_on_mindspore_2_10_and_only_the_old_one_is_deprecated_t
         pytest.skip(f"{MINDSPORE} is not installed in {python.parent.parent} (tests/test_mindspore_run.py installs it)")
     from npu_migrate.standin import SITE
 
-    result = migrate_source(SCRIPT, "train.py", Options(distributed=True, mindspore_version=target), RULES)
+    result = migrate_source(SCRIPT, "train.py", Options.of(distributed=True, mindspore_version=target), RULES)
     script = tmp_path / "train.py"
     script.write_text(result.new_text)
     for path, text in result.extra_files.items():  # the helper module the script imports

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.rules import RuleError, build_ruleset
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "tensorflow"

@@ -22,7 +22,7 @@ import pytest
 from npu_migrate import work
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.engine import _framework_rules_apply
-from npu_migrate.model import Options
+from npu_migrate.options import Options
 from npu_migrate.partial import partial_text, statement_filter
 from npu_migrate.prefilter import LazyCodeWords
 from npu_migrate.rules import default_rules
@@ -89,7 +89,7 @@ def over(sums: Dict[str, int], budget: Dict[str, int]) -> Dict[str, Tuple[int, i
 
 def check_files(per_file: Dict[str, Dict[str, int]], inputs, options: Options) -> None:
     texts = dict(inputs)
-    rules = rules_for_targets(default_rules(), options)
+    rules = rules_for_targets(default_rules(), options.targets)
     for path, counts in per_file.items():
         too_much = over(counts, PER_FILE)
         assert not too_much, f"{path}: {too_much} (step: (count, budget))"

@@ -107,7 +107,7 @@ def run_on_standin(python: str, tmp_path: Path, source: str, *args: str, migrate
     """Run `source` (dedented; migrated first unless migrate=False) with `python` under the
     stand-in, in tmp_path. The result has `.migrated` (the text that ran) besides stdout/stderr."""
     from npu_migrate.dispatch import migrate_source
-    from npu_migrate.model import Options
+    from npu_migrate.options import Options
 
     text = textwrap.dedent(source)
     if migrate:

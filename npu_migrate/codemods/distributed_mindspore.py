@@ -35,7 +35,6 @@ import libcst as cst
 from ..context import Context
 from ..distributed import MODULES
 from ..imports import dotted_name
-from ..targets.mindspore import MsTarget
 from . import distributed_common as common
 from .mindspore import canonical_mindspore
 from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
@@ -213,7 +212,7 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     original = MindSporeAnalysis(ctx.module)
     # The set-up the MindSpore target has (targets/mindspore.py): 2.7 and later deprecate
     # set_context(device_id=...) for mindspore.set_device(), which older releases lack.
-    device_form = MsTarget(ctx.options.mindspore_version).block_form() == "set_device"
+    device_form = ctx.options.targets.mindspore.block_form() == "set_device"
     form = "device" if device_form else ""
     relative = common.relative_imports(original.imports)
     if original.block is not None or common.helpers_import_of(original.imports, "mindspore") is not None:

@@ -31,7 +31,7 @@ import libcst as cst
 from ..context import Context
 from ..distributed import MODULES
 from ..imports import dotted_name, imported_names
-from ..targets.cann import CannMissing, CannTarget
+from ..targets.cann import CannMissing
 from . import distributed_common as common
 from .add_imports import add_rule_import, imported_from
 from .syntax import keyword_arg, sole_call
@@ -234,7 +234,7 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if entry and original.hooks_calls:
         # npu_hooks_append came with the adapters of 2021 (targets/cann.py): without it the hooks
         # cannot broadcast the initial variables, and half a conversion is worse than none.
-        lacking = CannTarget(ctx.options.cann_version).missing(["npu_hooks_append", "npu_hooks_append:hooks_list"])
+        lacking = ctx.options.targets.cann.missing(["npu_hooks_append", "npu_hooks_append:hooks_list"])
         if lacking is not None and _report_missing_helper(ctx, original.hooks_calls[0], "hooks=npu_hooks_append(...)",
                                                          lacking):
             return module

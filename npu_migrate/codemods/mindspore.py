@@ -41,11 +41,9 @@ class _Deprecated(cst.CSTVisitor):
 
     def __init__(self, ctx: Context, rule) -> None:
         super().__init__()
-        from ..targets.mindspore import MsTarget
-
         self.ctx = ctx
         self.rule = rule
-        self.target = MsTarget(ctx.options.mindspore_version)
+        self.target = ctx.options.targets.mindspore
 
     def visit_Call(self, node: cst.Call) -> None:
         name = canonical_mindspore(self.ctx.imports.resolve(node.func) or "")
@@ -70,7 +68,7 @@ def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     # Only for a target the user or the project chose: with none given, every script's
     # set_context(device_target=...) would be reported against the newest release.
-    if ctx.options.mindspore_version and "set_context" in ctx.text:
+    if ctx.options.targets.mindspore.spec and "set_context" in ctx.text:
         rule = next((r for r in ctx.rules.framework_rules.get("mindspore", ())
                      if r.code == "NPU322" and r.kind == "finding"), None)
         if rule is not None:

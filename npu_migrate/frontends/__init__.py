@@ -19,7 +19,8 @@ import os
 import re
 from typing import Callable, Dict, List, Optional, Tuple
 
-from ..model import FileResult, Options
+from ..model import FileResult
+from ..options import Options
 from ..rules import RuleSet
 
 Frontend = Callable[[str, str, Options, RuleSet], FileResult]

@@ -15,7 +15,8 @@ from typing import List, Tuple
 
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
-from ..model import FileResult, Finding, Options, Span
+from ..model import FileResult, Finding, Span
+from ..options import Options
 from ..rules import RuleSet
 from ..kinds.finding import FindingSpec
 from ..codes import applies, check_rule_emitter

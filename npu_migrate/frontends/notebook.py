@@ -35,7 +35,8 @@ from json.decoder import scanstring  # type: ignore[attr-defined]  # json's own,
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from .. import prefilter
-from ..model import FileResult, Finding, Options, Span
+from ..model import FileResult, Finding, Span
+from ..options import Options
 from ..rules import RuleSet
 from ..source import SourceError
 from ..codes import check_rule_emitter, emits

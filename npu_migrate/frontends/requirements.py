@@ -18,7 +18,8 @@ import fnmatch
 import re
 from typing import TYPE_CHECKING, List, Optional, Tuple
 
-from ..model import FileResult, Finding, Options, Span
+from ..model import FileResult, Finding, Span
+from ..options import Options
 from ..offsets import LineIndex
 from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonicalize_name, read_pyproject,
                                  read_requirements_txt)

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Set, Tuple
 
-from ..model import Edit, FileResult, Finding, Options, Span
+from ..model import Edit, FileResult, Finding, Span
+from ..options import Options
 from ..rules import Rule, RuleSet
 from ..kinds.finding import FindingSpec
 from ..offsets import LineIndex

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import Dict, List, Tuple
 
-from ..model import FileResult, Finding, Options, Span
+from ..model import FileResult, Finding, Span
+from ..options import Options
 from ..rules import Rule, RuleSet
 from ..codes import applies, check_rule_emitter
 

@@ -53,7 +53,7 @@ class Example:
     not_flagged: str = ""  # for findings: code that must not
     add_import: bool = False  # run the example with `import torch_npu` insertion on
     path: str = "example.py"  # the file name the example is migrated as (picks the front end)
-    # Options the example runs with, as (field, value) pairs of model.Options: (("modelarts", True),)
+    # Options the example runs with, as (field, value) pairs for options.Options.of: (("modelarts", True),)
     options: Tuple[Tuple[str, Any], ...] = ()
 
 

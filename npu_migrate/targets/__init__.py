@@ -12,7 +12,7 @@ A run has three, one per stack: torch_npu (torch_npu.py, for PyTorch code), CANN
 
 The pipeline resolves them once per run (`RunTargets`), derives the rules as the targets see
 them once (rule_view.py) and hands both down: the passes ask the run's targets
-(`options.targets`) what a release lacks, the engine receives the derived rules. A target is
+(`options.targets`, options.Options) what a release lacks, the engine receives the derived rules. A target is
 data: this package never imports a pass, the engine or a front end.
 """
 
@@ -63,6 +63,17 @@ class RunTargets:
     torch: Target = field(default_factory=Target)
     cann: CannTarget = field(default_factory=CannTarget)
     mindspore: MsTarget = field(default_factory=MsTarget)
+
+    @classmethod
+    def of(cls, torch: str = "", cann: str = "", mindspore: str = "") -> "RunTargets":
+        """The targets with these specs ("" = the newest), as given: no check, no reason."""
+        return cls(Target(torch), CannTarget(cann), MsTarget(mindspore))
+
+    @property
+    def specs(self) -> Tuple[str, str, str]:
+        """(torch_npu, cann, mindspore) as given ("" = the newest): what the rules' view of the
+        targets depends on (rule_view.py, RuleSet.targets)."""
+        return (self.torch.spec, self.cann.spec, self.mindspore.spec)
 
     # -- the torch_npu target, as before
     @property

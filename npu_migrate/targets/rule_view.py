@@ -1,4 +1,4 @@
-"""The rules as a run's targets see them: `rules_for_targets(rules, options)`, derived once
+"""The rules as a run's targets see them: `rules_for_targets(rules, targets)`, derived once
 per run by the pipeline (pipeline.py) and handed down to the engine, which applies the rules
 it is given.
 
@@ -19,13 +19,16 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-from typing import Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from ..kinds import KINDS
 from ..kinds.base import Rule
 from ..kinds.finding import FindingSpec
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
+
+if TYPE_CHECKING:
+    from . import RunTargets
 
 TARGET_CODE = "NPU321"
 
@@ -155,16 +158,16 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str =
 # ----------------------------------------------------------------------------- the derived rules
 
 
-def rules_for_targets(rules: RuleSet, options) -> RuleSet:
-    """The rules as the targets of `options` (model.Options: their specs) see them, marked with
-    those targets (`RuleSet.targets`). Derived once per (rules, targets) and cached; a view
-    is its own view. The pipeline calls this once per run and hands the view down."""
-    key = options.target_specs
+def rules_for_targets(rules: RuleSet, targets: RunTargets) -> RuleSet:
+    """The rules as `targets` (the run's, options.Options.targets) see them, marked with their
+    specs (`RuleSet.targets`). Derived once per (rules, specs) and cached; a view is its own
+    view. The pipeline calls this once per run and hands the view down."""
+    key = targets.specs
     if rules.targets == key:
         return rules
     if rules.targets:
         raise ValueError(f"the rules are the view for the targets {rules.targets}, not {key}")
-    torch_spec, cann_spec, ms_spec = key
+    torch_spec, _, ms_spec = key
     hit = _CACHE.get((id(rules),) + key)
     if hit is not None and hit[0] is rules:
         return hit[1]
@@ -173,7 +176,7 @@ def rules_for_targets(rules: RuleSet, options) -> RuleSet:
     if same is not None:
         derived = same[1]
     else:
-        derived = _derive(rules, CannTarget(cann_spec), torch_spec, ms_spec)
+        derived = _derive(rules, targets.cann, torch_spec, ms_spec)
         # (a view with nothing changed shares the rules' lists and indexes)
         derived = dataclasses.replace(derived, targets=key)
     if len(_CACHE) > 64:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, Sequence, Set
 
 if sys.version_info >= (3, 11):
@@ -27,11 +28,20 @@ class TargetError(Exception):
 TABLES = ("torch_npu.toml", "tf_adapter.toml", "mindspore.toml")
 
 
+def data_dir() -> Path:
+    """The built-in `rules/` folder (the rule files, and the target tables in rules/targets/):
+    inside the installed package, or at the source checkout's root. Here, below rules.py (whose
+    builtin_rules_dir reads it), so that the targets never import the rule loader."""
+    package = Path(__file__).resolve().parent.parent
+    for folder in (package / "rules", package.parent / "rules"):
+        if folder.is_dir():
+            return folder
+    raise FileNotFoundError(f"built-in rules not found (looked in {package / 'rules'} and {package.parent / 'rules'})")
+
+
 def table_path(name: str) -> str:
     """rules/targets/`name` of the built-in rules folder."""
-    from ..rules import builtin_rules_dir
-
-    return os.path.join(str(builtin_rules_dir()), "targets", name)
+    return os.path.join(str(data_dir()), "targets", name)
 
 
 def load_toml(path: str) -> Dict[str, Any]:

@@ -17,7 +17,7 @@ from ...imports import dotted_name
 from ...kinds.finding import FindingSpec
 from ...kinds.api import members as api_members
 from ...rules import Rule
-from ...targets.torch_npu import Missing, Target, describe
+from ...targets.torch_npu import Missing, describe
 from ...fast_visitor import walk
 from ..strings import string_value
 from ...codes import applies, emits
@@ -51,7 +51,7 @@ class ReferenceRewrites(TorchState):
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
         # The torch_npu release(s) the output must run on: a rewrite into a name they lack is
         # not made (targets/torch_npu.py), and the reference is reported (`target` findings) instead.
-        self.target = Target(self.ctx.options.torch_npu_version)
+        self.target = self.ctx.options.targets.torch
         self._blocked: Dict[str, Missing] = {}
         # Attributes inside a reference the target blocks (`torch.cuda.streams` of
         # `torch.cuda.streams.Stream` when the target lacks torch.npu.streams.Stream): left as
