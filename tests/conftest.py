@@ -31,6 +31,46 @@ def run_process():
     return cli_process
 
 
+# Programs that start in milliseconds and import nothing: a fast test may run them (a diff applied).
+CHEAP_PROGRAMS = {"git", "patch"}
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_process(request, monkeypatch):
+    """The fast subset (`-m "not slow"`, the per-change loop) runs in this process: a test that
+    starts a process (a new interpreter, torch or MindSpore, pre-commit, pip, a shell; not git or
+    patch: CHEAP_PROGRAMS) is marked `slow`, and fails here when it is not, naming the command. A process costs ~1 s of CPU, the
+    whole in-process test ~10-50 ms (CONTRIBUTING, "Writing tests"). Forked workers (`-j N` in
+    process) are not processes started from a program file, and count as in-process.
+    NPU_MIGRATE_TEST_PROCESSES=FILE only lists there what each test starts (to find the tests to mark)."""
+    if request.node.get_closest_marker("slow") is not None:
+        yield
+        return
+    import subprocess
+
+    started: list = []
+    real = subprocess.Popen._execute_child
+
+    def execute_child(self, args, executable, *rest, **kwargs):
+        words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
+        if os.path.basename(str(executable or words[0])) not in CHEAP_PROGRAMS:
+            started.append(" ".join(map(str, words)))
+        return real(self, args, executable, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", execute_child)
+    yield
+    if not started:
+        return
+    listing = os.environ.get("NPU_MIGRATE_TEST_PROCESSES")
+    if listing:
+        with open(listing, "a") as f:
+            f.write(f"{request.node.nodeid}\t{len(started)}\t{started[0][:200]}\n")
+        return
+    pytest.fail(f"this test is not marked slow but started {len(started)} process(es), the first: "
+                f"{started[0][:300]}; mark it `@pytest.mark.slow` (the fast subset runs in process)",
+                pytrace=False)
+
+
 _PREFILTER_CHECKED: dict = {}
 
 

@@ -259,6 +259,7 @@ def test_a_rule_change_is_never_answered_from_the_cache(tree, tmp_path):
 # -- the command line -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_warm_output_is_identical_and_no_cache_writes_nothing(run_cli, run_process, tmp_path):
     """(-j 2 forks workers: those runs in real processes, the others in this one.)"""
     src = tmp_path / "proj"
@@ -328,45 +329,52 @@ def test_settings_folders_unused_for_a_month_are_pruned_and_only_ours(tmp_path):
 # fingerprint does not see it.)
 DATA_EDITS = [
     ("targets/torch_npu.toml", '"torch_npu.npu.synchronize" = ["2.1.0.post8..2.14.0"]\n', "",
-     "t.py", "import torch\ntorch.cuda.synchronize()\n", []),
-    ("targets/tf_adapter.toml", '"npu_config_proto" = ["5.0", "9.0"]\n', '"npu_config_proto" = ["5.0"]\n', "tf1.py", "import tensorflow as tf\nsess = tf.Session(config=tf.ConfigProto())\n", []),
+     "t.py", "import torch\ntorch.cuda.synchronize()\n"),
+    ("targets/tf_adapter.toml", '"npu_config_proto" = ["5.0", "9.0"]\n', '"npu_config_proto" = ["5.0"]\n', "tf1.py", "import tensorflow as tf\nsess = tf.Session(config=tf.ConfigProto())\n"),
     ("targets/mindspore.toml",
      '"mindspore.context.set_context:device_target deprecated" = { releases = ["2.7.0..2.10.0"], '
      'instead = "api mindspore.set_device()" }\n', "", "ms1.py",
-     'from mindspore import context\ncontext.set_context(mode=context.GRAPH_MODE, device_target="GPU")\n',
-     ["--mindspore-version", "2.7"]),
-    ("torch.toml", '"stream", "streams", "synchronize",', '"stream", "streams",', "t.py",
-     "import torch\ntorch.cuda.synchronize()\n", []),
+     'from mindspore import context\ncontext.set_context(mode=context.GRAPH_MODE, device_target="GPU")\n'),
+    ("torch.toml", '"stream", "streams", "synchronize",', '"stream", "streams",', "t2.py",
+     "import torch\ntorch.cuda.synchronize()\n"),
 ]
 
 
-@pytest.mark.parametrize("table,old,new,name,text,args", DATA_EDITS, ids=[d[0] for d in DATA_EDITS])
-def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path, table, old, new, name, text, args):
-    """the key holds every file under rules/ (rule files and the three target tables)."""
+@pytest.mark.slow
+def test_editing_any_data_file_of_a_checkout_changes_the_warm_run(tmp_path):
+    """the key holds every file under rules/ (rule files and the three target tables): in one
+    source checkout, each table is edited in turn (the others as shipped) and the warm run after
+    the edit must give its file another result than the first run; a key without that table would
+    give the first run's, from the cache. One checkout and one process per edit (5 in all)."""
+    import json
     import subprocess
     import sys
 
     checkout = tmp_path / "checkout"
     shutil.copytree(ROOT / "npu_migrate", checkout / "npu_migrate", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(ROOT / "rules", checkout / "rules")
-    (tmp_path / name).write_text(text)
+    for _, _, _, name, text in DATA_EDITS:
+        (tmp_path / name).write_text(text)
     env = {**os.environ, "PYTHONPATH": str(checkout), "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"),
            "NO_COLOR": "1"}
 
-    def run_cli(*extra):
-        done = subprocess.run([sys.executable, "-m", "npu_migrate", name, "--diff", "-j", "1", *args, *extra],
-                              cwd=tmp_path, env=env, capture_output=True, text=True)
+    def results() -> dict:
+        """Each file's edits and findings, from a warm run of the checkout."""
+        done = subprocess.run([sys.executable, "-m", "npu_migrate", *(d[3] for d in DATA_EDITS), "--format", "json",
+                               "-j", "1", "--mindspore-version", "2.7"], cwd=tmp_path, env=env, capture_output=True,
+                              text=True)
         assert done.returncode in (0, 1), done.stderr
-        return done.stdout + done.stderr
+        return {f["path"]: (f["edits"], f["findings"]) for f in json.loads(done.stdout)["files"]}
 
-    before = run_cli()  # (fills the cache; a warm run equals it: test_cli_warm_output_is_identical_...)
-    data = checkout / "rules" / table
-    content = data.read_text(encoding="utf-8")
-    assert content.count(old) == 1
-    data.write_text(content.replace(old, new), encoding="utf-8")
-    fresh = run_cli("--no-cache")
-    assert fresh != before  # the edit matters to this file
-    assert run_cli() == fresh  # and the warm run sees it (a key without the table would give `before`)
+    first = results()  # fills the cache
+    assert sorted(first) == sorted(d[3] for d in DATA_EDITS)
+    for table, old, new, name, _ in DATA_EDITS:
+        data = checkout / "rules" / table
+        content = data.read_text(encoding="utf-8")
+        assert content.count(old) == 1
+        data.write_text(content.replace(old, new), encoding="utf-8")
+        assert results()[name] != first[name], table  # the warm run sees the edit
+        data.write_text(content, encoding="utf-8")
 
 
 # ---------------------------------------------------------------------- a cache entry is data: whatever it holds, nothing is written that a fresh run would not write
@@ -418,6 +426,7 @@ def _cwd(folder: Path):
 
 @FEW
 @given(_hostile_entries())
+@pytest.mark.slow
 def test_a_cache_hit_never_writes_what_a_fresh_run_would_not(forged):
     with tempfile.TemporaryDirectory() as tmp, _cwd(Path(tmp) / "work"):
         # (the current folder is work/: a relative path that leads out lands in tmp, and shows)
@@ -454,6 +463,7 @@ def test_a_cache_hit_never_writes_what_a_fresh_run_would_not(forged):
 
 @FEW
 @given(_hostile_entries())
+@pytest.mark.slow
 def test_a_cache_entry_not_bound_to_the_file_is_never_used(forged):
     if forged[0] == "bound":
         forged = ("other-digest", forged[1])
@@ -470,6 +480,7 @@ def test_a_cache_entry_not_bound_to_the_file_is_never_used(forged):
         assert (tmp / "train.py").read_bytes() == GPU_SCRIPT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "symlink", "huge"])
 def test_a_cache_entry_that_is_not_a_small_regular_file_is_a_miss(tmp_path, kind, fifo):
     (tmp_path / "train.py").write_bytes(GPU_SCRIPT)

@@ -98,6 +98,7 @@ def run_on_terminal(args, cwd, env_extra=None):
     return proc.wait(), b"".join(chunks).replace(b"\r\n", b"\n").decode()
 
 
+@pytest.mark.slow
 def test_terminal_gets_colour_and_a_header_per_file(tmp_path):
     (tmp_path / "a.py").write_bytes(GPU)
     (tmp_path / "b.py").write_bytes(b"import torch\nx = torch.zeros(1, device='cuda')\n")
@@ -109,6 +110,7 @@ def test_terminal_gets_colour_and_a_header_per_file(tmp_path):
     assert f"{red}-model = model.cuda(){reset}\n{green}+model = model.npu(){reset}\n" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,env", [(["--color", "never"], {}), ([], {"NO_COLOR": "1"}), ([], {"TERM": "dumb"})])
 def test_terminal_without_colour(tmp_path, args, env):
     (tmp_path / "a.py").write_bytes(GPU)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from npu_migrate.progress import MIN_FILES
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"
@@ -40,6 +42,7 @@ def run_with_stderr_on_terminal(args, cwd):
     return proc.wait(), out, b"".join(chunks).decode("utf-8", "replace")
 
 
+@pytest.mark.slow
 def test_progress_bar_on_a_terminal_for_long_runs(tmp_path):
     many_files(tmp_path, MIN_FILES + 5)
     code, out, term = run_with_stderr_on_terminal([".", "-j", "1"], tmp_path)
@@ -49,6 +52,7 @@ def test_progress_bar_on_a_terminal_for_long_runs(tmp_path):
     assert out.decode().startswith(f"{MIN_FILES + 5} files scanned")
 
 
+@pytest.mark.slow
 def test_no_bar_for_short_runs_or_when_quiet(tmp_path):
     many_files(tmp_path, MIN_FILES - 1)
     code, _, term = run_with_stderr_on_terminal([".", "-j", "1"], tmp_path)
@@ -85,6 +89,7 @@ def test_verbose_prints_each_edit(tmp_path, run_cli):
     ]
 
 
+@pytest.mark.slow
 def test_one_file_run_does_not_import_rich_or_black(tmp_path):
     (tmp_path / "a.py").write_bytes(GPU)
     code = (

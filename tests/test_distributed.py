@@ -51,6 +51,7 @@ def test_second_run_changes_nothing(source):
     assert again.extra_files == first.extra_files  # the generated files stay as they are
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
 def test_generated_shell_scripts_pass_bash_n(source, tmp_path):
     result = _migrate(source.read_text(encoding="utf-8"), str(source))
@@ -269,6 +270,7 @@ def test_rank_table_is_json_of_the_documented_shape():
     assert "hccn_tool" in table["_comment"] and "@generated" in table["_comment"]
 
 
+@pytest.mark.slow
 def test_run_8p_starts_one_process_per_npu_and_refuses_placeholders(tmp_path):
     from npu_migrate.distributed import render_rank_table, render_run_8p
 

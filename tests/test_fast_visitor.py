@@ -101,6 +101,7 @@ class RecordingTransformer(cst.CSTTransformer):
 
 
 @pytest.mark.parametrize("text", list(_texts()))
+@pytest.mark.slow
 def test_same_calls_and_result_as_libcst(text):
     module = cst.parse_module(text)
     for make in (RecordingVisitor, NameVisitor):
@@ -152,6 +153,7 @@ def test_child_order_is_read_like_inspect_reads_it():
         assert _CALL_RE.findall(_function_source(method)) == _CALL_RE.findall(inspect.getsource(method)), cls
 
 
+@pytest.mark.slow
 def test_children_are_libcsts_children_in_order():
     from npu_migrate.fast_visitor import children
 

@@ -91,6 +91,7 @@ def _guards(test: str, body: str, other: str):
 
 @pytest.mark.parametrize("test", _TESTS)
 @pytest.mark.parametrize("kernel", [False, True], ids=["plain", "kernel"])
+@pytest.mark.slow
 def test_every_guard_shape_migrates_without_an_error(test, kernel):
     failures = []
     seen = set()  # the shapes without an else give the same source for every `other`: once each

@@ -167,6 +167,7 @@ def test_deep_nesting_is_refused_before_libcst_can_crash(name):
     assert result.new_text is None
 
 
+@pytest.mark.slow
 def test_recursion_in_the_transformer_is_a_message_not_a_crash():
     # Nesting Python accepts, with the recursion limit of a deeper program's worth of frames
     # already used up: the codemods run out of stack, the file is reported, the run goes on.
@@ -285,6 +286,7 @@ def test_symlink_loops(tmp_path, run_cli):
     assert os.readlink(tmp_path / "self.py") == "self.py"
 
 
+@pytest.mark.slow
 def test_directory_with_ten_thousand_files(tmp_path, run_cli):
     tree = tmp_path / "many"
     tree.mkdir()
@@ -375,6 +377,7 @@ def _run(*args, cwd, stdin=subprocess.DEVNULL, env=None):
                           capture_output=True, env=full_env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_fifo_without_a_suffix_named_on_the_command_line_does_not_hang(tmp_path):
     """a file without a suffix is opened to look for a shebang; a FIFO blocked that open."""
     os.mkfifo(tmp_path / "fifo")
@@ -387,6 +390,7 @@ def test_a_fifo_without_a_suffix_named_on_the_command_line_does_not_hang(tmp_pat
     assert (tmp_path / "ok.py").read_bytes() == NPU
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", [".gitignore", ".git/info/exclude", "sub/.gitignore"])
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_an_ignore_file_that_never_ends_fails_its_folder_and_does_not_hang(tmp_path, where, kind):
@@ -416,6 +420,7 @@ def test_an_ignore_file_that_never_ends_fails_its_folder_and_does_not_hang(tmp_p
                         else {"train.py": False, "sub/train.py": False})
 
 
+@pytest.mark.slow
 def test_stdin_is_bounded_like_files(tmp_path):
     """`npu-migrate - < /dev/zero` read without end (MemoryError)."""
     with open("/dev/zero", "rb") as zero:
@@ -752,6 +757,7 @@ def test_output_dir_with_the_longest_file_name(tmp_path, run_cli):
     assert (tmp_path / "out" / ("d" * 251 + ".txt")).read_text() == "data\n"
 
 
+@pytest.mark.slow
 def test_the_boot_file_into_a_read_only_folder_is_one_line_and_exit_2(tmp_path, run_cli):
     src = tmp_path / "proj"
     src.mkdir()
@@ -796,6 +802,7 @@ def run_as_other_user_if_root(args, tmp_path: Path, prepare=None):
                           text=True, env=env, cwd=str(tmp_path), timeout=120)
 
 
+@pytest.mark.slow
 def test_a_folder_that_cannot_be_listed_fails_the_run(tmp_path):
     (tmp_path / "proj" / "locked").mkdir(parents=True)
     (tmp_path / "proj" / "locked" / "train.py").write_bytes(GPU)
@@ -809,6 +816,7 @@ def test_a_folder_that_cannot_be_listed_fails_the_run(tmp_path):
     assert "2 files scanned, 1 would be migrated, 0 unchanged, 1 failed." in lines, r.stdout
 
 
+@pytest.mark.slow
 def test_an_unreadable_file_named_on_the_command_line_is_one_failed_file(tmp_path):
     (tmp_path / "secret.py").write_bytes(GPU)
     (tmp_path / "ok.py").write_bytes(GPU)
@@ -843,6 +851,7 @@ def test_a_stray_temporary_file_is_reported_and_removed_by_write(tmp_path, run_c
 # ------------------------------------------------------------------------------ bounded reads
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["--rules", "config"])
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_rule_files_that_never_end_are_refused(tmp_path, where, kind):
@@ -899,6 +908,7 @@ def test_a_pyproject_toml_that_is_not_utf8_above_the_path(tmp_path, run_cli):
     assert r.stderr.decode() == f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: not UTF-8 (line 2), as TOML must be\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["sarif", "csv", "json", "text", "github", "markdown"])
 def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
     folder = os.fsencode(tmp_path)
@@ -958,6 +968,7 @@ def _getfacl(path: Path) -> str:
     return subprocess.run(["getfacl", "-c", "-p", str(path)], capture_output=True, check=True, text=True).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("folder_default", [False, True])
 def test_write_keeps_the_posix_acl_and_never_widens_access(tmp_path, folder_default):
     """with an ACL the group bits of the mode are the ACL's mask: copying the mode
@@ -1011,6 +1022,7 @@ def booby_trap(marker: Path, what: str) -> str:
     return f"open({str(marker)!r}, 'a').write({what!r} + '\\n')\nraise SystemExit(99)\n"
 
 
+@pytest.mark.slow
 def test_the_code_being_migrated_is_never_run_nor_imported(tmp_path):
     marker = tmp_path / "MARKER"
     tree = tmp_path / "proj"
@@ -1238,6 +1250,7 @@ def _ignore_sigint():
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("stages, code", [(["false", "true", "bash -c 'exit 3'"], 1), (["true", "true"], 0)])
 def test_ci_stages_all_run_and_the_summary_fails_at_the_end(tmp_path, stages, code):
     """Every stage runs and the run fails at the end (`set -e` stopped at the first failing stage,
@@ -1256,6 +1269,7 @@ def test_ci_stages_all_run_and_the_summary_fails_at_the_end(tmp_path, stages, co
     assert summary == expected
 
 
+@pytest.mark.slow
 def test_an_acl_that_cannot_be_copied_fails_the_write_and_keeps_the_file(tmp_path, monkeypatch):
     """Never widen access: when the ACL cannot be given to the new file, the file is not replaced
     (the mode alone would give the owning group the ACL mask's access)."""
@@ -1286,6 +1300,7 @@ def test_an_acl_that_cannot_be_copied_fails_the_write_and_keeps_the_file(tmp_pat
     assert sorted(os.listdir(tmp_path)) == ["train.py"]
 
 
+@pytest.mark.slow
 def test_an_ignore_file_above_the_folder_given_that_never_ends_fails_it(tmp_path):
     """The .gitignore of the repository top applies to a folder given below it: when it cannot
     be read, that folder is not walked either (one line, exit 2)."""

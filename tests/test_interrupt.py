@@ -26,6 +26,9 @@ from helpers import GPU, invoke
 from npu_migrate import dispatch
 from npu_migrate.dispatch import migrate_source
 
+# Each test runs a job or the command line in processes of its own (conftest.py: slow).
+pytestmark = pytest.mark.slow
+
 FILES = 160
 FOLDERS = 4
 SEED = 20241126
@@ -50,15 +53,20 @@ def pristine(tmp_path_factory):
     root = tmp_path_factory.mktemp("interrupt") / "pristine"
     old: Dict[str, bytes] = {}
     new: Dict[str, bytes] = {}
+    # The scripts differ only in their number: one is migrated, with a number found nowhere else,
+    # and the others' migrations are that one's with their own number (a full run of the command
+    # line must write exactly these: test_an_uninterrupted_run_writes_everything).
+    sentinel = 987654321
+    result = migrate_source(training_script(sentinel), "train.py")
+    assert result.new_text is not None and result.error is None
+    assert training_script(sentinel).count(str(sentinel)) == result.new_text.count(str(sentinel)) == 5
     for i in range(FILES):
         rel = f"pkg{i % FOLDERS}/train_{i:03d}.py"
         text = training_script(i)
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text, encoding="utf-8")
         old[rel] = text.encode()
-        result = migrate_source(text, rel)
-        assert result.new_text is not None and result.error is None
-        new[rel] = result.new_text.encode()
+        new[rel] = result.new_text.replace(str(sentinel), str(i)).encode()
     return root, old, new
 
 

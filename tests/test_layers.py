@@ -7,8 +7,11 @@ those under `if TYPE_CHECKING:`, which never run."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 from typing import Dict, List, Set, Tuple
+
+import pytest
 
 import npu_migrate
 
@@ -27,7 +30,14 @@ def _modules() -> Dict[str, Path]:
 
 def import_graph() -> Dict[str, Set[str]]:
     """module -> the package's modules it imports. `from . import x` is an edge to the
-    submodule `x` when there is one (else to the package, whose __init__ defines `x`)."""
+    submodule `x` when there is one (else to the package, whose __init__ defines `x`). A copy of
+    the graph built once per test process (parsing the package takes a second): a test may add
+    edges to its copy."""
+    return dict(_import_graph())
+
+
+@functools.lru_cache(maxsize=None)
+def _import_graph() -> Dict[str, Set[str]]:
     modules = _modules()
     graph: Dict[str, Set[str]] = {}
     for name, path in modules.items():
@@ -58,7 +68,7 @@ def import_graph() -> Dict[str, Set[str]]:
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     edges.add(target)
-        graph[name] = edges
+        graph[name] = frozenset(edges)  # (shared by the copies: never changed in place)
     return graph
 
 
@@ -130,6 +140,7 @@ TEXT_MODULES = ("npu_migrate.frontends.shell", "npu_migrate.frontends.requiremen
                 "npu_migrate.frontends.cuda_sources", "npu_migrate.offsets", "npu_migrate.suppressions")
 
 
+@pytest.mark.slow
 def test_the_text_front_ends_never_load_libcst():
     import subprocess
     import sys
@@ -140,6 +151,7 @@ def test_the_text_front_ends_never_load_libcst():
     assert out == "[]\n"
 
 
+@pytest.mark.slow
 def test_the_libcst_check_sees_libcst():
     import subprocess
     import sys

@@ -78,6 +78,7 @@ def listing(tmp_path, url):
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file())
 
 
+@pytest.mark.slow
 def test_boot_file_runs_the_script_with_every_argument(tmp_path, code):
     (code / "requirements.txt").write_text("easydict\n")
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a b c"})
@@ -93,6 +94,7 @@ def test_boot_file_runs_the_script_with_every_argument(tmp_path, code):
     assert (code / "checkpoints" / "epoch1.ckpt").exists()
 
 
+@pytest.mark.slow
 def test_no_requirements_file_no_pip(tmp_path, code):
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
     done = boot(tmp_path, code, "--data_url=obs://bucket/corpus")
@@ -100,6 +102,7 @@ def test_no_requirements_file_no_pip(tmp_path, code):
     assert not (tmp_path / "pip.log").exists()
 
 
+@pytest.mark.slow
 def test_the_scripts_exit_status_is_the_boot_files(tmp_path, code):
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
     done = boot(tmp_path, code, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", "--crash")
@@ -108,6 +111,7 @@ def test_the_scripts_exit_status_is_the_boot_files(tmp_path, code):
     assert listing(tmp_path, "obs://bucket/out") == ["epoch0.ckpt"]  # copied by the script
 
 
+@pytest.mark.slow
 def test_sigterm_reaches_the_script_which_copies_its_outputs(tmp_path, code):
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
     proc = boot(tmp_path, code, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out", f"--hold={NEVER}",
@@ -121,6 +125,7 @@ def test_sigterm_reaches_the_script_which_copies_its_outputs(tmp_path, code):
     assert "[modelarts-entry] copying" not in stdout
 
 
+@pytest.mark.slow
 def test_outputs_of_a_script_that_dies_hard_are_copied_by_the_boot_file(tmp_path, code):
     script = code / "train.py"
     script.write_text(script.read_text().replace('raise RuntimeError("diverged")', "os.kill(os.getpid(), 9)"))

@@ -23,6 +23,9 @@ from npu_migrate.options import Options
 from helpers import CEILING, read_until
 from test_modelarts_run import NEVER, Job
 
+# Each test runs a job or the command line in processes of its own (conftest.py: slow).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 PROJECTS = ROOT / "fixtures" / "modelarts" / "projects"
 CODE = ["npu_migrate_modelarts.py"]

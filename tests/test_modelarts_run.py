@@ -23,6 +23,9 @@ from helpers import CEILING, read_until
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
 
+# Each test runs a job or the command line in processes of its own (conftest.py: slow).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 BEFORE = ROOT / "fixtures" / "modelarts" / "before"
 FAKE_MOXING = Path(__file__).resolve().parent / "fake_moxing"

@@ -221,6 +221,7 @@ def test_suppression_comment_in_a_cell():
     assert not migrate(text).changed
 
 
+@pytest.mark.slow
 def test_cli_write_diff_and_report(tmp_path):
     path = tmp_path / "train.ipynb"
     original = notebook("import torch", "%time y = 1\nx = torch.ones(1).cuda()\nv = torch.cuda.get_arch_list()")

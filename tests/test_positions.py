@@ -54,6 +54,7 @@ def _sources():
 
 
 @pytest.mark.parametrize("text", list(_sources()))
+@pytest.mark.slow
 def test_same_ranges_as_position_provider(text):
     module = cst.parse_module(text)
     reference = _reference(module)
@@ -86,6 +87,7 @@ def test_hoisted_ranges_of_a_wanted_block():
 
 
 @pytest.mark.parametrize("text", list(_sources()))
+@pytest.mark.slow
 def test_code_is_the_modules_code(text):
     module = cst.parse_module(text)
     assert NodePositions(module).code == module.code

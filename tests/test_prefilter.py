@@ -55,6 +55,7 @@ def _example_texts() -> Iterator[Tuple[str, str, Options]]:
                     yield text, ex.path, Options(add_import=ex.add_import)
 
 
+@pytest.mark.slow
 def test_rule_examples_same_with_and_without_prefilter(monkeypatch):
     cases = list(_example_texts())
     assert len(cases) > 200
@@ -107,6 +108,7 @@ def _qualified_names(rules: RuleSet) -> List[str]:
     return ordered if len(ordered) <= 120 else ordered[:60] + random.Random(6).sample(ordered[60:], 60)
 
 
+@pytest.mark.slow
 def test_generated_references_same_with_and_without_prefilter(monkeypatch):
     names = _qualified_names(RULES)
     assert names

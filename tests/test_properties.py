@@ -229,12 +229,14 @@ def check_migration(text: str) -> None:
 
 @PROPERTIES
 @given(programs_with_device_code())
+@pytest.mark.slow
 def test_generated_programs_with_device_code(text):
     check_migration(text)
 
 
 @PROPERTIES
 @given(GENERATED_PROGRAMS)
+@pytest.mark.slow
 def test_generated_programs_without_device_words_are_never_touched(text):
     result = migrate_source(text, "generated.py")
     if not re.search(r"(?i)cuda|nccl|npu|gpu|tensorflow|mindspore", text):

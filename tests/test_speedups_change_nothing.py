@@ -41,6 +41,7 @@ def test_the_fixtures_are_all_here():
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=str)
+@pytest.mark.slow
 def test_every_speedup_on_gives_the_result_of_every_speedup_off(monkeypatch, path):
     text = (ROOT / path).read_text(encoding="utf-8")
     for name, options in OPTION_SETS.items():

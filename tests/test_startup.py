@@ -89,6 +89,7 @@ def _probe(tmp_path, *args):
     return json.loads(done.stdout.decode().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, "train.py", "--check")
@@ -98,6 +99,7 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
     assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
 
 
+@pytest.mark.slow
 def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_only(tmp_path):
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
@@ -107,6 +109,7 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
     assert reports == {"npu_migrate.report.json"}
 
 
+@pytest.mark.slow
 def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
     """A warm run (a pre-commit hook on unchanged files) reads results; parsing, and libcst's
     import (0.1-0.15 s), is for files that need it. The project-wide scans before the files
@@ -121,6 +124,7 @@ def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
     assert [m for m in warm["modules"] if m.startswith("npu_migrate.codemods")] == []
 
 
+@pytest.mark.slow
 def test_a_run_of_files_the_prefilter_skips_never_imports_libcst(tmp_path):
     """A pre-commit hook on files without device code: the prefilter answers, nothing is parsed,
     and libcst (0.15 s of imports) is not loaded (engine.py imports it where it parses)."""

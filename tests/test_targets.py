@@ -216,6 +216,7 @@ def _target_classes():
 
 
 @pytest.mark.parametrize("minors", _target_classes(), ids=lambda ms: "+".join(ms))
+@pytest.mark.slow
 def test_every_written_name_exists_in_the_target(minors):
     """For every target, run the fixtures and every rule example; each torch.npu/torch_npu name
     in the output exists in every release of the target (rules/targets/torch_npu.toml)."""
@@ -262,7 +263,7 @@ def test_a_target_is_data_it_imports_no_front_end_pass_engine_or_edge():
     """targets/ reads tables and the project's files; what it needs of a dependency list lives in
     the ground module project_files.py (a target once reused the requirements front end, which
     closed a run-time cycle through the notebook front end and the engine)."""
-    from tests.test_layers import import_graph
+    from test_layers import import_graph  # (the graph test_layers built in this process)
 
     graph = import_graph()
     reached, todo = set(), [m for m in graph if m == "npu_migrate.targets" or m.startswith("npu_migrate.targets.")]
@@ -313,6 +314,7 @@ def _forms(sub, member):
             (f"from torch.cuda import {sub}\nx = {sub}.{member}\n", 2)]
 
 
+@pytest.mark.slow
 def test_every_torch_cuda_submodule_member_is_migrated_or_reported_as_the_target_says():
     """#30.14/#30.15: under every target (one of each group with the same names), each use of a torch.cuda submodule's member is either
     rewritten into names the target has (and not reported as left), or left and reported; never

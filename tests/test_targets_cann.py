@@ -176,6 +176,7 @@ def _target_classes():
 
 
 @pytest.mark.parametrize("targets", _target_classes(), ids=lambda ts: "+".join(t or "newest" for t in ts))
+@pytest.mark.slow
 def test_every_helper_the_tensorflow_output_calls_exists_in_the_target(targets):
     """Done when: for every supported CANN target, every TF Adapter name the tool writes exists in
     that release's npu_bridge.npu_init (with the keywords it passes, and the behaviour it relies on)."""
@@ -240,6 +241,7 @@ def test_rules_of_one_change_move_together():
     assert "npu_run_config_init(run_config=cfg), None, False, eval_on_tpu=False, export_to_tpu=False)" in new.new_text
 
 
+@pytest.mark.slow
 def test_rules_lists_what_a_cann_target_gets(tmp_path):
     r = _cli("rules", "--cann-version", "20.1", cwd=tmp_path)
     assert r.returncode == 0
@@ -328,6 +330,7 @@ def _cli(*args, cwd):
     return subprocess.run([sys.executable, "-m", "npu_migrate", *args], cwd=cwd, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_cli_option_configuration_and_reports(tmp_path):
     (tmp_path / "train.py").write_text("import tensorflow as tf\nsess = tf.Session()\n")
     (tmp_path / "run.sh").write_text("source /usr/local/Ascend/ascend-toolkit/20.1/set_env.sh\npython train.py\n")

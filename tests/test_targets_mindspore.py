@@ -156,6 +156,7 @@ def test_the_target_comes_from_the_project_pin(tmp_path, file, text, expected):
     assert (target.spec, target.reason) == expected
 
 
+@pytest.mark.slow
 def test_a_pinned_project_is_migrated_for_its_release_without_any_option(tmp_path):
     (tmp_path / "requirements.txt").write_text("mindspore==2.2.14\n")
     (tmp_path / "train.py").write_text(SCRIPT)

@@ -45,6 +45,7 @@ def findings(text: str):
 needs_csv = pytest.mark.skipif(not CSV.exists(), reason=f"Huawei's support list is not at {CSV}")
 
 
+@pytest.mark.slow
 @needs_csv
 def test_the_committed_table_is_what_the_script_generates():
     done = subprocess.run([sys.executable, str(SCRIPT), "--check"], capture_output=True, text=True)

@@ -110,6 +110,7 @@ def check_files(per_file: Dict[str, Dict[str, int]], inputs, options: Options) -
     ("fixtures", Options()),
     ("fixtures --modelarts --distributed", Options(modelarts=True, distributed=True)),
 ])
+@pytest.mark.slow
 def test_fixtures_within_budget(name, options):
     inputs = fixture_inputs()
     per_file = counts_of(inputs, options)
