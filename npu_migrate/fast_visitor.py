@@ -229,7 +229,12 @@ def _walk(root: cst.CSTNode, hooks: _Hooks) -> None:
         elif plan[3] is not None:
             plan[3](visitor, node)
 
-    go(root)
+    try:
+        go(root)
+    finally:
+        # `go` refers to itself through its closure: a reference cycle that would hold the
+        # visitor (and its Context, the whole tree) until a full gc; break it now.
+        go = None  # type: ignore[assignment]
 
 
 # ----------------------------------------------------------------------------- transforming
@@ -331,4 +336,7 @@ def _transform(root: cst.CSTNode, hooks: _Hooks) -> Any:
                 out.append(item)
         return tuple(out) if out is not None else children
 
-    return go(root)
+    try:
+        return go(root)
+    finally:
+        go = one = many = None  # type: ignore[assignment]  # the closures' reference cycle (see _walk)

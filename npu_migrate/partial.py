@@ -145,6 +145,7 @@ class StatementFilter:
 
         for chunk, text, chunk_words, chunk_imports in zip(chunks, texts, words, imports):
             visit(chunk, text, chunk_words, chunk_imports)
+        visit = None  # type: ignore[assignment]  # it refers to itself: a reference cycle holding the chunks' syntax trees
         return out
 
     def _relevant(self, qualified: str) -> bool:

@@ -139,6 +139,7 @@ class LiteralRewrites(TorchState):
         if self._variables is None:
             self._variables = DeviceVariables(self)
             walk(self.ctx.module, self._variables)
+            del self._variables.t  # the walk is over: no reference cycle holding the tree
         return self._variables
 
     def _record_literal(self, rule: Rule, original: cst.CSTNode, new: cst.CSTNode, what: str) -> None:
