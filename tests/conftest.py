@@ -31,20 +31,21 @@ def run_process():
     return cli_process
 
 
-# Programs that start in milliseconds and import nothing: a fast test may run them (a diff applied).
-CHEAP_PROGRAMS = {"git", "patch"}
+# Programs that start in milliseconds and import nothing: a fast test may run them (a diff
+# applied, an ACL set, a shell's syntax check `bash -n`; a shell running a script is a process).
+CHEAP_PROGRAMS = {"git", "patch", "setfacl", "getfacl"}
 
 
 @pytest.fixture(autouse=True)
 def fast_tests_start_no_process(request, monkeypatch):
     """The fast subset (`-m "not slow"`, the per-change loop) runs in this process: a test that
-    starts a process (a new interpreter, torch or MindSpore, pre-commit, pip, a shell; not git or
-    patch: CHEAP_PROGRAMS) is marked `slow`, and fails here when it is not, naming the command. A process costs ~1 s of CPU, the
+    starts a process (a new interpreter, torch or MindSpore, pre-commit, pip, a shell script; not
+    git, patch, setfacl or `bash -n`: CHEAP_PROGRAMS) is marked `slow`, and fails here when it is not, naming the command. A process costs ~1 s of CPU, the
     whole in-process test ~10-50 ms (CONTRIBUTING, "Writing tests"). Forked workers (`-j N` in
     process) are not processes started from a program file, and count as in-process.
     NPU_MIGRATE_TEST_PROCESSES=FILE only lists there what each test starts (to find the tests to mark)."""
-    if request.node.get_closest_marker("slow") is not None:
-        yield
+    if request.node.get_closest_marker("slow") is not None or os.environ.get("NPU_MIGRATE_TEST_CLI") == "process":
+        yield  # (NPU_MIGRATE_TEST_CLI=process: run_cli starts processes, on request)
         return
     import subprocess
 
@@ -53,7 +54,8 @@ def fast_tests_start_no_process(request, monkeypatch):
 
     def execute_child(self, args, executable, *rest, **kwargs):
         words = [args] if isinstance(args, (str, bytes, os.PathLike)) else list(args)
-        if os.path.basename(str(executable or words[0])) not in CHEAP_PROGRAMS:
+        program = os.path.basename(str(executable or words[0]))
+        if program not in CHEAP_PROGRAMS and not (program in ("bash", "sh") and words[1:2] == ["-n"]):
             started.append(" ".join(map(str, words)))
         return real(self, args, executable, *rest, **kwargs)
 

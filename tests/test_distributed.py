@@ -51,7 +51,6 @@ def test_second_run_changes_nothing(source):
     assert again.extra_files == first.extra_files  # the generated files stay as they are
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("source", CASES, ids=[f"{p.parent.name}/{p.stem}" for p in CASES])
 def test_generated_shell_scripts_pass_bash_n(source, tmp_path):
     result = _migrate(source.read_text(encoding="utf-8"), str(source))

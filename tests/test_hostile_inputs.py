@@ -908,15 +908,13 @@ def test_a_pyproject_toml_that_is_not_utf8_above_the_path(tmp_path, run_cli):
     assert r.stderr.decode() == f"npu-migrate: error: {tmp_path / 'pyproject.toml'}: not UTF-8 (line 2), as TOML must be\n"
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["sarif", "csv", "json", "text", "github", "markdown"])
-def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt):
+def test_reports_with_a_file_name_that_is_not_utf8(tmp_path, fmt, run_cli):
     folder = os.fsencode(tmp_path)
     with open(folder + b"/caf\xe9.py", "wb") as f:
         f.write(GPU + b"torch.cuda.nvtx.range_push('x')\n")
-    args = [str(tmp_path), "--format", fmt, "-o", str(tmp_path / "report")]
-    r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], capture_output=True, timeout=600,
-                       env={**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
+    # (in process: the report goes to a file, -o, not through a stream's encoding)
+    r = run_cli(tmp_path, "--format", fmt, "-o", tmp_path / "report", env={"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "c")})
     assert r.returncode == 0, r.stderr.decode()
     assert b"Traceback" not in r.stderr
     # The name is in the report as the file system has it: its bytes (percent-encoded in a URI,
@@ -968,7 +966,6 @@ def _getfacl(path: Path) -> str:
     return subprocess.run(["getfacl", "-c", "-p", str(path)], capture_output=True, check=True, text=True).stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("folder_default", [False, True])
 def test_write_keeps_the_posix_acl_and_never_widens_access(tmp_path, folder_default):
     """with an ACL the group bits of the mode are the ACL's mask: copying the mode
@@ -1269,7 +1266,6 @@ def test_ci_stages_all_run_and_the_summary_fails_at_the_end(tmp_path, stages, co
     assert summary == expected
 
 
-@pytest.mark.slow
 def test_an_acl_that_cannot_be_copied_fails_the_write_and_keeps_the_file(tmp_path, monkeypatch):
     """Never widen access: when the ACL cannot be given to the new file, the file is not replaced
     (the mode alone would give the owning group the ACL mask's access)."""

@@ -158,7 +158,6 @@ def _fixture_pairs():
     return sorted(p for p in FIXTURES.glob("*.sh") if not p.name.endswith(".expected.sh"))
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("path", _fixture_pairs(), ids=lambda p: p.name)
 def test_fixture_scripts(path):
     """Launch scripts in the style of public GPU projects: exact expected output, valid bash,
