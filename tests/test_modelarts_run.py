@@ -156,7 +156,7 @@ class Job:
     def env(self, **extra: str) -> Dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
         env.update(PYTHONPATH=os.pathsep.join(self.path), FAKE_OBS_ROOT=str(self.obs), FAKE_OBS_LOG=str(self.log),
-                   PYTHONDONTWRITEBYTECODE="1")
+                   PYTHONDONTWRITEBYTECODE="1", PYTHONFAULTHANDLER="1")  # (stacks on SIGABRT: Job.stop)
         env.update(extra)
         return env
 
@@ -172,9 +172,21 @@ class Job:
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
     def stop(self, proc: subprocess.Popen) -> Tuple[str, str]:
-        """SIGTERM to a started job; its output once it has ended (on its own, after its handlers)."""
+        """SIGTERM to a started job; its output once it has ended (on its own, after its handlers).
+        A job still running CEILING after SIGTERM fails the test with where each of its threads
+        was (SIGABRT: the job runs with PYTHONFAULTHANDLER) and what it printed."""
         proc.send_signal(signal.SIGTERM)
-        return proc.communicate(timeout=CEILING)
+        try:
+            return proc.communicate(timeout=CEILING)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            try:
+                stdout, stderr = proc.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                stdout, stderr = proc.communicate()
+            raise AssertionError(f"the job was still running {CEILING} s after SIGTERM; stdout: {stdout!r}; "
+                                 f"stderr (with its threads' stacks): {stderr!r}") from None
 
     def calls(self, function: str = "copy_parallel") -> List[List[str]]:
         """MoXing calls logged: [pid, function, args...] rows of one function."""
