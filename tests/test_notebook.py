@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
@@ -221,15 +219,19 @@ def test_suppression_comment_in_a_cell():
     assert not migrate(text).changed
 
 
-@pytest.mark.slow
-def test_cli_write_diff_and_report(tmp_path):
+def test_cli_write_diff_and_report(tmp_path, run_cli):
     path = tmp_path / "train.ipynb"
     original = notebook("import torch", "%time y = 1\nx = torch.ones(1).cuda()\nv = torch.cuda.get_arch_list()")
     path.write_text(original, encoding="utf-8")
-    cli = [sys.executable, "-m", "npu_migrate"]
-    report = subprocess.run(cli + [str(path)], capture_output=True, text=True, cwd=tmp_path)
+
+    def cli(*args):  # in process: nothing here needs a real one
+        done = run_cli(*args, cwd=tmp_path)
+        done.stdout, done.stderr = done.stdout.decode(), done.stderr.decode()
+        return done
+
+    report = cli(path)
     assert "train.ipynb:cell 2:3:5: NPU301 [error]" in report.stdout
-    diff = subprocess.run(cli + [str(path), "--diff"], capture_output=True, text=True, cwd=tmp_path)
+    diff = cli(path, "--diff")
     assert diff.returncode == 1
     assert [line for line in diff.stdout.splitlines() if line[:1] in "+-@"] == [
         "--- a/train.ipynb",
@@ -242,14 +244,14 @@ def test_cli_write_diff_and_report(tmp_path):
         '-    "x = torch.ones(1).cuda()\\n",',
         '+    "x = torch.ones(1).npu()\\n",',
     ]
-    write = subprocess.run(cli + [str(path), "--write"], capture_output=True, text=True, cwd=tmp_path)
+    write = cli(path, "--write")
     assert write.returncode == 0, write.stderr
     nbformat.validate(nbformat.read(str(path), as_version=4))
     assert sources(path.read_text(encoding="utf-8")) == [
         "import torch\nimport torch_npu  # noqa: F401",
         "%time y = 1\nx = torch.ones(1).npu()\nv = torch.cuda.get_arch_list()",
     ]
-    again = subprocess.run(cli + [str(path), "--check", "--fail-on", "error"], capture_output=True, text=True, cwd=tmp_path)
+    again = cli(path, "--check", "--fail-on", "error")
     assert again.returncode == 1  # the NPU301 error is still there
     assert "1 file scanned, 0 would be migrated, 1 unchanged, 0 failed." in again.stdout
 
