@@ -10,7 +10,6 @@ import ast
 import builtins
 import json
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -241,7 +240,6 @@ def test_rules_of_one_change_move_together():
     assert "npu_run_config_init(run_config=cfg), None, False, eval_on_tpu=False, export_to_tpu=False)" in new.new_text
 
 
-@pytest.mark.slow
 def test_rules_lists_what_a_cann_target_gets(tmp_path):
     r = _cli("rules", "--cann-version", "20.1", cwd=tmp_path)
     assert r.returncode == 0
@@ -327,10 +325,14 @@ def test_the_target_comes_from_the_project_launch_scripts(tmp_path):
 
 
 def _cli(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "npu_migrate", *args], cwd=cwd, capture_output=True, text=True)
+    """The command line in this process (tests/helpers.py), its output as text."""
+    from helpers import cli_in_process
+
+    r = cli_in_process(*args, cwd=cwd)
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
+    return r
 
 
-@pytest.mark.slow
 def test_cli_option_configuration_and_reports(tmp_path):
     (tmp_path / "train.py").write_text("import tensorflow as tf\nsess = tf.Session()\n")
     (tmp_path / "run.sh").write_text("source /usr/local/Ascend/ascend-toolkit/20.1/set_env.sh\npython train.py\n")

@@ -156,18 +156,19 @@ def test_the_target_comes_from_the_project_pin(tmp_path, file, text, expected):
     assert (target.spec, target.reason) == expected
 
 
-@pytest.mark.slow
 def test_a_pinned_project_is_migrated_for_its_release_without_any_option(tmp_path):
+    from helpers import cli_in_process
+
     (tmp_path / "requirements.txt").write_text("mindspore==2.2.14\n")
     (tmp_path / "train.py").write_text(SCRIPT)
-    r = subprocess.run([sys.executable, "-m", "npu_migrate", "train.py", "--distributed", "--write", "--no-cache"],
-                       cwd=tmp_path, capture_output=True, text=True)
+    r = cli_in_process("train.py", "--distributed", "--write", "--no-cache", cwd=tmp_path)
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
     assert r.returncode == 0, r.stderr
     assert "Target: MindSpore 2.2.14 (mindspore==2.2.14 in requirements.txt)." in r.stdout + r.stderr
     block = (tmp_path / "npu_migrate_distributed_ms.py").read_text()
     assert "context.set_context(device_id=device_id())" in block and "set_device" not in block
-    r = subprocess.run([sys.executable, "-m", "npu_migrate", "train.py", "--mindspore-version", "x.y"],
-                       cwd=tmp_path, capture_output=True, text=True)
+    r = cli_in_process("train.py", "--mindspore-version", "x.y", cwd=tmp_path)
+    r.stdout, r.stderr = r.stdout.decode(), r.stderr.decode()
     assert r.returncode == 2 and "MindSpore 'x.y' is not a version (such as 2.2.14, 2.7 or 1.10)" in r.stderr
 
 
