@@ -336,7 +336,7 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         raise RuleError(f"{label}: 'framework' must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
     spec = kind.spec(entry, label, framework)
     if isinstance(spec, CallSpec) and not from_:
-        from_ = (spec.methods + spec.modules + spec.uses + ("",))[0]
+        from_ = spec.subject()
     examples = tuple(_parse_examples(kind_name, entry.get("examples", []), label))
     if not examples:
         raise RuleError(f"{label}: every rule needs at least one example in 'examples'")

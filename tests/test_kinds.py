@@ -58,6 +58,32 @@ def test_a_kind_checks_its_own_keys():
                                                 "functions": ["f"], "examples": [{"before": "", "after": ""}]}]})])
 
 
+def test_each_call_kind_has_a_spec_of_its_own_holding_exactly_its_keys():
+    """#27.2: the framework (call-level) kinds no longer share one union spec: each rule's spec is
+    its kind's own CallSpec subclass, declared in the kind's module, whose fields are the keys
+    the kind takes (`literal` for `from`; CallSpec's `apis` and `unknown_finding` where taken),
+    so a reader of a field names the kind it belongs to (mypy checks it)."""
+    import dataclasses
+
+    from npu_migrate.kinds.base import CallSpec
+
+    shared = {f.name for f in dataclasses.fields(CallSpec)}
+    seen = {}
+    for rule in RULES.rules:
+        if isinstance(rule.spec, CallSpec):
+            seen[rule.kind] = type(rule.spec)
+    assert sorted(seen) == ["add_keyword", "argument", "call_config", "call_rename", "call_replace",
+                            "device_dispatch", "entry_setup", "remove_import"]
+    for kind, spec_type in seen.items():
+        assert spec_type is not CallSpec and spec_type.__module__ == KINDS[kind].module, kind
+        schema = KINDS[kind].schema
+        keys = {"literal" if k == "from" else k for k in schema.required | schema.optional} - {
+            "framework", "examples", "suggestion"}
+        fields = {f.name for f in dataclasses.fields(spec_type)}
+        assert fields - shared == keys - shared, kind  # its own fields are its keys, and only those
+        assert keys <= fields, kind
+
+
 _OUTSIDE = ("ascend-facts", "peer-tools", "shared/", "seeds/", "§")
 
 

@@ -39,6 +39,7 @@ import libcst as cst
 from ..context import Context
 from ..fast_visitor import transform, walk
 from ..imports import dotted_name
+from ..kinds.device_dispatch import DeviceDispatchSpec
 from ..rules import Rule
 from .strings import string_value, with_body
 from .syntax import option_names
@@ -318,7 +319,7 @@ def _analysis(module: cst.Module, keys: Tuple[str, ...]) -> _Analysis:
 def analyse(module: cst.Module, rule: Rule, crossing: FrozenSet[str] = frozenset()) -> Decision:
     """`crossing`: the keys whose value crosses into (or comes from) another module of the run
     that moves with this one (crossing_moves)."""
-    spec = rule.call
+    spec = rule.spec_of(DeviceDispatchSpec)
     frm, to = spec.literal, spec.to
     found = _analysis(module, spec.options)
     decision = Decision()
@@ -490,7 +491,7 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
     both sides, the parameter's default -- when every call of the project's functions that take
     the value passes it from such an option or leaves it to its default, and the callee passes
     it no further; otherwise neither moves and both are reported (NPU348), as before."""
-    spec = rule.call
+    spec = rule.spec_of(DeviceDispatchSpec)
     frm, to = spec.literal, spec.to
     # Every file is looked at as bytes; only the texts of files that can take part are kept (a
     # run over transformers held all 44 MB of it in the main process, before the workers fork).

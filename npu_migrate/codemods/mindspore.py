@@ -16,6 +16,7 @@ import libcst as cst
 
 from ..context import Context
 from ..fast_visitor import walk
+from ..kinds.device_dispatch import DeviceDispatchSpec
 from .callrules import apply_framework_rules
 from .device_dispatch import apply_device_dispatch
 from ..codes import emits
@@ -76,8 +77,8 @@ def migrate_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     keep: set = set()
     rules = ctx.rules.framework_rules.get("mindspore", ())
     for rule in rules:
-        if rule.kind == "device_dispatch" and rule.call_spec is not None and rule.call_spec.literal in ctx.text:
-            finding = next((r for r in rules if r.kind == "finding" and r.code == rule.call_spec.unknown_finding), None)
+        if rule.kind == "device_dispatch" and rule.spec_of(DeviceDispatchSpec).literal in ctx.text:
+            finding = next((r for r in rules if r.kind == "finding" and r.code == rule.call.unknown_finding), None)
             module, kept = apply_device_dispatch(module, ctx, rule, finding)
             keep |= kept
     return apply_framework_rules(module, ctx, "mindspore", canonical_mindspore, keep=keep)

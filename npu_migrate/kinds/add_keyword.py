@@ -8,10 +8,11 @@ value, unless `replace = true` (then that value becomes `<value>`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
-from .base import Rule, RuleError, register
-from .calls import call_kind
+from .base import CallSpec, register, Rule, RuleError
+from ..words import attribute
+from .calls import call_kind, call_requirements
 
 
 def _check(entry, label, lists, ints):
@@ -34,16 +35,37 @@ class AddKeywordIndex:
 def _index(index: AddKeywordIndex, rule: Rule) -> None:
     for api in rule.call.apis:
         index.by_api.setdefault(api, []).append(rule)
-    for method in rule.call.methods:
+    for method in rule.spec_of(AddKeywordSpec).methods:
         index.by_method.setdefault(method, rule)
+
+
+@dataclass(frozen=True)
+class AddKeywordSpec(CallSpec):
+    """The keys of a `[[add_keyword]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    keyword: str = ""
+    value: str = ""
+    methods: Tuple[str, ...] = ()
+    position: Optional[int] = None
+    receivers: Tuple[str, ...] = ()
+    receiver_methods: Tuple[str, ...] = ()
+    replace: bool = False  # an argument given with another value is replaced
+
+    def code(self) -> Tuple[str, ...]:
+        return (self.value,)
+
+    def subject(self) -> str:
+        return self.methods[0] if self.methods else ""
 
 
 KIND = register(call_kind(
     "add_keyword",
+    AddKeywordSpec,
     ("keyword", "value"),
     ("apis", "methods", "position", "receivers", "receiver_methods", "replace", "unknown_finding"),
     "a keyword argument added to calls of an API or method",
     _check,
+    lambda rule: call_requirements(rule) + [attribute(m) for m in rule.spec_of(AddKeywordSpec).methods],
     new_index=AddKeywordIndex,
     index=_index,
 ))

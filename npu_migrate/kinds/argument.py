@@ -8,10 +8,11 @@ the argparse defaults of the `options`. A value the pass cannot see is the findi
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
-from .base import Rule, RuleError, register
-from .calls import call_kind, needs_apis
+from .base import CallSpec, register, Rule, RuleError
+from ..words import plain_words
+from .calls import call_kind, call_requirements, needs_apis
 from .regex_bound import check_pattern
 
 
@@ -36,16 +37,31 @@ class ArgumentIndex:
 def _index(index: ArgumentIndex, rule: Rule) -> None:
     for api in rule.call.apis:
         index.by_api.setdefault(api, []).append(rule)
-    for option in rule.call.options:
+    for option in rule.spec_of(ArgumentSpec).options:
         index.options.setdefault(option, rule)
+
+
+@dataclass(frozen=True)
+class ArgumentSpec(CallSpec):
+    """The keys of a `[[argument]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    keyword: str = ""
+    to: str = ""
+    literal: str = ""  # `from`
+    pattern: str = ""
+    position: Optional[int] = None
+    options: Tuple[str, ...] = ()
+    unknown_contains: str = ""
 
 
 KIND = register(call_kind(
     "argument",
+    ArgumentSpec,
     ("apis", "keyword", "to"),
     ("from", "pattern", "position", "options", "unknown_finding", "unknown_contains"),
     "a string argument of an API call becomes another",
     _check,
+    lambda rule: call_requirements(rule) + plain_words(*rule.spec_of(ArgumentSpec).options),
     new_index=ArgumentIndex,
     index=_index,
 ))

@@ -59,37 +59,22 @@ class Example:
 
 @dataclass(frozen=True)
 class CallSpec:
-    """The parameters of a framework rule (kinds/calls.py); unused fields stay empty."""
+    """What the spec of every framework (call-level) rule has (kinds/calls.py): the APIs it
+    matches (none for a kind that matches otherwise: entry_setup, remove_import,
+    device_dispatch) and the `codemod` finding for what it cannot do. Each call kind extends it
+    with exactly its own keys (call_rename.CallRenameSpec, argument.ArgumentSpec, ...; a test
+    holds them to the kind's schema); code that applies a kind reads `rule.spec_of(ItsSpec)`."""
 
     apis: Tuple[str, ...] = ()
-    methods: Tuple[str, ...] = ()
-    to: str = ""
-    keyword: str = ""
-    position: Optional[int] = None
-    max_positional: Optional[int] = None
-    keywords: Optional[FrozenSet[str]] = None
-    npu_argument: str = ""
-    npu_argument_position: Optional[int] = None
-    args: Tuple[str, ...] = ()
-    extra_args: Tuple[str, ...] = ()
-    assign_to: str = ""
-    cleanup: Tuple[str, ...] = ()
-    wrap_keyword: str = ""
-    unless_file_contains: str = ""
-    literal: str = ""  # [[argument]] `from`
-    pattern: str = ""
-    options: Tuple[str, ...] = ()
     unknown_finding: str = ""
-    unknown_contains: str = ""
-    value: str = ""
-    receivers: Tuple[str, ...] = ()
-    receiver_methods: Tuple[str, ...] = ()
-    uses: Tuple[str, ...] = ()
-    setup: str = ""
-    teardown: str = ""
-    skip_if_called: Tuple[str, ...] = ()
-    modules: Tuple[str, ...] = ()
-    replace: bool = False  # [[add_keyword]]: an argument given with another value is replaced
+
+    def code(self) -> Tuple[str, ...]:
+        """The Python code the rule writes (its statements and values: Kind.writes)."""
+        return ()
+
+    def subject(self) -> str:
+        """What the rule is about when it names no `from` and no `apis` (its Rule.from_)."""
+        return ""
 
 
 @dataclass(frozen=True)

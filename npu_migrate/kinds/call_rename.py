@@ -13,8 +13,11 @@ argument is itself the result of a call_rename rewrite (or a variable assigned o
 
 from __future__ import annotations
 
-from .base import register, RuleError
-from .calls import call_kind, needs_apis, to_is_a_name, writes_to
+from dataclasses import dataclass
+from typing import FrozenSet, Optional
+
+from .base import CallSpec, register, RuleError, Rule
+from .calls import Written, call_kind, needs_apis, to_is_a_name, writes_code
 
 
 def _check(entry, label, lists, ints):
@@ -24,11 +27,29 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'npu_argument_position' needs 'npu_argument'")
 
 
+@dataclass(frozen=True)
+class CallRenameSpec(CallSpec):
+    """The keys of a `[[call_rename]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    to: str = ""
+    max_positional: Optional[int] = None
+    keywords: Optional[FrozenSet[str]] = None
+    npu_argument: str = ""
+    npu_argument_position: Optional[int] = None
+
+
+def _writes(rule: Rule) -> Written:
+    """The name `to` it writes, and its code."""
+    to = rule.spec_of(CallRenameSpec).to
+    return ((to,) if to else ()), writes_code(rule)[1]
+
+
 KIND = register(call_kind(
     "call_rename",
+    CallRenameSpec,
     ("apis", "to"),
     ("max_positional", "keywords", "npu_argument", "npu_argument_position", "unknown_finding"),
     "a call of an API becomes a call of another with the same arguments",
     _check,
-    writes=writes_to,
+    writes=_writes,
 ))

@@ -7,7 +7,10 @@ statements are then added at the end of its block.
 
 from __future__ import annotations
 
-from .base import register, RuleError
+from dataclasses import dataclass
+from typing import Tuple
+
+from .base import CallSpec, register, RuleError, Rule
 from .calls import Written, call_kind, needs_apis, to_is_a_name, writes_code
 
 
@@ -18,13 +21,28 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'cleanup' needs 'assign_to' (the call must be a statement)")
 
 
-def _writes(rule) -> Written:
+def _writes(rule: Rule) -> Written:
     """`to` is code here (the call it becomes), before the statements' code."""
-    return (), (rule.call.to,) + writes_code(rule)[1]
+    return (), (rule.spec_of(CallReplaceSpec).to,) + writes_code(rule)[1]
+
+
+@dataclass(frozen=True)
+class CallReplaceSpec(CallSpec):
+    """The keys of a `[[call_replace]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    to: str = ""
+    args: Tuple[str, ...] = ()
+    extra_args: Tuple[str, ...] = ()
+    assign_to: str = ""
+    cleanup: Tuple[str, ...] = ()
+
+    def code(self) -> Tuple[str, ...]:
+        return self.cleanup + self.extra_args
 
 
 KIND = register(call_kind(
     "call_replace",
+    CallReplaceSpec,
     ("apis", "to"),
     ("args", "extra_args", "assign_to", "cleanup", "unknown_finding"),
     "a call of an API becomes a call of another with chosen arguments",

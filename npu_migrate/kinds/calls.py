@@ -20,14 +20,17 @@ explicit other value ([[add_keyword]]), a file with no `if __name__ == "__main__
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
-from ..words import Requirement, attribute, framework_name, plain_words
+from ..words import Requirement, framework_name
 from .base import CODE_RE, IDENT_RE, QUALNAME_RE, CallSpec, Kind, Rule, RuleError, Schema, new_dict
 from .regex_bound import bounded
 
+
+C = TypeVar("C", bound=CallSpec)
 
 # key -> what it must hold, for the keys of these kinds.
 _QUALNAMES = ("apis", "receivers", "uses", "modules", "skip_if_called")
@@ -56,9 +59,10 @@ def check_python(source: str, mode: str, label: str, key: str) -> None:
 KindCheck = Callable[[Dict, str, Dict[str, Tuple[str, ...]], Dict[str, Optional[int]]], None]
 
 
-def parse_spec(entry: Dict, label: str, kind_check: KindCheck) -> CallSpec:
+def parse_spec(entry: Dict, label: str, kind_check: KindCheck, spec_type: Type[C]) -> C:
     """Check the keys every call-level kind may have, then the kind's own (`kind_check`);
-    return the rule's CallSpec."""
+    return the rule's spec, of its kind's own type (`spec_type`: its fields are the kind's keys,
+    `literal` for `from`)."""
 
     def strings(key: str, pattern: "re.Pattern[str]", what: str) -> Tuple[str, ...]:
         values = entry.get(key, [])
@@ -103,7 +107,7 @@ def parse_spec(entry: Dict, label: str, kind_check: KindCheck) -> CallSpec:
         raise RuleError(f"{label}: 'unknown_finding' must be a code like NPU123, got {entry['unknown_finding']!r}")
     kind_check(entry, label, lists, ints)
     keywords = entry.get("keywords")
-    return CallSpec(
+    values = dict(
         apis=lists["apis"],
         methods=lists["methods"],
         to=entry.get("to", ""),
@@ -134,6 +138,7 @@ def parse_spec(entry: Dict, label: str, kind_check: KindCheck) -> CallSpec:
         modules=lists["modules"],
         replace=bool(entry.get("replace", False)),
     )
+    return spec_type(**{f.name: values[f.name] for f in dataclasses.fields(spec_type)})
 
 
 def needs_apis(entry, label, lists, ints) -> None:
@@ -147,13 +152,9 @@ def to_is_a_name(entry, label) -> None:
 
 
 def call_requirements(rule: Rule) -> List[Requirement]:
-    """What call-level kinds match: calls of `apis`, `.methods(...)` calls; argparse `options`
-    (plain words: they are strings)."""
-    spec = rule.call
-    reqs = [framework_name(name, rule.framework) for name in spec.apis]
-    reqs += [attribute(m) for m in spec.methods]
-    reqs += plain_words(*spec.options)
-    return reqs
+    """What call-level kinds match: calls of `apis` (a kind matching more adds its own words:
+    add_keyword's `.methods(...)` calls, argument's argparse `options`)."""
+    return [framework_name(name, rule.framework) for name in rule.call.apis]
 
 
 def by_api(index: Dict[str, Rule], rule: Rule) -> None:
@@ -166,17 +167,11 @@ Written = Tuple[Tuple[str, ...], Tuple[str, ...]]  # Kind.writes: (names, Python
 
 
 def writes_code(rule: Rule) -> Written:
-    """What every call-level rule writes: the code of its statements and values."""
-    spec = rule.call
-    return (), spec.cleanup + spec.extra_args + (spec.setup, spec.teardown, spec.value)
+    """What every call-level rule writes: the code of its statements and values (CallSpec.code)."""
+    return (), rule.call.code()
 
 
-def writes_to(rule: Rule) -> Written:
-    """A rule whose `to` is a name it writes (call_rename), and its code."""
-    return ((rule.call.to,) if rule.call.to else ()), writes_code(rule)[1]
-
-
-def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], summary: str,
+def call_kind(name: str, spec_type: Type[CallSpec], required: Tuple[str, ...], optional: Tuple[str, ...], summary: str,
               check: KindCheck, requirements: Callable[[Rule], List[Requirement]] = call_requirements,
               new_index: Callable[[], Any] = new_dict, index: Callable[[Any, Rule], None] = by_api,
               writes: Callable[[Rule], Written] = writes_code) -> Kind[Any]:
@@ -189,6 +184,6 @@ def call_kind(name: str, required: Tuple[str, ...], optional: Tuple[str, ...], s
         requirements=requirements,
         new_index=new_index,
         index=index,
-        spec=lambda entry, label, framework: parse_spec(entry, label, check),
+        spec=lambda entry, label, framework: parse_spec(entry, label, check, spec_type),
         writes=writes,
     )

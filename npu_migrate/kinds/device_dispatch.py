@@ -6,8 +6,11 @@ branch already, or nothing (the finding `unknown_finding`). codemods/device_disp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Tuple
+
 from ..words import plain_words
-from .base import append, new_list, register
+from .base import append, CallSpec, new_list, register, Rule
 from .calls import call_kind
 
 
@@ -15,13 +18,23 @@ def _check(entry, label, lists, ints):
     return None
 
 
-def _requirements(rule):
+def _requirements(rule: Rule):
     # The option names (plain words: they are strings in `add_argument`).
-    return plain_words(*rule.call.options)
+    return plain_words(*rule.spec_of(DeviceDispatchSpec).options)
+
+
+@dataclass(frozen=True)
+class DeviceDispatchSpec(CallSpec):
+    """The keys of a `[[device_dispatch]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    options: Tuple[str, ...] = ()
+    literal: str = ""  # `from`
+    to: str = ""
 
 
 KIND = register(call_kind(
     "device_dispatch",
+    DeviceDispatchSpec,
     ("options", "from", "to"),
     ("unknown_finding",),
     "a device-target value moved as one (default, choices, comparisons) or reported",

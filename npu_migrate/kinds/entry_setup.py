@@ -5,8 +5,11 @@ of `methods`, `setup` becomes the first and `teardown` the last statement of its
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Tuple
+
 from ..words import Requirement, Word
-from .base import append, new_list, register, RuleError
+from .base import append, CallSpec, new_list, register, RuleError, Rule
 from .calls import call_kind
 
 
@@ -15,9 +18,9 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'uses' and 'methods' must not be empty")
 
 
-def _requirements(rule):
+def _requirements(rule: Rule):
     """One of `uses` *and* a call of one of `methods`."""
-    spec = rule.call
+    spec = rule.spec_of(EntrySetupSpec)
     return [
         Requirement(frozenset({Word(use.rsplit(".", 1)[-1]), Word(method)}), refs=frozenset({("attr", method)}))
         for use in spec.uses
@@ -25,8 +28,26 @@ def _requirements(rule):
     ]
 
 
+@dataclass(frozen=True)
+class EntrySetupSpec(CallSpec):
+    """The keys of a `[[entry_setup]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    uses: Tuple[str, ...] = ()
+    methods: Tuple[str, ...] = ()
+    setup: str = ""
+    teardown: str = ""
+    skip_if_called: Tuple[str, ...] = ()
+
+    def code(self) -> Tuple[str, ...]:
+        return (self.setup, self.teardown)
+
+    def subject(self) -> str:
+        return self.methods[0] if self.methods else ""
+
+
 KIND = register(call_kind(
     "entry_setup",
+    EntrySetupSpec,
     ("uses", "methods", "setup", "teardown"),
     ("skip_if_called", "unknown_finding"),
     "setup and teardown statements in the script's main block",

@@ -4,8 +4,11 @@ every reference to them was rewritten.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Tuple
+
 from ..words import plain_words
-from .base import append, new_list, register, RuleError
+from .base import append, CallSpec, new_list, register, RuleError, Rule
 from .calls import call_kind
 
 
@@ -14,14 +17,25 @@ def _check(entry, label, lists, ints):
         raise RuleError(f"{label}: 'modules' must name at least one module")
 
 
-def _requirements(rule):
+def _requirements(rule: Rule):
     # Never needed on its own: removed only after another rule rewrote every reference.
     # (The words of its `apis`/`uses`/`methods`/`options`, none of which it has.)
     return plain_words()
 
 
+@dataclass(frozen=True)
+class RemoveImportSpec(CallSpec):
+    """The keys of a `[[remove_import]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
+
+    modules: Tuple[str, ...] = ()
+
+    def subject(self) -> str:
+        return self.modules[0] if self.modules else ""
+
+
 KIND = register(call_kind(
     "remove_import",
+    RemoveImportSpec,
     ("modules",),
     (),
     "an import removed once nothing uses it",

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from ..kinds import KINDS
 from ..kinds.base import Rule
+from ..kinds.entry_setup import EntrySetupSpec
 from ..kinds.finding import FindingSpec
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
@@ -288,7 +289,7 @@ def _blocked_findings(rule: Rule, lacking: CannMissing, template: Rule) -> List[
     suggestion = template.suggestion.replace("{instead}", _escape(instead[:1].upper() + instead[1:]))
     base = dataclasses.replace(template, message=message, suggestion=suggestion, examples=(),
                                source=f"{template.source} for {rule.source}", framework="tensorflow")
-    if rule.kind == "entry_setup":
+    if isinstance(spec, EntrySetupSpec):
         return [dataclasses.replace(base, match_kind="api", patterns=tuple(spec.uses), from_=spec.uses[0],
                                     spec=dataclasses.replace(FindingSpec.of(base), once_per_file=True))]
     if spec.apis:
@@ -313,12 +314,19 @@ def describe_cann_target(rules: RuleSet, target: CannTarget) -> str:
              + (f" ({target.reason})" if target.reason else ""),
              f"{len(made)} of {len(rows)} TensorFlow rewrites into TF Adapter helpers are made for this target:"]
     for rule, helpers, _ in made:
-        lines.append(f"  {rule.code} {', '.join(rule.call.apis or rule.call.uses)} -> {', '.join(helpers)}")
+        lines.append(f"  {rule.code} {', '.join(_matched(rule))} -> {', '.join(helpers)}")
     held = [r for r in rows if r[2] is not None]
     if held:
         lines.append(f"{len(held)} are not (NPU321: the helper is missing in the target):")
         for rule, _helpers, lacking in held:
             assert lacking is not None
             came = f"came with CANN {lacking.added_in}" if lacking.added_in else "in no dated release"
-            lines.append(f"  {rule.code} {', '.join(rule.call.apis or rule.call.uses)} -> {lacking.name}  ({came})")
+            lines.append(f"  {rule.code} {', '.join(_matched(rule))} -> {lacking.name}  ({came})")
     return "\n".join(lines) + "\n"
+
+
+def _matched(rule: Rule) -> Tuple[str, ...]:
+    """What a TensorFlow rule matches, as `rules --cann-version` lists it: its APIs, or the
+    modules an entry_setup rule's file must use."""
+    spec = rule.call
+    return spec.apis or (spec.uses if isinstance(spec, EntrySetupSpec) else ())

@@ -11,6 +11,11 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple, cast
 import libcst as cst
 
 from ...context import Context
+from ...kinds.add_keyword import AddKeywordSpec
+from ...kinds.call_config import CallConfigSpec
+from ...kinds.call_rename import CallRenameSpec
+from ...kinds.call_replace import CallReplaceSpec
+from ...kinds.entry_setup import EntrySetupSpec
 from ...rules import Rule
 from .index import FRAMEWORK_KIND_KEYS
 from ..bindings import MODULE_SCOPE
@@ -81,24 +86,25 @@ class Applier(cst.CSTTransformer):
             return updated_node
         new = updated_node
         if plan.replace is not None:
-            spec = plan.replace.call
+            replacing = plan.replace.spec_of(CallReplaceSpec)
             values = [new.args[i].value for i in plan.replace_args]
-            values += [cst.parse_expression(e) for e in spec.extra_args]
-            replaced = new_call(spec.to, values)
+            values += [cst.parse_expression(e) for e in replacing.extra_args]
+            replaced = new_call(replacing.to, values)
             replaced = replaced.with_changes(lpar=new.lpar, rpar=new.rpar)
             after = node_code(replaced)
-            if plan.replace.call.assign_to:
-                after = f"{plan.replace.call.assign_to} = {after}"
+            if replacing.assign_to:
+                after = f"{replacing.assign_to} = {after}"
             self.edit(plan.replace, original_node, self.code(original_node), after)
             new = replaced
         if plan.rename is not None:
-            func = cst.parse_expression(plan.rename.call.to)
-            self.edit(plan.rename, original_node.func, self.code(original_node.func), plan.rename.call.to)
+            to = plan.rename.spec_of(CallRenameSpec).to
+            func = cst.parse_expression(to)
+            self.edit(plan.rename, original_node.func, self.code(original_node.func), to)
             new = new.with_changes(func=func)
         if plan.config is not None:
             new = self._configure(original_node, new, plan)
         for rule, index in plan.set_keywords:
-            spec = rule.call
+            spec = rule.spec_of(AddKeywordSpec)
             args = list(new.args)
             args[index] = args[index].with_changes(value=cst.parse_expression(spec.value))
             new = new.with_changes(args=args)
@@ -106,7 +112,7 @@ class Applier(cst.CSTTransformer):
             prefix = f"{spec.keyword}=" if arg.keyword is not None else ""
             self.edit(rule, arg.value, prefix + self.code(arg.value), prefix + spec.value)
         for rule in plan.add_keywords:
-            spec = rule.call
+            spec = rule.spec_of(AddKeywordSpec)
             new = add_keyword_argument(new, spec.keyword, cst.parse_expression(spec.value))
             self.edit(rule, original_node, self.code(original_node.func) + "(...)",
                       f"{self.code(original_node.func)}(..., {spec.keyword}={spec.value})")
@@ -115,7 +121,7 @@ class Applier(cst.CSTTransformer):
     def _configure(self, original: cst.Call, call: cst.Call, plan: CallPlan) -> cst.Call:
         rule = plan.config
         assert rule is not None  # _configure runs for a plan with a config rule
-        spec = rule.call
+        spec = rule.spec_of(CallConfigSpec)
         index = plan.config_arg
         if index is None:
             added = new_call(spec.to, [])
@@ -150,7 +156,7 @@ class Applier(cst.CSTTransformer):
         rule = self.plans.statements.get(id(original_node))
         if rule is None:
             return updated_node
-        target = cast(cst.BaseAssignTargetExpression, cst.parse_expression(rule.call.assign_to))
+        target = cast(cst.BaseAssignTargetExpression, cst.parse_expression(rule.spec_of(CallReplaceSpec).assign_to))
         return cst.Assign(
             targets=[cst.AssignTarget(target=target)],
             value=updated_node.value,
@@ -223,14 +229,15 @@ class Applier(cst.CSTTransformer):
             if id(stmt) in self._after:
                 out.extend(cst.parse_statement(line) for line in self._after[id(stmt)][1])
         for rule, anchor in self.plans.cleanups.get(key, ()):
-            new_lines = [cst.parse_statement(s) for s in rule.call.cleanup]
+            spec = rule.spec_of(CallReplaceSpec)
+            new_lines = [cst.parse_statement(s) for s in spec.cleanup]
             insert_at = len(out)
             if out and isinstance(out[-1], cst.SimpleStatementLine) and isinstance(out[-1].body[0], cst.Return):
                 insert_at -= 1
             out[insert_at:insert_at] = new_lines
-            after = "; ".join(rule.call.cleanup)
+            after = "; ".join(spec.cleanup)
             self.edit(rule, anchor, "", after,
-                      f"added `{after}` at the end of the block: it releases what `{rule.call.to}()` set up")
+                      f"added `{after}` at the end of the block: it releases what `{spec.to}()` set up")
         return out, pending_lines
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
@@ -250,7 +257,7 @@ class Applier(cst.CSTTransformer):
         return new
 
     def _entry_setup(self, module: cst.Module, rule: Rule, original_guard: cst.If) -> cst.Module:
-        spec = rule.call
+        spec = rule.spec_of(EntrySetupSpec)
         body = list(module.body)
         for i, stmt in enumerate(body):
             if is_main_guard(stmt) and isinstance(stmt.body, cst.IndentedBlock):

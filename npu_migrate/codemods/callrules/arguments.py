@@ -10,6 +10,8 @@ from typing import Iterable, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from ...kinds.add_keyword import AddKeywordSpec
+from ...kinds.argument import ArgumentSpec
 from ...rules import Rule
 from ..strings import string_value
 from ..syntax import find_argument, has_star, option_names
@@ -34,7 +36,7 @@ class ArgumentPlanning(PlannerState):
         return None
 
     def _matches(self, rule: Rule, value: str) -> bool:
-        spec = rule.call
+        spec = rule.spec_of(ArgumentSpec)
         if spec.pattern:
             return re.fullmatch(spec.pattern, value) is not None
         return value == spec.literal
@@ -44,12 +46,13 @@ class ArgumentPlanning(PlannerState):
         """Plan the literals that match; `path`: their statements (default: the call's)."""
         for literal in literals:
             value = string_value(literal)
-            if value is not None and self._matches(rule, value) and value != rule.call.to:
-                self.plans.literals[id(literal)] = (rule, rule.call.to)
+            to = rule.spec_of(ArgumentSpec).to
+            if value is not None and self._matches(rule, value) and value != to:
+                self.plans.literals[id(literal)] = (rule, to)
                 self.plans.hot.update(self._call_path if path is None else path)
 
     def _plan_argument(self, node: cst.Call, rule: Rule) -> None:
-        spec = rule.call
+        spec = rule.spec_of(ArgumentSpec)
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             return
@@ -93,7 +96,7 @@ class ArgumentPlanning(PlannerState):
     # add_keyword ----------------------------------------------------------------------------
 
     def _plan_keyword(self, node: cst.Call, rule: Rule, plan: CallPlan, api: str) -> None:
-        spec = rule.call
+        spec = rule.spec_of(AddKeywordSpec)
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             if has_star(node):
@@ -122,7 +125,7 @@ class ArgumentPlanning(PlannerState):
     def is_receiver(self, node: cst.BaseExpression, rule: Rule, seen: Optional[Set[Tuple[int, str]]] = None) -> bool:
         """Whether `node` is certainly built by one of the rule's `receivers` (then any of its
         `receiver_methods`/`methods`), directly or through variables assigned nothing else."""
-        spec = rule.call
+        spec = rule.spec_of(AddKeywordSpec)
         if isinstance(node, cst.Call):
             qual = self.qual(node.func)
             if qual is not None:

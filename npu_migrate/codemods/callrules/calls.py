@@ -8,6 +8,9 @@ from typing import Dict, Optional, Set
 
 import libcst as cst
 
+from ...kinds.call_config import CallConfigSpec
+from ...kinds.call_rename import CallRenameSpec
+from ...kinds.call_replace import CallReplaceSpec
 from ...rules import Rule
 from ..syntax import find_argument, has_star, positional
 from .apply import CallPlan, atexit_registration
@@ -20,7 +23,7 @@ class CallPlanning(PlannerState):
     # call_rename ----------------------------------------------------------------------------
 
     def fits(self, node: cst.Call, rule: Rule) -> bool:
-        spec = rule.call
+        spec = rule.spec_of(CallRenameSpec)
         if has_star(node):
             return False
         if spec.max_positional is not None and len(positional(node)) > spec.max_positional:
@@ -36,8 +39,9 @@ class CallPlanning(PlannerState):
         if key not in self._renamable_cache:
             self._renamable_cache[key] = False  # a call whose argument is the call itself: no
             ok = self.fits(node, rule)
-            if ok and rule.call.npu_argument:
-                index = find_argument(node, rule.call.npu_argument, rule.call.npu_argument_position)
+            spec = rule.spec_of(CallRenameSpec)
+            if ok and spec.npu_argument:
+                index = find_argument(node, spec.npu_argument, spec.npu_argument_position)
                 ok = index is not None and self.holds_npu_object(node.args[index].value)
             self._renamable_cache[key] = ok
         return self._renamable_cache[key]
@@ -56,7 +60,7 @@ class CallPlanning(PlannerState):
     # call_replace ---------------------------------------------------------------------------
 
     def _plan_replace(self, node: cst.Call, rule: Rule, plan: CallPlan) -> None:
-        spec = rule.call
+        spec = rule.spec_of(CallReplaceSpec)
         qual = self.qual(node.func) or ""
         given: Dict[str, int] = {}
         ok = not has_star(node)
@@ -112,11 +116,11 @@ class CallPlanning(PlannerState):
     # call_config ----------------------------------------------------------------------------
 
     def _skip_config(self, rule: Rule) -> bool:
-        marker = rule.call.unless_file_contains
+        marker = rule.spec_of(CallConfigSpec).unless_file_contains
         return bool(marker) and marker in self.ctx.text
 
     def _plan_config(self, node: cst.Call, rule: Rule, plan: CallPlan) -> None:
-        spec = rule.call
+        spec = rule.spec_of(CallConfigSpec)
         index = find_argument(node, spec.keyword, spec.position)
         if index is None:
             if has_star(node) or (spec.position is not None and len(positional(node)) > spec.position):

@@ -34,8 +34,8 @@ class FrameworkRules:
         self.remove_import: List[Rule] = rules.index_of(remove_import.KIND, framework)
         self.add_import: Optional[Rule] = rules.index_of(add_import.KIND, framework).last
         # Names that already hold an NPU object: what the call_rename / call_config rules produce.
-        self.npu_callees = {r.call.to for r in self.rename.values()}
-        self.config_wrappers = {r.call.to for r in self.config.values()}
+        self.npu_callees = {r.spec_of(call_rename.CallRenameSpec).to for r in self.rename.values()}
+        self.config_wrappers = {r.spec_of(call_config.CallConfigSpec).to for r in self.config.values()}
 
     @staticmethod
     def by_prefix(table: Dict[str, Rule], qualname: str) -> Optional[Rule]:

@@ -10,7 +10,11 @@ import libcst as cst
 
 from ...context import Context
 from ...imports import dotted_name
+from ...kinds.call_config import CallConfigSpec
+from ...kinds.call_rename import CallRenameSpec
+from ...kinds.call_replace import CallReplaceSpec
 from ...kinds.finding import FindingSpec
+from ...kinds.remove_import import RemoveImportSpec
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE, Bindings
 from ..syntax import is_main_guard, is_none
@@ -164,7 +168,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def _track_import(self, node: cst.CSTNode, module: str, alias_index: Optional[int]) -> None:
         for rule in self.rules.remove_import:
-            if any(module == m or module.startswith(m + ".") for m in rule.call.modules):
+            if any(module == m or module.startswith(m + ".") for m in rule.spec_of(RemoveImportSpec).modules):
                 self._imports.append((node, module, rule, alias_index, self.scope))
 
     # -- references ------------------------------------------------------------------------------
@@ -204,7 +208,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
             return
         self._used.add(qual)
         for rule in self.rules.remove_import:
-            for module in rule.call.modules:
+            for module in rule.spec_of(RemoveImportSpec).modules:
                 if qual == module or qual.startswith(module + "."):
                     for counts in (self._module_refs.setdefault(module, [0, 0]),
                                    self._scope_refs.setdefault((module, self.scope), [0, 0])):
@@ -314,11 +318,14 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
 
     def _unfit(self, node: cst.Call, rule: Rule, qual: str, why: str = "") -> None:
         """Report a call the rule cannot rewrite (its arguments do not fit the NPU API)."""
-        finding = self.rules.codemod_findings.get(rule.call.unknown_finding)
+        spec = rule.call
+        finding = self.rules.codemod_findings.get(spec.unknown_finding)
         if finding is None:
             return
         self._reported_refs.add(id(node.func))
-        self.finding(finding, node, qual, finding.render_message(api=qual, to=rule.call.to) + why)
+        # (a call_rename, call_replace or call_config rule: each has a `to`)
+        to = spec.to if isinstance(spec, (CallRenameSpec, CallReplaceSpec, CallConfigSpec)) else ""
+        self.finding(finding, node, qual, finding.render_message(api=qual, to=to) + why)
 
     # -- the end -----------------------------------------------------------------------------------
 

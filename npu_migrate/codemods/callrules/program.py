@@ -8,6 +8,9 @@ from __future__ import annotations
 import libcst as cst
 
 from ...imports import dotted_name
+from ...kinds.entry_setup import EntrySetupSpec
+from ...kinds.remove_import import RemoveImportSpec
+from ...rules import Rule
 from ..bindings import MODULE_SCOPE
 from .apply import returns_early
 from .state import PlannerState
@@ -82,8 +85,8 @@ class ProgramPlanning(PlannerState):
                 aliases.add(alias_index)
 
     @staticmethod
-    def _prefix(rule, module: str) -> str:
-        return next(m for m in rule.call.modules if module == m or module.startswith(m + "."))
+    def _prefix(rule: Rule, module: str) -> str:
+        return next(m for m in rule.spec_of(RemoveImportSpec).modules if module == m or module.startswith(m + "."))
 
     def _within(self, scope: int, outer: int) -> bool:
         """Whether `scope` is `outer` or a scope inside it."""
@@ -96,7 +99,7 @@ class ProgramPlanning(PlannerState):
 
     def _plan_entry_setups(self) -> None:
         for rule in self.rules.entry_setup:
-            spec = rule.call
+            spec = rule.spec_of(EntrySetupSpec)
             if not any(q == u or q.startswith(u + ".") for q in self._used for u in spec.uses):
                 continue
             trigger = next((self._called_methods[m] for m in spec.methods if m in self._called_methods), None)
