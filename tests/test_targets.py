@@ -244,6 +244,20 @@ def test_default_target_rewrites_every_member_as_before():
     assert len([r for r in rows if r[0].startswith("torch.cuda.") and r[1].startswith("torch.npu.")]) >= 94
 
 
+def test_the_rewrites_a_target_supports_are_listed_in_one_order_whatever_the_set_order(monkeypatch):
+    """`rules --torch-npu-version 2.1` listed torch.cuda.stream and torch.cuda.Stream in the order
+    their set iterated (it changed with PYTHONHASHSEED): names equal but for case are ordered too."""
+    from npu_migrate.targets import torch_npu
+
+    rule = next(r for r in RULES.rules if r.kind == "api" and {"stream", "Stream"} <= set(api_members(r) or ()))
+    orders = []
+    for members in (["stream", "Stream"], ["Stream", "stream"]):
+        monkeypatch.setattr(torch_npu, "api_members", lambda r, members=members: members if r is rule else api_members(r))
+        orders.append([row[0] for row in torch_npu.supported_rewrites(RULES, Target("2.1"))])
+    assert orders[0] == orders[1]
+    assert orders[0].index(f"{rule.from_}.Stream") < orders[0].index(f"{rule.from_}.stream")
+
+
 def test_rules_lists_what_a_target_supports(run_cli, tmp_path):
     r = run_cli("rules", "--torch-npu-version", "2.1", cwd=tmp_path)
     assert r.returncode == 0, r.stderr

@@ -283,7 +283,7 @@ def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[M
         if listed is None:
             pairs = [(rule.from_, rule.to)]
         else:
-            pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(listed, key=str.lower)]
+            pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(listed, key=lambda m: (m.lower(), m))]
         for before, after in pairs:
             out.append((before, after, target.missing(after)))
     for rule in rules.rules:
