@@ -53,6 +53,8 @@ class Context:
     # Names a pass needed to see everywhere but that are written in lines left out: the file
     # is migrated again with the statements that write them (engine._migrate_partially).
     partial_misses: Set[str] = field(default_factory=set)
+    # ... and line ranges left out that a pass needed to see (PartialText.elided_in).
+    partial_lines: Set[Tuple[int, int]] = field(default_factory=set)
     # The words of the file's code (a prefilter.LazyCodeWords; None when only libcst could
     # parse the file).
     code: Optional[Any] = None

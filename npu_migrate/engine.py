@@ -183,9 +183,12 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
     if statements is None:
         return None
     also: Set[str] = set()
-    for _attempt in range(3):
-        partial = partial_text(text, tree, statements, also)
+    ranges: Set[Tuple[int, int]] = set()
+    for attempt in range(3):
+        partial = partial_text(text, tree, statements, also, ranges)
         if partial is None:
+            if attempt:
+                work.count("fallback")  # (what is to be kept is the whole file)
             return None
         try:
             work.count("partial")
@@ -193,11 +196,16 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
             return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
                                    partial=partial, code=code)
         except NeedsWholeModule as exc:
-            if not exc.words or exc.words <= also:
+            work.count("retry")
+            if not (exc.words or exc.lines) or (exc.words <= also and exc.lines <= ranges):
+                work.count("fallback")
                 return None
             also |= exc.words  # parse the statements that use these names too
+            ranges |= exc.lines  # and these lines
         except Exception:  # libcst refused the partial text (the whole file will say why), RecursionError
+            work.count("fallback")
             return None
+    work.count("fallback")
     return None
 
 
@@ -249,8 +257,8 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
             except Exception as exc:  # a bug in one pass: the others' findings are still reported
                 ctx.rollback(mark)
                 failed.append(f"{step.name} pass: {type(exc).__name__}: {exc}")
-    if ctx.partial_misses:
-        raise NeedsWholeModule("device variable", ctx.partial_misses)
+    if ctx.partial_misses or ctx.partial_lines:
+        raise NeedsWholeModule("statements left out", ctx.partial_misses, ctx.partial_lines)
 
     if ctx.has_records:
         result.edits, result.findings = ctx.finish()

@@ -5,8 +5,9 @@ large (a 3,000-line `modeling_*.py` with one `torch.cuda.is_available()`; a 5,00
 `class Trainer` with one `.cuda()`), and parsing is most of the cost. Python's own parser runs
 first anyway (safe_parse) and is ~10x faster than libcst; its tree tells where each statement
 ends. The file is cut into *chunks*: each top-level statement with the comments and blank lines
-before it, and inside a class, each statement of its body (methods), the class header staying
-with the class. A chunk is *kept* when its text holds the leaf word of some rule requirement
+before it, and inside a class or a function, each statement of its body (the header staying
+with it: a 200-line `forward` with one `.cuda()` is parsed as its `def` line and that
+statement). A chunk is *kept* when its text holds the leaf word of some rule requirement
 (prefilter.Requirement.leaf: the last part of a qualified name, a method, the word of a device
 string -- the word the matched code itself contains, written as the requirement says), a name
 the file's imports bind to something a rule names (`tc` after `import torch.cuda as tc`), or
@@ -25,6 +26,9 @@ When it is not used, or given up for a whole parse (`engine.migrate_python`):
   device string because `x.to(DEV)` is written elsewhere) notes each variable whose name is
   written in a line left out (Context.partial_misses), and the file is migrated again with
   the chunks that write those names (NeedsWholeModule(words); after three tries, whole);
+  likewise a pass that reads a function whole (does it `return "cpu"` somewhere?) asks for
+  the lines left out of it (Context.partial_lines, PartialText.elided_in); the work counts
+  say how often (`retry`, `fallback`: work.py);
 * lone `\\r` line endings (line numbering), text that holds the marker itself, and a migrated
   text in which the placeholders do not come back exactly once each, whole and in order.
 
@@ -54,11 +58,14 @@ _MATCH_CASE: Type[ast.AST] = getattr(ast, "match_case", ast.stmt)  # Python >= 3
 
 class NeedsWholeModule(Exception):
     """Raised by a pass that must see more statements of the module: those that hold one of
-    `words` (then the partial text is made again with them), or all of them (no words)."""
+    `words`, and those in the line ranges `lines` ((start, end), 0-based, end excluded: runs
+    left out of a function a pass reads whole); then the partial text is made again with them.
+    Without either, all of them."""
 
-    def __init__(self, reason: str, words: Iterable[str] = ()) -> None:
+    def __init__(self, reason: str, words: Iterable[str] = (), lines: Iterable[Tuple[int, int]] = ()) -> None:
         super().__init__(reason)
         self.words = frozenset(words)
+        self.lines = frozenset(lines)
 
 
 @dataclass
@@ -103,9 +110,12 @@ class StatementFilter:
         self.roots: Set[str] = {r.name.split(".", 1)[0] for r in requirements if r.name}
         self.roots.update(m.split(".", 1)[0] for m in packages)
 
-    def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes]) -> List[Chunk]:
-        """The chunks libcst need not parse, in order (a kept class may leave out some of
-        its body). `also`: words whose chunks are kept too."""
+    def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes],
+                 ranges: Iterable[Tuple[int, int]] = ()) -> List[Chunk]:
+        """The chunks libcst need not parse, in order (a kept class or function may leave out
+        some of its body). `also`: words whose chunks are kept too; `ranges`: line ranges
+        ((start, end), 0-based) whose chunks are kept too."""
+        forced = sorted(ranges)
         texts = ["".join(lines[c.start : c.end]) for c in chunks]
         words = [words_of(text) for text in texts]
         imports = [list(_imports(c.statements)) if b"import" in w else [] for c, w in zip(chunks, words)]
@@ -124,9 +134,10 @@ class StatementFilter:
                 if local != parts[-1]:  # else the rule's own `parent.last` link finds it
                     alias_links.append((local.encode(), last.encode(), re.compile(link_regex(local, last))))
 
-        def needed(text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
+        def needed(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
             return (
-                any(local in relevant_locals for local, _ in chunk_imports)
+                any(start < chunk.end and chunk.start < end for start, end in forced)
+                or any(local in relevant_locals for local, _ in chunk_imports)
                 or self.prefilter.may_need_work(text, chunk_words)
                 or not alias_words.isdisjoint(chunk_words)
                 or any(a in chunk_words and b in chunk_words and link_found(p, text) for a, b, p in alias_links)
@@ -135,7 +146,7 @@ class StatementFilter:
         out: List[Chunk] = []
 
         def visit(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> None:
-            if not needed(text, chunk_words, chunk_imports):
+            if not needed(chunk, text, chunk_words, chunk_imports):
                 out.append(chunk)
             elif chunk.body:
                 for part in chunk.body:
@@ -167,6 +178,23 @@ class PartialText:
             self._elided_words = words_of("".join("".join(self.lines[a:b]) for a, b, _ in self.runs))
         return word.encode() in self._elided_words
 
+    def elided_in(self, block, word: str) -> List[Tuple[int, int]]:
+        """The runs left out of `block` (a libcst suite: its own statements, not those of the
+        blocks inside it) whose lines hold `word`, as (start, end) line ranges (0-based):
+        what NeedsWholeModule(lines=...) asks to parse when a pass reads a function whole."""
+        if not self.elided_word(word):
+            return []
+        found = []
+        for stmt in getattr(block, "body", ()):
+            small = getattr(stmt, "body", None)
+            value = getattr(small[0], "value", None) if isinstance(small, (list, tuple)) and len(small) == 1 else None
+            label = _PLACEHOLDER_RE.match(getattr(value, "value", None) or "")
+            if label is not None:
+                start, end = int(label.group(1)) - 1, int(label.group(2))
+                if word.encode() in words_of("".join(self.lines[start:end])):
+                    found.append((start, end))
+        return found
+
     def restore(self, migrated: str) -> Optional[str]:
         """The migrated file: `migrated` (the migrated partial text) with each placeholder put
         back to the lines it stands for; None when the placeholders did not survive intact."""
@@ -193,9 +221,10 @@ class PartialText:
 
 
 def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
-                 also: Iterable[str] = ()) -> Optional[PartialText]:
+                 also: Iterable[str] = (), ranges: Iterable[Tuple[int, int]] = ()) -> Optional[PartialText]:
     """The partial text of `text` (whose syntax tree is `tree`), or None when nothing would be
-    left out or partial parsing cannot be used on it. `also`: words whose chunks are kept too."""
+    left out or partial parsing cannot be used on it. `also`: words whose chunks are kept too;
+    `ranges`: line ranges ((start, end), 0-based) whose chunks are kept too."""
     if MARKER in text or "\r" in text.replace("\r\n", ""):
         return None
     lines = _lines(text)
@@ -205,7 +234,7 @@ def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
     if len(lines) > (chunks[-1].end if chunks else 0):  # comments after the last statement
         chunks.append(Chunk(chunks[-1].end if chunks else 0, len(lines), [], ""))
     runs: List[Tuple[int, int, str]] = []
-    for chunk in statements.left_out(chunks, lines, {w.encode() for w in also}):
+    for chunk in statements.left_out(chunks, lines, {w.encode() for w in also}, ranges):
         if chunk.start == chunk.end:
             continue
         if runs and runs[-1][1] == chunk.start and runs[-1][2] == chunk.indent:
@@ -222,6 +251,10 @@ def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
         at = end
     parts.extend(lines[at:])
     return PartialText("".join(parts), lines, runs)
+
+
+# A placeholder's string as libcst gives it: `"""npu-migrate-elided:3-6` (1-based, inclusive).
+_PLACEHOLDER_RE = re.compile('"""' + re.escape(MARKER) + r"(\d+)-(\d+)")
 
 
 def _placeholder(lines: List[str], start: int, end: int, indent: str) -> List[str]:
@@ -249,11 +282,26 @@ def _chunks(body: Sequence[ast.stmt], start: int, stop: int, lines: List[str]) -
             continue  # `a = 1; b = 2`: one line, one chunk
         first_line = lines[_first_line(group[0]) - 1]
         chunk = Chunk(start, end, group, first_line[: len(first_line) - len(first_line.lstrip(" \t"))])
-        if len(group) == 1 and isinstance(stmt, ast.ClassDef) and stmt.body and _first_line(stmt.body[0]) > stmt.lineno:
+        if len(group) == 1 and isinstance(stmt, _BLOCKS) and stmt.body and _starts_its_line(stmt.body[0], lines):
             chunk.body = _chunks(stmt.body, _first_line(stmt.body[0]) - 1, end, lines)
         chunks.append(chunk)
         start, group = end, []
     return chunks
+
+
+# Statements whose bodies are cut into chunks of their own: a 200-line `forward` with one
+# `.cuda()` is parsed as its header, that statement and placeholders.
+_BLOCKS = (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _starts_its_line(stmt: ast.stmt, lines: List[str]) -> bool:
+    """Whether only indentation comes before `stmt` (its first decorator) on its first line: the
+    header of the block holding it ends on an earlier line (not `def f(\n  a): return a`)."""
+    line = lines[_first_line(stmt) - 1]
+    indent = len(line) - len(line.lstrip(" \t"))
+    if getattr(stmt, "decorator_list", None):
+        return line[indent:indent + 1] == "@"  # (a decorator starts a line)
+    return stmt.col_offset == indent
 
 
 def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:

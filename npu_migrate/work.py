@@ -11,6 +11,12 @@ engine counts, per file, the steps that cost about as much as a parse:
     codegen      code generations of a whole tree (module.code, positions)
     verify       Python's parse of the migrated text
 
+and, where they happen, how often a partial attempt was not enough (a pass needed statements
+left out, partial.py NeedsWholeModule):
+
+    retry        partial attempts a pass found not enough (then made again with more statements)
+    fallback     partial attempts given up for a whole parse (after three, or when nothing is left out)
+
 `FileResult.work` carries a file's counts (in the worker processes too); `--stats` prints the
 run's sums and the files with the most work; tests/test_work_budget.py holds them to a budget.
 A step is counted where it is taken: `count("walk")`. Counting costs a dict update.
@@ -63,6 +69,8 @@ _WORDS = {
     "transform": "tree transforms",
     "codegen": "code generations",
     "verify": "parses of migrated text",
+    "retry": "partial attempts not enough",
+    "fallback": "partial attempts given up for a whole parse",
 }
 
 

@@ -164,7 +164,6 @@ def test_imports_of_packages_the_rules_name_are_kept_and_others_left_out():
         "import os",
         "def f():",
         "    import torch.cuda as tc",
-        "    return 1",
         "def h():",
         "    tc.synchronize()",
         "    os.environ['CUDA_VISIBLE_DEVICES'] = '0'",
@@ -213,6 +212,26 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     "import torch\nclass A:\n    class B:\n        def f(self):\n            pass\n        def g(self):\n            return t.cuda()\n",
     # a class body in one line, tabs
     "import torch\nclass A: pass\nclass B:\n\tdef f(self):\n\t\tpass\n\tdef g(self):\n\t\treturn t.cuda()\n",
+    # function bodies are cut into statements too: what a pass reads across them
+    # a local device variable, assigned in a statement of its own
+    "import torch\ndef f(x):\n    dev = 'gpu:0'\n    y = 1\n    return x.to(dev)\n",
+    # a function that returns devices: its `return 'cpu'` is in a statement left out
+    "import torch\ndef pick(flag):\n    if flag:\n        return 'cuda'\n    x = 1\n    return 'cpu'\n",
+    "import torch\ndef pick(flag):\n    def inner():\n        return 'cpu'\n    if flag:\n        return 'cuda'\n",
+    # a kernel guard whose kernel call is in another statement (a relative import left out)
+    "import torch\nfrom . import _C\ndef nms(b):\n    ok = b.is_cuda\n    out = _C.nms(b)\n    return out if ok else b\n",
+    "import torch\nfrom . import _C\ndef run(b):\n    return _C.run(b)\ndef nms(b):\n    if b.is_cuda:\n        pass\n"
+    "    return run(b)\n",
+    # an optional import guarded by an availability check in another statement
+    "import torch\ndef f():\n    if not is_apex_available():\n        raise ImportError('apex')\n    from apex import amp\n"
+    "    x = torch.cuda.current_device()\n",
+    # a body on the line that ends a header of several lines; async, nested and decorated functions
+    "import torch\ndef f(\n    a): return a.cuda()\ndef g(\n    a): b = 1; return a.cuda()\n",
+    "import torch\nasync def f(a):\n    b = 1\n    await a.cuda()\n",
+    "import torch\ndef f(a):\n    '''Docs.'''\n    @wraps(a)\n    def g():\n        y = 2\n        return a.cuda()\n    # note\n"
+    "    z = 3\n    return g\n",
+    # a docstring kept, a comment indented unevenly after the last statement
+    "import torch\ndef f(a):\n    '''Move a to cuda.'''\n    b = 1\n    return a.cuda()\n        # odd\nx = 1\n",
 ])
 def test_cross_statement_cases_give_the_whole_parse_result(text):
     assert_same_as_whole(text)

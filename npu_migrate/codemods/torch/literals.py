@@ -297,13 +297,16 @@ class LiteralRewrites(TorchState):
                 + list(updated.args[1:])
             )
         # device.startswith("cuda") / device.type.startswith("cuda:")
+        # (the argument first: is_device_expr may walk the tree, and in a partial parse ask for
+        # another attempt, for every `key.startswith("model.")`)
         if (
             qual is None
             and isinstance(original.func, cst.Attribute)
             and original.func.attr.value in ("startswith", "endswith")
-            and self.is_device_expr(original.func.value)
             and updated.args
             and original.args[0].keyword is None
+            and self.positional_devices.rewrite(updated.args[0].value) is not None
+            and self.is_device_expr(original.func.value)
         ):
             first = updated.args[0]
             updated = updated.with_changes(
@@ -576,7 +579,10 @@ class LiteralRewrites(TorchState):
             return False
         func = self._functions[-1]
         if id(func) not in self._returns_devices:
-            self._returns_devices[id(func)] = dc.returns_devices(func, self.resolve, DEVICE_NAME_RE)
+            found = self._returns_devices[id(func)] = dc.returns_devices(func, self.resolve, DEVICE_NAME_RE)
+            if not found and self.ctx.partial is not None:
+                # a `return "cpu"` in lines partial parsing left out: parsed in another attempt
+                self.ctx.partial_lines.update(self.ctx.partial.elided_in(func.body, "return"))
         return self._returns_devices[id(func)]
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
