@@ -71,14 +71,23 @@ class NeedsWholeModule(Exception):
 @dataclass
 class Chunk:
     """Lines [start, end) (0-based) of one statement (or several on one line) with the
-    comments and blank lines before it. A class has `body`: the chunks of its statements;
-    lines [start, body[0].start) are its header."""
+    comments and blank lines before it. A class or function has `body(lines)`: the chunks of
+    its statements (made when asked: most are never looked into); lines [start,
+    body[0].start) are its header."""
 
     start: int
     end: int
     statements: List[ast.stmt]
     indent: str  # of its first statement
-    body: Optional[List["Chunk"]] = None
+    block: Optional["ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef"] = None  # whose body can be cut
+    _body: Optional[List["Chunk"]] = None
+
+    def body(self, lines: List[str]) -> Optional[List["Chunk"]]:
+        if self._body is None and self.block is not None:
+            first = self.block.body[0]
+            self._body = _chunks(self.block.body, _first_line(first) - 1, self.end, lines)
+            self.block = None
+        return self._body
 
 
 # Refs (prefilter.Requirement) that hold in the statement holding the match: `.cuda`,
@@ -148,8 +157,8 @@ class StatementFilter:
         def visit(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> None:
             if not needed(chunk, text, chunk_words, chunk_imports):
                 out.append(chunk)
-            elif chunk.body:
-                for part in chunk.body:
+            elif chunk.block is not None or chunk._body:
+                for part in chunk.body(lines) or ():
                     part_text = "".join(lines[part.start : part.end])
                     part_words = words_of(part_text)
                     visit(part, part_text, part_words, list(_imports(part.statements)) if b"import" in part_words else [])
@@ -261,7 +270,10 @@ def _placeholder(lines: List[str], start: int, end: int, indent: str) -> List[st
     """The lines standing for lines[start:end]: one string statement as many lines long (a
     single token, where as many lines of code or comments would cost libcst nodes), indented
     as the statements it replaces, each line with the line ending of the line it stands for."""
-    endings = [_ending(line) for line in lines[start:end]]
+    if end - start > 2 and "\r" not in "".join(lines[start:end - 1]):  # (the usual case, without a look at each line)
+        endings = ["\n"] * (end - start - 1) + [_ending(lines[end - 1])]
+    else:
+        endings = [_ending(line) for line in lines[start:end]]
     label = f"{indent}\"\"\"{MARKER}{start + 1}-{end}"
     if end - start == 1:
         return [f'{label}"""{endings[0]}']
@@ -273,17 +285,18 @@ def _chunks(body: Sequence[ast.stmt], start: int, stop: int, lines: List[str]) -
     does not say where they end."""
     chunks: List[Chunk] = []
     group: List[ast.stmt] = []
+    firsts = [_first_line(stmt) for stmt in body]
     for i, stmt in enumerate(body):
         end = getattr(stmt, "end_lineno", None)
         if end is None or end > stop or end <= start:
             return None
         group.append(stmt)
-        if i + 1 < len(body) and _first_line(body[i + 1]) <= end:
+        if i + 1 < len(body) and firsts[i + 1] <= end:
             continue  # `a = 1; b = 2`: one line, one chunk
-        first_line = lines[_first_line(group[0]) - 1]
+        first_line = lines[firsts[i + 1 - len(group)] - 1]
         chunk = Chunk(start, end, group, first_line[: len(first_line) - len(first_line.lstrip(" \t"))])
         if len(group) == 1 and isinstance(stmt, _BLOCKS) and stmt.body and _starts_its_line(stmt.body[0], lines):
-            chunk.body = _chunks(stmt.body, _first_line(stmt.body[0]) - 1, end, lines)
+            chunk.block = stmt
         chunks.append(chunk)
         start, group = end, []
     return chunks
@@ -330,8 +343,8 @@ def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:
 
 
 def _first_line(stmt: ast.stmt) -> int:
-    decorators = getattr(stmt, "decorator_list", None) or []
-    return min([stmt.lineno] + [d.lineno for d in decorators])
+    decorators = getattr(stmt, "decorator_list", None)
+    return min(stmt.lineno, *(d.lineno for d in decorators)) if decorators else stmt.lineno
 
 
 def _lines(text: str) -> List[str]:
