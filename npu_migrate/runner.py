@@ -140,7 +140,7 @@ def run(
         else:
             # The workers read, look up the cache, migrate and store: nothing is done file by file
             # here (a cold run would wait for every file to be read and hashed before starting).
-            # Biggest files first, so that no worker is left with a big one at the end.
+            # Sorted by size, biggest first; half the workers take from the other end (next_batch).
             todo = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
             _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
     return [o for o in outcomes if o is not None]
@@ -294,6 +294,16 @@ class _Worker:
         return True
 
 
+def next_batch(queue: Deque[Tuple[int, str]], worker: int) -> List[Tuple[int, str]]:
+    """The next files for worker number `worker`, from `queue` (biggest first): the even
+    workers take from the big end, the odd ones from the small end. The two ends meet in the
+    middle, so the workers still finish together (no big file left for the end), and with two
+    workers the big files are parsed one after the other rather than side by side: libcst takes
+    ~65 MB of memory for a 270 KB file (transformers, -j 2: peak PSS 188 -> 169 MB)."""
+    take = queue.popleft if worker % 2 == 0 else queue.pop
+    return [take() for _ in range(min(BATCH, len(queue)))]
+
+
 class _Pool:
     def __init__(self, jobs: int, options: Options, rules: RuleSet, keep_text: bool, cache=None) -> None:
         self.jobs = jobs
@@ -326,7 +336,7 @@ class _Pool:
                     if not w.process.is_alive():  # died while idle: nothing of ours lost
                         self._stop(w, graceful=False)
                         w = workers[n] = self._start()
-                    batch = [queue.popleft() for _ in range(min(BATCH, len(queue)))]
+                    batch = next_batch(queue, n)
                     w.pending.extend(batch)
                     try:
                         w.conn.send(batch)

@@ -237,3 +237,19 @@ def test_collection_is_rare_while_files_are_migrated_and_restored_after(tree):
     assert seen == [(runner.GC_YOUNG, True)] * 3
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+def test_workers_take_files_from_both_ends_of_the_size_order():
+    """runner.next_batch: with the files sorted biggest first, worker 0 (and every even one)
+    takes the biggest that are left, worker 1 (every odd one) the smallest, BATCH at a time,
+    until the two ends meet: two workers do not parse the biggest files at the same time."""
+    from collections import deque
+
+    from npu_migrate.runner import next_batch
+
+    queue = deque((i, f"f{i}.py") for i in range(2 * BATCH + 3))  # index 0 is the biggest
+    assert next_batch(queue, 0) == [(i, f"f{i}.py") for i in range(BATCH)]
+    assert next_batch(queue, 1) == [(i, f"f{i}.py") for i in range(2 * BATCH + 2, BATCH + 2, -1)]
+    assert next_batch(queue, 2) == [(BATCH, f"f{BATCH}.py"), (BATCH + 1, f"f{BATCH + 1}.py"),
+                                    (BATCH + 2, f"f{BATCH + 2}.py")]
+    assert not queue and next_batch(queue, 3) == []
