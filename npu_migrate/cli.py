@@ -238,7 +238,10 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     load_renderers(settings.fmt)
     _check_usage(settings, RENDERERS)
     _check_modelarts_options(ctx, settings)
-    rules = _load_rules_or_exit(settings.rule_files)
+    # The parsed rule files are kept in the cache folder (rules.ParsedRulesCache); runs that
+    # write parse them afresh, as they take no changed result from the result cache.
+    rules = _load_rules_or_exit(settings.rule_files, parsed_cache=None if settings.no_cache or settings.mode.writes
+                                else _parsed_rules_folder())
     if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
         raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
     if settings.verbose and config.path:
@@ -408,11 +411,21 @@ def _check_usage(s: Settings, renderers) -> None:
         raise click.UsageError("--modelarts-entry needs --entry FILE: the boot file runs that script")
 
 
-def _load_rules_or_exit(rule_files) -> RuleSet:
+def _load_rules_or_exit(rule_files, parsed_cache=None) -> RuleSet:
     try:
-        return load_rules(rule_files)
+        return load_rules(rule_files, parsed_cache=parsed_cache)
     except RuleError as exc:
         _fail(str(exc))
+
+
+def _parsed_rules_folder():
+    """The parsed rule files' folder in the user's private cache folder (cache.private_root:
+    never one others may write); None when the cache folder cannot be used (the result cache
+    says why)."""
+    from .cache import cache_root, private_root
+
+    root, problem = private_root(cache_root())
+    return root / "parsed-rules" if problem is None else None
 
 
 def _diff_header(report, result) -> str:

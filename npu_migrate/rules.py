@@ -214,7 +214,10 @@ _LOADED: "OrderedDict[bytes, RuleSet]" = OrderedDict()
 _LOADED_KEPT = 8
 
 
-def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -> RuleSet:
+def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
+               parsed_cache: Optional[Path] = None) -> RuleSet:
+    """The rule set of the built-in rule files and `extra_files`. `parsed_cache`: a folder
+    where the parsed content of the files is kept between runs (ParsedRulesCache)."""
     files = list(builtin_rule_files()) if include_builtin else []
     files += [Path(f) for f in extra_files]
     texts: List[Tuple[str, Path, bytes]] = []
@@ -243,19 +246,73 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True) -
     if cached is not None:
         _LOADED.move_to_end(key)
         return cached
-    raw: List[Tuple[str, Dict[str, Any]]] = []
-    for name, path, content in texts:
-        try:
-            data = tomllib.loads(content.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise RuleError(f"{path}: cannot read rule file: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise RuleError(f"{path}: invalid TOML: {exc}") from None
-        raw.append((name, data))
+    stored = ParsedRulesCache(parsed_cache, key) if parsed_cache is not None else None
+    raw = stored.get() if stored is not None else None
+    if raw is None:
+        raw = []
+        for name, path, content in texts:
+            try:
+                data = parse_toml(content.decode("utf-8"))
+            except UnicodeDecodeError as exc:
+                raise RuleError(f"{path}: cannot read rule file: {exc}") from None
+            except tomllib.TOMLDecodeError as exc:
+                raise RuleError(f"{path}: invalid TOML: {exc}") from None
+            raw.append((name, data))
+        if stored is not None:
+            stored.put(raw)
     rules = _LOADED[key] = build_ruleset(raw)
     while len(_LOADED) > _LOADED_KEPT:
         _LOADED.popitem(last=False)
     return rules
+
+
+def parse_toml(text: str) -> Dict[str, Any]:
+    """One rule file's TOML (tests/test_startup.py counts the calls)."""
+    return tomllib.loads(text)
+
+
+class ParsedRulesCache:
+    """The parsed content of the rule files, kept as JSON between runs: parsing the TOML of the
+    built-in files took most of the rule set's 0.07 s at every start (issue 24, one script).
+
+    The entry's name is the hash of every file's name and bytes (load_rules' key) and the
+    package version: any change to a rule file misses. It is written only when its JSON gives
+    back exactly what tomllib gave (TOML dates, NaN: not kept), and read only when it names its
+    own key; anything unreadable is a miss. Runs that write files parse the TOML themselves
+    (cli.py, as the result cache serves them no changed result); --no-cache neither reads nor
+    writes it. The newest KEPT entries are kept."""
+
+    KEPT = 8
+
+    def __init__(self, folder: Path, key: bytes) -> None:
+        from . import __version__
+
+        self.folder = folder
+        self.key = f"{hashlib.sha256(key + __version__.encode()).hexdigest()[:32]}"
+        self.path = folder / f"{self.key}.json"
+
+    def get(self) -> Optional[List[Tuple[str, Dict[str, Any]]]]:
+        try:
+            stored = json.loads(self.path.read_bytes())
+            if stored["key"] != self.key:
+                return None
+            return [(name, data) for name, data in stored["files"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def put(self, raw: List[Tuple[str, Dict[str, Any]]]) -> None:
+        try:
+            text = json.dumps({"key": self.key, "files": raw})
+            if [tuple(pair) for pair in json.loads(text)["files"]] != raw or "NaN" in text:
+                return
+            from .source import atomic_write
+
+            self.folder.mkdir(parents=True, exist_ok=True)
+            atomic_write(str(self.path), text.encode("utf-8"), 0o644, durable=False)
+            for old in sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-self.KEPT]:
+                old.unlink()
+        except (OSError, TypeError, ValueError):  # a read-only cache folder, a TOML date
+            return
 
 
 def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:

@@ -13,6 +13,9 @@ import sys
 import pytest
 
 from npu_migrate.report import RENDERERS, load_renderers, renderer_names
+from npu_migrate.rules import ParsedRulesCache, builtin_rule_files, load_rules
+
+RULE_FILES = len(builtin_rule_files())
 
 # Never imported by `npu-migrate train.py --check` (text report, one PyTorch file), with why.
 FORBIDDEN = {
@@ -40,7 +43,7 @@ PROBE = r"""
 import json, sys
 from npu_migrate import prefilter, rules, runner
 
-built = {"rule sets": 0, "prefilters": 0, "worker pools": 0}
+built = {"rule sets": 0, "prefilters": 0, "worker pools": 0, "rule files parsed": 0}
 
 def counted(module, name, key):
     real = getattr(module, name)
@@ -52,6 +55,7 @@ def counted(module, name, key):
 counted(rules, "build_ruleset", "rule sets")
 counted(prefilter, "build_prefilter", "prefilters")
 counted(runner, "_Pool", "worker pools")
+counted(rules, "parse_toml", "rule files parsed")
 from npu_migrate.cli import main
 try:
     main(sys.argv[1:])
@@ -94,7 +98,7 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
     (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, "train.py", "--check")
     assert seen["exit"] == 1  # it would be migrated: the run did migrate the file
-    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0}
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": RULE_FILES}
     imported = {m: FORBIDDEN[m] for m in seen["modules"] if m in FORBIDDEN}
     assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
 
@@ -104,7 +108,7 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, ".", "--check", "-j", "1", "--format", "json", "--no-cache")
-    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0}
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": RULE_FILES}
     reports = {m for m in seen["modules"] if m.startswith("npu_migrate.report.")}
     assert reports == {"npu_migrate.report.json"}
 
@@ -200,3 +204,72 @@ def test_stats_on_stdin(run_cli, tmp_path):
         "npu-migrate: work: t.py: 1 Python parses, 1 whole libcst parses, 1 tree transforms, 2 code generations, "
         "1 parses of migrated text",
     ]
+
+
+@pytest.mark.slow
+def test_a_run_with_the_cache_parses_no_rule_file_it_parsed_before(tmp_path):
+    """The built-in rule files' TOML (most of the rule set's 0.07 s) is parsed once and kept in
+    the cache folder (rules.ParsedRulesCache); --no-cache and runs that write parse it afresh."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    first = _probe(tmp_path, "train.py", "--check")
+    (tmp_path / "train.py").write_text(SCRIPT.replace("0.1", "0.2"), encoding="utf-8")  # no cached result
+    again = _probe(tmp_path, "train.py", "--check")
+    assert first["built"]["rule files parsed"] == RULE_FILES
+    assert again["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0}
+    assert again["exit"] == first["exit"] == 1
+    assert _probe(tmp_path, "train.py", "--check", "--no-cache")["built"]["rule files parsed"] == RULE_FILES
+    assert _probe(tmp_path, "train.py", "--diff")["built"]["rule files parsed"] == 0
+    assert _probe(tmp_path, "train.py", "--write")["built"]["rule files parsed"] == RULE_FILES
+
+
+def test_parsed_rules_from_the_cache_build_the_same_rule_set(tmp_path):
+    fresh = load_rules(include_builtin=True)
+    load_rules.__globals__["_LOADED"].clear()
+    stored = load_rules(parsed_cache=tmp_path)
+    assert len(list(tmp_path.glob("*.json"))) == 1
+    load_rules.__globals__["_LOADED"].clear()
+    import npu_migrate.rules as rules_module
+
+    real, rules_module.parse_toml = rules_module.parse_toml, None  # a parse would fail
+    try:
+        cached = load_rules(parsed_cache=tmp_path)
+    finally:
+        rules_module.parse_toml = real
+    assert cached.fingerprint == stored.fingerprint == fresh.fingerprint
+    assert cached.rules == fresh.rules
+
+
+def test_a_parsed_rules_entry_that_is_not_its_own_is_a_miss(tmp_path):
+    key = b"the files' names and bytes"
+    entry = ParsedRulesCache(tmp_path, key)
+    raw = [("torch.toml", {"rule": [{"code": "NPU101", "weight": 1.5, "on": True}]})]
+    entry.put(raw)
+    assert ParsedRulesCache(tmp_path, key).get() == raw
+    assert ParsedRulesCache(tmp_path, key + b"!").get() is None  # another content
+    entry.path.write_text('{"key": "someone else", "files": []}', encoding="utf-8")
+    assert entry.get() is None
+    entry.path.write_text("{not json", encoding="utf-8")
+    assert entry.get() is None
+    entry.path.unlink()
+    import datetime
+
+    ParsedRulesCache(tmp_path, key).put([("a.toml", {"when": datetime.date(2026, 1, 1)})])  # JSON has no dates
+    ParsedRulesCache(tmp_path, key).put([("a.toml", {"x": float("nan")})])
+    assert list(tmp_path.glob("*.json")) == []
+
+
+def test_parsed_rules_live_in_the_private_cache_folder_only(tmp_path, monkeypatch):
+    """In a folder others may write (NPU_MIGRATE_CACHE_DIR=/tmp), the parsed rules go to the
+    user's private subfolder, as the results do; in a folder the cache refuses, nowhere."""
+    from npu_migrate.cli import _parsed_rules_folder
+
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(shared))
+    assert _parsed_rules_folder() == shared / f"npu-migrate-{os.geteuid()}" / "parsed-rules"
+    unsafe = tmp_path / "unsafe"
+    unsafe.mkdir()
+    unsafe.chmod(0o777)
+    monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(unsafe))
+    assert _parsed_rules_folder() is None
