@@ -142,7 +142,7 @@ def registered_kinds() -> Dict[str, List[Site]]:
 
 def check_rule_emitter(rule: Any) -> None:
     """check_emitter for a rule (kinds.base.Rule) about to be recorded."""
-    check_emitter(rule.code, kind_key(rule.kind, rule.framework, rule.match_kind))
+    check_emitter(rule.code, rule.applier_key())
 
 
 def check_emitter(code: str, key: Optional[str]) -> None:

@@ -11,7 +11,7 @@ from libcst.metadata import CodeRange
 
 from . import work
 from .fast_visitor import children
-from .codes import check_emitter, kind_key
+from .codes import check_emitter
 from .imports import ImportTable
 from .model import Edit, Finding, Severity, Span
 from .options import Options
@@ -148,7 +148,7 @@ class Context:
     ) -> None:
         if isinstance(rule_or_code, Rule):
             code = rule_or_code.code
-            check_emitter(code, kind_key(rule_or_code.kind, rule_or_code.framework, rule_or_code.match_kind))
+            check_emitter(code, rule_or_code.applier_key())
         else:
             code = rule_or_code
             check_emitter(code, None)
@@ -166,7 +166,7 @@ class Context:
         severity: Optional[Severity] = None,
         module: Optional[cst.Module] = None,
     ) -> None:
-        check_emitter(rule.code, kind_key(rule.kind, rule.framework, rule.match_kind))
+        check_emitter(rule.code, rule.applier_key())
         if (module is None or module is self.module) and self.comment_suppressed(node, rule.code):
             return
         self._pending.append(

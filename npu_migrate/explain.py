@@ -9,7 +9,7 @@ import pkgutil
 from typing import List, Optional
 
 from .codedocs import page, reported_as, title_of
-from .codes import Site, appliers_of, kind_key, sites_of
+from .codes import Site, appliers_of, sites_of
 from .kinds.finding import FindingSpec
 from .rules import Rule, RuleSet, kind_of
 
@@ -46,7 +46,7 @@ def emitting_sites(rules: RuleSet, code: str) -> List[Site]:
     load_emitters()
     found = sites_of(code)
     for rule in rules.by_code(code):
-        found += appliers_of(kind_key(rule.kind, rule.framework, rule.match_kind))
+        found += appliers_of(rule.applier_key())
     return list(dict.fromkeys(found))
 
 
@@ -79,7 +79,7 @@ def explain(rules: RuleSet, code: str) -> Optional[str]:
 def _describe(rule: Rule) -> List[str]:
     spec = rule.spec if isinstance(rule.spec, FindingSpec) else FindingSpec()
     if rule.kind == "finding":
-        head = f"  {rule.source}: {rule.severity.value}, matches {rule.match_kind}"
+        head = f"  {rule.source}: {rule.severity.value}, matches {spec.match_kind}"
         if spec.context != "any":
             head += f" (in files that {'import torch' if spec.context == 'torch' else 'use the device'})"
     else:
@@ -88,7 +88,7 @@ def _describe(rule: Rule) -> List[str]:
     kind = kind_of(rule)
     if kind is not None:
         lines.append(f"    kind: [[{rule.kind}]], {kind.module.replace('.', '/')}.py")
-    names = list(rule.patterns or ((rule.from_,) if rule.from_ else ()))
+    names = list(spec.patterns or ((rule.from_,) if rule.from_ else ()))
     if rule.kind == "finding" and names:
         shown = ", ".join(names[:_SHOWN_NAMES])
         if len(names) > _SHOWN_NAMES:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 from .frameworks import TF2_FINDING
 from .kinds import KINDS
+from .kinds.finding import match_kind_of
 from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
 
 
@@ -285,7 +286,7 @@ def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:
 def unknown_kinds(rules) -> List[str]:
     """The rule kinds the prefilter does not know (each makes it parse every file)."""
     return sorted(
-        {f"{r.kind}/{r.match_kind}" if r.kind == "finding" else r.kind for r in rules.rules
+        {f"{r.kind}/{match_kind_of(r)}" if r.kind == "finding" else r.kind for r in rules.rules
          if rule_requirements(r) is None}
     )
 

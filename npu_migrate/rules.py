@@ -178,7 +178,7 @@ class RuleSet:
         rule = self.analysis.get(code) or self.edits.get(code)
         if rule is None:
             rule = Rule(kind="finding", code=code, source="(not loaded)", message=code, severity=Severity.WARNING,
-                        match_kind="analysis", spec=_finding.FindingSpec())
+                        spec=_finding.FindingSpec(match_kind="analysis"))
         return rule
 
     def by_code(self, code: str) -> List[Rule]:
@@ -406,8 +406,6 @@ def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:
         message=entry["message"],
         suggestion=entry.get("suggestion", ""),
         severity=fields.get("severity", Severity.INFO),
-        match_kind=fields.get("match_kind", ""),
-        patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
         examples=examples,
         framework=framework,
         spec=spec,
@@ -488,7 +486,7 @@ def default_rules() -> RuleSet:
 def _check_framework_references(rs: RuleSet) -> None:
     """`unknown_finding` codes must name a `codemod` finding of the same framework."""
     codemod_findings = {
-        (r.framework, r.code) for r in rs.rules if r.kind == "finding" and r.match_kind == "codemod"
+        (r.framework, r.code) for r in rs.rules if _finding.match_kind_of(r) == "codemod"
     }
     for rule in rs.rules:
         code = rule.call_spec.unknown_finding if rule.call_spec is not None else ""

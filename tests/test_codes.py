@@ -71,7 +71,7 @@ def test_every_code_the_rules_document_has_an_emitting_site():
 
 
 def test_every_rules_kind_has_a_registered_applier():
-    keys = {codes.kind_key(r.kind, r.framework, r.match_kind) for r in RULES.rules} - {None}
+    keys = {r.applier_key() for r in RULES.rules} - {None}
     assert keys - set(codes.registered_kinds()) == set()
 
 

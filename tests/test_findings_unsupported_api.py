@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.rules import default_rules
+from npu_migrate.kinds.finding import FindingSpec, match_kind_of, names_of
 
 RULES = default_rules()
 
@@ -148,13 +149,13 @@ SPECIFIC = {
 def _matched_names():
     names = set()
     for rule in RULES.rules:
-        if rule.kind == "finding" and rule.match_kind in ("api", "call"):
-            names.update(rule.patterns or (rule.from_,))
+        if match_kind_of(rule) in ("api", "call"):
+            names.update(names_of(rule))
     return names
 
 
 def _method_names():
-    return {r.from_ if not r.patterns else p for r in RULES.findings.get("method", ()) for p in (r.patterns or (r.from_,))}
+    return {p for r in RULES.findings.get("method", ()) for p in names_of(r)}
 
 
 def test_the_list_has_240_distinct_names():
@@ -176,7 +177,7 @@ def test_every_name_is_matched_or_left_out_with_a_reason():
 
 
 def test_names_left_out_are_really_not_in_the_npu304_rules():
-    npu304 = {n for r in RULES.by_code("NPU304") for n in (r.patterns or (r.from_,))}
+    npu304 = {n for r in RULES.by_code("NPU304") for n in names_of(r)}
     left_out = [n for n in APPENDIX_C if n.startswith(INSTANCE_MEMBERS) or n in SPECIFIC or n in REWRITTEN]
     assert not npu304 & set(left_out)
     # ... and the NPU304 rules hold nothing that is not on the list (besides method spellings).
@@ -199,9 +200,9 @@ def test_specific_rules_cover_their_names():
 def test_every_listed_function_is_reported_when_called():
     """Each name an NPU304 `api` rule holds is flagged (at the reference) when written out in full."""
     for rule in RULES.by_code("NPU304"):
-        if rule.match_kind != "api":
+        if match_kind_of(rule) != "api":
             continue
-        for name in rule.patterns:
+        for name in FindingSpec.of(rule).patterns:
             result = migrate_source(f"import torch\nv = {name}\n", "t.py", rules=RULES)
             assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
                 ("NPU304", 2, 5, name)

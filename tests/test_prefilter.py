@@ -21,6 +21,7 @@ from npu_migrate import prefilter as prefilter_module
 from npu_migrate.prefilter import (Prefilter, Requirement, Word, link_found, link_regex, may_need_work, rule_requirements,
                                  unknown_kinds)
 from npu_migrate.rules import Example, Rule, RuleSet, build_ruleset, default_rules, load_rules
+from npu_migrate.kinds.finding import match_kind_of, names_of
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
@@ -101,8 +102,8 @@ def _qualified_names(rules: RuleSet) -> List[str]:
             names.add(rule.from_)
             for member in sorted(getattr(rule.spec, "members", None) or ())[:3]:
                 names.add(f"{rule.from_}.{member}")
-        elif rule.kind == "finding" and rule.match_kind in ("api", "call", "call-kwarg", "import"):
-            names.update(rule.patterns or (rule.from_,))
+        elif match_kind_of(rule) in ("api", "call", "call-kwarg", "import"):
+            names.update(names_of(rule))
     ordered = sorted(names)
     # Every short list entry, and a fixed sample of the long unsupported-API list.
     return ordered if len(ordered) <= 120 else ordered[:60] + random.Random(6).sample(ordered[60:], 60)

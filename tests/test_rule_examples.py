@@ -12,6 +12,7 @@ from npu_migrate.dispatch import migrate_source
 from npu_migrate.kinds import KINDS
 from npu_migrate.options import Options
 from npu_migrate.rules import default_rules
+from npu_migrate.kinds.finding import match_kind_of
 
 RULES = default_rules()
 
@@ -29,7 +30,7 @@ def message_pattern(rule, api: str) -> str:
 
 
 def test_a_message_pattern_is_the_template():
-    rule = next(r for r in RULES.rules if r.match_kind == "analysis")
+    rule = next(r for r in RULES.rules if match_kind_of(r) == "analysis")
     templated = dataclasses.replace(rule, message="`{api}` moved {count} times: see {from}.")
     pattern = message_pattern(templated, "x.cuda")
     assert re.fullmatch(pattern, f"`x.cuda` moved 3 times: see {rule.from_}.")
@@ -46,9 +47,9 @@ def _cases():
 def test_examples_name_their_file_kind():
     """Examples of rules that only apply outside Python name a file of the right kind."""
     for rule in RULES.rules:
-        if rule.kind == "command" or rule.match_kind in ("env", "command"):
+        if rule.kind == "command" or match_kind_of(rule) in ("env", "command"):
             assert all(ex.path.endswith(".sh") for ex in rule.examples), rule.source
-        if rule.match_kind.startswith("requirement"):
+        if match_kind_of(rule).startswith("requirement"):
             assert all(ex.path.endswith((".txt", ".toml")) for ex in rule.examples), rule.source
 
 
@@ -88,7 +89,7 @@ def check_example(rules, rule, example):
         assert result.error is None
         found = [f for f in result.findings + result.unused_ignores if f.code == rule.code]
         assert found, f"{rule.source} did not flag its example"
-        if rule.match_kind == "analysis":  # the code that reports it uses the rule's own words
+        if match_kind_of(rule) == "analysis":  # the code that reports it uses the rule's own words
             assert {f.severity for f in found} == {rule.severity}
             assert any(re.fullmatch(message_pattern(rule, f.api), f.message, re.S) for f in found), (
                 f"{rule.source}: no message of {[f.message for f in found]} is the rule's {rule.message!r}")

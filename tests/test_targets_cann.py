@@ -22,6 +22,7 @@ from npu_migrate.targets import RunTargets, TargetError, resolve
 from npu_migrate.targets.cann import CannTarget, cann_key, load_cann_table, project_cann_versions
 from npu_migrate.targets.rule_view import missing_in_text, rules_for_targets, written_helpers
 from npu_migrate.targets.torch_npu import load_table
+from npu_migrate.kinds.finding import FindingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = default_rules()
@@ -295,7 +296,7 @@ def test_npu354_flags_exactly_the_releases_whose_adapter_lacks_the_helpers():
     those whose adapter lacks helpers the TensorFlow output calls."""
     written = sorted({h for rule in RULES.rules for h in written_helpers(rule)})
     rule = next(r for r in RULES.rules if r.code == "NPU354" and r.kind == "finding")
-    families = {p.split("/", 1)[1].rstrip("*").rstrip(".") for p in rule.patterns}
+    families = {p.split("/", 1)[1].rstrip("*").rstrip(".") for p in FindingSpec.of(rule).patterns}
     assert families == {"20", "3"}
     for version in ("20.0", "20.2", "3.1.0", "3.3.0"):
         assert CannTarget(version).missing(written) is not None, version

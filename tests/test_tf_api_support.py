@@ -15,6 +15,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.rules import default_rules
+from npu_migrate.kinds.finding import FindingSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "gen_tf_api_support.py"
@@ -57,7 +58,7 @@ def test_every_listed_api_is_reported_or_left_out_for_a_reason():
     gen = _generator()
     rows = gen.load(CSV)
     chosen, left_out = gen.select(rows)
-    reported = {name for rule in _table_rules() for name in rule.patterns}
+    reported = {name for rule in _table_rules() for name in FindingSpec.of(rule).patterns}
     listed = {r["api"] for r in rows if r["support"] in gen.LEVELS}
     assert len(rows) == 8311
     assert {"tensorflow" + a[2:] for level in chosen.values() for a in level} == reported

@@ -29,6 +29,7 @@ from typing import List, Set, Tuple
 import libcst as cst
 
 from ..context import Context
+from ..kinds.finding import match_kind_of
 from ..distributed import MODULES
 from ..imports import dotted_name, imported_names
 from ..targets.cann import CannMissing
@@ -273,8 +274,8 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
 def _report_missing_helper(ctx: Context, node: cst.CSTNode, api: str, lacking: CannMissing) -> bool:
     """Report NPU321 for a rewrite a codemod of its own (not a rule) does not make because the
     CANN target lacks `lacking`; False when the rule set has no NPU321."""
-    template = next((r for r in ctx.rules.rules if r.code == "NPU321" and r.kind == "finding"
-                     and r.match_kind == "codemod" and "{why}" in r.message), None)
+    template = next((r for r in ctx.rules.rules if r.code == "NPU321" and match_kind_of(r) == "codemod"
+                     and "{why}" in r.message), None)
     if template is None:
         return False
     instead = lacking.instead or "migrate it by hand as the TF Adapter guide of that release describes"

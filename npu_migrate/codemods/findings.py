@@ -17,7 +17,7 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import dotted_name
-from ..kinds.finding import FindingSpec
+from ..kinds.finding import FindingSpec, names_of
 from .strings import string_value
 from ..kinds.finding import call_words
 from ..local_modules import absolute_imports, is_local_import, submodule_pairs
@@ -171,7 +171,7 @@ class FindingVisitor(cst.CSTVisitor):
             return
         text = "".join(_string_literals(node))
         for rule in self.rules.findings.get("string", ()):
-            for pattern in rule.patterns or (rule.from_,):
+            for pattern in names_of(rule):
                 if pattern in text and self.applies(rule):
                     self.ctx.finding(rule, node, api=pattern)
                     return
@@ -193,7 +193,7 @@ def _text_argument(visitor: "FindingVisitor", node: cst.Call, qual) -> None:
 
 
 def _library_of(rule: Rule, module: str) -> str:
-    names = [n for n in (rule.patterns or (rule.from_,)) if module == n or module.startswith(n + ".")]
+    names = [n for n in names_of(rule) if module == n or module.startswith(n + ".")]
     return max(names, key=len) if names else module
 
 

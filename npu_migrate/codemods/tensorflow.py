@@ -24,6 +24,7 @@ import libcst as cst
 from ..context import Context
 from ..fast_visitor import walk
 from ..frameworks import TF2_FINDING
+from ..kinds.finding import match_kind_of
 from ..rules import Rule
 from .add_imports import add_rule_import
 from .callrules import apply_framework_rules
@@ -153,7 +154,7 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
         return _tensorflow2(module, ctx)
     if re.search(r"(?i)gpu|use_tpu", ctx.text):
         findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
-                    if r.kind == "finding" and r.match_kind == "codemod"}
+                    if match_kind_of(r) == "codemod"}
         walk(ctx.module, GpuPatterns(ctx, None, findings))
     rules = ctx.rules.framework_rules.get("tensorflow", ())
     npu_ops_used = False

@@ -24,7 +24,7 @@ from ..offsets import LineIndex
 from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonicalize_name, read_pyproject,
                                  read_requirements_txt)
 from ..rules import Rule, RuleSet
-from ..kinds.finding import FindingSpec
+from ..kinds.finding import FindingSpec, names_of
 from . import is_pyproject
 from ..codes import applies, check_rule_emitter
 
@@ -78,7 +78,7 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
         for rule in rules.findings.get("requirement", ()):
             if any(canonicalize_name(u) in listed for u in FindingSpec.of(rule).unless):
                 continue
-            for pattern in rule.patterns or (rule.from_,):
+            for pattern in names_of(rule):
                 if _name_matches(name, pattern):
                     key = (0 if "*" in pattern else 1, len(pattern))
                     if best is None or key > best[0]:
@@ -88,14 +88,14 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
             report(best[1], dep.start, end, req.name, minor=minor or "X.Y", pin=f"=={minor}.*" if minor else "")
         for rule in rules.findings.get("requirement-build", ()):
             labels = _local_labels(req)
-            hit = any(fnmatch.fnmatchcase(label, p) for label in labels for p in rule.patterns if "/" not in p)
-            hit = hit or bool(req.url and any(fnmatch.fnmatchcase(req.url, p) for p in rule.patterns if "/" in p))
+            hit = any(fnmatch.fnmatchcase(label, p) for label in labels for p in FindingSpec.of(rule).patterns if "/" not in p)
+            hit = hit or bool(req.url and any(fnmatch.fnmatchcase(req.url, p) for p in FindingSpec.of(rule).patterns if "/" in p))
             if hit:
                 report(rule, dep.start, dep.start + len(dep.text), dep.text)
                 break
     for option in options:
         for rule in rules.findings.get("requirement-build", ()):
-            if any(fnmatch.fnmatchcase(option.url, p) for p in rule.patterns if "/" in p):
+            if any(fnmatch.fnmatchcase(option.url, p) for p in FindingSpec.of(rule).patterns if "/" in p):
                 report(rule, option.start, option.start + len(option.url), option.url)
                 break
     return out

@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from ..model import Edit, FileResult, Finding, Span
 from ..options import Options
 from ..rules import Rule, RuleSet
-from ..kinds.finding import FindingSpec
+from ..kinds.finding import FindingSpec, names_of
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
 from .shell_lexer import ASSIGNMENT_RE, NAME_RE, Command, Word, scan_shell
@@ -104,7 +104,7 @@ class ShellMigrator:
             return
         best: Optional[Tuple[Tuple[int, int], Rule]] = None
         for rule in self.rules.findings.get("env", ()):
-            for pattern in rule.patterns or (rule.from_,):
+            for pattern in names_of(rule):
                 if fnmatch.fnmatchcase(name, pattern):
                     key = _glob_specificity(pattern)
                     if best is None or key > best[0]:
@@ -245,7 +245,7 @@ class ShellMigrator:
         args = [w.text for w in words[1:]]
         best: Optional[Tuple[int, Rule, str]] = None
         for rule in self.rules.findings.get("command", ()):
-            for pattern in rule.patterns or (rule.from_,):
+            for pattern in names_of(rule):
                 head, *wanted = pattern.split(" ")
                 if head != program or (looked_up and wanted):
                     continue
@@ -285,7 +285,7 @@ class ShellMigrator:
                 continue
             found = f"{m.group(1)}/{m.group(2)}"
             for rule in rules:
-                if found not in reported and any(fnmatch.fnmatchcase(found, p) for p in rule.patterns or (rule.from_,)):
+                if found not in reported and any(fnmatch.fnmatchcase(found, p) for p in names_of(rule)):
                     reported.add(found)
                     self.report(rule, m.start(), m.end(), found)
 
@@ -295,7 +295,7 @@ class ShellMigrator:
         in a generated script expands to nothing)."""
         for rule in self.rules.findings.get("heredoc", ()):
             words = "|".join(
-                re.escape(p[:-1]) + r"\w*" if p.endswith("*") else re.escape(p) for p in rule.patterns or (rule.from_,)
+                re.escape(p[:-1]) + r"\w*" if p.endswith("*") else re.escape(p) for p in names_of(rule)
             )
             word_re = re.compile(r"(?<![\w-])(?:%s)(?![\w-])" % words)
             for start, end in self.scan.heredocs:

@@ -15,6 +15,7 @@ from typing import Dict, List, Tuple
 
 from ..model import FileResult, Finding, Span
 from ..options import Options
+from ..kinds.finding import names_of
 from ..rules import Rule, RuleSet
 from ..codes import applies, check_rule_emitter
 
@@ -25,7 +26,7 @@ _LINE_RE = re.compile(r"""^(?P<indent>[ \t]*)(?P<key>[A-Za-z_][A-Za-z0-9_.-]*)[ 
 def _wanted(rules: RuleSet) -> Dict[Tuple[str, str], Rule]:
     wanted: Dict[Tuple[str, str], Rule] = {}
     for rule in rules.findings.get("config-key", ()):
-        for pair in rule.patterns or (rule.from_,):
+        for pair in names_of(rule):
             key, value = pair.split("=", 1)
             wanted.setdefault((key, value), rule)
     return wanted

@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Generic, List, Mapping, Optional, Tuple, Type, TypeVar
 
+from ..codes import kind_key
 from ..model import Severity
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -87,8 +88,6 @@ class Rule:
     message: str = ""
     suggestion: str = ""
     severity: Severity = Severity.INFO
-    match_kind: str = ""  # for findings: api | import | method | call | call-kwarg | file | …
-    patterns: Tuple[str, ...] = ()
     examples: Tuple[Example, ...] = ()
     framework: str = ""  # "tensorflow" / "mindspore": applied only by that framework's codemod
     # The kind's own spec (Kind.spec made it): a CallSpec for framework rules, the dataclass of
@@ -105,6 +104,11 @@ class Rule:
     def call_spec(self) -> Optional[CallSpec]:
         """The CallSpec of a framework rule, None for other rules."""
         return self.spec if isinstance(self.spec, CallSpec) else None
+
+    def applier_key(self) -> Optional[str]:
+        """The key under which the code that applies this rule registers (codes.kind_key), as
+        its kind says (Kind.key: a finding's depends on what it matches)."""
+        return REGISTRY[self.kind].key(self)
 
     def spec_of(self, kind_spec: Type[S]) -> S:
         """The rule's spec, of its kind's own type (a kind's applier reads it so, typed)."""
@@ -193,6 +197,9 @@ class Kind(Generic[I]):
     # checks against the CANN target's TF Adapter (a rule writing a name the target lacks is
     # not applied). Nothing for kinds that write no helper.
     writes: Callable[[Rule], Tuple[Tuple[str, ...], Tuple[str, ...]]] = lambda rule: ((), ())
+    # Rule -> the key its appliers register under (codes.kind_key; Rule.applier_key); None for a
+    # rule whose code the emitting module decides itself ([[edit]], `analysis` findings).
+    key: Callable[[Rule], Optional[str]] = lambda rule: kind_key(rule.kind, rule.framework)
     # The module that declares it (set by `register`): `explain` names it.
     module: str = ""
 

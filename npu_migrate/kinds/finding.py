@@ -47,6 +47,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, List, Tuple
 
+from ..codes import kind_key
 from ..model import Severity
 from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
                      plain_words)
@@ -73,8 +74,12 @@ _FRAMEWORK_FINDING_KINDS = {"api", "import", "call", "codemod"}
 
 @dataclass(frozen=True)
 class FindingSpec:
-    """The keys of a finding that only some match kinds take (see the module docstring)."""
+    """A finding's keys: what it matches (`kind`: api | import | method | call | call-kwarg |
+    file | …, and its names, `patterns` or `apis`) and those only some match kinds take (see the
+    module docstring)."""
 
+    match_kind: str = ""  # the entry's `kind`
+    patterns: Tuple[str, ...] = ()  # `patterns` or `apis` (else the rule's `from`: names_of)
     keywords: Tuple[str, ...] = ()  # call findings: arguments to inspect; command findings: options
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
@@ -87,6 +92,11 @@ class FindingSpec:
     @classmethod
     def of(cls, rule: Rule) -> "FindingSpec":
         return rule.spec_of(cls)
+
+
+def match_kind_of(rule: Rule) -> str:
+    """What a finding matches (api, import, call, codemod, …); "" for a rule of another kind."""
+    return rule.spec.match_kind if isinstance(rule.spec, FindingSpec) else ""
 
 
 def _also_required(entry) -> FrozenSet[str]:
@@ -103,7 +113,7 @@ def _fields(entry, label) -> Dict:
     match_kind = entry["kind"]
     if match_kind not in FINDING_KINDS:
         raise RuleError(f"{label}: 'kind' must be one of {', '.join(sorted(FINDING_KINDS))}, got {match_kind!r}")
-    return {"severity": severity, "match_kind": match_kind}
+    return {"severity": severity}  # (what it matches is in its spec: FindingSpec.match_kind)
 
 
 def _check(entry, label, from_):
@@ -193,6 +203,8 @@ def _check_framework_finding(entry, label: str, framework: str) -> FindingSpec:
                                      or match_kind != "api"):
         raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
     return FindingSpec(
+        match_kind=entry["kind"],
+        patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
         keywords=tuple(entry.get("keywords", ())),
         positions=tuple(entry.get("positions", ())),
         suffixes=tuple(entry.get("suffixes", ())),
@@ -204,8 +216,9 @@ def _check_framework_finding(entry, label: str, framework: str) -> FindingSpec:
     )
 
 
-def names_of(rule: Rule):
-    return rule.patterns or (rule.from_,)
+def names_of(rule: Rule) -> Tuple[str, ...]:
+    """The names a finding matches: its `patterns` (or `apis`), else its `from`."""
+    return FindingSpec.of(rule).patterns or (rule.from_,)
 
 
 @dataclass
@@ -222,28 +235,29 @@ class FindingIndex:
 
 
 def _index(index: FindingIndex, rule: Rule) -> None:
-    index.by_match.setdefault(rule.match_kind, []).append(rule)
+    match = FindingSpec.of(rule).match_kind
+    index.by_match.setdefault(match, []).append(rule)
     names = names_of(rule)
-    if rule.match_kind == "api":
+    if match == "api":
         for n in names:
             index.api.setdefault(n, rule)
-    elif rule.match_kind in ("call", "call-kwarg"):
+    elif match in ("call", "call-kwarg"):
         for n in names:
             index.call.setdefault(n, []).append(rule)
-    elif rule.match_kind == "method":
+    elif match == "method":
         for n in names:
             index.method.setdefault(n, []).append(rule)
-    elif rule.match_kind == "import":
+    elif match == "import":
         for n in names:
             index.import_.setdefault(n, rule)
-    elif rule.match_kind == "analysis":
+    elif match == "analysis":
         index.analysis[rule.code] = rule
-    elif rule.match_kind == "codemod":
+    elif match == "codemod":
         index.codemod[rule.code] = rule
 
 
 def _requirements(rule: Rule) -> List[Requirement]:
-    match = rule.match_kind
+    match = FindingSpec.of(rule).match_kind
     names = names_of(rule)
     if rule.framework:
         if match == "codemod":
@@ -283,7 +297,7 @@ def call_words(rules) -> List[FrozenSet[str]]:
         needed = [frozenset(name.split(".")) for name in rules.finding_call]
         needed += [frozenset((name,)) for name in rules.finding_method]
         needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) for rule in rules.findings.get("string", ())
-                   for text in rule.patterns or (rule.from_,)]
+                   for text in names_of(rule)]
         _CALL_WORDS[rules.fingerprint] = needed
     return needed
 
@@ -301,4 +315,5 @@ KIND = register(Kind(
     also_required=_also_required,
     fields=_fields,
     reports=True,
+    key=lambda rule: kind_key("finding", rule.framework, FindingSpec.of(rule).match_kind),
 ))

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 from ..kinds import KINDS
 from ..kinds.base import Rule
 from ..kinds.entry_setup import EntrySetupSpec
-from ..kinds.finding import FindingSpec
+from ..kinds.finding import FindingSpec, match_kind_of
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
 
@@ -226,8 +226,8 @@ def _escape(text: str) -> str:
 
 
 def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> RuleSet:
-    template = next((r for r in rules.rules if r.code == TARGET_CODE and r.kind == "finding"
-                     and r.match_kind == "codemod" and "{why}" in r.message), None)
+    template = next((r for r in rules.rules if r.code == TARGET_CODE and match_kind_of(r) == "codemod"
+                     and "{why}" in r.message), None)
     new_rules: List[Rule] = []
     changed = False
     blocked = {id(r): cann.missing(written_helpers(r)) for r in rules.rules if r.framework == "tensorflow"}
@@ -251,7 +251,8 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
             clones = _blocked_findings(rule, lacking, template)
             covered = rule.call_spec is not None and rule.call_spec.apis and all(a in renamed for a in rule.call_spec.apis)
             if covered and rule.kind == "call_config":
-                clone = dataclasses.replace(clones[0], match_kind="codemod", patterns=())
+                clone = dataclasses.replace(clones[0], spec=dataclasses.replace(FindingSpec.of(clones[0]),
+                                                                                 match_kind="codemod", patterns=()))
                 late.append(clone)  # after the template: FrameworkRules keeps the last of a code
                 for api in rule.call.apis:
                     fallbacks[id(renamed[api])] = clone
@@ -290,10 +291,11 @@ def _blocked_findings(rule: Rule, lacking: CannMissing, template: Rule) -> List[
     base = dataclasses.replace(template, message=message, suggestion=suggestion, examples=(),
                                source=f"{template.source} for {rule.source}", framework="tensorflow")
     if isinstance(spec, EntrySetupSpec):
-        return [dataclasses.replace(base, match_kind="api", patterns=tuple(spec.uses), from_=spec.uses[0],
-                                    spec=dataclasses.replace(FindingSpec.of(base), once_per_file=True))]
+        return [dataclasses.replace(base, from_=spec.uses[0], spec=dataclasses.replace(
+            FindingSpec.of(base), match_kind="api", patterns=tuple(spec.uses), once_per_file=True))]
     if spec.apis:
-        return [dataclasses.replace(base, match_kind="call", patterns=tuple(spec.apis), from_=spec.apis[0])]
+        return [dataclasses.replace(base, from_=spec.apis[0], spec=dataclasses.replace(
+            FindingSpec.of(base), match_kind="call", patterns=tuple(spec.apis)))]
     return []
 
 
