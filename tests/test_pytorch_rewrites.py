@@ -202,3 +202,56 @@ def test_suppression_comment_keeps_line():
 def test_formatting_is_kept():
     src = "x = (\n    t  # the tensor\n    .cuda( non_blocking = True )\n)\n"
     assert migrate(src) == "x = (\n    t  # the tensor\n    .npu( non_blocking = True )\n)\n"
+
+
+# What a collection is given and the tests of what it holds (`{c}`: the collection).
+COLLECTION_ADDS = ['{c}.append("cuda")', '{c}.add("cuda")', '{c}.insert(0, "cuda")', '{c}.extend(["cuda"])',
+                   '{c}.update({{"cuda": 1}})', '{c}.setdefault("cuda", 1)', '{c} += ["cuda"]', '{c} |= {{"cuda"}}',
+                   '{c} = {c} + ["cuda"]', '{c}["cuda"] = 1', 'name = "cuda"\n    {c}.append(name)',
+                   '{c} = ["cpu", "cuda"]', '{c} = {{"cuda": 0}}']
+COLLECTION_READS = ['if "cuda" not in {c}: pass', 'x = "cuda" in {c}', 'n = {c}.count("cuda")', 'i = {c}.index("cuda")',
+                    '{c}.remove("cuda")', 'ok = {c}[0] == "cuda"', 'ok = {c}[-1] != "cuda"', 'v = {c}["cuda"]',
+                    'v = {c}.get("cuda")', 'v = {c}.pop("cuda")', 'print({c}["cuda"])',
+                    'for d in {c}:\n        ok = d == "cuda"', 'ok = [d for d in {c} if d == "cuda"]']
+
+
+@pytest.mark.parametrize("collection", ["DEVICES", "devices", "self.devices", "cfg.device_list", "names", "self.seen"])
+@pytest.mark.parametrize("add", COLLECTION_ADDS)
+def test_what_a_collection_is_given_moves_with_the_tests_of_what_it_holds(collection, add):
+    """#1 of the seventh session: `if "cuda" not in DEVICES: DEVICES.append("cuda")` -- the
+    elements given to a collection and the tests that read them move together (a collection
+    named for devices), or neither does (any other): never one without the other."""
+    named = collection.split(".")[-1].lower() in ("devices", "device_list")
+    for read in COLLECTION_READS:
+        src = ("class A:\n  def f(self, cfg):\n    " + add.format(c=collection) + "\n    "
+               + read.format(c=collection) + "\n")
+        expected = src.replace('"cuda"', '"npu"') if named else src
+        assert migrate(src) == expected, src
+
+
+@pytest.mark.parametrize("src", [
+    'f(device={"from": "cuda"})\n', 'x = {"device": [{"a": "cuda"}]}\n', 'x = {"device": {"a": "cuda"}}\n',
+    'f(device=[["cuda"]])\n', 'DEVICES = [("cuda", 0)]\n', 'f(device={**base, "from": "cuda:0"})\n',
+    'x = {"device": ["cpu", {"cuda": "x"}]}\n',
+])
+def test_a_container_inside_a_device_position_holds_no_device(src):
+    """#2: a device position's value is a device, or a container of devices one level deep
+    (`["cpu", "cuda"]`, `{"cuda:1": "cuda:0"}`); a container in a container, or a dict whose
+    keys are not devices, is something else and stays (in a file importing nothing, too)."""
+    assert migrate(src) == src
+
+
+@pytest.mark.parametrize("src,expected", [
+    ('f(device=["cpu", "cuda"])\n', 'f(device=["cpu", "npu"])\n'),
+    ('DEVICES = {"cuda": "cuda:0", "cpu": "cpu"}\n', 'DEVICES = {"npu": "npu:0", "cpu": "cpu"}\n'),
+    # transformers 4.46.3 testing_utils: a dispatch table keyed by device names, with a fallback
+    ('BACKEND_SEED = {"cuda": f, "cpu": g, "default": h}\n', 'BACKEND_SEED = {"npu": f, "cpu": g, "default": h}\n'),
+    ('BACKENDS = {"cuda": "nccl", "default": "gloo"}\n', 'BACKENDS = {"npu": "hccl", "default": "gloo"}\n'),
+    ('f(device={**base, "cuda": "cuda:0"})\n', 'f(device={**base, "npu": "npu:0"})\n'),
+    ('BACKEND = {"name": "nccl", "timeout": 30}\n', 'BACKEND = {"name": "hccl", "timeout": 30}\n'),
+    ('x = {"device": ("cuda", "cpu")}\n', 'x = {"device": ("npu", "cpu")}\n'),
+    ('devices = base + ["cuda"] + more\n', 'devices = base + ["npu"] + more\n'),
+    ('f(device="cuda" if ok else "cpu")\n', 'f(device="npu" if ok else "cpu")\n'),
+])
+def test_a_container_of_devices_one_level_deep_moves(src, expected):
+    assert migrate(src) == expected

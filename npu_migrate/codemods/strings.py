@@ -45,6 +45,9 @@ class LiteralRewriter:
         flags = re.IGNORECASE if ignore_case else 0
         self._exact = re.compile(rf"^({words}){_INDEX if index else ''}$", flags)
         self._fstring_head = re.compile(rf"^({words}):$", flags) if index else None
+        # Device strings (the rewriters with an index): a dict holds them only when keyed by
+        # devices. A backend-named dict holds backends whatever its keys (`{"name": "nccl"}`).
+        self._dict_keyed_by_device = index
 
     def _replace_word(self, text: str) -> Optional[str]:
         m = self._exact.match(text)
@@ -58,15 +61,22 @@ class LiteralRewriter:
             new = new.upper()
         return new + text[len(word) :]
 
-    def _rewrite_children(self, node: cst.BaseExpression, *fields: str) -> Optional[cst.BaseExpression]:
+    def _rewrite_children(self, node: cst.BaseExpression, element: bool, *fields: str) -> Optional[cst.BaseExpression]:
         """`node` with the literals in its `fields` rewritten; None when none changed."""
-        new = {name: self.rewrite(getattr(node, name)) for name in fields}
+        new = {name: self.rewrite(getattr(node, name), element) for name in fields}
         if all(value is None for value in new.values()):
             return None
         return node.with_changes(**{name: value or getattr(node, name) for name, value in new.items()})
 
-    def rewrite(self, node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-        """A rewritten copy of a device-position expression, or None when nothing applies."""
+    def rewrite(self, node: cst.BaseExpression, element: bool = False) -> Optional[cst.BaseExpression]:
+        """A rewritten copy of a device-position expression, or None when nothing applies.
+
+        A container holds devices one level deep: the elements of a list/tuple/set, the keys
+        and values of a dict (for devices: keyed by devices, `{"cuda:1": "cuda:0"}`); `element`:
+        `node` is such an element, and a container there is something else (`device={"from":
+        "cuda"}`, `{"device": [{"a": "cuda"}]}` hold no device)."""
+        if element and isinstance(node, (cst.Dict, cst.List, cst.Tuple, cst.Set)):
+            return None
         if isinstance(node, cst.SimpleString):
             body = string_value(node)
             if body is None:
@@ -89,9 +99,9 @@ class LiteralRewriter:
                         return node.with_changes(parts=parts)
             return None
         if isinstance(node, cst.IfExp):
-            return self._rewrite_children(node, "body", "orelse")
+            return self._rewrite_children(node, element, "body", "orelse")
         if isinstance(node, cst.BooleanOperation):
-            return self._rewrite_children(node, "left", "right")
+            return self._rewrite_children(node, element, "left", "right")
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Modulo)):
             # "cuda:" + str(rank)   /   "cuda:%d" % rank
             left = node.left
@@ -105,6 +115,9 @@ class LiteralRewriter:
                     new_left = self.rewrite(left)
                     if new_left is not None:
                         return node.with_changes(left=new_left)
+            if not element and _joins_collections(node):
+                # DEVICES + ["cuda"]: a collection of devices, joined (its literal parts)
+                return self._rewrite_children(node, False, "left", "right")
             return None
         if (
             isinstance(node, cst.Call)
@@ -118,13 +131,17 @@ class LiteralRewriter:
                 return node.with_changes(func=node.func.with_changes(value=new_value))
             return None
         if isinstance(node, cst.Dict):
-            # map_location={"cuda:1": "cuda:0"}
+            # map_location={"cuda:1": "cuda:0"}, {"cuda": f, "cpu": g, "default": h}: keyed by
+            # devices (a key that names one), not `{"from": "cuda"}`
+            if self._dict_keyed_by_device and not any(
+                    isinstance(el, cst.DictElement) and _names_device(el.key) for el in node.elements):
+                return None
             changed = False
             elements = []
             for el in node.elements:
                 if isinstance(el, cst.DictElement):
-                    k = self.rewrite(el.key)
-                    v = self.rewrite(el.value)
+                    k = self.rewrite(el.key, element=True)
+                    v = self.rewrite(el.value, element=True)
                     if k is not None or v is not None:
                         changed = True
                         el = el.with_changes(key=k or el.key, value=v or el.value)
@@ -135,13 +152,30 @@ class LiteralRewriter:
             items = []
             for item in node.elements:
                 if isinstance(item, cst.Element):
-                    v = self.rewrite(item.value)
+                    v = self.rewrite(item.value, element=True)
                     if v is not None:
                         changed = True
                         item = item.with_changes(value=v)
                 items.append(item)
             return node.with_changes(elements=items) if changed else None
         return None
+
+
+# The device types a dict's key may name for its values to be devices (`{"cuda:1": "cuda:0"}`).
+_DEVICE_TYPES = frozenset({"cuda", "gpu", "cpu", "mps", "xla", "meta", "npu", "xpu", "hpu", "ipu"})
+
+
+def _joins_collections(node: cst.BaseExpression) -> bool:
+    """`a + ["cuda"] + b`: a `+` chain with a list or tuple literal in it."""
+    if isinstance(node, (cst.List, cst.Tuple)):
+        return True
+    return (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add)
+            and (_joins_collections(node.left) or _joins_collections(node.right)))
+
+
+def _names_device(key: Optional[cst.BaseExpression]) -> bool:
+    value = string_value(key) if key is not None else None
+    return value is not None and value.split(":", 1)[0].lower() in _DEVICE_TYPES
 
 
 def rewrite_in_place(

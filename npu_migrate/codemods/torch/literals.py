@@ -42,12 +42,19 @@ def last_identifier(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Subscript):
         # args["device"] / cfg['dist_backend']
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            return string_value(node.slice[0].slice.value)
+            index = node.slice[0].slice.value
+            if isinstance(index, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+                return string_value(index)
+            # devices[0], backends[i]: an element of a collection named for what it holds
+            return last_identifier(node.value)
     return None
 
 
-# Methods of a collection of device names whose argument is an element: {method: its position}.
-COLLECTION_METHODS = {"append": 0, "add": 0, "remove": 0, "discard": 0, "index": 0, "count": 0, "insert": 1}
+# Methods of a collection of device names whose argument is an element (for extend/update:
+# elements, a dict's keys): {method: its position}. What a collection is given moves with the
+# tests of what it holds (`"cuda" in devices`, `devices[0] == "cuda"`), or neither does.
+COLLECTION_METHODS = {"append": 0, "add": 0, "remove": 0, "discard": 0, "index": 0, "count": 0, "insert": 1,
+                      "extend": 0, "update": 0, "setdefault": 0, "get": 0, "pop": 0}
 
 class DeviceVariables(cst.CSTVisitor):
     """Names of variables that the module passes where a device is expected
@@ -63,11 +70,32 @@ class DeviceVariables(cst.CSTVisitor):
         # compared with is a device type (monai's `... if input_type == "cuda" else ...`).
         self.type_names: Set[str] = set()
         self.environ_names: Set[str] = set()  # `env = os.environ.copy()`, `dict(os.environ)`
+        # Names that take the elements of a collection named for devices (`for d in DEVICES`,
+        # `[d for d in devices]`): what they are compared with is what the collection holds.
+        self.element_names: Set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         for arg, kind in self.t.special_args(node):
             if isinstance(arg.value, cst.Name):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
+        func = node.func
+        positional = [a for a in node.args if a.keyword is None and a.star == ""]
+        if (isinstance(func, cst.Attribute) and func.attr.value in COLLECTION_METHODS
+                and len(positional) > COLLECTION_METHODS[func.attr.value]
+                and isinstance(positional[COLLECTION_METHODS[func.attr.value]].value, cst.Name)
+                and _named_for_devices(func.value)):
+            # DEVICES.append(name): `name = "cuda"` moves with the tests of DEVICES
+            self.device_names.add(positional[COLLECTION_METHODS[func.attr.value]].value.value)  # type: ignore[attr-defined]
+
+    def visit_For(self, node: cst.For) -> None:
+        self._elements(node.target, node.iter)
+
+    def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._elements(node.target, node.iter)
+
+    def _elements(self, target: cst.BaseExpression, iterated: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name) and _named_for_devices(iterated):
+            self.element_names.add(target.value)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -79,6 +107,12 @@ class DeviceVariables(cst.CSTVisitor):
         if (isinstance(value, cst.Attribute) and value.attr.value == "type" and isinstance(value.value, cst.Attribute)
                 and value.value.attr.value == "device"):
             self.type_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+
+
+def _named_for_devices(node: cst.BaseExpression) -> bool:
+    """`DEVICES`, `self.devices`, `cfg["devices"]`: named for devices (by its name alone)."""
+    name = last_identifier(node)
+    return bool(name and DEVICE_NAME_RE.search(name))
 
 
 @applies("device", "backend", "env", "api")
@@ -209,7 +243,8 @@ class LiteralRewrites(TorchState):
         name = last_identifier(node)
         return bool(name and DEVICE_NAME_RE.search(name)) or (
             isinstance(node, cst.Name) and (self.is_device_variable(node.value)
-                                            or node.value in self._usage(node.value).type_names)
+                                            or node.value in self._usage(node.value).type_names
+                                            or node.value in self._usage(node.value).element_names)
         )
 
     def is_backend_expr(self, node: cst.BaseExpression) -> bool:
@@ -385,16 +420,22 @@ class LiteralRewrites(TorchState):
 
     def leave_Subscript(self, original: cst.Subscript, updated: cst.Subscript) -> cst.Subscript:
         # os.environ["CUDA_VISIBLE_DEVICES"]; env["CUDA_VISIBLE_DEVICES"] of `env = os.environ.copy()`
-        if (self.is_environ(original.value) or self._is_environ_copy(original)) and len(updated.slice) == 1:
-            el = updated.slice[0]
-            if isinstance(el.slice, cst.Index):
-                o_index = original.slice[0].slice
-                new_value = self.env_literal(o_index.value, el.slice.value)  # type: ignore[attr-defined]
-                if new_value is not el.slice.value:
-                    return updated.with_changes(
-                        slice=[el.with_changes(slice=el.slice.with_changes(value=new_value))]
-                    )
-        return updated
+        if len(updated.slice) != 1 or not isinstance(updated.slice[0].slice, cst.Index) \
+                or not isinstance(original.slice[0].slice, cst.Index):
+            return updated
+        el, index = updated.slice[0], updated.slice[0].slice
+        o_value = original.slice[0].slice.value
+        if self.is_environ(original.value) or self._is_environ_copy(original):
+            new_value = self.env_literal(o_value, index.value)
+        elif self._is_rewritable_literal(index.value) and _named_for_devices(original.value):
+            # DEVICE_IDS["cuda"] = 0, read as `DEVICE_IDS["cuda"]` (also in a print: a key that
+            # moved must be looked up as it is now) or tested `"cuda" in DEVICE_IDS`
+            new_value = self.device_literal(o_value, index.value)
+        else:
+            return updated
+        if new_value is index.value:
+            return updated
+        return updated.with_changes(slice=[el.with_changes(slice=index.with_changes(value=new_value))])
 
     def leave_Comparison(self, original: cst.Comparison, updated: cst.Comparison) -> cst.Comparison:
         # x.device.type == "cuda"; backend != "nccl"; "CUDA_VISIBLE_DEVICES" in os.environ
@@ -476,6 +517,11 @@ class LiteralRewrites(TorchState):
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         targets = [t.target for t in original.targets]
         new_value = self._assigned_value(targets, original.value, updated.value)
+        return updated.with_changes(value=new_value) if new_value is not updated.value else updated
+
+    def leave_AugAssign(self, original: cst.AugAssign, updated: cst.AugAssign) -> cst.AugAssign:
+        # DEVICES += ["cuda"]: the collection's new elements, like DEVICES.extend(["cuda"])
+        new_value = self._assigned_value([original.target], original.value, updated.value)
         return updated.with_changes(value=new_value) if new_value is not updated.value else updated
 
     def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
