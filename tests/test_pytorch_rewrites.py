@@ -204,6 +204,34 @@ def test_formatting_is_kept():
     assert migrate(src) == "x = (\n    t  # the tensor\n    .npu( non_blocking = True )\n)\n"
 
 
+TORCH_NPU_OWN = 'import torch\nif "cuda" not in _NAMES:\n    torch.cuda.synchronize = torch.npu.synchronize\nx = torch.cuda.is_available()\n'
+
+
+@pytest.mark.parametrize("path", ["torch_npu.py", "torch_npu/__init__.py", "site/torch_npu/_patch.py",
+                                  "src/torch_npu/contrib/transfer_to_npu.py"])
+def test_a_module_of_the_torch_npu_package_is_left_as_it_is(path):
+    """torch_npu's own code names CUDA on purpose (it maps torch.cuda onto the NPU): no rewrite,
+    no finding, and no `import torch_npu` of the package into itself."""
+    result = migrate_source(TORCH_NPU_OWN, path, Options())
+    assert (result.new_text, result.edits, result.findings, result.error) == (None, [], [], None)
+
+
+@pytest.mark.parametrize("path", ["torch_npu_utils.py", "my_torch_npu/train.py", "torch_npux/train.py"])
+def test_a_module_only_named_like_torch_npu_is_migrated(path):
+    result = migrate_source(TORCH_NPU_OWN, path, Options())
+    assert result.new_text == ('import torch\nimport torch_npu  # noqa: F401\nif "cuda" not in _NAMES:\n'
+                               '    torch.cuda.synchronize = torch.npu.synchronize\nx = torch.npu.is_available()\n')
+
+
+def test_the_stand_ins_own_torch_npu_is_left_as_it_is():
+    """The newcomer's case: `npu-migrate .` on this project rewrote the stand-in's
+    `if "cuda" not in _DEVICE_NAMES: _DEVICE_NAMES.append("cuda")` and gave it `import torch_npu`."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parent.parent / "npu_migrate/standin/site/torch_npu/_patch.py"
+    result = migrate_source(path.read_text(), str(path), Options())
+    assert (result.new_text, result.edits, result.findings) == (None, [], [])
+
+
 # What a collection is given and the tests of what it holds (`{c}`: the collection).
 COLLECTION_ADDS = ['{c}.append("cuda")', '{c}.add("cuda")', '{c}.insert(0, "cuda")', '{c}.extend(["cuda"])',
                    '{c}.update({{"cuda": 1}})', '{c}.setdefault("cuda", 1)', '{c} += ["cuda"]', '{c} |= {{"cuda"}}',
@@ -255,3 +283,16 @@ def test_a_container_inside_a_device_position_holds_no_device(src):
 ])
 def test_a_container_of_devices_one_level_deep_moves(src, expected):
     assert migrate(src) == expected
+
+
+@pytest.mark.parametrize("value,kept", [
+    ("torch_npu.npu.amp", True), ("npu.amp", True), ("torch.npu.is_available", True),
+    ("lambda: 'npu'", True), ("lambda: False", False), ("my_sync", False),
+])
+def test_an_assignment_that_points_a_cuda_name_at_the_npu_keeps_its_target(value, kept):
+    """#3: `torch.cuda.amp = npu.amp` maps the CUDA name onto the NPU (as transfer_to_npu does for
+    code the run does not migrate); as `torch.npu.amp = npu.amp` it would assign the NPU its own
+    value. Any other value assigned to a torch.cuda name moves with the project's readers."""
+    src = f"import torch\nimport torch_npu as npu\ntorch.cuda.amp = {value}\ny = torch.cuda.amp.autocast()\n"
+    line = f"torch.cuda.amp = {value}\n" if kept else f"torch.npu.amp = {value}\n"
+    assert migrate(src) == f"import torch\nimport torch_npu as npu\n{line}y = torch.npu.amp.autocast()\n"

@@ -27,7 +27,11 @@ torch pass walks); what is kept is recorded with
   branch stays the GPU branch, as for MindSpore's device targets); likewise a tuple, list or set
   of device names that holds "npu" keeps its "cuda"/"gpu" entry, and a dict keyed by device
   names that has an "npu" key keeps its "cuda" entry (`{"cuda": "nccl", "npu": "hccl"}` would
-  get two "npu" keys). Not reported: the code runs on the NPU as it is.
+  get two "npu" keys). Not reported: the code runs on the NPU as it is. Likewise an assignment
+  that points a `torch.cuda` name at the NPU (`torch.cuda.amp = torch_npu.npu.amp`, as
+  transfer_to_npu does for code written for CUDA) keeps its target: as `torch.npu.amp = ...` it
+  would assign the NPU its own value and the CUDA name, which code the run does not migrate
+  still calls, would no longer lead to the NPU (`keep_cuda_patched_with_npu`).
 
 Everything here looks at one file; names are resolved through its imports (relative imports
 too: `from . import _C`).
@@ -580,6 +584,18 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
     names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
     if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
         ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too
+
+
+def keep_cuda_patched_with_npu(ctx: Context, node: cst.Assign, resolve) -> None:
+    """`torch.cuda.amp = npu.amp`, `torch.cuda.is_available = torch.npu.is_available`: an
+    assignment to a `torch.cuda` name of a value that names the NPU keeps its target (see the
+    module docstring). An assignment of anything else to a `torch.cuda` name moves, as the
+    project's readers of that name do."""
+    targets = [t.target for t in node.targets
+               if isinstance(t.target, cst.Attribute) and (resolve(t.target) or "").startswith("torch.cuda.")]
+    if targets and _names_device(node.value, _NPU_WORD, _is_npu_name):
+        for target in targets:
+            ctx.keep(target)
 
 
 _GPU_FLAG = re.compile(r"(?:^|_)(?:gpu|gpus|cuda)(?:_|$)", re.IGNORECASE)

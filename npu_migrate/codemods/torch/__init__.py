@@ -26,11 +26,12 @@ from ...context import Context
 from ...fast_visitor import transform
 from ...project_values import reads_device_key
 from .. import device_context as dc
-from ..guards import NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_gpu_flag, plan_kept_code
+from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_gpu_flag,
+                      plan_kept_code)
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
-from .torch_npu_import import add_torch_npu_import
+from .torch_npu_import import add_torch_npu_import, is_torch_npu_itself
 
 _NPU_LETTERS = re.compile("npu", re.IGNORECASE)
 
@@ -67,6 +68,10 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
         if self._names_npu:
             keep_cuda_beside_npu(self.ctx, node, self._elifs)  # guards.py: a chain with an NPU branch
         LiteralRewrites.visit_If(self, node)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._names_npu:
+            keep_cuda_patched_with_npu(self.ctx, node, self.resolve)  # torch.cuda.amp = npu.amp
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if self._names_npu:
@@ -121,6 +126,8 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
 
 def migrate_torch(module: cst.Module, ctx: Context) -> cst.Module:
     """The PyTorch pass (passes.py): every rewrite in one walk, then `import torch_npu`."""
+    if is_torch_npu_itself(ctx.path):
+        return module  # torch_npu's own code (torch_npu_import.py)
     new_module = transform(module, TorchTransformer(ctx))  # = module.visit(...), faster
     if ctx.options.device_config_keys and reads_device_key(ctx.text, ctx.options.device_config_keys):
         # A device setting another module sets to "npu" is read here (project_values.py).

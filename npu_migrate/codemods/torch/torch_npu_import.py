@@ -6,6 +6,7 @@ with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
 
 from __future__ import annotations
 
+import os
 import re
 from typing import List, Optional, Sequence, Union
 
@@ -58,6 +59,16 @@ def _torch_import_in(body: Sequence[cst.BaseSmallStatement]) -> Optional[Union[c
             if name == "torch" or name.startswith("torch."):
                 return s
     return None
+
+
+def is_torch_npu_itself(path: str) -> bool:
+    """A module of the torch_npu package (`torch_npu/__init__.py`, `.../torch_npu/contrib/x.py`)
+    or a `torch_npu.py`: NPU code already, whose CUDA names are there on purpose (it maps
+    `torch.cuda` onto the NPU); the torch pass leaves it as it is, and `import torch_npu` there
+    would import the module into itself. Decided by the path alone (a result the cache keeps
+    by path and content must not depend on other files)."""
+    parts = os.path.abspath(path).split(os.sep)
+    return parts[-1] == "torch_npu.py" or "torch_npu" in parts[:-1]
 
 
 def _imports_torch_npu(ctx: Context) -> bool:
