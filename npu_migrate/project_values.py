@@ -5,7 +5,10 @@ project's own modules).
 
 * `device_config_keys`: the device settings a module that imports no torch sets to a CUDA
   device string, which the torch pass rewrites to "npu" (`_C.MODEL.DEVICE = "cuda"` in a yacs
-  defaults module is key `MODEL.DEVICE`; `DEVICE = "cuda"` in `settings.py` is `settings.DEVICE`).
+  defaults module is key `MODEL.DEVICE`; `DEVICE = "cuda"` in `settings.py` is `settings.DEVICE`;
+  `device = "cuda"` in `class Config:` of `config.py`, or `self.device = "cuda"` in its methods,
+  is `config.Config`, and so is an argparse `--device` defaulting to "cuda" in its `def
+  get_args():` `opts.get_args`: the class or function a reader imports).
   That module cannot load torch_npu (it imports no torch), so a module that imports torch and
   reads the setting (`torch.device(cfg.MODEL.DEVICE)`) gets `import torch_npu`: without it torch
   does not know the "npu" device the setting now names (`reads_device_key`).
@@ -24,8 +27,16 @@ _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)",
 # `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
 # when they are assigned to a name that says device).
 _DEVICE_ASSIGNMENT = re.compile(
-    rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)[ \t]*=[ \t]*[rRuU]?(['\"])cuda(?::\d+)?\3[ \t]*(?:#.*)?$",
+    rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)(?:[ \t]*:[^=\n]*)?[ \t]*=[ \t]*[rRuU]?(['\"])cuda(?::\d+)?\3"
+    rb"[ \t]*(?:#.*)?$",
     re.MULTILINE)
+# `parser.add_argument("--device", default="cuda")` (open_clip's params.py imports no torch).
+_DEVICE_OPTION = re.compile(
+    rb"add_argument\(\s*[rRuU]?['\"]-[-\w]*device[-\w]*['\"][^()]*?\bdefault[ \t]*=[ \t]*[rRuU]?(['\"])cuda(?::\d+)?\1",
+    re.IGNORECASE)
+# A top-level class or function, and a line of top-level code (which ends the one before).
+_TOP_DEFINITION = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_TOP_CODE = re.compile(rb"^[^ \t\r\n#@)\]}]", re.MULTILINE)
 _DEVICE_WORD = re.compile(r"device", re.IGNORECASE)
 _LIMIT = 1 << 20  # a settings module is small; a larger file is read this far
 
@@ -77,7 +88,26 @@ def _keys_in(text: bytes, module: str) -> Iterable[str]:
             yield ".".join(parts[1:])
         elif len(parts) == 1 and not m.group(1):  # `DEVICE = "cuda"` at module level
             yield f"{module}.{parts[0]}"
-        # `cfg.device = ...` (two parts) and attributes of classes: too common a name to follow
+        elif m.group(1) and (len(parts) == 1 or parts[0] == "self"):
+            # `device = "cuda"` in `class Config:`, `self.device = "cuda"` in its methods: read
+            # as `cfg.device` of an instance, too common a name to follow; the class is followed
+            # instead (`from config import Config`, `config.Config`)
+            yield from _enclosing(text, m.start(), module)
+        # `cfg.device = ...` (two parts) at module level: too common a name to follow
+    for m in _DEVICE_OPTION.finditer(text):
+        yield from _enclosing(text, m.start(), module)  # `def get_args():` -> `from opts import get_args`
+
+
+def _enclosing(text: bytes, at: int, module: str) -> Iterable[str]:
+    """`module.Name` of the top-level class or function whose body holds offset `at`, if any."""
+    definitions = list(_TOP_DEFINITION.finditer(text, 0, at))
+    if not definitions:
+        return
+    definition = definitions[-1]
+    body = text.find(b"\n", definition.start()) + 1
+    if 0 < body < at and _TOP_CODE.search(text, body, at):
+        return  # top-level code after the definition: `at` is outside it
+    yield f"{module}.{definition.group(1).decode('ascii', 'replace')}"
 
 
 def reads_device_key(text: str, keys: Sequence[str]) -> bool:
@@ -91,7 +121,7 @@ def reads_device_key(text: str, keys: Sequence[str]) -> bool:
             return True
         module = key.rsplit(".", 1)[0]
         if "." not in module and re.search(
-                rf"^[ \t]*from[ \t]+[\w.]*\b{re.escape(module)}[ \t]+import\b[^\n]*\b{re.escape(last)}\b", text,
+                rf"^[ \t]*from[ \t]+[\w.]*\b{re.escape(module)}[ \t]+import\b(?:[^\n(]*|[ \t]*\([^)]*)\b{re.escape(last)}\b", text,
                 re.MULTILINE):
             return True
     return False

@@ -125,3 +125,39 @@ def test_the_migrated_project_runs_with_its_device_setting_on_the_standin(tmp_pa
     build.write_text(build.read_text().replace("import torch_npu  # noqa: F401\n", ""))
     failed = run()
     assert failed.returncode != 0 and "npu" in failed.stderr, failed.stderr
+
+
+# Settings in the classes and functions of a module that imports no torch, read elsewhere as
+# `cfg.device` / `args.device`: the reader is found by the class or function it imports.
+CONFIG_PROJECTS = {
+    "class attribute": ("class Config:\n    device = \"cuda\"\n    lr = 0.1\n", "from config import Config\ncfg = Config()\n"),
+    "dataclass field": ("from dataclasses import dataclass\n\n\n@dataclass\nclass Config:\n    lr: float = 0.1\n"
+                        "    device: str = \"cuda:0\"\n", "import config\ncfg = config.Config()\n"),
+    "set in __init__": ("class Config:\n    def __init__(self):\n        self.lr = 0.1\n        self.device = \"cuda\"\n",
+                        "from .config import (\n    Config,\n)\ncfg = Config()\n"),
+    "argparse default": ("import argparse\n\n\ndef get_args():\n    p = argparse.ArgumentParser()\n"
+                         "    p.add_argument(\n        \"--device\", default=\"cuda\", help=\"where\")\n    return p.parse_args()\n",
+                         "from config import get_args\ncfg = get_args()\n"),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(CONFIG_PROJECTS))
+def test_a_module_reading_a_device_setting_of_a_class_or_function_of_another_module_gets_torch_npu(
+        tmp_path, run_cli, kind):
+    """Seventh session, item 6: `class Config: device = "cuda"` in a module without torch moves
+    to "npu"; the module that imports Config (or the function that parses `--device`) and
+    hands `cfg.device` to torch gets `import torch_npu` with it -- it did not, and on a
+    torch_npu without autoload `.to("npu")` failed there. A torch module that imports neither
+    is left as it is."""
+    config, head = CONFIG_PROJECTS[kind]
+    train = "import torch\n" + head + "model = torch.nn.Linear(2, 2).to(cfg.device)\n"
+    other = "import torch\nfrom config import OTHER\nx = torch.zeros(OTHER)\n"
+    for name, text in (("config.py", config), ("train.py", train), ("other.py", other)):
+        (tmp_path / name).write_text(text)
+    r = run_cli("--write", "--no-cache", ".", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "config.py").read_text() == config.replace('"cuda', '"npu')
+    assert (tmp_path / "train.py").read_text() == train.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+    assert (tmp_path / "other.py").read_text() == other
+    again = run_cli("--check", "--no-cache", ".", cwd=tmp_path)
+    assert again.returncode == 0, again.stdout  # idempotent
