@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import ast
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES
@@ -179,6 +179,8 @@ class PartialText:
     text: str
     lines: List[str]  # the file's lines, each with its line ending
     runs: List[Tuple[int, int, str]]  # (start, end, indent): line ranges left out, ascending
+    # run start -> the statements (Python's ast) it leaves out, in order
+    left_out: Dict[int, List[ast.stmt]] = field(default_factory=dict)
     _elided_words: Optional[Set[bytes]] = None
 
     def elided_word(self, word: str) -> bool:
@@ -193,16 +195,28 @@ class PartialText:
         what NeedsWholeModule(lines=...) asks to parse when a pass reads a function whole."""
         if not self.elided_word(word):
             return []
+        return [run for run in self.runs_among(getattr(block, "body", ()))
+                if word.encode() in words_of(self.text_of(run))]
+
+    @staticmethod
+    def runs_among(statements) -> List[Tuple[int, int]]:
+        """The runs left out that `statements` (libcst statements of one block) stand for:
+        their placeholders' line ranges ((start, end), 0-based)."""
         found = []
-        for stmt in getattr(block, "body", ()):
+        for stmt in statements:
             small = getattr(stmt, "body", None)
             value = getattr(small[0], "value", None) if isinstance(small, (list, tuple)) and len(small) == 1 else None
             label = _PLACEHOLDER_RE.match(getattr(value, "value", None) or "")
             if label is not None:
-                start, end = int(label.group(1)) - 1, int(label.group(2))
-                if word.encode() in words_of("".join(self.lines[start:end])):
-                    found.append((start, end))
+                found.append((int(label.group(1)) - 1, int(label.group(2))))
         return found
+
+    def text_of(self, run: Tuple[int, int]) -> str:
+        return "".join(self.lines[run[0]:run[1]])
+
+    def statements_of(self, run: Tuple[int, int]) -> List[ast.stmt]:
+        """The statements of a block that `run` (from runs_among) leaves out (Python's ast)."""
+        return self.left_out.get(run[0], [])
 
     def restore(self, migrated: str) -> Optional[str]:
         """The migrated file: `migrated` (the migrated partial text) with each placeholder put
@@ -243,6 +257,7 @@ def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
     if len(lines) > (chunks[-1].end if chunks else 0):  # comments after the last statement
         chunks.append(Chunk(chunks[-1].end if chunks else 0, len(lines), [], ""))
     runs: List[Tuple[int, int, str]] = []
+    left_out: Dict[int, List[ast.stmt]] = {}
     for chunk in statements.left_out(chunks, lines, {w.encode() for w in also}, ranges):
         if chunk.start == chunk.end:
             continue
@@ -250,6 +265,7 @@ def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
             runs[-1] = (runs[-1][0], chunk.end, chunk.indent)
         else:
             runs.append((chunk.start, chunk.end, chunk.indent))
+        left_out.setdefault(runs[-1][0], []).extend(chunk.statements)
     if not runs:
         return None
     parts: List[str] = []
@@ -259,7 +275,7 @@ def partial_text(text: str, tree: ast.Module, statements: StatementFilter,
         parts.extend(_placeholder(lines, start, end, indent))
         at = end
     parts.extend(lines[at:])
-    return PartialText("".join(parts), lines, runs)
+    return PartialText("".join(parts), lines, runs, left_out)
 
 
 # A placeholder's string as libcst gives it: `"""npu-migrate-elided:3-6` (1-based, inclusive).

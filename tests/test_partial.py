@@ -225,6 +225,12 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     # an optional import guarded by an availability check in another statement
     "import torch\ndef f():\n    if not is_apex_available():\n        raise ImportError('apex')\n    from apex import amp\n"
     "    x = torch.cuda.current_device()\n",
+    "import torch\nif not is_apex_available():\n    raise ImportError('apex')\nclass A:\n    def f(self):\n"
+    "        y = 1\n        from apex import amp\n        x = torch.cuda.current_device()\n",
+    # (the first such check of a block is the one that counts)
+    "import torch\ndef f():\n    if not is_bnb_available():\n        raise ImportError('bnb')\n    y = 1\n"
+    "    if not is_apex_available():\n        raise ImportError('apex')\n    from apex import amp\n"
+    "    x = torch.cuda.current_device()\n",
     # a body on the line that ends a header of several lines; async, nested and decorated functions
     "import torch\ndef f(\n    a): return a.cuda()\ndef g(\n    a): b = 1; return a.cuda()\n",
     "import torch\nasync def f(a):\n    b = 1\n    await a.cuda()\n",

@@ -10,6 +10,7 @@ file's suffix (frontends/cuda_sources.py).
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Callable, Dict, Iterator, List, Optional, Set, Tuple, Union
 
@@ -37,7 +38,6 @@ _OPTIONAL_IMPORT_NOTE = (
 # `importlib.util.find_spec("x")`, `is_apex_installed()`. An import it guards is optional.
 _AVAILABILITY_RE = re.compile(r"(?:^|_)(?:available|installed)$|^find_spec$|^find_loader$", re.IGNORECASE)
 _AVAILABILITY_WORDS = ("try", "available", "installed", "find_spec", "find_loader")
-_AVAILABILITY_CALL_RE = re.compile(r"\b(\w*(?:available|installed)|find_spec|find_loader)\s*\(", re.IGNORECASE)
 
 def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
     """Record the findings; the tree itself is returned unchanged.
@@ -105,13 +105,18 @@ class FindingVisitor(cst.CSTVisitor):
         found = [f for f in found if self.applies(f[0]) and not self._imports_local_module(f[1])]
         optional: Set[int] = set()
         if found and any(w in self.ctx.text for w in _AVAILABILITY_WORDS):
-            optional = _optional_imports(self.ctx.module)
-            if self.ctx.partial is not None:
-                # `if not is_bnb_available(): raise ...` beside the import, in lines left out:
-                # the engine parses them too.
-                for name in set(_AVAILABILITY_CALL_RE.findall(self.ctx.text)):
-                    if self.ctx.partial.elided_word(name):
-                        self.ctx.partial_misses.add(name)
+            visitor = _OptionalImports(self.ctx.partial)
+            walk(self.ctx.module, visitor)
+            optional = visitor.found
+            partial = self.ctx.partial
+            if partial is not None:
+                # `if not is_bnb_available(): raise ...` before the import (in its block or one
+                # around it), in lines left out: the engine parses them too.
+                for _rule, _module, _node, stmt in found:
+                    for block, index in visitor.enclosing.get(id(stmt), ()):
+                        self.ctx.partial_lines.update(
+                            run for run in partial.runs_among(block.body[:index])
+                            if any(_may_leave_unless_available(s) for s in partial.statements_of(run)))
         for rule, module, node, stmt in found:
             # Reported under the library's name as the rule gives it (`nvidia.dali` for
             # `import nvidia.dali.types`), so that a file's imports of one library read as one.
@@ -205,15 +210,29 @@ class _OptionalImports(cst.CSTVisitor):
     the library (or the import's alias): `if is_hpu_available(): ... else: import
     transformer_engine` imports it wherever there is no HPU. Walks statements only."""
 
-    def __init__(self) -> None:
+    def __init__(self, partial=None) -> None:
+        """`partial`: the file's partial.PartialText, if any: then `enclosing` gives, for each
+        import statement, the blocks around it and its place in each (where statements left
+        out could guard it)."""
         super().__init__()
         self.found: Set[int] = set()
         self._guards: Dict[int, Optional[str]] = {}  # block id -> None (try) or the check's text
         self._active: List[Optional[str]] = []
+        self._partial = partial is not None
+        self._slots: Dict[int, Tuple[Union[cst.IndentedBlock, cst.Module], int]] = {}  # statement -> (block, index)
+        self._path: List[cst.CSTNode] = []  # the statements being visited
+        self.enclosing: Dict[int, List[Tuple[Union[cst.IndentedBlock, cst.Module], int]]] = {}
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.BaseExpression):
             return False
+        if self._partial:
+            if isinstance(node, (cst.IndentedBlock, cst.Module)):
+                self._slots.update((id(stmt), (node, i)) for i, stmt in enumerate(node.body))
+            elif isinstance(node, (cst.Import, cst.ImportFrom)):
+                self.enclosing[id(node)] = [self._slots[id(s)] for s in self._path if id(s) in self._slots]
+            if isinstance(node, cst.BaseStatement):
+                self._path.append(node)
         if isinstance(node, cst.Try) and any(_catches_import_error(h) for h in node.handlers):
             self._guards[id(node.body)] = None
         elif isinstance(node, cst.If):
@@ -237,12 +256,18 @@ class _OptionalImports(cst.CSTVisitor):
     def on_leave(self, original_node: cst.CSTNode) -> None:
         if id(original_node) in self._guards:
             self._active.pop()
+        if self._partial and isinstance(original_node, cst.BaseStatement):
+            self._path.pop()
 
 
-def _optional_imports(module: cst.Module) -> Set[int]:
-    visitor = _OptionalImports()
-    walk(module, visitor)
-    return visitor.found
+def _may_leave_unless_available(stmt: ast.stmt) -> bool:
+    """In Python's tree of a statement partial parsing left out: whether it may be an `if` that
+    leaves the block unless a library is installed (what _OptionalImports reads from libcst's
+    tree; this says yes to more)."""
+    return (isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], (ast.Return, ast.Raise))
+            and any(isinstance(n, ast.Call) and _AVAILABILITY_RE.search(
+                n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", ""))
+                for n in ast.walk(stmt.test)))
 
 
 def _availability_check(test: cst.CSTNode) -> str:
