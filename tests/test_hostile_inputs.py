@@ -1311,3 +1311,73 @@ def test_an_ignore_file_above_the_folder_given_that_never_ends_fails_it(tmp_path
     assert r.returncode == 2, r.stderr
     assert "src: cannot read ../.gitignore: not a regular file" in r.stdout.decode().splitlines(), r.stdout
     assert (project / "src" / "train.py").read_bytes() == GPU
+
+
+def _deeper_than_entering_every_statement(tree: ast.AST, text: str, limit: int) -> bool:
+    """safe_parse.deeper_than before it skipped short statements: only short expressions skipped."""
+    from npu_migrate.safe_parse import _byte_span, _line_starts, child_nodes
+
+    starts = _line_starts(text)
+    stack = [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in child_nodes(node):
+            if isinstance(child, ast.expr) and _byte_span(child, starts) + 2 <= limit - depth:
+                continue
+            stack.append((child, depth + 1))
+    return False
+
+
+def _depth_of(tree: ast.AST) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
+DEPTH_CASES = {
+    "chain_299": "x = a" + " + a" * 297 + "\n",
+    "chain_301": "x = a" + " + a" * 299 + "\n",
+    "attributes": "x = a" + ".b" * 310 + "\n",
+    "calls": "x = f" + "()" * 305 + "\n",
+    "blocks": "".join(" " * i + "if x:\n" for i in range(95)) + " " * 95 + "y = (a + a + a + a)\n",
+    "handlers": "".join(" " * i + "try:\n" + " " * (i + 1) + "pass\n" + " " * i + "except E:\n" for i in range(0, 180, 2))
+                + " " * 180 + "y = a.b.c\n",
+    "defaults": "def f(a=lambda: lambda: lambda: (b, (c, (d,)))):\n    return a\n",
+    "comprehensions": "x = [[[[y for y in z if y] for z in w] for w in v] for v in u]\n",
+    "lambdas": "f = " + "lambda: " * 150 + "0\n",
+}
+if sys.version_info >= (3, 10):
+    DEPTH_CASES["patterns"] = "match x:\n    case " + "[" * 90 + "a" + "]" * 90 + " if a.b.c:\n        pass\n"
+
+
+@pytest.mark.slow
+def test_the_depth_check_skips_only_what_cannot_reach_the_limit():
+    """safe_parse.deeper_than does not enter a statement (or argument, keyword, handler...)
+    shorter than half the levels left: at every limit from 3 to past the tree's depth, its
+    verdict is that of the walk that enters every statement, on the fixtures, the test inputs
+    and texts built to nest statements, handlers, patterns and expressions deeply."""
+    from npu_migrate.safe_parse import MAX_NESTING, deeper_than
+
+    root = Path(__file__).resolve().parent.parent
+    texts = dict(DEPTH_CASES)
+    for folder in ("fixtures", "tests", "bench"):
+        for path in sorted((root / folder).rglob("*.py")):
+            texts[str(path)] = path.read_text(encoding="utf-8", errors="replace")
+    compared = 0
+    for name, text in texts.items():
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                tree = ast.parse(text)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        for limit in [*range(3, _depth_of(tree) + 3), MAX_NESTING]:
+            assert deeper_than(tree, text, limit) == _deeper_than_entering_every_statement(tree, text, limit), (
+                name, limit)
+            compared += 1
+    assert compared > 3000
