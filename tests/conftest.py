@@ -32,8 +32,10 @@ def run_process():
 
 
 # Programs that start in milliseconds and import nothing: a fast test may run them (a diff
-# applied, an ACL set, a shell's syntax check `bash -n`; a shell running a script is a process).
-CHEAP_PROGRAMS = {"git", "patch", "setfacl", "getfacl"}
+# applied, an ACL set, a shell's syntax check `bash -n`; a shell running a script is a process),
+# and libraries run them on first use (ctypes.util.find_library runs `ldconfig -p`: trio, which
+# hypothesis's entry points import; platform.processor runs `uname -p`).
+CHEAP_PROGRAMS = {"git", "patch", "setfacl", "getfacl", "ldconfig", "uname"}
 
 
 @pytest.fixture(autouse=True)
