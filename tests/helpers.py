@@ -127,9 +127,12 @@ class CliResult:
 
 def _test_env(cwd, env) -> dict:
     """The environment of a test's run: colour decided by the run's own streams (NO_COLOR unset),
-    a cache of its own under `cwd`, then the test's `env`."""
-    return {"NO_COLOR": None, "NPU_MIGRATE_CACHE_DIR": str(Path(cwd or ".").resolve() / ".npu-migrate-test-cache"),
-            **(env or {})}
+    a cache of its own beside `cwd` (a test's tmp_path: `<tmp_path>.npu-migrate-test-cache`, so
+    that what a run leaves in its folder is only what it wrote there), then the test's `env`."""
+    folder = Path(cwd).resolve() if cwd is not None else None
+    cache = folder.with_name(folder.name + ".npu-migrate-test-cache") if folder is not None and folder.name else \
+        Path(".").resolve() / ".npu-migrate-test-cache"
+    return {"NO_COLOR": None, "NPU_MIGRATE_CACHE_DIR": str(cache), **(env or {})}
 
 
 def cli_in_process(*args, cwd=None, input=None, env=None) -> CliResult:
