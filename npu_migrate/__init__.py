@@ -13,6 +13,10 @@ def __getattr__(name: str):
         from .dispatch import migrate_source
 
         return migrate_source
+    if name == "Options":  # what a run does to each file (options.py: it holds the run's targets)
+        from .options import Options
+
+        return Options
     if name in __all__:
         from . import model
 
