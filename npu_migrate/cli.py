@@ -425,7 +425,7 @@ def _parsed_rules_folder():
     from .cache import cache_root, private_root
 
     root, problem = private_root(cache_root())
-    return root / "parsed-rules" if problem is None else None
+    return root / "parsed-rules" / f"v{__version__}" if problem is None else None
 
 
 def _diff_header(report, result) -> str:

@@ -275,9 +275,10 @@ class ParsedRulesCache:
     """The parsed content of the rule files, kept as JSON between runs: parsing the TOML of the
     built-in files took most of the rule set's 0.07 s at every start (issue 24, one script).
 
-    The entry's name is the hash of every file's name and bytes (load_rules' key) and the
-    package version: any change to a rule file misses. It is written only when its JSON gives
-    back exactly what tomllib gave (TOML dates, NaN: not kept), and read only when it names its
+    The entry's name is the hash of every file's name and bytes (load_rules' key), in a folder
+    named for the package version: any change to a rule file or the tool's version misses. It
+    is written only when its JSON gives back exactly what tomllib gave (TOML dates, NaN: not
+    kept), and read only when it names its
     own key; anything unreadable is a miss. Runs that write files parse the TOML themselves
     (cli.py, as the result cache serves them no changed result); --no-cache neither reads nor
     writes it. The newest KEPT entries are kept."""
@@ -285,10 +286,8 @@ class ParsedRulesCache:
     KEPT = 8
 
     def __init__(self, folder: Path, key: bytes) -> None:
-        from . import __version__
-
-        self.folder = folder
-        self.key = f"{hashlib.sha256(key + __version__.encode()).hexdigest()[:32]}"
+        self.folder = folder  # the caller's, named for the package version (cli.py)
+        self.key = hashlib.sha256(key).hexdigest()[:32]
         self.path = folder / f"{self.key}.json"
 
     def get(self) -> Optional[List[Tuple[str, Dict[str, Any]]]]:

@@ -267,7 +267,9 @@ def test_parsed_rules_live_in_the_private_cache_folder_only(tmp_path, monkeypatc
     shared.mkdir()
     shared.chmod(0o1777)
     monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(shared))
-    assert _parsed_rules_folder() == shared / f"npu-migrate-{os.geteuid()}" / "parsed-rules"
+    from npu_migrate import __version__
+
+    assert _parsed_rules_folder() == shared / f"npu-migrate-{os.geteuid()}" / "parsed-rules" / f"v{__version__}"
     unsafe = tmp_path / "unsafe"
     unsafe.mkdir()
     unsafe.chmod(0o777)
