@@ -125,7 +125,7 @@ def distributed_silence(report: RunReport) -> List[str]:
                 or os.path.basename(rule.source).startswith("distributed.toml"))
 
     codes = (c for r in report.results for c in [*(e.code for e in r.edits), *(f.code for f in r.findings)])
-    if any(distributed(code) for code in codes):
+    if any(distributed(code) for code in codes) or any(map(converted_already, report.results)):
         return []
     scanned = sum(1 for r in report.results if not r.error and not r.skipped)
     return [f"npu-migrate: warning: --distributed made nothing distributed in the {scanned} "
@@ -133,6 +133,15 @@ def distributed_silence(report: RunReport) -> List[str]:
             "(a torch.optim optimizer, a MindSpore Model or TrainOneStepCell, or a tf.train optimizer, "
             "built where the script runs); a training loop in a module not given, or an optimizer "
             "built by a library, is converted by hand"]
+
+
+def converted_already(result: FileResult) -> bool:
+    """A script an earlier --distributed run converted changes nothing and reports nothing the
+    next time, but its helper module is refreshed beside it: it is distributed, not silent."""
+    from .distributed import MODULES
+
+    helpers = {f"{name}.py" for name in MODULES.values()}
+    return any(os.path.basename(path) in helpers for path in result.extra_files)
 
 
 def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -> Options:

@@ -384,6 +384,20 @@ def test_distributed_that_changes_nothing_says_so(run_cli, tmp_path):
     assert run_cli("main.py", "--distributed", "-q", cwd=tmp_path).stderr.decode() == SILENT
 
 
+def test_a_second_distributed_run_on_a_converted_script_is_not_called_silent(run_cli, tmp_path):
+    # The second run changes and reports nothing (the script imports the helpers), which is
+    # what an idempotent tool does: it must not warn that --distributed found no training script.
+    (tmp_path / "train.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    assert run_cli("train.py", "--distributed", "--write", cwd=tmp_path).returncode == 0
+    converted = (tmp_path / "train.py").read_bytes()
+    assert b"from npu_migrate_distributed import" in converted
+    again = run_cli("train.py", "--distributed", "--write", cwd=tmp_path)
+    assert again.returncode == 0
+    assert again.stderr.decode() == ""  # was SILENT
+    assert (tmp_path / "train.py").read_bytes() == converted
+
+
 @pytest.mark.parametrize("text", [
     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # converted
     "import torch\nmodel = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # NPU385
