@@ -6,6 +6,7 @@ project's own modules).
 * `device_config_keys`: the device settings a module that imports no torch sets to a CUDA
   device string, which the torch pass rewrites to "npu" (`_C.MODEL.DEVICE = "cuda"` in a yacs
   defaults module is key `MODEL.DEVICE`; `DEVICE = "cuda"` in `settings.py` is `settings.DEVICE`;
+  `SUPPORTED_DEVICES = ["cpu", "cuda"]` is `settings.SUPPORTED_DEVICES`;
   `device = "cuda"` in `class Config:` of `config.py`, or `self.device = "cuda"` in its methods,
   is `config.Config`, and so is an argparse `--device` defaulting to "cuda" in its `def
   get_args():` `opts.get_args`: the class or function a reader imports).
@@ -26,8 +27,10 @@ from typing import Iterable, Sequence, Set, Tuple
 _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 # `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
 # when they are assigned to a name that says device).
+# `SUPPORTED_DEVICES = ["cpu", "cuda"]` too: a list or tuple of them on one line.
 _DEVICE_ASSIGNMENT = re.compile(
-    rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)(?:[ \t]*:[^=\n]*)?[ \t]*=[ \t]*[rRuU]?(['\"])cuda(?::\d+)?\3"
+    rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)(?:[ \t]*:[^=\n]*)?[ \t]*=[ \t]*"
+    rb"(?:[rRuU]?(['\"])cuda(?::\d+)?\3|[\[(][^\n]*?(['\"])cuda(?::\d+)?\4[^\n]*?[\])])"
     rb"[ \t]*(?:#.*)?$",
     re.MULTILINE)
 # `parser.add_argument("--device", default="cuda")` (open_clip's params.py imports no torch).

@@ -161,3 +161,18 @@ def test_a_module_reading_a_device_setting_of_a_class_or_function_of_another_mod
     assert (tmp_path / "other.py").read_text() == other
     again = run_cli("--check", "--no-cache", ".", cwd=tmp_path)
     assert again.returncode == 0, again.stdout  # idempotent
+
+
+def test_a_module_reading_a_list_of_devices_another_module_moves_gets_torch_npu(tmp_path, run_cli):
+    """`SUPPORTED_DEVICES = ["cpu", "cuda"]` in a module without torch moves to "npu" (a
+    collection named for devices); the torch module that picks its device from it gets
+    `import torch_npu` too."""
+    constants = 'SUPPORTED_DEVICES = ["cpu", "cuda"]\nNAMES = ["cuda"]\n'
+    train = ("import torch\nfrom constants import SUPPORTED_DEVICES\n"
+             "model = torch.nn.Linear(2, 2).to(SUPPORTED_DEVICES[-1])\n")
+    (tmp_path / "constants.py").write_text(constants)
+    (tmp_path / "train.py").write_text(train)
+    r = run_cli("--write", "--no-cache", ".", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "constants.py").read_text() == 'SUPPORTED_DEVICES = ["cpu", "npu"]\nNAMES = ["cuda"]\n'
+    assert (tmp_path / "train.py").read_text() == train.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
