@@ -91,6 +91,23 @@ def test_names_imported_from_torch_cuda_with_a_twin_are_not_findings_where_used(
     ) == []
 
 
+def test_a_misspelt_torch_cuda_name_is_told_as_a_typo():
+    # A newcomer's `is_avaliable` was told to remove the call, as a CUDA-only API would be; a
+    # real member with no twin (caching_allocator_enable, close to caching_allocator_delete but
+    # four letters away) keeps that advice, and one with a finding of its own keeps its own.
+    by_api = {f.api: f for f in finding_objects(
+        "import torch\nif torch.cuda.is_avaliable():\n    n = torch.cuda.device_cont()\n"
+        "j = torch.cuda.jiterator\ntorch.cuda.caching_allocator_enable(True)\n"
+    )}
+    assert by_api["torch.cuda.is_avaliable"].message == "`torch.cuda.is_avaliable` has no NPU equivalent in torch_npu"
+    assert by_api["torch.cuda.is_avaliable"].suggestion == (
+        "A typo for `torch.cuda.is_available`? It is the name torch.cuda has; correct it and run npu-migrate again.")
+    assert by_api["torch.cuda.device_cont"].suggestion.startswith("A typo for `torch.cuda.device_count`?")
+    remove = "Remove or replace this call; check the torch_npu API list for an alternative."
+    assert not by_api["torch.cuda.jiterator"].suggestion.startswith("A typo")
+    assert by_api["torch.cuda.caching_allocator_enable"].suggestion == remove
+
+
 def test_a_name_kept_on_cuda_by_its_import_is_reported_where_used():
     # get_arch_list has no twin, so the whole import stays, and synchronize() with it (NPU323).
     assert findings(

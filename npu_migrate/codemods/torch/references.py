@@ -395,9 +395,29 @@ class ReferenceRewrites(TorchState):
         if not rewritten and parent is not None and self._is_member_module(parent):
             fallback = rs.finding_api.get(parent)
             if fallback is not None:
-                self.ctx.finding(fallback, node, api=qual)
+                meant = self._misspelt(qual, parent)
+                self.ctx.finding(fallback, node, api=qual, suggestion=None if meant is None else (
+                    f"A typo for `{meant}`? It is the name {parent} has; correct it and run npu-migrate again."))
                 return True
         return False
+
+    def _misspelt(self, qual: str, parent: str) -> Optional[str]:
+        """The name `qual` (a member of `parent` with no twin and no finding of its own) most
+        likely misspells: one of the module's members with a twin or a finding, one or two
+        letters away (`torch.cuda.is_avaliable`). A newcomer was told to remove the call, as for
+        a CUDA-only API. None when no name is that close."""
+        import difflib  # only here: a member with no twin is rare
+
+        rs = self.ctx.rules
+        prefix = parent + "."
+        known = {m for r in rs.api.get(parent, ()) for m in api_members(r) or ()}
+        known |= {k[len(prefix):] for k in rs.finding_api if k.startswith(prefix) and "." not in k[len(prefix):]}
+        name = qual[len(prefix):]
+        for close in difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.85):
+            changed = difflib.SequenceMatcher(None, name, close, autojunk=False).get_opcodes()
+            if sum(max(i2 - i1, j2 - j1) for op, i1, i2, j1, j2 in changed if op != "equal") <= 2:
+                return prefix + close
+        return None
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         if id(original) in self._not_references:
