@@ -104,9 +104,13 @@ def write_tree(
     errors: Dict[str, str] = {}
     os.makedirs(out, exist_ok=True)
     real_out = os.path.realpath(out)
+    # Two names given for one file (`link.py a.py`, a symlink and its target) are migrated once
+    # (the runner keys files by their real path), under one of the names: the copy under the
+    # other name is the same migrated text, never the original beside it.
+    by_real = {os.path.realpath(p): entry for p, entry in migrated.items()}
     for path in files:
         dest = os.path.join(out, os.path.relpath(os.path.abspath(path), root))
-        entry = migrated.get(path)
+        entry = migrated.get(path) or by_real.get(os.path.realpath(path))
         try:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
         except OSError as exc:

@@ -94,6 +94,20 @@ def test_several_paths_keep_their_places_under_their_common_folder(tmp_path, run
     assert (tmp_path / "out/b/eval.py").read_bytes() == NPU
 
 
+def test_a_file_given_under_two_names_is_migrated_under_both(tmp_path, run_cli):
+    # `link.py a.py --output-dir out`: the file is migrated once; out/a.py was the original
+    # text beside a migrated out/link.py (a half-migrated copy), whichever name came first.
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src/a.py").write_bytes(GPU)
+    (tmp_path / "src/link.py").symlink_to("a.py")
+    for order, out in ((("src/link.py", "src/a.py"), "out1"), (("src/a.py", "src/link.py"), "out2")):
+        r = run_cli(*order, "--output-dir", out, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.decode().startswith("1 file scanned, 1 migrated, 0 unchanged, 0 failed.\n")
+        assert {p.name: p.read_bytes() for p in (tmp_path / out).iterdir()} == {"a.py": NPU, "link.py": NPU}
+    assert (tmp_path / "src/a.py").read_bytes() == GPU
+
+
 def test_refusals(tmp_path, run_cli):
     src = tmp_path / "proj"
     (src / "sub").mkdir(parents=True)
