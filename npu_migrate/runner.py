@@ -229,7 +229,7 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
             give_back()
 
 
-TRIM_ABOVE = 32 << 20  # bytes a worker may grow past its size at start before it trims its heap
+TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before it trims its heap
 
 
 def _resident_bytes() -> int:
@@ -243,7 +243,10 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
     size at start (or after its last trim), glibc's malloc_trim gives the free memory of the C heap back to the system.
     libcst's parser (native code) takes ~65 MB for a 270 KB file and frees it, but the heap
     keeps it: without this every worker stays at the size of its biggest file for the rest of
-    the run, and the two workers' peaks add up. (10-20 ms a trim, so not after every file.)
+    the run, and the two workers' peaks add up. (A trim costs a few ms, so not after every file;
+    12 MB rather than 32: the worker on the small files no longer sits on up to 32 MB of freed
+    heap while the other parses the big ones, -j 2 transformers peak PSS 155 -> 151 MB, and the
+    worker on the big half trims 11 times instead of 4, 0.03 s in all.)
     Does nothing where there is no /proc or no glibc."""
     if resident is None or trim is None:
         try:
