@@ -525,7 +525,8 @@ def explain_command(code, rule_files) -> None:
         sys.exit(EXIT_ERROR)
     from .explain import explain
 
-    text = explain(rules, code)
+    # `explain 301`: the number alone, as a report's `NPU301` is read aloud.
+    text = explain(rules, code) or (explain(rules, f"NPU{code}") if code.isdigit() else None)
     if text is None:
         click.echo(f"npu-migrate: error: unknown code {code.upper()}; `npu-migrate rules` lists them", err=True)
         sys.exit(EXIT_ERROR)

@@ -236,6 +236,16 @@ def test_explain_unknown_code(run_cli, tmp_path):
     r = run_cli("explain", "NPU999", cwd=tmp_path)
     assert (r.returncode, r.stdout) == (2, b"")
     assert r.stderr == b"npu-migrate: error: unknown code NPU999; `npu-migrate rules` lists them\n"
+    r = run_cli("explain", "999", cwd=tmp_path)
+    assert r.stderr == b"npu-migrate: error: unknown code 999; `npu-migrate rules` lists them\n"
+
+
+def test_explain_takes_a_code_by_its_number(run_cli, tmp_path):
+    # A newcomer typing `explain 305` got "unknown code 305".
+    r = run_cli("explain", "305", cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (0, b"")
+    assert r.stdout == run_cli("explain", "NPU305", cwd=tmp_path).stdout
+    assert r.stdout.startswith(b"NPU305: `torch.nn.DataParallel` is not supported on NPU\n")
 
 
 # ----------------------------------------------------------------------------- rule files
