@@ -64,6 +64,13 @@ REWRITES = [
     ("cfg = dict(device='cuda')\n", "cfg = dict(device='npu')\n"),
     ("m = AutoModel.from_pretrained(name, device_map='cuda')\n", "m = AutoModel.from_pretrained(name, device_map='npu')\n"),
     ("D = 'cuda:0'\nm.to(D)\n", "D = 'npu:0'\nm.to(D)\n"),
+    # a value and its tests move together: a name given a conditional device, a device's type
+    ("import torch\nname = 'cuda' if torch.cuda.is_available() else 'cpu'\ns = torch.cuda.amp.GradScaler(enabled=name == 'cuda')\n",
+     "import torch\nname = 'npu' if torch.npu.is_available() else 'cpu'\ns = torch.npu.amp.GradScaler(enabled=name == 'npu')\n"),
+    ("import torch\nD = 'cuda:0'\nkind = torch.device(D).type\namp = kind == 'cuda'\n",
+     "import torch\nD = 'npu:0'\nkind = torch.device(D).type\namp = kind == 'npu'\n"),
+    ("import torch\nmode = 'big' if torch.cuda.is_available() else 'small'\nok = mode == 'cuda'\n",
+     "import torch\nmode = 'big' if torch.npu.is_available() else 'small'\nok = mode == 'cuda'\n"),
     ("CALCULATE_DEVICE = 'gpu:0'\nm.to(CALCULATE_DEVICE)\n", "CALCULATE_DEVICE = 'npu:0'\nm.to(CALCULATE_DEVICE)\n"),
     ("loader = DataLoader(ds, pin_memory_device='cuda')\n", "loader = DataLoader(ds, pin_memory_device='npu')\n"),
     ("import torch\nsd = torch.load(p, map_location={'cuda:1': 'cuda:0'})\n",

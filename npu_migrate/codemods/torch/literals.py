@@ -104,9 +104,16 @@ class DeviceVariables(cst.CSTVisitor):
                 or (isinstance(value.func, cst.Name) and value.func.value == "dict" and len(value.args) == 1
                     and self.t.is_environ(value.args[0].value))):
             self.environ_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-        if (isinstance(value, cst.Attribute) and value.attr.value == "type" and isinstance(value.value, cst.Attribute)
-                and value.value.attr.value == "device"):
+        if isinstance(value, cst.Attribute) and value.attr.value == "type" and (
+                (isinstance(value.value, cst.Attribute) and value.value.attr.value == "device")
+                or (isinstance(value.value, cst.Call) and self.t.resolve(value.value.func) == "torch.device")):
+            # `kind = torch.device(DEVICE).type` too: DEVICE moves, so `kind == "cuda"` must.
             self.type_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+        if (isinstance(value, cst.IfExp) and dc.is_device_test(value.test, self.t.resolve)
+                and (dc.names_a_device(value.orelse, self.t.resolve) or dc.names_a_device(value.body, self.t.resolve))):
+            # `name = "cuda" if torch.cuda.is_available() else "cpu"` moves whatever the name
+            # (leave_IfExp): `enabled=name == "cuda"` moves with it, or AMP is silently off.
+            self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
 
 def _named_for_devices(node: cst.BaseExpression) -> bool:
