@@ -247,6 +247,12 @@ class LiteralRewrites(TorchState):
             return True
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str":
             return len(node.args) == 1 and self.is_device_expr(node.args[0].value)
+        if (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
+                and isinstance(node.slice[0].slice.value, cst.Integer) and node.slice[0].slice.value.value == "0"
+                and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute)
+                and node.value.func.attr.value in ("split", "rsplit", "partition")):
+            # `DEVICE.split(":")[0]`, `str(device).partition(":")[0]`: the device's type.
+            return self.is_device_expr(node.value.func.value)
         name = last_identifier(node)
         return bool(name and DEVICE_NAME_RE.search(name)) or (
             isinstance(node, cst.Name) and (self.is_device_variable(node.value)
