@@ -128,11 +128,16 @@ def distributed_silence(report: RunReport) -> List[str]:
     if any(distributed(code) for code in codes) or any(map(converted_already, report.results)):
         return []
     scanned = sum(1 for r in report.results if not r.error and not r.skipped)
+    # A notebook's training cells are not converted (only scripts are started as processes):
+    # one with an optimizer was told none was found.
+    notebooks = sum(1 for r in report.results if not r.error and not r.skipped and r.path.endswith(".ipynb"))
     return [f"npu-migrate: warning: --distributed made nothing distributed in the {scanned} "
             f"file{'s' if scanned != 1 else ''} scanned: no training script it can convert was found "
             "(a torch.optim optimizer, a MindSpore Model or TrainOneStepCell, or a tf.train optimizer, "
             "built where the script runs); a training loop in a module not given, or an optimizer "
-            "built by a library, is converted by hand"]
+            "built by a library, is converted by hand"
+            + (f"; notebooks ({notebooks} scanned) are not converted: export one to a script "
+               "(`jupyter nbconvert --to script`) and run --distributed on that" if notebooks else "")]
 
 
 def converted_already(result: FileResult) -> bool:

@@ -384,6 +384,19 @@ def test_distributed_that_changes_nothing_says_so(run_cli, tmp_path):
     assert run_cli("main.py", "--distributed", "-q", cwd=tmp_path).stderr.decode() == SILENT
 
 
+def test_distributed_on_a_notebook_says_notebooks_are_not_converted(run_cli, tmp_path):
+    # A notebook that builds an optimizer was told "no training script it can convert was found
+    # (a torch.optim optimizer, ...)", which it has.
+    cell = {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+            "source": ["import torch\n", "model = torch.nn.Linear(2, 1).cuda()\n",
+                       "opt = torch.optim.SGD(model.parameters(), lr=0.1)\n"]}
+    (tmp_path / "train.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    run = run_cli("train.ipynb", "--distributed", cwd=tmp_path)
+    assert run.returncode == 0
+    assert run.stderr.decode() == SILENT[:-1] + ("; notebooks (1 scanned) are not converted: export one to a script "
+                                                 "(`jupyter nbconvert --to script`) and run --distributed on that\n")
+
+
 def test_a_second_distributed_run_on_a_converted_script_is_not_called_silent(run_cli, tmp_path):
     # The second run changes and reports nothing (the script imports the helpers), which is
     # what an idempotent tool does: it must not warn that --distributed found no training script.
