@@ -161,6 +161,20 @@ def test_sarif_reports_unprocessed_files_and_escapes_uris():
         "uri": "my%20dir/bad.py", "uriBaseId": "%SRCROOT%"}
 
 
+def test_sarif_places_notebook_findings_on_the_file_and_names_the_cell():
+    # The region held the cell's line as if it were the .ipynb's (line 2 of the JSON file).
+    finding = Finding("NPU303", Severity.INFO, Span(2, 1, 2, 5), "x", "msg", "", cell=3)
+    report = RunReport(results=[FileResult(path="/p/nb.ipynb", findings=[finding])], rules=RULES, mode="check",
+                       root="/p")
+    doc = json.loads(RENDERERS["sarif"](report))
+    jsonschema.Draft4Validator(sarif_schema()).validate(doc)
+    [result] = doc["runs"][0]["results"]
+    assert result["message"] == {"text": "cell 3, line 2: msg"}
+    assert result["locations"] == [{"physicalLocation": {
+        "artifactLocation": {"uri": "nb.ipynb", "uriBaseId": "%SRCROOT%"}, "region": {"startLine": 1}}}]
+    assert result["properties"] == {"api": "x", "cell": 3}
+
+
 # ----------------------------------------------------------------------------- GitHub annotations
 
 

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from .. import __version__
 from ..model import Severity
-from . import RunReport, json_text, register, with_suggestion
+from . import RunReport, in_cell, json_text, register, with_suggestion
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/npu-migrate/"
@@ -93,12 +93,18 @@ def render_sarif(report: RunReport) -> str:
             continue
         for f in r.findings:
             message = with_suggestion(f.message, f.suggestion)
-            region = {
+            region: Dict[str, int] = {
                 "startLine": f.span.line,
                 "startColumn": f.span.col,
                 "endLine": max(f.span.end_line, f.span.line),
                 "endColumn": f.span.end_col if f.span.end_line > f.span.line else max(f.span.end_col, f.span.col + 1),
             }
+            if f.cell is not None:
+                # A notebook's lines count per cell, not in its JSON file: the region was a wrong
+                # line of the .ipynb. Code scanning needs a startLine, so the file's first; the
+                # message says where (as the github format's annotation does).
+                message = f"{in_cell(f'line {f.span.line}', f.cell, ', ')}: {message}"
+                region = {"startLine": 1}
             result: Dict[str, Any] = {
                 "ruleId": f.code,
                 "ruleIndex": index[f.code],
