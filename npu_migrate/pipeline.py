@@ -87,7 +87,12 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
     from .runner import run as run_files
 
+    given = list(files)
     options = with_project_values(with_local_modules(options, files, rules), files, rules)
+    kept: dict = {}
+    if options.device_config_keys and not all(os.path.isdir(p) for p in project.paths):
+        kept, options = settings_read_outside(files, project, options)
+        files = [f for f in files if f not in kept]
     if options.modelarts:
         from dataclasses import replace
 
@@ -108,8 +113,40 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         cache = Cache(rules.fingerprint, options, reuse_changed=not settings.mode.writes)
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
-    return run_files(files, options, rules, jobs=jobs, on_done=on_done,
-                     keep_text=settings.keeps_original_text, cache=cache)
+    outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
+                         keep_text=settings.keeps_original_text, cache=cache)
+    if not kept:
+        return outcomes
+    for result in kept.values():
+        if on_done is not None:
+            on_done(Outcome(result))
+    by_path = {o.result.path: o for o in outcomes}
+    return [Outcome(kept[f]) if f in kept else by_path[f] for f in given]
+
+
+def settings_read_outside(files: Sequence[str], project: Project, options: Options) -> "tuple[dict, Options]":
+    """A run given files, not the project's folder (the pre-commit hook passes the staged files):
+    a device setting it would move to "npu" that a torch module of the project outside the run
+    reads (project_values.readers_outside) is left as it is with its whole module, reported at
+    its line (NPU324): moved alone, that reader would name a device torch does not know without
+    `import torch_npu`, and no later run would find a CUDA setting to follow to it. Returns
+    (path -> the result of each module left, the options without those settings). The project's
+    other files are looked at only here: a run with no device setting reads nothing more."""
+    from dataclasses import replace
+
+    from .project_files import common_folder
+    from .project_values import left_settings, readers_outside
+
+    folder = common_folder(project.paths)
+    here = os.getcwd()
+    if os.path.isdir(os.path.join(here, ".git")) and (folder + os.sep).startswith(here.rstrip(os.sep) + os.sep):
+        folder = here  # pre-commit runs at the repository's root and names files below it
+    run = {os.path.realpath(f) for f in files}
+    others = (p for p in project.files(folder) if p.endswith(".py") and os.path.realpath(p) not in run)
+    readers = readers_outside(options.device_config_keys, others)
+    kept = {path: FileResult(path=path, findings=findings) for path, findings in left_settings(files, readers).items()}
+    keys = tuple(k for k in options.device_config_keys if k not in readers)
+    return kept, replace(options, device_config_keys=keys)
 
 
 def distributed_silence(report: RunReport) -> List[str]:

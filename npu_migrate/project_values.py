@@ -14,6 +14,13 @@ project's own modules).
   reads the setting (`torch.device(cfg.MODEL.DEVICE)`) gets `import torch_npu`: without it torch
   does not know the "npu" device the setting now names (`reads_device_key`).
 
+A run given files rather than the project's folder (the pre-commit hook passes the staged
+files only) may not hold every reader of a setting it would move: `readers_outside` finds
+the torch modules of the project, outside the run, that read one without `import torch_npu`;
+the run leaves the setting's module as it is and reports it (NPU324, pipeline.py), or that
+reader would stay on a device torch does not know, and a later run of the whole project would
+find no CUDA setting left to follow.
+
 Read statically: bytes and regular expressions, each file read once, nothing imported.
 """
 
@@ -22,7 +29,10 @@ from __future__ import annotations
 import os
 import re
 import stat
-from typing import Iterable, Sequence, Set, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+
+from .codes import emits
+from .model import Finding, Severity, Span
 
 _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 # `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
@@ -42,6 +52,7 @@ _TOP_DEFINITION = re.compile(rb"^(?:class|def|async[ \t]+def)[ \t]+([A-Za-z_]\w*
 _TOP_CODE = re.compile(rb"^[^ \t\r\n#@)\]}]", re.MULTILINE)
 _DEVICE_WORD = re.compile(r"device", re.IGNORECASE)
 _LIMIT = 1 << 20  # a settings module is small; a larger file is read this far
+_TORCH_NPU_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch_npu\b|from[ \t]+torch_npu\b)", re.MULTILINE)
 
 
 def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
@@ -58,23 +69,74 @@ def scan(files: Sequence[str]) -> Tuple[Tuple[str, ...], bool]:
     keys: Set[str] = set()
     mindspore = False
     for path in files:
-        if not path.endswith(".py"):
-            continue
-        try:
-            # Not blocking, and regular files only: a FIFO named on the command line would block
-            # the run forever (as in source.read_regular).
-            with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)),
-                      "rb") as f:
-                if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                    continue
-                text = f.read(_LIMIT)
-        except OSError:
+        text = _read(path)
+        if text is None:
             continue
         mindspore = mindspore or len(text) == _LIMIT or b"mindspore" in text
         if b"cuda" not in text or _TORCH_IMPORT.search(text):
             continue
-        keys.update(_keys_in(text, _module_name(path)))
+        keys.update(key for key, _at in _keys_in(text, _module_name(path)))
     return tuple(sorted(keys)), mindspore
+
+
+def _read(path: str) -> Optional[bytes]:
+    if not path.endswith(".py"):
+        return None
+    try:
+        # Not blocking, and regular files only: a FIFO named on the command line would block
+        # the run forever (as in source.read_regular).
+        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)),
+                  "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                return None
+            return f.read(_LIMIT)
+    except OSError:
+        return None
+
+
+def readers_outside(keys: Sequence[str], others: Iterable[str]) -> Dict[str, str]:
+    """key -> the first of the .py files `others` (the project's files not in the run) that
+    imports torch, not torch_npu, and reads that device setting."""
+    found: Dict[str, str] = {}
+    for path in others:
+        text = _read(path)
+        if text is None or not _TORCH_IMPORT.search(text) or _TORCH_NPU_IMPORT.search(text):
+            continue
+        decoded = text.decode("utf-8", "replace")
+        for key in keys:
+            if key not in found and reads_device_key(decoded, (key,)):
+                found[key] = path
+    return found
+
+
+@emits("NPU324")
+def left_settings(files: Sequence[str], readers: Dict[str, str]) -> Dict[str, List[Finding]]:
+    """path -> an NPU324 finding at each place a module among `files` sets a setting that
+    `readers` (readers_outside) names a reader of outside the run: that module is left as it is."""
+    left: Dict[str, List[Finding]] = {}
+    for path in files:
+        for key, line, col in settings_in(path, tuple(readers)):
+            reader = os.path.relpath(readers[key])
+            left.setdefault(path, []).append(Finding(
+                "NPU324", Severity.WARNING, Span(line, col, line, col), key,
+                f"the device setting `{key}` is read by {reader}, which is not in this run and would need "
+                "`import torch_npu` once the setting names the NPU; this file was left as it is",
+                f"Run npu-migrate on the project's folder, or give {reader} too (stage it, for the pre-commit hook)."))
+    return left
+
+
+def settings_in(path: str, keys: Sequence[str]) -> List[Tuple[str, int, int]]:
+    """(key, line, column) of each place the torch-less module `path` sets one of `keys`,
+    1-based, in order."""
+    text = _read(path)
+    if text is None or _TORCH_IMPORT.search(text):
+        return []
+    out = []
+    for key, at in _keys_in(text, _module_name(path)):
+        if key in keys:
+            start = text.rfind(b"\n", 0, at) + 1
+            out.append((key, text.count(b"\n", 0, at) + 1, len(text[start:at].decode("utf-8", "replace")) + 1))
+    return sorted(set(out), key=lambda k: (k[1], k[2]))
 
 
 def _module_name(path: str) -> str:
@@ -82,23 +144,26 @@ def _module_name(path: str) -> str:
     return os.path.basename(os.path.dirname(os.path.abspath(path))) if stem == "__init__" else stem
 
 
-def _keys_in(text: bytes, module: str) -> Iterable[str]:
+def _keys_in(text: bytes, module: str) -> Iterable[Tuple[str, int]]:
+    """(key, offset of the code that sets it)."""
     for m in _DEVICE_ASSIGNMENT.finditer(text):
+        at = m.start(2)
         parts = [p.strip() for p in m.group(2).decode("ascii", "replace").split(".")]
         if not _DEVICE_WORD.search(parts[-1]):
             continue
         if len(parts) >= 3:  # `_C.MODEL.DEVICE`: read as `cfg.MODEL.DEVICE` through any root
-            yield ".".join(parts[1:])
+            yield ".".join(parts[1:]), at
         elif len(parts) == 1 and not m.group(1):  # `DEVICE = "cuda"` at module level
-            yield f"{module}.{parts[0]}"
+            yield f"{module}.{parts[0]}", at
         elif m.group(1) and (len(parts) == 1 or parts[0] == "self"):
             # `device = "cuda"` in `class Config:`, `self.device = "cuda"` in its methods: read
             # as `cfg.device` of an instance, too common a name to follow; the class is followed
             # instead (`from config import Config`, `config.Config`)
-            yield from _enclosing(text, m.start(), module)
+            yield from ((key, at) for key in _enclosing(text, m.start(), module))
         # `cfg.device = ...` (two parts) at module level: too common a name to follow
     for m in _DEVICE_OPTION.finditer(text):
-        yield from _enclosing(text, m.start(), module)  # `def get_args():` -> `from opts import get_args`
+        # `def get_args():` -> `from opts import get_args`
+        yield from ((key, m.start()) for key in _enclosing(text, m.start(), module))
 
 
 def _enclosing(text: bytes, at: int, module: str) -> Iterable[str]:

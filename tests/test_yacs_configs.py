@@ -176,3 +176,68 @@ def test_a_module_reading_a_list_of_devices_another_module_moves_gets_torch_npu(
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "constants.py").read_text() == 'SUPPORTED_DEVICES = ["cpu", "npu"]\nNAMES = ["cuda"]\n'
     assert (tmp_path / "train.py").read_text() == train.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+
+
+SETTING_AND_READER = {
+    "module": ('DEVICE = "cuda"\nBATCH = 8\n', "from config import DEVICE\n", "DEVICE", "config.DEVICE", "1:1"),
+    "class": ('class Config:\n    device = "cuda"\n    lr = 0.1\n', "from config import Config\ncfg = Config()\n",
+              "cfg.device", "config.Config", "2:5"),
+}
+
+
+@pytest.mark.parametrize("form", sorted(SETTING_AND_READER))
+def test_a_setting_read_by_a_module_not_in_the_run_is_left_and_reported(tmp_path, run_cli, form):
+    """principle 1 across modules and runs: `npu-migrate config.py --write` alone (what the
+    pre-commit hook does with the staged files) moved config.py's setting to "npu" while its
+    reader train.py, not in the run, got no `import torch_npu`; and a later run of the project
+    found no CUDA setting left to follow, so train.py stayed broken. Now the setting's module is
+    left as it is and reported at the setting (NPU324); given with its reader, or with a reader
+    that loads torch_npu already, it moves."""
+    config, head, value, key, where = SETTING_AND_READER[form]
+    train = "import torch\n" + head + f"\nx = torch.zeros(2).to({value})\n"
+    (tmp_path / "config.py").write_text(config)
+    (tmp_path / "train.py").write_text(train)
+    r = run_cli("--write", "--no-cache", "config.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "config.py").read_text() == config
+    assert (tmp_path / "train.py").read_text() == train
+    assert f"config.py:{where}: NPU324 [warning] the device setting `{key}` is read by train.py, which is not in " \
+           "this run and would need `import torch_npu` once the setting names the NPU; this file was left as it " \
+           "is -- Run npu-migrate on the project's folder, or give train.py too (stage it, for the pre-commit " \
+           "hook)." in r.stdout.decode().splitlines()
+    # With its reader, both move.
+    r = run_cli("--write", "--no-cache", "config.py", "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "config.py").read_text() == config.replace('"cuda"', '"npu"')
+    migrated = train.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+    assert (tmp_path / "train.py").read_text() == migrated
+    # A reader outside the run that loads torch_npu already needs nothing: the setting moves.
+    (tmp_path / "config.py").write_text(config)
+    r = run_cli("--write", "--no-cache", "config.py", cwd=tmp_path)
+    assert r.returncode == 0 and b"NPU324" not in r.stdout, r.stdout
+    assert (tmp_path / "config.py").read_text() == config.replace('"cuda"', '"npu"')
+    assert (tmp_path / "train.py").read_text() == migrated
+
+
+def test_the_pre_commit_hook_leaves_a_setting_whose_reader_is_not_staged(tmp_path, run_cli):
+    """The hook's command (.pre-commit-hooks.yaml) at the repository's root, given the staged
+    src/config.py only: its reader train.py sits above src/, in the repository; the setting
+    stays until the reader is given too, and then both move."""
+    import subprocess
+
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "src").mkdir()
+    config = 'DEVICE = "cuda:0"\n'
+    train = "import torch\nfrom src import config\n\nx = torch.zeros(2).to(config.DEVICE)\n"
+    (tmp_path / "src/config.py").write_text(config)
+    (tmp_path / "train.py").write_text(train)
+    hook = ("--write", "--force-exclude", "--known-files-only", "--no-cache")
+    r = run_cli(*hook, "src/config.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "src/config.py").read_text() == config
+    assert r.stdout.decode().splitlines()[0].startswith(
+        "src/config.py:1:1: NPU324 [warning] the device setting `config.DEVICE` is read by train.py, ")
+    r = run_cli(*hook, "src/config.py", "train.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr  # (pre-commit fails the commit: the files changed)
+    assert (tmp_path / "src/config.py").read_text() == 'DEVICE = "npu:0"\n'
+    assert (tmp_path / "train.py").read_text() == train.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
