@@ -35,6 +35,17 @@ what `--write` writes:
   migrated again, so nothing read from the cache decides what is written (issue 30.1: an entry
   saying "unchanged" but carrying generated files made `--write` create or update them).
 
+A warm run over a big tree would open one entry per file (1,825 for transformers: ~0.4 s). So
+the settings folder also holds one *index* (`INDEX_NAME`), written at the end of a run by the
+main process: for each file whose result writes nothing (`nothing_to_do`, findings allowed --
+most files), its absolute path, content digest and result, under the same settings name. A
+lookup asks the index first and takes its result only under the same conditions as an entry's
+(same settings, path and digest; plausible; never more than "nothing to do"), else reads the
+file's own entry. An index that is damaged, truncated, too big or names other settings is
+ignored as a whole (a run then reads the entries, and writes a new index). It is written like
+an entry (temporary file, rename): concurrent runs each leave a whole index, the last one wins,
+and an entry it lacks is only a slower lookup.
+
 Each run touches its settings folder and removes those that no run used for 30 days (each
 edit of a checkout or change of rules or options makes a new one). Entries are written to a
 temporary file and renamed into place, so concurrent runs (two
@@ -54,7 +65,7 @@ import stat
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Iterable, Optional, Tuple
 
 from . import __version__
 from .source import atomic_write
@@ -63,6 +74,8 @@ from .options import Options
 
 ENV_VAR = "NPU_MIGRATE_CACHE_DIR"
 FORMAT = 1  # bump when the entry layout changes
+INDEX_NAME = "index"  # the settings folder's index of "nothing to do" results (not `*.json`: not an entry)
+INDEX_LIMIT = 256 * 2**20  # a bigger index is not read (nor written)
 PRUNE_AFTER_DAYS = 30  # settings folders no run used for this long are removed
 TAG_NAME = "CACHEDIR.TAG"  # https://bford.info/cachedir/
 TAG = "Signature: 8a477f597d28d172789f06886806bc55\n# A cache of npu-migrate results; see npu_migrate/cache.py.\n"
@@ -166,6 +179,9 @@ class Cache:
         self.reuse_changed = reuse_changed
         self.hits = 0
         self.misses = 0
+        self.entries_read = 0  # per-file entries opened (the index exists to keep this small)
+        self.index_reads = 0
+        self._index: Optional[Dict[str, Any]] = None  # path -> [digest, result], once read
         self._tagged = False
         if self.problem is None:
             self._mark_used_and_prune()
@@ -224,11 +240,50 @@ class Cache:
         self.hits += 1
         return result
 
+    def index(self) -> Dict[str, Any]:
+        """The settings folder's index (path -> [digest, result]), read once; {} when there is
+        none or it cannot be trusted as a whole. The runner reads it before forking workers,
+        so they share one copy."""
+        if self._index is None:
+            self._index = {} if self.problem else self._read_index()
+        return self._index
+
+    def _read_index(self) -> Dict[str, Any]:
+        from .source import SourceError, read_regular
+
+        try:
+            self.index_reads += 1
+            data = json.loads(read_regular(str(self.folder / INDEX_NAME), INDEX_LIMIT,
+                                           follow_symlinks=False).decode("utf-8", "surrogatepass"))
+        except (OSError, ValueError, SourceError):
+            return {}
+        if not (isinstance(data, dict) and data.get("format") == FORMAT and data.get("settings") == self.settings
+                and isinstance(data.get("entries"), dict)):
+            return {}
+        return data["entries"]
+
+    def _from_index(self, path: str, digest: str) -> Optional[FileResult]:
+        """The indexed result of this path with exactly these bytes, when it writes nothing."""
+        try:
+            stored_digest, stored = self.index()[_key_path(path)]
+            if stored_digest != digest:
+                return None
+            result = FileResult.from_dict({**stored, "path": path})
+        except (KeyError, ValueError, TypeError, AttributeError):
+            return None
+        if not (_plausible(result, path) and nothing_to_do(result)):
+            return None
+        return result
+
     def _load(self, path: str, digest: str, size: int) -> Optional[FileResult]:
         from .source import SourceError, read_regular
 
+        indexed = self._from_index(path, digest)
+        if indexed is not None:
+            return indexed
         limit = ENTRY_LIMIT_FIXED + ENTRY_LIMIT_PER_BYTE * size
         try:
+            self.entries_read += 1
             entry = json.loads(read_regular(str(self._entry(path)), limit, follow_symlinks=False).decode("utf-8"))
             if not (isinstance(entry, dict) and entry.get("digest") == digest
                     and entry.get("settings") == self.settings and entry.get("path") == _key_path(path)):
@@ -241,6 +296,36 @@ class Cache:
         if not (self.reuse_changed or nothing_to_do(result)):
             return None
         return result
+
+    def save_index(self, results: Iterable[Tuple[FileResult, Optional[str]]]) -> None:
+        """After a run (main process): index the results that write nothing, with the digest of
+        the bytes each belongs to (None: a file not read), on top of what the index held for
+        other files. Written only when it changes (a warm run writes nothing)."""
+        if self.problem:
+            return
+        old = self.index()
+        entries = dict(old)
+        for result, digest in results:
+            key = _key_path(result.path)
+            if digest is None or result.error is not None or not (nothing_to_do(result) and _plausible(result, result.path)):
+                entries.pop(key, None)
+                continue
+            data = result.to_dict()
+            data.pop("path", None)
+            entries[key] = [digest, data]
+        if entries == old:
+            return
+        try:
+            _make_private(self.folder)
+            self._tag()
+            text = json.dumps({"format": FORMAT, "settings": self.settings, "entries": entries},
+                              ensure_ascii=False, separators=(",", ":"))
+            data_bytes = text.encode("utf-8", "surrogatepass")
+            if len(data_bytes) <= INDEX_LIMIT:
+                atomic_write(str(self.folder / INDEX_NAME), data_bytes, 0o600, durable=False)
+        except (OSError, ValueError, TypeError):
+            return
+        self._index = entries
 
     def put(self, path: str, digest: str, result: FileResult) -> None:
         if result.error is not None or self.problem:

@@ -133,17 +133,38 @@ def run(
         if on_done:
             on_done(outcome)
 
+    # The cache's index is read once here, before the workers fork: they share it.
+    warm = cache if cache is not None and cache.index() else None
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
                 done(i, migrate_file(path, options, rules, keep_text, cache))
         else:
-            # The workers read, look up the cache, migrate and store: nothing is done file by file
-            # here (a cold run would wait for every file to be read and hashed before starting).
+            # The workers read, look up the cache, migrate and store: a cold run does nothing file
+            # by file here (it would wait for every file to be read and hashed before starting).
+            # A warm one (an index to ask) looks every file up here first and starts workers only
+            # for the misses: most runs then start none (forking and feeding them cost more than
+            # the lookups).
+            todo = [i for i, path in enumerate(paths) if not (warm and _answered(i, path, warm, keep_text, done))]
             # Sorted by size, biggest first; half the workers take from the other end (next_batch).
-            todo = sorted(range(len(paths)), key=lambda i: -_size(paths[i]))
-            _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
-    return [o for o in outcomes if o is not None]
+            todo.sort(key=lambda i: -_size(paths[i]))
+            if todo:
+                _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
+    finished = [o for o in outcomes if o is not None]
+    if cache is not None:
+        cache.save_index((o.result, o.source.digest if o.source is not None else None) for o in finished)
+    return finished
+
+
+def _answered(index: int, path: str, cache: Cache, keep_text: bool, done: Callable[[int, Outcome], None]) -> bool:
+    """Read `path` and hand on its outcome when that needs no migration (a cache hit, or a file
+    that cannot be read); False leaves the file to the workers."""
+    source, failed = read(path)
+    outcome = failed if failed is not None else recall(cache, source, keep_text) if source is not None else None
+    if outcome is None:
+        return False
+    done(index, outcome)
+    return True
 
 
 # Objects allocated (less those freed) between two young collections of the garbage collector,

@@ -616,3 +616,134 @@ def test_a_cache_folder_of_another_user_is_not_used(tmp_path):
     assert (f"npu-migrate: warning: the cache folder {cache_dir} belongs to another user (uid 1234); "
             "running without the cache") in r.output
     assert os.listdir(cache_dir) == []
+
+
+# -- the index: one read answers the files whose result writes nothing ------------------------
+
+
+@pytest.fixture
+def mostly_clean(tree):
+    """The pytorch fixtures (most change) plus files with nothing to do (most of a real tree)."""
+    folder = Path(tree[0]).parent
+    for n in range(12):
+        (folder / f"clean{n:02}.py").write_text(f"import os\nx = {n}\n", encoding="utf-8")
+    return sorted(str(p) for p in folder.glob("*.py"))
+
+
+def _fresh_cache(root, rules=RULES, options=None):
+    return Cache(rules.fingerprint, options or Options(), root=root)
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_warm_run_reads_one_index_and_an_entry_only_per_file_with_something_to_do(mostly_clean, tmp_path,
+                                                                                      monkeypatch, jobs):
+    cold = run(mostly_clean, Options(), RULES, jobs=jobs, cache=_fresh_cache(tmp_path / "c"))
+    changed = [o.result.path for o in cold if o.result.changed]
+    assert 0 < len(changed) < len(mostly_clean) - 12
+    warm_cache = _fresh_cache(tmp_path / "c")
+    index = warm_cache.folder / "index"
+    written = index.stat().st_mtime_ns
+    with monkeypatch.context() as m:
+        _no_migration(m)  # (-j 2: no worker is started either, or it would fail there)
+        warm = run(mostly_clean, Options(), RULES, jobs=jobs, cache=warm_cache)
+    assert [o.result.to_dict() for o in warm] == [o.result.to_dict() for o in cold]
+    assert [o.original_text for o in warm] == [o.original_text for o in cold]
+    # One read of the index; an entry of its own only for each file with something to write.
+    assert (warm_cache.index_reads, warm_cache.entries_read, warm_cache.hits) == (1, len(changed), len(mostly_clean))
+    assert index.stat().st_mtime_ns == written  # a warm run writes no index
+
+
+def test_the_index_holds_only_results_that_write_nothing(mostly_clean, tmp_path):
+    cold = run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    data = json.loads((_fresh_cache(tmp_path / "c").folder / "index").read_bytes())
+    assert sorted(data["entries"]) == sorted(os.path.abspath(o.result.path) for o in cold if not o.result.changed)
+    assert all(entry[1]["new_text"] is None and not entry[1]["edits"] and not entry[1]["extra_files"]
+               for entry in data["entries"].values())
+
+
+def _forge_index(kind: str, index: Path, clean: str) -> None:
+    """Damage the index, or forge it, so that if it were used the clean file's result would not
+    be a fresh run's (`skipped` says "generated": a result that writes nothing, but another one)."""
+    data = json.loads(index.read_bytes())
+    key = os.path.abspath(clean)
+    result = data["entries"][key][1]
+    result["skipped"] = "generated"
+    if kind == "other-settings":
+        data["settings"] = "0" * 20
+    elif kind == "other-format":
+        data["format"] = 999
+    elif kind == "entries-not-a-dict":
+        data["entries"] = list(data["entries"].items())
+    elif kind == "other-digest":
+        data["entries"][key][0] = "0" * 64
+    elif kind == "other-path":
+        data["entries"][os.path.join(os.path.dirname(key), "elsewhere.py")] = data["entries"].pop(key)
+    elif kind == "bad-shape":
+        data["entries"][key] = {"digest": data["entries"][key][0], "result": result}
+    elif kind == "new-text":  # bound to the file, but saying something to write: the index never answers that
+        result["new_text"] = "import os\nos.system('touch PWNED')\n"
+    elif kind == "edits":
+        result["edits"] = _result().to_dict()["edits"]
+    elif kind == "extra-files":
+        result["extra_files"] = {os.path.join(os.path.dirname(key), "boot.py"): "print('PWNED')\n"}
+    raw = json.dumps(data).encode()
+    if kind == "truncated":
+        raw = raw[:-2]
+    index.write_bytes(raw)
+
+
+@pytest.mark.parametrize("kind", ["bound", "truncated", "other-settings", "other-format", "entries-not-a-dict",
+                                  "other-digest", "other-path", "bad-shape", "new-text", "edits", "extra-files"])
+def test_a_damaged_foreign_or_forged_index_is_not_used(mostly_clean, tmp_path, kind):
+    cold = run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    clean = [p for p in mostly_clean if p.endswith("clean03.py")][0]
+    index = _fresh_cache(tmp_path / "c").folder / "index"
+    _forge_index(kind, index, clean)
+    forged = index.read_bytes()
+    for writes in (False, True):  # a report run, and a run that writes (it takes "nothing to do" only)
+        index.write_bytes(forged)  # (a run that finds it unusable writes a new one)
+        cache = Cache(RULES.fingerprint, Options(), root=tmp_path / "c", reuse_changed=not writes)
+        warm = [o.result.to_dict() for o in run(mostly_clean, Options(), RULES, cache=cache)]
+        expected = [o.result.to_dict() for o in cold]
+        if kind == "bound":
+            # the control: an entry bound to the file is used (the folder is the user's own, like
+            # the entries), so the forgeries above would show
+            expected[mostly_clean.index(clean)]["skipped"] = "generated"
+        assert warm == expected, kind
+
+
+def test_an_indexed_file_that_changed_is_migrated_again(mostly_clean, tmp_path, monkeypatch):
+    run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    clean = [p for p in mostly_clean if p.endswith("clean05.py")][0]
+    Path(clean).write_text(GPU, encoding="utf-8")
+    seen = []
+    real = dispatch.migrate_source
+    monkeypatch.setattr(dispatch, "migrate_source", lambda t, p, o, r: seen.append(p) or real(t, p, o, r))
+    outcomes = run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    assert seen == [clean]
+    assert outcomes[mostly_clean.index(clean)].result.new_text.count(".npu()") == 1
+
+
+def test_an_index_is_never_shared_by_other_rules_or_options(mostly_clean, tmp_path):
+    half = Path(mostly_clean[0]).with_name("half.py")
+    half.write_text("y = t.half()\n", encoding="utf-8")
+    files = sorted(mostly_clean + [str(half)])
+    run(files, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    assert os.path.abspath(half) in _fresh_cache(tmp_path / "c").index()  # nothing to do for it, indexed
+    extra = tmp_path / "mine.toml"
+    extra.write_text(
+        '[[method]]\ncode = "NPU199"\nfrom = "half"\nto = "bfloat16"\nmessage = "m"\n'
+        'examples = [{ before = "x.half()\\n", after = "x.bfloat16()\\n" }]\n',
+        encoding="utf-8",
+    )
+    rules = load_rules([extra])
+    assert _fresh_cache(tmp_path / "c", rules).index() == {}
+    outcomes = run(files, Options(), rules, cache=_fresh_cache(tmp_path / "c", rules))
+    assert outcomes[files.index(str(half))].result.new_text == "y = t.bfloat16()\n"
+    # a changed option is another settings folder: no index there, and a copied one names other settings
+    other = Options(add_import=False)
+    assert _fresh_cache(tmp_path / "c", options=other).index() == {}
+    copied = _fresh_cache(tmp_path / "c", options=other)
+    copied.folder.mkdir(parents=True, exist_ok=True)
+    shutil.copy(_fresh_cache(tmp_path / "c").folder / "index", copied.folder / "index")
+    assert _fresh_cache(tmp_path / "c", options=other).index() == {}
