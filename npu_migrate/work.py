@@ -61,17 +61,23 @@ def total(counts) -> Dict[str, int]:
     return {step: out.get(step, 0) for step in STEPS} | {k: v for k, v in out.items() if k not in STEPS}
 
 
+# What each step counts, in the singular and the plural ("1 tree walk", "2 tree walks").
 _WORDS = {
-    "ast": "Python parses",
-    "parse": "whole libcst parses",
-    "partial": "partial libcst parses",
-    "walk": "tree walks",
-    "transform": "tree transforms",
-    "codegen": "code generations",
-    "verify": "parses of migrated text",
-    "retry": "partial attempts not enough",
-    "fallback": "partial attempts given up for a whole parse",
+    "ast": ("Python parse", "Python parses"),
+    "parse": ("whole libcst parse", "whole libcst parses"),
+    "partial": ("partial libcst parse", "partial libcst parses"),
+    "walk": ("tree walk", "tree walks"),
+    "transform": ("tree transform", "tree transforms"),
+    "codegen": ("code generation", "code generations"),
+    "verify": ("parse of migrated text", "parses of migrated text"),
+    "retry": ("partial attempt not enough", "partial attempts not enough"),
+    "fallback": ("partial attempt given up for a whole parse", "partial attempts given up for a whole parse"),
 }
+
+
+def _counted(n: int, step: str) -> str:
+    one, many = _WORDS.get(step, (step, step))
+    return f"{n:,} {one if n == 1 else many}"
 
 
 def summary(counts) -> str:
@@ -79,8 +85,8 @@ def summary(counts) -> str:
     counts = list(counts)
     sums = total(counts)
     busy = sum(1 for c in counts if c)
-    parts = ", ".join(f"{sums[step]:,} {_WORDS.get(step, step)}" for step in sums)
-    return f"npu-migrate: work: {busy:,} of {len(counts):,} files parsed; {parts}"
+    parts = ", ".join(_counted(sums[step], step) for step in sums)
+    return f"npu-migrate: work: {busy:,} of {len(counts):,} {'file' if len(counts) == 1 else 'files'} parsed; {parts}"
 
 
 MOST_WORK_SHOWN = 10
@@ -90,9 +96,9 @@ def most_work(files) -> List[str]:
     """Lines for --stats: the files that took the most steps (at most MOST_WORK_SHOWN), from
     (path as shown, counts) pairs; most first, then by path."""
     busy = sorted(((sum(c.values()), path, c) for path, c in files if c), key=lambda t: (-t[0], t[1]))
-    lines = [f"npu-migrate: work: {path}: " + ", ".join(f"{c[step]:,} {_WORDS.get(step, step)}"
-                                                      for step in total([c]) if c.get(step))
+    lines = [f"npu-migrate: work: {path}: " + ", ".join(_counted(c[step], step) for step in total([c]) if c.get(step))
              for _, path, c in busy[:MOST_WORK_SHOWN]]
     if len(busy) > MOST_WORK_SHOWN:
-        lines.append(f"npu-migrate: work: ... and {len(busy) - MOST_WORK_SHOWN:,} more files parsed")
+        more = len(busy) - MOST_WORK_SHOWN
+        lines.append(f"npu-migrate: work: ... and {more:,} more {'file' if more == 1 else 'files'} parsed")
     return lines

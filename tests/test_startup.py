@@ -166,8 +166,8 @@ def prefilter_never_skips_work():
     count: here the counts must be those of a real run."""
 
 
-STATS = ("npu-migrate: work: 1 of 2 files parsed; 1 Python parses, 1 whole libcst parses, 0 partial libcst parses, "
-         "0 tree walks, 1 tree transforms, 2 code generations, 1 parses of migrated text")
+STATS = ("npu-migrate: work: 1 of 2 files parsed; 1 Python parse, 1 whole libcst parse, 0 partial libcst parses, "
+         "0 tree walks, 1 tree transform, 2 code generations, 1 parse of migrated text")
 
 
 def test_stats_prints_the_work_of_the_run_and_of_the_busiest_files(run_cli, tmp_path):
@@ -178,8 +178,8 @@ def test_stats_prints_the_work_of_the_run_and_of_the_busiest_files(run_cli, tmp_
     lines = done.stderr.decode().splitlines()
     assert lines[:2] == [
         STATS,
-        "npu-migrate: work: a.py: 1 Python parses, 1 whole libcst parses, 1 tree transforms, 2 code generations, "
-        "1 parses of migrated text",
+        "npu-migrate: work: a.py: 1 Python parse, 1 whole libcst parse, 1 tree transform, 2 code generations, "
+        "1 parse of migrated text",
     ], lines
     # -v prints the run's line too, but not the files'
     verbose = run_cli(".", "-v", "--no-cache", "--check", cwd=tmp_path).stderr.decode().splitlines()
@@ -197,6 +197,10 @@ def test_stats_shows_ten_files_at_most_the_busiest_first(run_cli, tmp_path):
     assert len(lines) == 12 and lines[-1] == "npu-migrate: work: ... and 2 more files parsed"
     # every file takes the same steps here, so the order is by path
     assert [line.split(": ")[2] for line in lines[1:11]] == [f"f{i:02}.py" for i in range(10)]
+    # one file more than shown is one file
+    (tmp_path / "f00.py").unlink()
+    lines = run_cli(".", "--stats", "--no-cache", cwd=tmp_path).stderr.decode().splitlines()
+    assert "npu-migrate: work: ... and 1 more file parsed" in lines, lines
 
 
 def test_stats_on_stdin(run_cli, tmp_path):
@@ -204,9 +208,9 @@ def test_stats_on_stdin(run_cli, tmp_path):
                    input=b"import torch\nx = torch.ones(2).cuda()\n")
     assert done.returncode == 0
     assert done.stderr.decode().splitlines()[:2] == [
-        STATS.replace("1 of 2 files", "1 of 1 files"),
-        "npu-migrate: work: t.py: 1 Python parses, 1 whole libcst parses, 1 tree transforms, 2 code generations, "
-        "1 parses of migrated text",
+        STATS.replace("1 of 2 files", "1 of 1 file"),
+        "npu-migrate: work: t.py: 1 Python parse, 1 whole libcst parse, 1 tree transform, 2 code generations, "
+        "1 parse of migrated text",
     ]
 
 

@@ -179,9 +179,9 @@ def test_verbose_prints_the_work(run_cli, tmp_path):
     done = run_cli(".", "-v", "--no-cache", cwd=tmp_path)
     lines = done.stderr.decode().splitlines()
     # (a.py is parsed whole: every statement of it can need work, so a partial text would be the file)
-    assert lines[-1] == ("npu-migrate: work: 1 of 2 files parsed; 1 Python parses, 1 whole libcst parses, "
-                         "0 partial libcst parses, 0 tree walks, 1 tree transforms, 2 code generations, "
-                         "1 parses of migrated text"), lines
+    assert lines[-1] == ("npu-migrate: work: 1 of 2 files parsed; 1 Python parse, 1 whole libcst parse, "
+                         "0 partial libcst parses, 0 tree walks, 1 tree transform, 2 code generations, "
+                         "1 parse of migrated text"), lines
 
 
 def test_a_function_body_is_cut_into_statements(monkeypatch):
