@@ -182,6 +182,7 @@ class Cache:
         self.entries_read = 0  # per-file entries opened (the index exists to keep this small)
         self.index_reads = 0
         self._index: Optional[Dict[str, Any]] = None  # path -> [digest, result], once read
+        self._served: Dict[str, str] = {}  # path -> digest, of the results the index gave (save_index keeps them)
         self._tagged = False
         if self.problem is None:
             self._mark_used_and_prune()
@@ -240,6 +241,15 @@ class Cache:
         self.hits += 1
         return result
 
+    def indexed(self, path: str, digest: str) -> Optional[FileResult]:
+        """The index's result for this file with exactly these bytes (a hit), or None without
+        counting a miss: the caller then reads the file and asks `get` (runner.run, whose
+        project scan already read and hashed the file)."""
+        result = None if self.problem else self._from_index(path, digest)
+        if result is not None:
+            self.hits += 1
+        return result
+
     def index(self) -> Dict[str, Any]:
         """The settings folder's index (path -> [digest, result]), read once; {} when there is
         none or it cannot be trusted as a whole. The runner reads it before forking workers,
@@ -273,6 +283,7 @@ class Cache:
             return None
         if not (_plausible(result, path) and nothing_to_do(result)):
             return None
+        self._served[_key_path(path)] = digest
         return result
 
     def _load(self, path: str, digest: str, size: int) -> Optional[FileResult]:
@@ -303,17 +314,21 @@ class Cache:
         other files. Written only when it changes (a warm run writes nothing)."""
         if self.problem:
             return
-        old = self.index()
-        entries = dict(old)
+        entries = dict(self.index())
+        changed = False
         for result, digest in results:
             key = _key_path(result.path)
+            if digest is not None and self._served.get(key) == digest:
+                continue  # the index gave this result for these bytes: its entry stands as it is
             if digest is None or result.error is not None or not (nothing_to_do(result) and _plausible(result, result.path)):
-                entries.pop(key, None)
+                changed = entries.pop(key, None) is not None or changed
                 continue
             data = result.to_dict()
             data.pop("path", None)
-            entries[key] = [digest, data]
-        if entries == old:
+            if entries.get(key) != [digest, data]:
+                entries[key] = [digest, data]
+                changed = True
+        if not changed:
             return
         try:
             _make_private(self.folder)

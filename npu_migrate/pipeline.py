@@ -88,7 +88,10 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     from .runner import run as run_files
 
     given = list(files)
-    options = with_project_values(with_local_modules(options, files, rules), files, rules)
+    # The project scan reads every .py file: with the cache, it keeps what it read (the digest)
+    # so that a file the cache's index answers is not read a second time (runner.run).
+    seen: Optional[dict] = None if settings.no_cache else {}
+    options = with_project_values(with_local_modules(options, files, rules), files, rules, seen)
     kept: dict = {}
     if options.device_config_keys and not all(os.path.isdir(p) for p in project.paths):
         kept, options = settings_read_outside(files, project, options)
@@ -114,7 +117,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
-                         keep_text=settings.keeps_original_text, cache=cache)
+                         keep_text=settings.keeps_original_text, cache=cache, seen=seen)
     if not kept:
         return outcomes
     for result in kept.values():
@@ -198,14 +201,16 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
     return replace(options, local_modules=local) if local else options
 
 
-def with_project_values(options: Options, files: Sequence[str], rules: RuleSet) -> Options:
+def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
+                        seen: Optional[dict] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
-    settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves)."""
+    settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves).
+    `seen`: filled with what the scan read (project_values.scan)."""
     from dataclasses import replace
 
     from .project_values import scan
 
-    keys, mindspore = scan(files)  # one read of each file for both
+    keys, mindspore = scan(files, seen)  # one read of each file for both
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if mindspore and options.framework in ("auto", "mindspore"):

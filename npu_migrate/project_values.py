@@ -26,6 +26,7 @@ Read statically: bytes and regular expressions, each file read once, nothing imp
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import stat
@@ -33,6 +34,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .codes import emits
 from .model import Finding, Severity, Span
+from .source import Source
 
 _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 # `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
@@ -61,17 +63,27 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
     return scan(files)[0]
 
 
-def scan(files: Sequence[str]) -> Tuple[Tuple[str, ...], bool]:
+def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None) -> Tuple[Tuple[str, ...], bool]:
     """(device_config_keys(files), whether a .py file among them may mention `mindspore`),
     reading each file once: the run looks for MindSpore's crossing values
     (device_dispatch.crossing_moves, which imports libcst) only when one may. A file longer
-    than what is read here may."""
+    than what is read here may.
+
+    `seen`: filled with path -> the Source of each file read whole, without its text (the
+    sha256 of the bytes read, their size, the file's mtime and mode; not decoded): a warm run
+    answers those files from the cache index by that digest and never reads them again
+    (runner.run). The digest is of the very bytes this scan read, so a result found by it
+    belongs to the same bytes as the device settings found here."""
     keys: Set[str] = set()
     mindspore = False
     for path in files:
-        text = _read(path)
-        if text is None:
+        read = _read_with_stat(path)
+        if read is None:
             continue
+        text, st = read
+        if seen is not None and len(text) < _LIMIT:  # read whole: a regular file gave less than asked
+            seen[path] = Source(path, "", "", hashlib.sha256(text).hexdigest(), len(text), st.st_mtime_ns,
+                                stat.S_IMODE(st.st_mode))
         mindspore = mindspore or len(text) == _LIMIT or b"mindspore" in text
         if b"cuda" not in text or _TORCH_IMPORT.search(text):
             continue
@@ -80,6 +92,12 @@ def scan(files: Sequence[str]) -> Tuple[Tuple[str, ...], bool]:
 
 
 def _read(path: str) -> Optional[bytes]:
+    read = _read_with_stat(path)
+    return read[0] if read is not None else None
+
+
+def _read_with_stat(path: str) -> Optional[Tuple[bytes, os.stat_result]]:
+    """(the first _LIMIT bytes of the .py file `path`, its stat), or None."""
     if not path.endswith(".py"):
         return None
     try:
@@ -87,9 +105,10 @@ def _read(path: str) -> Optional[bytes]:
         # the run forever (as in source.read_regular).
         with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)),
                   "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
                 return None
-            return f.read(_LIMIT)
+            return f.read(_LIMIT), st
     except OSError:
         return None
 

@@ -22,7 +22,7 @@ import sys
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Deque, Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .model import FileResult
 from .options import Options
@@ -120,11 +120,14 @@ def run(
     on_done: Optional[Callable[[Outcome], None]] = None,
     keep_text: bool = True,
     cache: Optional[Cache] = None,  # cache.Cache, imported only when used
+    seen: Optional[Dict[str, Source]] = None,
 ) -> List[Outcome]:
     """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
 
     `keep_text`: keep the original text of changed files (for diffs); without it workers send
     back only the migrated text. `cache`: look results up there first and store new ones.
+    `seen`: path -> the Source (digest, no text) of the bytes the project scan already read
+    (project_values.scan): a file the cache's index answers for that digest is not read again.
     """
     outcomes: List[Optional[Outcome]] = [None] * len(paths)
 
@@ -138,14 +141,16 @@ def run(
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
-                done(i, migrate_file(path, options, rules, keep_text, cache))
+                if not (warm and seen and _indexed(i, path, warm, seen, done)):
+                    done(i, migrate_file(path, options, rules, keep_text, cache))
         else:
             # The workers read, look up the cache, migrate and store: a cold run does nothing file
             # by file here (it would wait for every file to be read and hashed before starting).
             # A warm one (an index to ask) looks every file up here first and starts workers only
             # for the misses: most runs then start none (forking and feeding them cost more than
             # the lookups).
-            todo = [i for i, path in enumerate(paths) if not (warm and _answered(i, path, warm, keep_text, done))]
+            todo = [i for i, path in enumerate(paths)
+                    if not (warm and ((seen and _indexed(i, path, warm, seen, done)) or _answered(i, path, warm, keep_text, done)))]
             # Sorted by size, biggest first; half the workers take from the other end (next_batch).
             todo.sort(key=lambda i: -_size(paths[i]))
             if todo:
@@ -154,6 +159,17 @@ def run(
     if cache is not None:
         cache.save_index((o.result, o.source.digest if o.source is not None else None) for o in finished)
     return finished
+
+
+def _indexed(index: int, path: str, cache: Cache, seen: Dict[str, Source], done: Callable[[int, Outcome], None]) -> bool:
+    """Hand on the index's result for the bytes the project scan read of `path` (`seen`), if it
+    has one: a result that writes nothing, so the Source needs no text (nor its encoding)."""
+    source = seen.get(path)
+    hit = cache.indexed(path, source.digest) if source is not None else None
+    if hit is None:
+        return False
+    done(index, Outcome(hit, source))
+    return True
 
 
 def _answered(index: int, path: str, cache: Cache, keep_text: bool, done: Callable[[int, Outcome], None]) -> bool:

@@ -747,3 +747,80 @@ def test_an_index_is_never_shared_by_other_rules_or_options(mostly_clean, tmp_pa
     copied.folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(_fresh_cache(tmp_path / "c").folder / "index", copied.folder / "index")
     assert _fresh_cache(tmp_path / "c", options=other).index() == {}
+
+
+# -- the project scan's read serves the index (project_values.scan `seen`, runner.run) ----------
+
+
+def _scanned(files):
+    from npu_migrate.project_values import scan
+
+    seen: dict = {}
+    scan(files, seen)
+    return seen
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_warm_run_reads_the_files_the_index_answers_once_in_the_project_scan(mostly_clean, tmp_path, monkeypatch,
+                                                                                 jobs):
+    """The scan reads every .py file before the run (its device settings are part of the cache
+    key); a file the index answers for the digest of those bytes is not read again."""
+    import npu_migrate.runner as runner_module
+
+    cold = run(mostly_clean, Options(), RULES, jobs=jobs, cache=_fresh_cache(tmp_path / "c"))
+    changed = [o.result.path for o in cold if o.result.changed]
+    read = []
+    real_read = runner_module.read_source
+    monkeypatch.setattr(runner_module, "read_source", lambda path, *a: read.append(path) or real_read(path, *a))
+    warm_cache = _fresh_cache(tmp_path / "c")
+    with monkeypatch.context() as m:
+        _no_migration(m)
+        warm = run(mostly_clean, Options(), RULES, jobs=jobs, cache=warm_cache, seen=_scanned(mostly_clean))
+    assert [o.result.to_dict() for o in warm] == [o.result.to_dict() for o in cold]
+    assert [o.original_text for o in warm] == [o.original_text for o in cold]
+    assert sorted(read) == sorted(changed)  # read (again) only for what the index does not hold
+    assert (warm_cache.index_reads, warm_cache.entries_read, warm_cache.hits) == (1, len(changed), len(mostly_clean))
+    # the digest the index is asked with is that of the file's bytes, as a read gives it
+    assert [o.source.digest for o in warm] == [o.source.digest for o in cold]
+
+
+def test_a_file_changed_since_the_index_is_migrated_again_when_the_scan_read_it(mostly_clean, tmp_path, monkeypatch):
+    run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"))
+    clean = [p for p in mostly_clean if p.endswith("clean05.py")][0]
+    Path(clean).write_text(GPU, encoding="utf-8")
+    migrated = []
+    real = dispatch.migrate_source
+    monkeypatch.setattr(dispatch, "migrate_source", lambda t, p, o, r: migrated.append(p) or real(t, p, o, r))
+    cache = _fresh_cache(tmp_path / "c")
+    outcomes = run(mostly_clean, Options(), RULES, cache=cache, seen=_scanned(mostly_clean))
+    assert migrated == [clean]
+    assert outcomes[mostly_clean.index(clean)].result.new_text.count(".npu()") == 1
+    # it has something to write now: the index no longer holds it, the others stay
+    index = _fresh_cache(tmp_path / "c").index()
+    assert os.path.abspath(clean) not in index
+    assert [p for p in mostly_clean if os.path.abspath(p) in index] == [
+        p for p in mostly_clean if ("clean" in p or p.endswith("plain.py")) and p != clean]
+    # A file that changes between the scan and the lookup gets the result of the bytes scanned
+    # (whose device settings made the run's options): one snapshot, as a file changed just after
+    # a run is; the next run sees the new bytes.
+    seen = _scanned(mostly_clean)
+    other = [p for p in mostly_clean if p.endswith("clean07.py")][0]
+    Path(other).write_text(GPU, encoding="utf-8")
+    outcomes = run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"), seen=seen)
+    assert outcomes[mostly_clean.index(other)].result.new_text is None
+    outcomes = run(mostly_clean, Options(), RULES, cache=_fresh_cache(tmp_path / "c"), seen=_scanned(mostly_clean))
+    assert outcomes[mostly_clean.index(other)].result.new_text.count(".npu()") == 1
+
+
+def test_the_scan_hands_on_only_files_it_read_whole(tmp_path):
+    from npu_migrate.project_values import _LIMIT
+    from npu_migrate.source import read_source
+
+    small, big, other = tmp_path / "small.py", tmp_path / "big.py", tmp_path / "run.sh"
+    small.write_bytes(b"# -*- coding: latin-1 -*-\nx = '\xe9'\n")
+    big.write_bytes(b"x = 1\n" * (_LIMIT // 6 + 1))
+    other.write_text("python train.py\n", encoding="utf-8")
+    seen = _scanned([str(small), str(big), str(other)])
+    assert list(seen) == [str(small)]
+    fresh = read_source(str(small))
+    assert dataclasses.replace(seen[str(small)], text="", encoding="") == dataclasses.replace(fresh, text="", encoding="")
