@@ -7,12 +7,13 @@ offset where it is written.
 Ground level: the configuration (config.py) and the targets (targets/pins.py) start from
 `common_folder`; the requirements front end (frontends/requirements.py) reports from the
 dependency lists and the targets read the project's pins from them; none imports another.
-Requirement lines are parsed with `packaging`; lines it cannot parse (editable VCS URLs, local
-paths) keep `requirement=None`.
+Requirement lines are parsed with `packaging` when a reader asks (`Dependency.requirement`);
+lines it cannot parse (editable VCS URLs, local paths) give `requirement=None`.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -88,7 +89,13 @@ class Dependency:
 
     text: str  # the requirement as written: "torch==2.1.0+cu118"
     start: int  # offset of its name in the file
-    requirement: Optional[Requirement]
+
+    @functools.cached_property
+    def requirement(self) -> Optional[Requirement]:
+        """`text` parsed by packaging (None: a line it cannot parse), when first asked: the
+        targets read only the lines that name their packages (targets/pins.py), and a run
+        whose project pins none of them never imports packaging (~0.03 s)."""
+        return _parse(self.text)
 
 
 @dataclass
@@ -129,7 +136,7 @@ def read_requirements_txt(text: str) -> Tuple[List[Dependency], List[IndexOption
         lead = len(line) - len(line.lstrip())
         egg = re.match(r"(?:-e|--editable)\s+\S*#egg=([A-Za-z0-9][A-Za-z0-9._-]*)", stripped)
         if egg:  # `-e git+https://github.com/NVIDIA/apex.git#egg=apex`: the name is all we know
-            deps.append(Dependency(egg.group(1), start + lead + egg.start(1), _parse(egg.group(1))))
+            deps.append(Dependency(egg.group(1), start + lead + egg.start(1)))
             continue
         if stripped.startswith("-"):
             m = re.match(r"(%s)(?:\s*=\s*|\s+)(\S+)" % "|".join(map(re.escape, _INDEX_OPTIONS)), stripped)
@@ -138,7 +145,7 @@ def read_requirements_txt(text: str) -> Tuple[List[Dependency], List[IndexOption
             continue
         # Per-requirement options (`--hash=…`) follow the requirement.
         spec = re.split(r"\s+--?[A-Za-z]", stripped, maxsplit=1)[0].strip()
-        deps.append(Dependency(spec, start + lead, _parse(spec)))
+        deps.append(Dependency(spec, start + lead))
     return deps, options
 
 
@@ -176,7 +183,7 @@ def read_pyproject(text: str) -> List[Dependency]:
         start = _find_string(text, spec, cursor)
         if start >= 0:
             cursor = start
-        deps.append(Dependency(spec, max(start, 0), _parse(spec)))
+        deps.append(Dependency(spec, max(start, 0)))
     for table in poetry_tables:
         if not isinstance(table, dict):
             continue
@@ -186,7 +193,7 @@ def read_pyproject(text: str) -> List[Dependency]:
             version = value if isinstance(value, str) else (value.get("version", "") if isinstance(value, dict) else "")
             spec = name + _poetry_specifier(version)
             m = re.search(r"(?m)^[ \t]*[\"']?%s[\"']?[ \t]*=" % re.escape(name), text)
-            deps.append(Dependency(spec, m.start() + len(m.group()) - len(m.group().lstrip()) if m else 0, _parse(spec)))
+            deps.append(Dependency(spec, m.start() + len(m.group()) - len(m.group().lstrip()) if m else 0))
     return deps
 
 

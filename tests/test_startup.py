@@ -283,3 +283,37 @@ def test_parsed_rules_live_in_the_private_cache_folder_only(tmp_path, monkeypatc
     unsafe.chmod(0o777)
     monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(unsafe))
     assert _parsed_rules_folder() is None
+
+
+def test_the_pins_are_parsed_with_packaging_only_on_lines_that_may_name_a_pinned_package(tmp_path, monkeypatch):
+    """packaging costs ~0.03 s to import and most projects pin no torch: targets/pins.py hands
+    it only the lines whose text, normalised as package names are, holds a pinned package's
+    name; every spelling of those still pins."""
+    import packaging.requirements
+
+    from npu_migrate.targets import pins, torch_npu
+
+    (tmp_path / "requirements.txt").write_text(
+        "numpy==1.26\nTorch_NPU == 2.1.0.post3\nclick>=8\nPyTorch==2.1.0 ; python_version > '3'\n"
+        "-e git+https://example.com/vision.git#egg=torchvision\nlibcst>=1.1\n", encoding="utf-8")
+    parsed = []
+    real = packaging.requirements.Requirement
+    monkeypatch.setattr(packaging.requirements, "Requirement", lambda text: parsed.append(text) or real(text))
+    found = pins.read_pins(str(tmp_path), torch_npu.PACKAGES)
+    assert [(p.package, p.spec, p.name) for p in found] == [("torch-npu", "==2.1.0.post3", "Torch_NPU"),
+                                                            ("torch", "==2.1.0", "PyTorch")]
+    assert parsed == ["Torch_NPU == 2.1.0.post3", "PyTorch==2.1.0 ; python_version > '3'", "torchvision"]
+
+
+@pytest.mark.slow
+def test_a_run_in_a_project_that_pins_no_torch_never_imports_packagings_requirement_parser(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("numpy==1.26\nclick>=8\n", encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\ndependencies = ["libcst>=1.1"]\n',
+                                             encoding="utf-8")
+    seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
+    assert seen["exit"] == 1
+    assert [m for m in seen["modules"] if m.startswith(("packaging.requirements", "packaging.specifiers"))] == []
+    (tmp_path / "requirements.txt").write_text("numpy==1.26\ntorch==2.1.0\n", encoding="utf-8")
+    seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
+    assert "packaging.requirements" in seen["modules"]  # (the probe sees it when a pin is read)

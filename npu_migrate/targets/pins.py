@@ -22,6 +22,7 @@ from ..project_files import TOMLDecodeError, common_folder, read_pyproject, read
 PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
 # The operators that bound a version from above: a specifier without one (torch>=2.1) is no pin.
 UPPER = ("==", "===", "~=", "<", "<=")
+_SEPARATORS = re.compile(r"[-_.]+")
 
 
 @dataclass
@@ -81,6 +82,12 @@ def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
 
 
 def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
+    # A line whose text, normalised as names are (PEP 503: runs of -_. are one -, lower case),
+    # holds none of the packages' names cannot name one of them: packaging (0.03 s to import,
+    # most runs pin no torch) is left out for it.
+    normalised = _SEPARATORS.sub("-", requirement).lower()
+    if not any(name in normalised for name in packages):
+        return None
     from packaging.requirements import InvalidRequirement, Requirement
     from packaging.utils import canonicalize_name
 

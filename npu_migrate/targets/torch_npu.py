@@ -229,6 +229,8 @@ def newest_reason() -> str:
 
 
 def _target_from_pins(pins: List[Pin], table: Table) -> Optional[Tuple[str, Pin]]:
+    if not pins:
+        return None  # (packaging is imported only when there is a pin to read)
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
     best: Optional[Tuple[str, Pin]] = None
