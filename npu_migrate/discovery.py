@@ -20,8 +20,9 @@ the configuration file in use, else the current folder): `legacy/` or `*_pb2.py`
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from .project_files import Project
 
@@ -62,7 +63,9 @@ class InvalidPattern(ValueError):
         self.pattern = pattern
 
 
-def _valid_pattern(pathspec: Any, line: str) -> bool:
+def _valid_pattern(line: str) -> bool:
+    import pathspec
+
     try:
         pathspec.GitIgnoreSpec.from_lines([line])
     except ValueError:  # pathspec's GitIgnorePatternError
@@ -70,20 +73,96 @@ def _valid_pattern(pathspec: Any, line: str) -> bool:
     return True
 
 
+# The gitignore patterns matched here without pathspec (its import and its per-path matching were
+# 0.03-0.05 s of a warm run over transformers): a name, or `*` and the end of a name, matching
+# a path component at any depth (`build/`, `*.egg-info/`, `*.pyc`); a path of names anchored at
+# the spec's folder (`/build`, `bench/.cache/`). A trailing `/`: folders only. Blank lines and
+# comments. A spec with any other line (other wildcards, `!`, escapes, spaces) is pathspec's,
+# whole. tests/test_discovery.py compares both on every pattern and path it lists.
+_NAME = r"(?!\.+(?:/|$))[A-Za-z0-9._+-]+"
+_UNANCHORED = re.compile(rf"(\*?)({_NAME})(/?)")
+_ANCHORED = re.compile(rf"/?((?:{_NAME}/)*{_NAME})(/?)")
+
+
+class _Include(NamedTuple):
+    include: Optional[bool]  # as pathspec's CheckResult: True when a pattern matches, else None
+
+
+class SimpleSpec:
+    """A gitignore spec of the simple patterns above, matched as git does; `of` gives None for
+    any other spec."""
+
+    def __init__(self, names: Sequence[Tuple[str, bool, bool]], paths: Sequence[Tuple[str, bool]]) -> None:
+        # names: (name, a suffix after `*`, folders only). A folder is excluded with all below
+        # it, so every pattern applies to each folder of a path, and those that are not for
+        # folders only to its last part too when that is a file.
+        self.folder_names = frozenset(name for name, suffix, _ in names if not suffix)
+        self.folder_suffixes = tuple(name for name, suffix, _ in names if suffix)
+        self.file_names = frozenset(name for name, suffix, dirs_only in names if not suffix and not dirs_only)
+        self.file_suffixes = tuple(name for name, suffix, dirs_only in names if suffix and not dirs_only)
+        self.paths = paths  # (path relative to the spec's folder, folders only)
+
+    @classmethod
+    def of(cls, lines: Sequence[str]) -> "Optional[SimpleSpec]":
+        names, paths = [], []
+        for line in lines:
+            if not line or line.startswith("#"):
+                continue
+            m = _UNANCHORED.fullmatch(line)
+            if m:
+                names.append((m.group(2), bool(m.group(1)), bool(m.group(3))))
+                continue
+            m = _ANCHORED.fullmatch(line)
+            if m:
+                paths.append((m.group(1), bool(m.group(2))))
+                continue
+            return None
+        return cls(names, paths)
+
+    def match_file(self, rel: str) -> bool:
+        """`rel`: relative to the spec's folder, with a trailing `/` for a folder (as pathspec)."""
+        is_dir = rel.endswith("/")
+        plain = rel[:-1] if is_dir else rel
+        parts = plain.split("/")
+        last = parts[-1]
+        if not is_dir:
+            if last in self.file_names or (self.file_suffixes and last.endswith(self.file_suffixes)):
+                return True
+            parts.pop()
+        for part in parts:
+            if part in self.folder_names or (self.folder_suffixes and part.endswith(self.folder_suffixes)):
+                return True
+        for path, dirs_only in self.paths:
+            if plain.startswith(path + "/") or (plain == path and (is_dir or not dirs_only)):
+                return True
+        return False
+
+    def check_file(self, rel: str) -> _Include:
+        return _Include(True if self.match_file(rel) else None)
+
+
+def _spec(lines: Sequence[str]) -> Any:
+    """The gitignore spec of `lines`: a SimpleSpec when it can be, else pathspec's (imported
+    only then). Raises ValueError for a line that is no pattern."""
+    simple = SimpleSpec.of(lines)
+    if simple is not None:
+        return simple
+    import pathspec
+
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
 class FileFilter:
     """Decides whether a path is excluded, by the exclude patterns and by `.gitignore` files."""
 
     def __init__(self, root: str = ".", exclude: Optional[Sequence[str]] = None,
                  extend_exclude: Sequence[str] = (), respect_gitignore: bool = True) -> None:
-        import pathspec
-
-        self._pathspec = pathspec
         self.root = os.path.abspath(root)
         patterns = list(DEFAULT_EXCLUDES if exclude is None else exclude) + list(extend_exclude)
         try:
-            self.exclude = pathspec.GitIgnoreSpec.from_lines(patterns)
+            self.exclude = _spec(patterns)
         except ValueError:  # pathspec's GitIgnorePatternError: a usage error (cli.py), not a traceback
-            raise InvalidPattern(next(p for p in patterns if not _valid_pattern(pathspec, p))) from None
+            raise InvalidPattern(next(p for p in patterns if not _valid_pattern(p))) from None
         self.respect_gitignore = respect_gitignore
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
         self._repo_tops: Dict[str, Optional[str]] = {}
@@ -166,10 +245,9 @@ class FileFilter:
                         self.unreadable[folder] = (name, why)
                     continue
                 try:
-                    specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
+                    specs.append(_spec(lines))
                 except ValueError:  # git skips a line that is no pattern ('a\\', '!'); so does the walk
-                    lines = [line for line in lines if _valid_pattern(self._pathspec, line)]
-                    specs.append(self._pathspec.GitIgnoreSpec.from_lines(lines))
+                    specs.append(_spec([line for line in lines if _valid_pattern(line)]))
             self._ignore_files[folder] = specs
         return self._ignore_files[folder]
 

@@ -3,11 +3,14 @@
 
 import os
 import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from helpers import NPU
 
-from npu_migrate.discovery import FileFilter, discover
+from npu_migrate.discovery import DEFAULT_EXCLUDES, FileFilter, discover
 
 GPU = b"import torch\n\nmodel = model.cuda()\n"
 
@@ -311,3 +314,66 @@ def test_an_exclude_option_that_is_no_pattern_is_a_usage_error(tmp_path, run_cli
             "(a trailing backslash, or '!' alone)")
         assert r.stdout == b""
     assert (tmp_path / "train.py").read_bytes() == GPU
+
+
+# -- simple gitignore specs, matched without pathspec (discovery.SimpleSpec) ---------------------
+
+SIMPLE_PATTERNS = list(DEFAULT_EXCLUDES) + [
+    "build", "/build", "/build/", "*.pyc", "*_pb2.py", "bench/.cache/", "a/b", "/a/b/", "x.y/", ".hidden",
+    "*.egg-info", "node_modules", "# a comment", "", "c++/", "my-pkg_1.0/",
+]
+NOT_SIMPLE = ["!keep.py", "a*b.py", "**/build", "build/**", "dir/*.py", "[ab].py", "x?.py", "trailing ", "a\\ b",
+              "\\#hash", ".", "..", "../x", "*", "*/", "/", "a//b", "*.", "build/ # no comment"]
+PATHS = [
+    "build", "build/", "a/build", "a/build/", "a/build/x.py", "build/x.py", "abuild/", "build2/", "x/abuild",
+    "bench/.cache/", "bench/.cache", "bench/.cache/f.py", "x/bench/.cache/", "bench/.cachex/", "bench/",
+    "foo.egg-info/", "foo.egg-info", "a/foo.egg-info/b.py", ".egg-info/", "egg-info/",
+    "x.pyc", "d/x.pyc", "x.pyc/", "x.pyc/y.py", "pyc", ".pyc",
+    "m_pb2.py", "sub/m_pb2.py", "_pb2.py", "m_pb2.pyi", "m_pb2.py/",
+    "a/b", "a/b/", "a/b/c", "x/a/b", "a/bc", "ab/",
+    ".git/", "a/.git/", "a/.git/x", ".gitignore", ".github/", ".venv", ".venv/", "x.y/", "x.y", "xy/",
+    ".hidden", "a/.hidden/", "c++/", "c++/x.py", "my-pkg_1.0/", "node_modules", "node_modules/z.js",
+    "src/__pycache__/", "src/__pycache__/m.cpython-311.pyc", "site-packages/", "lib/site-packages/t/x.py",
+]
+
+
+def _pathspec_verdicts(lines):
+    import pathspec
+
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    return [(spec.match_file(p), spec.check_file(p).include) for p in PATHS]
+
+
+def test_simple_gitignore_specs_match_as_pathspec_does():
+    """Every simple pattern alone, and all together (with and without the default excludes),
+    against every path: the same answer as pathspec's GitIgnoreSpec (match_file, and the
+    check_file verdict the .gitignore chain reads)."""
+    from npu_migrate.discovery import SimpleSpec
+
+    for lines in [[p] for p in SIMPLE_PATTERNS] + [SIMPLE_PATTERNS, SIMPLE_PATTERNS[len(DEFAULT_EXCLUDES):]]:
+        simple = SimpleSpec.of(lines)
+        assert simple is not None, lines
+        assert [(simple.match_file(p), simple.check_file(p).include) for p in PATHS] == _pathspec_verdicts(lines), lines
+    for line in NOT_SIMPLE:
+        assert SimpleSpec.of(["build/", line]) is None, line
+
+
+@pytest.mark.slow
+def test_a_run_whose_excludes_and_gitignores_are_simple_never_imports_pathspec(tmp_path):
+    import json as _json
+
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".gitignore").write_text("__pycache__/\n*.pyc\n/out/\n# generated\ngen/x/\n", encoding="utf-8")
+    for rel in ("train.py", "out/a.py", "gen/x/b.py", "gen/y/c.py", "pkg/__pycache__/d.py", "build/e.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("import torch\nx = torch.ones(1).cuda()\n", encoding="utf-8")
+    code = ("import json, sys\nfrom npu_migrate.cli import main\ntry:\n    main(['.', '--check', '--no-cache', "
+            "'--format', 'json'] + sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+            "print(json.dumps('pathspec' in sys.modules), file=sys.stderr)\n")
+    runs = {}
+    for extra in ([], ["--extend-exclude", "gen/y/**"]):  # `**`: pathspec's
+        done = subprocess.run([sys.executable, "-c", code, *extra], cwd=tmp_path, capture_output=True, text=True)
+        files = sorted(r["path"] for r in _json.loads(done.stdout)["files"])
+        runs[bool(extra)] = (files, _json.loads(done.stderr.splitlines()[-1]))
+    assert runs[False] == (["gen/y/c.py", "train.py"], False)
+    assert runs[True] == (["train.py"], True)

@@ -28,6 +28,8 @@ FORBIDDEN = {
     "npu_migrate.report.github": "only the run's own format's renderer",
     "rich": "the text report and the progress bar import rich only on a terminal / for a table",
     "black": "never needed to migrate",
+    "pathspec": "only for exclude or .gitignore patterns discovery.SimpleSpec cannot match (none here)",
+    "packaging.requirements": "only for a dependency line that names a pinned package (targets/pins.py)",
     "npu_migrate.rehearse": "the rehearse command only",
     "npu_migrate.standin": "the rehearse command only",
     "npu_migrate.explain": "the explain and rules commands only",
