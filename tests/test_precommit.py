@@ -166,11 +166,14 @@ def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, 
     assert code == 0, out
     assert (git_repo / "legacy/old.py").read_text() == GPU
 
-    # 4. Dependency lists are checked too (a CUDA build of torch, at --fail-on warning); README and
-    #    other plain-text files the hooks receive are skipped, not parsed as Python.
-    (git_repo / ".pre-commit-config.yaml").write_text(
-        (git_repo / ".pre-commit-config.yaml").read_text().replace("args: [--extend-exclude, legacy/]",
-                                                                   "args: [--fail-on, warning]"))
+    # 4. The README's second snippet (a pinned clone), its two placeholders filled in as it says:
+    #    a clone and a commit of it (the same repo and rev as above, so pre-commit reuses the
+    #    environment it built). Dependency lists are checked too (a CUDA build of torch, at its
+    #    --fail-on warning); README and other plain-text files the hooks receive are skipped.
+    snippet = _readme_precommit_snippets()[1]
+    config = re.sub(r"rev: \S+", f"rev: {rev}", snippet.replace("/path/to/npu-migrate", str(checkout)))
+    assert config.count(str(checkout)) == 1 and rev in config
+    (git_repo / ".pre-commit-config.yaml").write_text(config)
     (git_repo / "requirements.txt").write_text("torch==2.1.0+cu118\n")
     (git_repo / "README").write_text("Train with model.cuda() on the GPU.\n")
     git(git_repo, "add", ".")
@@ -181,6 +184,14 @@ def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, 
     assert "2 files scanned, 0 would be migrated, 2 unchanged, 0 failed." in out, out  # README skipped
     assert "README:" not in out, out
     assert "npu-migrate: check failed: 2 findings at or above warning:" in out
+
+    # 5. With that snippet the rewriting hook rewrites GPU code and fails the commit.
+    (git_repo / "serve.py").write_text(GPU)
+    git(git_repo, "add", ".")
+    code, out = pre_commit(["run", "--files", "serve.py"], git_repo, wheelhouse, home)
+    assert code == 1, out
+    assert re.search(r"^npu-migrate\.+Failed$", out, re.M), out
+    assert (git_repo / "serve.py").read_text() == NPU
 
 
 def _readme_precommit_snippets() -> list:
@@ -221,20 +232,3 @@ def test_the_readmes_local_snippet_works_as_written(git_repo, tmp_path):
     code, out = run("npu-migrate-check", "--files", "eval.py")
     assert code == 1 and "npu-migrate: check failed: 1 file would be migrated" in out, out
     assert (git_repo / "eval.py").read_text() == GPU
-
-
-def test_the_readmes_pinned_snippet_works_with_a_clone_and_a_commit(git_repo, checkout, wheelhouse, tmp_path):
-    """The second snippet, its two placeholders filled in as it says: a clone and a commit of it."""
-    snippet = _readme_precommit_snippets()[1]
-    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=checkout, capture_output=True, text=True).stdout.strip()
-    config = re.sub(r"rev: \S+", f"rev: {rev}", snippet.replace("/path/to/npu-migrate", str(checkout)))
-    assert config.count(str(checkout)) == 1 and rev in config
-    (git_repo / ".pre-commit-config.yaml").write_text(config)
-    (git_repo / "train.py").write_text(GPU)
-    git(git_repo, "add", ".")
-
-    code, out = pre_commit(["run", "--files", "train.py"], git_repo, wheelhouse, tmp_path / "home")
-
-    assert code == 1, out
-    assert re.search(r"^npu-migrate\.+Failed$", out, re.M), out
-    assert (git_repo / "train.py").read_text() == NPU
