@@ -257,3 +257,126 @@ def test_a_kind_added_in_one_module_and_its_toml_loads_indexes_applies_is_explai
     unregister("device_label")
     with pytest.raises(RuleError, match=r"unknown rule kind \[\[device_label\]\]"):
         load_rules([toml])
+
+
+# A kind of the PyTorch pass (codemods/torch/): its module registers the kind (keys, index,
+# words) and its applier, a TorchKind the pass's one walk builds per file with the file's
+# TorchState and calls with no line of the walk changed.
+NEW_TORCH_KIND_MODULE = '''
+"""`[[cuda_label]]`: a string literal `from` in a PyTorch file becomes `to`."""
+
+from typing import Dict
+
+import libcst as cst
+
+from npu_migrate.codes import applies
+from npu_migrate.codemods.torch.state import TorchKind, TorchState
+from npu_migrate.kinds.base import Kind, Rule, register, schema
+from npu_migrate.words import quoted
+
+
+def _index(index: Dict[str, Rule], rule: Rule) -> None:
+    index[rule.from_] = rule
+
+
+KIND = register(Kind(
+    name="cuda_label",
+    schema=schema(("from", "to"), ()),
+    summary="a string literal of a PyTorch file",
+    requirements=lambda rule: [quoted(rule.from_)],
+    new_index=dict,
+    index=_index,
+))
+
+
+@applies("cuda_label")
+class LabelKind(TorchKind):
+    def __init__(self, state: TorchState) -> None:
+        super().__init__(state)
+        self.index: Dict[str, Rule] = self.ctx.rules.index_of(KIND)
+
+    def leave_SimpleString(self, original, updated):
+        rule = self.index.get(original.evaluated_value)
+        if rule is None or self.state.shown:  # not in print(...): the walk's typed state
+            return updated
+        new = original.value[0] + rule.to + original.value[-1]
+        self.ctx.edit(rule, original, rule.render_message(), original.value, new)
+        return updated.with_changes(value=new)
+'''
+
+NEW_TORCH_KIND_TOML = '''
+[[code]]
+code = "NPU991"
+title = "A CUDA label"
+
+[[cuda_label]]
+code = "NPU991"
+from = "cuda-label"
+to = "npu-label"
+message = "label `{from}` -> `{to}`"
+examples = [
+    { before = "import torch\\nx = torch.zeros(1).cuda()\\ny = 'cuda-label'\\n", after = "import torch\\nx = torch.zeros(1).npu()\\ny = 'npu-label'\\n" },
+    { before = "import torch\\nprint('cuda-label')\\n", after = "import torch\\nprint('cuda-label')\\n" },
+]
+'''
+
+
+@pytest.fixture
+def new_torch_kind(tmp_path, monkeypatch):
+    import importlib
+    import sys
+
+    from npu_migrate.codemods.torch.state import TORCH_KINDS
+    from npu_migrate.kinds.base import unregister
+
+    (tmp_path / "cuda_label_kind.py").write_text(NEW_TORCH_KIND_MODULE, encoding="utf-8")
+    (tmp_path / "cuda_label.toml").write_text(NEW_TORCH_KIND_TOML, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = list(TORCH_KINDS)
+    module = importlib.import_module("cuda_label_kind")
+    yield module, tmp_path / "cuda_label.toml"
+    TORCH_KINDS[:] = before
+    unregister("cuda_label")
+    sys.modules.pop("cuda_label_kind", None)
+
+
+def test_a_kind_of_the_torch_pass_added_in_one_module_is_handed_the_walks_state_and_called(new_torch_kind):
+    """#27.2: the torch pass's kinds are objects handed a typed state by the one walk, registered
+    (not listed): a new one is its module and its TOML, and runs beside the built-in kinds."""
+    from npu_migrate.codemods.torch import walk_class
+    from npu_migrate.dispatch import migrate_source
+    from npu_migrate.options import Options
+    from npu_migrate.rules import load_rules
+    from test_rule_examples import check_example
+
+    module, toml = new_torch_kind
+    assert walk_class().KINDS[-1] is module.LabelKind
+    rules = load_rules([toml])
+    (rule,) = [r for r in rules.rules if r.kind == "cuda_label"]
+    source = "import torch\nx = torch.zeros(1).cuda()\ny = 'cuda-label'\nprint('cuda-label')\n"
+    result = migrate_source(source, "train.py", Options(), rules)
+    assert [(e.code, e.before, e.after, e.span.line) for e in result.edits] == [
+        ("NPU108", "", "import torch_npu", 2), ("NPU101", "cuda", "npu", 2),
+        ("NPU991", "'cuda-label'", "'npu-label'", 3)]
+    assert result.new_text == ("import torch\nimport torch_npu  # noqa: F401\nx = torch.zeros(1).npu()\n"
+                               "y = 'npu-label'\nprint('cuda-label')\n")
+    text = explain(rules, "NPU991")
+    assert "    kind: [[cuda_label]], cuda_label_kind.py\n" in text
+    assert "Emitted by:\n  cuda_label_kind:LabelKind:" in text
+    for example in rule.examples:
+        check_example(rules, rule, example)
+
+
+def test_two_torch_kinds_hooking_one_node_must_be_ordered_by_the_walk(new_torch_kind):
+    """A second kind on the same node: which runs first changes the output, so the walk must
+    say it (TorchTransformer defines the hook); building a walk that does not is an error."""
+    from npu_migrate.codemods.torch import walk_class
+    from npu_migrate.codemods.torch.state import TorchKind
+
+    class Clash(TorchKind):
+        def leave_SimpleString(self, original, updated):
+            return updated
+
+    with pytest.raises(TypeError, match="LabelKind and Clash both define leave_SimpleString: "
+                                        "TorchTransformer must define it and call them in order"):
+        walk_class()

@@ -1,7 +1,12 @@
 """PyTorch GPU -> Ascend NPU rewrites, driven by the rules in `rules/`: the `torch` pass.
 
-One walk over the tree does every PyTorch rewrite and the reference-based findings; the code
-of each rule kind is in its own module, mixed into TorchTransformer:
+One walk over the tree (TorchTransformer) does every PyTorch rewrite and the reference-based
+findings. The code of each rule kind is an object of its own (a `TorchKind`, state.py), which
+registers itself; the walk builds each one per file, hands it the file's typed `TorchState`
+(context, imports, the display/foreign-call depths) and calls its hooks -- a hook only one
+kind has goes to it with no line here (walk_class), a node several kinds look at is ordered in
+TorchTransformer. A new kind of the pass is one module with a TorchKind subclass (imported
+below) and its kind module in kinds/ (spec, index, words):
 
 * references.py -- kinds api and module: qualified-name rewrites (`torch.cuda.X` ->
   `torch.npu.X`) resolved through imports, import statements, tensor type strings, and the
@@ -19,6 +24,7 @@ Code the rewrites would break is kept as it is first (guards.py: kernel guards, 
 from __future__ import annotations
 
 import re
+from typing import Any, Callable, Dict, List, Sequence, Tuple, Type, TypeVar
 
 import libcst as cst
 
@@ -31,28 +37,35 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, k
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
+from .state import TORCH_KINDS, TorchKind, TorchState
 from .torch_npu_import import add_torch_npu_import, is_torch_npu_itself
 
 _NPU_LETTERS = re.compile("npu", re.IGNORECASE)
+K = TypeVar("K", bound=TorchKind)
 
 
-# `resolve` (state.py) shadows libcst's MetadataDependent.resolve, unused here (no metadata wrapper).
-class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.CSTTransformer):  # type: ignore[misc]
-    """The PyTorch pass's transformer. Each hook belongs to one kind's module; the hooks several
-    kinds share, and the state they share, are here."""
+class TorchTransformer(cst.CSTTransformer):
+    """The PyTorch pass's one walk. It makes the file's `TorchState` (state.py), hands it to
+    each kind's applier, and calls their handlers: a hook of one kind goes to that kind, and
+    where several kinds look at the same node (leave_Call, leave_Attribute, visit_If, ...) the
+    walk calls them in the order written here. The walk's own work: the depths in TorchState
+    (calls that only show their arguments, foreign libraries) and the kept-code guards."""
+
+    KINDS: Tuple[Type[TorchKind], ...] = ()  # the kinds whose hooks this class calls (walk_class)
 
     def __init__(self, ctx: Context) -> None:
         super().__init__()
         self.ctx = ctx
-        self.imports = ctx.imports
-        self._init_literals()
-        self._init_references()
+        self.state = state = TorchState(ctx)
+        self._resolve = state.resolve
+        self.kinds: Dict[type, TorchKind] = {kind: kind(state) for kind in self.KINDS}
+        # The kinds whose handlers the shared hooks below call.
+        self.literals = self._kind(LiteralRewrites)
+        self.methods = self._kind(MethodRewrites)
+        self.references = self._kind(ReferenceRewrites)
+        # The hooks of one kind (walk_class makes a method of the walk for each, calling this).
+        self.hooks: Dict[str, Callable] = {name: getattr(self.kinds[kind], name) for name, kind in _own_hooks(self.KINDS)}
         plan_kept_code(ctx)
-        # > 0 inside a call that only shows its arguments (print, logging, str.format, f-strings):
-        # no device rewrites there, and `skip_logged` api findings are not reported.
-        self._shown = 0
-        # > 0 inside a call of a library with device names of its own (device_context.py).
-        self._foreign = 0
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
@@ -60,18 +73,25 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
                            and NPU_WORD_IN_TEXT.search(ctx.text) is not None)
         self._elifs: set = set()
 
+    def _kind(self, kind: Type[K]) -> K:
+        found = self.kinds[kind]
+        assert isinstance(found, kind)
+        return found
+
+    # ---- hooks several kinds (or the walk's guards) share: the order is decided here
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._not_references.add(id(node.name))  # references.py
-        self._functions.append(node)  # literals.py: does it return devices?
+        self.references.visit_FunctionDef(node)
+        self.literals.visit_FunctionDef(node)
 
     def visit_If(self, node: cst.If) -> None:
         if self._names_npu:
             keep_cuda_beside_npu(self.ctx, node, self._elifs)  # guards.py: a chain with an NPU branch
-        LiteralRewrites.visit_If(self, node)
+        self.literals.visit_If(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self._names_npu:
-            keep_cuda_patched_with_npu(self.ctx, node, self.resolve)  # torch.cuda.amp = npu.amp
+            keep_cuda_patched_with_npu(self.ctx, node, self._resolve)  # torch.cuda.amp = npu.amp
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if self._names_npu:
@@ -91,44 +111,91 @@ class TorchTransformer(ReferenceRewrites, MethodRewrites, LiteralRewrites, cst.C
 
     def visit_Arg(self, node: cst.Arg) -> None:
         keep_gpu_flag(self.ctx, node)  # guards.py: `gpu=x.device.type == "cuda"` stays
-        ReferenceRewrites.visit_Arg(self, node)
+        self.references.visit_Arg(node)
 
     def visit_Call(self, node: cst.Call) -> None:
         if is_display_call(node):
-            self._shown += 1
-        if dc.is_foreign_callee(self.resolve(node.func)):
-            self._foreign += 1
+            self.state.shown += 1
+        if dc.is_foreign_callee(self._resolve(node.func)):
+            self.state.foreign += 1
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
-        self._shown += 1
+        self.state.shown += 1
 
     def leave_FormattedString(self, original: cst.FormattedString, updated: cst.FormattedString):
-        self._shown -= 1
+        self.state.shown -= 1
         return updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
-        qual = self.resolve(original)
+        qual = self._resolve(original)
         if qual is None:
-            return self._rename_attribute(original, updated)  # methods.py
-        return self._rewrite_reference(original, updated, qual)  # references.py
+            return self.methods._rename_attribute(original, updated)
+        return self.references._rewrite_reference(original, updated, qual)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        qual = self.resolve(original.func)
+        qual = self._resolve(original.func)
         if is_display_call(original):
-            self._shown -= 1
+            self.state.shown -= 1
         if dc.is_foreign_callee(qual):
-            self._foreign -= 1
-        updated = self._parametrized_devices(original, updated)  # literals.py
-        updated = self._rename_method(original, updated, qual)  # methods.py
-        updated = self._literal_arguments(original, updated, qual)  # literals.py
-        return self._type_string_argument(original, updated, qual)  # references.py
+            self.state.foreign -= 1
+        updated = self.literals._parametrized_devices(original, updated)
+        updated = self.methods._rename_method(original, updated, qual)
+        updated = self.literals._literal_arguments(original, updated, qual)
+        return self.references._type_string_argument(original, updated, qual)
+
+
+_HOOK = re.compile(r"(visit|leave)_[A-Z][A-Za-z]*$")
+
+
+def _own_hooks(kinds: Sequence[Type[TorchKind]]) -> List[Tuple[str, Type[TorchKind]]]:
+    """(hook name, its kind) for each `visit_<Node>`/`leave_<Node>` a kind defines that the
+    walk does not define itself. A hook two kinds define is the walk's to order: an error."""
+    owner: Dict[str, Type[TorchKind]] = {}
+    for kind in kinds:
+        for cls in kind.__mro__[:kind.__mro__.index(TorchKind)]:
+            for name in vars(cls):
+                if not _HOOK.match(name) or name in vars(TorchTransformer):
+                    continue
+                if owner.setdefault(name, kind) is not kind:
+                    raise TypeError(f"{owner[name].__name__} and {kind.__name__} both define {name}: "
+                                    f"TorchTransformer must define it and call them in order")
+    return list(owner.items())
+
+
+def _delegate(name: str) -> Callable:
+    if name.startswith("visit_"):
+        def visit(self: TorchTransformer, node: cst.CSTNode) -> Any:
+            return self.hooks[name](node)
+        visit.__name__ = name
+        return visit
+
+    def leave(self: TorchTransformer, original: cst.CSTNode, updated: cst.CSTNode) -> Any:
+        return self.hooks[name](original, updated)
+    leave.__name__ = name
+    return leave
+
+
+_WALKS: Dict[Tuple[Type[TorchKind], ...], Type[TorchTransformer]] = {}
+
+
+def walk_class() -> Type[TorchTransformer]:
+    """The walk over every registered kind: TorchTransformer with a method for each hook of
+    one kind (which the fast walk, fast_visitor.py, looks up on the class). One class per set
+    of kinds: a kind registered later (a test's) gets a walk of its own."""
+    kinds = tuple(TORCH_KINDS)
+    found = _WALKS.get(kinds)
+    if found is None:
+        methods: Dict[str, Any] = {name: _delegate(name) for name, _kind in _own_hooks(kinds)}
+        methods.update(KINDS=kinds, __module__=__name__, __doc__=TorchTransformer.__doc__)
+        found = _WALKS[kinds] = type("TorchTransformer", (TorchTransformer,), methods)
+    return found
 
 
 def migrate_torch(module: cst.Module, ctx: Context) -> cst.Module:
     """The PyTorch pass (passes.py): every rewrite in one walk, then `import torch_npu`."""
     if is_torch_npu_itself(ctx.path):
         return module  # torch_npu's own code (torch_npu_import.py)
-    new_module = transform(module, TorchTransformer(ctx))  # = module.visit(...), faster
+    new_module = transform(module, walk_class()(ctx))  # = module.visit(...), faster
     if ctx.options.device_config_keys and reads_device_key(ctx.text, ctx.options.device_config_keys):
         # A device setting another module sets to "npu" is read here (project_values.py).
         ctx.require_import("torch_npu")

@@ -12,7 +12,6 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from ...context import Context
 from ...kinds.device import Positions
 from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
 from ...rules import Rule
@@ -21,7 +20,7 @@ from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ..syntax import option_names
 from ...codes import applies
-from .state import TorchState
+from .state import TorchKind, TorchState
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
@@ -123,12 +122,13 @@ def _named_for_devices(node: cst.BaseExpression) -> bool:
 
 
 @applies("device", "backend", "env", "api")
-class LiteralRewrites(TorchState):
-    """Mixed into codemods/torch/__init__.TorchTransformer."""
+class LiteralRewrites(TorchKind):
+    """The applier of the device, backend and env kinds: the walk (codemods/torch/__init__.py)
+    calls its `_parametrized_devices` and `_literal_arguments` from leave_Call, its visit_If
+    and its own hooks below."""
 
-    ctx: Context
-
-    def _init_literals(self) -> None:
+    def __init__(self, state: TorchState) -> None:
+        super().__init__(state)
         rs = self.ctx.rules
         self.devices = LiteralRewriter({r.from_: r.to for r in rs.device.values()}, index=True)
         # Device rules with no positions of their own ("gpu") apply only to variables the
@@ -606,6 +606,9 @@ class LiteralRewrites(TorchState):
             return any(isinstance(e, cst.Element) and self._is_device_target(e.value) for e in target.elements)
         return self.is_device_expr(target)
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._functions.append(node)  # does it return devices? (_function_returns_devices)
+
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
         if self._functions and self._functions[-1] is original:
             self._functions.pop()
@@ -646,7 +649,7 @@ class LiteralRewrites(TorchState):
 
     def leave_IfExp(self, original: cst.IfExp, updated: cst.IfExp) -> cst.BaseExpression:
         """`"cuda" if torch.cuda.is_available() else "cpu"`: a device, whatever receives it."""
-        if self._shown or self._foreign or not self._is_rewritable_literal(updated):
+        if self.state.shown or self.state.foreign or not self._is_rewritable_literal(updated):
             return updated
         if not (dc.is_device_test(original.test, self.resolve)
                 and (dc.names_a_device(original.orelse, self.resolve) or dc.names_a_device(original.body, self.resolve))):
@@ -655,7 +658,7 @@ class LiteralRewrites(TorchState):
 
     def leave_Element(self, original: cst.Element, updated: cst.Element) -> cst.Element:
         """`("cuda:0",) + args`, `["cuda:0", "cuda:1"]`: with an index, a device by its form."""
-        if self._shown or self._foreign or not dc.is_indexed_device(original.value):
+        if self.state.shown or self.state.foreign or not dc.is_indexed_device(original.value):
             return updated
         new = self.device_literal(original.value, updated.value)
         return updated.with_changes(value=new) if new is not updated.value else updated
@@ -669,7 +672,7 @@ class LiteralRewrites(TorchState):
     def _config_pairs(self, original, updated):
         """yacs/detectron2 overrides: `cfg.merge_from_list(["MODEL.DEVICE", "cuda", ...])`, `opts +
         ["MODEL.DEVICE", "cuda"]`: the value after a dotted config key naming a device."""
-        if self._shown or self._foreign or len(original.elements) < 2:
+        if self.state.shown or self.state.foreign or len(original.elements) < 2:
             return updated
         elements = list(updated.elements)
         changed = False

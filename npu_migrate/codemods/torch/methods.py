@@ -9,9 +9,8 @@ from typing import Optional
 
 import libcst as cst
 
-from ...context import Context
 from ...codes import applies
-from .state import TorchState
+from .state import TorchKind
 
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
 # that many positional arguments, only these keywords. A call that does not fit is some other
@@ -31,10 +30,10 @@ def fits_signature(call: cst.Call, method: str) -> bool:
 
 
 @applies("method", "attribute")
-class MethodRewrites(TorchState):
-    """Mixed into codemods/torch/__init__.TorchTransformer."""
-
-    ctx: Context
+class MethodRewrites(TorchKind):
+    """The applier of the method and attribute kinds: the walk (codemods/torch/__init__.py)
+    calls its `_rename_method` from leave_Call, its `_rename_attribute` from leave_Attribute
+    (a name not imported) and its leave_ClassDef. No state beyond the walk's TorchState."""
 
     def _rename_method(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """`.cuda(...)` on any receiver that is not an imported module (`qual` is None)."""

@@ -11,7 +11,6 @@ from typing import Dict, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
-from ...context import Context
 from ...frameworks import TYPE_STRING_FUNCS
 from ...imports import dotted_name
 from ...kinds.finding import FindingSpec
@@ -21,7 +20,7 @@ from ...targets.torch_npu import Missing, describe
 from ...fast_visitor import walk
 from ..strings import string_value
 from ...codes import applies, emits
-from .state import TorchState
+from .state import TorchKind, TorchState
 
 HELD_BY_IMPORT = "NPU323"  # a name left on CUDA because the import it comes through stays
 
@@ -40,12 +39,13 @@ class _AliasAttributes(cst.CSTVisitor):
 
 @applies("api", "module", "finding:api", "finding:target")
 @emits(HELD_BY_IMPORT)
-class ReferenceRewrites(TorchState):
-    """Mixed into codemods/torch/__init__.TorchTransformer."""
+class ReferenceRewrites(TorchKind):
+    """The applier of the api and module kinds (and of `api`/`target` findings): the walk
+    (codemods/torch/__init__.py) calls its `_rewrite_reference` from leave_Attribute (an
+    imported name), its `_type_string_argument` from leave_Call and its own hooks below."""
 
-    ctx: Context
-
-    def _init_references(self) -> None:
+    def __init__(self, state: TorchState) -> None:
+        super().__init__(state)
         # Names to skip when resolving bare names: attribute names, keywords, parameters.
         self._not_references: Set[int] = set()
         self._local_renames: Dict[str, Tuple[str, Rule]] = {}
@@ -113,7 +113,7 @@ class ReferenceRewrites(TorchState):
         """Fill `_kept_imports`: the names an import brings that would move on their own but
         stay with the import, which one name it brings keeps as it is."""
         rs = self.ctx.rules
-        for node in self.imports.import_nodes:
+        for node in self.state.imports.import_nodes:
             if isinstance(node, cst.Import):
                 for alias in node.names:
                     full = dotted_name(alias.name)
@@ -176,7 +176,7 @@ class ReferenceRewrites(TorchState):
     def _plan_import_renames(self) -> None:
         """`from torch import cuda` becomes `from torch import npu`: uses of the local name
         `cuda` must follow. Work out those local renames before the pass starts."""
-        for node in self.imports.import_nodes:
+        for node in self.state.imports.import_nodes:
             if not isinstance(node, cst.ImportFrom) or node.relative or isinstance(node.names, cst.ImportStar):
                 continue
             module = dotted_name(node.module)
@@ -372,6 +372,9 @@ class ReferenceRewrites(TorchState):
     def visit_Param(self, node: cst.Param) -> None:
         self._not_references.add(id(node.name))
 
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._not_references.add(id(node.name))
+
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
         self._not_references.add(id(node.name))
 
@@ -389,7 +392,7 @@ class ReferenceRewrites(TorchState):
             return True
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
-            if not (FindingSpec.of(rule).skip_logged and self._shown):
+            if not (FindingSpec.of(rule).skip_logged and self.state.shown):
                 self.ctx.finding(rule, node, api=qual)
             return True
         if not rewritten and parent is not None and self._is_member_module(parent):
