@@ -274,8 +274,9 @@ class Cache:
 
     def _from_index(self, path: str, digest: str) -> Optional[FileResult]:
         """The indexed result of this path with exactly these bytes, when it writes nothing."""
+        key = _key_path(path)
         try:
-            stored_digest, stored = self.index()[_key_path(path)]
+            stored_digest, stored = self.index()[key]
             if stored_digest != digest:
                 return None
             result = FileResult.from_dict({**stored, "path": path})
@@ -283,7 +284,7 @@ class Cache:
             return None
         if not (_plausible(result, path) and nothing_to_do(result)):
             return None
-        self._served[_key_path(path)] = digest
+        self._served[key] = digest
         return result
 
     def _load(self, path: str, digest: str, size: int) -> Optional[FileResult]:
@@ -388,6 +389,8 @@ def _plausible(result: FileResult, path: str) -> bool:
         return False
     if result.error is not None:
         return False  # never stored
+    if not result.extra_files:
+        return True
     folder = os.path.dirname(os.path.abspath(path))
     for name, text in result.extra_files.items():
         if not (isinstance(name, str) and isinstance(text, str)):

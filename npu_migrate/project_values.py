@@ -102,15 +102,27 @@ def _read_with_stat(path: str) -> Optional[Tuple[bytes, os.stat_result]]:
         return None
     try:
         # Not blocking, and regular files only: a FIFO named on the command line would block
-        # the run forever (as in source.read_regular).
-        with open(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)),
-                  "rb") as f:
-            st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                return None
-            return f.read(_LIMIT), st
+        # the run forever (as in source.read_regular). Plain os.read: no file object per file.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        chunks = []
+        left = _LIMIT
+        while left > 0:
+            chunk = os.read(fd, left)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return (chunks[0] if len(chunks) == 1 else b"".join(chunks)), st
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def readers_outside(keys: Sequence[str], others: Iterable[str]) -> Dict[str, str]:
