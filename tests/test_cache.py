@@ -824,3 +824,31 @@ def test_the_scan_hands_on_only_files_it_read_whole(tmp_path):
     assert list(seen) == [str(small)]
     fresh = read_source(str(small))
     assert dataclasses.replace(seen[str(small)], text="", encoding="") == dataclasses.replace(fresh, text="", encoding="")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path, monkeypatch, jobs):
+    """Through the command line: the pipeline hands the project scan's reads to the runner."""
+    from helpers import cli_in_process
+
+    import npu_migrate.runner as runner_module
+
+    src = tmp_path / "proj"
+    src.mkdir()
+    for n in range(5):
+        (src / f"clean{n}.py").write_text(f"import os\nx = {n}\n", encoding="utf-8")
+    (src / "train.py").write_text(GPU, encoding="utf-8")
+    env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    cold = cli_in_process("proj", "--check", "-j", jobs, cwd=tmp_path, env=env)
+    read = []
+    real = runner_module.read_source
+    monkeypatch.setattr(runner_module, "read_source", lambda p, *a: read.append(os.path.basename(p)) or real(p, *a))
+    warm = cli_in_process("proj", "--check", "-j", jobs, cwd=tmp_path, env=env)
+    assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
+    assert cold.returncode == 1
+    assert read == ["train.py"]  # it has something to write: not in the index, its entry is read the usual way
+    (src / "clean3.py").write_text("import torch\nx = torch.ones(1).cuda()\n", encoding="utf-8")
+    read.clear()
+    again = cli_in_process("proj", "--check", "-j", jobs, "--format", "json", cwd=tmp_path, env=env)
+    assert sorted(read) == ["clean3.py", "train.py"]
+    assert [f["path"] for f in json.loads(again.stdout)["files"] if f["edits"]] == ["proj/clean3.py", "proj/train.py"]
