@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import ast
 import configparser
+import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..project_files import TOMLDecodeError, common_folder, read_pyproject, read_requirements_txt
 
@@ -113,26 +114,30 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     return Pin(package, spec, where, req.name)
 
 
-def _requirements_of(rel: str, text: str) -> List[str]:
+@functools.lru_cache(maxsize=16)
+def _requirements_of(rel: str, text: str) -> Tuple[str, ...]:
+    """The requirement strings of the dependency file `rel` with content `text` (a function of
+    both only: kept for the run's second target, which reads the same files; a big setup.py's
+    ast is built once)."""
     name = os.path.basename(rel)
     if name.endswith(".txt"):
-        return [d.text for d in read_requirements_txt(text)[0]]
+        return tuple(d.text for d in read_requirements_txt(text)[0])
     if name == "pyproject.toml":
         try:
-            return [d.text for d in read_pyproject(text)]
+            return tuple(d.text for d in read_pyproject(text))
         except TOMLDecodeError:
-            return []
+            return ()
     if name == "setup.py":
-        return _setup_py_requirements(text)
+        return tuple(_setup_py_requirements(text))
     if name == "setup.cfg":
         parser = configparser.ConfigParser(interpolation=None)
         try:
             parser.read_string(text)
             raw = parser.get("options", "install_requires", fallback="")
         except configparser.Error:
-            return []
-        return [line.strip() for line in raw.splitlines() if line.strip() and not line.strip().startswith("#")]
-    return _environment_yml_requirements(text)
+            return ()
+        return tuple(line.strip() for line in raw.splitlines() if line.strip() and not line.strip().startswith("#"))
+    return tuple(_environment_yml_requirements(text))
 
 
 def _setup_py_requirements(text: str) -> List[str]:
