@@ -359,6 +359,20 @@ class Cache:
             pass  # a read-only or full disk: just no cache
 
 
+def index_somewhere(root: Optional[Path] = None) -> bool:
+    """Whether a settings folder of this version holds an index. The pipeline keeps what the
+    project scan read (the files' digests, for the index) only then: with none, this run's own
+    index cannot exist yet, and a cold run does not hash every file twice."""
+    folder, problem = private_root(root or cache_root())
+    if problem is not None:
+        return False
+    try:
+        with os.scandir(folder / f"v{__version__}") as settings:
+            return any(os.path.isfile(os.path.join(entry.path, INDEX_NAME)) for entry in settings)
+    except OSError:
+        return False
+
+
 def _is_ours(folder: str) -> bool:
     from .source import SourceError, read_regular
 

@@ -88,9 +88,13 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     from .runner import run as run_files
 
     given = list(files)
-    # The project scan reads every .py file: with the cache, it keeps what it read (the digest)
-    # so that a file the cache's index answers is not read a second time (runner.run).
-    seen: Optional[dict] = None if settings.no_cache else {}
+    # The project scan reads every .py file: with a cache that has an index, it keeps what it
+    # read (the digest) so that a file the index answers is not read a second time (runner.run).
+    seen: Optional[dict] = None
+    if not settings.no_cache:
+        from .cache import index_somewhere
+
+        seen = {} if index_somewhere() else None
     options = with_project_values(with_local_modules(options, files, rules), files, rules, seen)
     kept: dict = {}
     if options.device_config_keys and not all(os.path.isdir(p) for p in project.paths):

@@ -839,7 +839,13 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
         (src / f"clean{n}.py").write_text(f"import os\nx = {n}\n", encoding="utf-8")
     (src / "train.py").write_text(GPU, encoding="utf-8")
     env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    import npu_migrate.project_values as project_values
+
+    kept = []
+    real_scan = project_values.scan
+    monkeypatch.setattr(project_values, "scan", lambda files, seen=None: kept.append(seen) or real_scan(files, seen))
     cold = cli_in_process("proj", "--check", "-j", jobs, cwd=tmp_path, env=env)
+    assert kept == [None]  # no index anywhere yet: a cold run keeps no digests (it would hash every file twice)
     read = []
     real = runner_module.read_source
     monkeypatch.setattr(runner_module, "read_source", lambda p, *a: read.append(os.path.basename(p)) or real(p, *a))
@@ -847,6 +853,7 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
     assert (warm.returncode, warm.stdout, warm.stderr) == (cold.returncode, cold.stdout, cold.stderr)
     assert cold.returncode == 1
     assert read == ["train.py"]  # it has something to write: not in the index, its entry is read the usual way
+    assert len(kept) == 2 and kept[1] is not None and len(kept[1]) == 6
     (src / "clean3.py").write_text("import torch\nx = torch.ones(1).cuda()\n", encoding="utf-8")
     read.clear()
     again = cli_in_process("proj", "--check", "-j", jobs, "--format", "json", cwd=tmp_path, env=env)
