@@ -334,6 +334,7 @@ PATHS = [
     ".git/", "a/.git/", "a/.git/x", ".gitignore", ".github/", ".venv", ".venv/", "x.y/", "x.y", "xy/",
     ".hidden", "a/.hidden/", "c++/", "c++/x.py", "my-pkg_1.0/", "node_modules", "node_modules/z.js",
     "src/__pycache__/", "src/__pycache__/m.cpython-311.pyc", "site-packages/", "lib/site-packages/t/x.py",
+    "Build/", "a/Build/x.py", "B.PYC", "A/b",  # (case matters, as in git)
 ]
 
 
