@@ -10,6 +10,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # the CLI run in process (run_cli) and in subprocesses (run_process) sees it.
 os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
 
+# The modules whose tests take 5-25 CPU-s each (corpora, pre-commit's environments, training
+# programs on the stand-in), costliest first.
+LONGEST_FIRST = ("test_corpus.py", "test_precommit.py", "test_rehearse_corpus.py", "test_distributed_run.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Long tests first, so that none starts last and leaves the other core idle: pytest-xdist's
+    work stealing hands each worker a contiguous part of this order and an idle worker takes
+    from the end of another's. Order: LONGEST_FIRST's modules, the other slow tests, then the
+    fast ones; a module's tests stay together (its module-scoped fixtures are made once)."""
+    def rank(item):
+        name = item.path.name
+        if name in LONGEST_FIRST:
+            return LONGEST_FIRST.index(name)
+        return len(LONGEST_FIRST) + (item.get_closest_marker("slow") is None)
+
+    items.sort(key=rank)  # stable: collection order within each rank
+
 
 @pytest.fixture
 def run_cli():
