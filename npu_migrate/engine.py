@@ -122,17 +122,36 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                 and not _framework_rules_apply(code, rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
             if done is not None:
-                return _with_applied_frameworks(done)
+                del verdict, code  # (Python's tree: gone before the verify parse)
+                return _with_applied_frameworks(_verified(done, True))
+        # Python's tree is let go before libcst parses the file whole: the two side by side made
+        # a worker's peak (transformers' modeling_tf_utils.py: 4-9 MB of the 47 its parse takes).
+        # The words of the code, which the passes may still ask for, are made from it first.
+        if code is not None:
+            code.settle()
+        verdict = Verdict(verdict.error)
         module, input_parses = parse_module(text, verdict)
     except CannotParse as exc:
         result.error = f"cannot parse: {exc}{_read_as_python(path)}"
         return result
     try:
-        return _with_applied_frameworks(
-            _migrate_module(text, path, module, options, rules, result, entry_script, input_parses, code=code))
+        done = _migrate_module(text, path, module, options, rules, result, entry_script, code=code)
     except RecursionError:
         result.error = "cannot migrate: too deeply nested"
         return result
+    del module  # (libcst's tree: gone before the verify parse)
+    return _with_applied_frameworks(_verified(done, input_parses))
+
+
+def _verified(result: FileResult, input_parses: bool) -> FileResult:
+    """`result`, its migrated text checked before anything can be written: the output must
+    parse whenever the input did. Checked here, once the file's trees are gone (the verify
+    parse of a 270 KB file takes 10 MB; beside them it made a worker's peak)."""
+    if result.new_text is not None and input_parses and not python_parses(result.new_text):
+        result.new_text = None
+        result.edits = []
+        result.error = "internal error: the migrated code does not parse; file left unchanged"
+    return result
 
 
 def _read_as_python(path: str) -> str:
@@ -193,7 +212,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
         try:
             work.count("partial")
             module = cst.parse_module(partial.text)
-            return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script, True,
+            return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script,
                                    partial=partial, code=code)
         except NeedsWholeModule as exc:
             work.count("retry")
@@ -209,10 +228,11 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
     return None
 
 
-def _migrate_module(text, path, module, options, rules, result, entry_script, input_parses,
+def _migrate_module(text, path, module, options, rules, result, entry_script,
                     partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
-    NeedsWholeModule is raised wherever a whole parse could give another result."""
+    NeedsWholeModule is raised wherever a whole parse could give another result. The migrated
+    text it sets is not verified yet (the caller does: _verified)."""
     from .context import Context
     from .imports import ImportTable
     from .partial import NeedsWholeModule
@@ -292,10 +312,5 @@ def _migrate_module(text, path, module, options, rules, result, entry_script, in
         result.error = (f"cannot migrate faithfully: libcst would change line {_first_difference(text, reproduced)} "
                         f"besides the edits{why}; file left unchanged")
         return result
-    # Verify before anything can be written: the output must parse whenever the input did.
-    if input_parses and not python_parses(new_text):
-        result.edits = []
-        result.error = "internal error: the migrated code does not parse; file left unchanged"
-        return result
-    result.new_text = new_text
+    result.new_text = new_text  # (verified by the caller: _verified)
     return result

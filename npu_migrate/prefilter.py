@@ -326,6 +326,12 @@ class LazyCodeWords:
             self._words = code_words(self._tree)
         return self._words
 
+    def settle(self) -> None:
+        """Make the words now and let go of the tree (engine.migrate_python, before libcst
+        parses the file whole: Python's tree of a 250 KB file is 4-7 MB)."""
+        self.get()
+        del self._tree  # (read only until the words are made)
+
     def imports(self) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         """(import_modules, top_level_modules) as CodeWords has them, from the statements alone:
         what tells a file's frameworks, for much less than the walk of every expression that

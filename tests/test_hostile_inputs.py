@@ -189,6 +189,32 @@ def test_nesting_that_python_accepts_still_migrates():
         "a.cuda()", "a.npu()")
 
 
+@pytest.mark.parametrize("partial", [True, False])
+def test_a_migrated_text_that_does_not_parse_is_never_written(partial, monkeypatch):
+    # A pass that breaks the code (here: it adds a line `class`) must leave the file unchanged
+    # with an error, whether libcst parsed it whole or in part (the verify parse runs after
+    # the file's trees are let go: engine._verified).
+    import libcst as cst
+
+    from npu_migrate import engine
+
+    text = "import torch\n\n\ndef f(x):\n    return x + 1\n\n\ny = f(2)\nx = torch.ones(2).cuda()\n"
+    def broken(step):
+        def run(module, ctx):
+            new = step.run(module, ctx)
+            return new.with_changes(body=[*new.body, cst.SimpleStatementLine([cst.Expr(cst.Name("class"))])])
+        return engine.PASSES[0].__class__(step.name, step.wanted, run)
+
+    good = migrate_source(text, "a.py", partial=partial)
+    assert good.error is None and good.new_text is not None and "x = torch.ones(2).npu()" in good.new_text
+    assert good.work.get("partial", 0) == int(partial) and good.work["verify"] == 1
+    monkeypatch.setattr(engine, "PASSES", tuple(broken(s) if s.name == "torch" else s for s in engine.PASSES))
+    result = migrate_source(text, "a.py", partial=partial)
+    assert result.new_text is None and result.edits == []
+    assert result.error == "internal error: the migrated code does not parse; file left unchanged"
+    assert result.work.get("partial", 0) == int(partial) and result.work["verify"] == 1
+
+
 def test_ten_megabyte_file(tmp_path, run_cli):
     filler = b"x = [" + b"1, " * 100 + b"]\n"
     big = GPU + filler * (10_000_000 // len(filler))
