@@ -234,7 +234,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     # The run's project: every walk of it (discovery, the targets' look at its scripts, the
     # ModelArts scan around an entry script) excludes what the run excludes.
     project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
-    settings = dataclasses.replace(settings, target=_target(ctx, settings, config, project))
+    settings = dataclasses.replace(settings, targets=_targets(ctx, settings, config, project))
     load_renderers(settings.fmt)
     _check_usage(settings, RENDERERS)
     _check_modelarts_options(ctx, settings)
@@ -339,7 +339,7 @@ def _settings(ctx: click.Context, params: dict):
     return Settings.from_params(apply(config, ctx, params)), config
 
 
-def _target(ctx: click.Context, settings, config, project):
+def _targets(ctx: click.Context, settings, config, project):
     """The targets of this run (targets/): torch_npu, CANN and MindSpore, each from its
     option, the configuration, the project, or the newest release. Exits 2 on a version the
     tool does not know or cannot read."""

@@ -61,7 +61,7 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     else:
         outcomes = migrate_files(settings, options, view, files, project, jobs, on_done, warn)
     report = RunReport(results=[o.result for o in outcomes], rules=rules, mode=settings.mode,
-                       color=color, verbose=settings.verbose, quiet=settings.quiet, target=settings.target)
+                       color=color, verbose=settings.verbose, quiet=settings.quiet, targets=settings.targets)
     once_per_run(report)
     if settings.report_unused_ignores:
         report_unused_ignores(report)

@@ -62,7 +62,7 @@ class Settings:
     stats: bool = False  # --stats: the run's work counts (work.py)
     # Not an option: the targets (targets.RunTargets: torch_npu, CANN, MindSpore) resolved
     # from the options, the configuration or the project (cli.py sets it), which the reports name.
-    target: Optional[RunTargets] = None
+    targets: Optional[RunTargets] = None
 
     @classmethod
     def from_params(cls, params: Dict[str, Any]) -> "Settings":
@@ -111,7 +111,7 @@ class Settings:
             modelarts_entry_files=tuple(os.path.abspath(e) for e in self.entries),
             add_import=not self.no_import,
             # the resolved targets (the options as given until cli.py resolves them)
-            targets=self.target if self.target is not None else RunTargets.of(
+            targets=self.targets if self.targets is not None else RunTargets.of(
                 self.torch_npu_version, self.cann_version, self.mindspore_version),
         )
 

@@ -253,8 +253,26 @@ def test_every_option_of_a_file_comes_from_one_place_with_one_default():
     assert Settings().options() == Options()
     # once cli.py has resolved the targets, the options carry that object (specs and reasons)
     resolved = RunTargets(torch=Target("2.1", "--torch-npu-version"), cann=CannTarget("5.0", "--cann-version"))
-    assert dataclasses.replace(given, target=resolved).options().targets is resolved
+    assert dataclasses.replace(given, targets=resolved).options().targets is resolved
 
+
+
+def test_the_runs_targets_have_one_name_from_the_command_line_to_the_report():
+    """#27.3: the resolved targets (targets.RunTargets) are `targets` in Settings, Options and
+    RunReport, and the report holds the object the command line resolved."""
+    import dataclasses
+
+    from npu_migrate.options import Options
+    from npu_migrate.report import RunReport
+    from npu_migrate.settings import Settings
+    from npu_migrate.targets import RunTargets, Target
+
+    for cls in (Settings, Options, RunReport):
+        names = {f.name for f in dataclasses.fields(cls)}
+        assert "targets" in names and "target" not in names, cls
+    resolved = RunTargets(torch=Target("2.1", "--torch-npu-version"))
+    settings = Settings(paths=("a.py",), targets=resolved)
+    assert settings.options().targets is resolved
 
 def test_every_name_the_package_exports_resolves():
     """The public API (`from npu_migrate import Options, migrate_source, ...`): each name of

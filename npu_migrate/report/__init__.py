@@ -32,7 +32,7 @@ class RunReport:
     verbose: bool = False
     quiet: bool = False
     root: str = "."  # paths are shown relative to this folder
-    target: Optional[RunTargets] = None  # the releases the run migrated for
+    targets: Optional[RunTargets] = None  # the releases the run migrated for
     # Paths given that could not be used (discovery): the run exits 2 after doing the others.
     path_errors: List[str] = field(default_factory=list)
     # Files still to be generated next to migrated ones (--diff/--check: a change), and the
@@ -69,9 +69,9 @@ class RunReport:
     def target_lines(self) -> List[str]:
         """`Target: …` lines for the targets that applied: torch_npu for PyTorch files, CANN for
         TensorFlow, MindSpore for MindSpore (from the frameworks of the files with results)."""
-        if self.target is None:
+        if self.targets is None:
             return []
-        return self.target.summary_lines({f for r in self.results for f in r.frameworks})
+        return self.targets.summary_lines({f for r in self.results for f in r.frameworks})
 
     def findings_at_least(self, level: Severity) -> int:
         return sum(1 for r in self.results for f in r.findings if f.severity.rank >= level.rank)

@@ -63,8 +63,8 @@ def render_json(report: RunReport) -> str:
         },
         "files": files,
     }
-    if report.target is not None:
+    if report.targets is not None:
         # which torch_npu release(s) the rewrites were checked against, and why (targets/)
-        doc["target"] = report.target.to_dict()
-        doc["targets"] = report.target.targets_dict()  # torch_npu, CANN, MindSpore
+        doc["target"] = report.targets.to_dict()
+        doc["targets"] = report.targets.targets_dict()  # torch_npu, CANN, MindSpore
     return json_text(doc)

@@ -68,10 +68,10 @@ def _md(text: str) -> str:
 
 def _target_properties(report: RunReport) -> Dict[str, Any]:
     """The torch_npu target of the run (targets/), as invocation properties."""
-    if report.target is None:
+    if report.targets is None:
         return {}
-    return {"properties": {"target": report.target.to_dict(),
-                           "targets": report.target.targets_dict()}}  # torch_npu, CANN, MindSpore
+    return {"properties": {"target": report.targets.to_dict(),
+                           "targets": report.targets.targets_dict()}}  # torch_npu, CANN, MindSpore
 
 
 @register("sarif")

@@ -94,7 +94,7 @@ def summary(report: RunReport) -> str:
             + _not_written(report)
         )
     findings = report.finding_counts()
-    if report.target is not None and (edits or findings):
+    if report.targets is not None and (edits or findings):
         # which torch_npu release(s) the rewrites were checked against, and why (targets/)
         lines[1:1] = report.target_lines()
     if findings:
