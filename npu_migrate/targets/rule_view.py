@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Set
 
 from ..kinds import KINDS
 from ..kinds.base import Rule
+from ..kinds.call_config import CallConfigSpec
+from ..kinds.call_rename import CallRenameSpec
 from ..kinds.entry_setup import EntrySetupSpec
 from ..kinds.finding import FindingSpec, match_kind_of
 from ..rules import RuleSet
@@ -235,10 +237,10 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
     # its NPU config would train on the CPU): they are dropped with the blocked one, which reports.
     held = {(r.code, api) for r in rules.rules if blocked.get(id(r)) is not None for api in (r.call_spec.apis if r.call_spec else ())}
     dropped = {id(r) for r in rules.rules if r.framework == "tensorflow" and blocked.get(id(r)) is None and r.call_spec
-               is not None and r.kind != "finding" and any((r.code, api) in held for api in r.call_spec.apis)}
+               is not None and any((r.code, api) in held for api in r.call_spec.apis)}
     # APIs an NPU class replaces where it can (NPUEstimator): a blocked fallback for them is
     # reported only where the class cannot be used (the rename's unknown_finding), not at every call.
-    renamed = {api: r for r in rules.rules if r.kind == "call_rename" and blocked.get(id(r)) is None
+    renamed = {api: r for r in rules.rules if isinstance(r.spec, CallRenameSpec) and blocked.get(id(r)) is None
                for api in (r.call_spec.apis if r.call_spec else ())}
     fallbacks: Dict[int, Rule] = {}
     late: List[Rule] = []
@@ -250,7 +252,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
         if lacking is not None and template is not None:
             clones = _blocked_findings(rule, lacking, template)
             covered = rule.call_spec is not None and rule.call_spec.apis and all(a in renamed for a in rule.call_spec.apis)
-            if covered and rule.kind == "call_config":
+            if covered and isinstance(rule.spec, CallConfigSpec):
                 clone = dataclasses.replace(clones[0], spec=dataclasses.replace(FindingSpec.of(clones[0]),
                                                                                  match_kind="codemod", patterns=()))
                 late.append(clone)  # after the template: FrameworkRules keeps the last of a code
@@ -260,7 +262,7 @@ def _derive(rules: RuleSet, cann: CannTarget, torch_spec: str, ms_spec: str = ""
                 new_rules += clones
             changed = True
             continue
-        if rule.kind == "finding" and rule.suggestion and rule is not template:
+        if isinstance(rule.spec, FindingSpec) and rule.suggestion and rule is not template:
             text = target_suggestion(rule.suggestion, cann, torch_spec, ms_spec)
             if text != rule.suggestion:
                 rule = dataclasses.replace(rule, suggestion=text)

@@ -24,7 +24,9 @@ from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from ..project_files import Project
-from ..kinds.api import members as api_members
+from ..kinds import KINDS
+from ..kinds import module as module_kind
+from ..kinds.api import ApiSpec, members as api_members
 from .pins import UPPER, Pin, find_pins
 from .tables import TargetError, expand_spans, load_toml, table_path
 
@@ -279,7 +281,7 @@ def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[M
     """(from, to, missing) for every torch.cuda name the rules rewrite, under `target`."""
     out = []
     for rule in rules.rules:
-        if rule.kind != "api":
+        if not isinstance(rule.spec, ApiSpec):  # the api kind's rules
             continue
         listed = api_members(rule)
         if listed is None:
@@ -289,7 +291,7 @@ def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[M
         for before, after in pairs:
             out.append((before, after, target.missing(after)))
     for rule in rules.rules:
-        if rule.kind == "module":
+        if KINDS.get(rule.kind) is module_kind.KIND:
             out.append((rule.from_, rule.to, target.missing(rule.to)))
     return out
 

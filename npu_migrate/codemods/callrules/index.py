@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional, Tuple
 
 from ...kinds import add_import, add_keyword, argument, call_config, call_rename, call_replace, entry_setup, finding
-from ...kinds import remove_import
+from ...kinds import FRAMEWORKS, remove_import
 from ...rules import Rule, RuleSet
 
 Canonical = Callable[[str], str]  # a framework's name for a resolved name (`tf.compat.v1.X` -> `tf.X`)
@@ -55,9 +55,13 @@ class FrameworkRules:
         return None
 
 
-# The kinds the framework passes apply through callrules/ (codes.kind_key of their rules).
+# The kinds FrameworkRules reads above (by their objects: a kind renamed or removed fails here,
+# not in a string), whose rules the framework passes apply through callrules/, and the match
+# kinds of the findings it reads; under every framework a rule may name (kinds.FRAMEWORKS).
+# tests/test_codes.py holds that every kind of the rule files has a registered applier.
+APPLIED_KINDS = (call_rename.KIND, call_replace.KIND, call_config.KIND, argument.KIND, add_keyword.KIND,
+                 entry_setup.KIND, remove_import.KIND, add_import.KIND)
+APPLIED_FINDINGS = ("api", "import", "call", "codemod")
 FRAMEWORK_KIND_KEYS = tuple(
-    f"{kind}@{framework}" for framework in ("tensorflow", "mindspore")
-    for kind in ("call_rename", "call_replace", "call_config", "argument", "add_keyword", "entry_setup",
-                 "remove_import", "add_import", "finding:api", "finding:import", "finding:call",
-                 "finding:codemod"))
+    f"{key}@{framework}" for framework in FRAMEWORKS
+    for key in (*(kind.name for kind in APPLIED_KINDS), *(f"finding:{match}" for match in APPLIED_FINDINGS)))
