@@ -255,6 +255,32 @@ def test_an_upward_import_that_closes_no_cycle_fails():
     assert ("npu_migrate.model", "npu_migrate.codemods.strings") in layer_violations(graph)
 
 
+# Cycles that exist only through importlib, each with why; any other cycle of the full graph
+# (imports made through importlib counted) fails, e.g. #27.7's engine -> passes -> torch pass ->
+# targets -> frontends.requirements -> frontends -> (importlib) notebook -> engine.
+KNOWN_DYNAMIC_CYCLES = {
+    frozenset({"npu_migrate.frontends", "npu_migrate.frontends.requirements"}):
+        "frontends/__init__.py loads each front end through importlib; requirements.py reads is_pyproject back",
+    frozenset({"npu_migrate.report", "npu_migrate.report.csv", "npu_migrate.report.github", "npu_migrate.report.html",
+               "npu_migrate.report.json", "npu_migrate.report.markdown", "npu_migrate.report.sarif",
+               "npu_migrate.report.text"}):
+        "report/__init__.py loads every renderer through importlib; each reads RunReport back (KNOWN_UPWARD)",
+    frozenset({"npu_migrate.__main__", "npu_migrate.cli", "npu_migrate.explain"}):
+        "explain.load_emitters imports every module of the package for the codes they register",
+}
+
+
+def test_no_import_cycle_counting_imports_made_through_importlib():
+    found = [c for c in cycles(full_graph()) if frozenset(c) not in KNOWN_DYNAMIC_CYCLES]
+    assert found == []
+    assert all(any(frozenset(c) == known for c in cycles(full_graph())) for known in KNOWN_DYNAMIC_CYCLES), \
+        "a cycle in KNOWN_DYNAMIC_CYCLES is gone: delete it there"
+    # the cycle #27.7 found: target resolution importing a front end's parser closes it
+    graph = full_graph()
+    graph["npu_migrate.targets.pins"] = graph["npu_migrate.targets.pins"] | {"npu_migrate.frontends.requirements"}
+    assert any({"npu_migrate.engine", "npu_migrate.targets.pins"} <= set(c) for c in cycles(graph))
+
+
 def test_the_table_sees_imports_made_through_importlib():
     dynamic = dynamic_edges()
     assert "npu_migrate.frontends.notebook" in dynamic["npu_migrate.frontends"]
