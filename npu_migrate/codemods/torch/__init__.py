@@ -24,7 +24,7 @@ Code the rewrites would break is kept as it is first (guards.py: kernel guards, 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Dict, List, Sequence, Tuple, Type, TypeVar
+from typing import Any, Callable, Dict, List, Sequence, Set, Tuple, Type, TypeVar
 
 import libcst as cst
 
@@ -52,6 +52,7 @@ class TorchTransformer(cst.CSTTransformer):
     (calls that only show their arguments, foreign libraries) and the kept-code guards."""
 
     KINDS: Tuple[Type[TorchKind], ...] = ()  # the kinds whose hooks this class calls (walk_class)
+    HOOKS: Tuple[Tuple[str, Type[TorchKind]], ...] = ()  # (hook, its kind) for the hooks of one kind
 
     def __init__(self, ctx: Context) -> None:
         super().__init__()
@@ -64,14 +65,14 @@ class TorchTransformer(cst.CSTTransformer):
         self.methods = self._kind(MethodRewrites)
         self.references = self._kind(ReferenceRewrites)
         # The hooks of one kind (walk_class makes a method of the walk for each, calling this).
-        self.hooks: Dict[str, Callable] = {name: getattr(self.kinds[kind], name) for name, kind in _own_hooks(self.KINDS)}
+        self.hooks: Dict[str, Callable[..., Any]] = {name: getattr(self.kinds[kind], name) for name, kind in self.HOOKS}
         plan_kept_code(ctx)
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
         self._names_npu = (_NPU_LETTERS.search(ctx.text) is not None
                            and NPU_WORD_IN_TEXT.search(ctx.text) is not None)
-        self._elifs: set = set()
+        self._elifs: Set[int] = set()
 
     def _kind(self, kind: Type[K]) -> K:
         found = self.kinds[kind]
@@ -122,7 +123,8 @@ class TorchTransformer(cst.CSTTransformer):
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.state.shown += 1
 
-    def leave_FormattedString(self, original: cst.FormattedString, updated: cst.FormattedString):
+    def leave_FormattedString(self, original: cst.FormattedString,
+                              updated: cst.FormattedString) -> cst.FormattedString:
         self.state.shown -= 1
         return updated
 
@@ -162,7 +164,7 @@ def _own_hooks(kinds: Sequence[Type[TorchKind]]) -> List[Tuple[str, Type[TorchKi
     return list(owner.items())
 
 
-def _delegate(name: str) -> Callable:
+def _delegate(name: str) -> Callable[..., Any]:
     if name.startswith("visit_"):
         def visit(self: TorchTransformer, node: cst.CSTNode) -> Any:
             return self.hooks[name](node)
@@ -185,8 +187,9 @@ def walk_class() -> Type[TorchTransformer]:
     kinds = tuple(TORCH_KINDS)
     found = _WALKS.get(kinds)
     if found is None:
-        methods: Dict[str, Any] = {name: _delegate(name) for name, _kind in _own_hooks(kinds)}
-        methods.update(KINDS=kinds, __module__=__name__, __doc__=TorchTransformer.__doc__)
+        hooks = tuple(_own_hooks(kinds))
+        methods: Dict[str, Any] = {name: _delegate(name) for name, _kind in hooks}
+        methods.update(KINDS=kinds, HOOKS=hooks, __module__=__name__, __doc__=TorchTransformer.__doc__)
         found = _WALKS[kinds] = type("TorchTransformer", (TorchTransformer,), methods)
     return found
 
