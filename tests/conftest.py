@@ -29,6 +29,30 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: collection order within each rank
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """NPU_MIGRATE_TEST_CPU=FILE appends each test's CPU seconds there: `total self children wall nodeid`
+    (tab-separated; children: the processes it started and waited for; wall: its duration). Unlike durations, CPU
+    time hardly grows with the machine's load: the measure to compare tests and runs by.
+    `sort -gr FILE | head -20` lists the costliest."""
+    listing = os.environ.get("NPU_MIGRATE_TEST_CPU")
+    if not listing:
+        yield
+        return
+    import resource
+    import time
+
+    def cpu(who):
+        usage = resource.getrusage(who)
+        return usage.ru_utime + usage.ru_stime
+
+    before = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+    yield
+    spent = (cpu(resource.RUSAGE_SELF) - before[0], cpu(resource.RUSAGE_CHILDREN) - before[1])
+    with open(listing, "a") as f:  # one short line per write: the workers' lines do not interleave
+        f.write(f"{sum(spent):.2f}\t{spent[0]:.2f}\t{spent[1]:.2f}\t{time.perf_counter() - before[2]:.2f}\t{item.nodeid}\n")
+
+
 @pytest.fixture
 def run_cli():
     """Run the command line as a user would, in this process (tests/helpers.py `cli_in_process`:
