@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..words import Requirement, Word
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from .base import IDENT_RE, QUALNAME_RE, Kind, Rule, RuleError, register, schema
 
@@ -41,7 +41,7 @@ def _index(index: AddImports, rule: Rule) -> None:
     index.last = rule
 
 
-def _requirements(rule):
+def _requirements(rule: Rule) -> List[Requirement]:
     if rule.framework:
         return []  # added only where another rule of the framework rewrote something
     # `import torch_npu` is added where NPU APIs are used: the rewrites of the other kinds, or
@@ -51,7 +51,7 @@ def _requirements(rule):
     return [Requirement(frozenset({root, Word("npu", prefix=True)}), leaf=Word("npu", prefix=True))]
 
 
-def _spec(entry, label, framework):
+def _spec(entry: Dict[str, Any], label: str, framework: str) -> Optional[AddImportSpec]:
     names = entry.get("names", [])
     if "names" in entry and not framework:
         raise RuleError(f"{label}: 'names' is only for [[add_import]] with 'framework'")

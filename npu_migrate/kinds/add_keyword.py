@@ -12,10 +12,10 @@ from typing import Dict, List, Optional, Tuple
 
 from .base import CallSpec, register, Rule, RuleError
 from ..words import attribute
-from .calls import call_kind, call_requirements
+from .calls import Entry, Ints, Lists, call_kind, call_requirements
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     if not (lists["apis"] or lists["methods"]):
         raise RuleError(f"{label}: an [[add_keyword]] rule needs 'apis' or 'methods'")
     if lists["methods"] and not lists["receivers"]:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from ..words import components
 from dataclasses import dataclass
-from typing import Any, Dict, FrozenSet, List, Optional
+from typing import Any, Dict, FrozenSet, List, Optional, Tuple
 
 from .base import Kind, Rule, from_is_a_dotted_name, register, schema
 
@@ -47,7 +47,7 @@ def _index(index: ApiIndex, rule: Rule) -> None:
     index.setdefault(rule.from_, []).append(rule)
 
 
-def rewrite_api(index: ApiIndex, qualname: str):
+def rewrite_api(index: ApiIndex, qualname: str) -> Optional[Tuple[str, str, Rule]]:
     """For a qualified reference, return (matched prefix, replacement prefix, rule).
 
     The longest matching ``from`` wins, so ``torch.cuda.CUDAGraph`` (renamed) beats the

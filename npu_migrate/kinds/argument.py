@@ -12,11 +12,11 @@ from typing import Dict, List, Optional, Tuple
 
 from .base import CallSpec, register, Rule, RuleError
 from ..words import plain_words
-from .calls import call_kind, call_requirements, needs_apis
+from .calls import Entry, Ints, Lists, call_kind, call_requirements, needs_apis
 from .regex_bound import check_pattern
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     needs_apis(entry, label, lists, ints)
     if ("from" in entry) == ("pattern" in entry):
         raise RuleError(f"{label}: an [[argument]] rule needs exactly one of 'from' (a literal) or 'pattern' (a regex)")

@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from typing import FrozenSet, Optional
 
 from .base import CallSpec, register, RuleError, Rule
-from .calls import Written, call_kind, needs_apis, to_is_a_name, writes_code
+from .calls import Entry, Ints, Lists, Written, call_kind, needs_apis, to_is_a_name, writes_code
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     to_is_a_name(entry, label)
     needs_apis(entry, label, lists, ints)
     if ints["npu_argument_position"] is not None and "npu_argument" not in entry:

@@ -56,10 +56,13 @@ def check_python(source: str, mode: str, label: str, key: str) -> None:
 
 
 # (entry, label, lists, ints): the checks one kind adds to the common ones below.
-KindCheck = Callable[[Dict, str, Dict[str, Tuple[str, ...]], Dict[str, Optional[int]]], None]
+Entry = Dict[str, Any]  # one TOML table, as read
+Lists = Dict[str, Tuple[str, ...]]  # its list-valued keys, checked
+Ints = Dict[str, Optional[int]]  # its int-valued keys, checked
+KindCheck = Callable[[Entry, str, Lists, Ints], None]
 
 
-def parse_spec(entry: Dict, label: str, kind_check: KindCheck, spec_type: Type[C]) -> C:
+def parse_spec(entry: Entry, label: str, kind_check: KindCheck, spec_type: Type[C]) -> C:
     """Check the keys every call-level kind may have, then the kind's own (`kind_check`);
     return the rule's spec, of its kind's own type (`spec_type`: its fields are the kind's keys,
     `literal` for `from`)."""
@@ -141,12 +144,12 @@ def parse_spec(entry: Dict, label: str, kind_check: KindCheck, spec_type: Type[C
     return spec_type(**{f.name: values[f.name] for f in dataclasses.fields(spec_type)})
 
 
-def needs_apis(entry, label, lists, ints) -> None:
+def needs_apis(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     if not lists["apis"]:
         raise RuleError(f"{label}: 'apis' must name at least one API")
 
 
-def to_is_a_name(entry, label) -> None:
+def to_is_a_name(entry: Entry, label: str) -> None:
     if not QUALNAME_RE.match(entry["to"]):
         raise RuleError(f"{label}: 'to' must be a dotted Python name, got {entry['to']!r}")
 

@@ -10,10 +10,12 @@ arguments (`nvidia-smi`), `to` its replacement (`npu-smi info`). Never applies t
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 from .base import new_dict, register, COMMAND_RE, Kind, RuleError, by_from, schema
 
 
-def _check(entry, label, from_):
+def _check(entry: Dict[str, Any], label: str, from_: str) -> None:
     for key in ("from", "to"):
         if not COMMAND_RE.match(entry[key]):
             raise RuleError(f"{label}: '{key}' must be a command and its arguments separated by single spaces, "

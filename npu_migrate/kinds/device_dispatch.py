@@ -7,18 +7,18 @@ branch already, or nothing (the finding `unknown_finding`). codemods/device_disp
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import List, Tuple
 
-from ..words import plain_words
+from ..words import Requirement, plain_words
 from .base import append, CallSpec, new_list, register, Rule
-from .calls import call_kind
+from .calls import Entry, Ints, Lists, call_kind
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     return None
 
 
-def _requirements(rule: Rule):
+def _requirements(rule: Rule) -> List[Requirement]:
     # The option names (plain words: they are strings in `add_argument`).
     return plain_words(*rule.spec_of(DeviceDispatchSpec).options)
 

@@ -6,19 +6,19 @@ of `methods`, `setup` becomes the first and `teardown` the last statement of its
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import List, Tuple
 
 from ..words import Requirement, Word
 from .base import append, CallSpec, new_list, register, RuleError, Rule
-from .calls import call_kind
+from .calls import Entry, Ints, Lists, call_kind
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     if not (lists["uses"] and lists["methods"]):
         raise RuleError(f"{label}: 'uses' and 'methods' must not be empty")
 
 
-def _requirements(rule: Rule):
+def _requirements(rule: Rule) -> List[Requirement]:
     """One of `uses` *and* a call of one of `methods`."""
     spec = rule.spec_of(EntrySetupSpec)
     return [

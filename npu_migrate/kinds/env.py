@@ -11,11 +11,13 @@ and in shell scripts (frontends/shell.py).
 
 from __future__ import annotations
 
+from typing import Any, Dict
+
 from ..words import quoted
 from .base import new_dict, register, ENV_PATTERN_RE, Kind, RuleError, by_from, schema
 
 
-def _check(entry, label, from_):
+def _check(entry: Dict[str, Any], label: str, from_: str) -> None:
     for key in ("from", "to"):
         if not ENV_PATTERN_RE.match(entry[key]) or entry[key].endswith("*"):
             raise RuleError(f"{label}: '{key}' must be an environment variable name, got {entry[key]!r}")

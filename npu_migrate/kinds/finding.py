@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, FrozenSet, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Tuple
 
 from ..codes import kind_key
 from ..model import Severity
@@ -53,6 +53,9 @@ from ..words import (Requirement, Word, attribute, components, framework_name, f
                      plain_words)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
                    register, schema)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..rules import RuleSet
 
 FINDING_CONTEXTS = ("any", "torch", "device")
 # Finding kinds for files that are not Python (shell scripts, dependency lists).
@@ -99,13 +102,13 @@ def match_kind_of(rule: Rule) -> str:
     return rule.spec.match_kind if isinstance(rule.spec, FindingSpec) else ""
 
 
-def _also_required(entry) -> FrozenSet[str]:
+def _also_required(entry: Dict[str, Any]) -> FrozenSet[str]:
     if entry.get("kind") == "analysis":
         return frozenset()
     return frozenset({"apis"} if "apis" in entry else {"api"})
 
 
-def _fields(entry, label) -> Dict:
+def _fields(entry: Dict[str, Any], label: str) -> Dict[str, Any]:
     try:
         severity = Severity(entry["severity"])
     except ValueError:
@@ -116,7 +119,7 @@ def _fields(entry, label) -> Dict:
     return {"severity": severity}  # (what it matches is in its spec: FindingSpec.match_kind)
 
 
-def _check(entry, label, from_):
+def _check(entry: Dict[str, Any], label: str, from_: str) -> None:
     match_kind = entry["kind"]
     names = entry.get("apis", [from_])
     if match_kind in ("api", "import", "call", "call-kwarg"):
@@ -134,7 +137,7 @@ def _check(entry, label, from_):
     _check_python_finding(match_kind, entry, from_, label)
 
 
-def _check_python_finding(match_kind: str, entry, from_: str, label: str) -> None:
+def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, label: str) -> None:
     """The keys that only some finding kinds take, and what they must hold."""
     context = entry.get("context", "any")
     if context not in FINDING_CONTEXTS:
@@ -182,7 +185,7 @@ def _check_non_python_patterns(match_kind: str, names: List[str], label: str) ->
             raise RuleError(f"{label}: {n!r} is not {what}")
 
 
-def _check_framework_finding(entry, label: str, framework: str) -> FindingSpec:
+def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) -> FindingSpec:
     """(After rules.py checked the value of `framework`.)"""
     match_kind = entry["kind"]
     if match_kind == "codemod" and not framework:
@@ -287,7 +290,7 @@ def _requirements(rule: Rule) -> List[Requirement]:
 _CALL_WORDS: Dict[str, List[FrozenSet[str]]] = {}  # rule-set fingerprint -> see call_words
 
 
-def call_words(rules) -> List[FrozenSet[str]]:
+def call_words(rules: "RuleSet") -> List[FrozenSet[str]]:
     """For each call/method finding's name, the words a file must contain for a reference to
     it: every part of `torch.utils.cpp_extension.load` (an import or the reference spells each
     one out), the name of a method. codemods/findings.py walks the tree only when a file has

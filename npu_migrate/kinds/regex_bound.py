@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import sys
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 if sys.version_info >= (3, 11):  # typeshed has no stubs for these private modules
     from re import _parser as _sre_parse  # type: ignore[attr-defined,unused-ignore]
@@ -60,7 +60,7 @@ def check_pattern(pattern: str) -> Optional[str]:
     return None
 
 
-def _ways(items) -> int:
+def _ways(items: Iterable[Any]) -> int:
     total = 1
     for op, av in items:
         name = str(op)
@@ -84,7 +84,7 @@ def _ways(items) -> int:
     return total
 
 
-def _one_character(items) -> bool:
+def _one_character(items: Iterable[Any]) -> bool:
     items = list(items)
     while len(items) == 1 and str(items[0][0]) == "SUBPATTERN":
         items = list(items[0][1][-1])

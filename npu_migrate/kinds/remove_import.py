@@ -5,19 +5,19 @@ every reference to them was rewritten.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import List, Tuple
 
-from ..words import plain_words
+from ..words import Requirement, plain_words
 from .base import append, CallSpec, new_list, register, RuleError, Rule
-from .calls import call_kind
+from .calls import Entry, Ints, Lists, call_kind
 
 
-def _check(entry, label, lists, ints):
+def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
     if not lists["modules"]:
         raise RuleError(f"{label}: 'modules' must name at least one module")
 
 
-def _requirements(rule: Rule):
+def _requirements(rule: Rule) -> List[Requirement]:
     # Never needed on its own: removed only after another rule rewrote every reference.
     # (The words of its `apis`/`uses`/`methods`/`options`, none of which it has.)
     return plain_words()
