@@ -359,6 +359,60 @@ class Cache:
             pass  # a read-only or full disk: just no cache
 
 
+class ScanFacts:
+    """What the project scan found in each file (project_values.scan `known`/`found`: absolute
+    path -> [sha256, may mention mindspore, device keys]), kept between runs in
+    `<cache>/v<version>/scan-facts/<facts_key>-<project>` (not `*.json`: not an entry; one file
+    per folder the run's paths share, so that runs over other projects neither grow nor
+    replace it): a warm run then hashes each file instead
+    of searching its bytes (~0.05 s on transformers). Its own file, not the index: the scan
+    decides the options, so it runs before the settings folder is known.
+
+    A fact is used only for a file with exactly those bytes (its digest) and by this very code
+    (`facts_key`: a hash of project_values.py and the Python version); a file that cannot be read
+    whole, is too big, damaged or names another key is ignored as a whole. Runs that write never
+    read it (pipeline.py): the facts decide options, so they would decide what is written."""
+
+    LIMIT = 64 * 2**20
+
+    def __init__(self, key: str, project: str, root: Optional[Path] = None) -> None:
+        self.key = key
+        folder, problem = private_root(root or cache_root())
+        self.folder = None if problem else folder / f"v{__version__}" / "scan-facts"
+        where = hashlib.sha256(os.path.abspath(project).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        self.name = f"{key}-{where}"
+        self.loaded: Dict[str, Any] = {}
+
+    def load(self) -> Dict[str, Any]:
+        from .source import SourceError, read_regular
+
+        if self.folder is None:
+            return {}
+        try:
+            data = json.loads(read_regular(str(self.folder / self.name), self.LIMIT,
+                                           follow_symlinks=False).decode("utf-8", "surrogatepass"))
+        except (OSError, ValueError, SourceError):
+            return {}
+        if isinstance(data, dict) and data.get("key") == self.key and isinstance(data.get("files"), dict):
+            self.loaded = data["files"]
+        return self.loaded
+
+    def save(self, found: Dict[str, Any]) -> None:
+        """Keep `found` over what was loaded (other files' facts stay); written only when it changes."""
+        if self.folder is None or all(self.loaded.get(path) == facts for path, facts in found.items()):
+            return
+        files = {**self.loaded, **found}
+        try:
+            data = json.dumps({"key": self.key, "files": files}, ensure_ascii=False,
+                              separators=(",", ":")).encode("utf-8", "surrogatepass")
+            if len(data) > self.LIMIT:
+                return
+            _make_private(self.folder)
+            atomic_write(str(self.folder / self.name), data, 0o600, durable=False)
+        except (OSError, ValueError, TypeError):
+            return
+
+
 def index_somewhere(root: Optional[Path] = None) -> bool:
     """Whether a settings folder of this version holds an index. The pipeline keeps what the
     project scan read (the files' digests, for the index) only then: with none, this run's own

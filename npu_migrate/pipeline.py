@@ -91,11 +91,21 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     # The project scan reads every .py file: with a cache that has an index, it keeps what it
     # read (the digest) so that a file the index answers is not read a second time (runner.run).
     seen: Optional[dict] = None
+    facts = None
     if not settings.no_cache:
-        from .cache import index_somewhere
+        from .cache import ScanFacts, index_somewhere
 
         seen = {} if index_somewhere() else None
-    options = with_project_values(with_local_modules(options, files, rules), files, rules, seen)
+        if not settings.mode.writes:  # (the facts decide options: never what a run writes)
+            from .project_files import common_folder
+            from .project_values import facts_key
+
+            facts = ScanFacts(facts_key(), common_folder(list(files)))
+    found: Optional[dict] = {} if facts is not None else None
+    options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
+                                  facts.load() if facts is not None else None, found)
+    if facts is not None and found:
+        facts.save(found)
     kept: dict = {}
     if options.device_config_keys and not all(os.path.isdir(p) for p in project.paths):
         kept, options = settings_read_outside(files, project, options)
@@ -206,15 +216,16 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
 
 
 def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
-                        seen: Optional[dict] = None) -> Options:
+                        seen: Optional[dict] = None, known: Optional[dict] = None,
+                        found: Optional[dict] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves).
-    `seen`: filled with what the scan read (project_values.scan)."""
+    `seen`, `known`, `found`: project_values.scan's."""
     from dataclasses import replace
 
     from .project_values import scan
 
-    keys, mindspore = scan(files, seen)  # one read of each file for both
+    keys, mindspore = scan(files, seen, known, found)  # one read of each file for both
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if mindspore and options.framework in ("auto", "mindspore"):

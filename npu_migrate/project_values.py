@@ -30,7 +30,8 @@ import hashlib
 import os
 import re
 import stat
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+import sys
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
 from .codes import emits
 from .model import Finding, Severity, Span
@@ -63,7 +64,8 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
     return scan(files)[0]
 
 
-def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None) -> Tuple[Tuple[str, ...], bool]:
+def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
+         found: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[str, ...], bool]:
     """(device_config_keys(files), whether a .py file among them may mention `mindspore`),
     reading each file once: the run looks for MindSpore's crossing values
     (device_dispatch.crossing_moves, which imports libcst) only when one may. A file longer
@@ -73,7 +75,12 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None) -> Tupl
     sha256 of the bytes read, their size, the file's mtime and mode; not decoded): a warm run
     answers those files from the cache index by that digest and never reads them again
     (runner.run). The digest is of the very bytes this scan read, so a result found by it
-    belongs to the same bytes as the device settings found here."""
+    belongs to the same bytes as the device settings found here.
+
+    `known` / `found`: absolute path -> [sha256, may mention mindspore, its device keys] of
+    files read whole. What `known` holds for a file with exactly these bytes is taken instead of
+    searching them again (`facts_key` names this code: pipeline.py keeps the facts in the cache
+    folder, for runs that write nothing); `found` gets every such file's facts."""
     keys: Set[str] = set()
     mindspore = False
     for path in files:
@@ -81,14 +88,45 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None) -> Tupl
         if read is None:
             continue
         text, st = read
-        if seen is not None and len(text) < _LIMIT:  # read whole: a regular file gave less than asked
-            seen[path] = Source(path, "", "", hashlib.sha256(text).hexdigest(), len(text), st.st_mtime_ns,
-                                stat.S_IMODE(st.st_mode))
-        mindspore = mindspore or len(text) == _LIMIT or b"mindspore" in text
-        if b"cuda" not in text or _TORCH_IMPORT.search(text):
-            continue
-        keys.update(key for key, _at in _keys_in(text, _module_name(path)))
+        digest = None
+        if len(text) < _LIMIT and (seen is not None or found is not None or known):  # read whole: less than asked
+            digest = hashlib.sha256(text).hexdigest()
+            if seen is not None:
+                seen[path] = Source(path, "", "", digest, len(text), st.st_mtime_ns, stat.S_IMODE(st.st_mode))
+        facts = None
+        if digest is not None and known:
+            facts = _known_facts(known.get(os.path.abspath(path)), digest)
+        if facts is None:
+            facts = _facts(text, path)
+        if digest is not None and found is not None:
+            found[os.path.abspath(path)] = [digest, facts[0], list(facts[1])]
+        mindspore = mindspore or facts[0]
+        keys.update(facts[1])
     return tuple(sorted(keys)), mindspore
+
+
+def _facts(text: bytes, path: str) -> Tuple[bool, Tuple[str, ...]]:
+    """What the scan finds in one file: (whether it may mention mindspore, its device keys)."""
+    mindspore = len(text) == _LIMIT or b"mindspore" in text
+    if b"cuda" not in text or _TORCH_IMPORT.search(text):
+        return mindspore, ()
+    return mindspore, tuple(sorted({key for key, _at in _keys_in(text, _module_name(path))}))
+
+
+def _known_facts(entry: Any, digest: str) -> Optional[Tuple[bool, Tuple[str, ...]]]:
+    """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
+    if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == digest and isinstance(entry[1], bool)
+            and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])):
+        return None
+    return entry[1], tuple(entry[2])
+
+
+def facts_key() -> str:
+    """What the facts of a file depend on besides its bytes and path: this module's code (its
+    patterns, _LIMIT) and the Python that runs it."""
+    with open(__file__, "rb") as f:
+        code = f.read()
+    return hashlib.sha256(code + repr(sys.version_info[:2]).encode()).hexdigest()[:32]
 
 
 def _read(path: str) -> Optional[bytes]:

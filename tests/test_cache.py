@@ -843,7 +843,8 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
 
     kept = []
     real_scan = project_values.scan
-    monkeypatch.setattr(project_values, "scan", lambda files, seen=None: kept.append(seen) or real_scan(files, seen))
+    monkeypatch.setattr(project_values, "scan",
+                        lambda files, seen=None, *rest: kept.append(seen) or real_scan(files, seen, *rest))
     cold = cli_in_process("proj", "--check", "-j", jobs, cwd=tmp_path, env=env)
     assert kept == [None]  # no index anywhere yet: a cold run keeps no digests (it would hash every file twice)
     read = []
@@ -859,3 +860,97 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
     again = cli_in_process("proj", "--check", "-j", jobs, "--format", "json", cwd=tmp_path, env=env)
     assert sorted(read) == ["clean3.py", "train.py"]
     assert [f["path"] for f in json.loads(again.stdout)["files"] if f["edits"]] == ["proj/clean3.py", "proj/train.py"]
+
+
+# -- the project scan's facts, kept between runs that write nothing (cache.ScanFacts) -------------
+
+
+@pytest.fixture
+def settings_tree(tmp_path):
+    """A torch-less settings module whose device setting a torch module reads, and files without one."""
+    src = tmp_path / "proj"
+    src.mkdir()
+    (src / "settings.py").write_text('DEVICE = "cuda"\n', encoding="utf-8")
+    (src / "train.py").write_text("import torch\nimport settings\nx = torch.ones(1).to(settings.DEVICE)\n",
+                                  encoding="utf-8")
+    for n in range(3):
+        (src / f"util{n}.py").write_text(f"x = {n}\n", encoding="utf-8")
+    return src
+
+
+def test_the_scan_takes_a_files_facts_only_for_its_own_bytes(settings_tree, monkeypatch):
+    import npu_migrate.project_values as pv
+
+    files = sorted(str(p) for p in settings_tree.glob("*.py"))
+    found: dict = {}
+    fresh = pv.scan(files, found=found)
+    assert fresh == (("settings.DEVICE",), False) and len(found) == 5
+    searched = []
+    real = pv._facts
+    monkeypatch.setattr(pv, "_facts", lambda text, path: searched.append(os.path.basename(path)) or real(text, path))
+    assert pv.scan(files, known=found) == fresh and searched == []
+    # a file whose bytes changed is searched again, and its new facts count
+    (settings_tree / "util1.py").write_text('import os\nSUPPORTED_DEVICES = ["cpu", "cuda"]\n', encoding="utf-8")
+    again: dict = {}
+    assert pv.scan(files, known=found, found=again) == (("settings.DEVICE", "util1.SUPPORTED_DEVICES"), False)
+    assert searched == ["util1.py"] and again != found
+    # a setting removed is gone too
+    (settings_tree / "settings.py").write_text('DEVICE = "cpu"\n', encoding="utf-8")
+    assert pv.scan(files, known=again) == (("util1.SUPPORTED_DEVICES",), False)
+    # entries that are not facts of these bytes are not taken
+    key = os.path.abspath(files[files.index(str(settings_tree / "util0.py"))])
+    for forged in (["0" * 64, True, ["x.DEVICE"]], [again[key][0], "yes", []], [again[key][0], False, [1]],
+                   {"digest": again[key][0]}, [again[key][0], True]):
+        assert pv.scan(files, known={**again, key: forged}) == pv.scan(files), forged
+
+
+def _facts_file(cache_dir):
+    found = list(Path(cache_dir).rglob("scan-facts/*"))
+    assert len(found) == 1
+    return found[0]
+
+
+def test_scan_facts_are_kept_by_runs_that_write_nothing_and_never_read_by_runs_that_write(settings_tree, tmp_path):
+    from helpers import cli_in_process
+
+    env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    cold = cli_in_process("proj", "--diff", cwd=tmp_path, env=env)
+    # the setting moves to the NPU, and its reader loads torch_npu (the key the scan found)
+    assert b"+DEVICE = \"npu\"" in cold.stdout and b"+import torch_npu" in cold.stdout
+    facts = _facts_file(tmp_path / "cache")
+    stored = json.loads(facts.read_bytes())
+    settings_py = os.path.abspath(settings_tree / "settings.py")
+    assert stored["files"][settings_py][1:] == [False, ["settings.DEVICE"]]
+    assert cli_in_process("proj", "--diff", cwd=tmp_path, env=env).stdout == cold.stdout
+    # Forged (bound to the bytes, naming no setting): a report run believes its own private cache
+    # folder (the control: the forgery would show), a run that writes reads no facts.
+    stored["files"][settings_py][2] = []
+    facts.write_text(json.dumps(stored), encoding="utf-8")
+    forged = cli_in_process("proj", "--diff", "--no-cache", cwd=tmp_path, env=env)
+    assert forged.stdout == cold.stdout
+    believed = cli_in_process("proj", "--diff", "-j", "1", cwd=tmp_path, env=env)
+    assert b"+import torch_npu" not in believed.stdout  # (other options, another settings folder)
+    copy = tmp_path / "copy"
+    shutil.copytree(settings_tree, copy / "proj")
+    assert cli_in_process("proj", "--write", cwd=copy, env={"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "fresh")}
+                          ).returncode == 0
+    facts.write_text(json.dumps(stored), encoding="utf-8")
+    assert cli_in_process("proj", "--write", cwd=tmp_path, env=env).returncode == 0
+    assert tree_state(settings_tree) == tree_state(copy / "proj")
+    assert "import torch_npu" in (settings_tree / "train.py").read_text(encoding="utf-8")
+
+
+def test_scan_facts_of_other_code_or_damaged_are_not_used(tmp_path):
+    from npu_migrate.cache import ScanFacts
+
+    facts = ScanFacts("a" * 32, "/p", root=tmp_path / "c")
+    facts.load()
+    facts.save({"/p/a.py": ["0" * 64, False, []]})
+    assert ScanFacts("a" * 32, "/p", root=tmp_path / "c").load() == {"/p/a.py": ["0" * 64, False, []]}
+    assert ScanFacts("b" * 32, "/p", root=tmp_path / "c").load() == {}  # another project_values.py
+    assert ScanFacts("a" * 32, "/q", root=tmp_path / "c").load() == {}  # another project: its own file
+    path = _facts_file(tmp_path / "c")
+    path.write_text(json.dumps({"key": "b" * 32, "files": {"/p/a.py": ["0" * 64, True, []]}}), encoding="utf-8")
+    assert ScanFacts("a" * 32, "/p", root=tmp_path / "c").load() == {}  # a file that names another key
+    path.write_text('{"key": "' + "a" * 32 + '", "files": {', encoding="utf-8")
+    assert ScanFacts("a" * 32, "/p", root=tmp_path / "c").load() == {}  # truncated
