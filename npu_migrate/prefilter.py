@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, L
 if TYPE_CHECKING:  # pragma: no cover
     import ast
 
-from .frameworks import TF2_FINDING
+from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, TF2_FINDING
 from .kinds import KINDS
 from .kinds.finding import match_kind_of
 from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
@@ -199,6 +199,11 @@ def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tupl
     return exact, folded, prefixes
 
 
+# The parts a framework pass's canonical spelling may put in a resolved name that the code
+# did not write (codemods/tensorflow.py: `horovod.keras.X` is `horovod.tensorflow.X`).
+_CANONICAL_WORDS = frozenset(part for module, _ in FRAMEWORK_IMPORTS for part in module.split("."))
+
+
 class RulePrefilter:
     """The prefilter of a rule set: one `Prefilter` per --framework value, built on first use;
     and one per framework of just that framework's rules (`framework_rules_may_apply`)."""
@@ -211,28 +216,50 @@ class RulePrefilter:
     def framework_rules_may_apply(self, code: "CodeWords", framework: str) -> bool:
         """Whether one of `framework`'s own rules can match in a file that uses the framework,
         judged by the words of its code: a TensorFlow file that was let through by a word in
-        a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass."""
+        a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass.
+
+        A rule's qualified name (`tensorflow.device`) is matched only where the import table
+        resolves a reference to it (codemods/callrules/planner.py `qual`), so its last part must
+        be a part of a resolvable name under the same first part (CodeWords.resolved): the
+        `device` of `torch.device` or `x.device` is not `tensorflow.device`. Not so for the
+        methods of a call_config rule (`Supervisor.managed_session`: the Planner resolves
+        `sv.managed_session` through the value of `sv`), nor for a last part that the pass's
+        canonical spelling may write (`horovod.keras` -> `horovod.tensorflow`)."""
         checks = self._of_framework.get(framework)
         if checks is None:
-            checks = []
-            for rule in self.rules.framework_rules.get(framework, ()):
-                if rule.code == TF2_FINDING:  # TF 2 files are told apart before (engine.py)
-                    continue
-                reqs = rule_requirements(rule, forced_framework=framework)
-                if reqs is None:
-                    checks = None
-                    break
-                for req in reqs:  # words, and imports of modules (the other refs look at text)
-                    roots = frozenset(name for kind, name in req.refs if kind == "import")
-                    checks.append((Prefilter([Requirement(req.words)]), req.in_strings, roots))
-            self._of_framework[framework] = checks
+            checks = self._of_framework[framework] = self._framework_checks(framework)
         if checks is None:
             return True
-        identifiers, with_strings = code.identifiers, code.identifiers | code.strings
+        identifiers = code.identifiers | code.resolved
+        with_strings = identifiers | code.strings
         return any(
             roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
             for prefilter, in_strings, roots in checks
         )
+
+    def _framework_checks(self, framework: str) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]:
+        """framework_rules_may_apply's checks: one Prefilter per (whether the words may be in
+        strings, the modules a requirement's refs say must be imported), of the requirements'
+        words (the other refs look at text); None when a rule's kind is unknown."""
+        from .kinds.call_config import KIND as CALL_CONFIG
+
+        rules = [rule for rule in self.rules.framework_rules.get(framework, ())
+                 if rule.code != TF2_FINDING]  # TF 2 files are told apart before (engine.py)
+        instance_methods = {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis}
+        groups: Dict[Tuple[bool, FrozenSet[str]], List[Requirement]] = {}
+        for rule in rules:
+            reqs = rule_requirements(rule, forced_framework=framework)
+            if reqs is None:
+                return None
+            for req in reqs:
+                roots = frozenset(name for kind, name in req.refs if kind == "import")
+                words = req.words
+                last = req.name.rsplit(".", 1)[-1]
+                if (req.name and req.refs == {("attr_or_import", last)} and req.name not in instance_methods
+                        and last not in _CANONICAL_WORDS):
+                    words = words | {Word(f"{req.name.split('.', 1)[0]}.{last}")}  # CodeWords.resolved
+                groups.setdefault((req.in_strings, roots), []).append(Requirement(words))
+        return [(Prefilter(reqs), in_strings, roots) for (in_strings, roots), reqs in groups.items()]
 
     def may_need_work(self, text: str, framework: str = "auto") -> bool:
         prefilter = self._by_framework.get(framework)
@@ -310,6 +337,11 @@ class CodeWords:
     # (`@tf.function` -> function): what tells TF 2 code (frameworks.tensorflow2_reason)
     bases: FrozenSet[bytes] = frozenset()
     decorators: FrozenSet[bytes] = frozenset()
+    # `root.part` for each part of each qualified name the import table can resolve (ImportTable:
+    # imported names, anywhere in the file, and the attribute chains written on them; the root
+    # is the qualified name's first part): `tf.nn.dropout` with `import tensorflow as tf` gives
+    # tensorflow.tensorflow, tensorflow.nn, tensorflow.dropout (framework_rules_may_apply)
+    resolved: FrozenSet[bytes] = frozenset()
 
 
 class LazyCodeWords:
@@ -359,6 +391,8 @@ def code_words(tree: "ast.AST") -> CodeWords:
     import_modules: Set[str] = set()
     bases: Set[str] = set()
     decorators: Set[str] = set()
+    bound: Dict[str, Set[str]] = {alias: {module} for alias, module, _ in STAR_IMPORTED_ALIASES}  # local name -> qualnames
+    chains: List[Tuple[str, str]] = []  # (the Name an attribute chain starts at, an attribute of it)
 
     def last_name(expr) -> str:
         expr = expr.func if type(expr) is ast.Call else expr
@@ -373,6 +407,11 @@ def code_words(tree: "ast.AST") -> CodeWords:
             names.add(node.id)
         elif kind is ast.Attribute:
             names.add(node.attr)
+            base = node.value
+            while type(base) is ast.Attribute:
+                base = base.value
+            if type(base) is ast.Name:
+                chains.append((base.id, node.attr))
         elif kind is ast.Constant:
             if type(node.value) is str:
                 strings.append(node.value)
@@ -394,11 +433,17 @@ def code_words(tree: "ast.AST") -> CodeWords:
                 modules.add(node.module)
                 import_modules.add(node.module)
                 modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+                for alias in node.names:
+                    if alias.name != "*":
+                        bound.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
         elif kind is ast.Import:
             names.add("import")
             imported.update(alias.name.split(".", 1)[0] for alias in node.names)
             modules.update(alias.name for alias in node.names)
             import_modules.update(alias.name for alias in node.names)
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".", 1)[0]
+                bound.setdefault(local, set()).add(alias.name if alias.asname else local)
         elif kind in (ast.Global, ast.Nonlocal):
             names.update(node.names)
         elif hasattr(node, "name") and isinstance(node.name, str):  # except handlers, match
@@ -407,7 +452,25 @@ def code_words(tree: "ast.AST") -> CodeWords:
                      frozenset(words_of("\n".join(strings))), frozenset(imported), frozenset(modules), frozenset(import_modules),
                      frozenset(_top_level_modules(getattr(tree, "body", ()))),
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
-                     frozenset(n.encode("utf-8", "replace") for n in decorators if n))
+                     frozenset(n.encode("utf-8", "replace") for n in decorators if n),
+                     frozenset(_resolved(bound, chains)))
+
+
+def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:
+    """CodeWords.resolved: a superset of what the import table resolves, whatever the order of
+    the imports (every name a local name is bound to by any import of the file; a star import's
+    `tf`, which frameworks.star_imported_frameworks may bind, always)."""
+    roots: Dict[str, Set[str]] = {}  # local name -> the first parts of its qualified names
+    found: Set[str] = set()
+    for local, qualnames in bound.items():
+        for qualname in qualnames:
+            parts = qualname.split(".")
+            roots.setdefault(local, set()).add(parts[0])
+            found.update(f"{parts[0]}.{part}" for part in parts)
+    for local, attr in chains:
+        for root in roots.get(local, ()):
+            found.add(f"{root}.{attr}")
+    return {n.encode("utf-8", "replace") for n in found}
 
 
 def _import_modules(statements) -> Set[str]:

@@ -105,12 +105,14 @@ def framework_name(name: str, framework: str) -> Requirement:
     """A reference to a canonical framework name (`tensorflow.train.batch`): its last part is
     written as an attribute or imported. Only the framework's own name can be missing from
     the text (`tf.` through a star import; `horovod.keras` is canonicalised to
-    `horovod.tensorflow`, which keeps `horovod`)."""
+    `horovod.tensorflow`, which keeps `horovod`). `name` is kept: the framework's pass resolves
+    it through the import table, which prefilter.framework_rules_may_apply checks."""
     parts = name.split(".")
     if len(parts) == 1:
         return Requirement(frozenset({Word(name)}))
     root = {Word(parts[0])} if parts[0] != framework else set()
-    return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}))
+    return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}),
+                       name=name)
 
 
 def framework_path(name: str, framework: str) -> Requirement:
@@ -121,7 +123,7 @@ def framework_path(name: str, framework: str) -> Requirement:
     req = framework_name(name, framework)
     parts = name.split(".")
     middle = {Word(p) for p in parts[1:-1]} if parts[0] == framework else set()
-    return Requirement(req.words | frozenset(middle), req.refs, leaf=Word(parts[-1]))
+    return Requirement(req.words | frozenset(middle), req.refs, leaf=Word(parts[-1]), name=name)
 
 
 def framework_imports(framework: str) -> List[Requirement]:

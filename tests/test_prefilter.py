@@ -276,6 +276,71 @@ def test_framework_rules_need_the_framework_unless_forced():
     assert not may_need_work(RULES, f"import tensorflow as tf\n# {names[0]}\n")
 
 
+def _framework_api_names(framework: str) -> List[str]:
+    """The qualified names `framework`'s rules match through the import table (the names of
+    their framework_name/framework_path requirements): every one of the short lists, a fixed
+    sample of Huawei's support list."""
+    plain, listed = set(), set()
+    for rule in RULES.rules:
+        if getattr(rule, "framework", "") != framework:
+            continue
+        for req in rule_requirements(rule, framework) or ():
+            if any(kind == "attr_or_import" for kind, _ in req.refs):
+                (listed if getattr(rule.spec, "once_per_file", False) else plain).add(req.name)
+    return sorted(plain) + random.Random(24).sample(sorted(listed), min(60, len(listed)))
+
+
+def _framework_reference_forms(qualname: str) -> List[str]:
+    """_reference_forms, and the spellings only the framework passes resolve: TF 1.15 through
+    `tensorflow.compat.v1`, Horovod's Keras bindings, `tf` from a star import."""
+    forms = _reference_forms(qualname)
+    root, _, rest = qualname.partition(".")
+    if root == "tensorflow":
+        forms += [f"import tensorflow.compat.v1 as tf\nv = tf.{rest}(1)\n",
+                  f"from helpers import *\nv = tf.{rest}(1)\n",
+                  f"def f():\n    import tensorflow as tf\n    return tf.{rest}\n"]
+    if qualname.startswith("horovod.tensorflow."):
+        forms.append(f"import horovod.keras as hvd\nv = hvd.{qualname[len('horovod.tensorflow.'):]}(1)\n")
+    return forms
+
+
+@pytest.mark.parametrize("framework", ["tensorflow", "mindspore"])
+def test_framework_rules_may_apply_wherever_a_rule_name_resolves(framework):
+    """framework_rules_may_apply looks for a rule's name among the names the import table can
+    resolve (CodeWords.resolved): every way of reaching the name must count, or the file would
+    be parsed partially and the framework pass would miss it."""
+    import ast
+
+    from npu_migrate.prefilter import code_words, framework_rules_may_apply
+
+    names = _framework_api_names(framework)
+    assert len(names) >= 5
+    for qualname in names:
+        for text in _framework_reference_forms(qualname):
+            assert framework_rules_may_apply(RULES, code_words(ast.parse(text)), framework), (qualname, text)
+
+
+@pytest.mark.parametrize("text", [
+    # a TensorFlow rule's last word (`tensorflow.device`, NPU127) on another module or object
+    "import tensorflow as tf\nimport torch\nd = torch.device('cpu')\n",
+    "import tensorflow as tf\ndef f(x):\n    return x.device\n",
+    "import tensorflow as tf\nfrom torch import device\n",
+    # ... or only written in a docstring
+    "'''Run it with tf.device.'''\nimport tensorflow as tf\n",
+])
+def test_a_framework_rule_word_without_a_resolvable_name_needs_no_framework_pass(monkeypatch, text):
+    import ast
+
+    from npu_migrate import prefilter
+    from npu_migrate.prefilter import code_words, framework_rules_may_apply
+
+    assert not framework_rules_may_apply(RULES, code_words(ast.parse(text)), "tensorflow")
+    assert framework_rules_may_apply(RULES, code_words(ast.parse(text + "tf.device('/gpu:0')\n")), "tensorflow")
+    got = migrate_source(text, "x.py", Options(), RULES).to_dict()
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply", lambda self, code, framework: True)
+    assert got == migrate_source(text, "x.py", Options(), RULES).to_dict()
+
+
 def test_modelarts_entry_scripts_are_parsed_even_without_rule_words(monkeypatch):
     from npu_migrate import engine
 

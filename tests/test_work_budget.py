@@ -161,6 +161,26 @@ def test_imports_that_stay_need_no_walk_and_no_second_attempt():
     assert result.work == {"ast": 1, "partial": 1, "transform": 1, "codegen": 2, "verify": 1}
 
 
+def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypatch):
+    """transformers' tokenization_utils_base.py, pipelines/, image_transforms.py: TensorFlow
+    imported where it is available, and `device` (the last word of NPU127's
+    `tensorflow.device`) only on torch or another object. No TensorFlow rule can match, so
+    the file is parsed partially, as a PyTorch file; the result is the one the TensorFlow
+    pass gives after a whole parse."""
+    from npu_migrate import prefilter
+
+    text = ("import torch\nfrom transformers.utils import is_tf_available\n\nif is_tf_available():\n"
+            "    import tensorflow as tf\n\n\ndef to_device(x, device):\n    return x.to(torch.device(device))\n\n\n"
+            "def to_gpu(x):\n    return x.cuda()\n")
+    result = migrate_source(text, "m.py")
+    assert result.new_text == text.replace("x.cuda()", "x.npu()").replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify": 1}
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply", lambda self, code, framework: True)
+    whole = migrate_source(text, "m.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+
+
 def test_counts_are_the_steps_taken():
     """The counter counts what happened: a TF 1.x file is parsed whole once (no partial parse
     thrown away), walked and transformed; a file the prefilter skips takes nothing."""
