@@ -409,8 +409,24 @@ class ScanFacts:
                 return
             _make_private(self.folder)
             atomic_write(str(self.folder / self.name), data, 0o600, durable=False)
+            self._prune()
         except (OSError, ValueError, TypeError):
             return
+
+    def _prune(self) -> None:
+        """Remove the facts of projects no run has written for PRUNE_AFTER_DAYS (a pre-commit
+        hook's staged files share many folders over time); a warm run writes none, so age is
+        measured from the last run that found something new there."""
+        if self.folder is None:
+            return
+        cutoff = time.time() - PRUNE_AFTER_DAYS * 86400
+        with os.scandir(self.folder) as entries:
+            for entry in entries:
+                try:
+                    if entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                        os.unlink(entry.path)
+                except OSError:
+                    continue
 
 
 def index_somewhere(root: Optional[Path] = None) -> bool:

@@ -954,3 +954,10 @@ def test_scan_facts_of_other_code_or_damaged_are_not_used(tmp_path):
     assert ScanFacts("a" * 32, "/p", root=tmp_path / "c").load() == {}  # a file that names another key
     path.write_text('{"key": "' + "a" * 32 + '", "files": {', encoding="utf-8")
     assert ScanFacts("a" * 32, "/p", root=tmp_path / "c").load() == {}  # truncated
+    # the facts of a project no run wrote for a month go when another project's are written
+    month_ago = path.stat().st_mtime - 31 * 86400
+    os.utime(path, (month_ago, month_ago))
+    other = ScanFacts("a" * 32, "/q", root=tmp_path / "c")
+    other.load()
+    other.save({"/q/b.py": ["1" * 64, False, []]})
+    assert [p.name for p in path.parent.iterdir()] == [other.name]
