@@ -127,7 +127,7 @@ class StatementFilter:
         forced = sorted(ranges)
         texts = ["".join(lines[c.start : c.end]) for c in chunks]
         words = [words_of(text) for text in texts]
-        imports = [list(_imports(c.statements)) if b"import" in w else [] for c, w in zip(chunks, words)]
+        imports = [_chunk_imports(c, text, w) for c, text, w in zip(chunks, texts, words)]
         # The import table reads every import of a package in `roots` (and star imports);
         # another import matters only where it binds the same name as one of those.
         relevant_locals = {local for found in imports for local, qualified in found if self._relevant(qualified)}
@@ -161,7 +161,7 @@ class StatementFilter:
                 for part in chunk.body(lines) or ():
                     part_text = "".join(lines[part.start : part.end])
                     part_words = words_of(part_text)
-                    visit(part, part_text, part_words, list(_imports(part.statements)) if b"import" in part_words else [])
+                    visit(part, part_text, part_words, _chunk_imports(part, part_text, part_words))
 
         for chunk, text, chunk_words, chunk_imports in zip(chunks, texts, words, imports):
             visit(chunk, text, chunk_words, chunk_imports)
@@ -331,6 +331,19 @@ def _starts_its_line(stmt: ast.stmt, lines: List[str]) -> bool:
     if getattr(stmt, "decorator_list", None):
         return line[indent:indent + 1] == "@"  # (a decorator starts a line)
     return stmt.col_offset == indent
+
+
+# Where an import statement can start: a line (after its indentation, or after a `\` that
+# continues the line before), after a `;`, or after the `:` of a block's header (`try: import x`).
+_IMPORT_START = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
+
+
+def _chunk_imports(chunk: Chunk, text: str, words: Set[bytes]) -> List[Tuple[str, str]]:
+    """_imports of a chunk whose text is `text` and words `words`; its statements are walked
+    only when the text can hold an import statement (not for `import` in a docstring)."""
+    if b"import" not in words or not _IMPORT_START.search(text):
+        return []
+    return list(_imports(chunk.statements))
 
 
 def _imports(stmts: Sequence[ast.stmt]) -> Iterator[Tuple[str, str]]:

@@ -136,13 +136,14 @@ class Prefilter:
         self.requirements: Tuple[Requirement, ...] = tuple(sorted(unique, key=lambda r: bool(r.refs)))
         self._checks = [_compile(req) for req in self.requirements]
         self._by_word: Dict[bytes, List[int]] = {}  # anchor (exact word) -> requirement indexes
-        self._by_folded: Dict[bytes, List[int]] = {}  # anchor (any case, lower-cased) -> indexes
+        # anchor (any case, lower-cased, as b" word ": see _meets_own) -> indexes
+        self._by_folded: Dict[bytes, List[int]] = {}
         self._always: List[int] = []  # requirements of prefix words only
         for i, (exact, folded, _prefixes) in enumerate(self._checks):
             if exact:
                 self._by_word.setdefault(max(exact, key=lambda w: (len(w), w)), []).append(i)
             elif folded:
-                self._by_folded.setdefault(max(folded, key=lambda w: (len(w), w)), []).append(i)
+                self._by_folded.setdefault(b" %s " % max(folded, key=lambda w: (len(w), w)), []).append(i)
             else:
                 self._always.append(i)
         self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
@@ -160,19 +161,27 @@ class Prefilter:
         candidates = list(self._always)
         for word in words & self._by_word.keys():
             candidates.extend(self._by_word[word])
-        lowered: Set[bytes] = set()
+        # " word word ... " in lower case: a word is there in any case where b" word " occurs
+        # (a few searches in one string: splitting it into a set of words cost more, per chunk
+        # of every file partial.py looks at)
+        lowered = b""
         if self._by_folded:
-            lowered = set(b" ".join(words).lower().split())
-            for word in lowered.intersection(self._by_folded):
-                candidates.extend(self._by_folded[word])
+            lowered = b" %s " % b" ".join(words).lower()
+            for word, found_at in self._by_folded.items():
+                if word in lowered:
+                    candidates.extend(found_at)
         if not candidates:
             return False
         joined = b""  # " word word ...": a word starts with p where b" " + p occurs
         found: Dict[Tuple[str, str], bool] = {}  # refs already looked up in this text
         for i in sorted(set(candidates)):
             exact, folded, prefixes = self._checks[i]
-            if not (exact <= words and folded <= lowered):
+            if not exact <= words:
                 continue
+            if folded:
+                lowered = lowered or b" %s " % b" ".join(words).lower()
+                if not all(b" %s " % w in lowered for w in folded):
+                    continue
             if prefixes:
                 joined = joined or b" " + b" ".join(words)
                 if not all(b" " + p in joined for p in prefixes):

@@ -375,3 +375,39 @@ def test_child_nodes_are_asts_children_in_order_and_code_words_see_every_node():
         assert names <= words.identifiers
         assert words.strings == frozenset(words_of("\n".join(strings)))
     assert seen > 10_000
+
+
+@pytest.mark.parametrize("text", [
+    "import a\n", "from a import b\n", "from.a import *\n", "from . import *\n", "import a.b as c, d\n",
+    "if x: import a\n", "if x:\n    pass\nelse : import a\n", "try: import a\nexcept ImportError: a = None\n",
+    "x = 1; import a\n", "x = 1; \\\n    import a\n", "\fimport a\n", "class A: import os\n",
+    "def f():\n    '''Docs.'''\n    if y:\n        from a.b import (c,\n            d as e)\n",
+    "with x as y: from a import *\n", "for i in x: import a\n", "while x: import a;import b\n",
+])
+def test_every_import_statement_is_read(text):
+    """partial._chunk_imports walks a chunk's statements only where its text can hold an import
+    statement: it must find every import _imports finds."""
+    import ast
+
+    from npu_migrate.partial import Chunk, _chunk_imports, _imports
+    from npu_migrate.words import words_of
+
+    tree = ast.parse(text)
+    expected = list(_imports(tree.body))
+    assert expected
+    assert _chunk_imports(Chunk(0, text.count("\n"), tree.body, ""), text, words_of(text)) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "'''Run it once, then import this module.'''\n",
+    "def f():\n    '''>>> from a import b'''\n    return important\n",
+])
+def test_import_only_in_a_docstring_is_not_walked_for(text, monkeypatch):
+    import ast
+
+    from npu_migrate import partial
+    from npu_migrate.words import words_of
+
+    monkeypatch.setattr(partial, "_imports", lambda statements: pytest.fail("walked"))
+    tree = ast.parse(text)
+    assert partial._chunk_imports(partial.Chunk(0, text.count("\n"), tree.body, ""), text, words_of(text)) == []
