@@ -5,8 +5,8 @@ findings. The code of each rule kind is an object of its own (a `TorchKind`, sta
 registers itself; the walk builds each one per file, hands it the file's typed `TorchState`
 (context, imports, the display/foreign-call depths) and calls its hooks -- a hook only one
 kind has goes to it with no line here (walk_class), a node several kinds look at is ordered in
-TorchTransformer. A new kind of the pass is one module with a TorchKind subclass (imported
-below) and its kind module in kinds/ (spec, index, words):
+TorchTransformer. A new kind of the pass is one module here with a TorchKind subclass (the
+package imports every module in it) and its kind module in kinds/ (spec, index, words):
 
 * references.py -- kinds api and module: qualified-name rewrites (`torch.cuda.X` ->
   `torch.npu.X`) resolved through imports, import statements, tensor type strings, and the
@@ -23,6 +23,8 @@ Code the rewrites would break is kept as it is first (guards.py: kernel guards, 
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import re
 from typing import Any, Callable, Dict, List, Sequence, Set, Tuple, Type, TypeVar
 
@@ -39,6 +41,9 @@ from .methods import MethodRewrites
 from .references import ReferenceRewrites
 from .state import TORCH_KINDS, TorchKind, TorchState
 from .torch_npu_import import add_torch_npu_import, is_torch_npu_itself
+
+for _info in pkgutil.iter_modules(__path__):
+    importlib.import_module(f"{__name__}.{_info.name}")  # a TorchKind in any module here registers
 
 _NPU_LETTERS = re.compile("npu", re.IGNORECASE)
 K = TypeVar("K", bound=TorchKind)
