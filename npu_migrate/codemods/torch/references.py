@@ -197,7 +197,7 @@ class ReferenceRewrites(TorchKind):
                     if rule is not None:
                         self._local_renames[name] = (renames[name], rule)
 
-    def _rule_for_from_import(self, module: str, name: str, new_module) -> Optional[Rule]:
+    def _rule_for_from_import(self, module: str, name: str, new_module: Optional[Tuple[str, Rule]]) -> Optional[Rule]:
         if new_module:
             return new_module[1]
         qual = f"{module}.{name}"
@@ -470,7 +470,8 @@ class ReferenceRewrites(TorchKind):
                     return updated.with_changes(value=new_value)
         return updated
 
-    def _replace_prefix(self, original_value, updated_value, old: str, new: str, rule: Rule, qual: str):
+    def _replace_prefix(self, original_value: cst.BaseExpression, updated_value: cst.BaseExpression, old: str, new: str,
+                        rule: Rule, qual: str) -> cst.BaseExpression:
         """Replace the expression that names module `old` by one naming `new`, keeping the
         user's alias: `th.cuda` -> `th.npu`; an imported alias (`tc`) stays as it is because
         its import statement is rewritten instead."""
@@ -478,10 +479,11 @@ class ReferenceRewrites(TorchKind):
             return updated_value
         old_parent, old_last = old.rsplit(".", 1) if "." in old else ("", old)
         new_parent, new_last = new.rsplit(".", 1) if "." in new else ("", new)
+        replaced: cst.BaseExpression
         if isinstance(updated_value, cst.Attribute) and old_parent == new_parent:
             replaced = updated_value.with_changes(attr=cst.Name(new_last))
         elif isinstance(updated_value, cst.Attribute):
-            replaced = cst.parse_expression(new)  # type: ignore[assignment]
+            replaced = cst.parse_expression(new)
         else:
             return updated_value  # a Name: its import is rewritten (or renamed locally)
         member = qual[len(old) + 1 :]
@@ -491,14 +493,15 @@ class ReferenceRewrites(TorchKind):
         self.ctx.require_import("torch_npu")
         return replaced
 
-    def _replace_reference(self, original, updated, value, old: str, new: str, rule: Rule):
+    def _replace_reference(self, original: cst.Attribute, updated: cst.Attribute, value: cst.BaseExpression, old: str,
+                           new: str, rule: Rule) -> cst.Attribute:
         """Exact renames (`torch.cuda.CUDAGraph` -> `torch.npu.NPUGraph`), keeping the user's
         spelling of the base (`th.cuda.CUDAGraph` -> `th.npu.NPUGraph`)."""
         if self.ctx.suppressed(original, rule.code):
             return updated
         old_parent = old.rsplit(".", 1)[0]
         new_parent, new_last = new.rsplit(".", 1)
-        base = updated.value
+        base: cst.BaseExpression = updated.value
         if old_parent != new_parent:
             if isinstance(base, cst.Attribute) and old_parent.rsplit(".", 1)[0] == new_parent.rsplit(".", 1)[0]:
                 base = base.with_changes(attr=cst.Name(new_parent.rsplit(".", 1)[-1]))

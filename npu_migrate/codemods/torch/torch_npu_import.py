@@ -141,7 +141,7 @@ class _InsertTorchNpu(cst.CSTTransformer):
             return out
         return None
 
-    def _insert_in_line(self, line: cst.SimpleStatementLine, hit) -> cst.SimpleStatementLine:
+    def _insert_in_line(self, line: cst.SimpleStatementLine, hit: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
         small = list(line.body)
         at = small.index(hit) + 1
         semicolon = hit.semicolon if isinstance(hit.semicolon, cst.Semicolon) else cst.Semicolon(
