@@ -307,6 +307,30 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
     return give_back
 
 
+# Files to do from which the workers' common start is made before they fork (prepare).
+PREPARE_FROM = 64
+
+# Code that takes the engine through what every worker builds on its first files (below).
+_PREPARE = (("prepare_torch.py", "import torch\nx = torch.ones(1).cuda()\n"),
+            ("prepare_tensorflow.py", "import tensorflow as tf\nsession = tf.Session()\n"))
+
+
+def prepare(options: Options, rules: RuleSet) -> None:
+    """Before the workers fork: migrate two lines of PyTorch and two of TensorFlow here and
+    throw the results away, so that what each worker made on its first files -- libcst and
+    the codemods imported, the prefilters, the statement filter, the checks of the 1,758
+    TensorFlow rules (4 MB) -- is made once and shared by all of them (copy-on-write).
+    migrate_source is a pure function: only its caches and imports stay. 0.3 s here, which
+    each worker no longer spends (transformers, -j 2: peak PSS about 6 MB lower). Only for a
+    run with PREPARE_FROM files or more: a smaller one may parse nothing at all (a pre-commit
+    hook on files without device code never imports libcst)."""
+    from .dispatch import migrate_source
+
+    for path, text in _PREPARE:
+        migrate_source(text, path, options, rules)
+    gc.collect()  # what a cycle held is not frozen into the workers (_start)
+
+
 class _Worker:
     def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
         self.conn, child = context.Pipe()
@@ -365,6 +389,8 @@ class _Pool:
     def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
         from multiprocessing import connection
 
+        if len(tasks) >= PREPARE_FROM:
+            prepare(*self.args[:2])
         queue = deque(tasks)
         workers = [self._start() for _ in range(self.jobs)]
         finished = False

@@ -253,3 +253,37 @@ def test_workers_take_files_from_both_ends_of_the_size_order():
     assert next_batch(queue, 2) == [(BATCH, f"f{BATCH}.py"), (BATCH + 1, f"f{BATCH + 1}.py"),
                                     (BATCH + 2, f"f{BATCH + 2}.py")]
     assert not queue and next_batch(queue, 3) == []
+
+
+@pytest.mark.parametrize("prepared", [True, False])
+def test_workers_start_from_what_the_main_process_prepared(tree, monkeypatch, prepared):
+    """runner.prepare: with PREPARE_FROM files to do or more, the main process migrates two
+    snippets before the workers fork, so each worker starts with libcst imported and the
+    TensorFlow rules' checks built (shared, not made once per worker); the results are the
+    same as in one process. Below PREPARE_FROM nothing is prepared."""
+    from npu_migrate import prefilter, runner
+
+    monkeypatch.setattr(runner, "PREPARE_FROM", len(tree) if prepared else len(tree) + 1)
+    calls = []
+    real_prepare = runner.prepare
+    monkeypatch.setattr(runner, "prepare", lambda *args: calls.append(1) or real_prepare(*args))
+    real = dispatch.migrate_source
+    main = os.getpid()
+
+    def tagged(text, path, options, rules):
+        # in a worker: whether the TensorFlow checks were built before its first file
+        if os.getpid() != main and not hasattr(tagged, "found"):
+            tagged.found = any("tensorflow" in p._of_framework for p in prefilter._RULE_PREFILTERS.values())
+        result = real(text, path, options, rules)
+        result.skipped = repr(getattr(tagged, "found", None))
+        return result
+
+    one = [o.result.to_dict() for o in run(tree, Options(), RULES, jobs=1)]
+    monkeypatch.setattr(prefilter, "_RULE_PREFILTERS", {})  # as in a new process
+    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    many = run(tree, Options(), RULES, jobs=2)
+    assert calls == ([1] if prepared else [])
+    assert {o.result.skipped for o in many} == {repr(prepared)}
+    for outcome, expected in zip(many, one):
+        outcome.result.skipped = expected.get("skipped")  # (the tag above)
+    assert _dicts(many) == one
