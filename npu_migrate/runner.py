@@ -245,8 +245,10 @@ def _die_with_parent(parent: int) -> None:
     threading.Thread(target=watch, name="npu-migrate-parent-watch", daemon=True).start()
 
 
-def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool, cache, parent: int) -> None:
-    """Loop: receive a batch of (index, path), send back (index, Outcome) for each."""
+def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool, cache, parent: int,
+            retire: bool = False) -> None:
+    """Loop: receive a batch of (index, path), send back (index, Outcome) for each. `retire`:
+    end after a file that left the heap too big (heap_trimmer), sending (index, Outcome, RETIRED)."""
     # Ctrl-C and SIGTERM are the main process's business: it stops the workers itself.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -262,11 +264,19 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
         if batch is None:
             return
         for index, path in batch:
-            conn.send((index, migrate_file(path, options, rules, keep_text, cache)))
-            give_back()
+            outcome = migrate_file(path, options, rules, keep_text, cache)
+            if give_back() and retire:
+                # Its last answer says so: the main process gives the rest of the batch to others.
+                conn.send((index, outcome, RETIRED))
+                return
+            conn.send((index, outcome))
 
 
 TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before it trims its heap
+# Bytes a worker may keep past its size at start, after a trim, before it makes way for a new
+# one (at the end of its batch; heap_trimmer says why).
+RETIRE_ABOVE = 8 << 20
+RETIRED = "retired"  # added to a worker's last answer
 
 
 def _resident_bytes() -> int:
@@ -275,7 +285,7 @@ def _resident_bytes() -> int:
 
 
 def heap_trimmer(resident: Optional[Callable[[], int]] = None,
-                 trim: Optional[Callable[[], object]] = None) -> Callable[[], None]:
+                 trim: Optional[Callable[[], object]] = None) -> Callable[[], bool]:
     """What a worker calls after each file: when it has grown more than TRIM_ABOVE past its
     size at start (or after its last trim), glibc's malloc_trim gives the free memory of the C heap back to the system.
     libcst's parser (native code) takes ~65 MB for a 270 KB file and frees it, but the heap
@@ -284,6 +294,11 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
     12 MB rather than 32: the worker on the small files no longer sits on up to 32 MB of freed
     heap while the other parses the big ones, -j 2 transformers peak PSS 155 -> 151 MB, and the
     worker on the big half trims 11 times instead of 4, 0.03 s in all.)
+    What the heap cannot give back stays: Python's arenas that a few objects made during a big
+    file keep alive (transformers: the worker on the big files stays ~20 MB above its start
+    after them). So give_back() is True when, after a trim, the worker is still more than
+    RETIRE_ABOVE past its start: it then ends after its batch and the pool forks a new one,
+    which starts from the main process's pages (runner.prepare made what it needs).
     Does nothing where there is no /proc or no glibc."""
     if resident is None or trim is None:
         try:
@@ -293,16 +308,18 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
             resident = resident or _resident_bytes
             start = resident()
         except (OSError, AttributeError, ValueError):
-            return lambda: None
+            return lambda: False
     else:
         start = resident()
     measure, release = resident, trim
     floor = [start]  # the size after the last trim: what the heap could not give back stays
 
-    def give_back() -> None:
+    def give_back() -> bool:
         if measure() > floor[0] + TRIM_ABOVE:
             release()
             floor[0] = measure()
+            return floor[0] > start + RETIRE_ABOVE
+        return False
 
     return give_back
 
@@ -332,9 +349,9 @@ def prepare(options: Options, rules: RuleSet) -> None:
 
 
 class _Worker:
-    def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache) -> None:
+    def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache, retire: bool = False) -> None:
         self.conn, child = context.Pipe()
-        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache, os.getpid()),
+        self.process = context.Process(target=_worker, args=(child, options, rules, keep_text, cache, os.getpid(), retire),
                                        daemon=True)
         # The child inherits the blocked signals and unblocks them once it ignores Ctrl-C: a Ctrl-C
         # while it starts printed a worker's KeyboardInterrupt traceback (issue 30.10). The
@@ -345,14 +362,16 @@ class _Worker:
             self.process.start()
         child.close()
         self.pending: Deque[Tuple[int, str]] = deque()  # sent, not answered; [0] is in progress
+        self.retired = False  # it sent its last answer and ends (heap_trimmer): start another
 
     def receive(self, done: Callable[[int, Outcome], None]) -> bool:
         """Take every answer that arrived; False when the pipe broke (the worker died)."""
         try:
-            while self.pending and self.conn.poll():
-                index, outcome = self.conn.recv()
+            while self.pending and not self.retired and self.conn.poll():
+                index, outcome, *retired = self.conn.recv()
                 self.pending.popleft()
                 done(index, outcome)
+                self.retired = bool(retired)
         except (EOFError, OSError):
             return False
         return True
@@ -372,6 +391,7 @@ class _Pool:
     def __init__(self, jobs: int, options: Options, rules: RuleSet, keep_text: bool, cache=None) -> None:
         self.jobs = jobs
         self.args = (options, rules, keep_text, cache)
+        self.prepared = False
         # fork: the workers start at once, with everything imported and the rules loaded.
         # (multiprocessing is imported here: a run of one file or -j 1 starts no process)
         import multiprocessing
@@ -384,12 +404,15 @@ class _Pool:
         # collections then leave them alone instead of writing into each (which copies the
         # parent's pages into every worker).
         gc.freeze()
-        return _Worker(self.context, *self.args)
+        return _Worker(self.context, *self.args, retire=self.prepared)
 
     def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
         from multiprocessing import connection
 
-        if len(tasks) >= PREPARE_FROM:
+        # Prepared, a new worker costs a fork: one whose heap stays big after a file makes way
+        # for a new one (heap_trimmer); unprepared, it would import and build all again.
+        self.prepared = len(tasks) >= PREPARE_FROM
+        if self.prepared:
             prepare(*self.args[:2])
         queue = deque(tasks)
         workers = [self._start() for _ in range(self.jobs)]
@@ -397,6 +420,14 @@ class _Pool:
         try:
             while True:
                 for n, w in enumerate(workers):
+                    if w.retired:  # the rest of its batch goes back to the queue, at its end
+                        if n % 2 == 0:
+                            queue.extendleft(reversed(w.pending))
+                        else:
+                            queue.extend(w.pending)
+                        w.pending.clear()
+                        self._stop(w, graceful=True)
+                        w = workers[n] = self._start()
                     if w.pending or not queue:
                         continue
                     if not w.process.is_alive():  # died while idle: nothing of ours lost
@@ -415,8 +446,8 @@ class _Pool:
                 for w in busy:
                     if w.conn not in ready and w.process.sentinel not in ready:
                         continue
-                    if w.receive(done) and w.process.is_alive():
-                        continue
+                    if w.receive(done) and (w.retired or w.process.is_alive()):
+                        continue  # (a retired one is replaced above)
                     # Dead: whatever it answered was taken above; the file it was on fails.
                     w.receive(done)
                     self._lost(w, queue, done)

@@ -166,7 +166,7 @@ def test_heap_trimmer_runs_here():
     """On this machine (Linux and glibc in CI) the real trimmer is built and callable."""
     from npu_migrate.runner import heap_trimmer
 
-    assert heap_trimmer()() is None
+    assert heap_trimmer()() is False  # (it has not grown since it was made)
 
 
 def _cyclic_garbage_of(migrate) -> list:
@@ -287,3 +287,48 @@ def test_workers_start_from_what_the_main_process_prepared(tree, monkeypatch, pr
     for outcome, expected in zip(many, one):
         outcome.result.skipped = expected.get("skipped")  # (the tag above)
     assert _dicts(many) == one
+
+
+def test_a_worker_whose_heap_stays_big_makes_way_for_a_new_one(tree, monkeypatch):
+    """heap_trimmer's give_back() is True when a trim left the worker more than RETIRE_ABOVE
+    past its start: a prepared worker then sends its answer marked RETIRED and ends, the rest
+    of its batch goes back to the queue and a new worker takes over. Here every file does it:
+    each worker migrates one file, none fails, and the results are those of -j 1."""
+    from npu_migrate import runner
+
+    one = run(tree, Options(), RULES, jobs=1)
+    monkeypatch.setattr(runner, "PREPARE_FROM", 1)
+    monkeypatch.setattr(runner, "heap_trimmer", lambda: lambda: True)
+    real = dispatch.migrate_source
+
+    def tagged(text, path, options, rules):
+        result = real(text, path, options, rules)
+        result.skipped = str(os.getpid())
+        return result
+
+    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    many = run(tree, Options(), RULES, jobs=2)
+    assert len({o.result.skipped for o in many}) == len(tree)  # one process per file
+    for outcome in many:
+        outcome.result.skipped = None
+    assert _dicts(many) == _dicts(one)
+
+
+def test_heap_trimmer_says_when_the_heap_stays_big():
+    """give_back() is True only after a trim that left the worker more than RETIRE_ABOVE past
+    its size at start."""
+    from npu_migrate.runner import RETIRE_ABOVE, TRIM_ABOVE, heap_trimmer
+
+    start = 100 << 20
+    sizes, after = [start], [0]
+
+    def trim():
+        sizes[0] = after[0]
+
+    give_back = heap_trimmer(lambda: sizes[0], trim)
+    sizes[0] = start + TRIM_ABOVE  # not more than TRIM_ABOVE: no trim
+    assert give_back() is False and sizes[0] == start + TRIM_ABOVE
+    sizes[0], after[0] = start + TRIM_ABOVE + 1, start + RETIRE_ABOVE  # all but RETIRE_ABOVE given back
+    assert give_back() is False and sizes[0] == start + RETIRE_ABOVE
+    sizes[0], after[0] = start + RETIRE_ABOVE + TRIM_ABOVE + 1, start + RETIRE_ABOVE + 1
+    assert give_back() is True
