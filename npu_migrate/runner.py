@@ -411,7 +411,8 @@ class _Pool:
 
         # Prepared, a new worker costs a fork: one whose heap stays big after a file makes way
         # for a new one (heap_trimmer); unprepared, it would import and build all again.
-        self.prepared = len(tasks) >= PREPARE_FROM
+        # (Only where workers fork: a spawned one, macOS and Windows, starts from nothing.)
+        self.prepared = len(tasks) >= PREPARE_FROM and self.context.get_start_method() == "fork"
         if self.prepared:
             prepare(*self.args[:2])
         queue = deque(tasks)
