@@ -349,20 +349,53 @@ def check_tree(name: str, src: Path, jobs: int = 2, diffs_to: Optional[Path] = N
                 result.changed_paths.append(rel)
                 if diffs_to is not None:
                     _save_diff(diffs_to / name, rel, old, new)
-        result.violations.extend(f"{rel}: partial parsing gives another result than a whole parse"
-                                 for rel in partial_differences(pristine, jobs))
+        result.violations.extend(speedup_differences(pristine, jobs))
     return result
 
 
-def partial_differences(root: Path, jobs: int = 2) -> List[str]:
-    """The `.py` files under `root` whose result differs when libcst parses them whole instead
-    of partially (npu_migrate/partial.py): new text, edits, findings, errors, unused ignores."""
+def speedup_differences(root: Path, jobs: int = 2) -> List[str]:
+    """The engine's speed-ups checked on every `.py` file under `root`: partial parsing
+    (npu_migrate/partial.py) gives the result of a whole parse (new text, edits, findings,
+    errors, unused ignores), and a file the prefilter skips unparsed needs nothing."""
     from concurrent.futures import ProcessPoolExecutor
 
     files = sorted(str(p) for p in root.rglob("*.py") if p.is_file() and not p.is_symlink())
     with ProcessPoolExecutor(max(1, jobs)) as pool:
-        same = list(pool.map(_same_partial_and_whole, files, chunksize=16))
-    return [str(Path(f).relative_to(root)) for f, ok in zip(files, same) if not ok]
+        checked = list(pool.map(_speedup_problems, files, chunksize=16))
+    return [f"{Path(f).relative_to(root)}: {problem}" for f, problems in zip(files, checked) for problem in problems]
+
+
+def _speedup_problems(path: str) -> List[str]:
+    problems = []
+    if not _same_partial_and_whole(path):
+        problems.append("partial parsing gives another result than a whole parse")
+    if not _prefilter_skips_no_work(path):
+        problems.append("the prefilter skips it unparsed, yet it needs work")
+    return problems
+
+
+def _prefilter_skips_no_work(path: str) -> bool:
+    """False when the prefilter skips the file (default options, as the CLI runs it) and the
+    engine, with the prefilter off and the file parsed whole, edits or reports something."""
+    from npu_migrate import prefilter
+    from npu_migrate.dispatch import migrate_source
+    from npu_migrate.options import Options
+    from npu_migrate.rules import default_rules
+    from npu_migrate.targets.rule_view import rules_for_targets
+
+    text = _decode(Path(path).read_bytes())
+    options, rules = Options(), default_rules()
+    if rules.targets != options.target_specs:  # the view migrate_source derives (dispatch.py)
+        rules = rules_for_targets(rules, options.targets)
+    if text is None or prefilter.may_need_work(rules, text, options.framework):
+        return True
+    real = prefilter.may_need_work
+    prefilter.may_need_work = lambda rules, text, framework="auto": True
+    try:
+        result = migrate_source(text, path, options, rules, partial=False)
+    finally:
+        prefilter.may_need_work = real
+    return not (result.edits or result.findings or result.changed)
 
 
 def _same_partial_and_whole(path: str) -> bool:

@@ -25,6 +25,13 @@ corpus_check = importlib.util.module_from_spec(_spec)
 sys.modules["corpus_check"] = corpus_check
 _spec.loader.exec_module(corpus_check)
 
+@pytest.fixture(autouse=True)
+def prefilter_never_skips_work():
+    """conftest's check is off here: bench/corpus_check.py checks the prefilter on every corpus
+    file itself (_prefilter_skips_no_work), where conftest's, inherited by the oracle's forked
+    workers, did it unseen (and would vanish under another start method, e.g. forkserver)."""
+
+
 DEEPSPEED_SLICE = [
     "accelerator", "op_builder", "bin", "requirements", "setup.py",
     "deepspeed/comm", "deepspeed/launcher", "deepspeed/runtime/utils.py", "deepspeed/runtime/engine.py",
@@ -76,6 +83,19 @@ def test_the_checker_catches_a_partial_parse_that_differs(tmp_path, monkeypatch)
     assert corpus_check._same_partial_and_whole(str(path))
     monkeypatch.setattr(partial.PartialText, "restore", lambda self, text: text.replace("npu", "xpu"))
     assert not corpus_check._same_partial_and_whole(str(path))
+
+
+def test_the_checker_catches_a_prefilter_that_skips_work(tmp_path, monkeypatch):
+    from npu_migrate import prefilter
+
+    (tmp_path / "a.py").write_text("import torch\nx = t.cuda()\n", encoding="utf-8")
+    (tmp_path / "b.py").write_text("import os\nx = 1\n", encoding="utf-8")
+    assert corpus_check.speedup_differences(tmp_path, jobs=1) == []
+    # in this process (a pool's workers inherit a monkeypatch only when forked)
+    monkeypatch.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto": "cuda" not in text)
+    check = corpus_check._speedup_problems
+    assert check(str(tmp_path / "b.py")) == []
+    assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]
 
 
 # Issue 25: a slice of each other style of CUDA-heavy code (compiled ops and their build, YOLO
