@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import cli_in_process
 from npu_migrate import migrate_source
 from npu_migrate.options import Options
 
@@ -121,9 +122,8 @@ def _convert(folder: Path, script: str) -> None:
     folder.mkdir(parents=True)
     (folder / script).write_text((ROOT / "fixtures" / "distributed" / "pytorch" / script).read_text(encoding="utf-8"),
                                  encoding="utf-8")
-    done = subprocess.run([sys.executable, "-m", "npu_migrate", ".", "--modelarts", "--distributed", "--entry", script,
-                           "--write", "--no-cache"], cwd=folder, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = cli_in_process(".", "--modelarts", "--distributed", "--entry", script, "--write", "--no-cache", cwd=folder)
+    assert done.returncode == 0, done
 
 
 def _rehearse(folder: Path, script: str, job: Path, python: str, nproc: int, *options: str) -> str:

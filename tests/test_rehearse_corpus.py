@@ -37,6 +37,7 @@ from typing import Dict, Tuple
 import pytest
 
 from corpus_wheels import download as download_pinned
+from helpers import cli_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -63,11 +64,11 @@ def download(requirement: str) -> Path:
 
 
 def migrate(code: Path, entry: str, *options: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "npu_migrate", ".", "--modelarts", *options, "--entry", entry, "--write", "--no-cache"],
-        cwd=code, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
+    """`npu-migrate . --modelarts OPTIONS --entry ENTRY --write` in `code`, in this process (the
+    migration; the rehearsal runs in processes of its own), its output as text."""
+    done = cli_in_process(".", "--modelarts", *options, "--entry", entry, "--write", "--no-cache", cwd=code)
+    assert done.returncode == 0, done
+    return subprocess.CompletedProcess(done.args, 0, done.stdout.decode(), done.stderr.decode())
 
 
 def rehearse(code: Path, script: str, job: Path, torch_python: str, *options: str,

@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from corpus_wheels import download
+from helpers import cli_in_process
 from test_mindspore_run import mindspore_python  # noqa: F401  (the cached MindSpore 2.10.0 venv)
 
 pytestmark = pytest.mark.slow
@@ -46,11 +47,10 @@ def _examples(root: Path) -> Path:
 
 
 def _migrate(code: Path, entry: str) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "npu_migrate", ".", "--modelarts", "--distributed", "--entry", entry, "--write",
-         "--no-cache"], cwd=code, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done
+    """The migration, in this process (the MindSpore runs are processes of their own), its output as text."""
+    done = cli_in_process(".", "--modelarts", "--distributed", "--entry", entry, "--write", "--no-cache", cwd=code)
+    assert done.returncode == 0, done
+    return subprocess.CompletedProcess(done.args, 0, done.stdout.decode(), done.stderr.decode())
 
 
 @pytest.fixture(scope="module")
