@@ -12,7 +12,6 @@ import os
 import re
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -127,11 +126,11 @@ def _convert(folder: Path, script: str) -> None:
 
 
 def _rehearse(folder: Path, script: str, job: Path, python: str, nproc: int, *options: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "npu_migrate", "rehearse", script, "--python", python, "--nproc",
-                           str(nproc), "--job-dir", str(job), "--timeout", "600", *options],
-                          cwd=folder, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
-    assert done.returncode in (0, 1), done.stdout + done.stderr
-    return done.stdout
+    """`npu-migrate rehearse` run in this process (its ranks are processes of their own): the report."""
+    done = cli_in_process("rehearse", script, "--python", python, "--nproc", str(nproc), "--job-dir", str(job),
+                          "--timeout", "600", *options, cwd=folder, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode in (0, 1), done
+    return done.stdout.decode()
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tarfile
 import threading
 import zipfile
@@ -73,10 +72,10 @@ def migrate(code: Path, entry: str, *options: str) -> subprocess.CompletedProces
 
 def rehearse(code: Path, script: str, job: Path, torch_python: str, *options: str,
              args: Tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    done = subprocess.run(
-        [sys.executable, "-m", "npu_migrate", "rehearse", script, "--python", torch_python, "--job-dir", str(job),
-         "--timeout", "300", *options, "--", *args],
-        cwd=code, capture_output=True, text=True)
+    """`npu-migrate rehearse` run in this process (its ranks are processes of their own), its output as text."""
+    ran = cli_in_process("rehearse", script, "--python", torch_python, "--job-dir", str(job), "--timeout", "300",
+                         *options, "--", *args, cwd=code)
+    done = subprocess.CompletedProcess(ran.args, ran.returncode, ran.stdout.decode(), ran.stderr.decode())
     done.job = job
     return done
 
