@@ -16,7 +16,6 @@ MindSpore the tests are skipped and say so.
 from __future__ import annotations
 
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
@@ -106,11 +105,10 @@ def test_a_program_written_for_mindspore_1_is_stopped_with_the_reason(mindspore_
     data = tmp_path / "data"
     data.mkdir()
     (data / "placeholder.txt").write_text("MNIST would go here\n")
-    done = subprocess.run(
-        [sys.executable, "-m", "npu_migrate", "rehearse", DP, "--code", str(code), "--nproc", str(nproc),
-         "--python", str(mindspore_python), "--data", str(data), "--job-dir", str(tmp_path / "job"),
-         "--timeout", "300"], cwd=code, capture_output=True, text=True)
-    assert done.returncode == 1, done.stdout + done.stderr
+    ran = cli_in_process("rehearse", DP, "--code", str(code), "--nproc", str(nproc), "--python", str(mindspore_python),
+                         "--data", str(data), "--job-dir", str(tmp_path / "job"), "--timeout", "300", cwd=code)
+    assert ran.returncode == 1, ran
+    done = subprocess.CompletedProcess(ran.args, 1, ran.stdout.decode(), ran.stderr.decode())
     ranks = "rank 0" if nproc == 1 else "ranks 0, 1"
     missing = "mindspore.dataset.vision.c_transforms"
     verdict = done.stdout.rstrip("\n").splitlines()[-1]
