@@ -289,6 +289,48 @@ def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, 
     assert {"old/obs_copy.py", "old/run.sh"} <= set(under_old())
 
 
+def test_the_modelarts_scan_never_opens_a_sibling_that_exclude_names(tmp_path, monkeypatch):
+    """A file --extend-exclude names beside the given script is never opened, also by the
+    ModelArts scan's look for a training script beside a utility (modelarts/project.py): its
+    note then says nothing of the excluded trainer; without the option the trainer is read and
+    the utility is noted as one."""
+    import builtins
+    import io
+
+    from helpers import cli_in_process
+
+    (tmp_path / "prepare.py").write_text("import torch\n\nif __name__ == '__main__':\n    print(torch.zeros(1).cuda())\n")
+    (tmp_path / "trainer.py").write_text(
+        "import torch\n\nif __name__ == '__main__':\n    loss = torch.ones(1, requires_grad=True).sum()\n"
+        "    loss.backward()\n")
+    opened = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def spy_open(file, *args, **kwargs):
+        opened.append(os.path.abspath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else file)
+        return real_open(file, *args, **kwargs)
+
+    def spy_os_open(path, *args, **kwargs):
+        opened.append(os.path.abspath(os.fspath(path)))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(io, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    trainer = str(tmp_path / "trainer.py")
+    note = "prepare.py is not adapted for ModelArts"
+
+    r = cli_in_process("prepare.py", "--no-cache", "--modelarts", "--extend-exclude", "trainer.py", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert trainer not in opened
+    assert note not in r.stderr.decode()
+    opened.clear()
+    r = cli_in_process("prepare.py", "--no-cache", "--modelarts", cwd=tmp_path)  # the scan does read it
+    assert r.returncode == 0, r.stderr
+    assert trainer in opened
+    assert note in r.stderr.decode()
+
+
 def test_a_line_of_a_gitignore_that_is_no_pattern_is_skipped_as_git_skips_it(tmp_path):
     # 'a\' (a trailing backslash) and '!' alone are no patterns: pathspec raises on them, git
     # skips the line; the walk crashed on the whole folder before.

@@ -93,8 +93,8 @@ def utility_scripts(texts: Dict[str, bytes]) -> Tuple[str, ...]:
         local = {n[:-3] for n in names if n.endswith(".py")} | {"."}
         local |= {n for n in names if os.path.isfile(os.path.join(folder, n, "__init__.py"))}
         idle = [p for p in idle if not {(m[0] or m[1]).decode() for m in IMPORTED.findall(here[p])} & local]
-        siblings = [os.path.join(folder, n) for n in names if n.endswith(".py")]
+        # Only the siblings the run's project walk read: a file --exclude names is never opened.
         if idle and any(_main_block(text) and TRAINING.search(text)
-                        for text in (here.get(p) or _read(p) for p in siblings if p not in idle)):
+                        for path, text in here.items() if path not in idle):
             found.update(idle)
     return tuple(sorted(found))
