@@ -245,14 +245,35 @@ def test_the_hooks_pass_dependency_lists_and_skip_other_text_files(tmp_path, run
     assert "notes.txt: skipped: not a kind of file npu-migrate migrates" in err.splitlines(), err
 
 
-def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, monkeypatch):
+@pytest.fixture
+def opened(monkeypatch):
+    """The absolute paths this process opens while the test runs (builtins/io.open, os.open);
+    clear it after writing the test's own files."""
+    import builtins
+    import io
+
+    paths: list = []
+    real_open, real_os_open = builtins.open, os.open
+
+    def spy_open(file, *args, **kwargs):
+        paths.append(os.path.abspath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else file)
+        return real_open(file, *args, **kwargs)
+
+    def spy_os_open(path, *args, **kwargs):
+        paths.append(os.path.abspath(os.fspath(path)))
+        return real_os_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", spy_open)
+    monkeypatch.setattr(io, "open", spy_open)
+    monkeypatch.setattr(os, "open", spy_os_open)
+    return paths
+
+
+def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, opened):
     """#27.7: one Project per run (discovery.project_of): the targets' look at the project's
     scripts and the ModelArts scan around an entry script walk it as discovery does, so a file
     under a folder --extend-exclude names is never opened; without the option it is read (the
     CANN target comes from it), so the spy sees what the walks read."""
-    import builtins
-    import io
-
     from helpers import cli_in_process
 
     (tmp_path / "train.py").write_text("import tensorflow as tf\nsess = tf.Session()\nsess.run(tf.no_op())\n")
@@ -260,25 +281,12 @@ def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, 
     old.mkdir()
     (old / "run.sh").write_text("source /usr/local/Ascend/ascend-toolkit/20.1/set_env.sh\npython ../train.py\n")
     (old / "obs_copy.py").write_text("import moxing as mox\nmox.file.copy_parallel('obs://a', '/cache/a')\n")
-    opened = []
-    real_open, real_os_open = builtins.open, os.open
-
-    def spy_open(file, *args, **kwargs):
-        opened.append(os.path.abspath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else file)
-        return real_open(file, *args, **kwargs)
-
-    def spy_os_open(path, *args, **kwargs):
-        opened.append(os.path.abspath(os.fspath(path)))
-        return real_os_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", spy_open)
-    monkeypatch.setattr(io, "open", spy_open)
-    monkeypatch.setattr(os, "open", spy_os_open)
 
     def under_old():
         return sorted({os.path.relpath(p, tmp_path) for p in opened if isinstance(p, str)
                        and p.startswith(str(old) + os.sep)})
 
+    opened.clear()  # the files the test wrote are not the run's reads
     r = cli_in_process("train.py", "--no-cache", "--modelarts", "--extend-exclude", "old/", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert under_old() == []
@@ -289,37 +297,21 @@ def test_no_walk_of_the_project_reads_a_file_under_an_excluded_folder(tmp_path, 
     assert {"old/obs_copy.py", "old/run.sh"} <= set(under_old())
 
 
-def test_the_modelarts_scan_never_opens_a_sibling_that_exclude_names(tmp_path, monkeypatch):
+def test_the_modelarts_scan_never_opens_a_sibling_that_exclude_names(tmp_path, opened):
     """A file --extend-exclude names beside the given script is never opened, also by the
     ModelArts scan's look for a training script beside a utility (modelarts/project.py): its
     note then says nothing of the excluded trainer; without the option the trainer is read and
     the utility is noted as one."""
-    import builtins
-    import io
-
     from helpers import cli_in_process
 
     (tmp_path / "prepare.py").write_text("import torch\n\nif __name__ == '__main__':\n    print(torch.zeros(1).cuda())\n")
     (tmp_path / "trainer.py").write_text(
         "import torch\n\nif __name__ == '__main__':\n    loss = torch.ones(1, requires_grad=True).sum()\n"
         "    loss.backward()\n")
-    opened = []
-    real_open, real_os_open = builtins.open, os.open
-
-    def spy_open(file, *args, **kwargs):
-        opened.append(os.path.abspath(os.fspath(file)) if isinstance(file, (str, bytes, os.PathLike)) else file)
-        return real_open(file, *args, **kwargs)
-
-    def spy_os_open(path, *args, **kwargs):
-        opened.append(os.path.abspath(os.fspath(path)))
-        return real_os_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", spy_open)
-    monkeypatch.setattr(io, "open", spy_open)
-    monkeypatch.setattr(os, "open", spy_os_open)
     trainer = str(tmp_path / "trainer.py")
     note = "prepare.py is not adapted for ModelArts"
 
+    opened.clear()  # the files the test wrote are not the run's reads
     r = cli_in_process("prepare.py", "--no-cache", "--modelarts", "--extend-exclude", "trainer.py", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert trainer not in opened
