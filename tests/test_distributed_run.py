@@ -238,12 +238,35 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
 
 
 def test_dcgan_preempted_after_its_second_checkpoint_delivers_whole_files(converted, torch_python, tmp_path):
-    """Preemption (SIGTERM to both ranks) once the second epoch's checkpoint appears, an event, not
-    a time: what reached train_url is whole, each file had one writer."""
-    report = _rehearse(converted / "dcgan", "dcgan_train.py", tmp_path / "job", torch_python, 2,
-                       "--sigterm-on", "out/netD_epoch_1.pth", "--", "--niter", "100000")
-    assert report.rstrip("\n").splitlines()[-1].startswith("OK: every rank succeeded and "), report
+    """Preemption (SIGTERM to both ranks) once the second epoch's checkpoints are saved, an event,
+    not a time: rank 0 marks it with a folder (`--sigterm-on`), and both ranks wait there for the
+    signal. (The job once trained on while rehearse noticed the checkpoint file: an epoch takes
+    milliseconds, so the signal met a later save or a collective as the machine's load decided.)
+    What reached train_url is exactly what was saved, whole, each file with one writer."""
+    import shutil
+
+    code = tmp_path / "dcgan"
+    shutil.copytree(converted / "dcgan", code)
+    script = code / "dcgan_train.py"
+    text = script.read_text(encoding="utf-8")
+    last_save = '        torch.save(unwrap_model(netD).state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))\n'
+    assert text.count(last_save) == 1, text
+    script.write_text(text.replace(last_save, last_save + (
+        "    if epoch == 1:  # preempted here: wait for the SIGTERM\n"
+        "        import time\n\n"
+        "        if is_main_process():\n"
+        "            os.mkdir('preempt-now')\n"
+        "        while True:\n"
+        "            time.sleep(1)\n")), encoding="utf-8")
+    report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
+                       "--sigterm-on", "preempt-now", "--", "--niter", "100000")
+    assert re.findall(r"^  [01] +(.+?) +[\d.]+s  logs/rank\d\.log$", report, re.MULTILINE) == [
+        "-15 (SIGTERM) after SIGTERM"] * 2, report
+    assert report.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 7 files reached train_url", report
     names = re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
-    assert {"netG_epoch_0.pth", "netD_epoch_0.pth", "netG_epoch_1.pth"} <= set(names), report
+    assert sorted(names) == ["fake_samples_epoch_000.npy", "fake_samples_epoch_001.npy", "losses.txt",
+                             "netD_epoch_0.pth", "netD_epoch_1.pth", "netG_epoch_0.pth", "netG_epoch_1.pth"], report
+    out, saved = tmp_path / "job/obs/rehearsal/out", tmp_path / "job/code/dcgan/out"
+    assert all((out / name).read_bytes() == (saved / name).read_bytes() for name in names)
     assert re.search(r"^  distributed: .*had one writer; no uploaded file is truncated$", report, re.MULTILINE), report
-    assert "the ranks hold" not in report  # stopped mid-step: no claim about the parameters
+    assert "the ranks hold" not in report  # stopped by a signal: no claim about the parameters
