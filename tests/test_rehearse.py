@@ -134,12 +134,27 @@ def test_module_level_fixture_passes_with_one_and_two_processes(world, nproc):
 
 
 def test_preemption_sigterm_still_delivers_the_outputs(world):
-    world.adapted_fixture("train_module_level.py")
-    done = world.rehearse("train_module_level.py", "--data", str(world.data), "--nproc", "2",
-                          "--sigterm-after", "5", "--", "--hold", "60")
+    # SIGTERM at an event, not a time: once both ranks have saved (each marks it with a folder,
+    # rank 0 then marks the job's moment for --sigterm-on), while they hold. A timer
+    # (--sigterm-after 5) came before the saves when the machine was loaded; --timeout is the
+    # ceiling when the moment never comes.
+    script = world.adapted_fixture("train_module_level.py")
+    saved = 'print("checkpoint saved", flush=True)\n'
+    text = script.read_text()
+    assert text.count(saved) == 1 and "\nimport time\n" in text, text
+    script.write_text(text.replace(saved, saved + (
+        'os.mkdir("saved-rank%s" % os.environ["RANK"])\n'
+        'if os.environ["RANK"] == "0":\n'
+        '    while not all(os.path.isdir("saved-rank%d" % r) for r in range(int(os.environ["WORLD_SIZE"]))):\n'
+        '        time.sleep(0.05)\n'
+        '    os.mkdir("preempt-now")\n')))
+    done = world.rehearse("train_module_level.py", "--data", str(world.data), "--nproc", "2", "--timeout", "300",
+                          "--sigterm-on", "preempt-now", "--", "--hold", "3600")
     assert done.returncode == 0, report(done) + done.stderr.decode()
     assert uploaded(done) == ["epoch0.ckpt"]
+    assert (world.job / "obs/rehearsal/out/epoch0.ckpt").read_text() == "words=4\n"
     assert report(done).count("-15 (SIGTERM) after SIGTERM") == 2
+    assert verdict(done) == "OK: every rank succeeded and 1 file reached train_url"
 
 
 @pytest.mark.parametrize("nproc", [1, 2])
@@ -411,15 +426,20 @@ def test_timeout_stops_every_process_and_names_the_ranks_still_running(world):
         "parser.add_argument('--data_url')\n"
         "parser.add_argument('--train_url')\n"
         "args, _ = parser.parse_known_args()\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
-        "open('child%s.pid' % os.environ['RANK'], 'w').write(str(child.pid))\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(3600)'])\n"
+        "with open('child%s.tmp' % os.environ['RANK'], 'w') as f:\n"
+        "    f.write(str(child.pid))\n"
+        "os.replace('child%s.tmp' % os.environ['RANK'], 'child%s.pid' % os.environ['RANK'])\n"
         "if os.environ['RANK'] == '0':\n"
+        "    while not os.path.exists('child1.pid'):  # rank 1 and its child are running\n"
+        "        time.sleep(0.05)\n"
         "    sys.exit(0)\n"
-        "time.sleep(120)\n"
+        "time.sleep(3600)\n"
     ))
-    # A timeout is a time by nature, and rank 0 must have started and exited before it: 4 s is
-    # ample on a quiet machine; when rank 0 was still running then too (a loaded machine), the
-    # rehearsal is run again with 4 times the time, so the test neither races nor sleeps 20 s.
+    # A timeout is a time by nature, and rank 0 must have exited before it, once rank 1 had
+    # started its child: 4 s is ample on a quiet machine; when rank 0 was still running then too
+    # (a loaded machine), the rehearsal is run again with 4 times the time, so the test neither
+    # races nor sleeps 20 s. Rank 1 never ends by itself, whatever the timeout.
     for timeout in (4, 16, 64, 256):
         done = world.rehearse("train.py", "--nproc", "2", "--timeout", str(timeout))
         if not verdict(done).startswith(f"FAILED: timed out after {timeout} s: ranks 0, 1 still running"):
