@@ -62,6 +62,13 @@ counted(rules, "build_ruleset", "rule sets")
 counted(prefilter, "build_prefilter", "prefilters")
 counted(runner, "_Pool", "worker pools")
 counted(rules, "parse_toml", "rule files parsed")
+import tomllib
+real_loads = tomllib.loads
+def loads(*args, **kwargs):
+    built["TOML parses"] += 1
+    return real_loads(*args, **kwargs)
+tomllib.loads = loads
+built["TOML parses"] = 0
 from npu_migrate.cli import main
 try:
     main(sys.argv[1:])
@@ -104,7 +111,9 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
     (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, "train.py", "--check")
     assert seen["exit"] == 1  # it would be migrated: the run did migrate the file
-    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": RULE_FILES}
+    # no TOML at all: the rule files and the target tables are loaded from their shipped parse
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
+                             "TOML parses": 0}
     imported = {m: FORBIDDEN[m] for m in seen["modules"] if m in FORBIDDEN}
     assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
 
@@ -114,7 +123,8 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, ".", "--check", "-j", "1", "--format", "json", "--no-cache")
-    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": RULE_FILES}
+    assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
+                             "TOML parses": 0}
     reports = {m for m in seen["modules"] if m.startswith("npu_migrate.report.")}
     assert reports == {"npu_migrate.report.json"}
 
@@ -217,19 +227,105 @@ def test_stats_on_stdin(run_cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_run_with_the_cache_parses_no_rule_file_it_parsed_before(tmp_path):
-    """The built-in rule files' TOML (most of the rule set's 0.07 s) is parsed once and kept in
-    the cache folder (rules.ParsedRulesCache); --no-cache and runs that write parse it afresh."""
+def test_no_run_parses_the_toml_of_a_built_in_file_it_has_the_shipped_parse_of(tmp_path):
+    """The built-in rule files' and target tables' TOML (0.05-0.08 s of every start) is parsed at
+    build time (rules/parsed/, scripts/parsed_rules.py): a run with or without the cache, one
+    that writes included, parses none. A --rules file is parsed (and kept in the cache folder,
+    rules.ParsedRulesCache, by runs that read the cache)."""
     (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
-    first = _probe(tmp_path, "train.py", "--check")
+    for args in (["--check"], ["--check", "--no-cache"], ["--diff"], ["--write"]):
+        seen = _probe(tmp_path, "train.py", *args)
+        assert (seen["built"]["rule files parsed"], seen["built"]["TOML parses"]) == (0, 0), args
+    (tmp_path / "mine.toml").write_text(
+        '[[finding]]\ncode = "NPU399"\nkind = "api"\nseverity = "info"\napi = "torch.cuda.nvtx"\nmessage = "m"\n'
+        'examples = [{ flagged = "import torch\\ntorch.cuda.nvtx.range_push(1)\\n" }]\n', encoding="utf-8")
     (tmp_path / "train.py").write_text(SCRIPT.replace("0.1", "0.2"), encoding="utf-8")  # no cached result
-    again = _probe(tmp_path, "train.py", "--check")
-    assert first["built"]["rule files parsed"] == RULE_FILES
-    assert again["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0}
-    assert again["exit"] == first["exit"] == 1
-    assert _probe(tmp_path, "train.py", "--check", "--no-cache")["built"]["rule files parsed"] == RULE_FILES
-    assert _probe(tmp_path, "train.py", "--diff")["built"]["rule files parsed"] == 0
-    assert _probe(tmp_path, "train.py", "--write")["built"]["rule files parsed"] == RULE_FILES
+    assert _probe(tmp_path, "train.py", "--check", "--rules", "mine.toml")["built"]["rule files parsed"] == 1
+    assert _probe(tmp_path, "train.py", "--check", "--rules", "mine.toml")["built"]["rule files parsed"] == 0
+    assert _probe(tmp_path, "train.py", "--check", "--rules", "mine.toml", "--no-cache")["built"]["rule files parsed"] == 1
+
+
+def test_the_shipped_parse_of_every_built_in_toml_file_is_current():
+    """rules/parsed/<name>.json is tomllib's parse of rules/<name>, for its bytes: after an edit of
+    a rule file or a target table, run `python scripts/parsed_rules.py` and commit rules/parsed/."""
+    import hashlib
+    import tomllib
+
+    from npu_migrate.targets.tables import data_dir, shipped_path
+
+    root = data_dir()
+    files = sorted([*root.glob("*.toml"), *(root / "targets").glob("*.toml")])
+    assert len(files) >= RULE_FILES + 3
+    stale = []
+    for path in files:
+        content = path.read_bytes()
+        where = shipped_path(str(path))
+        entry = json.loads(open(where, "rb").read()) if where and os.path.isfile(where) else {}
+        if entry.get("sha256") != hashlib.sha256(content).hexdigest() or entry.get("data") != tomllib.loads(content.decode()):
+            stale.append(str(path.relative_to(root)))
+    assert stale == [], "stale or missing in rules/parsed/ (run python scripts/parsed_rules.py): " + ", ".join(stale)
+    shipped = sorted(p.relative_to(root / "parsed") for p in (root / "parsed").rglob("*.json"))
+    assert shipped == sorted(p.relative_to(root).with_name(p.name + ".json") for p in files)
+
+
+def test_an_edited_built_in_file_is_parsed_as_it_is_the_others_come_from_their_shipped_parse(tmp_path, monkeypatch):
+    """A shipped parse is taken for exactly the bytes it was made from: a rule file or a target
+    table edited in place (an installed copy, a checkout before scripts/parsed_rules.py) is
+    parsed, and the run sees the edit."""
+    import shutil
+
+    import npu_migrate.rules as rules_module
+    from npu_migrate.targets import tables
+
+    copy = tmp_path / "rules"
+    shutil.copytree(tables.data_dir(), copy)
+    monkeypatch.setattr(tables, "data_dir", lambda: copy)
+    monkeypatch.setattr(rules_module, "data_dir", lambda: copy)
+    monkeypatch.setattr(rules_module, "_LOADED", type(rules_module._LOADED)())
+    parsed = []
+    monkeypatch.setattr(rules_module, "parse_toml", lambda text: parsed.append(text) or tomllib_loads(text))
+    shipped = load_rules()
+    assert parsed == []  # the control: every built-in file from its shipped parse
+    torch_toml = copy / "torch.toml"
+    text = torch_toml.read_text(encoding="utf-8")
+    rule = next(r for r in shipped.rules if r.source.startswith("torch.toml"))
+    assert text.count(f'"{rule.message}"') >= 1
+    torch_toml.write_text(text.replace(f'"{rule.message}"', '"edited in place"', 1), encoding="utf-8")
+    edited = load_rules()
+    assert len(parsed) == 1 and parsed[0] == torch_toml.read_text(encoding="utf-8")
+    assert [r.message for r in edited.rules if r.source == rule.source] == ["edited in place"]
+    assert edited.fingerprint != shipped.fingerprint
+    # the target tables the same way
+    table = copy / "targets" / "torch_npu.toml"
+    content = table.read_text(encoding="utf-8")
+    line = '"torch_npu.npu.synchronize" = ["2.1.0.post8..2.14.0"]\n'
+    assert content.count(line) == 1
+    assert "torch_npu.npu.synchronize" in tables.load_toml(str(table))["names"]
+    table.write_text(content.replace(line, ""), encoding="utf-8")
+    assert "torch_npu.npu.synchronize" not in tables.load_toml(str(table))["names"]
+
+
+def tomllib_loads(text):
+    import tomllib
+
+    return tomllib.loads(text)
+
+
+def test_a_shipped_parse_is_read_only_for_the_bytes_it_names(tmp_path):
+    import hashlib
+
+    from npu_migrate.targets.tables import read_shipped
+
+    content = b'x = 1\n'
+    where = tmp_path / "a.toml.json"
+    where.write_text(json.dumps({"sha256": hashlib.sha256(content).hexdigest(), "data": {"x": 2}}), encoding="utf-8")
+    assert read_shipped(str(where), content) == {"x": 2}  # (the control: its data, not a parse)
+    assert read_shipped(str(where), b'x = 2\n') is None
+    for broken in ("{not json", '{"sha256": 1}', '{"data": {}}', "[]",
+                   json.dumps({"sha256": hashlib.sha256(content).hexdigest(), "data": [1]})):
+        where.write_text(broken, encoding="utf-8")
+        assert read_shipped(str(where), content) is None, broken
+    assert read_shipped(str(tmp_path / "missing.json"), content) is None
 
 
 def test_parsed_rules_from_the_cache_build_the_same_rule_set(tmp_path):
