@@ -105,14 +105,24 @@ def processes_running_on(tree: Path) -> List[int]:
     return found
 
 
-def wait_for_first_write(tree: Path, proc: subprocess.Popen, timeout: float = 120) -> bool:
-    """Block until a temporary file or a rewritten file shows up (the write phase began)."""
-    folders = [tree / f"pkg{k}" for k in range(FOLDERS)]
-    before = {f: os.stat(f).st_mtime_ns for f in folders}
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
+def folder_times(tree: Path) -> Dict[Path, int]:
+    """The tree's folders' times, taken before the run starts."""
+    return {tree / f"pkg{k}": os.stat(tree / f"pkg{k}").st_mtime_ns for k in range(FOLDERS)}
+
+
+def wait_for_first_write(before: Dict[Path, int], proc: subprocess.Popen, ceiling: float = 600) -> bool:
+    """Block until a temporary file or a rewritten file shows up (the write phase began; a
+    folder's time changes then and stays changed). True too when the run ended before this
+    looked (a loaded machine may not run this loop for the whole write phase); False only
+    when the run ended without writing, or after the ceiling (minutes: a hang, not a pace)."""
+    folders = list(before)
+    deadline = time.monotonic() + ceiling
+    while time.monotonic() < deadline:
+        ended = proc.poll() is not None
         if any(os.stat(f).st_mtime_ns != before[f] for f in folders):
             return True
+        if ended:
+            return False
         time.sleep(0.0005)
     return False
 
@@ -152,9 +162,10 @@ def baseline(pristine, tmp_path_factory):
     work = tmp_path_factory.mktemp("baseline")
     tree = work / "tree"
     shutil.copytree(root, tree)
+    before = folder_times(tree)
     started = time.monotonic()
     proc = start(tree, work / "cache")
-    assert wait_for_first_write(tree, proc)
+    assert wait_for_first_write(before, proc)
     until_first_write = time.monotonic() - started
     _out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err.decode()
@@ -176,10 +187,11 @@ def test_interrupted_write_leaves_every_file_old_or_new(pristine, baseline, tmp_
     for attempt in range(4):
         tree = tmp_path / f"tree{attempt}"
         shutil.copytree(root, tree)
+        before = folder_times(tree)
         proc = start(tree, tmp_path / f"cache{attempt}")
         try:
             if phase == "writing":
-                assert wait_for_first_write(tree, proc), "the run never started writing"
+                assert wait_for_first_write(before, proc), "the run never started writing"
                 time.sleep(rng.uniform(0, 0.05))
             else:
                 time.sleep(rng.uniform(0.2, 0.6) * baseline[0] / 2**attempt)
