@@ -113,11 +113,24 @@ _GENERIC = {"tf", "os", "atexit", "session", "backend", "util", "config_pb2", "r
 
 
 def variable_helpers() -> FrozenSet[str]:
-    """TF Adapter names that some dated release lacks: the only ones a text can name wrongly."""
+    """TF Adapter names that some dated release lacks: the only ones a text can name wrongly.
+    (Computed once per table: the view asks for every suggestion, ~300 a run.)"""
     table = load_cann_table()
-    every = set(table.releases)
-    return frozenset(n for n, have in table.names.items()
-                     if ":" not in n and "." not in n and n not in _GENERIC and set(have) != every)
+    kept = _VARIABLE_HELPERS.get(id(table))
+    if kept is None or kept[0] is not table:
+        every = set(table.releases)
+        kept = _VARIABLE_HELPERS[id(table)] = (table, frozenset(
+            n for n, have in table.names.items()
+            if ":" not in n and "." not in n and n not in _GENERIC and set(have) != every))
+    return kept[1]
+
+
+_VARIABLE_HELPERS: Dict[int, Tuple[object, FrozenSet[str]]] = {}  # id(table) -> (table, its names)
+# What a text must contain for missing_in_text to find a name in it: one of these, or a word
+# (the head of a dotted name is one) that is a variable TF Adapter helper. Most suggestions hold
+# none: they are answered without walking their dotted names.
+_MARKERS = ("torch.npu", "torch_npu", "mindspore.", "npu_bridge.")
+_WORD = re.compile(r"[A-Za-z_]\w*")
 
 
 def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> Optional[str]:
@@ -129,9 +142,11 @@ def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str =
         return None
     # "… lacks `X`" and "… has no `X`" say that a release lacks X: a mention, not advice to call it.
     text = re.sub(r"(?:lacks|has no) `[^`]*`", "", text)
+    tf_names = variable_helpers()
+    if not any(marker in text for marker in _MARKERS) and tf_names.isdisjoint(_WORD.findall(text)):
+        return None
     for _span, _name, _kept, why in _torch_members_missing(text, torch_spec):
         return why[0]
-    tf_names = variable_helpers()
     torch_target = Target(torch_spec)
     for m in _DOTTED.finditer(text):
         token = m.group(0).rstrip(".")

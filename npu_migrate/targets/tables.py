@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import sys
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Dict, FrozenSet, Iterable, Sequence, Set
+from typing import Any, Dict, FrozenSet, Iterable, Sequence, Set, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,6 +29,7 @@ class TargetError(Exception):
 TABLES = ("torch_npu.toml", "tf_adapter.toml", "mindspore.toml")
 
 
+@lru_cache(maxsize=1)  # (not an exception: none is kept)
 def data_dir() -> Path:
     """The built-in `rules/` folder (the rule files, and the target tables in rules/targets/):
     inside the installed package, or at the source checkout's root. Here, below rules.py (whose
@@ -94,10 +96,16 @@ def read_shipped(where: str, content: bytes) -> Any:
         return None
 
 
+@lru_cache(maxsize=8)
+def _release_index(releases: Tuple[str, ...]) -> Dict[str, int]:
+    """release -> its position in a table's list (one per table, not one per name)."""
+    return {r: i for i, r in enumerate(releases)}
+
+
 def expand_spans(spans: Iterable[str], releases: Sequence[str]) -> FrozenSet[str]:
     """The releases that `"first..last"` (or `"release"`) spans cover, in a table whose
     releases are `releases` (oldest first)."""
-    index = {r: i for i, r in enumerate(releases)}
+    index = _release_index(tuple(releases))
     have: Set[str] = set()
     for span in spans:
         first, _, last = span.partition("..")
