@@ -181,6 +181,19 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
 
+def test_a_dropout_of_another_library_takes_no_tensorflow_pass():
+    """NPU351 offers npu_ops.dropout for `tf.nn.dropout` (and `tf.layers.max_pooling2d`), which
+    the TensorFlow pass finds through the import table: a TF 1.x file whose `dropout` is
+    another library's (tensor2tensor's Mesh TensorFlow models: `mtf.dropout`) needs no whole
+    parse for it (6 of tensor2tensor 1.15.7's files)."""
+    text = ("import tensorflow as tf\nimport mesh_tensorflow as mtf\n\n\ndef layer(x, rate):\n"
+            "    return mtf.dropout(x, keep_prob=1.0 - rate)\n")
+    result = migrate_source(text, "mtf_layer.py")
+    assert result.findings == [] and "parse" not in result.work
+    offered = migrate_source(text.replace("mtf.dropout", "tf.nn.dropout"), "layer.py")
+    assert [f.code for f in offered.findings] == ["NPU351"] and offered.work["parse"] == 1
+
+
 def test_counts_are_the_steps_taken():
     """The counter counts what happened: a TF 1.x file is parsed whole once (no partial parse
     thrown away), walked and transformed; a file the prefilter skips takes nothing."""

@@ -38,7 +38,10 @@
 `context` narrows a Python finding to files that import torch (`"torch"`) or that use the
 device (`"device"`). With `framework`, a finding (kinds api, import, call, codemod) belongs to
 that framework's pass; `once_per_file = true` reports each listed name of an `api` finding once
-per file; `words` (kind `codemod`) are the words a codemod's own scan looks for (the prefilter's).
+per file; `words` (kind `codemod`) are the words a codemod's own scan looks for (the prefilter's),
+`resolves` (kind `codemod`) the qualified names it matches only where the import table resolves a
+reference to them (`tensorflow.nn.dropout`): each one a requirement as an `api` rule's, so a file
+that merely mentions `dropout` (`mtf.dropout`, a docstring) does not need the framework's pass.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class FindingSpec:
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     once_per_file: bool = False  # framework api findings: report each listed name once per file
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
+    resolves: Tuple[str, ...] = ()  # ... and the qualified names that scan resolves through the imports
 
     @classmethod
     def of(cls, rule: Rule) -> "FindingSpec":
@@ -202,6 +206,10 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
     if "words" in entry and (match_kind != "codemod" or not isinstance(entry["words"], list)
                              or not all(isinstance(w, str) and IDENT_RE.match(w) for w in entry["words"])):
         raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" findings")
+    if "resolves" in entry and (match_kind != "codemod" or not isinstance(entry["resolves"], list)
+                                or not all(isinstance(n, str) and QUALNAME_RE.match(n) and "." in n
+                                           for n in entry["resolves"])):
+        raise RuleError(f"{label}: 'resolves' must be a list of dotted names, for kind = \"codemod\" findings")
     if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
                                      or match_kind != "api"):
         raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
@@ -216,6 +224,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         skip_logged=entry.get("skip_logged", False),
         once_per_file=bool(entry.get("once_per_file", False)),
         words=tuple(entry.get("words", ())),
+        resolves=tuple(entry.get("resolves", ())),
     )
 
 
@@ -265,8 +274,11 @@ def _requirements(rule: Rule) -> List[Requirement]:
     if rule.framework:
         if match == "codemod":
             # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's
-            # own scan for the words it names (`words`, in any case: '/device:GPU:%d').
-            return plain_words(*FindingSpec.of(rule).words, ignore_case=True)
+            # own scan for the words it names (`words`, in any case: '/device:GPU:%d') and for
+            # references to the names it `resolves` through the import table (as an api rule's).
+            spec = FindingSpec.of(rule)
+            return (plain_words(*spec.words, ignore_case=True)
+                    + [framework_name(name, rule.framework) for name in spec.resolves])
         if match == "import":
             return [imported(name) for name in names]
         if FindingSpec.of(rule).once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
@@ -308,7 +320,8 @@ def call_words(rules: "RuleSet") -> List[FrozenSet[str]]:
 KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
-                                         "suffixes", "context", "framework", "once_per_file", "words", "skip_logged")),
+                                         "suffixes", "context", "framework", "once_per_file", "words", "resolves",
+                                         "skip_logged")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,
     new_index=FindingIndex,
