@@ -18,7 +18,8 @@ on PYTHONPATH. The verdict: every process succeeded and at least one file reache
 and what a distributed job must hold (from each process's record, records/): every rank ends
 with the same parameters in its DistributedDataParallel models, the ranks' DistributedSamplers
 drew (and rank_shard kept) disjoint parts of the data, each output file had one writer, and no
-uploaded file is truncated. The files the job wrote are known from the job folder (before and
+uploaded file is truncated (NAME.incomplete, what a preemption cut short, says so: not a failure).
+The files the job wrote are known from the job folder (before and
 after) and from each process's record of the files it opened for writing anywhere (`../x`,
 `~/x`, `/abs/x`). Where the records cannot show whether outputs reached train_url (a program or
 an OBS client that uploads without MoXing), the verdict says it cannot tell (exit 3), never OK
@@ -65,6 +66,10 @@ SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox"
                    "node_modules", ".ipynb_checkpoints"}
 MODELARTS_MAX_CODE_FILES = 1000  # ModelArts refuses a code folder with more files
 GRACE_SECONDS = 20.0  # after SIGTERM (a preemption or a timeout), before SIGKILL
+# What the generated runtime (modelarts/runtime_template.py, Job._upload) appends to the name of a
+# file a process was writing when the job ended: what was written, marked as cut short (the
+# file's last complete copy keeps its name). Never a truncated upload, and never a lost file.
+INCOMPLETE = ".incomplete"
 # What the rehearsal itself keeps in the job folder (not the job's files).
 JOB_OWN = ("obs", "logs", "records", "moxing.jsonl", "rank_table.json")
 # Modules recorded by the stand-in (_npu_migrate_record.UNSEEN_MODULES) that upload without MoXing,
@@ -389,7 +394,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
     places = _Places(job, code, obs, copies_in)
     records = _by_rank(_read_records(job / "records"), ranks)
     written = _written(places, before_job, records, started_ns)
-    uploaded_names = {(Path(n).name, s) for n, s in uploaded}
+    uploaded_names = {(_without_incomplete(Path(n).name), s) for n, s in uploaded}
     not_uploaded = [name for name, size in written if (Path(name).name, size) not in uploaded_names]
     result = RehearsalResult(options=options, job_dir=job, command=command, ranks=ranks, copies_in=copies_in,
                              uploaded=uploaded, not_uploaded=not_uploaded, seconds=seconds, timed_out=timed_out,
@@ -651,11 +656,20 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
                                  else "the output file had one writer")
     # 4. nothing uploaded truncated
     truncated = _truncated(result, written)
+    marked = [name for name, _ in result.uploaded if name.endswith(INCOMPLETE)]
     if truncated:
         problems.append("uploaded truncated: " + ", ".join(truncated[:4]))
+    elif result.uploaded and len(ranks) > 1 and marked:
+        one = len(marked) == 1
+        result.checks.append(f"no file uploaded under its own name is truncated ({', '.join(marked[:4])} "
+                             f"{'was' if one else 'were'} cut short and {'is' if one else 'are'} named so)")
     elif result.uploaded and len(ranks) > 1:
         result.checks.append("no uploaded file is truncated")
     return problems
+
+
+def _without_incomplete(name: str) -> str:
+    return name[:-len(INCOMPLETE)] if name.endswith(INCOMPLETE) else name
 
 
 def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[str]:
@@ -672,6 +686,8 @@ def _truncated(result: RehearsalResult, written: List[Tuple[str, int]]) -> List[
     out = result.job_dir / "obs" / BUCKET / "out" if not result.options.obs else Path(result.options.obs) / BUCKET / "out"
     found = []
     for name, size in result.uploaded:
+        if name.endswith(INCOMPLETE):
+            continue  # cut short by the end of the job, and named so: what the runtime does by design
         if size < final.get(Path(name).name, 0):
             found.append(f"`{name}` ({size:,} of {final[Path(name).name]:,} bytes)")
             continue

@@ -613,6 +613,30 @@ def test_an_upload_smaller_than_the_jobs_final_file_or_a_broken_archive_is_trunc
     assert problems == ["uploaded truncated: `broken.pt` (not a whole archive), `model.pt` (0 of 15,000 bytes)"]
 
 
+def test_a_file_a_preemption_cut_short_uploaded_as_incomplete_is_named_so_not_truncated(tmp_path):
+    """The generated runtime uploads a file a process was writing when the job ended as
+    NAME.incomplete, by design (train_url keeps nothing under a name but whole files): the
+    rehearsal failed such a job as "uploaded truncated", a false failure."""
+    import zipfile
+
+    out = tmp_path / "obs" / "rehearsal" / "out"
+    out.mkdir(parents=True)
+    with zipfile.ZipFile(out / "best.pt", "w") as z:
+        z.writestr("archive/data.pkl", b"x" * 1000)
+    whole = (out / "best.pt").read_bytes()
+    (out / "best.pt.incomplete").write_bytes(whole[:len(whole) // 2])
+    records = [_record(0, writes=["best.pt"]), _record(1)]
+    uploaded = [("best.pt", len(whole)), ("best.pt.incomplete", len(whole) // 2)]
+    checks, problems = _checked(tmp_path, records, written=[("best.pt", len(whole))], uploaded=uploaded)
+    assert problems == []
+    assert checks[-1] == ("no file uploaded under its own name is truncated (best.pt.incomplete was cut short and "
+                          "is named so)")
+    # ... while a truncated archive under its own name still fails the job
+    (out / "best.pt").write_bytes(whole[:len(whole) // 2])
+    _, problems = _checked(tmp_path, records, uploaded=[("best.pt", len(whole) // 2)])
+    assert problems == ["uploaded truncated: `best.pt` (not a whole archive)"]
+
+
 def test_ranks_stopped_by_a_preemption_are_not_held_to_equal_parameters(tmp_path):
     """SIGTERM stops each rank wherever it is (one past its optimizer step, one before): different
     parameters then are no fault of the conversion, and a false failure is the worst result."""

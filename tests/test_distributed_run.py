@@ -270,3 +270,48 @@ def test_dcgan_preempted_after_its_second_checkpoint_delivers_whole_files(conver
     assert all((out / name).read_bytes() == (saved / name).read_bytes() for name in names)
     assert re.search(r"^  distributed: .*had one writer; no uploaded file is truncated$", report, re.MULTILINE), report
     assert "the ranks hold" not in report  # stopped by a signal: no claim about the parameters
+
+
+def test_a_checkpoint_cut_short_by_the_preemption_goes_as_incomplete_and_fails_nothing(converted, torch_python,
+                                                                                      tmp_path):
+    """Rank 0 is preempted halfway through writing its second epoch's netD checkpoint: the job's
+    runtime uploads what was written as netD_epoch_1.pth.incomplete (by design: train_url keeps
+    nothing under the name but whole files). The rehearsal counted that file as an uploaded
+    truncated checkpoint and failed a job that did what it should."""
+    import shutil
+
+    code = tmp_path / "dcgan"
+    shutil.copytree(converted / "dcgan", code)
+    script = code / "dcgan_train.py"
+    text = script.read_text(encoding="utf-8")
+    save = '        torch.save(unwrap_model(netD).state_dict(), "%s/netD_epoch_%d.pth" % (opt.outf, epoch))\n'
+    assert text.count(save) == 1, text
+    script.write_text(text.replace(save, (
+        "        if epoch == 1:  # half of the checkpoint written when the SIGTERM comes\n"
+        "            import io\n            import time\n\n"
+        "            whole = io.BytesIO()\n"
+        "            torch.save(unwrap_model(netD).state_dict(), whole)\n"
+        "            with open(\"%s/netD_epoch_%d.pth\" % (opt.outf, epoch), \"wb\") as half:\n"
+        "                half.write(whole.getvalue()[:len(whole.getvalue()) // 2])\n"
+        "                half.flush()\n"
+        "                os.mkdir('preempt-now')\n"
+        "                while True:\n"
+        "                    time.sleep(1)\n"
+        + save + "    if epoch == 1:  # the other rank waits for the SIGTERM here\n"
+        "        import time\n\n"
+        "        while True:\n"
+        "            time.sleep(1)\n")), encoding="utf-8")
+    report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
+                       "--sigterm-on", "preempt-now", "--", "--niter", "100000")
+    assert re.findall(r"^  [01] +(.+?) +[\d.]+s  logs/rank\d\.log$", report, re.MULTILINE) == [
+        "-15 (SIGTERM) after SIGTERM"] * 2, report
+    names = re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
+    assert sorted(names) == ["fake_samples_epoch_000.npy", "fake_samples_epoch_001.npy", "losses.txt",
+                             "netD_epoch_0.pth", "netD_epoch_1.pth.incomplete", "netG_epoch_0.pth",
+                             "netG_epoch_1.pth"], report
+    out, saved = tmp_path / "job/obs/rehearsal/out", tmp_path / "job/code/dcgan/out"
+    assert (out / "netD_epoch_1.pth.incomplete").read_bytes() == (saved / "netD_epoch_1.pth").read_bytes()
+    assert report.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 7 files reached train_url", report
+    assert "uploaded truncated" not in report
+    assert re.search(r"^  distributed: .*had one writer; no file uploaded under its own name is truncated "
+                     r"\(netD_epoch_1\.pth\.incomplete was cut short and is named so\)$", report, re.MULTILINE), report
