@@ -60,7 +60,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import stat
 import sys
 import time
@@ -214,6 +213,8 @@ class Cache:
                 except OSError:
                     continue
                 if stale and entry.path != str(self.folder) and _is_ours(entry.path):
+                    import shutil
+
                     shutil.rmtree(entry.path, ignore_errors=True)
 
     def _tag(self) -> None:

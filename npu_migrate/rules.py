@@ -265,7 +265,8 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
             raw.append((name, data))
         if stored is not None:
             stored.put(raw)
-    rules = _LOADED[key] = build_ruleset(raw)
+    # (the fingerprint is the key's: the same files by name and bytes, not their JSON once more)
+    rules = _LOADED[key] = build_ruleset(raw, fingerprint=hashlib.sha256(key).hexdigest()[:16])
     while len(_LOADED) > _LOADED_KEPT:
         _LOADED.popitem(last=False)
     return rules
@@ -312,7 +313,10 @@ class ParsedRulesCache:
                 return
             from .source import atomic_write
 
-            self.folder.mkdir(parents=True, exist_ok=True)
+            # private, as every folder of the cache (cache.private_root): mkdir(parents=True)
+            # would give the missing parent the umask's mode (0o755 here, the results' are 0o700)
+            for folder in (self.folder.parent, self.folder):
+                folder.mkdir(mode=0o700, exist_ok=True)
             atomic_write(str(self.path), text.encode("utf-8"), 0o644, durable=False)
             for old in sorted(self.folder.glob("*.json"), key=lambda p: p.stat().st_mtime)[:-self.KEPT]:
                 old.unlink()
@@ -320,12 +324,16 @@ class ParsedRulesCache:
             return
 
 
-def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:
+def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]], fingerprint: str = "") -> RuleSet:
+    """The rule set of the parsed files `raw` ((name, data) in order). `fingerprint`: a digest
+    of everything they are made of (load_rules': the files' names and bytes); without one, a
+    digest of the names and data."""
     rs = RuleSet()
     digest = hashlib.sha256()
     for name, data in raw:
-        digest.update(name.encode())
-        digest.update(json.dumps(data, sort_keys=True, default=str).encode())
+        if not fingerprint:
+            digest.update(name.encode())
+            digest.update(json.dumps(data, sort_keys=True, default=str).encode())
         for kind, entries in data.items():
             if kind == "code":
                 for i, entry in enumerate(_as_list(entries, name, kind), 1):
@@ -339,7 +347,7 @@ def build_ruleset(raw: Iterable[Tuple[str, Dict[str, Any]]]) -> RuleSet:
                 )
             for i, entry in enumerate(_as_list(entries, name, kind), 1):
                 rs.rules.append(_parse_rule(kind, entry, f"{name}: [[{kind}]] #{i}"))
-    rs.fingerprint = digest.hexdigest()[:16]
+    rs.fingerprint = fingerprint or digest.hexdigest()[:16]
     _index(rs)
     _check_framework_references(rs)
     return rs

@@ -18,7 +18,6 @@ import io
 import os
 import signal
 import stat
-import tempfile
 import tokenize
 from dataclasses import dataclass
 from typing import Iterator, Optional, Tuple
@@ -251,6 +250,8 @@ def atomic_write(dest: str, data: bytes, mode: int, owner: Optional[Tuple[int, i
                  durable: bool = True) -> None:
     """Write `data` to a temporary file next to `dest`, then rename it over `dest`: every write
     of a run goes through here. `durable`: fsync before the rename (the cache does without)."""
+    import tempfile  # (here: a run that writes nothing, a warm one, never imports it)
+
     folder = os.path.dirname(os.path.abspath(dest))
     with signals_deferred():
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=temp_prefix(dest), suffix=TEMP_SUFFIX)
@@ -319,6 +320,7 @@ def atomic_copy(src: str, dest: str) -> None:
     not shielded from signals (a big file must not make Ctrl-C wait): an interruption removes
     the temporary file; only the rename is."""
     import shutil
+    import tempfile
 
     folder = os.path.dirname(os.path.abspath(dest))
     tmp = None

@@ -142,6 +142,9 @@ def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
     assert warm["exit"] == cold["exit"] == 1
     assert [m for m in warm["modules"] if m.split(".")[0] == "libcst"] == []
     assert [m for m in warm["modules"] if m.startswith("npu_migrate.codemods")] == []
+    # it writes nothing, so nothing of writing either (tempfile, shutil, random: ~5 ms)
+    assert [m for m in warm["modules"] if m in ("tempfile", "shutil", "random")] == []
+    assert "tempfile" in cold["modules"]  # (the control: the cold run stored its results)
 
 
 @pytest.mark.slow
@@ -443,3 +446,39 @@ def test_the_rule_view_walks_only_the_suggestions_that_may_name_a_target_depende
         monkeypatch.setattr(rule_view, "_MARKERS", ("",))
         assert fast == walk, (cann, torch_spec, ms_spec)
         assert any(walk) == bool(cann)  # (the control: the old targets lack names the texts give)
+
+
+def test_a_loaded_rule_set_is_fingerprinted_by_its_files_bytes_not_by_dumping_its_data(monkeypatch, tmp_path):
+    """load_rules already hashed every file's name and bytes (its key): that digest is the
+    fingerprint; dumping the data as JSON to hash it again took ~3 ms a run."""
+    import npu_migrate.rules as rules_module
+
+    monkeypatch.setattr(rules_module, "_LOADED", type(rules_module._LOADED)())
+    dumped = []
+    real = rules_module.json.dumps
+    monkeypatch.setattr(rules_module.json, "dumps", lambda *a, **k: dumped.append(a) or real(*a, **k))
+    builtin = load_rules()
+    assert dumped == []
+    extra = tmp_path / "mine.toml"
+    extra.write_text('[[code]]\ncode = "NPU998"\ntitle = "t"\n', encoding="utf-8")
+    first = load_rules([extra]).fingerprint
+    extra.write_text('[[code]]\ncode = "NPU998"\ntitle = "t" \n', encoding="utf-8")  # other bytes, the same data
+    again = load_rules([extra]).fingerprint
+    assert dumped == []
+    # (other bytes of the same data: another fingerprint, at worst a cache miss, never a wrong hit)
+    assert len({builtin.fingerprint, first, again, ""}) == 4
+
+
+def test_the_parsed_rules_folders_are_private_like_the_rest_of_the_cache(tmp_path):
+    """The cache folder's subfolders are 0700 (test_cache: the results'); the parsed rules'
+    were made with the umask's mode (0755) by mkdir(parents=True), which gives a missing parent
+    the default mode whatever `mode` says."""
+    import stat
+
+    root = tmp_path / "cache"
+    root.mkdir(mode=0o700)
+    raw = [("torch.toml", {"rule": [{"code": "NPU101"}]})]
+    ParsedRulesCache(root / "parsed-rules" / "v1", b"key").put(raw)
+    assert ParsedRulesCache(root / "parsed-rules" / "v1", b"key").get() == raw
+    for folder in (root / "parsed-rules", root / "parsed-rules" / "v1"):
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder

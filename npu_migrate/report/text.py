@@ -9,7 +9,6 @@ the findings by code, drawn with rich.
 from __future__ import annotations
 
 import io
-import shutil
 from collections import Counter
 from typing import Dict, List, Tuple
 
@@ -118,7 +117,9 @@ def _not_written(report: RunReport) -> str:
 
 
 def render_rich(report: RunReport, width: int = 0) -> str:
-    # rich is imported here only: the plain report (CI logs, pipes) does not pay for it.
+    # rich (and shutil) is imported here only: the plain report (CI logs, pipes) does not pay for it.
+    import shutil
+
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
