@@ -49,6 +49,7 @@ CHECKED_NAMESPACES = (
 CHECKED_NAMES = ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL")
 
 
+@lru_cache(maxsize=1024)  # (a Version is immutable; the table's ~60 releases are parsed once, not ~360 times a run)
 def _version(text: str):
     from packaging.version import Version
 
