@@ -32,7 +32,8 @@ def pytest_collection_modifyitems(config, items):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """NPU_MIGRATE_TEST_CPU=FILE appends each test's CPU seconds there: `total self children wall nodeid`
-    (tab-separated; children: the processes it started and waited for; wall: its duration). Unlike durations, CPU
+    (tab-separated; children: the processes it started and waited for, and those the fork server forked for
+    it, tests/zygote.py; wall: its duration). Unlike durations, CPU
     time hardly grows with the machine's load: the measure to compare tests and runs by.
     `sort -gr FILE | head -20` lists the costliest."""
     listing = os.environ.get("NPU_MIGRATE_TEST_CPU")
@@ -42,13 +43,20 @@ def pytest_runtest_protocol(item, nextitem):
     import resource
     import time
 
+    from torch_env import zygote_folder
+    from zygote import cpu_seconds
+
     def cpu(who):
         usage = resource.getrusage(who)
         return usage.ru_utime + usage.ru_stime
 
-    before = cpu(resource.RUSAGE_SELF), cpu(resource.RUSAGE_CHILDREN), time.perf_counter()
+    def children():  # with the programs the fork server forked (not this process's children) and its own start
+        folder = zygote_folder()
+        return cpu(resource.RUSAGE_CHILDREN) + (cpu_seconds(folder) if folder else 0.0)
+
+    before = cpu(resource.RUSAGE_SELF), children(), time.perf_counter()
     yield
-    spent = (cpu(resource.RUSAGE_SELF) - before[0], cpu(resource.RUSAGE_CHILDREN) - before[1])
+    spent = (cpu(resource.RUSAGE_SELF) - before[0], children() - before[1])
     with open(listing, "a") as f:  # one short line per write: the workers' lines do not interleave
         f.write(f"{sum(spent):.2f}\t{spent[0]:.2f}\t{spent[1]:.2f}\t{time.perf_counter() - before[2]:.2f}\t{item.nodeid}\n")
 

@@ -77,7 +77,8 @@ def make_torch_python() -> str:
 _cached: Dict[str, str] = {}
 
 
-def torch_python_or_skip() -> str:
+def real_torch_python() -> str:
+    """The interpreter itself (skips the test when there is none)."""
     if "python" not in _cached:
         try:
             _cached["python"] = make_torch_python()
@@ -87,6 +88,34 @@ def torch_python_or_skip() -> str:
     if not _cached["python"]:
         pytest.skip(f"no Python with torch=={TORCH_VERSION} for running migrated programs: {_cached['error']}")
     return _cached["python"]
+
+
+def torch_python_or_skip() -> str:
+    """What the tests run programs with: the fork server's client for the interpreter (tests/zygote.py:
+    `python SCRIPT ARGS` forked from a process that imported torch, anything else run by the
+    interpreter itself), or with NPU_MIGRATE_TEST_ZYGOTE=0 the interpreter."""
+    real = real_torch_python()
+    wanted = os.environ.get("NPU_MIGRATE_TEST_ZYGOTE", "1")
+    if wanted == "0" or os.name != "posix" or not hasattr(os, "pidfd_open"):
+        return real
+    if "client" not in _cached:
+        import atexit
+        import shutil
+        import tempfile
+
+        import zygote
+
+        folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
+        if wanted != "keep":  # (keep: to read the zygotes' logs: which runs went fresh, and why)
+            atexit.register(shutil.rmtree, folder, True)  # its zygotes end with this process
+        _cached["folder"] = folder
+        _cached["client"] = zygote.install(real, folder)
+    return _cached["client"]
+
+
+def zygote_folder() -> Optional[str]:
+    """Where the fork server's client, sockets, logs and CPU seconds are (None: not in use)."""
+    return _cached.get("folder")
 
 
 def standin_env(tmp_path: Path, devices: int = 1, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

@@ -1,0 +1,172 @@
+"""The fork server the program-running tests use (tests/zygote.py): a program forked from a zygote that
+imported torch behaves as the same program started fresh. A probe reports what a program can see of
+its start (argv, environment, cwd, sys.path, __main__, signals, mask, umask, session, standard
+streams, the stand-in loaded on `import torch`), its end (exit status, the traceback of an uncaught
+exception, atexit, a SIGTERM) and it runs fresh and forked: the reports must be equal, but for the
+parent's pid (the one known difference the probe shows; the module's docstring lists the others)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+
+import pytest
+from helpers import CEILING, read_until
+from torch_env import standin_env
+
+pytestmark = pytest.mark.slow
+
+PROBE = r'''
+import atexit, builtins, json, os, signal, sys, threading
+frame = sys._getframe()
+out = {"argv": sys.argv, "orig_argv": sys.orig_argv, "executable": sys.executable, "path": sys.path,
+       "flags": list(sys.flags), "cwd": os.getcwd(), "env": dict(os.environ), "globals": sorted(globals()),
+       "file": __file__, "loader": [type(__loader__).__name__, __loader__.name, __loader__.path],
+       "spec": repr(__spec__), "code": frame.f_code.co_filename, "builtins": __builtins__ is builtins,
+       "signals": {s.name: repr(signal.getsignal(s)) for s in signal.valid_signals()
+                   if s not in (signal.SIGKILL, signal.SIGSTOP) and isinstance(s, signal.Signals)},
+       "mask": sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),
+       "umask": os.umask(0o22), "leader": os.getpgrp() == os.getpid(), "session": os.getsid(0) == os.getpid(),
+       "threads": threading.active_count(), "main": threading.current_thread() is threading.main_thread(),
+       "std": [[s.name, s.encoding, s.errors, s.line_buffering, s.write_through, s.isatty(), s.fileno(), s.mode,
+                type(s.buffer).__name__, s is d] for s, d in ((sys.stdin, sys.__stdin__), (sys.stdout, sys.__stdout__),
+                                                            (sys.stderr, sys.__stderr__))],
+       "stdin": sys.stdin.read(), "excepthook": sys.excepthook is sys.__excepthook__,
+       "dont_write_bytecode": sys.dont_write_bytecode, "sitecustomize": sys.modules["sitecustomize"].__file__,
+       "ppid": os.getppid()}
+print(json.dumps(out), flush=True)
+print("to stderr", file=sys.stderr, flush=True)
+atexit.register(print, "atexit", flush=True)
+mode = sys.argv[1]
+if mode == "torch":  # what import torch does in a fresh process: the stand-in's torch_npu loaded, after torch's
+    import torch
+    import torch_npu
+    print(str(torch.device("npu:1")), torch.npu.device_count(), torch_npu.STANDIN, torch.ones(1).npu().device,
+          atexit._ncallbacks(), flush=True)
+    sys.exit(3)
+if mode == "raise":
+    def fails():
+        raise ValueError("the probe fails")
+    fails()
+if mode == "sigterm":
+    if sys.argv[2] == "handled":
+        signal.signal(signal.SIGTERM, lambda *a: (print("SIGTERM handled", flush=True), sys.exit(0)))
+    print("waiting", flush=True)
+    threading.Event().wait()
+'''
+
+
+@pytest.fixture(scope="module")
+def real_python(torch_python):
+    from torch_env import real_torch_python, zygote_folder
+
+    if zygote_folder() is None:
+        pytest.skip("the fork server is off (NPU_MIGRATE_TEST_ZYGOTE=0)")
+    return real_torch_python()
+
+
+def _start(python, tmp_path, *args, env, stdin: bytes = b"", session=True):
+    (tmp_path / "stdin").write_bytes(stdin)
+    with open(tmp_path / "stdin", "rb") as f:
+        return subprocess.Popen([python, "sub/probe.py", *args], cwd=tmp_path, env=env, stdin=f,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=session, text=True)
+
+
+def _run(python, tmp_path, *args, env, stdin=b"", session=True):
+    proc = _start(python, tmp_path, *args, env=env, stdin=stdin, session=session)
+    out, err = proc.communicate(timeout=CEILING)
+    return proc.returncode, out, err
+
+
+def _report(out: str) -> dict:
+    report = json.loads(out.splitlines()[0])
+    report.pop("ppid")
+    return report
+
+
+def _forked(python, tmp_path, env) -> None:
+    """Have the zygote of `env` serve: an environment's first run runs fresh, its second starts the zygote
+    and waits for it (a probe that imports nothing: cheap when fresh)."""
+    from torch_env import zygote_folder
+
+    _run(python, tmp_path, "warm-up", env=env)
+    _run(python, tmp_path, "warm-up", env=env)
+    assert sum(n.endswith(".sock") for n in os.listdir(zygote_folder())) >= 1, "the zygote never started"
+
+
+def _probe(tmp_path, env_extra=None):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "probe.py").write_text(PROBE)
+    env = standin_env(tmp_path, devices=3, extra=env_extra)
+    env["PYTHONPATH"] += os.pathsep + "relative/folder"
+    return env
+
+
+def test_a_forked_program_starts_and_ends_as_a_fresh_one(real_python, torch_python, tmp_path):
+    """As rehearse starts a rank: a session of its own, unbuffered; then as it ends: sys.exit, an exception."""
+    env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
+    _forked(torch_python, tmp_path, env)
+    for mode in ("torch", "raise"):
+        fresh = _run(real_python, tmp_path, mode, env=env, stdin=b"input\xff")
+        forked = _run(torch_python, tmp_path, mode, env=env, stdin=b"input\xff")
+        assert json.loads(forked[1].splitlines()[0])["ppid"] != os.getpid(), "not forked: it ran fresh"
+        assert _report(forked[1]) == _report(fresh[1])
+        assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
+        if mode == "torch":
+            assert fresh[0] == 3 and fresh[1].splitlines()[1:] == ["npu:1 3 True cpu 7", "atexit"]
+        else:
+            assert fresh[0] == 1 and fresh[1].splitlines()[1:] == ["atexit"]
+            assert fresh[2].startswith("to stderr\nTraceback (most recent call last):\n  File \"")
+            assert fresh[2].endswith("ValueError: the probe fails\n")
+
+
+def test_a_forked_program_without_a_session_sees_the_ignored_signals(real_python, torch_python, tmp_path):
+    """As run_on_standin starts a program (no session of its own; buffered streams), with SIGINT ignored
+    (as CI runs)."""
+    env = _probe(tmp_path)
+    env.pop("PYTHONUNBUFFERED", None)
+    _forked(torch_python, tmp_path, env)
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        fresh = _run(real_python, tmp_path, "torch", env=env, session=False)
+        forked = _run(torch_python, tmp_path, "torch", env=env, session=False)
+    finally:
+        signal.signal(signal.SIGINT, old)
+    fresh_report, forked_report = _report(fresh[1]), _report(forked[1])
+    assert fresh_report["signals"]["SIGINT"] == "<Handlers.SIG_IGN: 1>"
+    assert fresh_report["std"][1][3:5] == [False, False]  # stdout: block-buffered (a pipe)
+    assert (fresh_report.pop("leader"), fresh_report.pop("session")) == (False, False)
+    assert (forked_report.pop("leader"), forked_report.pop("session")) == (True, True)  # a known difference
+    assert forked_report == fresh_report
+    assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
+
+
+def test_sigterm_reaches_a_forked_program_as_a_fresh_one(real_python, torch_python, tmp_path):
+    """As rehearse stops a rank: SIGTERM to the process group of the process it started; the program's
+    handler runs (a preempted job saving its checkpoint), or SIGTERM ends it."""
+    env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
+    _forked(torch_python, tmp_path, env)
+    for handled in ("handled", "default"):
+        results = []
+        for python in (real_python, torch_python):
+            proc = _start(python, tmp_path, "sigterm", handled, env=env)
+            read_until(proc, "waiting")
+            os.killpg(proc.pid, signal.SIGTERM)
+            out, err = proc.communicate(timeout=CEILING)
+            results.append((proc.returncode, out.splitlines(), err))
+        assert results[0] == results[1]
+        assert results[0][:2] == ((0, ["SIGTERM handled", "atexit"]) if handled == "handled" else (-signal.SIGTERM, []))
+
+
+def test_what_the_fork_server_cannot_serve_runs_fresh(real_python, torch_python, tmp_path):
+    """A file beside the script that shadows a module torch imported; `python -c`."""
+    env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
+    _forked(torch_python, tmp_path, env)
+    (tmp_path / "sub" / "typing_extensions.py").write_text("raise SystemExit('the shadowing module ran')\n")
+    shadowed = _run(torch_python, tmp_path, "torch", env=env)
+    assert shadowed[0] == 1 and shadowed[2].endswith("the shadowing module ran\n")  # a fresh `import torch` ran it
+    command = subprocess.run([torch_python, "-c", "import sys; print(sys.argv, sys.executable)", "x"],
+                             capture_output=True, text=True, env=env, timeout=CEILING)
+    assert command.stdout == f"['-c', 'x'] {real_python}\n"

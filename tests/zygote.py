@@ -1,0 +1,464 @@
+"""A fork server ("zygote") for the programs the tests run with torch_python: `import torch` once per
+environment, then each run of `python SCRIPT ARGS` is a fork of that process, made to be what a fresh
+`python SCRIPT ARGS` would be. `import torch` is ~2 CPU-s per process, most of a short stand-in run.
+
+`install(real_python, folder)` writes `folder/python`, a client that tests use as the interpreter
+(tests/torch_env.py: the `torch_python` fixture; NPU_MIGRATE_TEST_ZYGOTE=0 turns it off). The client
+(a Python started with -IS, ~20 ms) asks the zygote of its environment over a Unix socket to fork a
+child, passes it its stdin/stdout/stderr, forwards the signals it gets to the child and ends as the
+child ended (exit code, or killed by the same signal). Whatever it cannot serve exactly runs the real
+interpreter instead (exec, the same process): `python -c/-m/-X...`, a script that is not a file,
+more open descriptors than 0-2, a variable that decides the interpreter's start-up or torch's import
+(anything but the launcher's and the stand-in's, LATE) that differs from the zygote's, a file beside
+the script or on PYTHONPATH that shadows a module the zygote imported; and the first run of each
+environment, which starts that environment's zygote in the background.
+
+The child, after the fork (`_become`), is set up as the interpreter sets up a fresh one, in that order:
+descriptors 0-2 are the client's, a session of its own, signal dispositions (the client's ignored ones
+ignored, SIGINT Python's handler, SIGPIPE/SIGXFSZ ignored, the rest default) and signal mask, umask,
+cwd, environment, sys.argv/orig_argv, sys.stdin/stdout/stderr made as Python makes them (encoding,
+errors, buffering from PYTHONUNBUFFERED and isatty), sys.path (PYTHONPATH entries made absolute, then
+the zygote's own), sitecustomize (the stand-in's: the recorder, the import hooks), the script's folder
+first on sys.path; then what `import torch` does in a fresh process when the script imports it: torch's
+atexit callbacks (recorded when the zygote imported torch) registered now, after sitecustomize's, and
+the stand-in's hook on the torch import (it loads torch_npu) run. The script runs as the interpreter
+runs a file (PyRun_SimpleFileExFlags: __main__'s __file__/__loader__, the traceback of an uncaught
+exception, SystemExit), and exits through the interpreter's finalization (threads, atexit, flush).
+tests/test_fork_server.py proves it: the same probe run fresh and forked reports the same state.
+
+Known differences (none read by the tests' programs): the child's parent is the zygote; it starts with
+torch (and what torch imports) already in sys.modules and Python's hash seed shared with its siblings;
+its stack below the script's module frame holds the zygote's frames; the objects torch made on import
+are never garbage-collected (gc.freeze, so that the children share their pages: Python promises no
+finalizer of them at exit anyway); it always leads a session of its
+own (rehearse starts ranks so anyway); what it leaves running when it ends is not signalled through the
+client. Each zygote ends when the process that installed the client (the pytest worker) ends.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+# Read only after start-up, by the launcher (torchrun's, Ascend's, ModelArts') and the stand-in, and
+# npu-migrate's own (NPU_MIGRATE_*: the stand-in's, the test cache's): they may differ between a zygote
+# and its children. Any other variable must be the same.
+LATE_PREFIXES = ("NPU_MIGRATE_", "MA_", "VC_")
+LATE = frozenset({
+    "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_TABLE_FILE", "HCCL_WHITELIST_DISABLE",
+    "PYTHONPATH",  # made into sys.path by the child, as the interpreter does
+    "PYTEST_CURRENT_TEST",  # pytest's, per test (read by torch.testing only, when called)
+})
+
+_CLIENT = r'''
+import os, signal, socket, sys
+
+def fresh(why=""):
+    os.execv(REAL, [REAL] + sys.argv[1:])
+
+args = sys.argv[1:]
+if not args or args[0].startswith("-") or not os.path.isfile(args[0]) or \
+        sorted(os.listdir("/proc/self/fd")) != ["0", "1", "2", "3"]:
+    fresh()
+env = dict(os.environ)
+early = {k: v for k, v in env.items() if k not in LATE and not k.startswith(LATE_PREFIXES)}
+import hashlib, json
+key = hashlib.sha256(json.dumps([REAL, sorted(early.items())]).encode("utf-8", "surrogateescape")).hexdigest()[:20]
+path = os.path.join(FOLDER, key)
+
+def connect():
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path + ".sock")
+    except OSError:
+        conn.close()
+        return None
+    return conn
+
+conn = connect()
+if conn is None:
+    try:  # an environment's first run: it runs fresh (most are run once), the second starts a zygote
+        os.close(os.open(path + ".seen", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        fresh()
+    except FileExistsError:
+        pass
+    if os.path.exists(path + ".failed"):
+        fresh()
+    import fcntl, subprocess
+    lock = os.open(path + ".lock", os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)  # held by whoever starts it, then by the zygote until it listens
+    conn = connect()
+    if conn is None and not os.path.exists(path + ".failed"):
+        with open(path + ".log", "ab") as log:
+            subprocess.Popen([REAL, "-c", BOOT, FOLDER, path, str(OWNER), str(lock)], env=early, cwd=FOLDER,
+                             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                             pass_fds=(lock,))
+        os.close(lock)
+        lock = os.open(path + ".lock", os.O_CREAT | os.O_WRONLY, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # an event: the zygote listens, or it ended
+        conn = connect()
+    os.close(lock)
+    if conn is None:
+        fresh()
+
+catchable = set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP, signal.SIGPIPE, signal.SIGXFSZ}
+ignored = sorted(int(s) for s in catchable if signal.getsignal(s) == signal.SIG_IGN)
+mask = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
+umask = os.umask(0o22)
+os.umask(umask)
+leader = os.getpgrp() == os.getpid()
+request = json.dumps({"argv": args, "env": env, "cwd": os.getcwd(), "umask": umask, "ignored": ignored,
+                      "mask": mask, "leader": leader}).encode("utf-8", "surrogateescape")
+child = []
+pending = []
+
+def forward(signum, frame):
+    if not child:
+        pending.append(signum)
+        return
+    try:
+        (os.killpg if leader else os.kill)(child[0], signum)
+    except OSError:
+        pass
+
+for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+          signal.SIGALRM, signal.SIGCONT, signal.SIGWINCH):
+    if int(s) not in ignored:
+        signal.signal(s, forward)
+socket.send_fds(conn, [len(request).to_bytes(8, "big") + request], [0, 1, 2])
+answer = b""
+while not answer.endswith(b"\n"):
+    more = conn.recv(4096)
+    if not more:
+        os._exit(70)  # the zygote went away
+    answer += more
+reply = json.loads(answer.splitlines()[0])
+if "fresh" in reply:
+    conn.close()
+    fresh()
+child.append(reply["pid"])
+for s in pending:
+    forward(s, None)
+while answer.count(b"\n") < 2:
+    more = conn.recv(4096)
+    if not more:
+        os._exit(70)
+    answer += more
+status = json.loads(answer.splitlines()[1])["status"]
+if os.WIFSIGNALED(status):
+    sig = os.WTERMSIG(status)
+    signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+    os.kill(os.getpid(), sig)
+os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 70)
+'''
+
+_BOOT = ("import importlib.util as u, sys\n"
+         "s = u.spec_from_file_location('_npu_migrate_zygote', {here!r})\n"
+         "m = u.module_from_spec(s)\n"
+         "s.loader.exec_module(m)\n"
+         "m.serve(sys.argv[1:])\n")
+
+
+def install(real_python: str, folder: os.PathLike) -> str:
+    """Write the client `folder/python` for `real_python`; its zygotes end with this process. The
+    folder is also a copy of the interpreter's bin folder (links), for a PATH that names it."""
+    path = os.path.join(folder, "python")
+    bin_folder = os.path.dirname(real_python)
+    for name in os.listdir(bin_folder):
+        if name != "python":
+            os.symlink("python" if name.startswith("python") else os.path.join(bin_folder, name),
+                       os.path.join(folder, name))
+    boot = _BOOT.format(here=os.path.abspath(__file__))
+    text = (f"#!{real_python} -IS\nREAL = {real_python!r}\nFOLDER = {os.fspath(folder)!r}\nOWNER = {os.getpid()}\n"
+            f"LATE = {set(LATE)!r}\nLATE_PREFIXES = {LATE_PREFIXES!r}\nBOOT = {boot!r}\n" + _CLIENT)
+    with open(path, "w") as f:
+        f.write(text)
+    os.chmod(path, 0o755)
+    return path
+
+
+def cpu_seconds(folder: os.PathLike) -> float:
+    """The CPU seconds the zygotes under `folder` and their children have used so far."""
+    total = 0.0
+    for name in os.listdir(folder):
+        if name.endswith(".cpu"):
+            with open(os.path.join(folder, name)) as f:
+                total += sum(float(line) for line in f if line.strip())
+    return total
+
+
+# --- the zygote (runs in the torch interpreter, started by a client) ---------------------------
+
+def _cpu_line(path: str, seconds: float) -> None:
+    with open(path + ".cpu", "a") as f:
+        f.write(f"{seconds:.3f}\n")
+
+
+def serve(argv) -> None:
+    """Import torch, listen, fork a child per request; returns only in a child, about to run its script."""
+    import atexit
+    import resource
+    import select
+    import signal
+    import socket
+
+    folder, path, owner, lock = argv[0], argv[1], int(argv[2]), int(argv[3])
+    try:
+        owner_fd = os.pidfd_open(owner)
+        base = [p for p in sys.path if p not in ("", folder)]
+        sys.path[:] = base
+        captured = []
+        register = atexit.register
+
+        def capture(func, *args, **kwargs):
+            captured.append((func, args, kwargs))
+            return func
+
+        atexit.register = capture  # torch's callbacks: registered again in each child, in a fresh one's order
+        before = dict(os.environ)
+        try:
+            import torch  # noqa: F401
+        finally:
+            atexit.register = register
+        set_by_torch = {k: v for k, v in os.environ.items() if before.get(k) != v}
+        os.environ.clear()
+        os.environ.update(before)
+        if atexit._ncallbacks():  # registered some other way: the order cannot be a fresh process's
+            raise RuntimeError("atexit callbacks registered around atexit.register")
+        imported = {name.partition(".")[0] for name in sys.modules}
+        import gc
+        gc.collect()
+        gc.freeze()  # what torch made is never traversed again: its pages stay shared (a child: 0.7 -> 0.25 CPU-s)
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        listener.bind(path + ".part")
+        listener.listen(64)
+        os.rename(path + ".part", path + ".sock")
+        os.close(lock)  # the clients waiting for it connect
+    except BaseException as exc:
+        with open(path + ".failed", "w") as f:
+            f.write(f"{type(exc).__name__}: {exc}\n")
+        raise
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _cpu_line(path, usage.ru_utime + usage.ru_stime)
+    print("environment:", json.dumps(dict(os.environ), sort_keys=True), file=sys.stderr, flush=True)
+    wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *a: None)
+    children = {}  # pid -> (conn, leader)
+    by_conn = {}  # conn -> pid
+    request = None
+    while request is None:
+        ready = select.select([listener, owner_fd, wake_r, *by_conn], [], [])[0]
+        if owner_fd in ready:
+            os.unlink(path + ".sock")
+            os._exit(0)
+        if wake_r in ready:
+            while os.read(wake_r, 512) == 512:
+                pass
+        while children:
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
+            if pid == 0:
+                break
+            conn, _ = children.pop(pid)
+            by_conn.pop(conn, None)
+            _cpu_line(path, usage.ru_utime + usage.ru_stime)
+            try:
+                conn.sendall(json.dumps({"status": status}).encode() + b"\n")
+            except OSError:
+                pass
+            conn.close()
+        for conn in [c for c in ready if c in by_conn]:
+            if not conn.recv(1):  # the client went away (killed): so does its child
+                pid = by_conn.pop(conn)
+                try:
+                    (os.killpg if children[pid][1] else os.kill)(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        if listener in ready:
+            conn = listener.accept()[0]
+            got = _receive(conn)
+            if got is None:
+                conn.close()
+                continue
+            message, fds = got
+            why = _unlike_a_fresh_start(message, imported)
+            if why:
+                print(f"fresh: {why}: {message['argv'][0]}", file=sys.stderr, flush=True)
+                conn.sendall(json.dumps({"fresh": why}).encode() + b"\n")
+                conn.close()
+                for fd in fds:
+                    os.close(fd)
+                continue
+            pid = os.fork()
+            if pid == 0:
+                signal.set_wakeup_fd(-1)
+                os.close(wake_r)
+                os.close(wake_w)
+                os.close(owner_fd)
+                listener.close()
+                for other in by_conn:
+                    other.close()
+                conn.close()
+                request = (message, fds, base, captured, set_by_torch)
+                continue
+            for fd in fds:
+                os.close(fd)
+            leader = message["leader"]
+            children[pid] = (conn, leader)
+            by_conn[conn] = pid
+            conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    _become(*request)
+
+
+def _receive(conn):
+    import socket
+
+    conn.settimeout(60)
+    try:
+        data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+        if len(data) < 8:
+            return None
+        size = int.from_bytes(data[:8], "big")
+        data = data[8:]
+        while len(data) < size:
+            more = conn.recv(1 << 16)
+            if not more:
+                return None
+            data += more
+        message = json.loads(data.decode("utf-8", "surrogateescape"))
+    except (OSError, ValueError):
+        return None
+    conn.settimeout(None)
+    return message, fds
+
+
+def _early(env) -> dict:
+    return {k: v for k, v in env.items() if k not in LATE and not k.startswith(LATE_PREFIXES)}
+
+
+def _unlike_a_fresh_start(message, imported) -> str:
+    env = message["env"]
+    if _early(env) != _early(os.environ):
+        return "environment"
+    script = os.path.join(message["cwd"], message["argv"][0])
+    folders = [os.path.dirname(os.path.realpath(script))]
+    folders += [os.path.join(message["cwd"], p) for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    for folder in folders:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            stem = name[:-3] if name.endswith(".py") else name.partition(".")[0]
+            if stem in imported and stem != "sitecustomize":
+                return f"{os.path.join(folder, name)} shadows the module {stem}"
+    return ""
+
+
+def _std_stream(fd: int, name: str, write: bool, encoding: str, errors: str):
+    """A standard stream as the interpreter makes one (Python/pylifecycle.c, create_stdio)."""
+    import io
+
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # (in the zygote's environment too: no -u here)
+    buffering = 0 if (unbuffered and write) else -1
+    buf = io.open(fd, "wb" if write else "rb", buffering=buffering, closefd=False)
+    raw = buf.raw if buffering else buf
+    raw.name = name
+    line_buffering = not unbuffered and (raw.isatty() or fd == 2)
+    stream = io.TextIOWrapper(buf, encoding, errors, "\n", line_buffering, unbuffered)
+    stream.mode = "w" if write else "r"
+    return stream
+
+
+def _become(message, fds, base, captured, set_by_torch):
+    """In the forked child: become what `python SCRIPT ARGS` is on its first line, run it, exit."""
+    import atexit
+    import ctypes
+    import importlib
+    import signal
+    import site
+
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    for fd in fds:
+        if fd > 2:
+            os.close(fd)
+    os.setsid()
+    for s in set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}:
+        if int(s) in message["ignored"] or s in (signal.SIGPIPE, signal.SIGXFSZ):
+            handler = signal.SIG_IGN
+        else:
+            handler = signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL
+        try:
+            signal.signal(s, handler)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, message["mask"])
+    os.umask(message["umask"])
+    os.chdir(message["cwd"])
+    os.environ.clear()
+    os.environ.update(message["env"])
+    argv = message["argv"]
+    sys.argv[:] = argv
+    sys.orig_argv[:] = [sys.executable, *argv]
+    old = (sys.stdin, sys.stdout, sys.stderr)
+    sys.stdin = sys.__stdin__ = _std_stream(0, "<stdin>", False, old[0].encoding, old[0].errors)
+    sys.stdout = sys.__stdout__ = _std_stream(1, "<stdout>", True, old[1].encoding, old[1].errors)
+    sys.stderr = sys.__stderr__ = _std_stream(2, "<stderr>", True, old[2].encoding, old[2].errors)
+    cwd = os.getcwd()
+    sys.path[:] = [os.path.join(cwd, p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + base
+    sys.path_importer_cache.clear()
+    importlib.invalidate_caches()
+    main = sys.modules["__main__"]
+    main.__dict__.clear()
+    main.__dict__.update({"__name__": "__main__", "__doc__": None, "__package__": None, "__loader__": None,
+                          "__spec__": None, "__annotations__": {}, "__builtins__": sys.modules["builtins"]})
+    main.__loader__ = sys.modules["importlib"]._bootstrap.BuiltinImporter  # as in a fresh __main__
+    sys.modules.pop("_npu_migrate_zygote", None)
+    sys.modules.pop("sitecustomize", None)
+    site.execsitecustomize()
+    script = os.path.join(cwd, argv[0])
+    sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
+    # what `import torch` does in a fresh process, where the script imports it
+    os.environ.update(set_by_torch)
+    for func, args, kwargs in captured:
+        atexit.register(func, *args, **kwargs)
+    for finder in list(sys.meta_path):
+        hooks = getattr(finder, "hooks", None)
+        if isinstance(hooks, dict) and callable(hooks.get("torch")):
+            hooks.pop("torch")()
+    libc = ctypes.CDLL(None)
+    libc.fopen.restype = ctypes.c_void_p
+    libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    run = ctypes.pythonapi.PyRun_SimpleFileExFlags
+    run.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.c_void_p]
+    run.restype = ctypes.c_int
+    del ctypes, importlib, signal, site
+    handle = libc.fopen(os.fsencode(script), b"rb")
+    if not handle:
+        sys.stderr.write(f"{sys.executable}: can't open file {script!r}\n")
+        sys.exit(2)
+    if run(handle, os.fsencode(script), 1, None) != 0:
+        if isinstance(getattr(sys, "last_value", None), KeyboardInterrupt):
+            _exit_by_sigint()
+        sys.exit(1)
+
+
+def _exit_by_sigint():
+    """An uncaught KeyboardInterrupt: the interpreter finalizes, then kills itself with SIGINT."""
+    import atexit
+    import signal
+
+    def die():
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    atexit.register(die)  # (runs first, not last, of the callbacks: a known difference)
