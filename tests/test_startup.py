@@ -29,6 +29,7 @@ FORBIDDEN = {
     "rich": "the text report and the progress bar import rich only on a terminal / for a table",
     "black": "never needed to migrate",
     "pathspec": "only for exclude or .gitignore patterns discovery.SimpleSpec cannot match (none here)",
+    "configparser": "only for a setup.cfg's install_requires (targets/pins.py; none here)",
     "packaging.requirements": "only for a dependency line that names a pinned package (targets/pins.py)",
     "npu_migrate.rehearse": "the rehearse command only",
     "npu_migrate.standin": "the rehearse command only",

@@ -11,7 +11,6 @@ its search for install paths from the same folder (cann.py).
 from __future__ import annotations
 
 import ast
-import configparser
 import functools
 import os
 import re
@@ -130,6 +129,8 @@ def _requirements_of(rel: str, text: str) -> Tuple[str, ...]:
     if name == "setup.py":
         return tuple(_setup_py_requirements(text))
     if name == "setup.cfg":
+        import configparser  # (here: most projects have no setup.cfg)
+
         parser = configparser.ConfigParser(interpolation=None)
         try:
             parser.read_string(text)
