@@ -171,25 +171,35 @@ class Job:
                               env=self.env(**env), capture_output=True, text=True, timeout=CEILING)
 
     def start(self, script: Path, *args: str, **env: str) -> subprocess.Popen:
+        # A session of its own: what the job started (torchrun's processes) can be stopped with it.
         return subprocess.Popen(self.command(script, *args), cwd=self.work, env=self.env(**env),
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
 
     def stop(self, proc: subprocess.Popen) -> Tuple[str, str]:
-        """SIGTERM to a started job; its output once it has ended (on its own, after its handlers).
-        A job still running CEILING after SIGTERM fails the test with where each of its threads
-        was (SIGABRT: the job runs with PYTHONFAULTHANDLER) and what it printed."""
+        """SIGTERM to a started job; its output once it has ended (on its own, after its handlers)
+        and every process it started has let go of its output. A job still running CEILING after
+        SIGTERM (or processes it left holding its output: a SIGTERM not passed on) fails the test
+        with where each of their threads was (SIGABRT to the job's session: the job runs with
+        PYTHONFAULTHANDLER) and what it printed."""
         proc.send_signal(signal.SIGTERM)
         try:
             return proc.communicate(timeout=CEILING)
         except subprocess.TimeoutExpired:
-            proc.send_signal(signal.SIGABRT)
+            self._signal_session(proc, signal.SIGABRT)
             try:
                 stdout, stderr = proc.communicate(timeout=60)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                self._signal_session(proc, signal.SIGKILL)
                 stdout, stderr = proc.communicate()
             raise AssertionError(f"the job was still running {CEILING} s after SIGTERM; stdout: {stdout!r}; "
                                  f"stderr (with its threads' stacks): {stderr!r}") from None
+
+    @staticmethod
+    def _signal_session(proc: subprocess.Popen, signum: int) -> None:
+        try:
+            os.killpg(proc.pid, signum)  # the job's session is its process group (start_new_session)
+        except ProcessLookupError:
+            pass
 
     def calls(self, function: str = "copy_parallel") -> List[List[str]]:
         """MoXing calls logged: [pid, function, args...] rows of one function."""
