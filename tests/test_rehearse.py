@@ -157,6 +157,24 @@ def test_preemption_sigterm_still_delivers_the_outputs(world):
     assert verdict(done) == "OK: every rank succeeded and 1 file reached train_url"
 
 
+def test_sigterm_after_a_time_is_a_preemption_too(world):
+    # --sigterm-after S is a time by nature: 2 s is ample on a quiet machine for both ranks to
+    # have saved (each prints "checkpoint saved" after its save, then holds); when a rank had not
+    # printed it by then (a loaded machine), the rehearsal is run again with 4 times the time, so
+    # the test neither races nor sleeps 20 s.
+    world.adapted_fixture("train_module_level.py")
+    for seconds in (2, 8, 32, 128):
+        done = world.rehearse("train_module_level.py", "--data", str(world.data), "--nproc", "2", "--timeout", "300",
+                              "--sigterm-after", str(seconds), "--", "--hold", "3600")
+        logs = [(world.job / "logs" / f"rank{r}.log").read_text() for r in range(2)]
+        if all("checkpoint saved\n" in log for log in logs):
+            break
+    assert done.returncode == 0, report(done) + done.stderr.decode()
+    assert uploaded(done) == ["epoch0.ckpt"]
+    assert report(done).count("-15 (SIGTERM) after SIGTERM") == 2
+    assert verdict(done) == "OK: every rank succeeded and 1 file reached train_url"
+
+
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_helper_and_mindspore_and_tensorflow_fixtures_pass(world, nproc):
     for name in ("train_helper.py", "mindspore_8card.py", "tf115_biggan.py"):
