@@ -10,8 +10,9 @@ child ended (exit code, or killed by the same signal). Whatever it cannot serve 
 interpreter instead (exec, the same process): `python -c/-m/-X...`, a script that is not a file,
 more open descriptors than 0-2, a variable that decides the interpreter's start-up or torch's import
 (anything but the launcher's and the stand-in's, LATE) that differs from the zygote's, a file beside
-the script or on PYTHONPATH that shadows a module the zygote imported; and the first run of each
-environment, which starts that environment's zygote in the background.
+the script or on PYTHONPATH that shadows a module the zygote imported. So do a script without the
+word "torch" (a fork costs ~0.25 CPU-s, a fresh Python without torch ~0.05) and an environment's
+first run (most run once; the second starts that environment's zygote and waits for it).
 
 The child, after the fork (`_become`), is set up as the interpreter sets up a fresh one, in that order:
 descriptors 0-2 are the client's, a session of its own, signal dispositions (the client's ignored ones
@@ -62,6 +63,9 @@ args = sys.argv[1:]
 if not args or args[0].startswith("-") or not os.path.isfile(args[0]) or \
         sorted(os.listdir("/proc/self/fd")) != ["0", "1", "2", "3"]:
     fresh()
+with open(args[0], "rb") as script:  # a fork costs ~0.25 CPU-s (its exit), a fresh Python without torch ~0.05
+    if b"torch" not in script.read(1 << 20):
+        fresh()
 env = dict(os.environ)
 early = {k: v for k, v in env.items() if k not in LATE and not k.startswith(LATE_PREFIXES)}
 import hashlib, json
