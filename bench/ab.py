@@ -40,6 +40,9 @@ def main(argv) -> int:
     for _ in range(rounds):
         for checkout in checkouts:
             env = dict(os.environ, PYTHONPATH=checkout)
+            # As bench/run.py: with PYTHONDONTWRITEBYTECODE (set on some machines) a checkout that
+            # has no .pyc yet (differential.py's src-<commit>) compiled every module on every run.
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
             if cold:
                 env["NPU_MIGRATE_CACHE_DIR"] = tempfile.mkdtemp(prefix="npu-migrate-ab-cache-")
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
