@@ -69,12 +69,13 @@ class Context:
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
-    def framework_rules_may_apply(self, framework: str) -> bool:
-        """Whether a rule of `framework` (tensorflow, mindspore) can match in this file's code
-        (prefilter.CodeWords); True when that cannot be told."""
+    def framework_rules_may_apply(self, framework: str, rewrites_only: bool = False) -> bool:
+        """Whether a rule of `framework` (tensorflow, mindspore; `rewrites_only`: a rule that is
+        not a finding) can match in this file's code (prefilter.CodeWords); True when that
+        cannot be told."""
         if self.code is None:
             return True
-        return framework_rules_may_apply(self.rules, self.code.get(), framework)
+        return framework_rules_may_apply(self.rules, self.code.get(), framework, rewrites_only)
 
     # -- positions -------------------------------------------------------------------------
 

@@ -120,7 +120,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         code = LazyCodeWords(verdict.tree) if verdict.tree is not None else None
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
                 and not _framework_rules_apply(code, rules)):
-            done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code)
+            done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,
+                                      _partial_framework(code, rules) if options.framework == "auto" else "")
             if done is not None:
                 del verdict, code  # (Python's tree: gone before the verify parse)
                 return _with_applied_frameworks(_verified(done, True))
@@ -171,11 +172,9 @@ def _with_applied_frameworks(result: FileResult) -> FileResult:
     return result
 
 
-def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
-    """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
-    from the parsed imports, here from Python's tree): then a partial parse would be thrown
-    away. Only saves work: a partial parse that needs the whole module asks for it anyway.
-    The words of the whole code are collected only for a file of such a framework."""
+def _frameworks_of(code: LazyCodeWords) -> Set[str]:
+    """The frameworks a file uses, as _migrate_module tells them from the parsed imports, here
+    from Python's tree; TF 2 code does not count as TensorFlow (no TF 1.15 rule applies)."""
     def imports(root: str, modules) -> bool:
         return any(m == root or m.startswith(root + ".") for m in modules)
 
@@ -185,20 +184,43 @@ def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
         found = {name for name in found
                  if name == "torch" or any(imports(root, top_level_modules)
                                            for root, n in FRAMEWORK_IMPORTS if n == name)}
+    return {name for name in found if not (name == "tensorflow" and tensorflow2_reason(code.get()))}
+
+
+def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
+    """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
+    from the parsed imports, here from Python's tree): then a partial parse would be thrown
+    away. Only saves work: a partial parse that needs the whole module asks for it anyway.
+    The words of the whole code are collected only for a file of such a framework.
+
+    TensorFlow's rewrites follow bindings from statement to statement (a config built above
+    the session that takes it); its findings (Huawei's support list, `tf.float64`, computed GPU
+    names) each hold in the statement they point at, so a TF 1.x file where only findings can
+    match is parsed partially (_partial_framework)."""
     return any(
-        prefilter.framework_rules_may_apply(rules, code.get(), name)
-        for name in found
-        if name != "torch" and not (name == "tensorflow" and tensorflow2_reason(code.get()))
+        prefilter.framework_rules_may_apply(rules, code.get(), name, rewrites_only=name == "tensorflow")
+        for name in _frameworks_of(code) if name != "torch"
     )
 
 
-def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> Optional[FileResult]:
-    """The result of migrating the partial text of `text`, or None: parse the file whole."""
+def _partial_framework(code: LazyCodeWords, rules) -> str:
+    """"tensorflow" for a TF 1.x file where TensorFlow findings can match (its partial text
+    keeps the statements where they can: partial.statement_filter), else ""."""
+    frameworks = _frameworks_of(code)
+    if "tensorflow" in frameworks and prefilter.framework_rules_may_apply(rules, code.get(), "tensorflow"):
+        return "tensorflow"
+    return ""
+
+
+def _migrate_partially(text, path, options, rules, entry_script, tree, code,
+                       framework: str = "") -> Optional[FileResult]:
+    """The result of migrating the partial text of `text`, or None: parse the file whole.
+    `framework`: whose findings the partial text keeps statements for too (_partial_framework)."""
     import libcst as cst
 
     from .partial import NeedsWholeModule, partial_text, statement_filter
 
-    statements = statement_filter(rules)
+    statements = statement_filter(rules, framework)
     if statements is None:
         return None
     also: Set[str] = set()
@@ -213,7 +235,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
             work.count("partial")
             module = cst.parse_module(partial.text)
             return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script,
-                                   partial=partial, code=code)
+                                   partial=partial, code=code, partial_framework=framework)
         except NeedsWholeModule as exc:
             work.count("retry")
             if not (exc.words or exc.lines) or (exc.words <= also and exc.lines <= ranges):
@@ -229,10 +251,13 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code) -> 
 
 
 def _migrate_module(text, path, module, options, rules, result, entry_script,
-                    partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None):
+                    partial: Optional[PartialText] = None, code: Optional[LazyCodeWords] = None,
+                    partial_framework: str = ""):
     """`module` is the parsed `text`, or with `partial` the parsed partial text: then
     NeedsWholeModule is raised wherever a whole parse could give another result. The migrated
-    text it sets is not verified yet (the caller does: _verified)."""
+    text it sets is not verified yet (the caller does: _verified). `partial_framework`: the
+    framework whose findings the partial text was made for (its rewrites still need the whole
+    module)."""
     from .context import Context
     from .imports import ImportTable
     from .partial import NeedsWholeModule
@@ -261,9 +286,9 @@ def _migrate_module(text, path, module, options, rules, result, entry_script,
             result.notes = [f"TensorFlow 1.15 rules not applied: {ctx.tensorflow2}"]
     # whose targets applied (the summary names them); no CANN target for TF 2 code
     result.frameworks = [f for f in frameworks if not (f == "tensorflow" and ctx.tensorflow2)]
-    if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f) for f in frameworks
-                                   if not (f == "tensorflow" and ctx.tensorflow2)):
-        raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rules follow bindings
+    if partial is not None and any(f != "torch" and ctx.framework_rules_may_apply(f, rewrites_only=f == partial_framework)
+                                   for f in frameworks if not (f == "tensorflow" and ctx.tensorflow2)):
+        raise NeedsWholeModule("framework")  # TensorFlow/MindSpore rewrites follow bindings
 
     new_module = module
     failed = []

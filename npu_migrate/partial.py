@@ -20,8 +20,11 @@ When it is not used, or given up for a whole parse (`engine.migrate_python`):
 
 * files of other frameworks than PyTorch where one of that framework's rules can match the
   code (prefilter.CodeWords; transformers' TF2 models, with `model.fit()` only in their docs,
-  have none): the TensorFlow/MindSpore codemods follow bindings from statement to statement;
-  and `--modelarts` (it plans around the whole script);
+  have none): the TensorFlow/MindSpore codemods follow bindings from statement to statement --
+  for TensorFlow only its rewrites: a TF 1.x file where only its findings can match (Huawei's
+  support list, `tf.float64`) is parsed partially, its partial text keeping the statements
+  with their words too (statement_filter(rules, "tensorflow")); and `--modelarts` (it plans
+  around the whole script);
 * a pass that needs statements left out: the device-variable pass (`DEV = "cuda:0"` is a
   device string because `x.to(DEV)` is written elsewhere) notes each variable whose name is
   written in a line left out (Context.partial_misses), and the file is migrated again with
@@ -390,26 +393,29 @@ def _ending(line: str) -> str:
     return "\r\n" if line.endswith("\r\n") else "\n" if line.endswith("\n") else ""
 
 
-_FILTERS: Dict[str, Optional[StatementFilter]] = {}  # rule set fingerprint -> its filter
+_FILTERS: Dict[Tuple[str, str], Optional[StatementFilter]] = {}  # (rule set fingerprint, framework) -> its filter
 
 
-def statement_filter(rules) -> Optional[StatementFilter]:
+def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
     """The StatementFilter of the rules the PyTorch pass and the findings apply (framework
-    rules apply only to TensorFlow/MindSpore files, which are parsed whole); None when a
-    rule's requirements have no single leaf word (then every file is parsed whole)."""
-    if rules.fingerprint in _FILTERS:
-        return _FILTERS[rules.fingerprint]
+    rules apply only to TensorFlow/MindSpore files, which are parsed whole); with `framework`
+    (tensorflow), also of that framework's findings: a TF 1.x file where only findings can
+    match (engine.py) keeps every statement where one of them can. None when a rule's
+    requirements have no single leaf word (then every file is parsed whole)."""
+    key = (rules.fingerprint, framework)
+    if key in _FILTERS:
+        return _FILTERS[key]
     requirements: List[Requirement] = []
     found: Optional[StatementFilter] = None
     for rule in rules.rules:
-        if rule.framework:
+        if rule.framework and not (rule.framework == framework and rule.kind == "finding"):
             continue
-        reqs = rule_requirements(rule)
+        reqs = rule_requirements(rule, forced_framework=framework) if rule.framework else rule_requirements(rule)
         if reqs is None or any(r.leaf_word is None for r in reqs):
             break
         requirements.extend(reqs)
     else:
         packages = [module for module, _ in FRAMEWORK_IMPORTS] + ["torch_npu", *RESOLVED_PACKAGES]
         found = StatementFilter(requirements, packages)
-    _FILTERS[rules.fingerprint] = found
+    _FILTERS[key] = found
     return found

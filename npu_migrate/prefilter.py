@@ -220,9 +220,10 @@ class RulePrefilter:
     def __init__(self, rules) -> None:
         self.rules = rules
         self._by_framework: Dict[str, Prefilter] = {}
+        # framework (with " rewrites": of its rules that are not findings) -> its checks
         self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]] = {}
 
-    def framework_rules_may_apply(self, code: "CodeWords", framework: str) -> bool:
+    def framework_rules_may_apply(self, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
         """Whether one of `framework`'s own rules can match in a file that uses the framework,
         judged by the words of its code: a TensorFlow file that was let through by a word in
         a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass.
@@ -233,10 +234,15 @@ class RulePrefilter:
         `device` of `torch.device` or `x.device` is not `tensorflow.device`. Not so for the
         methods of a call_config rule (`Supervisor.managed_session`: the Planner resolves
         `sv.managed_session` through the value of `sv`), nor for a last part that the pass's
-        canonical spelling may write (`horovod.keras` -> `horovod.tensorflow`)."""
-        checks = self._of_framework.get(framework)
+        canonical spelling may write (`horovod.keras` -> `horovod.tensorflow`).
+
+        `rewrites_only`: only the rules that are not findings (what follows bindings from
+        statement to statement, engine.py: a TensorFlow file whose findings alone can match is
+        parsed partially)."""
+        key = f"{framework} rewrites" if rewrites_only else framework
+        checks = self._of_framework.get(key)
         if checks is None:
-            checks = self._of_framework[framework] = self._framework_checks(framework)
+            checks = self._of_framework[key] = self._framework_checks(framework, rewrites_only)
         if checks is None:
             return True
         identifiers = code.identifiers | code.resolved
@@ -246,14 +252,16 @@ class RulePrefilter:
             for prefilter, in_strings, roots in checks
         )
 
-    def _framework_checks(self, framework: str) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]:
+    def _framework_checks(self, framework: str,
+                          rewrites_only: bool = False) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]:
         """framework_rules_may_apply's checks: one Prefilter per (whether the words may be in
         strings, the modules a requirement's refs say must be imported), of the requirements'
         words (the other refs look at text); None when a rule's kind is unknown."""
         from .kinds.call_config import KIND as CALL_CONFIG
 
         rules = [rule for rule in self.rules.framework_rules.get(framework, ())
-                 if rule.code != TF2_FINDING]  # TF 2 files are told apart before (engine.py)
+                 if rule.code != TF2_FINDING  # TF 2 files are told apart before (engine.py)
+                 and not (rewrites_only and rule.kind == "finding")]
         instance_methods = {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis}
         groups: Dict[Tuple[bool, FrozenSet[str]], List[Requirement]] = {}
         for rule in rules:
@@ -293,10 +301,10 @@ def may_need_work(rules, text: str, framework: str = "auto") -> bool:
     return _rule_prefilter(rules).may_need_work(text, framework)
 
 
-def framework_rules_may_apply(rules, code: "CodeWords", framework: str) -> bool:
-    """Whether one of `framework`'s rules can match in a file using it, whose CodeWords are
-    `code`."""
-    return _rule_prefilter(rules).framework_rules_may_apply(code, framework)
+def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
+    """Whether one of `framework`'s rules (`rewrites_only`: of those that are not findings) can
+    match in a file using it, whose CodeWords are `code`."""
+    return _rule_prefilter(rules).framework_rules_may_apply(code, framework, rewrites_only)
 
 
 def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:

@@ -349,7 +349,9 @@ PREPARE_FROM = 64
 
 # Code that takes the engine through what every worker builds on its first files (below).
 _PREPARE = (("prepare_torch.py", "import torch\nx = torch.ones(1).cuda()\n"),
-            ("prepare_tensorflow.py", "import tensorflow as tf\nsession = tf.Session()\n"))
+            ("prepare_tensorflow.py", "import tensorflow as tf\nsession = tf.Session()\n"),
+            # a TF 1.x file where only a finding matches: its partial path's statement filter
+            ("prepare_tensorflow_findings.py", "import tensorflow as tf\nx = tf.float64\n"))
 
 
 def prepare(options: Options, rules: RuleSet) -> None:

@@ -112,7 +112,7 @@ def framework_name(name: str, framework: str) -> Requirement:
         return Requirement(frozenset({Word(name)}))
     root = {Word(parts[0])} if parts[0] != framework else set()
     return Requirement(frozenset({Word(parts[-1])} | root), refs=frozenset({("attr_or_import", parts[-1])}),
-                       name=name)
+                       leaf=Word(parts[-1]), name=name)
 
 
 def framework_path(name: str, framework: str) -> Requirement:

@@ -176,22 +176,49 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
     assert result.new_text == text.replace("x.cuda()", "x.npu()").replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify": 1}
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply", lambda self, code, framework: True)
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                        lambda self, code, framework, rewrites_only=False: True)
     whole = migrate_source(text, "m.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+
+
+def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
+    """A TF 1.x file where only TensorFlow findings can match (Huawei's support list, `tf.float64`:
+    each holds in the statement it points at) is parsed partially, like a PyTorch file, not
+    whole (tensor2tensor 1.15.7: 173 of its 268 parsed files were parsed whole, 56 now): the
+    findings are the whole parse's. Where a rewrite can match (a Session's config follows
+    bindings), and for a hand-written gelu (its body is read whole), the file is parsed whole."""
+    from npu_migrate import prefilter
+
+    text = ("import tensorflow as tf\n\n\ndef f(x):\n    a = x + 1\n    b = a * 2\n"
+            "    if tf.executing_eagerly():\n        return b\n    return tf.cast(b, tf.float64)\n\n\n"
+            "def g(y):\n    return y\n")
+    result = migrate_source(text, "layers.py")
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU342", 7, 8), ("NPU331", 9, 23)]
+    assert result.new_text is None and result.work == {"ast": 1, "partial": 1, "walk": 1, "codegen": 1}
+    session = text + "\n\nsess = tf.Session()\n"
+    assert migrate_source(session, "train.py").work["parse"] == 1
+    gelu = text + "\n\ndef gelu(x):\n    return 0.5 * x * (1.0 + tf.tanh(x))\n"
+    assert "NPU351" in [f.code for f in migrate_source(gelu, "gelu.py").findings]
+    assert migrate_source(gelu, "gelu.py").work["parse"] == 1
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                        lambda self, code, framework, rewrites_only=False: True)
+    whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
 
 def test_a_dropout_of_another_library_takes_no_tensorflow_pass():
     """NPU351 offers npu_ops.dropout for `tf.nn.dropout` (and `tf.layers.max_pooling2d`), which
     the TensorFlow pass finds through the import table: a TF 1.x file whose `dropout` is
-    another library's (tensor2tensor's Mesh TensorFlow models: `mtf.dropout`) needs no whole
-    parse for it (6 of tensor2tensor 1.15.7's files)."""
+    another library's (tensor2tensor's Mesh TensorFlow models: `mtf.dropout`) needs no
+    TensorFlow pass for it (6 of tensor2tensor 1.15.7's files)."""
     text = ("import tensorflow as tf\nimport mesh_tensorflow as mtf\n\n\ndef layer(x, rate):\n"
             "    return mtf.dropout(x, keep_prob=1.0 - rate)\n")
     result = migrate_source(text, "mtf_layer.py")
-    assert result.findings == [] and "parse" not in result.work
+    assert result.findings == [] and result.work == {"ast": 1, "partial": 1, "walk": 1}
     offered = migrate_source(text.replace("mtf.dropout", "tf.nn.dropout"), "layer.py")
-    assert [f.code for f in offered.findings] == ["NPU351"] and offered.work["parse"] == 1
+    assert [f.code for f in offered.findings] == ["NPU351"]
+    assert offered.work == {"ast": 1, "partial": 1, "walk": 2, "codegen": 1}  # the TF pass's walks
 
 
 def test_counts_are_the_steps_taken():

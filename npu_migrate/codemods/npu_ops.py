@@ -21,6 +21,7 @@ import libcst as cst
 
 from ..context import Context
 from ..fast_visitor import transform, walk
+from ..partial import NeedsWholeModule
 from ..rules import Rule
 from .strings import string_value
 from ..codes import emits
@@ -163,7 +164,14 @@ class _Apply(cst.CSTTransformer):
 def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[Rule]) -> Tuple[cst.Module, bool]:
     """Rewrite (with --npu-ops) or offer (NPU351) the NPU operators. Returns the tree and
     whether it changed. Runs first on the file's own tree; when an earlier pass changed it
-    (a file that also uses torch), the operators are only offered."""
+    (a file that also uses torch), the operators are only offered.
+
+    On a partial parse (engine.py: a TF 1.x file whose findings alone can match) a hand-written
+    gelu is read whole (its body is the test) and a rewrite adds the import before the file's
+    first import: both ask for the whole module."""
+    if ctx.partial is not None and ctx.code is not None and \
+            not ctx.code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES):
+        raise NeedsWholeModule("gelu")
     plan = _Plan(ctx, canonical)
     walk(ctx.module, plan)
     if not plan.offers:
@@ -173,6 +181,8 @@ def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[R
             if offer is not None and not ctx.suppressed(node, OFFER_CODE):
                 ctx.finding(offer, node, api=before, message=offer.render_message(api=before, to=after))
         return module, False
+    if ctx.partial is not None:
+        raise NeedsWholeModule("npu_ops")
     plan.offers = [o for o in plan.offers if not ctx.suppressed(o[0], REWRITE_CODE)]
     kept = {id(o[0]) for o in plan.offers}
     plan.calls = {k: v for k, v in plan.calls.items() if k in kept}
