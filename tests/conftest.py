@@ -43,7 +43,6 @@ def pytest_runtest_protocol(item, nextitem):
     import resource
     import time
 
-    from torch_env import zygote_folder
     from zygote import cpu_seconds
 
     def cpu(who):
@@ -51,8 +50,7 @@ def pytest_runtest_protocol(item, nextitem):
         return usage.ru_utime + usage.ru_stime
 
     def children():  # with the programs the fork server forked (not this process's children) and its own start
-        folder = zygote_folder()
-        return cpu(resource.RUSAGE_CHILDREN) + (cpu_seconds(folder) if folder else 0.0)
+        return cpu(resource.RUSAGE_CHILDREN) + cpu_seconds()
 
     before = cpu(resource.RUSAGE_SELF), children(), time.perf_counter()
     yield

@@ -43,14 +43,16 @@ def _works(python: Path) -> bool:
 def mindspore_python() -> Path:
     folder = CACHE / f"venv-{MINDSPORE.split('==')[1]}"
     python = folder / "bin" / "python"
-    if _works(python):
-        return python
-    if sys.version_info[:2] != (3, 11) or sys.platform != "linux":
-        pytest.skip(f"{MINDSPORE} is installed for CPython 3.11 on Linux only (this is {sys.version.split()[0]})")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another test process (xdist) may be creating it
-        return _create(folder, python)
+    if not _works(python):
+        if sys.version_info[:2] != (3, 11) or sys.platform != "linux":
+            pytest.skip(f"{MINDSPORE} is installed for CPython 3.11 on Linux only (this is {sys.version.split()[0]})")
+        CACHE.mkdir(parents=True, exist_ok=True)
+        with open(CACHE / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # another test process (xdist) may be creating it
+            python = _create(folder, python)
+    import zygote  # `python SCRIPT` forked from a process that imported mindspore (tests/zygote.py)
+
+    return Path(zygote.client(str(python), "mindspore")) if zygote.enabled() else python
 
 
 def _create(folder: Path, python: Path) -> Path:

@@ -94,28 +94,17 @@ def torch_python_or_skip() -> str:
     """What the tests run programs with: the fork server's client for the interpreter (tests/zygote.py:
     `python SCRIPT ARGS` forked from a process that imported torch, anything else run by the
     interpreter itself), or with NPU_MIGRATE_TEST_ZYGOTE=0 the interpreter."""
+    import zygote
+
     real = real_torch_python()
-    wanted = os.environ.get("NPU_MIGRATE_TEST_ZYGOTE", "1")
-    if wanted == "0" or os.name != "posix" or not hasattr(os, "pidfd_open"):
-        return real
-    if "client" not in _cached:
-        import atexit
-        import shutil
-        import tempfile
-
-        import zygote
-
-        folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
-        if wanted != "keep":  # (keep: to read the zygotes' logs: which runs went fresh, and why)
-            atexit.register(shutil.rmtree, folder, True)  # its zygotes end with this process
-        _cached["folder"] = folder
-        _cached["client"] = zygote.install(real, folder)
-    return _cached["client"]
+    return zygote.client(real) if zygote.enabled() else real
 
 
 def zygote_folder() -> Optional[str]:
-    """Where the fork server's client, sockets, logs and CPU seconds are (None: not in use)."""
-    return _cached.get("folder")
+    """Where the fork server's client for torch_python, its sockets, logs and CPU seconds are (None: not in use)."""
+    import zygote
+
+    return zygote.folder_of(_cached.get("python", ""))
 
 
 def standin_env(tmp_path: Path, devices: int = 1, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:

@@ -64,7 +64,7 @@ if not args or args[0].startswith("-") or not os.path.isfile(args[0]) or \
         sorted(os.listdir("/proc/self/fd")) != ["0", "1", "2", "3"]:
     fresh()
 with open(args[0], "rb") as script:  # a fork costs ~0.25 CPU-s (its exit), a fresh Python without torch ~0.05
-    if b"torch" not in script.read(1 << 20):
+    if PRELOAD.encode() not in script.read(1 << 20):
         fresh()
 env = dict(os.environ)
 early = {k: v for k, v in env.items() if k not in LATE and not k.startswith(LATE_PREFIXES)}
@@ -96,7 +96,7 @@ if conn is None:
     conn = connect()
     if conn is None and not os.path.exists(path + ".failed"):
         with open(path + ".log", "ab") as log:
-            subprocess.Popen([REAL, "-c", BOOT, FOLDER, path, str(OWNER), str(lock)], env=early, cwd=FOLDER,
+            subprocess.Popen([REAL, "-c", BOOT, FOLDER, path, str(OWNER), str(lock), PRELOAD], env=early, cwd=FOLDER,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                              pass_fds=(lock,))
         os.close(lock)
@@ -166,9 +166,37 @@ _BOOT = ("import importlib.util as u, sys\n"
          "m.serve(sys.argv[1:])\n")
 
 
-def install(real_python: str, folder: os.PathLike) -> str:
-    """Write the client `folder/python` for `real_python`; its zygotes end with this process. The
-    folder is also a copy of the interpreter's bin folder (links), for a PATH that names it."""
+def enabled() -> bool:
+    """NPU_MIGRATE_TEST_ZYGOTE=0 turns the fork server off (=keep keeps its folders: the zygotes' logs say
+    which runs went fresh, and why); it needs Linux (os.pidfd_open)."""
+    return os.environ.get("NPU_MIGRATE_TEST_ZYGOTE", "1") != "0" and hasattr(os, "pidfd_open")
+
+
+_clients: dict = {}  # (interpreter, preload) -> (client, folder)
+
+
+def client(real_python: str, preload: str = "torch") -> str:
+    """The client for `real_python` whose zygotes import `preload` (made once per test process)."""
+    if (real_python, preload) not in _clients:
+        import atexit
+        import shutil
+        import tempfile
+
+        folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
+        if os.environ.get("NPU_MIGRATE_TEST_ZYGOTE") != "keep":
+            atexit.register(shutil.rmtree, folder, True)  # its zygotes end with this process
+        _clients[real_python, preload] = (install(real_python, folder, preload), folder)
+    return _clients[real_python, preload][0]
+
+
+def folder_of(real_python: str, preload: str = "torch"):
+    """Where that client, its sockets, logs and CPU seconds are (None: none made)."""
+    return _clients.get((real_python, preload), (None, None))[1]
+
+
+def install(real_python: str, folder: os.PathLike, preload: str = "torch") -> str:
+    """Write the client `folder/python` for `real_python`, whose zygotes import `preload`; they end with
+    this process. The folder is also a copy of the interpreter's bin folder (links), for a PATH naming it."""
     path = os.path.join(folder, "python")
     bin_folder = os.path.dirname(real_python)
     for name in os.listdir(bin_folder):
@@ -177,20 +205,21 @@ def install(real_python: str, folder: os.PathLike) -> str:
                        os.path.join(folder, name))
     boot = _BOOT.format(here=os.path.abspath(__file__))
     text = (f"#!{real_python} -IS\nREAL = {real_python!r}\nFOLDER = {os.fspath(folder)!r}\nOWNER = {os.getpid()}\n"
-            f"LATE = {set(LATE)!r}\nLATE_PREFIXES = {LATE_PREFIXES!r}\nBOOT = {boot!r}\n" + _CLIENT)
+            f"LATE = {set(LATE)!r}\nLATE_PREFIXES = {LATE_PREFIXES!r}\nBOOT = {boot!r}\nPRELOAD = {preload!r}\n" + _CLIENT)
     with open(path, "w") as f:
         f.write(text)
     os.chmod(path, 0o755)
     return path
 
 
-def cpu_seconds(folder: os.PathLike) -> float:
-    """The CPU seconds the zygotes under `folder` and their children have used so far."""
+def cpu_seconds() -> float:
+    """The CPU seconds this process's zygotes and their children have used so far."""
     total = 0.0
-    for name in os.listdir(folder):
-        if name.endswith(".cpu"):
-            with open(os.path.join(folder, name)) as f:
-                total += sum(float(line) for line in f if line.strip())
+    for _, folder in _clients.values():
+        for name in os.listdir(folder):
+            if name.endswith(".cpu"):
+                with open(os.path.join(folder, name)) as f:
+                    total += sum(float(line) for line in f if line.strip())
     return total
 
 
@@ -204,12 +233,13 @@ def _cpu_line(path: str, seconds: float) -> None:
 def serve(argv) -> None:
     """Import torch, listen, fork a child per request; returns only in a child, about to run its script."""
     import atexit
+    import importlib
     import resource
     import select
     import signal
     import socket
 
-    folder, path, owner, lock = argv[0], argv[1], int(argv[2]), int(argv[3])
+    folder, path, owner, lock, preload = argv[0], argv[1], int(argv[2]), int(argv[3]), argv[4]
     try:
         owner_fd = os.pidfd_open(owner)
         base = [p for p in sys.path if p not in ("", folder)]
@@ -224,7 +254,7 @@ def serve(argv) -> None:
         atexit.register = capture  # torch's callbacks: registered again in each child, in a fresh one's order
         before = dict(os.environ)
         try:
-            import torch  # noqa: F401
+            importlib.import_module(preload)
         finally:
             atexit.register = register
         set_by_torch = {k: v for k, v in os.environ.items() if before.get(k) != v}
@@ -306,7 +336,7 @@ def serve(argv) -> None:
                 for other in by_conn:
                     other.close()
                 conn.close()
-                request = (message, fds, base, captured, set_by_torch)
+                request = (message, fds, base, captured, set_by_torch, preload)
                 continue
             for fd in fds:
                 os.close(fd)
@@ -377,7 +407,7 @@ def _std_stream(fd: int, name: str, write: bool, encoding: str, errors: str):
     return stream
 
 
-def _become(message, fds, base, captured, set_by_torch):
+def _become(message, fds, base, captured, set_by_torch, preload):
     """In the forked child: become what `python SCRIPT ARGS` is on its first line, run it, exit."""
     import atexit
     import ctypes
@@ -432,8 +462,8 @@ def _become(message, fds, base, captured, set_by_torch):
         atexit.register(func, *args, **kwargs)
     for finder in list(sys.meta_path):
         hooks = getattr(finder, "hooks", None)
-        if isinstance(hooks, dict) and callable(hooks.get("torch")):
-            hooks.pop("torch")()
+        if isinstance(hooks, dict) and callable(hooks.get(preload)):
+            hooks.pop(preload)()
     libc = ctypes.CDLL(None)
     libc.fopen.restype = ctypes.c_void_p
     libc.fopen.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
