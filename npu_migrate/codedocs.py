@@ -81,7 +81,8 @@ class CodePage:
 
 def reported_as(rules: RuleSet, code: str) -> str:
     """`rewrite`, the severities of its findings (`error/warning`), or `-` when only the
-    Python code that reports it knows (ModelArts, NPU001)."""
+    Python code that reports it knows: a code with no `[[edit]]`/`[[finding]]` entry (NPU205, the
+    boot file; NPU129 and NPU324, whose message and severity are still in their Python)."""
     entries = rules.by_code(code)
     severities = sorted({r.severity for r in entries if r.kind == "finding"}, key=lambda s: -s.rank)
     if severities:
