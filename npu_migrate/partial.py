@@ -147,9 +147,12 @@ class StatementFilter:
                     alias_links.append((local.encode(), last.encode(), re.compile(link_regex(local, last))))
 
         def needed(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
+            if any(start < chunk.end and chunk.start < end for start, end in forced):
+                return True
+            if _only_strings(chunk.statements):  # a docstring: see _only_strings
+                return not chunk_words.isdisjoint(also)
             return (
-                any(start < chunk.end and chunk.start < end for start, end in forced)
-                or any(local in relevant_locals for local, _ in chunk_imports)
+                any(local in relevant_locals for local, _ in chunk_imports)
                 or self.prefilter.may_need_work(text, chunk_words)
                 or not alias_words.isdisjoint(chunk_words)
                 or any(a in chunk_words and b in chunk_words and link_found(p, text) for a, b, p in alias_links)
@@ -319,6 +322,17 @@ def _chunks(body: Sequence[ast.stmt], start: int, stop: int, lines: List[str]) -
         chunks.append(chunk)
         start, group = end, []
     return chunks
+
+
+def _only_strings(statements: Sequence[ast.stmt]) -> bool:
+    """Whether `statements` are all string statements (docstrings, `"text"` on its own line):
+    no rule matches one (a literal is rewritten or reported where it is used: an argument, an
+    assignment, a comparison, ...; one standing alone is used nowhere), so the words it holds
+    (`memory` in "CUDA out of memory" of a docstring, `cuda` in '`"cuda"` or `"cpu"`') do not
+    keep it. Not f-strings: their expressions are code."""
+    return bool(statements) and all(
+        type(stmt) is ast.Expr and type(stmt.value) is ast.Constant and type(stmt.value.value) is str  # type: ignore[attr-defined]
+        for stmt in statements)
 
 
 # Statements whose bodies are cut into chunks of their own: a 200-line `forward` with one

@@ -119,6 +119,23 @@ def test_a_class_keeps_its_header_and_the_methods_that_need_work():
     )
 
 
+def test_string_statements_are_left_out_whatever_words_they_hold():
+    text = (
+        '"""Runs on "cuda" when torch.cuda.is_available()."""\n'
+        "import torch\n"
+        "def move(x):\n"
+        "    '''Move x to cuda; CUDA out of memory is raised when it does not fit.'''\n"
+        "    return x.cuda()\n"
+    )
+    assert partial_of(text) == (
+        '"""npu-migrate-elided:1-1"""\n'
+        "import torch\n"
+        "def move(x):\n"
+        '    """npu-migrate-elided:4-4"""\n'
+        "    return x.cuda()\n"
+    )
+
+
 def test_placeholders_keep_crlf_line_endings_and_restore_gives_the_file_back():
     text = "import torch\r\ndef f():\r\n    return 1\r\nx = y.cuda()\r\n"
     found = partial_text(text, python_verdict(text).tree, statement_filter(RULES))
@@ -236,6 +253,14 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     "import torch\nasync def f(a):\n    b = 1\n    await a.cuda()\n",
     "import torch\ndef f(a):\n    '''Docs.'''\n    @wraps(a)\n    def g():\n        y = 2\n        return a.cuda()\n    # note\n"
     "    z = 3\n    return g\n",
+    # string statements holding rule words, left out (a docstring is never a use)
+    "import torch\ndef f(a):\n    '''Runs out of memory (CUDA out of memory) on \"cuda\".'''\n    b = 1\n    return a.cuda()\n",
+    "'''Use \"cuda\" or torch.cuda.synchronize().'''\nimport torch\nx = t.cuda()\n",
+    "import torch\nDEV = 'cuda'\ndef f(x):\n    '''Moves x to DEV ('cuda').'''\n    return x.to(DEV)\ndef g():\n    'DEV'\n",
+    "import torch\ndef pick(flag):\n    '''Or return 'cpu'.'''\n    if flag:\n        return 'cuda'\n    return 'cpu'\n",
+    "import torch.cuda as tc\ndef f():\n    'tc.synchronize()'\n    x = 1; 'cuda'\n    tc.synchronize()\n",
+    # (an f-string statement is code)
+    "import torch\ndef f(x):\n    f'{x.cuda()}'\n    return 1\n",
     # a docstring kept, a comment indented unevenly after the last statement
     "import torch\ndef f(a):\n    '''Move a to cuda.'''\n    b = 1\n    return a.cuda()\n        # odd\nx = 1\n",
 ])
