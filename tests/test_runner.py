@@ -332,3 +332,15 @@ def test_heap_trimmer_says_when_the_heap_stays_big():
     assert give_back() is False and sizes[0] == start + RETIRE_ABOVE
     sizes[0], after[0] = start + RETIRE_ABOVE + TRIM_ABOVE + 1, start + RETIRE_ABOVE + 1
     assert give_back() is True
+
+
+def test_prepare_leaves_the_tensorflow_findings_filter_to_the_workers_that_need_it(monkeypatch):
+    """runner.prepare builds what every worker needs before they fork; not the TF findings'
+    statement filter (3 MB, partial.statement_filter(rules, "tensorflow")): built there, each
+    worker's reference counting copied its pages (transformers -j 2: peak PSS +5-7 MB)."""
+    from npu_migrate import partial, runner
+
+    monkeypatch.setattr(partial, "_FILTERS", {})
+    runner.prepare(Options(), RULES)
+    assert (RULES.fingerprint, "") in partial._FILTERS
+    assert (RULES.fingerprint, "tensorflow") not in partial._FILTERS
