@@ -41,16 +41,16 @@ def pytest_runtest_protocol(item, nextitem):
         yield
         return
     import resource
+    import sys
     import time
-
-    from zygote import cpu_seconds
 
     def cpu(who):
         usage = resource.getrusage(who)
         return usage.ru_utime + usage.ru_stime
 
     def children():  # with the programs the fork server forked (not this process's children) and its own start
-        return cpu(resource.RUSAGE_CHILDREN) + cpu_seconds()
+        zygote = sys.modules.get("zygote")  # (imported by the fixtures that use it; a pytester run has none)
+        return cpu(resource.RUSAGE_CHILDREN) + (zygote.cpu_seconds() if zygote else 0.0)
 
     before = cpu(resource.RUSAGE_SELF), children(), time.perf_counter()
     yield
