@@ -56,7 +56,12 @@ LATE = frozenset({
 _CLIENT = r'''
 import os, signal, socket, sys
 
-def fresh(why=""):
+ALARM = signal.getsignal(signal.SIGALRM)  # as inherited (SIG_IGN stays ignored across exec)
+
+
+def fresh():
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, ALARM)
     os.execv(REAL, [REAL] + sys.argv[1:])
 
 args = sys.argv[1:]
@@ -92,7 +97,16 @@ if conn is None:
         fresh()
     import fcntl, subprocess
     lock = os.open(path + ".lock", os.O_CREAT | os.O_WRONLY, 0o600)
-    fcntl.flock(lock, fcntl.LOCK_EX)  # held by whoever starts it, then by the zygote until it listens
+
+    def give_up(*_):
+        raise TimeoutError
+
+    signal.signal(signal.SIGALRM, give_up)
+    signal.alarm(600)  # a ceiling, not a pace: a zygote stuck in its import leaves the runs waiting fresh
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # held by whoever starts it, then by the zygote until it listens
+    except TimeoutError:
+        fresh()
     conn = connect()
     if conn is None and not os.path.exists(path + ".failed"):
         with open(path + ".log", "ab") as log:
@@ -101,8 +115,13 @@ if conn is None:
                              pass_fds=(lock,))
         os.close(lock)
         lock = os.open(path + ".lock", os.O_CREAT | os.O_WRONLY, 0o600)
-        fcntl.flock(lock, fcntl.LOCK_EX)  # an event: the zygote listens, or it ended
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # an event: the zygote listens, or it ended
+        except TimeoutError:
+            fresh()
         conn = connect()
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, ALARM)
     os.close(lock)
     if conn is None:
         fresh()
