@@ -121,7 +121,7 @@ def standin_env(tmp_path: Path, devices: int = 1, extra: Optional[Dict[str, str]
 
 def run_on_standin(python: str, tmp_path: Path, source: str, *args: str, migrate: bool = True,
                    modelarts: bool = False, name: str = "snippet.py", env: Optional[Dict[str, str]] = None,
-                   devices: int = 1, timeout: float = 120) -> subprocess.CompletedProcess:
+                   devices: int = 1, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run `source` (dedented; migrated first unless migrate=False) with `python` under the
     stand-in, in tmp_path. The result has `.migrated` (the text that ran) besides stdout/stderr."""
     from npu_migrate.dispatch import migrate_source
