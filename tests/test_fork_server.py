@@ -170,3 +170,28 @@ def test_what_the_fork_server_cannot_serve_runs_fresh(real_python, torch_python,
     command = subprocess.run([torch_python, "-c", "import sys; print(sys.argv, sys.executable)", "x"],
                              capture_output=True, text=True, env=env, timeout=CEILING)
     assert command.stdout == f"['-c', 'x'] {real_python}\n"
+
+
+def test_a_lost_zygote_costs_a_fresh_run_not_a_test(real_python, torch_python, tmp_path):
+    """The zygote of the environment is killed; the next run still runs, with the same report."""
+    from torch_env import zygote_folder
+
+    env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
+    _forked(torch_python, tmp_path, env)
+    folder = zygote_folder()
+    zygotes = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and folder in _cmdline(pid)
+               and "_npu_migrate_zygote" in _cmdline(pid)]
+    assert zygotes, "no zygote found"
+    for pid in zygotes:
+        os.kill(pid, signal.SIGKILL)
+    fresh = _run(real_python, tmp_path, "raise", env=env)
+    after = _run(torch_python, tmp_path, "raise", env=env)
+    assert (after[0], _report(after[1]), after[2]) == (fresh[0], _report(fresh[1]), fresh[2])
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
