@@ -383,8 +383,12 @@ def test_a_crash_on_the_arguments_the_platform_adds(world):
 
 def test_one_rank_failing_fails_the_job(world):
     world.adapted_fixture("train_module_level.py")
+    # Rank 1 fails before it saves: both ranks share the node's code folder, so a rank 1 still
+    # writing epoch0.ckpt when rank 0 ends would make rank 0 upload it as .incomplete (by design).
     text = (world.code / "train_module_level.py").read_text().replace(
-        "if args.crash:", "if args.crash and os.environ['RANK'] == '1':")
+        "if args.crash:", "if False:").replace(
+        "os.makedirs(args.save_dir", "if args.crash and os.environ['RANK'] == '1':\n"
+        "    raise RuntimeError('diverged')\nos.makedirs(args.save_dir", 1)
     world.script("train_module_level.py", text)
     done = world.rehearse("train_module_level.py", "--data", str(world.data), "--nproc", "2", "--", "--crash")
     assert done.returncode == 1
