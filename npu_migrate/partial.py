@@ -331,7 +331,7 @@ def _only_strings(statements: Sequence[ast.stmt]) -> bool:
     (`memory` in "CUDA out of memory" of a docstring, `cuda` in '`"cuda"` or `"cpu"`') do not
     keep it. Not f-strings: their expressions are code."""
     return bool(statements) and all(
-        type(stmt) is ast.Expr and type(stmt.value) is ast.Constant and type(stmt.value.value) is str  # type: ignore[attr-defined]
+        type(stmt) is ast.Expr and type(stmt.value) is ast.Constant and type(stmt.value.value) is str
         for stmt in statements)
 
 
