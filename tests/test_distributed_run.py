@@ -133,6 +133,16 @@ def _rehearse(folder: Path, script: str, job: Path, python: str, nproc: int, *op
     return done.stdout.decode()
 
 
+def _rank_statuses(report: str) -> list[str]:
+    """The exit status column of a rehearsal report's two ranks, in rank order."""
+    return re.findall(r"^  [01] +(.+?) +[\d.]+s  logs/rank\d\.log$", report, re.MULTILINE)
+
+
+def _uploaded(report: str) -> list[str]:
+    """The names of the files a rehearsal report lists as having reached train_url."""
+    return re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
+
+
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     root = tmp_path_factory.mktemp("converted")
@@ -260,10 +270,9 @@ def test_dcgan_preempted_after_its_second_checkpoint_delivers_whole_files(conver
         "            time.sleep(1)\n")), encoding="utf-8")
     report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
                        "--sigterm-on", "preempt-now", "--", "--niter", "100000")
-    assert re.findall(r"^  [01] +(.+?) +[\d.]+s  logs/rank\d\.log$", report, re.MULTILINE) == [
-        "-15 (SIGTERM) after SIGTERM"] * 2, report
+    assert _rank_statuses(report) == ["-15 (SIGTERM) after SIGTERM"] * 2, report
     assert report.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 7 files reached train_url", report
-    names = re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
+    names = _uploaded(report)
     assert sorted(names) == ["fake_samples_epoch_000.npy", "fake_samples_epoch_001.npy", "losses.txt",
                              "netD_epoch_0.pth", "netD_epoch_1.pth", "netG_epoch_0.pth", "netG_epoch_1.pth"], report
     out, saved = tmp_path / "job/obs/rehearsal/out", tmp_path / "job/code/dcgan/out"
@@ -303,9 +312,8 @@ def test_a_checkpoint_cut_short_by_the_preemption_goes_as_incomplete_and_fails_n
         "            time.sleep(1)\n")), encoding="utf-8")
     report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
                        "--sigterm-on", "preempt-now", "--", "--niter", "100000")
-    assert re.findall(r"^  [01] +(.+?) +[\d.]+s  logs/rank\d\.log$", report, re.MULTILINE) == [
-        "-15 (SIGTERM) after SIGTERM"] * 2, report
-    names = re.findall(r"^    (\S+)  [\d,]+ bytes$", report, re.MULTILINE)
+    assert _rank_statuses(report) == ["-15 (SIGTERM) after SIGTERM"] * 2, report
+    names = _uploaded(report)
     assert sorted(names) == ["fake_samples_epoch_000.npy", "fake_samples_epoch_001.npy", "losses.txt",
                              "netD_epoch_0.pth", "netD_epoch_1.pth.incomplete", "netG_epoch_0.pth",
                              "netG_epoch_1.pth"], report
