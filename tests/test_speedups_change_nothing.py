@@ -50,3 +50,22 @@ def test_every_speedup_on_gives_the_result_of_every_speedup_off(monkeypatch, pat
             m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto": True)
             slow = migrate_source(text, path, options, RULES, partial=False).to_dict()
         assert fast == slow, (name, path)
+
+
+def test_the_npu_word_regex_finds_what_the_plain_one_does():
+    """guards.NPU_WORD_IN_TEXT starts with its literal (fast); it finds `npu` as a word where the
+    plain alternation does, in any case, at either end of the text, and not in `input`."""
+    import re
+
+    from npu_migrate.codemods.guards import NPU_WORD_IN_TEXT
+
+    plain = re.compile(r"(?<![A-Za-z0-9])npu|npu(?![A-Za-z0-9])", re.IGNORECASE)
+    texts = ["npu", "NPU", "Npu2", "2npu", "torch_npu", "npu_format_cast", "x.npu()", "input", "inputs",
+             "anpua", "npnpu", "npunpu", "npuNPU", "1npu1", "\u212anpu\u212a", "\u0131npu", "x = input  # npu",
+             "snpux npux", "", "np u", "npU!"]
+    found = [t for t in texts if NPU_WORD_IN_TEXT.search(t)]
+    assert found == [t for t in texts if plain.search(t)]
+    assert found == ["npu", "NPU", "Npu2", "2npu", "torch_npu", "npu_format_cast", "x.npu()", "npnpu", "npunpu",
+                     "npuNPU", "\u0131npu", "x = input  # npu", "snpux npux", "npU!"]
+    fixtures = [(ROOT / p).read_text(encoding="utf-8", errors="replace") for p in FIXTURES]
+    assert [bool(NPU_WORD_IN_TEXT.search(t)) for t in fixtures] == [bool(plain.search(t)) for t in fixtures]

@@ -551,7 +551,11 @@ def _tests_cuda_itself(test: cst.CSTNode) -> bool:
 
 
 # Files that name the NPU as a word (not the "npu" of "input"): only they can select it already.
-NPU_WORD_IN_TEXT = re.compile(r"(?<![A-Za-z0-9])npu|npu(?![A-Za-z0-9])", re.IGNORECASE)
+# `npu` not followed by a letter or digit, or not preceded by one (the lookbehind checks the
+# character before the `npu` just matched). The literal first: the regex engine jumps between
+# the `npu`s of the text (`(?<!...)npu|...` tried every position: 5x slower on transformers,
+# where "input" puts `npu` in almost every file).
+NPU_WORD_IN_TEXT = re.compile(r"npu(?:(?![A-Za-z0-9])|(?<![A-Za-z0-9]npu))", re.IGNORECASE)
 
 
 def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> None:
