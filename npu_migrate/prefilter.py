@@ -15,9 +15,10 @@ no module describes turns the prefilter off (every file is parsed): slow, never 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, AbstractSet, Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 if TYPE_CHECKING:  # pragma: no cover
     import ast
@@ -29,6 +30,23 @@ from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 
 
 
 
+# id(rule) -> (rule, its kind's requirements): computed once per rule, as the prefilter of a run
+# (build_prefilter) and its statement filter (partial.statement_filter) both ask. The rule is
+# kept with them, so an id is never taken for another rule's.
+_OWN: Dict[int, Tuple[Any, List[Requirement]]] = {}
+_OWN_KEPT = 4096  # about ten rule sets' worth (a test process builds many): then start over
+
+
+def own_requirements(kind, rule) -> List[Requirement]:
+    """`kind.requirements(rule)`, computed once per rule (callers never change the list)."""
+    found = _OWN.get(id(rule))
+    if found is None or found[0] is not rule:
+        if len(_OWN) >= _OWN_KEPT:
+            _OWN.clear()
+        found = _OWN[id(rule)] = (rule, kind.requirements(rule))
+    return found[1]
+
+
 def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Requirement]]:
     """The requirements one of which a Python file must meet for `rule` to apply to it, as its
     kind (kinds/) says; None when the prefilter does not know the rule's kind (then it cannot
@@ -37,7 +55,7 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
     kind = KINDS.get(rule.kind)
     if kind is None:
         return None
-    own = kind.requirements(rule)
+    own = own_requirements(kind, rule)
     if not rule.framework or forced_framework == rule.framework:
         return own
     # TensorFlow/MindSpore rules apply only to files that use the framework: its import,
@@ -123,13 +141,15 @@ class Prefilter:
     """
 
     def __init__(self, requirements: Optional[Iterable[Requirement]],
-                 gated: Sequence[Tuple["Prefilter", "Prefilter"]] = ()) -> None:
+                 gated: Sequence[Tuple["Prefilter", Union["Prefilter", Callable[[], "Prefilter"]]]] = ()) -> None:
         """`gated`: (gate, body) pairs; a file meets one when it meets the gate and the body.
         A framework's rules are gated by its imports (build_prefilter): the same answer as
         each rule's requirements joined with each import's, without their product (9,019
         requirements to build and sort at every start instead of ~2,100)."""
         self.disabled = requirements is None
-        self.gated = tuple(gated)
+        # a body may be given as a function that builds it: built when a file first meets its
+        # gate (a PyTorch script never builds the 1,762 TensorFlow requirements' body)
+        self._gated: List[List[Any]] = [[gate, body] for gate, body in gated]
         # Requirements without refs first: they need no regex. Otherwise in the order given
         # (the answer does not depend on it; sorting 9,000 by their words cost 0.3 s a start).
         unique = dict.fromkeys(requirements or ())
@@ -154,8 +174,14 @@ class Prefilter:
             return True
         words = words_of(text) if words is None else words
         return self._meets_own(text, words) or any(
-            gate._meets_own(text, words) and body._meets_own(text, words) for gate, body in self.gated
+            pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
         )
+
+    @staticmethod
+    def _body(pair: List[Any]) -> "Prefilter":
+        if not isinstance(pair[1], Prefilter):
+            pair[1] = pair[1]()
+        return pair[1]
 
     def _meets_own(self, text: str, words: AbstractSet[bytes]) -> bool:
         candidates = list(self._always)
@@ -311,20 +337,24 @@ def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:
     """The prefilter of `rules`: a file may need work when it meets one requirement of
     rule_requirements(rule, forced_framework) of one rule. A framework rule's requirements
     are (its own requirement and one of the framework's imports), so its own requirements are
-    gated by the framework's imports instead (the same answer)."""
+    gated by the framework's imports instead (the same answer). A gated body is built, and
+    its rules' requirements computed, when a file first meets the gate."""
     requirements: List[Requirement] = []
-    gated: Dict[str, List[Requirement]] = {}
+    gated: Dict[str, List[Any]] = {}  # framework -> (kind, rule) of its rules
     for rule in rules.rules:
         kind = KINDS.get(rule.kind)
         if kind is None:
             return Prefilter(None)
-        own = kind.requirements(rule)
         if not rule.framework or forced_framework == rule.framework:
-            requirements.extend(own)
+            requirements.extend(own_requirements(kind, rule))
         else:
-            gated.setdefault(rule.framework, []).extend(own)
-    return Prefilter(requirements, [(Prefilter(framework_imports(framework)), Prefilter(body))
+            gated.setdefault(rule.framework, []).append((kind, rule))
+    return Prefilter(requirements, [(Prefilter(framework_imports(framework)), functools.partial(_body, body))
                                     for framework, body in gated.items()])
+
+
+def _body(kinds_and_rules: List[Any]) -> Prefilter:
+    return Prefilter([req for kind, rule in kinds_and_rules for req in own_requirements(kind, rule)])
 
 
 def unknown_kinds(rules) -> List[str]:
