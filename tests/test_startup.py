@@ -70,6 +70,13 @@ def loads(*args, **kwargs):
     return real_loads(*args, **kwargs)
 tomllib.loads = loads
 built["TOML parses"] = 0
+# the requirements of a TensorFlow/MindSpore rule: computed only for a file that imports the framework
+built["framework rules' requirements"] = 0
+real_own = prefilter.own_requirements
+def own(kind, rule):
+    built["framework rules' requirements"] += bool(rule.framework)
+    return real_own(kind, rule)
+prefilter.own_requirements = own
 from npu_migrate.cli import main
 try:
     main(sys.argv[1:])
@@ -114,7 +121,7 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
     assert seen["exit"] == 1  # it would be migrated: the run did migrate the file
     # no TOML at all: the rule files and the target tables are loaded from their shipped parse
     assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
-                             "TOML parses": 0}
+                             "TOML parses": 0, "framework rules' requirements": 0}
     imported = {m: FORBIDDEN[m] for m in seen["modules"] if m in FORBIDDEN}
     assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
 
@@ -125,7 +132,7 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, ".", "--check", "-j", "1", "--format", "json", "--no-cache")
     assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
-                             "TOML parses": 0}
+                             "TOML parses": 0, "framework rules' requirements": 0}
     reports = {m for m in seen["modules"] if m.startswith("npu_migrate.report.")}
     assert reports == {"npu_migrate.report.json"}
 
@@ -404,7 +411,30 @@ def test_the_pins_are_parsed_with_packaging_only_on_lines_that_may_name_a_pinned
     found = pins.read_pins(str(tmp_path), torch_npu.PACKAGES)
     assert [(p.package, p.spec, p.name) for p in found] == [("torch-npu", "==2.1.0.post3", "Torch_NPU"),
                                                             ("torch", "==2.1.0", "PyTorch")]
-    assert parsed == ["Torch_NPU == 2.1.0.post3", "PyTorch==2.1.0 ; python_version > '3'", "torchvision"]
+    # a plain `name op version` line is read by its clauses (SpecifierSet); the others by packaging
+    assert parsed == ["PyTorch==2.1.0 ; python_version > '3'", "torchvision"]
+
+
+# Requirement lines near the edge of what _PLAIN_REQUIREMENT takes: each must read the same as
+# packaging's requirement parser reads it (name as written and clauses), or be invalid for both.
+PIN_LINES = [
+    "torch==2.1.0", "torch == 2.1.0", " torch>=1.9 , <2 ", "torch<2,>=1.9", "Torch_NPU == 2.1.0.post3",
+    "torch==2.1.0+cpu", "torch>=2.1.0+cpu", "torch!=1.5.*", "torch==1.*", "torch>=1.*", "torch~=1",
+    "torch~=1.13", "torch==1!2.0", "torch==2.0a1", "torch==1.0.post1.dev2", "torch===1.0", "torch=1.0",
+    "torch==", "torch>=1.0,", "torch>1.0 <2.0", "torch-==1.0", "torch.==1.0", "_torch==1.0", "torch",
+    "torch[cuda]==2.1", "torch==2.1 ; python_version > '3'", "torch @ https://x/torch.whl", "torch (==2.1)",
+    "mindspore-ascend==2.2.0", "mindspore_ascend>=2.2,<2.4", "torch==2.1.0-1", "torch==v2.1", "torch==2.1 #x",
+]
+
+
+@pytest.mark.parametrize("line", PIN_LINES)
+def test_a_plain_pin_reads_as_packagings_requirement_parser_reads_it(line):
+    from npu_migrate.targets import pins
+
+    def shown(parsed):
+        return None if parsed is None else (parsed[0], sorted(str(s) for s in parsed[1]))
+
+    assert shown(pins._parsed_requirement(line)) == shown(pins._parsed_requirement(line, plain_allowed=False))
 
 
 @pytest.mark.slow
@@ -416,9 +446,16 @@ def test_a_run_in_a_project_that_pins_no_torch_never_imports_packagings_requirem
     seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
     assert seen["exit"] == 1
     assert [m for m in seen["modules"] if m.startswith(("packaging.requirements", "packaging.specifiers"))] == []
+    # a plain pin is read without the requirement parser (SpecifierSet only) ...
     (tmp_path / "requirements.txt").write_text("numpy==1.26\ntorch==2.1.0\n", encoding="utf-8")
     seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
-    assert "packaging.requirements" in seen["modules"]  # (the probe sees it when a pin is read)
+    assert "packaging.specifiers" in seen["modules"]  # (the probe sees it when a pin is read)
+    assert [m for m in seen["modules"] if m.startswith("packaging.requirements")] == []
+    # ... a pin with a marker is the parser's
+    (tmp_path / "requirements.txt").write_text("numpy==1.26\ntorch==2.1.0 ; python_version > '3'\n",
+                                               encoding="utf-8")
+    seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
+    assert "packaging.requirements" in seen["modules"]
 
 
 def test_the_rule_view_walks_only_the_suggestions_that_may_name_a_target_dependent_name(monkeypatch):

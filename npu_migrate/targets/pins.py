@@ -15,7 +15,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..project_files import TOMLDecodeError, common_folder, read_pyproject, read_requirements_txt
 
@@ -81,6 +81,16 @@ def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
     return pins
 
 
+# `name op version, op version ...` and nothing else (no extras, markers, URL, parentheses): how
+# most pins are written. packaging's requirement parser reads each clause of such a line with
+# the specifier's own pattern, so the line is valid exactly when SpecifierSet takes its clauses,
+# and the parser (0.03 s to import: markers, tags) is left out for it (_parsed_requirement).
+_OPERATOR = r"(?:~=|==|!=|<=|>=|<|>)"
+_PLAIN_REQUIREMENT = re.compile(
+    rf"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
+    rf"({_OPERATOR}\s*[A-Za-z0-9.*+!]+(?:\s*,\s*{_OPERATOR}\s*[A-Za-z0-9.*+!]+)*)\s*")
+
+
 def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
     # A line whose text, normalised as names are (PEP 503: runs of -_. are one -, lower case),
     # holds none of the packages' names cannot name one of them: packaging (0.03 s to import,
@@ -88,14 +98,11 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     normalised = _SEPARATORS.sub("-", requirement).lower()
     if not any(name in normalised for name in packages):
         return None
-    from packaging.requirements import InvalidRequirement, Requirement
-    from packaging.utils import canonicalize_name
-
-    try:
-        req = Requirement(requirement)
-    except InvalidRequirement:
+    parsed = _parsed_requirement(requirement)
+    if parsed is None:
         return None
-    package = packages.get(canonicalize_name(req.name))
+    name, specifiers = parsed
+    package = packages.get(_SEPARATORS.sub("-", name).lower())  # packaging's canonicalize_name
     if package is None:
         return None
     # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
@@ -109,8 +116,29 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
 
         SpecifierSet(spec)
     except Exception:
-        spec = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in req.specifier)
-    return Pin(package, spec, where, req.name)
+        spec = ",".join(f"{s.operator}{s.version.split('+', 1)[0]}" for s in specifiers)
+    return Pin(package, spec, where, name)
+
+
+def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optional[Tuple[str, Any]]:
+    """(name as written, its SpecifierSet) of a requirement line, None when packaging finds it
+    invalid: a plain line (_PLAIN_REQUIREMENT) by its clauses, any other by packaging's
+    requirement parser (`plain_allowed=False`: every line, as tests compare)."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    plain = _PLAIN_REQUIREMENT.fullmatch(requirement) if plain_allowed else None
+    if plain is not None:
+        try:
+            return plain.group(1), SpecifierSet(plain.group(2))
+        except InvalidSpecifier:
+            pass  # (packaging's parser decides, as for any other line)
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement:
+        return None
+    return req.name, req.specifier
 
 
 @functools.lru_cache(maxsize=16)
