@@ -33,10 +33,21 @@ CACHE = Path(os.environ.get("NPU_MIGRATE_MINDSPORE_CACHE") or Path.home() / ".ca
 
 
 def _works(python: Path) -> bool:
+    """Whether `python` imports MindSpore (and a NumPy before 2). The probe imports MindSpore (~2 CPU-s,
+    and on a cold disk cache many seconds of reading its 2.8 GB): it runs once per virtualenv, which
+    then holds a marker naming what it has, as tests/torch_env.py's does (every module and worker that
+    asks again reads the marker)."""
     if not python.exists():
         return False
+    ready = python.parent.parent / ".npu-migrate-ready"
+    wanted = f"{MINDSPORE} {NUMPY}\n"
+    if ready.exists() and ready.read_text() == wanted:
+        return True
     probe = "import mindspore, numpy; assert numpy.__version__ < '2'"
-    return subprocess.run([str(python), "-c", probe], capture_output=True, timeout=600).returncode == 0
+    if subprocess.run([str(python), "-c", probe], capture_output=True, timeout=600).returncode != 0:
+        return False
+    ready.write_text(wanted)
+    return True
 
 
 @pytest.fixture(scope="module")
