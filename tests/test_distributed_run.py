@@ -32,9 +32,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
+def _torchrun_env(tmp_path: Path, python: str) -> dict:
+    """The environment of the generated launch script, two processes: `torchrun` on PATH is the one of
+    `python`'s folder. PYTHON_EXEC: the interpreter torchrun starts its workers with (sys.executable
+    without it): `python`, so that with the fork server (tests/zygote.py) the agent and its workers
+    all fork (its folder's torchrun is started by its client)."""
     from torch_env import standin_env
 
+    env = standin_env(tmp_path, devices=2)
+    env.update(NPROC="2", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1", PYTHON_EXEC=python,
+               PATH=str(Path(python).parent) + os.pathsep + env.get("PATH", ""))
+    return env
+
+
+def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
     python = torch_python
     script = tmp_path / "smoke_train.py"
     result = migrate_source(SMOKE.read_text(encoding="utf-8"), str(script), Options(distributed=True))
@@ -47,9 +58,7 @@ def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
     launcher_path = str(tmp_path / "run_distributed_smoke_train.sh")
     assert subprocess.run(["bash", "-n", launcher_path]).returncode == 0
 
-    env = standin_env(tmp_path, devices=2)
-    env.update(NPROC="2", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1",
-               PATH=str(Path(python).parent) + os.pathsep + env.get("PATH", ""))
+    env = _torchrun_env(tmp_path, python)
     run = subprocess.run(["bash", launcher_path], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -65,8 +74,9 @@ def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
     assert reports[0]["weight"] == reports[1]["weight"]  # gradients were averaged
     checkpoints = list(tmp_path.glob("*.pt"))
     assert [p.name for p in checkpoints] == ["checkpoint.pt"]
-    keys = subprocess.run([python, "-c", "import torch; print(sorted(torch.load('checkpoint.pt')))"],
-                          cwd=tmp_path, capture_output=True, text=True, env=env)
+    (tmp_path / "load_checkpoint.py").write_text("import torch\n\nprint(sorted(torch.load('checkpoint.pt')))\n")
+    keys = subprocess.run([python, "load_checkpoint.py"], cwd=tmp_path, capture_output=True, text=True, env=env,
+                          timeout=300)  # (a file, not -c: the fork server forks it)
     assert keys.stdout.strip() == "['bias', 'weight']"
     assert run.stdout.count("epoch 0: loss") == 2  # print is left as it is: each rank prints (as under torchrun)
 
@@ -79,8 +89,6 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
     own method (init_hidden) and the whole-model torch.save go through unwrap_model(), so the
     converted script runs where the wrapper would raise AttributeError, and the saved model
     is the plain module, loadable without DDP."""
-    from torch_env import standin_env
-
     script = tmp_path / MODULE_LEVEL.name
     result = migrate_source(MODULE_LEVEL.read_text(encoding="utf-8"), str(script), Options(distributed=True))
     assert result.error is None and result.changed
@@ -93,9 +101,7 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
         Path(path).write_text(text, encoding="utf-8")
     launcher_path = str(tmp_path / "run_distributed_smoke_module_level.sh")
 
-    env = standin_env(tmp_path, devices=2)
-    env.update(NPROC="2", MASTER_PORT=str(_free_port()), OMP_NUM_THREADS="1",
-               PATH=str(Path(torch_python).parent) + os.pathsep + env.get("PATH", ""))
+    env = _torchrun_env(tmp_path, torch_python)
     run = subprocess.run(["bash", launcher_path], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
@@ -237,7 +243,8 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     (tmp_path / "obs" / "bucket" / "data").mkdir(parents=True)
     (tmp_path / "obs" / "bucket" / "data" / "README").write_text("input\n")
     env = standin_env(tmp_path, devices=2, extra={"RANK_SIZE": "2", "OMP_NUM_THREADS": "1",
-                                                   "NPU_MIGRATE_MODELARTS_CACHE": str(tmp_path / "cache")})
+                                                   "NPU_MIGRATE_MODELARTS_CACHE": str(tmp_path / "cache"),
+                                                   "PYTHON_EXEC": torch_python})  # (see _torchrun_env)
     run = subprocess.run([torch_python, str(boot), "--data_url=obs://bucket/data/", "--train_url=obs://bucket/out/"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]

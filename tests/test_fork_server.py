@@ -46,6 +46,10 @@ if mode == "torch":  # what import torch does in a fresh process: the stand-in's
     print(str(torch.device("npu:1")), torch.npu.device_count(), torch_npu.STANDIN, torch.ones(1).npu().device,
           atexit._ncallbacks(), flush=True)
     sys.exit(3)
+if mode == "c-stdio":  # C's stdio: unbuffered under -u, so its line comes before Python's next one
+    import ctypes
+    ctypes.CDLL(None).printf(b"from C\n")
+    print("from Python", flush=True)
 if mode == "raise":
     def fails():
         raise ValueError("the probe fails")
@@ -67,15 +71,15 @@ def real_python(torch_python):
     return real_torch_python()
 
 
-def _start(python, tmp_path, *args, env, stdin: bytes = b"", session=True):
+def _start(python, tmp_path, *args, env, stdin: bytes = b"", session=True, options=()):
     (tmp_path / "stdin").write_bytes(stdin)
     with open(tmp_path / "stdin", "rb") as f:
-        return subprocess.Popen([python, "sub/probe.py", *args], cwd=tmp_path, env=env, stdin=f,
+        return subprocess.Popen([python, *options, "sub/probe.py", *args], cwd=tmp_path, env=env, stdin=f,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=session, text=True)
 
 
-def _run(python, tmp_path, *args, env, stdin=b"", session=True):
-    proc = _start(python, tmp_path, *args, env=env, stdin=stdin, session=session)
+def _run(python, tmp_path, *args, env, stdin=b"", session=True, options=()):
+    proc = _start(python, tmp_path, *args, env=env, stdin=stdin, session=session, options=options)
     out, err = proc.communicate(timeout=CEILING)
     return proc.returncode, out, err
 
@@ -143,6 +147,32 @@ def test_a_forked_program_without_a_session_sees_the_ignored_signals(real_python
     assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
 
 
+def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_path):
+    """As torchrun's agent starts a worker (`PYTHON_EXEC -u SCRIPT`, tests/test_distributed_run.py): -u
+    without PYTHONUNBUFFERED (Python's streams and C's stdio unbuffered), the variables the agent adds
+    and a shell's, forked by the zygote of the agent's environment; a file without a suffix beside the
+    script (torchrun's neighbours in the client's folder: tqdm) shadows no module."""
+    from torch_env import zygote_folder
+
+    env = _probe(tmp_path)
+    env.pop("PYTHONUNBUFFERED", None)
+    _forked(torch_python, tmp_path, env)
+    zygotes = sorted(n for n in os.listdir(zygote_folder()) if n.endswith(".sock"))
+    (tmp_path / "sub" / "typing_extensions").write_text("a console script, not a module\n")
+    worker = {**env, "ROLE_RANK": "1", "ROLE_NAME": "default", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "2",
+              "TORCHELASTIC_RUN_ID": "none", "TORCHELASTIC_RESTART_COUNT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
+              "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun"}
+    fresh = _run(real_python, tmp_path, "c-stdio", env=worker, options=("-u",))
+    forked = _run(torch_python, tmp_path, "c-stdio", env=worker, options=("-u",))
+    assert json.loads(forked[1].splitlines()[0])["ppid"] != os.getpid(), "not forked: it ran fresh"
+    assert sorted(n for n in os.listdir(zygote_folder()) if n.endswith(".sock")) == zygotes  # the same zygote
+    assert _report(forked[1]) == _report(fresh[1])
+    assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
+    assert fresh[1].splitlines()[1:] == ["from C", "from Python", "atexit"]  # C's line first: unbuffered
+    assert _report(fresh[1])["std"][1][3:5] == [False, True]  # stdout: not line-buffered, written through
+    assert _report(fresh[1])["orig_argv"][1:3] == ["-u", "sub/probe.py"]
+
+
 def test_sigterm_reaches_a_forked_program_as_a_fresh_one(real_python, torch_python, tmp_path):
     """As rehearse stops a rank: SIGTERM to the process group of the process it started; the program's
     handler runs (a preempted job saving its checkpoint), or SIGTERM ends it."""
@@ -173,17 +203,16 @@ def test_what_the_fork_server_cannot_serve_runs_fresh(real_python, torch_python,
 
 
 def test_a_lost_zygote_costs_a_fresh_run_not_a_test(real_python, torch_python, tmp_path):
-    """The zygote of the environment is killed; the next run still runs, with the same report."""
+    """The zygote of the environment is killed; the next run still runs, with the same report. (Only that
+    zygote: the others serve the worker's later tests.)"""
     from torch_env import zygote_folder
 
     env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
     _forked(torch_python, tmp_path, env)
-    folder = zygote_folder()
-    zygotes = [int(pid) for pid in os.listdir("/proc") if pid.isdigit() and folder in _cmdline(pid)
-               and "_npu_migrate_zygote" in _cmdline(pid)]
-    assert zygotes, "no zygote found"
-    for pid in zygotes:
-        os.kill(pid, signal.SIGKILL)
+    zygote = json.loads(_run(torch_python, tmp_path, "raise", env=env)[1].splitlines()[0])["ppid"]  # its parent
+    assert zygote != os.getpid() and "_npu_migrate_zygote" in _cmdline(str(zygote)), "not forked by a zygote"
+    assert zygote_folder() in _cmdline(str(zygote))
+    os.kill(zygote, signal.SIGKILL)
     fresh = _run(real_python, tmp_path, "raise", env=env)
     after = _run(torch_python, tmp_path, "raise", env=env)
     assert (after[0], _report(after[1]), after[2]) == (fresh[0], _report(fresh[1]), fresh[2])

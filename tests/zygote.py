@@ -7,18 +7,21 @@ environment, then each run of `python SCRIPT ARGS` is a fork of that process, ma
 (a Python started with -IS, ~20 ms) asks the zygote of its environment over a Unix socket to fork a
 child, passes it its stdin/stdout/stderr, forwards the signals it gets to the child and ends as the
 child ended (exit code, or killed by the same signal). Whatever it cannot serve exactly runs the real
-interpreter instead (exec, the same process): `python -c/-m/-X...`, a script that is not a file,
+interpreter instead (exec, the same process): `python -c/-m/-X...` (of the options only a leading -u
+is served: torchrun starts its workers with `PYTHON_EXEC -u`), a script that is not a file,
 more open descriptors than 0-2, a variable that decides the interpreter's start-up or torch's import
 (anything but the launcher's and the stand-in's, LATE) that differs from the zygote's, a file beside
 the script or on PYTHONPATH that shadows a module the zygote imported. So do a script without the
 word "torch" (a fork costs ~0.25 CPU-s, a fresh Python without torch ~0.05) and an environment's
-first run (most run once; the second starts that environment's zygote and waits for it).
+first run (most run once; the second starts that environment's zygote and waits for it). The client's
+folder is also a copy of the interpreter's bin folder whose console scripts (torchrun) start with the
+client: a test's PATH naming it forks torchrun's agent, and PYTHON_EXEC=client its workers.
 
 The child, after the fork (`_become`), is set up as the interpreter sets up a fresh one, in that order:
 descriptors 0-2 are the client's, a session of its own, signal dispositions (the client's ignored ones
 ignored, SIGINT Python's handler, SIGPIPE/SIGXFSZ ignored, the rest default) and signal mask, umask,
 cwd, environment, sys.argv/orig_argv, sys.stdin/stdout/stderr made as Python makes them (encoding,
-errors, buffering from PYTHONUNBUFFERED and isatty), sys.path (PYTHONPATH entries made absolute, then
+errors, buffering from -u or PYTHONUNBUFFERED and isatty; -u: C's stdio unbuffered too), sys.path (PYTHONPATH entries made absolute, then
 the zygote's own), sitecustomize (the stand-in's: the recorder, the import hooks), the script's folder
 first on sys.path; then what `import torch` does in a fresh process when the script imports it: torch's
 atexit callbacks (recorded when the zygote imported torch) registered now, after sitecustomize's, and
@@ -33,7 +36,8 @@ its stack below the script's module frame holds the zygote's frames; the objects
 are never garbage-collected (gc.freeze, so that the children share their pages: Python promises no
 finalizer of them at exit anyway); it always leads a session of its
 own (rehearse starts ranks so anyway); what it leaves running when it ends is not signalled through the
-client. Each zygote ends when the process that installed the client (the pytest worker) ends.
+client; a console script run from the client's folder has that path in sys.argv[0] (torchrun's agent
+reads it only to strip a `.exe`). Each zygote ends when the process that installed the client (the pytest worker) ends.
 """
 
 from __future__ import annotations
@@ -45,12 +49,15 @@ import sys
 # Read only after start-up, by the launcher (torchrun's, Ascend's, ModelArts') and the stand-in, and
 # npu-migrate's own (NPU_MIGRATE_*: the stand-in's, the test cache's): they may differ between a zygote
 # and its children. Any other variable must be the same.
-LATE_PREFIXES = ("NPU_MIGRATE_", "MA_", "VC_")
+LATE_PREFIXES = ("NPU_MIGRATE_", "MA_", "VC_", "TORCHELASTIC_")
 LATE = frozenset({
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR", "MASTER_PORT",
+    # what torchrun's agent adds for its workers (read by torch.distributed's launcher and process groups)
+    "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_TABLE_FILE", "HCCL_WHITELIST_DISABLE",
     "PYTHONPATH",  # made into sys.path by the child, as the interpreter does
     "PYTEST_CURRENT_TEST",  # pytest's, per test (read by torch.testing only, when called)
+    "PWD", "OLDPWD", "SHLVL", "_",  # a shell's (a launch script's), read by no interpreter's start-up
 })
 
 _CLIENT = r'''
@@ -65,6 +72,8 @@ def fresh():
     os.execv(REAL, [REAL] + sys.argv[1:])
 
 args = sys.argv[1:]
+options = args[:1] if args[:1] == ["-u"] else []  # (torchrun starts its workers with -u)
+args = args[len(options):]
 if not args or args[0].startswith("-") or not os.path.isfile(args[0]) or \
         sorted(os.listdir("/proc/self/fd")) != ["0", "1", "2", "3"]:
     fresh()
@@ -132,7 +141,7 @@ mask = sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, []))
 umask = os.umask(0o22)
 os.umask(umask)
 leader = os.getpgrp() == os.getpid()
-request = json.dumps({"argv": args, "env": env, "cwd": os.getcwd(), "umask": umask, "ignored": ignored,
+request = json.dumps({"argv": args, "options": options, "env": env, "cwd": os.getcwd(), "umask": umask, "ignored": ignored,
                       "mask": mask, "leader": leader}).encode("utf-8", "surrogateescape")
 child = []
 pending = []
@@ -228,13 +237,30 @@ def folder_of(real_python: str, preload: str = "torch"):
 
 def install(real_python: str, folder: os.PathLike, preload: str = "torch") -> str:
     """Write the client `folder/python` for `real_python`, whose zygotes import `preload`; they end with
-    this process. The folder is also a copy of the interpreter's bin folder (links), for a PATH naming it."""
+    this process. The folder is also a copy of the interpreter's bin folder, for a PATH naming it: links,
+    but the scripts started by `real_python` (`#!real_python`: console scripts such as torchrun) are
+    copies started by the client, so that they fork too (Linux runs a script named by a shebang)."""
     path = os.path.join(folder, "python")
     bin_folder = os.path.dirname(real_python)
+    shebang = f"#!{real_python}\n".encode()
     for name in os.listdir(bin_folder):
-        if name != "python":
-            os.symlink("python" if name.startswith("python") else os.path.join(bin_folder, name),
-                       os.path.join(folder, name))
+        if name == "python":
+            continue
+        copy = os.path.join(folder, name)
+        if name.startswith("python"):
+            os.symlink("python", copy)
+            continue
+        original = os.path.join(bin_folder, name)
+        text = b""
+        if os.path.isfile(original):
+            with open(original, "rb") as f:
+                text = f.read()
+        if not text.startswith(shebang):
+            os.symlink(original, copy)
+            continue
+        with open(copy, "wb") as f:
+            f.write(f"#!{path}\n".encode() + text[len(shebang):])
+        os.chmod(copy, os.stat(original).st_mode & 0o777)
     boot = _BOOT.format(here=os.path.abspath(__file__))
     text = (f"#!{real_python} -IS\nREAL = {real_python!r}\nFOLDER = {os.fspath(folder)!r}\nOWNER = {os.getpid()}\n"
             f"LATE = {set(LATE)!r}\nLATE_PREFIXES = {LATE_PREFIXES!r}\nBOOT = {boot!r}\nPRELOAD = {preload!r}\n" + _CLIENT)
@@ -445,16 +471,18 @@ def _unlike_a_fresh_start(message, imported) -> str:
             continue
         for name in names:
             stem = name[:-3] if name.endswith(".py") else name.partition(".")[0]
+            if "." not in name and not os.path.isdir(os.path.join(folder, name)):
+                continue  # a file without a suffix is no module (a console script beside torchrun)
             if stem in imported and stem != "sitecustomize":
                 return f"{os.path.join(folder, name)} shadows the module {stem}"
     return ""
 
 
-def _std_stream(fd: int, name: str, write: bool, encoding: str, errors: str):
-    """A standard stream as the interpreter makes one (Python/pylifecycle.c, create_stdio)."""
+def _std_stream(fd: int, name: str, write: bool, encoding: str, errors: str, unbuffered: bool):
+    """A standard stream as the interpreter makes one (Python/pylifecycle.c, create_stdio); `unbuffered`:
+    -u or PYTHONUNBUFFERED (config.buffered_stdio)."""
     import io
 
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))  # (in the zygote's environment too: no -u here)
     buffering = 0 if (unbuffered and write) else -1
     buf = io.open(fd, "wb" if write else "rb", buffering=buffering, closefd=False)
     raw = buf.raw if buffering else buf
@@ -495,11 +523,17 @@ def _become(message, fds, base, captured, set_by_torch, preload):
     os.environ.update(message["env"])
     argv = message["argv"]
     sys.argv[:] = argv
-    sys.orig_argv[:] = [sys.executable, *argv]
+    sys.orig_argv[:] = [sys.executable, *message["options"], *argv]
+    # PYTHONUNBUFFERED is the zygote's too (its C stdio set so at its start); -u is the child's own
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED")) or "-u" in message["options"]
+    if unbuffered and not os.environ.get("PYTHONUNBUFFERED"):
+        libc = ctypes.CDLL(None)  # as config_init_stdio does for -u: C's stdio unbuffered too
+        for name in ("stdin", "stdout", "stderr"):
+            libc.setvbuf(ctypes.c_void_p.in_dll(libc, name), None, 2, 8192)  # _IONBF, BUFSIZ
     old = (sys.stdin, sys.stdout, sys.stderr)
-    sys.stdin = sys.__stdin__ = _std_stream(0, "<stdin>", False, old[0].encoding, old[0].errors)
-    sys.stdout = sys.__stdout__ = _std_stream(1, "<stdout>", True, old[1].encoding, old[1].errors)
-    sys.stderr = sys.__stderr__ = _std_stream(2, "<stderr>", True, old[2].encoding, old[2].errors)
+    sys.stdin = sys.__stdin__ = _std_stream(0, "<stdin>", False, old[0].encoding, old[0].errors, unbuffered)
+    sys.stdout = sys.__stdout__ = _std_stream(1, "<stdout>", True, old[1].encoding, old[1].errors, unbuffered)
+    sys.stderr = sys.__stderr__ = _std_stream(2, "<stderr>", True, old[2].encoding, old[2].errors, unbuffered)
     cwd = os.getcwd()
     sys.path[:] = [os.path.join(cwd, p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p] + base
     sys.path_importer_cache.clear()
