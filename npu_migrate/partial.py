@@ -212,7 +212,8 @@ class PartialText:
         for stmt in statements:
             small = getattr(stmt, "body", None)
             value = getattr(small[0], "value", None) if isinstance(small, (list, tuple)) and len(small) == 1 else None
-            label = _PLACEHOLDER_RE.match(getattr(value, "value", None) or "")
+            text = getattr(value, "value", None)  # a placeholder's string (`return f().x` has a node there)
+            label = _PLACEHOLDER_RE.match(text) if isinstance(text, str) else None
             if label is not None:
                 found.append((int(label.group(1)) - 1, int(label.group(2))))
         return found

@@ -12,7 +12,11 @@ import pytest
 
 from npu_migrate import codes, engine
 from npu_migrate.dispatch import migrate_source
+from npu_migrate.options import Options
 from npu_migrate.passes import PASSES
+from npu_migrate.rules import default_rules
+
+RULES = default_rules()
 
 
 def test_a_nested_block_in_an_is_cuda_guard_is_migrated_and_reported():
@@ -363,3 +367,226 @@ def test_a_cuda_branch_behind_code_that_migrates_elsewhere_migrates(cuda_test):
     r = migrate_source(text, "pipelines/base.py")
     assert r.new_text == text.replace('f"cuda:{d}"', 'f"npu:{d}"').replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1), r.new_text
+
+
+# ---------------------------------------------------------------- device tests that open CUDA-only code (NPU315)
+
+TRL_KERNELS = '''\
+import torch
+from transformers.utils import is_triton_available
+
+if is_triton_available():
+    import triton
+
+_MM_OUT_DTYPE = True
+_TRITON_AVAILABLE = is_triton_available()
+
+
+def _jit(fn):
+    return triton.jit(fn) if is_triton_available() else fn
+
+
+def _use_triton(device: torch.device) -> bool:
+    return _TRITON_AVAILABLE and device.type in ("cuda", "xpu")
+
+
+def _addmm_fp32(acc, a, b):
+    if _MM_OUT_DTYPE and acc.device.type == "cuda" and a.dtype in (torch.float16, torch.bfloat16):
+        torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+    else:
+        acc.addmm_(a.float(), b.float())
+
+
+@_jit
+def _forward_kernel(tile, n):
+    pass
+
+
+def _forward_tile(tile, n):
+    return tile.logsumexp(-1)
+
+
+def _supports_kernel(logits):
+    supported = (
+        logits.device.type in ("cuda", "xpu")
+        and logits.dtype in (torch.float16, torch.bfloat16, torch.float32)
+    )
+    return supported
+
+
+def fold(tile, device, n):
+    fold = _forward_kernel[(n,)] if _use_triton(device) else _forward_tile
+    if is_triton_available() and _supports_kernel(tile):
+        return fold(tile, n)
+    if tile.device.type == "cuda":
+        torch.cuda.synchronize()
+    return _forward_tile(tile, n)
+'''
+
+TRL_CLIENT = '''\
+import torch
+from vllm.distributed.weight_transfer.nccl_engine import NCCLWeightTransferEngine
+
+
+def init_communicator(device=0):
+    device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+    if device.type != "cuda":
+        raise NotImplementedError(
+            f"Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device, got "
+            f"'{device}'."
+        )
+    if device.index is not None:
+        torch.cuda.set_device(device)
+    return NCCLWeightTransferEngine.trainer_init({})
+'''
+
+
+def _npu315(result):
+    return [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in result.findings if f.code == "NPU315"]
+
+
+def test_device_tests_that_open_triton_kernels_or_a_cuda_only_overload_stay_cuda():
+    """Found on trl 1.16.0 (held out): `_use_triton` gated Triton kernels with `device.type in
+    ("cuda", "xpu")`; as ("npu", "xpu") the NPU launched them. Likewise a test whose branch calls
+    `torch.addmm(..., out_dtype=...)` (CUDA's overload alone) and a predicate whose caller tests it
+    with `is_triton_available()`. Those stay "cuda" (False on the NPU: the portable path runs) and
+    are reported at their comparison; the ordinary synchronize guard still migrates."""
+    r = migrate_source(TRL_KERNELS, "trl/kernels/chunked_logprob.py")
+    assert r.error is None
+    assert r.new_text == TRL_KERNELS.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        '    if tile.device.type == "cuda":\n        torch.cuda.synchronize()',
+        '    if tile.device.type == "npu":\n        torch.npu.synchronize()')
+    assert _npu315(r) == [
+        ("NPU315", "warning", 16, 34, 'device.type in ("cuda", "xpu")'),
+        ("NPU315", "warning", 20, 26, 'acc.device.type == "cuda"'),
+        ("NPU315", "warning", 37, 9, 'logits.device.type in ("cuda", "xpu")'),
+    ]
+    messages = [f.message for f in r.findings if f.code == "NPU315"]
+    assert messages[0] == ('`device.type in ("cuda", "xpu")` opens CUDA-only code (the test asks for `_TRITON_AVAILABLE`); '
+                           "it is left as it is, so on the NPU it is False and the code takes its other path")
+    assert "(`torch.addmm(..., out_dtype=...)`)" in messages[1]
+    assert "(it is the result of `_supports_kernel()`, where the test asks for `is_triton_available`)" in messages[2]
+    assert [(f.code, f.span.line) for f in r.findings if f.code == "NPU316"] == [("NPU316", 21)]
+    assert not migrate_source(r.new_text, "trl/kernels/chunked_logprob.py").changed  # idempotent
+
+
+def test_a_guard_that_refuses_non_cuda_devices_before_nccl_code_stays_and_is_an_error():
+    """trl's vLLM client: `if device.type != "cuda": raise NotImplementedError(...)` before vLLM's
+    NCCL weight-transfer engine. As `!= "npu"` the NPU got past it into NCCL; kept, the NPU raises
+    the error as written. The device it tests still becomes "npu" (value and test agree: the
+    guard is then simply False), and so does the set_device behind it."""
+    r = migrate_source(TRL_CLIENT, "trl/generation/vllm_client.py")
+    assert r.new_text == TRL_CLIENT.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        'torch.device("cuda", device)', 'torch.device("npu", device)').replace(
+        "torch.cuda.set_device(device)", "torch.npu.set_device(device)")
+    assert _npu315(r) == [("NPU315", "error", 7, 8, 'device.type != "cuda"')]
+    assert "before CUDA-only code (`NCCLWeightTransferEngine` from vllm.distributed.weight_transfer.nccl_engine)" in (
+        next(f.message for f in r.findings if f.code == "NPU315"))
+    assert [(f.code, f.span.line, f.api) for f in r.findings if f.code == "NPU303"] == [
+        ("NPU303", 2, "vllm.distributed.weight_transfer.nccl_engine")]
+
+
+@pytest.mark.parametrize("text", [TRL_KERNELS, TRL_CLIENT] + [
+    ex.flagged or ex.not_flagged for rule in RULES.rules if rule.code == "NPU315" for ex in rule.examples])
+def test_kept_device_tests_are_the_same_parsed_partially_as_whole(text):
+    """The analysis reads callers, callees and the rest of a block: with partial parsing it asks
+    for the lines it needs (Context.partial_misses/partial_lines), so the result is the whole
+    parse's. The file is padded so that partial parsing leaves lines out."""
+    assert_partial_as_whole(text)
+
+
+def assert_partial_as_whole(text):
+    padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
+    partial = migrate_source(padded, "m.py", Options(), RULES)
+    whole = migrate_source(padded, "m.py", Options(), RULES, partial=False)
+    assert (partial.new_text, [(f.code, f.span, f.message) for f in partial.findings]) == (
+        whole.new_text, [(f.code, f.span, f.message) for f in whole.findings])
+
+
+ORDINARY = [
+    ("if x.device.type == 'cuda':\n        torch.cuda.synchronize()",
+     "if x.device.type == 'npu':\n        torch.npu.synchronize()"),
+    ("if x.device.type == 'cuda':\n        print(torch.cuda.max_memory_allocated())",
+     "if x.device.type == 'npu':\n        print(torch.npu.max_memory_allocated())"),
+    ("amp = torch.cuda.amp if x.device.type == 'cuda' else torch.cpu.amp",
+     "amp = torch.npu.amp if x.device.type == 'npu' else torch.cpu.amp"),
+    ("loader = DataLoader(ds, pin_memory=x.device.type == 'cuda')",
+     "loader = DataLoader(ds, pin_memory=x.device.type == 'npu')"),
+    ("with torch.autocast(x.device.type, enabled=x.device.type in ('cuda', 'xpu')):\n        pass",
+     "with torch.autocast(x.device.type, enabled=x.device.type in ('npu', 'xpu')):\n        pass"),
+    ("if x.device.type != 'cuda':\n        return x.cpu()",
+     "if x.device.type != 'npu':\n        return x.cpu()"),
+]
+
+
+@pytest.mark.parametrize("before,after", ORDINARY)
+def test_ordinary_device_tests_migrate_in_a_file_that_uses_triton(before, after):
+    """The analysis looks only where CUDA-only code is: in a file with Triton kernels, a test that
+    opens synchronize, memory stats, AMP, pin_memory (or returns early) still becomes an NPU test."""
+    head = "import torch\nimport triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\ndef f(x, ds):\n    "
+    r = migrate_source(head + before + "\n    return x\n", "m.py")
+    assert r.new_text == (head + after + "\n    return x\n").replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert _npu315(r) == []
+
+
+@pytest.mark.parametrize("text,kept", [
+    # a predicate that answers the device test by an early `return False`, named for a library
+    ("import torch\n\n\ndef can_use_triton(x):\n    if x.device.type != 'cuda':\n        return False\n"
+     "    return True\n", "x.device.type != 'cuda'"),
+    # ... or whose caller tests it with the library's availability
+    ("import torch\n\n\ndef _fits(x):\n    if x.device.type != 'cuda':\n        return False\n    return x.ndim == 2\n\n\n"
+     "def f(x):\n    if HAS_FLASH_ATTN and _fits(x):\n        return x\n    return x\n", "x.device.type != 'cuda'"),
+    # a capability check the planner keeps on CUDA (NPU307) behind an early return (liger-kernel 0.8.5)
+    ("import torch\n\n\ndef _sm100(t):\n    if t.device.type != 'cuda':\n        return False\n"
+     "    return torch.cuda.get_device_capability(t.device) == (10, 0)\n", "t.device.type != 'cuda'"),
+    # a refusal in a module that imports a CUDA-only library unconditionally (a CuTe DSL file)
+    ("import torch\nimport cutlass.cute as cute\n\n\ndef check(device):\n    if device.type != 'cuda':\n"
+     "        raise ValueError('must be a CUDA tensor')\n    return device\n", "device.type != 'cuda'"),
+    # the rest of the block after a refusal holds `return f().x` (partial.py's runs_among crashed on it)
+    ("import torch\nimport triton\n\n\ndef f(x):\n    if x.device.type != 'cuda':\n        raise NotImplementedError\n"
+     "    y = triton.cdiv(x.numel(), 4)\n    return g(y).shape\n", "x.device.type != 'cuda'"),
+    # a flag named for the library (monai 1.6.1's `use_cucim`)
+    ("import torch\n\n\ndef f(x):\n    use_cucim = has_cucim and x.device.type == 'cuda'\n    if use_cucim:\n"
+     "        return erode(x)\n    return x\n", "x.device.type == 'cuda'"),
+    # a module's own wrapper of a kernel: the branch calls it
+    ("import torch\nfrom .triton_ops import fused_norm\n\n\ndef norm(x):\n    return fused_norm(x)\n\n\n"
+     "def f(x):\n    if x.device.type == 'cuda':\n        return norm(x)\n    return x / x.norm()\n", "x.device.type == 'cuda'"),
+])
+def test_device_tests_reached_through_predicates_wrappers_and_modules_stay(text, kept):
+    """Shapes found on liger-kernel 0.8.5 and generalised: the CUDA-only code is reached through a
+    function of the module, a predicate's callers, a statement kept on CUDA, or the module itself."""
+    r = migrate_source(text, "m.py")
+    assert (r.new_text or text).replace("import torch_npu  # noqa: F401\n", "") == text, r.new_text
+    assert [f.api for f in r.findings if f.code == "NPU315"] == [kept]
+    assert_partial_as_whole(text)
+
+
+@pytest.mark.parametrize("text", [
+    # a function that tests the device itself dispatches: calling it is no CUDA-only code
+    "import torch\nimport triton\n\n\ndef norm(x):\n    if x.device.type == 'cuda':\n        return triton_norm(x)\n"
+    "    return x\n\n\ndef f(x):\n    if x.device.type == 'cuda':\n        torch.cuda.synchronize()\n        return norm(x)\n"
+    "    return x\n",
+    # an early `return False` predicate whose callers use plain PyTorch (liger-kernel's _can_use_mm_out)
+    "import torch\nimport triton\n\n\ndef _can_use_out(x):\n    if x.device.type != 'cuda':\n        return False\n"
+    "    return True\n\n\ndef f(x, w, y):\n    if _can_use_out(x):\n        torch.mm(x, w, out=y)\n    return y\n",
+    # a refusal whose error says nothing CUDA-only, in a file without CUDA-only imports at its top
+    "import torch\n\n\ndef f(x):\n    if x.device.type != 'cuda':\n        raise ValueError('Device should be CUDA')\n"
+    "    return x\n",
+])
+def test_device_tests_that_open_portable_code_migrate(text):
+    r = migrate_source(text, "m.py")
+    assert r.new_text is not None and "'cuda'" not in r.new_text, r.new_text
+    assert [f.api for f in r.findings if f.code == "NPU315"] == []
+    assert_partial_as_whole(text)
+
+
+def test_an_is_cuda_test_that_opens_triton_kernels_stays():
+    """`x.is_cuda` in front of Triton code is the same gate as `x.device.type == "cuda"`."""
+    text = ("import torch\nimport triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\n"
+            "def f(x):\n    if x.is_cuda and x.ndim == 2:\n        _k[(1,)](x)\n        return x\n    return x.sum()\n")
+    r = migrate_source(text, "m.py")
+    assert r.new_text is None
+    assert _npu315(r) == [("NPU315", "warning", 11, 8, "x.is_cuda")]

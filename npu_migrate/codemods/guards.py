@@ -20,6 +20,16 @@ torch pass walks); what is kept is recorded with
   the whole statement stays (`torch.cuda.is_available() and ...` then short-circuits) and is
   reported as an error (NPU307). Printing or logging the value is migrated.
 
+* **device tests that open CUDA-only code** (`_DeviceGates`, NPU315) -- `x.device.type ==
+  "cuda"`, `device.type in ("cuda", "xpu")`, `device.type != "cuda"` whose branch runs code a
+  CUDA-only library finding reports (Triton kernels, FlashAttention, vLLM's NCCL bindings), a
+  CUDA-only overload (`torch.addmm(..., out_dtype=...)`, NPU316) or a module function using one;
+  whose test asks for a library (`_TRITON_AVAILABLE and ...`); that a function named for one
+  returns (`_use_triton`), or whose callers test it so; or that refuses non-CUDA devices before
+  such code (`raise NotImplementedError`). Rewritten to "npu", the NPU would enter that code;
+  left as "cuda", the test is False there and the portable path runs (or the refusal raises).
+  What counts as CUDA-only is the rule's data (`gates`, `words` in rules/findings_kernels.toml).
+
 * **code that selects the NPU already** (`keep_cuda_beside_npu`, called by the torch pass's own
   walk, top-down, in files that name the NPU) -- an `if`/`elif` chain with a branch for the NPU
   (`device_type == "npu"`, `torch.npu.is_available()`, `is_npu_available()`) keeps its CUDA
@@ -39,16 +49,20 @@ too: `from . import _C`).
 
 from __future__ import annotations
 
+import ast
 import re
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
-from ..imports import dotted_name
+from ..imports import dotted_name, imported_names
 from ..fast_visitor import children, walk
 from ..codes import applies
+from ..kinds.finding import FindingSpec, names_of
+from ..rules import Rule
+from .findings import arguments_match
 from .strings import string_value
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
@@ -74,7 +88,20 @@ _SHOWN = {"print", "str", "repr", "format"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
 
 
-def plan_kept_code(ctx: Context) -> None:
+def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
+    """`is_device_expr`: the torch pass's test of what a device string is compared with
+    (LiteralRewrites.is_device_expr); with it, device-type tests that open CUDA-only code are
+    kept too (_DeviceGates)."""
+    _plan_kept_code(ctx)
+    if is_device_expr is not None and "cuda" in ctx.text and (
+            "is_cuda" in ctx.text or _COMPARED_WITH_CUDA_RE.search(ctx.text)):
+        # after the planner: a capability check it keeps on CUDA is CUDA-only code for these
+        gates = _DeviceGates(ctx, is_device_expr)
+        if gates.evidence():
+            gates.plan()
+
+
+def _plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
             "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
             "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)):
@@ -619,3 +646,503 @@ def keep_gpu_flag(ctx: Context, arg: cst.Arg) -> None:
             return
         if isinstance(n, (cst.BooleanOperation, cst.UnaryOperation)):
             stack.extend(n.children)
+
+
+# ----------------------------------------------------------------------------- device gates
+
+
+def _is_cuda_string(node: cst.CSTNode) -> bool:
+    """`"cuda"`, `"cuda:0"`, or a tuple/list/set that holds one (`("cuda", "xpu")`)."""
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return any(isinstance(e, cst.Element) and _is_cuda_string(e.value) for e in node.elements)
+    value = string_value(node) if isinstance(node, cst.SimpleString) else None
+    return value is not None and (value == "cuda" or _CUDA_INDEX_RE.fullmatch(value) is not None)
+
+
+_CUDA_INDEX_RE = re.compile(r"cuda:\d+")
+# The text test for a comparison with "cuda" (`== "cuda"`, `in ("cuda", "xpu")`, `"cuda" != x`).
+_COMPARED_WITH_CUDA_RE = re.compile(r"""(?:==|!=|\bin)\s*[(\[{]?\s*(?:(?:'[^'\n]*'|"[^"\n]*")\s*,\s*)*['"]cuda(?::\d+)?['"]"""
+                                    r"""|['"]cuda(?::\d+)?['"]\s*(?:==|!=|in\b|not\b)""")
+_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# Nodes whose Name children are not references to a value (`x.attr`'s attr, a keyword's name, ...).
+_NOT_REFERENCES = (cst.Import, cst.ImportFrom)
+
+
+def _exits(suite: cst.BaseSuite) -> bool:
+    """Whether a block ends by raising or returning (`if x.device.type != "cuda": raise ...`)."""
+    last = list(suite_small_statements(suite))
+    if isinstance(suite, cst.IndentedBlock) and suite.body and not isinstance(suite.body[-1], cst.SimpleStatementLine):
+        return False
+    return bool(last) and isinstance(last[-1], (cst.Raise, cst.Return))
+
+
+def _raises(suite: cst.BaseSuite) -> bool:
+    last = list(suite_small_statements(suite))
+    return _exits(suite) and isinstance(last[-1], cst.Raise)
+
+
+@applies("finding:guard")
+class _DeviceGates:
+    """Device-type tests that stay "cuda" because what they open is CUDA-only code (NPU315).
+
+    A comparison of a device type with "cuda" (`x.device.type == "cuda"`, `device.type in
+    ("cuda", "xpu")`, `device.type != "cuda"`) normally becomes an NPU test. It stays when its
+    test, followed up through `and`/`or`/`not`:
+
+    * names a CUDA-only library itself (`_TRITON_AVAILABLE and device.type in (...)`: an
+      identifier holding one of the guard rule's `words`, or a name bound to CUDA-only code);
+    * opens CUDA-only code: the branch taken when the device is CUDA (the `if` body for `==`/`in`;
+      for `!=`/`not in` the `else`, and the rest of the block when the body raises or returns)
+      uses a name bound to a module an import finding of the rule's `gates` codes reports
+      (`triton`, `flash_attn`, vLLM's NCCL bindings), a compiled extension, a call such a call
+      finding reports (`torch.addmm(..., out_dtype=...)`), or a function, class or variable of the
+      module that uses one of those (a `@triton.jit` kernel; not one that tests the device itself:
+      it dispatches);
+    * refuses non-CUDA devices: `if device.type != "cuda": raise ...` where the error is
+      NotImplementedError or says CUDA only, or the code after it is CUDA-only (the error stays,
+      `cuda-library-refusal`);
+    * is the result of a function (returned, directly or through a variable) that is named for a
+      library (`_use_triton`) or whose callers in the module are such tests; or is kept in a
+      variable that such tests read.
+
+    Left as "cuda" the test is False on the NPU, so the code takes its other path (or raises, as
+    written): principle 1. The device the tested value comes from still migrates, so value and
+    test agree. Only files that show CUDA-only code at all (an import, a library word, such a call)
+    are analysed."""
+
+    def __init__(self, ctx: Context, is_device_expr) -> None:
+        self.ctx = ctx
+        self.is_device_expr = is_device_expr
+        rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
+        self.gate_rule = rules.get("cuda-library-gate")
+        self.refusal_rule = rules.get("cuda-library-refusal")
+        spec = FindingSpec.of(self.gate_rule) if self.gate_rule is not None else FindingSpec()
+        words = sorted(spec.words, key=len, reverse=True)
+        self.word_re = re.compile(r"(?i)(?:^|_)(?:%s)(?:_|\d|$)" % "|".join(re.escape(w) for w in words)) if words else None
+        codes = set(spec.gates)
+        self.modules = tuple(n for r in ctx.rules.findings.get("import", ()) if r.code in codes and not r.framework
+                             for n in names_of(r))
+        self.calls: Dict[str, List[Rule]] = {}
+        for r in ctx.rules.findings.get("call", ()):
+            if r.code in codes and not r.framework:
+                for n in names_of(r):
+                    self.calls.setdefault(n, []).append(r)
+        # local name -> what makes it CUDA-only (for the finding's detail)
+        self.cuda_names: Dict[str, str] = {}
+        self.parent: Dict[int, cst.CSTNode] = {}
+        self.definitions: Dict[str, cst.CSTNode] = {}
+
+    # -- what is CUDA-only ------------------------------------------------------------------
+
+    def _library_word(self, name: str) -> bool:
+        return self.word_re is not None and self.word_re.search(_CAMEL_RE.sub("_", name)) is not None
+
+    def _cuda_module(self, qual: str) -> bool:
+        return any(qual == m or qual.startswith(m + ".") for m in self.modules)
+
+    def evidence(self) -> bool:
+        """Binds the names imports make CUDA-only; whether the file shows CUDA-only code at all."""
+        if self.gate_rule is None:
+            return False
+        for local, qual in self.ctx.imports.names.items():
+            if self._cuda_module(qual):
+                self.cuda_names[local] = (f"`{local}`" if qual == local else f"`{local}` from {qual[:-len(local) - 1]}"
+                                          if qual.endswith("." + local) else f"`{local}` ({qual})")
+        for stmt in self.ctx.imports.import_nodes:
+            # `from .triton_ops import fused_norm`, `from . import _C`: a module named for a
+            # library, or a compiled extension (the names it imports are CUDA-only)
+            if isinstance(stmt, cst.ImportFrom) and not isinstance(stmt.names, cst.ImportStar):
+                module = dotted_name(stmt.module) if stmt.module is not None else ""
+                if any(self._library_word(p) for p in (module or "").split(".") if p) or _imports_extension(stmt):
+                    for alias in stmt.names:
+                        name = _local_name(alias, dotted_name(alias.name) or "")
+                        self.cuda_names.setdefault(name, f"`{name}` from {'.' * len(stmt.relative)}{module}")
+            elif isinstance(stmt, cst.Import):
+                for alias in stmt.names:
+                    full = dotted_name(alias.name) or ""
+                    if _imports_extension(cst.Import(names=[alias])) or any(self._library_word(p) for p in full.split(".")):
+                        name = _local_name(alias, full.split(".", 1)[0])
+                        self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
+        self._note_elided_imports()
+        if self.cuda_names or self.ctx.kept:
+            return True  # (kept: what the planner left on CUDA, a capability check among it)
+        text = self.ctx.text
+        if "raise" in text and ("NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
+            return True  # a refusal whose error says CUDA only
+        words = FindingSpec.of(self.gate_rule).words
+        if words and re.search("(?i)" + "|".join(re.escape(w) for w in words), text):
+            return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
+        return any(re.search(r"\b%s\s*\(" % re.escape(name.rsplit(".", 1)[-1]), text) for name in self.calls)
+
+    def _note_elided_imports(self) -> None:
+        """Partial parsing leaves out imports no rule names (`from .triton_ops import k`, `from .
+        import _C`): when one of those is such an import, the engine parses them too."""
+        partial = self.ctx.partial
+        if partial is None or not partial.elided_word("import"):
+            return
+        for statements in partial.left_out.values():
+            for statement in statements:
+                for node in ast.walk(statement):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
+                            self._library_word(part) or _EXTENSION_PART_RE.search(part)
+                            for name in [getattr(node, "module", None) or ""] + [a.name for a in node.names]
+                            for part in name.split(".") if part):
+                        self.ctx.partial_misses.add("import")
+                        return
+
+    def _index(self) -> None:
+        """Parents of every node, and the module's definitions (functions, classes, and names
+        assigned at module level)."""
+        stack: List[cst.CSTNode] = [self.ctx.module]
+        while stack:
+            node = stack.pop()
+            for child in children(node):
+                self.parent[id(child)] = node
+                stack.append(child)
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                self.definitions.setdefault(node.name.value, node)
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            if isinstance(t.target, cst.Name):
+                                self.definitions.setdefault(t.target.value, small.value)
+        # CUDA-only definitions: those that use CUDA-only code and do not test the device
+        # themselves (a function with its own test dispatches); a few rounds reach wrappers.
+        for _ in range(3):
+            more = {}
+            for name, node in self.definitions.items():
+                if name in self.cuda_names or self._tests_device(node):
+                    continue
+                found = self._cuda_only_in(node)
+                if found is not None:
+                    more[name] = f"`{name}`, which uses {found}"
+            if not more:
+                break
+            self.cuda_names.update(more)
+        partial = self.ctx.partial
+        if partial is not None:
+            # a definition's statements left out may use CUDA-only code (`return fused_norm(x)`)
+            elided = [name for name in self.cuda_names if partial.elided_word(name)]
+            for node in self.definitions.values():
+                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                    for name in elided:
+                        self.ctx.partial_lines.update(partial.elided_in(node.body, name))
+
+    def _tests_device(self, node: cst.CSTNode) -> bool:
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Comparison) and any(_is_cuda_string(o) for o in self._operands(n)):
+                return True
+            if isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
+                return True
+            stack.extend(children(n))
+        return False
+
+    @staticmethod
+    def _operands(node: cst.Comparison) -> List[cst.BaseExpression]:
+        return [node.left] + [t.comparator for t in node.comparisons]
+
+    def _references(self, node: cst.CSTNode) -> Iterator[cst.Name]:
+        """The names `node` reads (not an attribute's name, a keyword, a definition's name)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                yield n
+                continue
+            if isinstance(n, _NOT_REFERENCES):
+                continue
+            if isinstance(n, cst.Attribute):
+                stack.append(n.value)
+                continue
+            if isinstance(n, cst.Arg):
+                stack.append(n.value)
+                continue
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                stack.extend(c for c in children(n) if c is not n.name)
+                continue
+            if isinstance(n, cst.Param):
+                if n.default is not None:
+                    stack.append(n.default)
+                continue
+            stack.extend(children(n))
+
+    def _cuda_only_in(self, node: cst.CSTNode) -> Optional[str]:
+        """What in `node` is CUDA-only code, as the finding's detail; None if nothing is."""
+        for name in self._references(node):
+            if name.value in self.cuda_names:
+                return self.cuda_names[name.value]
+        for call in _calls(node):
+            if id(call) in self.ctx.kept and self.ctx.imports.resolve(call.func) in _CAPABILITY | _PROPERTIES:
+                return f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
+        if self.calls:
+            for call in _calls(node):
+                qual = self.ctx.imports.resolve(call.func)
+                for rule in self.calls.get(qual or "", ()):
+                    if arguments_match(rule, call):
+                        return f"`{qual}(..., out_dtype=...)`" if "out_dtype" in FindingSpec.of(rule).keywords else f"`{qual}`"
+        return None
+
+    def _names_library(self, test: cst.CSTNode) -> Optional[str]:
+        """An identifier in the test that asks for a library (`_TRITON_AVAILABLE`,
+        `is_flash_attn_2_available()`, `self.use_triton`), or a name bound to CUDA-only code."""
+        stack = [test]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Name):
+                if n.value in self.cuda_names:
+                    return f"the test reads {self.cuda_names[n.value]}"
+                if self._library_word(n.value):
+                    return f"the test asks for `{n.value}`"
+            elif isinstance(n, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+                continue
+            stack.extend(children(n))
+        return None
+
+    # -- the walk -----------------------------------------------------------------------------
+
+    def plan(self) -> None:
+        self._index()
+        for node in self._candidates():
+            if isinstance(node, cst.Attribute):  # `x.is_cuda` (the planner kept those guarding extensions)
+                negative = False
+            elif isinstance(node, cst.Comparison):
+                negative = any(isinstance(t.operator, (cst.NotEqual, cst.NotIn)) for t in node.comparisons)
+                operands = self._operands(node)
+                if not any(_is_cuda_string(o) and any(self.is_device_expr(other) for other in operands if other is not o)
+                           for o in operands):
+                    continue
+            verdict = self._judge(node, negative, depth=0, seen=set())
+            if verdict is None:
+                continue
+            guard, detail = verdict
+            self.ctx.keep(node)
+            rule = self.gate_rule if guard == "gate" else self.refusal_rule
+            if rule is not None:
+                api = self.ctx.code_for(node)
+                self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
+                                 suggestion=rule.render_suggestion(api=api, detail=detail))
+
+    def _candidates(self) -> List[cst.CSTNode]:
+        """Comparisons (==, !=, in, not in) and `.is_cuda` tests, in the order of the file."""
+        stack: List[cst.CSTNode] = [self.ctx.module]
+        found: List[cst.CSTNode] = []
+        while stack:
+            n = stack.pop()
+            if id(n) in self.ctx.kept:
+                continue  # the planner keeps it already (a capability check's whole statement)
+            if isinstance(n, cst.Comparison) and any(
+                    isinstance(t.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)) for t in n.comparisons):
+                found.append(n)
+            elif isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
+                found.append(n)
+            stack.extend(reversed(children(n)))  # (pre-order: the file's order)
+        return found
+
+    def _judge(self, node: cst.CSTNode, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """("gate"|"refusal", detail) when the device test `node` (True on CUDA, or False on CUDA
+        when `negative`) must stay CUDA; None when it migrates."""
+        if id(node) in seen or depth > 3:
+            return None
+        seen.add(id(node))
+        child: cst.CSTNode = node
+        parent = self.parent.get(id(child))
+        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+            if isinstance(parent, cst.UnaryOperation):
+                if not isinstance(parent.operator, cst.Not):
+                    return None
+                negative = not negative
+            child, parent = parent, self.parent.get(id(parent))
+        if parent is None:
+            return None
+        test = child
+        if isinstance(parent, (cst.If, cst.While, cst.IfExp)) and parent.test is test:
+            named = self._names_library(test)
+            if named is not None:
+                refusal = negative and isinstance(parent, cst.If) and _raises(parent.body)
+                return ("refusal" if refusal else "gate", named)
+            return self._branches(parent, negative) or self._early_answer(parent, negative, depth, seen)
+        if isinstance(parent, cst.Assert) and parent.test is test:
+            return None
+        if isinstance(parent, cst.Return) and parent.value is test:
+            return self._returned(parent, negative, depth, seen, test)
+        if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is test:
+            named = self._names_library(test)
+            targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target])
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            if named is not None and any(self._library_word(n) for n in names):
+                return ("gate", named)  # `use_triton = HAS_TRITON and x.device.type == "cuda"`
+            for name in names:
+                verdict = self._variable(parent, name, negative, depth, seen)
+                if verdict is not None:
+                    return verdict
+            return None
+        return None
+
+    def _branches(self, statement: cst.CSTNode, negative: bool) -> Optional[Tuple[str, str]]:
+        """The code an if/while/conditional expression runs when the device is CUDA."""
+        if isinstance(statement, cst.IfExp):
+            side: List[cst.CSTNode] = [statement.orelse if negative else statement.body]
+            found = self._cuda_only_in(side[0])
+            return ("gate", found) if found is not None else None
+        assert isinstance(statement, (cst.If, cst.While))
+        if not negative:
+            found = self._cuda_only_in(statement.body)
+            self._note_elided(statement.body)
+            return ("gate", found) if found is not None else None
+        side = [statement.orelse] if statement.orelse is not None else []
+        early = isinstance(statement, cst.If) and _exits(statement.body)  # raise or return
+        refusal = early and _raises(statement.body)
+        if early:
+            side += self._rest_of_block(statement)
+        for part in side:
+            found = self._cuda_only_in(part)
+            if found is not None:
+                return ("refusal" if refusal else "gate", found)
+            self._note_elided(part)
+        if refusal and isinstance(statement, cst.If) and any(
+                self._raises_cuda_only(s) for s in suite_small_statements(statement.body)):
+            return ("refusal", "the error it raises says the code is CUDA-only")
+        if refusal and self._module_needs() is not None:
+            return ("refusal", f"the module imports {self._module_needs()} unconditionally")
+        return None
+
+    def _module_needs(self) -> Optional[str]:
+        """A CUDA-only library the module imports at its top level, outside any `try`/`if`: the
+        whole module is CUDA-only code (a CuTe DSL or Triton kernel file), so a refusal in it
+        guards that code."""
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                        for name in imported_names(small):
+                            if name and self._cuda_module(name):
+                                return f"`{name}`"
+        return None
+
+    def _early_answer(self, statement: cst.CSTNode, negative: bool, depth: int,
+                      seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """`if x.device.type != "cuda": return False` in a function: the function answers the
+        device test (True only on CUDA), so it is judged as a predicate returning it."""
+        if not isinstance(statement, cst.If) or not _exits(statement.body):
+            return None
+        last = list(suite_small_statements(statement.body))[-1]
+        value = last.value if isinstance(last, cst.Return) else None
+        if not (isinstance(value, cst.Name) and value.value in ("True", "False")):
+            return None
+        # the function returns True when the device is CUDA iff `negative` and False, or not
+        # `negative` and True (`if x.device.type == "cuda": return True`)
+        answers_cuda = negative == (value.value == "False")
+        return self._predicate(statement, not answers_cuda, depth, seen)
+
+    def _raises_cuda_only(self, small: cst.BaseSmallStatement) -> bool:
+        if _raises_cuda_only(small):
+            return True
+        if not isinstance(small, cst.Raise) or small.exc is None:
+            return False
+        return any(_CUDA_KERNEL_RE.search(text) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", text))
+                   for text in _texts(small.exc))
+
+    def _rest_of_block(self, statement: cst.CSTNode) -> List[cst.CSTNode]:
+        block = self.parent.get(id(statement))
+        body = getattr(block, "body", None)
+        if not isinstance(body, (list, tuple)):
+            return []
+        index = next((i for i, s in enumerate(body) if s is statement), None)
+        if index is None:
+            return []
+        rest = list(body[index + 1:])
+        if self.ctx.partial is not None:
+            self.ctx.partial_lines.update(self.ctx.partial.runs_among(rest))
+        return rest
+
+    def _note_elided(self, node: cst.CSTNode) -> None:
+        """With partial parsing, a function the CUDA side calls may be defined in lines left out
+        (a `@triton.jit` kernel): the engine then parses those too (as _note_elided_callees)."""
+        partial = self.ctx.partial
+        if partial is None:
+            return
+        for call in _calls(node):
+            root = _root(call.func)
+            if root is not None and root not in self.definitions and partial.elided_word(root):
+                self.ctx.partial_misses.add(root)
+
+    def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
+        parent = self.parent.get(id(node))
+        while parent is not None and not isinstance(parent, cst.FunctionDef):
+            parent = self.parent.get(id(parent))
+        return parent
+
+    def _returned(self, ret: cst.Return, negative: bool, depth: int, seen: Set[int],
+                  test: cst.CSTNode) -> Optional[Tuple[str, str]]:
+        """A device test returned by a function: the function is a predicate; it stays CUDA when
+        the function is named for a library, the test names one, or a caller in the module uses
+        the result as such a gate."""
+        named = self._names_library(test)
+        if named is not None:
+            return ("gate", named)
+        return self._predicate(ret, negative, depth, seen)
+
+    def _predicate(self, node: cst.CSTNode, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """The function holding `node` answers the device test (its result is True on CUDA, or
+        False when `negative`): named for a library, or tested so by a caller in the module."""
+        function = self._function_of(node)
+        if function is None:
+            return None
+        name = function.name.value
+        if self._library_word(name):
+            return ("gate", f"it is the result of `{name}()`, named for a CUDA-only library")
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            self.ctx.partial_misses.add(name)
+        for call in self._calls_of(name):
+            verdict = self._judge(call, negative, depth + 1, seen)
+            if verdict is not None:
+                return verdict[0], f"it is the result of `{name}()`, where {verdict[1]}"
+        return None
+
+    def _calls_of(self, name: str) -> Iterator[cst.Call]:
+        stack: List[cst.CSTNode] = [self.ctx.module]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Call) and (
+                    (isinstance(n.func, cst.Name) and n.func.value == name)
+                    or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)):
+                yield n
+            stack.extend(children(n))
+
+    def _variable(self, assign: cst.CSTNode, name: str, negative: bool, depth: int,
+                  seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test kept in a variable: the tests that read it decide (in the same function,
+        or the module for a module-level variable)."""
+        scope: cst.CSTNode = self._function_of(assign) or self.ctx.module
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            self.ctx.partial_misses.add(name)
+        for ref in self._references(scope):
+            if ref.value != name or self._is_target(ref):
+                continue
+            verdict = self._judge(ref, negative, depth + 1, seen)
+            if verdict is not None:
+                return verdict
+        return None
+
+    def _is_target(self, name: cst.Name) -> bool:
+        parent = self.parent.get(id(name))
+        return isinstance(parent, (cst.AssignTarget, cst.AnnAssign)) and getattr(parent, "target", None) is name
+
+
+_CUDA_KERNEL_RE = re.compile(r"(?i)\bcuda kernels?\b")
+
+
+def _texts(node: cst.CSTNode) -> Iterator[str]:
+    """The text of the string literals in `node` (an error message), f-strings' too."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleString):
+            yield n.value
+        elif isinstance(n, cst.FormattedStringText):
+            yield n.value
+        stack.extend(children(n))

@@ -39,6 +39,9 @@
 device (`"device"`). With `framework`, a finding (kinds api, import, call, codemod) belongs to
 that framework's pass; `once_per_file = true` reports each listed name of an `api` finding once
 per file; `words` (kind `codemod`) are the words a codemod's own scan looks for (the prefilter's),
+and (kind `guard`) the library names that mark an identifier as asking for a CUDA-only library
+(`_TRITON_AVAILABLE`); `gates` (kind `guard`) the codes whose import and call findings mark code
+as CUDA-only (codemods/guards.py's `_DeviceGates`);
 `resolves` (kind `codemod`) the qualified names it matches only where the import table resolves a
 reference to them (`tensorflow.nn.dropout`): each one a requirement as an `api` rule's, so a file
 that merely mentions `dropout` (`mtf.dropout`, a docstring) does not need the framework's pass.
@@ -53,7 +56,7 @@ from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Tuple
 from ..codes import kind_key
 from ..model import Severity
 from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
-                     plain_words)
+                     plain_words, quoted)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
                    register, schema)
 
@@ -71,6 +74,11 @@ GUARD_TRIGGERS = {
     "cuda-only-guard": "is_cuda",  # `assert x.is_cuda, "CUDA only"`
     "build-gate": "CUDA_HOME",  # `if torch.cuda.is_available() and CUDA_HOME is not None:`
     "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
+    # `x.device.type == "cuda"` / `in ("cuda", "xpu")` / `!= "cuda": raise` kept as it is because
+    # what it opens (or refuses to let through) is CUDA-only code: `words` name the libraries in
+    # identifiers (`_TRITON_AVAILABLE`), `gates` the codes whose imports and calls are CUDA-only
+    "cuda-library-gate": "cuda",
+    "cuda-library-refusal": "cuda",
 }
 # Kind `target`: a rewrite left undone because the target torch_npu release lacks the name it
 # would write (targets/torch_npu.py); raised by the torch pass, `api` names the namespace it watches.
@@ -95,6 +103,7 @@ class FindingSpec:
     once_per_file: bool = False  # framework api findings: report each listed name once per file
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
     resolves: Tuple[str, ...] = ()  # ... and the qualified names that scan resolves through the imports
+    gates: Tuple[str, ...] = ()  # guard findings: codes whose import/call findings mark CUDA-only code
 
     @classmethod
     def of(cls, rule: Rule) -> "FindingSpec":
@@ -203,9 +212,12 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         for key in ("context", "positions", "suffixes", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
-    if "words" in entry and (match_kind != "codemod" or not isinstance(entry["words"], list)
+    if "words" in entry and (match_kind not in ("codemod", "guard") or not isinstance(entry["words"], list)
                              or not all(isinstance(w, str) and IDENT_RE.match(w) for w in entry["words"])):
-        raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" findings")
+        raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" or \"guard\" findings")
+    if "gates" in entry and (match_kind != "guard" or not isinstance(entry["gates"], list)
+                             or not all(isinstance(c, str) and re.fullmatch(r"NPU\d{3}", c) for c in entry["gates"])):
+        raise RuleError(f"{label}: 'gates' must be a list of codes (\"NPU303\"), for kind = \"guard\" findings")
     if "resolves" in entry and (match_kind != "codemod" or not isinstance(entry["resolves"], list)
                                 or not all(isinstance(n, str) and QUALNAME_RE.match(n) and "." in n
                                            for n in entry["resolves"])):
@@ -225,6 +237,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         once_per_file=bool(entry.get("once_per_file", False)),
         words=tuple(entry.get("words", ())),
         resolves=tuple(entry.get("resolves", ())),
+        gates=tuple(entry.get("gates", ())),
     )
 
 
@@ -295,7 +308,10 @@ def _requirements(rule: Rule) -> List[Requirement]:
                             leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
                 for n in names if re.search(r"[A-Za-z0-9_]", n)]
     if match == "guard":
-        return [Requirement(frozenset({Word(GUARD_TRIGGERS[n])})) for n in names if n in GUARD_TRIGGERS]
+        # "cuda" (a device test's string, `device.type == "cuda"`) counts inside strings only: a
+        # comment saying cuda asks for nothing
+        return [quoted("cuda") if GUARD_TRIGGERS[n] == "cuda" else Requirement(frozenset({Word(GUARD_TRIGGERS[n])}))
+                for n in names if n in GUARD_TRIGGERS]
     return [attribute(n) for n in names]  # method
 
 
@@ -321,7 +337,7 @@ KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
                                          "suffixes", "context", "framework", "once_per_file", "words", "resolves",
-                                         "skip_logged")),
+                                         "skip_logged", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,
     new_index=FindingIndex,

@@ -71,7 +71,7 @@ class TorchTransformer(cst.CSTTransformer):
         self.references = self._kind(ReferenceRewrites)
         # The hooks of one kind (walk_class makes a method of the walk for each, calling this).
         self.hooks: Dict[str, Callable[..., Any]] = {name: getattr(self.kinds[kind], name) for name, kind in self.HOOKS}
-        plan_kept_code(ctx)
+        plan_kept_code(ctx, self.literals.is_device_expr)
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
