@@ -24,7 +24,6 @@ import warnings
 from collections import Counter
 from typing import List, Optional
 
-import hypothesmith
 import libcst as cst
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -114,8 +113,16 @@ def splice(program: str, snippets: List[str], positions: List[int]) -> str:
     return new.code
 
 
-# Built once: from_grammar() compiles a parser each time it is called.
-GENERATED_PROGRAMS = st.one_of(hypothesmith.from_node(), hypothesmith.from_grammar())
+# Built once, on first use: from_grammar() compiles a parser each time it is called (~2 CPU-s
+# with the import, which each xdist worker and the fast subset, -m "not slow", would otherwise pay
+# at collection).
+def _generated_programs():
+    import hypothesmith  # (its import builds strategies too: ~1 CPU-s more)
+
+    return st.one_of(hypothesmith.from_node(), hypothesmith.from_grammar())
+
+
+GENERATED_PROGRAMS = st.deferred(_generated_programs)
 
 
 @st.composite
