@@ -29,6 +29,8 @@ from ..kinds.entry_setup import EntrySetupSpec
 from ..kinds.finding import FindingSpec, match_kind_of
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
+from .mindspore import MsTarget, load_ms_table
+from .torch_npu import Target, describe
 
 if TYPE_CHECKING:
     from . import RunTargets
@@ -89,8 +91,6 @@ _MEMBER_LIST = re.compile(r"\b((?:torch\.npu|torch_npu)(?:\.\w+)*) \(([A-Za-z_]\
 def _torch_members_missing(text: str, torch_spec: str) -> List[Tuple[Tuple[int, int], str, List[str], List[str]]]:
     """For each member list of a torch_npu name in `text`: (its span, the name, the members the
     torch_npu target has, why the others are missing)."""
-    from .torch_npu import Target, describe
-
     target = Target(torch_spec)
     out = []
     for m in _MEMBER_LIST.finditer(text):
@@ -135,14 +135,14 @@ _WORD = re.compile(r"[A-Za-z_]\w*")
 
 def missing_in_text(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> Optional[str]:
     """Why `text` names something the targets lack (the first such name), or None."""
-    from .mindspore import MsTarget, load_ms_table
-    from .torch_npu import Target, describe
-
     if not text:
+        return None
+    tf_names = variable_helpers()
+    # (the text holds none of what the check below looks for: nor does it once mentions are cut)
+    if not any(marker in text for marker in _MARKERS) and tf_names.isdisjoint(_WORD.findall(text)):
         return None
     # "… lacks `X`" and "… has no `X`" say that a release lacks X: a mention, not advice to call it.
     text = re.sub(r"(?:lacks|has no) `[^`]*`", "", text)
-    tf_names = variable_helpers()
     if not any(marker in text for marker in _MARKERS) and tf_names.isdisjoint(_WORD.findall(text)):
         return None
     for _span, _name, _kept, why in _torch_members_missing(text, torch_spec):
