@@ -411,8 +411,8 @@ def test_the_pins_are_parsed_with_packaging_only_on_lines_that_may_name_a_pinned
     found = pins.read_pins(str(tmp_path), torch_npu.PACKAGES)
     assert [(p.package, p.spec, p.name) for p in found] == [("torch-npu", "==2.1.0.post3", "Torch_NPU"),
                                                             ("torch", "==2.1.0", "PyTorch")]
-    # a plain `name op version` line is read by its clauses (SpecifierSet); the others by packaging
-    assert parsed == ["PyTorch==2.1.0 ; python_version > '3'", "torchvision"]
+    # a plain line (`name`, `name op version`) is read by its clauses (SpecifierSet); the others by packaging
+    assert parsed == ["PyTorch==2.1.0 ; python_version > '3'"]
 
 
 # Requirement lines near the edge of what _PLAIN_REQUIREMENT takes: each must read the same as
@@ -424,6 +424,7 @@ PIN_LINES = [
     "torch==", "torch>=1.0,", "torch>1.0 <2.0", "torch-==1.0", "torch.==1.0", "_torch==1.0", "torch",
     "torch[cuda]==2.1", "torch==2.1 ; python_version > '3'", "torch @ https://x/torch.whl", "torch (==2.1)",
     "mindspore-ascend==2.2.0", "mindspore_ascend>=2.2,<2.4", "torch==2.1.0-1", "torch==v2.1", "torch==2.1 #x",
+    "torchvision", " torch ", "torch-npu", "torch_", "torch vision",
 ]
 
 

@@ -81,14 +81,14 @@ def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
     return pins
 
 
-# `name op version, op version ...` and nothing else (no extras, markers, URL, parentheses): how
-# most pins are written. packaging's requirement parser reads each clause of such a line with
+# `name`, or `name op version, op version ...`, and nothing else (no extras, markers, URL,
+# parentheses): how most pins are written. packaging's requirement parser reads each clause of such a line with
 # the specifier's own pattern, so the line is valid exactly when SpecifierSet takes its clauses,
 # and the parser (0.03 s to import: markers, tags) is left out for it (_parsed_requirement).
 _OPERATOR = r"(?:~=|==|!=|<=|>=|<|>)"
 _PLAIN_REQUIREMENT = re.compile(
     rf"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
-    rf"({_OPERATOR}\s*[A-Za-z0-9.*+!]+(?:\s*,\s*{_OPERATOR}\s*[A-Za-z0-9.*+!]+)*)\s*")
+    rf"({_OPERATOR}\s*[A-Za-z0-9.*+!]+(?:\s*,\s*{_OPERATOR}\s*[A-Za-z0-9.*+!]+)*)?\s*")
 
 
 def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin]:
@@ -129,7 +129,7 @@ def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optiona
     plain = _PLAIN_REQUIREMENT.fullmatch(requirement) if plain_allowed else None
     if plain is not None:
         try:
-            return plain.group(1), SpecifierSet(plain.group(2))
+            return plain.group(1), SpecifierSet(plain.group(2) or "")
         except InvalidSpecifier:
             pass  # (packaging's parser decides, as for any other line)
     from packaging.requirements import InvalidRequirement, Requirement
