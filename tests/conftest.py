@@ -9,6 +9,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # Recording a code from Python that no registration owns fails (npu_migrate/codes.py, tests/test_codes.py);
 # the CLI run in process (run_cli) and in subprocesses (run_process) sees it.
 os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
+# One thread per program the tests start (as torchrun gives each worker): torch's OpenMP threads spin
+# between the tiny ops of the training programs, on 2 cores shared by 2 test workers (the rehearse
+# corpus: 38.5 -> 27.7 CPU-s); set here, at the start, so every program of a session, and so the fork
+# server's zygotes (tests/zygote.py: one per environment), see the same environment.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # The modules whose tests take 5-25 CPU-s each (corpora, pre-commit's environments, training
 # programs on the stand-in), costliest first.

@@ -127,8 +127,8 @@ def test_a_forked_program_starts_and_ends_as_a_fresh_one(real_python, torch_pyth
 
 
 def test_a_forked_program_without_a_session_sees_the_ignored_signals(real_python, torch_python, tmp_path):
-    """As run_on_standin starts a program (no session of its own; buffered streams), with SIGINT ignored
-    (as CI runs)."""
+    """As run_on_standin starts a program (no session of its own), with buffered streams and SIGINT
+    ignored (as CI runs)."""
     env = _probe(tmp_path)
     env.pop("PYTHONUNBUFFERED", None)
     _forked(torch_python, tmp_path, env)

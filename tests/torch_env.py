@@ -114,7 +114,8 @@ def standin_env(tmp_path: Path, devices: int = 1, extra: Optional[Dict[str, str]
 
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES and k != "PYTHONPATH"}
     env.update({"PYTHONPATH": str(SITE), OBS_ROOT_VAR: str(tmp_path / "obs"), LOG_VAR: str(tmp_path / "moxing.jsonl"),
-                DEVICES_VAR: str(devices), "PYTHONDONTWRITEBYTECODE": "1"})
+                DEVICES_VAR: str(devices), "PYTHONDONTWRITEBYTECODE": "1",
+                "PYTHONUNBUFFERED": "1"})  # as rehearse runs a rank: one fork server environment for both
     env.update(extra or {})
     return env
 
