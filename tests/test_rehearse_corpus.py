@@ -79,6 +79,12 @@ def rehearse(code: Path, script: str, job: Path, torch_python: str, *options: st
     return done
 
 
+def _helper_env() -> Dict[str, str]:
+    """The environment of a program that prepares a test's data: the package's own folder only on sys.path,
+    unbuffered as rehearse's ranks are (so the fork server's zygote of the ranks forks it too)."""
+    return {**os.environ, "PYTHONPATH": "", "PYTHONUNBUFFERED": "1"}
+
+
 def ranks(report: str) -> Dict[int, str]:
     """rank -> exit status column of the rehearsal report."""
     found = {}
@@ -123,12 +129,13 @@ def bert_project(tmp_path_factory, torch_python):
         second = " ".join(WORDS[(i * 5 + k * 2) % len(WORDS)] for k in range(4))
         lines.append(first + "\t" + second + "\n")
     (data / "corpus.txt").write_text("".join(lines))
-    vocab = subprocess.run(
-        [torch_python, "-c", "import sys; sys.path.insert(0, sys.argv[1])\n"
-         "from bert_pytorch.dataset.vocab import WordVocab\n"
-         "WordVocab(open(sys.argv[2]), max_size=None, min_freq=1).save_vocab(sys.argv[3])",
-         str(code), str(data / "corpus.txt"), str(data / "vocab.small")],
-        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+    (root / "make_vocab.py").write_text(  # (bert_pytorch imports torch: a file, which the fork server forks)
+        "import sys\n\nsys.path.insert(0, sys.argv[1])\n"
+        "from bert_pytorch.dataset.vocab import WordVocab  # noqa: E402\n\n"
+        "WordVocab(open(sys.argv[2]), max_size=None, min_freq=1).save_vocab(sys.argv[3])\n")
+    vocab = subprocess.run([torch_python, str(root / "make_vocab.py"), str(code), str(data / "corpus.txt"),
+                            str(data / "vocab.small")], capture_output=True, text=True, env=_helper_env(),
+                           timeout=600)
     assert vocab.returncode == 0, vocab.stderr
     return code, data
 
@@ -363,10 +370,13 @@ def sockeye_project(tmp_path_factory, torch_python):
         source = [" ".join(WORDS[(i * 7 + k * 5) % len(WORDS)] for k in range(3 + i % 6)) for i in range(count)]
         (data / f"{name}.src").write_text("\n".join(source) + "\n")
         (data / f"{name}.trg").write_text("\n".join(" ".join(reversed(line.split())) for line in source) + "\n")
+    # `python -m sockeye.prepare_data` in the package's folder, as a file beside it (sockeye imports torch: the
+    # fork server forks a file, not -m)
+    (original / "prepare_data.py").write_text("from sockeye.prepare_data import main  # (it imports torch)\n\nmain()\n")
     prepared = subprocess.run(
-        [torch_python, "-m", "sockeye.prepare_data", "-s", str(data / "train.src"), "-t", str(data / "train.trg"),
+        [torch_python, "prepare_data.py", "-s", str(data / "train.src"), "-t", str(data / "train.trg"),
          "-o", str(data / "prepared"), "--shared-vocab", "--max-seq-len", "10", "--quiet"],
-        cwd=original, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": ""})
+        cwd=original, capture_output=True, text=True, env=_helper_env(), timeout=600)
     assert prepared.returncode == 0, prepared.stderr
     migrated = migrate(code, "train.py")
     # sockeye.train.main() parses sys.argv with a parser npu-migrate cannot see: reported.
