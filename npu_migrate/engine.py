@@ -84,8 +84,8 @@ def _first_line(message: str) -> str:
     return message.strip().splitlines()[0] if message.strip() else ""
 
 
-def python_parses(text: str) -> bool:
-    work.count("verify")
+def python_parses(text: str, step: str = "verify") -> bool:
+    work.count(step)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -124,7 +124,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                                       _partial_framework(code, rules) if options.framework == "auto" else "")
             if done is not None:
                 del verdict, code  # (Python's tree: gone before the verify parse)
-                return _with_applied_frameworks(_verified(done, True))
+                result, partial_text = done
+                return _with_applied_frameworks(_verified(result, True, partial_text))
         # Python's tree is let go before libcst parses the file whole: the two side by side made
         # a worker's peak (transformers' modeling_tf_utils.py: 4-9 MB of the 47 its parse takes).
         # The words of the code, which the passes may still ask for, are made from it first.
@@ -144,11 +145,25 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     return _with_applied_frameworks(_verified(done, input_parses))
 
 
-def _verified(result: FileResult, input_parses: bool) -> FileResult:
+def _verified(result: FileResult, input_parses: bool, partial_text: Optional[str] = None) -> FileResult:
     """`result`, its migrated text checked before anything can be written: the output must
     parse whenever the input did. Checked here, once the file's trees are gone (the verify
-    parse of a 270 KB file takes 10 MB; beside them it made a worker's peak)."""
-    if result.new_text is not None and input_parses and not python_parses(result.new_text):
+    parse of a 270 KB file takes 10 MB; beside them it made a worker's peak).
+
+    `partial_text`: the migrated partial text whose placeholders were put back to make the
+    migrated text (PartialText.restore), of an input that parses. When it parses, so does the
+    migrated text, which Python need not parse whole: each placeholder is one string statement
+    standing, at the indentation of its first line (restore checks each came back unchanged),
+    for whole statements of one block that parsed in that block of the input; put back, they
+    are tokenized as in the input (a statement starts no bracket or string that outlives it),
+    and Python's grammar takes any statements where a statement stands (`ast.parse` reads
+    no future import that would change it). When the partial text does not parse, the whole
+    one decides."""
+    if result.new_text is None or not input_parses:
+        return result
+    if partial_text is not None and python_parses(partial_text, "verify_partial"):
+        return result
+    if not python_parses(result.new_text):
         result.new_text = None
         result.edits = []
         result.error = "internal error: the migrated code does not parse; file left unchanged"
@@ -213,8 +228,9 @@ def _partial_framework(code: LazyCodeWords, rules) -> str:
 
 
 def _migrate_partially(text, path, options, rules, entry_script, tree, code,
-                       framework: str = "") -> Optional[FileResult]:
-    """The result of migrating the partial text of `text`, or None: parse the file whole.
+                       framework: str = "") -> Optional[Tuple[FileResult, Optional[str]]]:
+    """The result of migrating the partial text of `text` and the migrated partial text (what
+    _verified parses), or None: parse the file whole.
     `framework`: whose findings the partial text keeps statements for too (_partial_framework)."""
     import libcst as cst
 
@@ -234,8 +250,9 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
         try:
             work.count("partial")
             module = cst.parse_module(partial.text)
-            return _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script,
-                                   partial=partial, code=code, partial_framework=framework)
+            result = _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script,
+                                     partial=partial, code=code, partial_framework=framework)
+            return result, partial.migrated
         except NeedsWholeModule as exc:
             work.count("retry")
             if not (exc.words or exc.lines) or (exc.words <= also and exc.lines <= ranges):
@@ -328,6 +345,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script,
         restored = partial.restore(new_text) if reproduced == partial.text else None
         if restored is None:
             raise NeedsWholeModule("markers")
+        partial.migrated = new_text  # (what _verified parses)
         new_text = restored  # (the whole parse reports what libcst changes)
         if new_text == text:
             return result

@@ -187,6 +187,7 @@ class PartialText:
     runs: List[Tuple[int, int, str]]  # (start, end, indent): line ranges left out, ascending
     # run start -> the statements (Python's ast) it leaves out, in order
     left_out: Dict[int, List[ast.stmt]] = field(default_factory=dict)
+    migrated: Optional[str] = None  # the migrated partial text, once restored (engine._verified parses it)
     _elided_words: Optional[Set[bytes]] = None
 
     def elided_word(self, word: str) -> bool:

@@ -11,8 +11,11 @@ engine counts, per file, the steps that cost about as much as a parse:
     codegen      code generations of a whole tree (module.code, positions)
     verify       Python's parse of the migrated text
 
-and, where they happen, how often a partial attempt was not enough (a pass needed statements
-left out, partial.py NeedsWholeModule):
+and, where they happen, Python's parses of a migrated partial text instead (engine._verified),
+and how often a partial attempt was not enough (a pass needed statements left out, partial.py
+NeedsWholeModule):
+
+    verify_partial  parses of the migrated partial text (what is put back parsed in the input)
 
     retry        partial attempts a pass found not enough (then made again with more statements)
     fallback     partial attempts given up for a whole parse (after three, or when nothing is left out)
@@ -70,6 +73,7 @@ _WORDS = {
     "transform": ("tree transform", "tree transforms"),
     "codegen": ("code generation", "code generations"),
     "verify": ("parse of migrated text", "parses of migrated text"),
+    "verify_partial": ("parse of migrated partial text", "parses of migrated partial text"),
     "retry": ("partial attempt not enough", "partial attempts not enough"),
     "fallback": ("partial attempt given up for a whole parse", "partial attempts given up for a whole parse"),
 }
