@@ -27,6 +27,7 @@ from .rules import RuleSet
 from .passes import PASSES
 from . import prefilter, work
 from .prefilter import LazyCodeWords
+from .words import words_of
 from .project_values import reads_device_key
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
 
@@ -104,7 +105,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     result = FileResult(path=path)
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
-    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework) \
+    words = None if wants_modelarts else words_of(text)  # (the passes look for words too: LazyCodeWords)
+    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework, words) \
             and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)):
         # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
         result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
@@ -117,7 +119,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     try:
         verdict = python_verdict_of(text)
-        code = LazyCodeWords(verdict.tree) if verdict.tree is not None else None
+        code = LazyCodeWords(verdict.tree, words) if verdict.tree is not None else None
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
                 and not _framework_rules_apply(code, rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,

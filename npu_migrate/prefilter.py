@@ -304,11 +304,11 @@ class RulePrefilter:
                 groups.setdefault((req.in_strings, roots), []).append(Requirement(words))
         return [(Prefilter(reqs), in_strings, roots) for (in_strings, roots), reqs in groups.items()]
 
-    def may_need_work(self, text: str, framework: str = "auto") -> bool:
+    def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None) -> bool:
         prefilter = self._by_framework.get(framework)
         if prefilter is None:
             prefilter = self._by_framework[framework] = build_prefilter(self.rules, framework)
-        return prefilter.may_need_work(text)
+        return prefilter.may_need_work(text, words)
 
 
 _RULE_PREFILTERS: Dict[str, RulePrefilter] = {}  # rule set fingerprint -> its prefilters
@@ -321,10 +321,11 @@ def _rule_prefilter(rules) -> RulePrefilter:
     return found
 
 
-def may_need_work(rules, text: str, framework: str = "auto") -> bool:
+def may_need_work(rules, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None) -> bool:
     """Whether a Python file can need anything at all under `rules` (words derived from the
-    rules); False means it is skipped without being parsed. `framework`: --framework."""
-    return _rule_prefilter(rules).may_need_work(text, framework)
+    rules); False means it is skipped without being parsed. `framework`: --framework.
+    `words`: words_of(text), when the caller has it."""
+    return _rule_prefilter(rules).may_need_work(text, framework, words)
 
 
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
@@ -395,8 +396,11 @@ class LazyCodeWords:
     """A file's CodeWords, made on first use: the partial attempt and the whole parse that may
     follow it (engine.migrate_python) share them."""
 
-    def __init__(self, tree: "ast.AST") -> None:
+    def __init__(self, tree: "ast.AST", text_words: Optional[AbstractSet[bytes]] = None) -> None:
         self._tree = tree
+        # words_of(the file's text), as the prefilter made them (None: not made): what
+        # codemods/findings.py looks for before it walks the tree
+        self.text_words = text_words
         self._words: Optional[CodeWords] = None
         self._imports: Optional[Tuple[FrozenSet[str], FrozenSet[str]]] = None
 

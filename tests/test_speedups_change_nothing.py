@@ -47,7 +47,7 @@ def test_every_speedup_on_gives_the_result_of_every_speedup_off(monkeypatch, pat
     for name, options in OPTION_SETS.items():
         fast = migrate_source(text, path, options, RULES).to_dict()
         with monkeypatch.context() as m:
-            m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto": True)
+            m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None: True)
             slow = migrate_source(text, path, options, RULES, partial=False).to_dict()
         assert fast == slow, (name, path)
 
@@ -69,3 +69,18 @@ def test_the_npu_word_regex_finds_what_the_plain_one_does():
                      "npuNPU", "\u0131npu", "x = input  # npu", "snpux npux", "npU!"]
     fixtures = [(ROOT / p).read_text(encoding="utf-8", errors="replace") for p in FIXTURES]
     assert [bool(NPU_WORD_IN_TEXT.search(t)) for t in fixtures] == [bool(plain.search(t)) for t in fixtures]
+
+
+def test_the_words_findings_look_for_are_those_of_a_search_of_the_text():
+    """codemods/findings.py decides whether to walk the tree from the prefilter's words of the
+    text (words.words_of) instead of searching the text: the same identifiers (less leading
+    digits, `2cuda` holds `cuda`; not split at a non-ASCII letter: `ñcuda` holds `cuda`)."""
+    from npu_migrate.codemods.findings import _WORD_RE, _identifier_words
+    from npu_migrate.words import words_of
+
+    texts = [(ROOT / p).read_text(encoding="utf-8", errors="replace") for p in FIXTURES]
+    texts.append("x = 2cuda + ñcuda + a9 + _b + 9_ + '\udc80c' + 12")
+    for text in texts:
+        made = {w for w in _identifier_words(words_of(text)) if w and not w[:1].isdigit()}
+        assert made == {w.encode() for w in _WORD_RE.findall(text)}
+    assert {b"cuda", b"a9", b"_b", b"_", b"c", b"x"} <= _identifier_words(words_of(texts[-1]))

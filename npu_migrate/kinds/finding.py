@@ -315,21 +315,24 @@ def _requirements(rule: Rule) -> List[Requirement]:
     return [attribute(n) for n in names]  # method
 
 
-_CALL_WORDS: Dict[str, List[FrozenSet[str]]] = {}  # rule-set fingerprint -> see call_words
+_CALL_WORDS: Dict[Tuple[str, bool], List[FrozenSet[Any]]] = {}  # (rule-set fingerprint, encoded) -> see call_words
 
 
-def call_words(rules: "RuleSet") -> List[FrozenSet[str]]:
+def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
     """For each call/method finding's name, the words a file must contain for a reference to
     it: every part of `torch.utils.cpp_extension.load` (an import or the reference spells each
     one out), the name of a method. codemods/findings.py walks the tree only when a file has
-    all the words of one of them."""
-    needed = _CALL_WORDS.get(rules.fingerprint)
+    all the words of one of them. `encoded`: as bytes (to look up in words.words_of's)."""
+    needed = _CALL_WORDS.get((rules.fingerprint, encoded))
     if needed is None:
-        needed = [frozenset(name.split(".")) for name in rules.finding_call]
-        needed += [frozenset((name,)) for name in rules.finding_method]
-        needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) for rule in rules.findings.get("string", ())
-                   for text in names_of(rule)]
-        _CALL_WORDS[rules.fingerprint] = needed
+        if encoded:
+            needed = [frozenset(w.encode() for w in n) for n in call_words(rules)]
+        else:
+            needed = [frozenset(name.split(".")) for name in rules.finding_call]
+            needed += [frozenset((name,)) for name in rules.finding_method]
+            needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+                       for rule in rules.findings.get("string", ()) for text in names_of(rule)]
+        _CALL_WORDS[(rules.fingerprint, encoded)] = needed
     return needed
 
 
