@@ -149,8 +149,8 @@ def test_a_forked_program_without_a_session_sees_the_ignored_signals(real_python
 
 def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_path):
     """As torchrun's agent starts a worker (`PYTHON_EXEC -u SCRIPT`, tests/test_distributed_run.py): -u
-    without PYTHONUNBUFFERED (Python's streams and C's stdio unbuffered), the variables the agent adds
-    and a shell's, forked by the zygote of the agent's environment; a file without a suffix beside the
+    without PYTHONUNBUFFERED (Python's streams and C's stdio unbuffered), the variables the agent adds,
+    a shell's and Ascend's visible devices, forked by the zygote of the agent's environment; a file without a suffix beside the
     script (torchrun's neighbours in the client's folder: tqdm) shadows no module."""
     from torch_env import zygote_folder
 
@@ -161,7 +161,7 @@ def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_p
     (tmp_path / "sub" / "typing_extensions").write_text("a console script, not a module\n")
     worker = {**env, "ROLE_RANK": "1", "ROLE_NAME": "default", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "2",
               "TORCHELASTIC_RUN_ID": "none", "TORCHELASTIC_RESTART_COUNT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-              "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun"}
+              "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun", "ASCEND_RT_VISIBLE_DEVICES": "0"}
     fresh = _run(real_python, tmp_path, "c-stdio", env=worker, options=("-u",))
     forked = _run(torch_python, tmp_path, "c-stdio", env=worker, options=("-u",))
     assert json.loads(forked[1].splitlines()[0])["ppid"] != os.getpid(), "not forked: it ran fresh"

@@ -55,6 +55,7 @@ LATE = frozenset({
     # what torchrun's agent adds for its workers (read by torch.distributed's launcher and process groups)
     "ROLE_RANK", "ROLE_NAME", "GROUP_WORLD_SIZE", "ROLE_WORLD_SIZE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
     "RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_TABLE_FILE", "HCCL_WHITELIST_DISABLE",
+    "ASCEND_RT_VISIBLE_DEVICES",  # (the stand-in's torch_npu reads it when asked for its devices)
     "PYTHONPATH",  # made into sys.path by the child, as the interpreter does
     "PYTEST_CURRENT_TEST",  # pytest's, per test (read by torch.testing only, when called)
     "PWD", "OLDPWD", "SHLVL", "_",  # a shell's (a launch script's), read by no interpreter's start-up
