@@ -911,13 +911,11 @@ class _DeviceGates:
                 negative = False
             elif isinstance(node, cst.Comparison):
                 negative = any(isinstance(t.operator, (cst.NotEqual, cst.NotIn)) for t in node.comparisons)
-                operands = self._operands(node)
-                if not any(_is_cuda_string(o) and any(self.is_device_expr(other) for other in operands if other is not o)
-                           for o in operands):
+                if not any(_is_cuda_string(o) for o in self._operands(node)):
                     continue
             verdict = self._judge(node, negative, depth=0, seen=set())
-            if verdict is None:
-                continue
+            if verdict is None or (isinstance(node, cst.Comparison) and not self._tests_a_device(node)):
+                continue  # (asked last: is_device_expr may walk the module for a variable's uses)
             guard, detail = verdict
             self.ctx.keep(node)
             rule = self.gate_rule if guard == "gate" else self.refusal_rule
@@ -925,6 +923,12 @@ class _DeviceGates:
                 api = self.ctx.code_for(node)
                 self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
                                  suggestion=rule.render_suggestion(api=api, detail=detail))
+
+    def _tests_a_device(self, node: cst.Comparison) -> bool:
+        """Whether the torch pass would rewrite the comparison: "cuda" compared with a device."""
+        operands = self._operands(node)
+        return any(_is_cuda_string(o) and any(self.is_device_expr(other) for other in operands if other is not o)
+                   for o in operands)
 
     def _candidates(self) -> List[cst.CSTNode]:
         """Comparisons (==, !=, in, not in) and `.is_cuda` tests, in the order of the file."""

@@ -328,12 +328,27 @@ def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
         if encoded:
             needed = [frozenset(w.encode() for w in n) for n in call_words(rules)]
         else:
-            needed = [frozenset(name.split(".")) for name in rules.finding_call]
+            # (a call rule that matches only a keyword argument needs that keyword written too:
+            # an `out_dtype=` rule of torch.mm has nothing to find in a file that says torch and mm)
+            needed = [frozenset(name.split(".")) | extra for name, named in rules.finding_call.items()
+                      for extra in _keyword_words(named)]
             needed += [frozenset((name,)) for name in rules.finding_method]
             needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
                        for rule in rules.findings.get("string", ()) for text in names_of(rule)]
         _CALL_WORDS[(rules.fingerprint, encoded)] = needed
     return needed
+
+
+def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
+    """The words besides its name a call of these rules must have: one keyword of each rule that
+    matches only keyword arguments, else nothing more."""
+    extras: List[FrozenSet[str]] = []
+    for rule in rules:
+        spec = FindingSpec.of(rule)
+        found = ([frozenset({k}) for k in spec.keywords] if spec.keywords and not spec.positions
+                 else [frozenset()])
+        extras += [e for e in found if e not in extras]
+    return extras
 
 
 KIND = register(Kind(
