@@ -78,10 +78,16 @@ def _create(folder: Path, python: Path) -> Path:
     return python
 
 
+# MindSpore logs errors only; set for every MindSpore program of these tests (test_rehearse_mindspore_corpus's
+# rehearsals too), as PYTHONUNBUFFERED is (rehearse sets it for its ranks): the fork server's zygote
+# (tests/zygote.py) of that one environment forks them all.
+QUIET = {"GLOG_v": "3", "PYTHONUNBUFFERED": "1"}
+
+
 def _run(python: Path, script: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "RANK", "DEVICE_ID"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHONPATH", "RANK", "DEVICE_ID"))}
     env["PYTHONPATH"] = str(SITE)
-    env["GLOG_v"] = "3"  # MindSpore: errors only
+    env.update(QUIET)
     return subprocess.run([str(python), str(script), *args], cwd=script.parent, env=env,
                           capture_output=True, text=True, timeout=900)
 

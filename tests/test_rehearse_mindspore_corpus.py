@@ -23,7 +23,7 @@ import pytest
 
 from corpus_wheels import download
 from helpers import cli_in_process
-from test_mindspore_run import mindspore_python  # noqa: F401  (the cached MindSpore 2.10.0 venv)
+from test_mindspore_run import QUIET, mindspore_python  # noqa: F401  (the cached MindSpore 2.10.0 venv)
 
 pytestmark = pytest.mark.slow
 
@@ -106,7 +106,8 @@ def test_a_program_written_for_mindspore_1_is_stopped_with_the_reason(mindspore_
     data.mkdir()
     (data / "placeholder.txt").write_text("MNIST would go here\n")
     ran = cli_in_process("rehearse", DP, "--code", str(code), "--nproc", str(nproc), "--python", str(mindspore_python),
-                         "--data", str(data), "--job-dir", str(tmp_path / "job"), "--timeout", "300", cwd=code)
+                         "--data", str(data), "--job-dir", str(tmp_path / "job"), "--timeout", "300", cwd=code,
+                         env=QUIET)
     assert ran.returncode == 1, ran
     done = subprocess.CompletedProcess(ran.args, 1, ran.stdout.decode(), ran.stderr.decode())
     ranks = "rank 0" if nproc == 1 else "ranks 0, 1"
