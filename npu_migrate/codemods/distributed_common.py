@@ -134,7 +134,8 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
 
 def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
     return isinstance(stmt, cst.SimpleStatementLine) and any(
-        isinstance(s, cst.ImportFrom) and dotted_name(s.module) == module for s in stmt.body)
+        isinstance(s, cst.ImportFrom) and (dotted_name(s.module) or "").rpartition(".")[2] == module
+        for s in stmt.body)
 
 
 def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, relative: bool) -> cst.Module:

@@ -40,7 +40,7 @@ from ...distributed import HELPERS_MODULE
 from ...modelarts import RUNTIME_MODULE, SETUP_FUNCTION, boot_file_name, render_boot, render_runtime, runtime_file_name
 from .plan import entry_script_by_choice, helper_script, may_be_entry_script, named_with_entry, plan_adaptation
 from .rewrite import Rewriter, argument_lines, install_import
-from .script import ParseCall, ScriptAnalysis
+from .script import ParseCall, ScriptAnalysis, own_package
 from ...codes import emits
 
 # The edits this pass makes (rules/modelarts.toml).
@@ -79,7 +79,7 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if plan.minimal_setup and current.main_guard is None and not current.setup_calls:
         extra.append(rewriter.new_setup_statement())
     # The rewrite inserted statements only below the imports: `current` still says where they are.
-    new_module, import_change = install_import(new_module, current, extra)
+    new_module, import_change = install_import(new_module, current, extra, own_package(original.module, ctx.path))
 
     # Report each change where it is in the original file, as findings are: the parse call,
     # the line the arguments follow, the main block, the statement the import goes above.

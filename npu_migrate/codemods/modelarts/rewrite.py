@@ -142,11 +142,12 @@ def argument_lines(parser: Parser, names: Sequence[str], module: cst.Module) -> 
 IMPORT_LINE = f"from {RUNTIME_MODULE} import {SETUP_FUNCTION}  # npu-migrate: ModelArts\n"
 
 
-def install_import(module: cst.Module, analysis: ScriptAnalysis,
-                    extra: Sequence[cst.BaseStatement]) -> Tuple[cst.Module, Optional[str]]:
+def install_import(module: cst.Module, analysis: ScriptAnalysis, extra: Sequence[cst.BaseStatement],
+                   package: Optional[str] = None) -> Tuple[cst.Module, Optional[str]]:
     """`from npu_migrate_modelarts import modelarts_setup` after the imports (in place of the
     block earlier versions inserted); returns the new module and "inserted"/"replaced" (None
-    when it is there already)."""
+    when it is there already). `package`: the script's own package (script.own_package), through
+    which it imports the module beside it."""
     body = list(module.body)
     if analysis.runtime_import is not None and analysis.block is None:
         if extra:
@@ -156,6 +157,8 @@ def install_import(module: cst.Module, analysis: ScriptAnalysis,
     # A module of a package (it imports its siblings relatively, as bert_pytorch/__main__.py does)
     # imports the module beside it relatively too: its folder is not on sys.path.
     line = IMPORT_LINE.replace("from ", "from .", 1) if analysis.relative_imports else IMPORT_LINE
+    if package and not analysis.relative_imports:
+        line = IMPORT_LINE.replace("from ", f"from {package}.", 1)
     statement = _parse_statement(line, module.default_newline)
     if analysis.block is not None:
         start, end = analysis.block

@@ -1,0 +1,74 @@
+"""What reviewing the tool's output on held-out real projects found, as small fixtures shaped like
+the real code (not copied from it), with the exact expected output."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from npu_migrate.dispatch import migrate_source
+from npu_migrate.options import Options
+
+# An entry script that is also a module of its package (BasicSR's basicsr/train.py: run as
+# `python basicsr/train.py`, importing its own package absolutely, while basicsr/__init__.py
+# does `from .train import *`, so every `import basicsr` imports it too).
+PACKAGE_ENTRY = """\
+from os import path as osp
+
+from deblur.data import build_loader
+
+
+def train_pipeline(root):
+    build_loader(root)
+
+
+if __name__ == '__main__':
+    train_pipeline(osp.dirname(__file__))
+"""
+PACKAGE_ENTRY_ADAPTED = """\
+from os import path as osp
+
+from deblur.data import build_loader
+from deblur.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts
+
+
+def train_pipeline(root):
+    build_loader(root)
+
+
+if __name__ == '__main__':
+    modelarts_setup()
+    train_pipeline(osp.dirname(__file__))
+"""
+
+
+@pytest.mark.slow
+def test_an_entry_script_imported_by_its_package_imports_the_runtime_through_the_package(tmp_path):
+    package = tmp_path / "deblur"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .train import *\n")
+    (package / "data.py").write_text("def build_loader(root):\n    print('loader', bool(root))\n")
+    script = package / "train.py"
+    options = Options(modelarts=True)
+    result = migrate_source(PACKAGE_ENTRY, str(script), options)
+    assert result.error is None
+    assert result.new_text == PACKAGE_ENTRY_ADAPTED
+    again = migrate_source(result.new_text, str(script), options)
+    assert again.error is None and not again.changed and again.edits == []
+
+    script.write_text(result.new_text)
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
+    # Imported as a package from elsewhere (the way `from npu_migrate_modelarts import` fails:
+    # the script's folder is not on sys.path then) and run as a script.
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    imported = subprocess.run([sys.executable, "-c", "import deblur.train; print('imported')"], cwd=other,
+                              env=env, capture_output=True, text=True)
+    assert (imported.returncode, imported.stdout, imported.stderr) == (0, "imported\n", "")
+    ran = subprocess.run([sys.executable, str(script)], cwd=other, env=env, capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "loader True\n", "")
