@@ -100,7 +100,8 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             from .project_files import common_folder
             from .project_values import facts_key
 
-            facts = ScanFacts(facts_key(), common_folder(list(files)))
+            # (the folder the paths given share: one stat each, not one per file found in them)
+            facts = ScanFacts(facts_key(), common_folder(project.paths or given))
     found: Optional[dict] = {} if facts is not None else None
     options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
                                   facts.load() if facts is not None else None, found)
