@@ -72,3 +72,42 @@ def test_an_entry_script_imported_by_its_package_imports_the_runtime_through_the
     assert (imported.returncode, imported.stdout, imported.stderr) == (0, "imported\n", "")
     ran = subprocess.run([sys.executable, str(script)], cwd=other, env=env, capture_output=True, text=True)
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "loader True\n", "")
+
+
+# The same for --distributed: the helper module beside a package's training script.
+PACKAGE_TRAINER = """\
+import torch
+from deblur.data import batches
+
+
+def main():
+    model = torch.nn.Linear(2, 2).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x in batches():
+        opt.zero_grad()
+        model(x.cuda()).sum().backward()
+        opt.step()
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_package_training_script_imports_the_distributed_helpers_through_the_package(tmp_path):
+    package = tmp_path / "deblur"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    script = str(package / "train.py")
+    options = Options(distributed=True)
+    result = migrate_source(PACKAGE_TRAINER, script, options)
+    assert result.error is None
+    imports = [line for line in result.new_text.splitlines() if "npu_migrate_distributed" in line]
+    assert imports == ["from deblur.npu_migrate_distributed import (  # npu-migrate: distributed"]
+    assert str(package / "npu_migrate_distributed.py") in result.extra_files
+    again = migrate_source(result.new_text, script, options)
+    assert again.error is None and not again.changed
+    # Outside a package (or in one it imports relatively) nothing changes: the bare import.
+    flat = migrate_source(PACKAGE_TRAINER, str(tmp_path / "train.py"), options)
+    assert [line for line in flat.new_text.splitlines() if "npu_migrate_distributed" in line] == [
+        "from npu_migrate_distributed import (  # npu-migrate: distributed"]

@@ -19,7 +19,7 @@ from ..distributed import (BEGIN_MARKER, END_MARKER, MODULES, OFFERS, RANK_TABLE
 from ..imports import dotted_name
 from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END, RUNTIME_MODULE
 from ..rules import Rule
-from .syntax import comment_texts, is_main_guard, leading_lines, marked_block
+from .syntax import beside_prefix, comment_texts, is_main_guard, leading_lines, marked_block, module_beside
 from .syntax import header_end as syntax_header_end
 from ..codes import emits
 
@@ -102,10 +102,10 @@ def helpers_called(module: cst.Module, framework: str) -> List[str]:
 def helpers_import_of(imports: ImportTable, framework: str) -> Optional[cst.ImportFrom]:
     """The script's `from npu_migrate_distributed... import ...` of `framework` (a script converted already)."""
     return next((n for n in imports.import_nodes if isinstance(n, cst.ImportFrom)
-                 and dotted_name(n.module) == MODULES[framework]), None)
+                 and module_beside(dotted_name(n.module) or "", MODULES[framework])), None)
 
 
-def install_helpers_import(module: cst.Module, framework: str, relative: bool,
+def install_helpers_import(module: cst.Module, framework: str, prefix: str,
                            extra: Sequence[cst.BaseStatement] = ()) -> cst.Module:
     """`from <framework's helper module> import <the helpers the script calls>` after the
     imports (where isort puts a first-party import: after the third-party ones), `extra`
@@ -113,7 +113,7 @@ def install_helpers_import(module: cst.Module, framework: str, relative: bool,
     names = helpers_called(module.with_changes(body=[*extra, *module.body]), framework)
     if not names:
         return module
-    line = statement(helpers_import(names, relative, MODULES[framework]), module)
+    line = statement(helpers_import(names, prefix, MODULES[framework]), module)
     body = list(module.body)
     at = header_end(module)
     while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
@@ -138,7 +138,7 @@ def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
         for s in stmt.body)
 
 
-def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, relative: bool) -> cst.Module:
+def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, prefix: str) -> cst.Module:
     """The helper block of an earlier version removed (its markers too) and `framework`'s helper
     module imported instead."""
     start, end = block
@@ -156,7 +156,7 @@ def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, re
                                        if before else lead[at_end + 1:])
     else:
         footer = [line for line in footer if not (line.comment and line.comment.value.strip() == END_MARKER)]
-    return install_helpers_import(module.with_changes(body=body[:start] + tail, footer=footer), framework, relative)
+    return install_helpers_import(module.with_changes(body=body[:start] + tail, footer=footer), framework, prefix)
 
 
 def statement(code: str, module: cst.Module) -> cst.BaseStatement:
@@ -170,9 +170,11 @@ def first_after_header(module: cst.Module) -> cst.CSTNode:
     return module.body[at] if at < len(module.body) else module.body[-1]
 
 
-def relative_imports(imports: ImportTable) -> bool:
-    """Whether the module imports relatively (a package's module: the helper import is relative too)."""
-    return any(isinstance(n, cst.ImportFrom) and n.relative for n in imports.import_nodes)
+def import_prefix(imports: ImportTable, module: cst.Module, path: str) -> str:
+    """What the helper import puts before the module's name (syntax.beside_prefix): relative in
+    a module that imports relatively, through the package in one that imports its package."""
+    relative = any(isinstance(n, cst.ImportFrom) and n.relative for n in imports.import_nodes)
+    return beside_prefix(relative, module, path)
 
 
 def add_helper_files(ctx: Context, framework: str, entry: bool, form: str = "") -> None:

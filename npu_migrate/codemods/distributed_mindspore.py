@@ -214,14 +214,14 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
     # set_context(device_id=...) for mindspore.set_device(), which older releases lack.
     device_form = ctx.options.targets.mindspore.block_form() == "set_device"
     form = "device" if device_form else ""
-    relative = common.relative_imports(original.imports)
+    prefix = common.import_prefix(original.imports, ctx.module, ctx.path)
     if original.block is not None or common.helpers_import_of(original.imports, "mindspore") is not None:
         # Converted by an earlier run: the generated files are brought up to date, and a helper
         # block of an earlier version becomes the import of the module.
         is_entry = common.calls_outside_block(ctx.module, "distributed_setup")
         new_module = module
         if original.block is not None:
-            new_module = common.replace_block(module, original.block, "mindspore", relative)
+            new_module = common.replace_block(module, original.block, "mindspore", prefix)
             common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "distributed block",
                         MODULES["mindspore"], change=f"moved to {MODULES['mindspore']}.py")
         common.add_helper_files(ctx, "mindspore", is_entry, form)
@@ -279,7 +279,7 @@ def distribute_mindspore(module: cst.Module, ctx: Context) -> cst.Module:
             new_module = in_main
         else:
             extra = [common.statement("distributed_setup()\n", new_module)]
-    new_module = common.install_helpers_import(new_module, "mindspore", relative, extra)
+    new_module = common.install_helpers_import(new_module, "mindspore", prefix, extra)
     common.add_helper_files(ctx, "mindspore", entry, form)
 
     first = common.first_after_header(ctx.module)

@@ -202,7 +202,7 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "tensorflow"):
         return module
     original = TFAnalysis(ctx.module)
-    relative = common.relative_imports(original.imports)
+    prefix = common.import_prefix(original.imports, ctx.module, ctx.path)
     if original.block is not None or common.helpers_import_of(original.imports, "tensorflow") is not None:
         # Converted by an earlier run: the generated files are brought up to date, and a helper
         # block of an earlier version becomes the import of the module.
@@ -210,7 +210,7 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
             isinstance(n, cst.Name) and n.value == "NPUDistributedOptimizer" for n, _ in original.distributed)
         new_module = module
         if original.block is not None:
-            new_module = common.replace_block(module, original.block, "tensorflow", relative)
+            new_module = common.replace_block(module, original.block, "tensorflow", prefix)
             common.edit(ctx, "NPU164", ctx.module.body[original.block[0]], "distributed block",
                         MODULES["tensorflow"], change=f"moved to {MODULES['tensorflow']}.py")
         common.add_helper_files(ctx, "tensorflow", is_entry)
@@ -249,7 +249,7 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     new_module = transform(module, _Rewriter(current, entry))
     if entry:
         new_module = _add_npu_init(new_module, ctx)
-    new_module = common.install_helpers_import(new_module, "tensorflow", relative)
+    new_module = common.install_helpers_import(new_module, "tensorflow", prefix)
     common.add_helper_files(ctx, "tensorflow", entry)
     first = common.first_after_header(ctx.module)
     if entry:

@@ -504,7 +504,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         # block of an earlier version becomes the import of the module.
         new_module = module
         if original.block is not None:
-            new_module = common.replace_block(module, original.block, "torch", original.relative_imports)
+            new_module = common.replace_block(module, original.block, "torch", common.import_prefix(original.imports, ctx.module, ctx.path))
             common.edit(ctx, "NPU160", ctx.module.body[original.block[0]], "distributed block",
                         HELPERS_MODULE, launcher=launch_script_name("torch", script), change="replaced")
         _add_generated_files(ctx, script)
@@ -524,7 +524,7 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     # right after the import, before any of its own statements runs.
     setup = [] if common.main_guard(new_module) is not None else [common.statement("distributed_setup()\n", new_module)]
     new_module = _add_setup_and_cleanup(new_module)
-    new_module = common.install_helpers_import(new_module, "torch", original.relative_imports, setup)
+    new_module = common.install_helpers_import(new_module, "torch", common.import_prefix(original.imports, ctx.module, ctx.path), setup)
     _add_generated_files(ctx, script)
 
     # Report on the original tree (its line numbers).

@@ -17,7 +17,7 @@ from ..distributed import HELPERS_MODULE
 from ..imports import dotted_name, imported_names
 from . import distributed_common as common
 from .strings import string_value
-from .syntax import keyword_arg, sole_call
+from .syntax import keyword_arg, module_beside, sole_call
 from ..codes import emits
 
 DATALOADERS = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
@@ -136,8 +136,7 @@ class TorchAnalysis(common.ModuleAnalysis):
         self.main_guard = common.main_guard(module)
         # `from npu_migrate_distributed import ...`: converted by an earlier run
         self.helpers_import = next((n for n in self.imports.import_nodes if isinstance(n, cst.ImportFrom)
-                                    and dotted_name(n.module) == HELPERS_MODULE), None)
-        self.relative_imports = any(isinstance(n, cst.ImportFrom) and n.relative for n in self.imports.import_nodes)
+                                    and module_beside(dotted_name(n.module) or "", HELPERS_MODULE)), None)
 
     # -- visiting ----------------------------------------------------------------------------
 

@@ -4,10 +4,13 @@ call adds, and the `if __name__ == "__main__":` guard."""
 
 from __future__ import annotations
 
+import os
+
 from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Tuple, Union, cast
 
 import libcst as cst
 
+from ..imports import dotted_name
 from .strings import string_value
 
 if TYPE_CHECKING:
@@ -186,3 +189,46 @@ def new_call(func: str, values: Sequence[cst.BaseExpression], keywords: Sequence
     for i in range(len(args) - 1):
         args[i] = args[i].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
     return cst.Call(func=cst.parse_expression(func), args=args)
+
+
+def own_package(module: cst.Module, path: str) -> Optional[str]:
+    """The dotted name the script's folder is imported by, when the script is a module of that
+    package and imports the package absolutely at module level (basicsr/train.py, beside an
+    __init__.py, runs `from basicsr.data import ...`): a module beside it is then imported as
+    `basicsr.<module>` whether the script runs as a script or is imported by its package
+    (basicsr/__init__.py imports it): a bare `import <module>` finds it only in the first case,
+    when the script's folder is on sys.path. None otherwise."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if not path or not os.path.isfile(os.path.join(folder, "__init__.py")):
+        return None
+    folders = folder.split(os.sep)
+    for stmt in module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                names = [dotted_name(alias.name) for alias in small.names]
+            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                names = [dotted_name(small.module)]
+            else:
+                continue
+            for name in filter(None, names):
+                parts = name.split(".")
+                for k in range(min(len(parts), len(folders) - 1), 0, -1):
+                    if parts[:k] == folders[-k:]:
+                        return ".".join(parts[:k])
+    return None
+
+
+def module_beside(name: str, module: str) -> bool:
+    """Whether an import of `name` imports the generated `module` beside the script: as it is
+    (`npu_migrate_distributed`, relatively too) or through the script's package (own_package)."""
+    return name == module or name.endswith("." + module)
+
+
+def beside_prefix(relative: bool, module: cst.Module, path: str) -> str:
+    """What a script puts before the name of a generated module beside it: "." in a module of a
+    package that imports relatively (`relative`), "<package>." in one that imports its own
+    package absolutely (own_package), else nothing (the script's folder is on sys.path)."""
+    if relative:
+        return "."
+    package = own_package(module, path)
+    return package + "." if package else ""

@@ -54,9 +54,10 @@ def helpers_file_name(script: str) -> str:
     return os.path.join(os.path.dirname(script), HELPERS_MODULE + ".py")
 
 
-def helpers_import(names, relative: bool = False, module: str = HELPERS_MODULE) -> str:
-    """The line (or, past 99 characters, the parenthesised lines) importing `names` from `module`."""
-    module = ("." if relative else "") + module
+def helpers_import(names, prefix: str = "", module: str = HELPERS_MODULE) -> str:
+    """The line (or, past 99 characters, the parenthesised lines) importing `names` from `module`
+    (after `prefix`: "." or "<package>.", codemods.syntax.beside_prefix)."""
+    module = prefix + module
     line = f"from {module} import {', '.join(names)}  {IMPORT_COMMENT}\n"
     if len(line) <= 100:
         return line

@@ -63,12 +63,6 @@ def render_runtime() -> str:
     return _template("runtime_template.py")
 
 
-def is_runtime_module(name: str) -> bool:
-    """`npu_migrate_modelarts`, or the same module named through the script's own package
-    (`basicsr.npu_migrate_modelarts`, see codemods.modelarts.script.own_package)."""
-    return name == RUNTIME_MODULE or name.endswith("." + RUNTIME_MODULE)
-
-
 def runtime_file_name(script: str) -> str:
     """Where the runtime module of an entry script goes: beside it."""
     return os.path.join(os.path.dirname(script), RUNTIME_MODULE + ".py")

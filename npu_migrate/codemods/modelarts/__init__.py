@@ -37,10 +37,12 @@ import libcst as cst
 
 from ...context import Context
 from ...distributed import HELPERS_MODULE
+from ...imports import dotted_name
 from ...modelarts import RUNTIME_MODULE, SETUP_FUNCTION, boot_file_name, render_boot, render_runtime, runtime_file_name
 from .plan import entry_script_by_choice, helper_script, may_be_entry_script, named_with_entry, plan_adaptation
 from .rewrite import Rewriter, argument_lines, install_import
-from .script import ParseCall, ScriptAnalysis, own_package
+from ..syntax import module_beside
+from .script import ParseCall, ScriptAnalysis
 from ...codes import emits
 
 # The edits this pass makes (rules/modelarts.toml).
@@ -66,7 +68,9 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
         folder = os.path.dirname(ctx.path)
         # A script --distributed converted (in this run or an earlier one) imports its helpers:
         # started through torchrun, one process per NPU, like one that reads LOCAL_RANK itself.
-        distributed = plan.distributed or current.imports.imports_module(HELPERS_MODULE)
+        distributed = plan.distributed or current.imports.imports_module(HELPERS_MODULE) or any(
+            isinstance(n, cst.ImportFrom) and module_beside(dotted_name(n.module) or "", HELPERS_MODULE)
+            for n in current.imports.import_nodes)
         ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(
             os.path.basename(ctx.path), plan.positionals, distributed)
 
@@ -79,7 +83,7 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
     if plan.minimal_setup and current.main_guard is None and not current.setup_calls:
         extra.append(rewriter.new_setup_statement())
     # The rewrite inserted statements only below the imports: `current` still says where they are.
-    new_module, import_change = install_import(new_module, current, extra, own_package(original.module, ctx.path))
+    new_module, import_change = install_import(new_module, current, extra, ctx.path)
 
     # Report each change where it is in the original file, as findings are: the parse call,
     # the line the arguments follow, the main block, the statement the import goes above.

@@ -10,7 +10,7 @@ import libcst as cst
 
 from ...context import Context
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION, black_format
-from ..syntax import node_code
+from ..syntax import beside_prefix, node_code
 from .arguments import HELP
 from .plan import Plan
 from .script import ParseCall, Parser, ScriptAnalysis
@@ -143,22 +143,20 @@ IMPORT_LINE = f"from {RUNTIME_MODULE} import {SETUP_FUNCTION}  # npu-migrate: Mo
 
 
 def install_import(module: cst.Module, analysis: ScriptAnalysis, extra: Sequence[cst.BaseStatement],
-                   package: Optional[str] = None) -> Tuple[cst.Module, Optional[str]]:
+                   path: str) -> Tuple[cst.Module, Optional[str]]:
     """`from npu_migrate_modelarts import modelarts_setup` after the imports (in place of the
     block earlier versions inserted); returns the new module and "inserted"/"replaced" (None
-    when it is there already). `package`: the script's own package (script.own_package), through
-    which it imports the module beside it."""
+    when it is there already). `path`: the script's, for how it imports a module beside it
+    (syntax.beside_prefix)."""
     body = list(module.body)
     if analysis.runtime_import is not None and analysis.block is None:
         if extra:
             at = body.index(analysis.runtime_import) + 1
             return module.with_changes(body=body[:at] + list(extra) + body[at:]), "inserted"
         return module, None
-    # A module of a package (it imports its siblings relatively, as bert_pytorch/__main__.py does)
-    # imports the module beside it relatively too: its folder is not on sys.path.
-    line = IMPORT_LINE.replace("from ", "from .", 1) if analysis.relative_imports else IMPORT_LINE
-    if package and not analysis.relative_imports:
-        line = IMPORT_LINE.replace("from ", f"from {package}.", 1)
+    # A module of a package imports the module beside it as it imports its siblings: relatively
+    # (bert_pytorch/__main__.py) or through the package (basicsr/train.py): its folder is not on sys.path.
+    line = IMPORT_LINE.replace("from ", "from " + beside_prefix(analysis.relative_imports, analysis.module, path), 1)
     statement = _parse_statement(line, module.default_newline)
     if analysis.block is not None:
         start, end = analysis.block

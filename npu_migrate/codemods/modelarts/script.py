@@ -12,10 +12,10 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from ...imports import ImportTable, dotted_name, imported_names
-from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION, is_runtime_module
+from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
 from ..bindings import MODULE_SCOPE, ScopeTracker
-from ..syntax import header_end, is_main_guard, is_true, keyword_arg, marked_block, sole_call
+from ..syntax import header_end, is_main_guard, is_true, keyword_arg, marked_block, module_beside, sole_call
 from .arguments import Argument, describe_argument
 
 # What a script started by torchrun (torch.distributed.run) reads from its environment.
@@ -247,33 +247,6 @@ class _Visitor(ScopeTracker):
             a.parse_calls.append(parse)
 
 
-def own_package(module: cst.Module, path: str) -> Optional[str]:
-    """The dotted name the script's folder is imported by, when the script is a module of that
-    package and imports the package absolutely at module level (basicsr/train.py, beside an
-    __init__.py, runs `from basicsr.data import ...`): a module beside it is then imported as
-    `basicsr.<module>` whether the script runs as a script or is imported by its package
-    (basicsr/__init__.py imports it): a bare `import <module>` finds it only in the first case,
-    when the script's folder is on sys.path. None otherwise."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if not path or not os.path.isfile(os.path.join(folder, "__init__.py")):
-        return None
-    folders = folder.split(os.sep)
-    for stmt in module.body:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Import):
-                names = [dotted_name(alias.name) for alias in small.names]
-            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-                names = [dotted_name(small.module)]
-            else:
-                continue
-            for name in filter(None, names):
-                parts = name.split(".")
-                for k in range(min(len(parts), len(folders) - 1), 0, -1):
-                    if parts[:k] == folders[-k:]:
-                        return ".".join(parts[:k])
-    return None
-
-
 class ScriptAnalysis:
     """What the ModelArts adaptation needs to know about one module."""
 
@@ -310,7 +283,7 @@ class ScriptAnalysis:
                                     for node in self.imports.import_nodes)
         self.runtime_import = next((stmt for stmt in user_body if isinstance(stmt, cst.SimpleStatementLine)
                                     and any(isinstance(x, cst.ImportFrom) and x.module is not None
-                                            and is_runtime_module(dotted_name(x.module) or "") for x in stmt.body)), None)
+                                            and module_beside(dotted_name(x.module) or "", RUNTIME_MODULE) for x in stmt.body)), None)
 
     @property
     def module_level_parser(self) -> bool:
@@ -381,7 +354,7 @@ class ScriptAnalysis:
         """An import of moxing, of a helper named after it (moxing_adapter, moxing_wrapper,
         help_modelarts) or of a module of the project that imports moxing: (node, its name)."""
         for node, module, level in self.imported_modules():
-            if module.split(".")[0] == RUNTIME_MODULE or is_runtime_module(module):
+            if module.split(".")[0] == RUNTIME_MODULE or module_beside(module, RUNTIME_MODULE):
                 continue  # the module this adaptation generates
             words = set(re.split(r"[._]", module.lower()))
             if "moxing" in words or "help_modelarts" in module.lower() or any("moxing" in w for w in words):
