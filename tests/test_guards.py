@@ -590,3 +590,25 @@ def test_an_is_cuda_test_that_opens_triton_kernels_stays():
     r = migrate_source(text, "m.py")
     assert r.new_text is None
     assert _npu315(r) == [("NPU315", "warning", 11, 8, "x.is_cuda")]
+
+
+@pytest.mark.parametrize("text,kept,migrated", [
+    # transformers' is_flash_attn_2_available(): a function named for the library
+    ("import torch\n\n\ndef is_flash_attn_2_available():\n    if not torch.cuda.is_available():\n        return False\n"
+     "    return True\n", "torch.cuda.is_available()", None),
+    # a branch that launches a Triton kernel; the synchronize beside it still migrates
+    ("import torch\nimport triton\n\n\n@triton.jit\ndef _k(x):\n    pass\n\n\ndef f(x):\n"
+     "    if torch.cuda.is_available():\n        _k[(1,)](x)\n    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n",
+     "torch.cuda.is_available()", "    if torch.npu.is_available():\n        torch.npu.synchronize()\n"),
+])
+def test_cuda_availability_that_opens_cuda_only_code_stays(text, kept, migrated):
+    """`torch.cuda.is_available()` in front of CUDA-only code is the same gate as a device-type
+    test: kept, it is False on the NPU."""
+    r = migrate_source(text, "m.py")
+    assert [f.api for f in r.findings if f.code == "NPU315"] == [kept]
+    if migrated is None:
+        assert r.new_text is None
+    else:
+        assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+            "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n", migrated)
+    assert_partial_as_whole(text)

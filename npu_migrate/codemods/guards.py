@@ -21,7 +21,8 @@ torch pass walks); what is kept is recorded with
   reported as an error (NPU307). Printing or logging the value is migrated.
 
 * **device tests that open CUDA-only code** (`_DeviceGates`, NPU315) -- `x.device.type ==
-  "cuda"`, `device.type in ("cuda", "xpu")`, `device.type != "cuda"` whose branch runs code a
+  "cuda"`, `device.type in ("cuda", "xpu")`, `device.type != "cuda"` (and `x.is_cuda`,
+  `torch.cuda.is_available()` that no rule above keeps) whose branch runs code a
   CUDA-only library finding reports (Triton kernels, FlashAttention, vLLM's NCCL bindings), a
   CUDA-only overload (`torch.addmm(..., out_dtype=...)`, NPU316) or a module function using one;
   whose test asks for a library (`_TRITON_AVAILABLE and ...`); that a function named for one
@@ -94,7 +95,7 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
     kept too (_DeviceGates)."""
     _plan_kept_code(ctx)
     if is_device_expr is not None and "cuda" in ctx.text and (
-            "is_cuda" in ctx.text or _COMPARED_WITH_CUDA_RE.search(ctx.text)):
+            "is_cuda" in ctx.text or "is_available" in ctx.text or _COMPARED_WITH_CUDA_RE.search(ctx.text)):
         # after the planner: a capability check it keeps on CUDA is CUDA-only code for these
         gates = _DeviceGates(ctx, is_device_expr)
         if gates.evidence():
@@ -686,7 +687,8 @@ class _DeviceGates:
     """Device-type tests that stay "cuda" because what they open is CUDA-only code (NPU315).
 
     A comparison of a device type with "cuda" (`x.device.type == "cuda"`, `device.type in
-    ("cuda", "xpu")`, `device.type != "cuda"`) normally becomes an NPU test. It stays when its
+    ("cuda", "xpu")`, `device.type != "cuda"`), `x.is_cuda` or `torch.cuda.is_available()`
+    normally becomes an NPU test. It stays when its
     test, followed up through `and`/`or`/`not`:
 
     * names a CUDA-only library itself (`_TRITON_AVAILABLE and device.type in (...)`: an
@@ -838,6 +840,8 @@ class _DeviceGates:
                 return True
             if isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
                 return True
+            if isinstance(n, cst.Call) and self.ctx.imports.resolve(n.func) == "torch.cuda.is_available":
+                return True
             stack.extend(children(n))
         return False
 
@@ -907,7 +911,7 @@ class _DeviceGates:
     def plan(self) -> None:
         self._index()
         for node in self._candidates():
-            if isinstance(node, cst.Attribute):  # `x.is_cuda` (the planner kept those guarding extensions)
+            if isinstance(node, (cst.Attribute, cst.Call)):  # `x.is_cuda`, `torch.cuda.is_available()`
                 negative = False
             elif isinstance(node, cst.Comparison):
                 negative = any(isinstance(t.operator, (cst.NotEqual, cst.NotIn)) for t in node.comparisons)
@@ -943,6 +947,8 @@ class _DeviceGates:
                 found.append(n)
             elif isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
                 found.append(n)
+            elif isinstance(n, cst.Call) and not n.args and self.ctx.imports.resolve(n.func) == "torch.cuda.is_available":
+                found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate
             stack.extend(reversed(children(n)))  # (pre-order: the file's order)
         return found
 
