@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
 from .project_files import Project
 
@@ -165,6 +165,9 @@ class FileFilter:
             raise InvalidPattern(next(p for p in patterns if not _valid_pattern(p))) from None
         self.respect_gitignore = respect_gitignore
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)
+        # folder -> the names of its ignore files' first parts (".gitignore", ".git") its listing
+        # does not hold, in any case: not looked for (note_listing)
+        self._absent: Dict[str, Set[str]] = {}
         self._repo_tops: Dict[str, Optional[str]] = {}
         self._chains: Dict[tuple, list] = {}
         self.unreadable: Dict[str, Tuple[str, str]] = {}  # folder -> (its ignore file that cannot be read, why)
@@ -226,13 +229,23 @@ class FileFilter:
             self._repo_tops[f] = found
         return found
 
+    def note_listing(self, folder: str, names: Iterable[str]) -> None:
+        """The names in `folder`, as a walk listed them: an ignore file its listing does not
+        hold is not looked for (a walk tried two opens in every folder, nearly all failing)."""
+        if folder not in self._ignore_files:
+            dotted = {name.lower() for name in names if name[:1] == "."}  # (any case: macOS opens .GitIgnore)
+            self._absent[folder] = {first for first in (".gitignore", ".git") if first not in dotted}
+
     def _specs_of(self, folder: str) -> list:
         """The gitignore specs that live in `folder` (.gitignore, and .git/info/exclude at a repo top)."""
         if folder not in self._ignore_files:
             from .source import SourceError, read_regular
 
             specs = []
+            absent = self._absent.pop(folder, set())
             for name in (".gitignore", os.path.join(".git", "info", "exclude")):
+                if name.split(os.sep, 1)[0] in absent:
+                    continue
                 full = os.path.join(folder, name)
                 try:
                     # bounded, and never a FIFO (which hung the walk) nor /dev/zero (issue 30.6)
@@ -404,6 +417,7 @@ def _walk(top: str, file_filter: FileFilter, unlistable: Optional[List[Tuple[str
             if unlistable is not None:
                 unlistable.append((shown_dir, f"cannot list folder: {exc.strerror or exc}"))
             continue
+        file_filter.note_listing(abs_dir, (entry.name for entry in entries))
         why = file_filter.unreadable_ignore_file(abs_dir)
         if why is not None:
             if unlistable is not None:

@@ -551,3 +551,26 @@ def test_the_command_line_is_imported_without_garbage_collections_and_frozen(tmp
     assert len(seen["collections"]) <= 3, seen["collections"]
     assert seen["frozen"] > 10_000  # the modules' objects, out of the collector's reach
     assert seen["enabled"] is True
+
+
+def test_a_walk_looks_only_for_the_ignore_files_its_folders_hold(tmp_path, monkeypatch):
+    """discovery's walk tried to open .gitignore and .git/info/exclude in every folder (654 opens,
+    nearly all failing, on transformers' src/); a folder's listing now says which are there. The
+    files found, and what the ignore files exclude, are the same."""
+    from npu_migrate import source
+    from npu_migrate.discovery import FileFilter, discover
+
+    for folder in ("a/b/c", "a/d", "e"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "x.py").write_text("x = 1\n", encoding="utf-8")
+        (tmp_path / folder / "skip.py").write_text("x = 1\n", encoding="utf-8")
+    (tmp_path / ".gitignore").write_text("skip.py\n", encoding="utf-8")
+    (tmp_path / "a" / "d" / ".gitignore").write_text("!skip.py\n", encoding="utf-8")
+    read = []
+    real = source.read_regular
+    monkeypatch.setattr(source, "read_regular", lambda path, *a, **k: read.append(path) or real(path, *a, **k))
+    selection = discover([str(tmp_path)], FileFilter(root=str(tmp_path)))
+    assert sorted(os.path.relpath(f, tmp_path) for f in selection.files) == [
+        "a/b/c/x.py", "a/d/skip.py", "a/d/x.py", "e/x.py"]
+    # (the folder given is looked at before it is listed: both of its own are tried)
+    assert sorted(os.path.relpath(p, tmp_path) for p in read) == [".git/info/exclude", ".gitignore", "a/d/.gitignore"]
