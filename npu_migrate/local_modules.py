@@ -6,9 +6,9 @@ a `triton/` (or `triton.py`) in a folder that is on sys.path for the importing f
 script's own folder, or a folder above it that roots the project's packages. The children of a
 package (a folder with `__init__.py`) never do: `pkg/tensorrt.py` is `pkg.tensorrt`, and
 `import tensorrt` in `pkg/export.py` still means the library (implicit relative imports ended
-with Python 2). The CLI looks at the files it was given (`shadowing_modules`, no extra I/O: the
-discovered paths say it) and passes what it found in Options; the engine then asks
-`is_local_import` (pure: paths only).
+with Python 2). The CLI looks at the files it was given (`shadowing_modules`: the discovered
+paths, and a stat of `__init__.py` beside each folder named like a library) and passes what it
+found in Options; the engine then asks `is_local_import` (pure: paths only).
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import AbstractSet, Iterable, List, Set, Tuple
 
 def shadowing_modules(files: Iterable[str], names: Set[str]) -> Tuple[str, ...]:
     """Absolute paths `<folder>/<name>` of the project's packages and modules whose `name` is in
-    `names` and whose `<folder>` is not itself a package (a discovered `<folder>/__init__.py`):
+    `names` and whose `<folder>` is not itself a package (a discovered `<folder>/__init__.py`, or
+    one on disk):
     a folder holding a discovered Python file, or a discovered `<name>.py`."""
     paths = [os.path.abspath(p).split(os.sep) for p in files if p.endswith(".py")]
     packages = {os.sep.join(parts[:-1]) for parts in paths if parts[-1] == "__init__.py"}
@@ -31,7 +32,11 @@ def shadowing_modules(files: Iterable[str], names: Set[str]) -> Tuple[str, ...]:
         for i, part in enumerate(parts[:-1]):
             if part in names and i > 0:
                 found.add(os.sep.join(parts[: i + 1]))
-    return tuple(sorted(f for f in found if os.path.dirname(f) not in packages))
+    # A folder whose parent is a package on disk is that package's child too, when the parent's
+    # __init__.py is not among the files given (a run on speechbrain/integrations/numba/ alone):
+    # one stat per candidate, and candidates are folders named like a library, rare.
+    return tuple(sorted(f for f in found if os.path.dirname(f) not in packages
+                        and not os.path.isfile(os.path.join(os.path.dirname(f), "__init__.py"))))
 
 
 def is_local_import(path: str, module: str, local: Tuple[str, ...], submodules: AbstractSet[str] = frozenset()) -> bool:

@@ -111,3 +111,31 @@ def test_a_package_training_script_imports_the_distributed_helpers_through_the_p
     flat = migrate_source(PACKAGE_TRAINER, str(tmp_path / "train.py"), options)
     assert [line for line in flat.new_text.splitlines() if "npu_migrate_distributed" in line] == [
         "from npu_migrate_distributed import (  # npu-migrate: distributed"]
+
+
+def test_a_library_named_folder_inside_a_package_hides_nothing_when_given_alone(tmp_path, monkeypatch):
+    """SpeechBrain's speechbrain/integrations/numba/ is `speechbrain.integrations.numba`: run on
+    that folder (or one file of it) alone, `from numba import cuda` there is still numba's CUDA
+    compiler, as in a run on the whole project (the package's __init__.py files above the folder
+    are not among the files given)."""
+    import json
+
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    files = {
+        "audio/__init__.py": "",
+        "audio/integrations/__init__.py": "",
+        "audio/integrations/numba/__init__.py": "",
+        "audio/integrations/numba/loss.py": "import torch\nfrom numba import cuda\n",
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    for given in (".", "audio/integrations/numba", "audio/integrations/numba/loss.py"):
+        result = CliRunner().invoke(main, [given, "--format", "json", "--no-cache", "-j", "1"])
+        found = [(e["path"], f["line"], f["code"], f["api"])
+                 for e in json.loads(result.output)["files"] for f in e["findings"]]
+        assert found == [("audio/integrations/numba/loss.py", 2, "NPU303", "numba.cuda")], given
