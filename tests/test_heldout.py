@@ -139,3 +139,18 @@ def test_a_library_named_folder_inside_a_package_hides_nothing_when_given_alone(
         found = [(e["path"], f["line"], f["code"], f["api"])
                  for e in json.loads(result.output)["files"] for f in e["findings"]]
         assert found == [("audio/integrations/numba/loss.py", 2, "NPU303", "numba.cuda")], given
+
+
+def test_a_replaced_gelu_body_keeps_the_lines_above_it():
+    """tflearn's activations.gelu: a blank line (and a comment) between the docstring and the
+    formula; --npu-ops replaces the formula, not the lines above it."""
+    source = ('import numpy as np\nimport tensorflow as tf\n\n\ndef gelu(x):\n    """Gaussian Error Linear Units."""\n'
+              '\n    # tanh approximation\n'
+              '    return 0.5 * x * (1 + tf.tanh(tf.sqrt(2 / np.pi) * (x + 0.044715 * tf.pow(x, 3))))\n')
+    result = migrate_source(source, "activations.py", Options(npu_ops=True))
+    assert result.error is None
+    assert result.new_text == ('from npu_bridge.npu_init import *\nimport numpy as np\nimport tensorflow as tf\n\n\n'
+                               'def gelu(x):\n    """Gaussian Error Linear Units."""\n\n    # tanh approximation\n'
+                               '    return npu_unary_ops.gelu(x)\n')
+    again = migrate_source(result.new_text, "activations.py", Options(npu_ops=True))
+    assert again.error is None and not again.changed

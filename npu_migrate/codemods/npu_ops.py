@@ -24,6 +24,7 @@ from ..fast_visitor import transform, walk
 from ..partial import NeedsWholeModule
 from ..rules import Rule
 from .strings import string_value
+from .syntax import leading_lines
 from ..codes import emits
 
 REWRITE_CODE = "NPU129"
@@ -156,7 +157,11 @@ class _Apply(cst.CSTTransformer):
         if (isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr)
                 and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString))):
             kept.append(first)  # the docstring
-        kept.append(cst.parse_statement(f"return npu_unary_ops.gelu({planned[0]})"))
+        new = cst.parse_statement(f"return npu_unary_ops.gelu({planned[0]})")
+        replaced = body[len(kept):]
+        if replaced:  # the blank lines and comments above the code it replaces stay above it
+            new = new.with_changes(leading_lines=leading_lines(replaced[0]))
+        kept.append(new)
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
 
 
