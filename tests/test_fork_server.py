@@ -91,11 +91,9 @@ def _report(out: str) -> dict:
 
 
 def _forked(python, tmp_path, env) -> None:
-    """Have the zygote of `env` serve: an environment's first run runs fresh, its second starts the zygote
-    and waits for it (a probe that imports nothing: cheap when fresh)."""
+    """Have the zygote of `env` serve: an environment's first run starts it and waits for it."""
     from torch_env import zygote_folder
 
-    _run(python, tmp_path, "warm-up", env=env)
     _run(python, tmp_path, "warm-up", env=env)
     assert sum(n.endswith(".sock") for n in os.listdir(zygote_folder())) >= 1, "the zygote never started"
 
