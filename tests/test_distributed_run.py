@@ -227,8 +227,6 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     with torch.distributed.run, one process per NPU of the node (RANK_SIZE=2 here), where a plain
     `python` would have left one process waiting in init_process_group for a peer that never comes
    . Both ranks train in one group; rank 0's checkpoint reaches train_url."""
-    from torch_env import standin_env
-
     folder = tmp_path / "code"
     folder.mkdir()
     script = folder / "smoke_train.py"
@@ -242,9 +240,10 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     assert "\nTORCHRUN = True\n" in boot.read_text(encoding="utf-8")
     (tmp_path / "obs" / "bucket" / "data").mkdir(parents=True)
     (tmp_path / "obs" / "bucket" / "data" / "README").write_text("input\n")
-    env = standin_env(tmp_path, devices=2, extra={"RANK_SIZE": "2", "OMP_NUM_THREADS": "1",
-                                                   "NPU_MIGRATE_MODELARTS_CACHE": str(tmp_path / "cache"),
-                                                   "PYTHON_EXEC": torch_python})  # (see _torchrun_env)
+    # the launch script's environment (the fork server's zygote of the other torchrun tests serves this one
+    # too; the boot file reads none of NPROC, MASTER_PORT, PATH), RANK_SIZE as ModelArts sets it
+    env = _torchrun_env(tmp_path, torch_python)
+    env.update(RANK_SIZE="2", NPU_MIGRATE_MODELARTS_CACHE=str(tmp_path / "cache"))
     run = subprocess.run([torch_python, str(boot), "--data_url=obs://bucket/data/", "--train_url=obs://bucket/out/"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
