@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
-from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES
+from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
@@ -424,7 +424,8 @@ def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
     requirements: List[Requirement] = []
     found: Optional[StatementFilter] = None
     for rule in rules.rules:
-        if rule.framework and not (rule.framework == framework and rule.kind == "finding"):
+        if rule.framework and not (rule.framework == framework and rule.kind == "finding"
+                                   and rule.code != TF2_FINDING):  # (a TF 1.x file's: never TF 2's)
             continue
         reqs = rule_requirements(rule, forced_framework=framework) if rule.framework else rule_requirements(rule)
         if reqs is None or any(r.leaf_word is None for r in reqs):

@@ -111,6 +111,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (rf"import{_LINE_GAP}*\*",)
     if kind == "attr_of":
         return (rf"{n}{_CHAIN_GAP}\.",)
+    if kind == "decorator":  # `@name`, `@ (name)(...)`: brackets, spaces and comments between
+        return (rf"@(?:[ \t\f\r\n\\(]|#[^\r\n#]*)*{n}\b",)
     if kind == "import":
         item = rf"[\w.]+(?:{_LINE_GAP}+as{_LINE_GAP}+\w+)?"
         return (rf"from{_LINE_GAP}+{n}\b", rf"import{_LINE_GAP}+(?:{item}{_LINE_GAP}*,{_LINE_GAP}*)*{n}\b")
@@ -271,7 +273,7 @@ class RulePrefilter:
             checks = self._of_framework[key] = self._framework_checks(framework, rewrites_only)
         if checks is None:
             return True
-        identifiers = code.identifiers | code.resolved
+        identifiers = code.identifiers | code.resolved | {b"." + a for a in code.attributes}
         with_strings = identifiers | code.strings
         return any(
             roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
@@ -282,7 +284,8 @@ class RulePrefilter:
                           rewrites_only: bool = False) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]:
         """framework_rules_may_apply's checks: one Prefilter per (whether the words may be in
         strings, the modules a requirement's refs say must be imported), of the requirements'
-        words (the other refs look at text); None when a rule's kind is unknown."""
+        words (with `.name` for an `attr` ref: CodeWords.attributes; the other refs look at
+        text); None when a rule's kind is unknown."""
         from .kinds.call_config import KIND as CALL_CONFIG
 
         rules = [rule for rule in self.rules.framework_rules.get(framework, ())
@@ -301,6 +304,9 @@ class RulePrefilter:
                 if (req.name and req.refs == {("attr_or_import", last)} and req.name not in instance_methods
                         and last not in _CANONICAL_WORDS):
                     words = words | {Word(f"{req.name.split('.', 1)[0]}.{last}")}  # CodeWords.resolved
+                # a method (`.batch`): a name written as an attribute (CodeWords.attributes), not
+                # any name (t2t's `batch` variables)
+                words = words | {Word("." + name) for kind, name in req.refs if kind == "attr"}
                 groups.setdefault((req.in_strings, roots), []).append(Requirement(words))
         return [(Prefilter(reqs), in_strings, roots) for (in_strings, roots), reqs in groups.items()]
 
@@ -390,6 +396,8 @@ class CodeWords:
     # is the qualified name's first part): `tf.nn.dropout` with `import tensorflow as tf` gives
     # tensorflow.tensorflow, tensorflow.nn, tensorflow.dropout (framework_rules_may_apply)
     resolved: FrozenSet[bytes] = frozenset()
+    # the names written as attributes (`ds.batch` -> batch): what a method rule's `.batch` needs
+    attributes: FrozenSet[bytes] = frozenset()
 
 
 class LazyCodeWords:
@@ -435,6 +443,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
     from .safe_parse import child_nodes
 
     names: Set[str] = set()
+    attributes: Set[str] = set()
     strings: List[str] = []
     imported: Set[str] = set()
     node: Any  # narrowed by `kind is ...` (faster than isinstance), which mypy cannot follow
@@ -458,6 +467,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
             names.add(node.id)
         elif kind is ast.Attribute:
             names.add(node.attr)
+            attributes.add(node.attr)
             base = node.value
             while type(base) is ast.Attribute:
                 base = base.value
@@ -504,7 +514,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
                      frozenset(_top_level_modules(getattr(tree, "body", ()))),
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
                      frozenset(n.encode("utf-8", "replace") for n in decorators if n),
-                     frozenset(_resolved(bound, chains)))
+                     frozenset(_resolved(bound, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes))
 
 
 def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:

@@ -11,6 +11,7 @@ backend or an environment variable is written as itself.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import FrozenSet, List, Optional, Set, Tuple
 
@@ -40,7 +41,8 @@ class Requirement:
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
-    ("star_import", "")      `import *`;   ("attr_of", a)  `a.`.
+    ("star_import", "")      `import *`;   ("attr_of", a)  `a.`;
+    ("decorator", n)         `@n` (a decorator that is the name itself, called or not).
     """
 
     words: FrozenSet[Word]
@@ -92,6 +94,40 @@ def quoted(word: str, ignore_case: bool = False) -> Requirement:
 def plain_words(*names: str, ignore_case: bool = False) -> List[Requirement]:
     """One requirement per word, written anywhere (strings included)."""
     return [Requirement(frozenset({Word(n, ignore_case)}), in_strings=True) for n in names if n]
+
+
+def codemod_words(entries, ignore_case: bool = True) -> List[Requirement]:
+    """The requirements of what a framework codemod's own scan looks for (a `[[finding]]` of
+    kind `codemod`: its `words`), one of which a file must meet for the scan to find anything.
+    Each entry says how the scan's match is written; `a & b` needs both:
+
+        gpu          the word, in any case, anywhere (strings included: '/device:GPU:%d')
+        .shard       an attribute or method `.shard` (the call `ds.shard(...)`)
+        @function    `@function` (a decorator: `@function`, `@function(...)`); with `.function`,
+                     what a decorator's last name is
+    """
+    out: List[Requirement] = []
+    for entry in entries:
+        parts = [_codemod_word(word, ignore_case) for word in entry.split(" & ")]
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        # (partial.py keeps the statements that hold the first part's word: the scan's match)
+        out.append(Requirement(frozenset().union(*(r.words for r in parts)), frozenset().union(*(r.refs for r in parts)),
+                               leaf=parts[0].leaf_word, in_strings=any(r.in_strings for r in parts)))
+    return out
+
+
+def _codemod_word(word: str, ignore_case: bool) -> Requirement:
+    if word.startswith("."):
+        return attribute(word[1:])
+    if word.startswith("@"):
+        return Requirement(frozenset({Word(word[1:])}), frozenset({("decorator", word[1:])}))
+    return Requirement(frozenset({Word(word, ignore_case)}), in_strings=True)
+
+
+# An entry of a codemod's words (codemod_words): items joined by ` & `, each `.name`, `@name` or a word.
+CODEMOD_WORD_RE = re.compile(r"^[.@]?[A-Za-z_][A-Za-z0-9_]*(?: & [.@]?[A-Za-z_][A-Za-z0-9_]*)*$")
 
 
 def imported(module: str) -> Requirement:

@@ -272,3 +272,42 @@ def test_a_function_body_is_cut_into_statements(monkeypatch):
     code = [line for line in parsed[0].splitlines() if line.strip() and line.strip() != '"""']
     assert code == ["import torch", "from torch import nn", "class Model(nn.Module):", "    def forward(self, x):",
                     f'        """{MARKER}7-207', "        return h.cuda()"]
+
+
+def test_a_batch_or_shard_variable_takes_no_tensorflow_pass():
+    """NPU126 adds drop_remainder to `.batch(...)` calls and NPU353 reports `.shard(...)` by a GPU
+    count: a TF 1.x file whose `batch`/`shard` are variables (tensor2tensor: 21 and 12 files
+    parsed whole for them) needs neither: its support-list finding is made partially. Written
+    as the method, `.batch` still gets the pass (a whole parse), `.shard` its finding."""
+    text = ("import tensorflow as tf\n\n\ndef loss(batch, shard):\n    features = batch['inputs']\n"
+            "    return tf.math.top_k(features, 2)[0] + shard\n\n\ndef scale(x):\n    return x * 2\n")
+    result = migrate_source(text, "t2t_layer.py")
+    assert [f.code for f in result.findings] == ["NPU342"]
+    assert result.work == {"ast": 1, "partial": 1, "walk": 1, "codegen": 1}
+    batched = text.replace("features = batch['inputs']", "features = tf.data.Dataset.range(8).batch(2)")
+    result = migrate_source(batched, "t2t_data.py")
+    assert [e.code for e in result.edits] == ["NPU126"] and result.work["parse"] == 1
+    sharded = text.replace("features = batch['inputs']", "features = tf.data.TFRecordDataset(batch).shard(num_gpus, 0)")
+    result = migrate_source(sharded, "t2t_input.py")
+    assert [f.code for f in result.findings] == ["NPU353", "NPU342"]
+    assert result.work == {"ast": 1, "partial": 1, "walk": 2, "codegen": 1}
+
+
+def test_tensorflow2_markers_are_written_as_the_code_has_them():
+    """NPU356 (TF 2 code, frameworks.tensorflow2_reason) needs GradientTape, a decorator whose
+    last name is `function`, or Keras with a Layer/Model: transformers' PyTorch files that import
+    TensorFlow where it is available and say `model` or `function` anywhere are not parsed for
+    it (20 of them); TF 2 code still gets it."""
+    from npu_migrate import prefilter
+
+    rules = rules_for_targets(default_rules(), Options().targets)
+    text = ("import numpy as np\n\nif is_tf_available():\n    import tensorflow as tf\n\n\n"
+            "def model_function(model):\n    '''Run the Model.'''\n    return model.function(np.ones(2))\n")
+    assert not prefilter.may_need_work(rules, text.replace("model.function", "model.run"))
+    assert migrate_source(text.replace("model.function", "model.run"), "m.py").work == {}
+    for code in ("@tf.function\ndef step(x):\n    return x\n", "@function\ndef step(x):\n    return x\n",
+                 "@ (function)(jit_compile=True)\ndef step(x):\n    return x\n",
+                 "with tf.GradientTape() as tape:\n    pass\n", "class Block(tf.keras.layers.Layer):\n    pass\n"):
+        tf2 = "import tensorflow as tf\nfrom tensorflow import function\n\n\n" + code
+        assert prefilter.may_need_work(rules, tf2), code
+        assert [f.code for f in migrate_source(tf2, "tf2.py").findings] == ["NPU356"], code

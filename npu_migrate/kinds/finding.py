@@ -38,7 +38,8 @@
 `context` narrows a Python finding to files that import torch (`"torch"`) or that use the
 device (`"device"`). With `framework`, a finding (kinds api, import, call, codemod) belongs to
 that framework's pass; `once_per_file = true` reports each listed name of an `api` finding once
-per file; `words` (kind `codemod`) are the words a codemod's own scan looks for (the prefilter's),
+per file; `words` (kind `codemod`) say what a codemod's own scan looks for (the prefilter's:
+words.codemod_words),
 and (kind `guard`) the library names that mark an identifier as asking for a CUDA-only library
 (`_TRITON_AVAILABLE`); `gates` (kind `guard`) the codes whose import and call findings mark code
 as CUDA-only (codemods/guards.py's `_DeviceGates`);
@@ -55,8 +56,8 @@ from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Tuple
 
 from ..codes import kind_key
 from ..model import Severity
-from ..words import (Requirement, Word, attribute, components, framework_name, framework_path, imported,
-                     plain_words, quoted)
+from ..words import (CODEMOD_WORD_RE, Requirement, Word, attribute, codemod_words, components, framework_name,
+                     framework_path, imported, quoted)
 from .base import (COMMAND_RE, ENV_PATTERN_RE, IDENT_RE, QUALNAME_RE, REQUIREMENT_PATTERN_RE, Kind, Rule, RuleError,
                    register, schema)
 
@@ -101,7 +102,7 @@ class FindingSpec:
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     once_per_file: bool = False  # framework api findings: report each listed name once per file
-    words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (any case)
+    words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (words.codemod_words)
     resolves: Tuple[str, ...] = ()  # ... and the qualified names that scan resolves through the imports
     gates: Tuple[str, ...] = ()  # guard findings: codes whose import/call findings mark CUDA-only code
 
@@ -212,9 +213,11 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         for key in ("context", "positions", "suffixes", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
+    word_re = CODEMOD_WORD_RE if match_kind == "codemod" else IDENT_RE
     if "words" in entry and (match_kind not in ("codemod", "guard") or not isinstance(entry["words"], list)
-                             or not all(isinstance(w, str) and IDENT_RE.match(w) for w in entry["words"])):
-        raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" or \"guard\" findings")
+                             or not all(isinstance(w, str) and word_re.match(w) for w in entry["words"])):
+        raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" or \"guard\" findings "
+                        f"(for \"codemod\": `word`, `.attribute`, `@decorator`, joined by ` & ` when all must be written)")
     if "gates" in entry and (match_kind != "guard" or not isinstance(entry["gates"], list)
                              or not all(isinstance(c, str) and re.fullmatch(r"NPU\d{3}", c) for c in entry["gates"])):
         raise RuleError(f"{label}: 'gates' must be a list of codes (\"NPU303\"), for kind = \"guard\" findings")
@@ -287,11 +290,11 @@ def _requirements(rule: Rule) -> List[Requirement]:
     if rule.framework:
         if match == "codemod":
             # Raised as another rule's `unknown_finding` (whose words count), or by a codemod's
-            # own scan for the words it names (`words`, in any case: '/device:GPU:%d') and for
-            # references to the names it `resolves` through the import table (as an api rule's).
+            # own scan for what its `words` say (words.codemod_words: a word in any case,
+            # '/device:GPU:%d'; `.shard`; `@function`) and for references to the names it
+            # `resolves` through the import table (as an api rule's).
             spec = FindingSpec.of(rule)
-            return (plain_words(*spec.words, ignore_case=True)
-                    + [framework_name(name, rule.framework) for name in spec.resolves])
+            return codemod_words(spec.words) + [framework_name(name, rule.framework) for name in spec.resolves]
         if match == "import":
             return [imported(name) for name in names]
         if FindingSpec.of(rule).once_per_file:  # Huawei's support list: tensorflow.contrib.keras needs `contrib` too
