@@ -551,6 +551,11 @@ def test_ordinary_device_tests_migrate_in_a_file_that_uses_triton(before, after)
     # a flag named for the library (monai 1.6.1's `use_cucim`)
     ("import torch\n\n\ndef f(x):\n    use_cucim = has_cucim and x.device.type == 'cuda'\n    if use_cucim:\n"
      "        return erode(x)\n    return x\n", "x.device.type == 'cuda'"),
+    # an assert refuses like a raise (torchao 0.18's CuTe DSL kernels: `assert x.is_cuda, "Input tensor must be CUDA"`)
+    ("import torch\nimport triton\n\n\ndef f(x):\n    assert x.device.type == 'cuda', 'Input tensor must be CUDA'\n"
+     "    return triton.cdiv(x.numel(), 4)\n", "x.device.type == 'cuda'"),
+    ("import torch\n\n\ndef gptq(device):\n    assert device.type == 'cuda', 'GPTQ only supports CUDA currently'\n"
+     "    return device\n", "device.type == 'cuda'"),
     # a module's own wrapper of a kernel: the branch calls it
     ("import torch\nfrom .triton_ops import fused_norm\n\n\ndef norm(x):\n    return fused_norm(x)\n\n\n"
      "def f(x):\n    if x.device.type == 'cuda':\n        return norm(x)\n    return x / x.norm()\n", "x.device.type == 'cuda'"),

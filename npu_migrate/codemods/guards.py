@@ -62,6 +62,7 @@ from ..imports import dotted_name, imported_names
 from ..fast_visitor import children, walk
 from ..codes import applies
 from ..kinds.finding import FindingSpec, names_of
+from ..words import words_of
 from ..rules import Rule
 from .findings import arguments_match
 from .strings import string_value
@@ -769,7 +770,8 @@ class _DeviceGates:
         if self.cuda_names or self.ctx.kept:
             return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
-        if "raise" in text and ("NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
+        if ("raise" in text or "assert" in text) and (
+                "NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
             return True  # a refusal whose error says CUDA only
         words = FindingSpec.of(self.gate_rule).words
         if words and re.search("(?i)" + "|".join(re.escape(w) for w in words), text):
@@ -823,14 +825,6 @@ class _DeviceGates:
             if not more:
                 break
             self.cuda_names.update(more)
-        partial = self.ctx.partial
-        if partial is not None:
-            # a definition's statements left out may use CUDA-only code (`return fused_norm(x)`)
-            elided = [name for name in self.cuda_names if partial.elided_word(name)]
-            for node in self.definitions.values():
-                if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                    for name in elided:
-                        self.ctx.partial_lines.update(partial.elided_in(node.body, name))
 
     def _tests_device(self, node: cst.CSTNode) -> bool:
         stack = [node]
@@ -879,6 +873,10 @@ class _DeviceGates:
         for name in self._references(node):
             if name.value in self.cuda_names:
                 return self.cuda_names[name.value]
+            definition = self.definitions.get(name.value)
+            if self.ctx.partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
+                # its statements left out may use CUDA-only code (`return fused_norm(x)`)
+                self._ask_for(self.ctx.partial.runs_among(definition.body.body))
         for call in _calls(node):
             if id(call) in self.ctx.kept and self.ctx.imports.resolve(call.func) in _CAPABILITY | _PROPERTIES:
                 return f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
@@ -976,7 +974,7 @@ class _DeviceGates:
                 return ("refusal" if refusal else "gate", named)
             return self._branches(parent, negative) or self._early_answer(parent, negative, depth, seen)
         if isinstance(parent, cst.Assert) and parent.test is test:
-            return None
+            return None if negative else self._asserted(parent, test)
         if isinstance(parent, cst.Return) and parent.value is test:
             return self._returned(parent, negative, depth, seen, test)
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is test:
@@ -1048,6 +1046,27 @@ class _DeviceGates:
         answers_cuda = negative == (value.value == "False")
         return self._predicate(statement, not answers_cuda, depth, seen)
 
+    def _asserted(self, assertion: cst.Assert, test: cst.CSTNode) -> Optional[Tuple[str, str]]:
+        """`assert x.is_cuda, "Input tensor must be CUDA"` refuses non-CUDA devices like `if not
+        ...: raise`: kept when the test names a library, the message says CUDA only, the code
+        after it in the block is CUDA-only, or the module imports a CUDA-only library."""
+        named = self._names_library(test)
+        if named is not None:
+            return ("refusal", named)
+        line = self.parent.get(id(assertion))
+        for part in self._rest_of_block(line) if line is not None else []:
+            found = self._cuda_only_in(part)
+            if found is not None:
+                return ("refusal", found)
+            self._note_elided(part)
+        if assertion.msg is not None and (_cuda_only_text(assertion.msg) or any(
+                _CUDA_KERNEL_RE.search(t) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", t))
+                for t in _texts(assertion.msg))):
+            return ("refusal", "its message says the code is CUDA-only")
+        if self._module_needs() is not None:
+            return ("refusal", f"the module imports {self._module_needs()} unconditionally")
+        return None
+
     def _raises_cuda_only(self, small: cst.BaseSmallStatement) -> bool:
         if _raises_cuda_only(small):
             return True
@@ -1066,8 +1085,30 @@ class _DeviceGates:
             return []
         rest = list(body[index + 1:])
         if self.ctx.partial is not None:
-            self.ctx.partial_lines.update(self.ctx.partial.runs_among(rest))
+            self._ask_for(self.ctx.partial.runs_among(rest))
         return rest
+
+    def _ask_for(self, runs, name: str = "") -> None:
+        """With partial parsing: parse those of `runs` (lines left out) that hold CUDA-only code
+        (a CUDA-only name, a library word, a CUDA-only call's name) -- and `name`, when given:
+        only they can change a verdict."""
+        partial = self.ctx.partial
+        if partial is None:
+            return
+        cuda = {w.encode() for w in self.cuda_names} | {n.rsplit(".", 1)[-1].encode() for n in self.calls}
+        for run in runs:
+            words = words_of(partial.text_of(run))
+            if name and name.encode() not in words:
+                continue
+            if cuda & words or any(self._library_word(w.decode("utf-8", "replace")) for w in words):
+                self.ctx.partial_lines.add(run)
+
+    def _ask_for_uses(self, name: str) -> None:
+        """The lines left out that use `name` (a predicate's callers, a variable's readers) and
+        hold CUDA-only code."""
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            self._ask_for([(start, end) for start, end, _indent in partial.runs], name)
 
     def _note_elided(self, node: cst.CSTNode) -> None:
         """With partial parsing, a function the CUDA side calls may be defined in lines left out
@@ -1077,8 +1118,8 @@ class _DeviceGates:
             return
         for call in _calls(node):
             root = _root(call.func)
-            if root is not None and root not in self.definitions and partial.elided_word(root):
-                self.ctx.partial_misses.add(root)
+            if root is not None and root not in self.definitions and root not in self.ctx.imports.names:
+                self._ask_for_uses(root)
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         parent = self.parent.get(id(node))
@@ -1105,8 +1146,7 @@ class _DeviceGates:
         name = function.name.value
         if self._library_word(name):
             return ("gate", f"it is the result of `{name}()`, named for a CUDA-only library")
-        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
-            self.ctx.partial_misses.add(name)
+        self._ask_for_uses(name)
         for call in self._calls_of(name):
             verdict = self._judge(call, negative, depth + 1, seen)
             if verdict is not None:
@@ -1127,8 +1167,13 @@ class _DeviceGates:
                   seen: Set[int]) -> Optional[Tuple[str, str]]:
         """A device test kept in a variable: the tests that read it decide (in the same function,
         or the module for a module-level variable)."""
-        scope: cst.CSTNode = self._function_of(assign) or self.ctx.module
-        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+        function = self._function_of(assign)
+        scope: cst.CSTNode = function or self.ctx.module
+        partial = self.ctx.partial
+        if partial is not None and function is not None:
+            # its readers left out of the function (`return supported`), whatever they hold
+            self.ctx.partial_lines.update(partial.elided_in(function.body, name))
+        elif partial is not None and partial.elided_word(name):
             self.ctx.partial_misses.add(name)
         for ref in self._references(scope):
             if ref.value != name or self._is_target(ref):
