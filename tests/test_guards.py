@@ -617,3 +617,14 @@ def test_cuda_availability_that_opens_cuda_only_code_stays(text, kept, migrated)
         assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
             "    if torch.cuda.is_available():\n        torch.cuda.synchronize()\n", migrated)
     assert_partial_as_whole(text)
+
+
+def test_an_attribute_named_like_a_cuda_only_import_is_not_that_import():
+    """liger-kernel's CuTe files `from cuda.bindings import driver as cuda`: the `cuda` of
+    `torch.cuda.is_available()` is an attribute, not that name; the test migrates."""
+    text = ("import torch\nfrom cuda.bindings import driver as cuda\n\n\ndef f(x):\n"
+            "    if torch.cuda.is_available():\n        x = x.cuda()\n    return x\n")
+    r = migrate_source(text, "m.py")
+    assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()").replace("x.cuda()", "x.npu()")
+    assert _npu315(r) == []

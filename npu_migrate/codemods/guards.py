@@ -899,6 +899,12 @@ class _DeviceGates:
                     return f"the test reads {self.cuda_names[n.value]}"
                 if self._library_word(n.value):
                     return f"the test asks for `{n.value}`"
+            elif isinstance(n, cst.Attribute):
+                # `self.use_triton` asks by its name; `torch.cuda`'s `cuda` is no local name
+                if self._library_word(n.attr.value):
+                    return f"the test asks for `{n.attr.value}`"
+                stack.append(n.value)
+                continue
             elif isinstance(n, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
                 continue
             stack.extend(children(n))
