@@ -164,6 +164,31 @@ def prefilter_never_skips_work(monkeypatch):
     monkeypatch.setattr(prefilter, "may_need_work", checked)
 
 
+@pytest.fixture(autouse=True)
+def partial_verify_is_the_whole_verify(monkeypatch):
+    """engine._verified parses a partially parsed file's migrated partial text instead of the
+    whole migrated text (its docstring says why that is enough): in every test, whenever that
+    passes, the whole migrated text must parse too (Python's own parser, outside the work
+    counts)."""
+    import ast
+
+    from npu_migrate import engine
+
+    real = engine._verified
+
+    def checked(result, input_parses, partial_text=None):
+        out = real(result, input_parses, partial_text)
+        if partial_text is not None and out.new_text is not None:
+            try:
+                ast.parse(out.new_text)
+            except SyntaxError as exc:
+                pytest.fail(f"the migrated partial text parses but the migrated text does not ({exc}):\n"
+                            f"{out.new_text[:2000]}", pytrace=False)
+        return out
+
+    monkeypatch.setattr(engine, "_verified", checked)
+
+
 @pytest.fixture(scope="session")
 def torch_python():
     """A Python with torch==2.13.0 (CPU), from a virtualenv cached under ~/.cache/npu-migrate-torch;
