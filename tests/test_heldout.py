@@ -154,3 +154,31 @@ def test_a_replaced_gelu_body_keeps_the_lines_above_it():
                                '    return npu_unary_ops.gelu(x)\n')
     again = migrate_source(result.new_text, "activations.py", Options(npu_ops=True))
     assert again.error is None and not again.changed
+
+
+# SpeechBrain's utils/logger.py get_environment_description(), which every experiment calls: the
+# branch under torch.cuda.is_available() reads the CUDA/ROCm version, None with torch_npu.
+VERSION_REPORT = """\
+import torch
+
+
+def describe():
+    if torch.cuda.is_available():
+        if torch.version.cuda is None:
+            text = "ROCm " + torch.version.hip
+        else:
+            text = "CUDA " + torch.version.cuda
+    else:
+        text = "no GPU"
+    torch.cuda.manual_seed_all(0)
+    return text
+"""
+
+
+def test_is_available_over_the_cuda_version_stays_cuda():
+    result = migrate_source(VERSION_REPORT, "logger.py", Options())
+    assert result.error is None
+    assert result.new_text == VERSION_REPORT.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "torch.cuda.manual_seed_all", "torch.npu.manual_seed_all")
+    assert sorted((f.code, f.span.line) for f in result.findings) == [("NPU311", 6), ("NPU311", 9)]

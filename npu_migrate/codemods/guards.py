@@ -14,6 +14,9 @@ torch pass walks); what is kept is recorded with
   `torch.cuda.is_available()` in it stays too, so no CUDA build is attempted on the NPU (NPU302).
   Only where the branch builds or loads an extension (or the file does, for a condition kept in a
   variable): an environment report that prints CUDA_HOME is neither kept nor reported.
+* **version reports** (`keep_is_available_over_cuda_versions`, called by the torch pass) -- a
+  `torch.cuda.is_available()` test whose branch reads `torch.version.cuda`/`.hip` (None with
+  torch_npu) stays; NPU311 is reported where the version is read.
 * **capability checks** -- `torch.cuda.get_device_capability()` returns None on the NPU, so a
   statement that indexes, unpacks or compares its result would raise TypeError once migrated
   (and `get_device_properties(d).major`/`.minor`: the NPU's properties have neither);
@@ -1206,4 +1209,40 @@ def _texts(node: cst.CSTNode) -> Iterator[str]:
             yield n.value
         elif isinstance(n, cst.FormattedStringText):
             yield n.value
+        stack.extend(children(n))
+
+
+_CUDA_VERSION_FACTS = {"torch.version.cuda", "torch.version.hip"}
+_CUDA_VERSION_RE = re.compile(r"version\.(?:cuda|hip)\b")  # the text test (most files never read them)
+
+
+def keep_is_available_over_cuda_versions(ctx: Context) -> None:
+    """`if torch.cuda.is_available(): ... torch.version.cuda ... torch.version.hip ...`: the
+    branch reads the CUDA or ROCm version, both None with torch_npu (NPU311 is reported where they
+    are read). As `torch.npu.is_available()` the NPU would enter a branch written for a CUDA or
+    ROCm build, where the None fails (SpeechBrain's get_environment_description(), which every
+    experiment calls: `"ROCm version:\\n" + torch.version.hip`, a TypeError). The test stays: False
+    on the NPU, which takes the other branch, as it did before the migration."""
+    if "is_available" not in ctx.text or not _CUDA_VERSION_RE.search(ctx.text):
+        return
+    resolve = ctx.imports.resolve
+    stack: List[cst.CSTNode] = [ctx.module]
+    while stack:
+        node = stack.pop()
+        stack.extend(children(node))
+        if not isinstance(node, cst.If):
+            continue
+        tests = [n for n in _subtree(node.test)
+                 if isinstance(n, cst.Call) and resolve(n.func) == "torch.cuda.is_available"]
+        if tests and any(isinstance(n, cst.Attribute) and resolve(n) in _CUDA_VERSION_FACTS
+                         for n in _subtree(node.body)):
+            for call in tests:
+                ctx.keep(call)
+
+
+def _subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
         stack.extend(children(n))

@@ -35,6 +35,7 @@ from ...fast_visitor import transform
 from ...project_values import reads_device_key
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_gpu_flag,
+                      keep_is_available_over_cuda_versions,
                       plan_kept_code)
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
@@ -72,6 +73,7 @@ class TorchTransformer(cst.CSTTransformer):
         # The hooks of one kind (walk_class makes a method of the walk for each, calling this).
         self.hooks: Dict[str, Callable[..., Any]] = {name: getattr(self.kinds[kind], name) for name, kind in self.HOOKS}
         plan_kept_code(ctx, self.literals.is_device_expr)
+        keep_is_available_over_cuda_versions(ctx)
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
