@@ -38,7 +38,11 @@ FIXTURES = ROOT / "fixtures"
 BUDGET: Dict[str, Dict[str, float]] = {
     # (function bodies cut into statements: 23 partial parses, 19 walks, 23 transforms before)
     # (the migrated partial text verified instead of the whole: 14 whole verify parses before)
-    "yolov5": {"ast": 20, "parse": 0, "partial": 21, "walk": 11, "transform": 21, "codegen": 29, "verify": 0,
+    # (NPU315's device-gate analysis, codemods/guards._DeviceGates, counted from 2026-11-27: a
+    # parent map, up to three rounds over the module's definitions, the device tests, each
+    # predicate's callers: 11 walks without it. Too many: to be cut by analysing only what a
+    # device test reaches, then lowered here)
+    "yolov5": {"ast": 20, "parse": 0, "partial": 21, "walk": 44, "transform": 21, "codegen": 29, "verify": 0,
                "verify_partial": 14},
 }
 PER_PARSED_FILE: Dict[str, Dict[str, float]] = {
@@ -62,7 +66,9 @@ PER_PARSED_FILE: Dict[str, Dict[str, float]] = {
 # partial.py); the passes' walks (PyTorch references, device variables, guards, findings) -- in
 # each attempt (fixtures/pytorch/alias_script.py: 4 walks, twice: its `backend` variable is
 # assigned and passed in two statements of one function).
-PER_FILE = {"ast": 1, "parse": 1, "partial": 3, "walk": 8, "transform": 2, "codegen": 4, "verify": 1, "verify_partial": 1}
+# (NPU315's device-gate analysis adds up to 5 walks and one per predicate it follows: yolov5's
+# utils/torch_utils.py takes 10; 8 before it was counted)
+PER_FILE = {"ast": 1, "parse": 1, "partial": 3, "walk": 10, "transform": 2, "codegen": 4, "verify": 1, "verify_partial": 1}
 
 
 @pytest.fixture(autouse=True)

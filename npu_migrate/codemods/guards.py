@@ -63,6 +63,7 @@ from libcst.helpers import get_full_name_for_node
 from ..context import Context
 from ..imports import dotted_name, imported_names
 from ..fast_visitor import children, walk
+from .. import work
 from ..codes import applies
 from ..kinds.finding import FindingSpec, names_of
 from ..words import words_of
@@ -799,7 +800,9 @@ class _DeviceGates:
 
     def _index(self) -> None:
         """Parents of every node, and the module's definitions (functions, classes, and names
-        assigned at module level)."""
+        assigned at module level). Each pass over the module counts as a walk (work.py): the
+        parent map, and each round over the definitions."""
+        work.count("walk")
         stack: List[cst.CSTNode] = [self.ctx.module]
         while stack:
             node = stack.pop()
@@ -818,6 +821,7 @@ class _DeviceGates:
         # CUDA-only definitions: those that use CUDA-only code and do not test the device
         # themselves (a function with its own test dispatches); a few rounds reach wrappers.
         for _ in range(3):
+            work.count("walk")
             more = {}
             for name, node in self.definitions.items():
                 if name in self.cuda_names or self._tests_device(node):
@@ -943,6 +947,7 @@ class _DeviceGates:
 
     def _candidates(self) -> List[cst.CSTNode]:
         """Comparisons (==, !=, in, not in) and `.is_cuda` tests, in the order of the file."""
+        work.count("walk")
         stack: List[cst.CSTNode] = [self.ctx.module]
         found: List[cst.CSTNode] = []
         while stack:
@@ -1163,6 +1168,7 @@ class _DeviceGates:
         return None
 
     def _calls_of(self, name: str) -> Iterator[cst.Call]:
+        work.count("walk")
         stack: List[cst.CSTNode] = [self.ctx.module]
         while stack:
             n = stack.pop()
