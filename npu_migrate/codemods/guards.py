@@ -738,6 +738,12 @@ class _DeviceGates:
         self.cuda_names: Dict[str, str] = {}
         self.parent: Dict[int, cst.CSTNode] = {}
         self.definitions: Dict[str, cst.CSTNode] = {}
+        # While _index's rounds run: what each definition reads, made once (_fixed_reads)
+        self._reads: Optional[Dict[int, Tuple[List[str], Optional[str]]]] = None
+        # partial parsing: the words of a run left out, the runs of a definition's body
+        self._run_words: Dict[Tuple[int, int], Set[bytes]] = {}
+        self._body_runs: Dict[int, List[Tuple[int, int]]] = {}
+        self._cuda_words: Tuple[int, Set[bytes]] = (-1, set())
 
     # -- what is CUDA-only ------------------------------------------------------------------
 
@@ -820,11 +826,19 @@ class _DeviceGates:
                                 self.definitions.setdefault(t.target.value, small.value)
         # CUDA-only definitions: those that use CUDA-only code and do not test the device
         # themselves (a function with its own test dispatches); a few rounds reach wrappers.
+        # Only the names found change from round to round: what a definition reads, and
+        # whether it tests the device, are read from its tree once (one walk's worth).
+        work.count("walk")
+        self._reads = {}
+        tests_device: Dict[str, bool] = {}
         for _ in range(3):
-            work.count("walk")
             more = {}
             for name, node in self.definitions.items():
-                if name in self.cuda_names or self._tests_device(node):
+                if name in self.cuda_names:
+                    continue
+                if name not in tests_device:
+                    tests_device[name] = self._tests_device(node)
+                if tests_device[name]:
                     continue
                 found = self._cuda_only_in(node)
                 if found is not None:
@@ -832,6 +846,7 @@ class _DeviceGates:
             if not more:
                 break
             self.cuda_names.update(more)
+        self._reads = None  # (the device tests' branches are read once each: not kept)
 
     def _tests_device(self, node: cst.CSTNode) -> bool:
         stack = [node]
@@ -877,23 +892,40 @@ class _DeviceGates:
 
     def _cuda_only_in(self, node: cst.CSTNode) -> Optional[str]:
         """What in `node` is CUDA-only code, as the finding's detail; None if nothing is."""
-        for name in self._references(node):
-            if name.value in self.cuda_names:
-                return self.cuda_names[name.value]
-            definition = self.definitions.get(name.value)
-            if self.ctx.partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
+        if self._reads is None:
+            names, fixed = self._fixed_reads(node)
+        else:
+            if id(node) not in self._reads:
+                self._reads[id(node)] = self._fixed_reads(node)
+            names, fixed = self._reads[id(node)]
+        partial = self.ctx.partial
+        for name in names:
+            if name in self.cuda_names:
+                return self.cuda_names[name]
+            definition = self.definitions.get(name)
+            if partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
                 # its statements left out may use CUDA-only code (`return fused_norm(x)`)
-                self._ask_for(self.ctx.partial.runs_among(definition.body.body))
-        for call in _calls(node):
+                if id(definition) not in self._body_runs:
+                    self._body_runs[id(definition)] = partial.runs_among(definition.body.body)
+                self._ask_for(self._body_runs[id(definition)])
+        return fixed
+
+    def _fixed_reads(self, node: cst.CSTNode) -> Tuple[List[str], Optional[str]]:
+        """The names `node` reads, in order, and what else in it is CUDA-only code whatever the
+        names (a capability check kept on CUDA, a CUDA-only call): the detail, or None."""
+        names = [n.value for n in self._references(node)]
+        calls = list(_calls(node))
+        for call in calls:
             if id(call) in self.ctx.kept and self.ctx.imports.resolve(call.func) in _CAPABILITY | _PROPERTIES:
-                return f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
+                return names, f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
         if self.calls:
-            for call in _calls(node):
+            for call in calls:
                 qual = self.ctx.imports.resolve(call.func)
                 for rule in self.calls.get(qual or "", ()):
                     if arguments_match(rule, call):
-                        return f"`{qual}(..., out_dtype=...)`" if "out_dtype" in FindingSpec.of(rule).keywords else f"`{qual}`"
-        return None
+                        return names, (f"`{qual}(..., out_dtype=...)`" if "out_dtype" in FindingSpec.of(rule).keywords
+                                       else f"`{qual}`")
+        return names, None
 
     def _names_library(self, test: cst.CSTNode) -> Optional[str]:
         """An identifier in the test that asks for a library (`_TRITON_AVAILABLE`,
@@ -1109,9 +1141,16 @@ class _DeviceGates:
         partial = self.ctx.partial
         if partial is None:
             return
-        cuda = {w.encode() for w in self.cuda_names} | {n.rsplit(".", 1)[-1].encode() for n in self.calls}
+        if self._cuda_words[0] != len(self.cuda_names):  # (cuda_names only grows)
+            self._cuda_words = (len(self.cuda_names), {w.encode() for w in self.cuda_names}
+                                | {n.rsplit(".", 1)[-1].encode() for n in self.calls})
+        cuda = self._cuda_words[1]
         for run in runs:
-            words = words_of(partial.text_of(run))
+            if run in self.ctx.partial_lines:
+                continue  # (asked already)
+            words = self._run_words.get(run)
+            if words is None:
+                words = self._run_words[run] = words_of(partial.text_of(run))
             if name and name.encode() not in words:
                 continue
             if cuda & words or any(self._library_word(w.decode("utf-8", "replace")) for w in words):
