@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import re
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -182,6 +182,16 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
         elif type(child) is tuple or type(child) is list:
             out.extend(child)
     return out
+
+
+def subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """`node` and every node under it (depth first, each child's subtree from the last child
+    back): for the analyses that only ask whether something is there."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(children(n))
 
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:

@@ -14,7 +14,7 @@ from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..fast_visitor import children
+from ..fast_visitor import children, subtree
 from .strings import string_value
 
 Resolve = Callable[[cst.BaseExpression], Optional[str]]
@@ -58,7 +58,7 @@ def is_indexed_device(node: cst.BaseExpression) -> bool:
 def is_device_test(node: cst.BaseExpression, resolve: Resolve) -> bool:
     """A test that asks whether the code runs on CUDA: `x.is_cuda`, `torch.cuda.is_available()`,
     `torch.cuda.device_count() > 0` (also after migration: `is_npu`, `torch.npu...`)."""
-    for n in _walk(node):
+    for n in subtree(node):
         if isinstance(n, cst.Attribute) and n.attr.value in ("is_cuda", "is_npu"):
             return True
         if isinstance(n, cst.Call) and resolve(n.func) in DEVICE_TESTS:
@@ -114,14 +114,6 @@ def parametrize_elements(values: cst.BaseExpression, positions: List[int], count
             continue
         for pos in positions:
             yield i, pos
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
 
 
 def _returns(body: cst.CSTNode) -> Iterator[cst.Return]:

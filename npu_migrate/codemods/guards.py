@@ -62,7 +62,7 @@ from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
 from ..imports import dotted_name, imported_names
-from ..fast_visitor import children, walk
+from ..fast_visitor import children, subtree, walk
 from .. import work
 from ..codes import applies
 from ..kinds.finding import FindingSpec, names_of
@@ -1277,17 +1277,9 @@ def keep_is_available_over_cuda_versions(ctx: Context) -> None:
         stack.extend(children(node))
         if not isinstance(node, cst.If):
             continue
-        tests = [n for n in _subtree(node.test)
+        tests = [n for n in subtree(node.test)
                  if isinstance(n, cst.Call) and resolve(n.func) == "torch.cuda.is_available"]
         if tests and any(isinstance(n, cst.Attribute) and resolve(n) in _CUDA_VERSION_FACTS
-                         for n in _subtree(node.body)):
+                         for n in subtree(node.body)):
             for call in tests:
                 ctx.keep(call)
-
-
-def _subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(children(n))
