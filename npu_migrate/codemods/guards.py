@@ -724,6 +724,7 @@ class _DeviceGates:
         self.gate_rule = rules.get("cuda-library-gate")
         self.refusal_rule = rules.get("cuda-library-refusal")
         spec = FindingSpec.of(self.gate_rule) if self.gate_rule is not None else FindingSpec()
+        self.gate_words = spec.words
         words = sorted(spec.words, key=len, reverse=True)
         self.word_re = re.compile(r"(?i)(?:^|_)(?:%s)(?:_|\d|$)" % "|".join(re.escape(w) for w in words)) if words else None
         codes = set(spec.gates)
@@ -783,7 +784,7 @@ class _DeviceGates:
         if ("raise" in text or "assert" in text) and (
                 "NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
             return True  # a refusal whose error says CUDA only
-        words = FindingSpec.of(self.gate_rule).words
+        words = self.gate_words
         if words and re.search("(?i)" + "|".join(re.escape(w) for w in words), text):
             return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
         return any(re.search(r"\b%s\s*\(" % re.escape(name.rsplit(".", 1)[-1]), text) for name in self.calls)
@@ -1060,8 +1061,9 @@ class _DeviceGates:
         if refusal and isinstance(statement, cst.If) and any(
                 self._raises_cuda_only(s) for s in suite_small_statements(statement.body)):
             return ("refusal", "the error it raises says the code is CUDA-only")
-        if refusal and self._module_needs() is not None:
-            return ("refusal", f"the module imports {self._module_needs()} unconditionally")
+        needs = self._module_needs() if refusal else None
+        if needs is not None:
+            return ("refusal", f"the module imports {needs} unconditionally")
         return None
 
     def _module_needs(self) -> Optional[str]:
@@ -1109,8 +1111,9 @@ class _DeviceGates:
                 _CUDA_KERNEL_RE.search(t) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", t))
                 for t in _texts(assertion.msg))):
             return ("refusal", "its message says the code is CUDA-only")
-        if self._module_needs() is not None:
-            return ("refusal", f"the module imports {self._module_needs()} unconditionally")
+        needs = self._module_needs()
+        if needs is not None:
+            return ("refusal", f"the module imports {needs} unconditionally")
         return None
 
     def _raises_cuda_only(self, small: cst.BaseSmallStatement) -> bool:
