@@ -8,7 +8,8 @@
 
 BASE is any commit of the project. It is installed as a user installs it (from `git archive`,
 not editable) into a virtualenv kept under $TMPDIR/npu-migrate-differential/venv-<commit>
-(reused while the commit is the same). The working tree runs from this checkout's sources.
+(reused while the commit is the same; a lock file beside it makes concurrent runs on one BASE
+wait for a single install). The working tree runs from this checkout's sources.
 
 For every file of the DIRs (default: the project's fixtures/, tests/ and bench/, i.e. every
 fixture and test input) that is Python or that a front end claims, both sides call
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fcntl
 import json
 import os
 import subprocess
@@ -104,6 +106,17 @@ def base_python(commit: str) -> Path:
     python = venv / "bin" / "python"
     if (venv / ".complete").exists():
         return python
+    WORK.mkdir(parents=True, exist_ok=True)
+    # Two runs installing the same BASE at once removed each other's half-built venv (tenth
+    # session); the second one waits here, then finds the first one's finished install.
+    with open(WORK / f"venv-{sha[:12]}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / ".complete").exists():
+            _install(sha, commit, venv, python)
+    return python
+
+
+def _install(sha: str, commit: str, venv: Path, python: Path) -> None:
     src = WORK / f"src-{sha[:12]}"
     for d in (venv, src):
         if d.exists():
@@ -117,7 +130,6 @@ def base_python(commit: str) -> Path:
     run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(src)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     (venv / ".complete").write_text(sha, encoding="utf-8")
-    return python
 
 
 def _claims(name: str) -> bool:
