@@ -80,9 +80,9 @@ class CodePage:
 
 
 def reported_as(rules: RuleSet, code: str) -> str:
-    """`rewrite`, the severities of its findings (`error/warning`), or `-` when only the
-    Python code that reports it knows: a code with no `[[edit]]`/`[[finding]]` entry (NPU205, the
-    boot file; NPU129 and NPU324, whose message and severity are still in their Python)."""
+    """`rewrite`, the severities of its findings (`error/warning`); for a code with no
+    `[[edit]]`/`[[finding]]` entry (NPU129, NPU324: their message and severity are in their
+    Python) what its [[code]] entry says; `-` when nothing reports it (NPU205, the boot file)."""
     entries = rules.by_code(code)
     severities = sorted({r.severity for r in entries if r.kind == "finding"}, key=lambda s: -s.rank)
     if severities:
@@ -90,7 +90,10 @@ def reported_as(rules: RuleSet, code: str) -> str:
         if any(r.kind != "finding" for r in entries):
             kinds.insert(0, "rewrite")
         return "/".join(kinds)
-    return "rewrite" if entries else "-"
+    if entries:
+        return "rewrite"
+    doc = rules.docs.get(code)
+    return doc.reported_as if doc is not None and doc.reported_as else "-"
 
 
 def area_of(code: str, entries: List[Rule], documented_in: str = "") -> str:

@@ -360,7 +360,7 @@ def _as_list(entries: Any, name: str, kind: str) -> List[Dict[str, Any]]:
 
 
 def _parse_doc(entry: Dict[str, Any], where: str) -> CodeDoc:
-    unknown = set(entry) - {"code", "title", "why", "fix"}
+    unknown = set(entry) - {"code", "title", "why", "fix", "reported_as"}
     if unknown:
         raise RuleError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     code = entry.get("code")
@@ -368,7 +368,14 @@ def _parse_doc(entry: Dict[str, Any], where: str) -> CodeDoc:
         raise RuleError(f"{where}: 'code' must look like NPU123, got {code!r}")
     if not isinstance(entry.get("title"), str):
         raise RuleError(f"{where} ({code}): missing key 'title'")
-    return CodeDoc(code, entry["title"], str(entry.get("why", "")), str(entry.get("fix", "")), where)
+    reported = entry.get("reported_as", "")
+    if reported and (not isinstance(reported, str) or not set(reported.split("/")) <= _REPORTED_AS):
+        raise RuleError(f"{where} ({code}): 'reported_as' must be {', '.join(sorted(_REPORTED_AS))} "
+                        f"or several joined by '/', got {reported!r}")
+    return CodeDoc(code, entry["title"], str(entry.get("why", "")), str(entry.get("fix", "")), where, reported)
+
+
+_REPORTED_AS = frozenset({"rewrite", "error", "warning", "info"})
 
 
 def _parse_rule(kind_name: str, entry: Dict[str, Any], where: str) -> Rule:

@@ -114,3 +114,35 @@ def test_explain_names_both_modules_that_report_npu385():
         module, function, line_no = line.strip().split(":")
         source = inspect.getsource(importlib.import_module(module)).splitlines()
         assert source[int(line_no) - 1].lstrip().startswith(("def " + function, "class " + function))
+
+
+def test_a_code_only_python_reports_says_how_it_is_reported():
+    """`explain` and the code pages say how a code is reported; for a code with no
+    [[edit]]/[[finding]] entry only its [[code]] entry can say it (else "Reported as: -")."""
+    from npu_migrate.codedocs import reported_as
+
+    python_only = {code for code in RULES.docs if not RULES.by_code(code)}
+    assert python_only - set(DOCUMENTED_ONLY) == {"NPU129", "NPU324"}
+    assert {code: reported_as(RULES, code) for code in python_only} == {
+        "NPU129": "rewrite", "NPU324": "warning", "NPU205": "-"}
+    assert "Reported as: warning\n" in explain(RULES, "NPU324")
+
+
+def test_npu324_is_reported_as_its_code_entry_says(tmp_path):
+    from npu_migrate.project_values import left_settings
+
+    setting = tmp_path / "config.py"
+    setting.write_text('DEVICE = "cuda"\n')
+    found = left_settings([str(setting)], {"config.DEVICE": str(tmp_path / "train.py")})
+    assert [(f.code, f.severity.value) for f in found[str(setting)]] == [("NPU324", RULES.docs["NPU324"].reported_as)]
+
+
+def test_a_code_entry_with_an_unknown_reported_as_is_refused():
+    from npu_migrate.rules import RuleError, build_ruleset
+
+    entry = {"code": "NPU399", "title": "t", "reported_as": "fatal"}
+    with pytest.raises(RuleError, match=r"^x.toml: \[\[code\]\] #1 \(NPU399\): 'reported_as' must be error, info, "
+                                        r"rewrite, warning or several joined by '/', got 'fatal'$"):
+        build_ruleset([("x.toml", {"code": [entry]})])
+    assert build_ruleset([("x.toml", {"code": [dict(entry, reported_as="error/warning")]})]).docs["NPU399"].reported_as \
+        == "error/warning"

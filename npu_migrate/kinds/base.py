@@ -138,6 +138,9 @@ class CodeDoc:
     why: str = ""
     fix: str = ""
     source: str = ""  # "codes.toml: [[code]] #3": where it is documented (codedocs.py files it by that)
+    # how a code that no [[edit]]/[[finding]] entry names is reported ("warning", "rewrite"):
+    # its Python decides, so the page says it here (codedocs.reported_as)
+    reported_as: str = ""
 
 
 @dataclass(frozen=True)
