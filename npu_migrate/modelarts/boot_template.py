@@ -5,7 +5,9 @@ Choose this file as the training job's boot file. It prints the environment, ins
 requirements.txt when the code folder has one, runs {script} with every argument the job
 passes (--data_url, --train_url and the rest; --name=value for a positional argument of the
 script) and exits with its status: with torch.distributed.run, one process per NPU, when the
-script is written for torchrun. SIGTERM is passed on, and the script copies its outputs to
+script is written for torchrun. A script that is a module of its package and imports it
+(basicsr/train.py: `from basicsr.data import ...`) runs as it is run by hand, from the folder
+that holds the package, with that folder on PYTHONPATH. SIGTERM is passed on, and the script copies its outputs to
 --train_url as it ends; if it dies without doing so (a crash, SIGKILL), this file copies
 them instead. No shell is involved.
 
@@ -26,7 +28,12 @@ TRAINING_SCRIPT = "train.py"  # in the folder of this file
 POSITIONAL_ARGUMENTS = ()
 # Whether to start it with torch.distributed.run (it reads LOCAL_RANK, RANK, WORLD_SIZE).
 TORCHRUN = False
+# For a script that imports its own package: the folder holding the package, relative to this
+# file's folder ("..": basicsr/train.py imports basicsr). "": the script's own folder.
+IMPORT_ROOT = ""
 CODE_DIR = os.path.dirname(os.path.abspath(__file__))
+# Where the script runs and requirements.txt is looked for (the project's top for a package).
+WORK_DIR = os.path.normpath(os.path.join(CODE_DIR, IMPORT_ROOT)) if IMPORT_ROOT else CODE_DIR
 # Environment worth seeing in the job log (no credentials among them).
 SHOWN_VARIABLES = (
     "MA_JOB_DIR",
@@ -63,7 +70,7 @@ def show_environment():
 
 
 def install_requirements():
-    requirements = os.path.join(CODE_DIR, "requirements.txt")
+    requirements = os.path.join(WORK_DIR, "requirements.txt")
     if os.path.isfile(requirements):
         log("installing " + requirements)
         pip = [sys.executable, "-m", "pip", "install", "-r", requirements]
@@ -128,7 +135,9 @@ def run_training(arguments, outputs_file):
     command = launcher() + [script] + positional(arguments)
     log("running " + " ".join(command))
     env = dict(os.environ, NPU_MIGRATE_MODELARTS_OUTPUTS=outputs_file)
-    child = subprocess.Popen(command, cwd=CODE_DIR, env=env)
+    if IMPORT_ROOT:  # as `PYTHONPATH=. python basicsr/train.py` is run by hand
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [WORK_DIR, env.get("PYTHONPATH")]))
+    child = subprocess.Popen(command, cwd=WORK_DIR, env=env)
 
     def forward(signum, frame):
         child.send_signal(signum)
