@@ -14,7 +14,7 @@ def test_round_trip(tmp_path, run_cli):
     assert r.stdout == NPU
     assert r.stderr.decode().splitlines() == [
         "1 file scanned, 1 migrated, 0 unchanged, 0 failed.",
-        "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found).",
+        "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found; a lower bound alone is none).",
         "2 edits: NPU101 x1, NPU108 x1",
     ]
     # what needs nothing comes back as it went in, byte for byte (CRLF, BOM)

@@ -101,7 +101,7 @@ def test_committed_table_matches_the_wheels():
     ("requirements.txt", "torch>=2.1,<2.2\n", ("2.1", "torch>=2.1,<2.2 in requirements.txt")),
     ("requirements.txt", "torch==2.1.0+cpu\n", ("2.1", "torch==2.1.0 in requirements.txt")),
     ("requirements.txt", "torch==2.9.0\n", ("2.9.0.*", "torch==2.9.0 in requirements.txt")),
-    ("requirements.txt", "torch>=2.1\n", ("", "the newest release: no torch or torch-npu pin found")),
+    ("requirements.txt", "torch>=2.1\n", ("", "the newest release: no torch or torch-npu pin found; a lower bound alone is none")),
     ("requirements.txt", "torch==2.1.0\ntorch-npu==2.1.0.post17\n", ("2.1.0.post17", "torch-npu==2.1.0.post17 in requirements.txt")),
     ("pyproject.toml", '[project]\nname = "x"\ndependencies = ["torch==2.4.0"]\n', ("2.4", "torch==2.4.0 in pyproject.toml")),
     ("setup.py", "from setuptools import setup\nREQS = ['torch==2.3.1', 'numpy']\nsetup(name='x', install_requires=REQS)\n",
@@ -381,7 +381,7 @@ def test_the_summary_names_the_targets_that_applied(tmp_path, run_cli):
         assert r.returncode == 0, r.stderr
         return [line for line in r.stdout.decode().splitlines() if line.startswith("Target:")]
 
-    torch_npu = "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found)."
+    torch_npu = "Target: torch_npu 2.14 (the newest release: no torch or torch-npu pin found; a lower bound alone is none)."
     cann = "Target: CANN 9.0 (the newest dated release (9.0): no CANN version found in the project)."
     assert targets("tf1.py") == [cann]
     assert targets("ms1.py", "--mindspore-version", "2.7") == ["Target: MindSpore 2.7 (--mindspore-version)."]

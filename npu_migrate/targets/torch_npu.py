@@ -228,7 +228,7 @@ def from_project(paths: Sequence[str], project: Optional[Project] = None) -> Opt
 
 
 def newest_reason() -> str:
-    return "the newest release: no torch or torch-npu pin found"
+    return "the newest release: no torch or torch-npu pin found; a lower bound alone is none"
 
 
 def _target_from_pins(pins: List[Pin], table: Table) -> Optional[Tuple[str, Pin]]:
