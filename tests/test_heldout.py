@@ -182,3 +182,42 @@ def test_is_available_over_the_cuda_version_stays_cuda():
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
         "torch.cuda.manual_seed_all", "torch.npu.manual_seed_all")
     assert sorted((f.code, f.span.line) for f in result.findings) == [("NPU311", 6), ("NPU311", 9)]
+
+
+# pyro-ppl 1.9.2 distributions/spanning_tree.py:58: a guard that refuses CUDA tensors (the code
+# after it is CPU-only). It was taken for a CUDA-only guard (NPU302 error, `is_cuda` kept), so
+# NPU tensors passed into the CPU-only code; as `is_npu` the NPU is refused as CUDA was. The
+# negated form and the raising `else:` still guard CUDA-only code.
+REFUSES_CUDA = """\
+import torch
+
+
+def tree(edge_logits):
+    if edge_logits.is_cuda:
+        raise NotImplementedError("SpanningTree does not support cuda tensors")
+    return edge_logits.exp()
+
+
+def fused(x):
+    if not x.is_cuda:
+        raise NotImplementedError("CUDA only")
+    return x
+
+
+def fused2(x, w):
+    if x.is_cuda and w.is_cuda:
+        y = x * w
+    else:
+        raise NotImplementedError("no CPU version")
+    return y
+"""
+
+
+def test_a_guard_that_refuses_cuda_tensors_refuses_npu_tensors():
+    result = migrate_source(REFUSES_CUDA, "spanning_tree.py", Options())
+    assert result.error is None
+    assert result.new_text == REFUSES_CUDA.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "if edge_logits.is_cuda:", "if edge_logits.is_npu:")
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [
+        ("NPU302", 11, "x.is_cuda"), ("NPU302", 17, "x.is_cuda"), ("NPU302", 17, "w.is_cuda")]

@@ -272,7 +272,7 @@ class _Planner(cst.CSTVisitor):
     def _is_cuda(self, node: cst.Attribute) -> None:
         guard = self._guard_of(node)
         kernel = self._kernel_in_function()
-        cuda_only = guard is not None and _says_cuda_only(guard)
+        cuda_only = guard is not None and _says_cuda_only(guard, self._positive_in(node, guard))
         if kernel is None:
             self._note_elided_callees()  # (a kernel in lines left out makes it a kernel guard)
             if not cuda_only:
@@ -307,6 +307,23 @@ class _Planner(cst.CSTVisitor):
         self.ctx.partial_misses.update(name for name in self.kernels if partial.elided_word(name))
         if partial.elided_word("import"):
             self.ctx.partial_misses.add("import")
+
+    def _positive_in(self, node: cst.CSTNode, guard: cst.CSTNode) -> Optional[bool]:
+        """Whether the guard's test is true when `node` is (`x.is_cuda`, `x.is_cuda and ok`: True;
+        `not x.is_cuda`: False), or None when that is not plain (a comparison, `x.is_cuda == False`)."""
+        test = _test_of(guard)
+        test = test.test if isinstance(test, cst.Assert) else test
+        positive = True
+        child = node
+        for parent in reversed(self.parents):
+            if child is test:
+                return positive
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+                positive = not positive
+            elif not isinstance(parent, cst.BooleanOperation):
+                return None
+            child = parent
+        return None
 
     def _guard_of(self, node: cst.CSTNode) -> Optional[cst.CSTNode]:
         """The if/while/assert/conditional expression whose test holds `node`."""
@@ -473,16 +490,18 @@ def _test_of(guard: cst.CSTNode) -> cst.CSTNode:
     return guard if isinstance(guard, cst.Assert) else guard.test  # type: ignore[attr-defined]
 
 
-def _says_cuda_only(guard: cst.CSTNode) -> bool:
+def _says_cuda_only(guard: cst.CSTNode, positive: Optional[bool] = None) -> bool:
     """An assert whose message says CUDA only, or an `if` whose body raises such an error or
     NotImplementedError (`if not x.is_cuda: raise ...`), or whose `else:` does
-    (`if x.is_cuda: ... else: raise NotImplementedError`)."""
+    (`if x.is_cuda: ... else: raise NotImplementedError`). A body that raises under a test true on
+    CUDA (`positive`) refuses CUDA instead (pyro's SpanningTree: `if edge_logits.is_cuda: raise
+    NotImplementedError("... does not support cuda tensors")`): as `is_npu` it refuses the NPU alike."""
     if isinstance(guard, cst.Assert):
         return guard.msg is not None and _cuda_only_text(guard.msg)
     if isinstance(guard, cst.If):
-        branches: List[cst.BaseSuite] = [guard.body]
+        branches: List[cst.BaseSuite] = [] if positive else [guard.body]
         negated = isinstance(guard.test, cst.UnaryOperation) and isinstance(guard.test.operator, cst.Not)
-        if not negated and isinstance(guard.orelse, cst.Else):
+        if not negated and positive is not False and isinstance(guard.orelse, cst.Else):
             branches.append(guard.orelse.body)
         return any(_raises_cuda_only(small) for branch in branches for small in suite_small_statements(branch))
     return False
