@@ -22,6 +22,9 @@ def entry() -> None:
         # then frozen out of its reach, as runner.collecting_rarely does before files are migrated.
         gc.disable()
         try:
+            from .startup import compile_dataclasses_once
+
+            compiled = compile_dataclasses_once()  # (before the first dataclass: see startup.py)
             from .cli import main
         finally:
             gc.freeze()
@@ -35,6 +38,7 @@ def entry() -> None:
             with contextlib.suppress(Exception):  # (a closed pipe: Python reports it on exit, as before)
                 sys.stdout.flush()
                 sys.stderr.flush()
+            compiled.save()  # (after the output: it is not part of the result)
         except KeyboardInterrupt:
             _interrupted()
         signal.signal(signal.SIGINT, signal.SIG_IGN)

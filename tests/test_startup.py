@@ -574,3 +574,108 @@ def test_a_walk_looks_only_for_the_ignore_files_its_folders_hold(tmp_path, monke
         "a/b/c/x.py", "a/d/skip.py", "a/d/x.py", "e/x.py"]
     # (the folder given is looked at before it is listed: both of its own are tried)
     assert sorted(os.path.relpath(p, tmp_path) for p in read) == [".git/info/exclude", ".gitignore", "a/d/.gitignore"]
+
+
+# Runs the program's entry point as `python -m npu_migrate ARGS` does, then says what startup.py compiled.
+ENTRY_PROBE = r"""
+import json, sys
+from npu_migrate import __main__ as entry_point
+sys.argv = ["npu-migrate", *sys.argv[1:]]
+try:
+    entry_point.entry()
+except SystemExit as exc:
+    code = exc.code
+from npu_migrate import startup
+print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path}))
+"""
+
+
+def _entry(tmp_path, *args, write_bytecode=True):
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "NO_COLOR": "1",
+           "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    if not write_bytecode:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+    done = subprocess.run([sys.executable, "-c", ENTRY_PROBE, *args], cwd=tmp_path, capture_output=True,
+                          env=env, timeout=600)
+    lines = done.stdout.decode().splitlines()
+    seen = json.loads(lines[-1])
+    return seen, "\n".join(lines[:-1]), done.stderr.decode()
+
+
+@pytest.mark.slow
+def test_the_dataclasses_methods_are_compiled_by_the_first_run_only(tmp_path):
+    """@dataclass compiles the text of each class's methods at every import: libcst's ~620 and
+    ours were half of importing libcst and the command line (0.21 -> 0.10 CPU-s). The first run
+    keeps their code where Python keeps the package's bytecode (startup.py); the next compiles
+    none, and does the same."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    first, out, err = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert first["exit"] == 1
+    assert first["compiled"] > 600  # libcst's nodes' methods and ours
+    assert first["path"].startswith(str(tmp_path / "pycache"))  # (PYTHONPYCACHEPREFIX, as for the .pyc files)
+    assert os.path.isfile(first["path"])
+    second, out2, err2 = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert (second["exit"], second["compiled"], out2, err2) == (1, 0, out, err)
+    # a run that imports less (the command line, not libcst) keeps what the file had
+    assert _entry(tmp_path, "--version")[0]["compiled"] == 0
+    assert _entry(tmp_path, "train.py", "--check", "--no-cache")[0]["compiled"] == 0
+
+
+@pytest.mark.slow
+def test_compiled_dataclass_code_that_is_not_ours_is_compiled_again_and_replaced(tmp_path):
+    """Another interpreter's file, a broken one or one of other types is not read: the run
+    compiles, answers the same and leaves a good file; with PYTHONDONTWRITEBYTECODE it writes
+    none, as Python writes no .pyc."""
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    first, out, err = _entry(tmp_path, "--version", write_bytecode=False)
+    assert first["compiled"] > 100 and not os.path.exists(first["path"])
+    path = first["path"]
+    os.makedirs(os.path.dirname(path))
+    for content in (b"", b"garbage", b"\x00\x00\x00\x00" + marshal.dumps({}), MAGIC_NUMBER + b"\xff\x00",
+                    MAGIC_NUMBER + marshal.dumps(["text"]), MAGIC_NUMBER + marshal.dumps({"text": 1, 2: "x"})):
+        with open(path, "wb") as stream:
+            stream.write(content)
+        seen, out2, err2 = _entry(tmp_path, "--version")
+        assert (seen["compiled"], out2, err2) == (first["compiled"], out, err), content
+        with open(path, "rb") as stream:  # replaced by the texts it compiled
+            data = stream.read()
+        assert data.startswith(MAGIC_NUMBER) and len(marshal.loads(data[len(MAGIC_NUMBER):])) == first["compiled"]
+    assert _entry(tmp_path, "--version")[0]["compiled"] == 0
+
+
+def test_a_dataclass_made_from_kept_code_is_the_dataclass_made_from_its_text(tmp_path, monkeypatch):
+    """What runs is the compilation of the text dataclasses wrote now: a text seen before gets its
+    kept code object, any other is compiled."""
+    import dataclasses
+
+    from npu_migrate.startup import CompiledTexts
+
+    def make():
+        @dataclasses.dataclass(frozen=True)
+        class Point:
+            x: int
+            y: int = 2
+
+        return Point
+
+    plain = make()
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    texts = CompiledTexts(str(tmp_path / "code.marshal"))
+    monkeypatch.setattr(dataclasses, "exec", texts.exec, raising=False)
+    made = make()
+    assert texts.compiled == len(texts.used) >= 4  # __init__, __repr__, __eq__, __setattr__, ...
+    texts.save()
+    again = CompiledTexts(str(tmp_path / "code.marshal"))
+    assert set(again.known) == set(texts.used)
+    monkeypatch.setattr(dataclasses, "exec", again.exec, raising=False)
+    kept = make()
+    assert again.compiled == 0
+    for cls in (made, kept):
+        point = cls(1)
+        assert (repr(point), point == cls(1, 2), hash(point) == hash(plain(1))) == (repr(plain(1)), True, True)
+        assert repr(point).endswith("make.<locals>.Point(x=1, y=2)")
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            point.x = 3  # type: ignore[misc]

@@ -1,0 +1,116 @@
+"""What a process of the command line does once, at its start (`__main__.entry`).
+
+The dataclasses' generated methods, compiled once. `@dataclass` writes the source of each class's
+`__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__` ... and compiles it with `exec`, on
+every import: libcst's ~200 node classes are ~620 such methods, ours ~220, and compiling them was
+half of importing libcst and the command line (0.21 -> 0.10 CPU-s). Python keeps the bytecode of
+modules in `__pycache__`; this keeps the bytecode of those texts beside it, keyed by the exact
+text: `exec` of a text that was compiled before runs its code object, any other text is compiled
+as `exec` would compile it. So what runs is always the compilation of the text the dataclass wrote
+now; a stale or broken file costs a compile, never a difference (a missing, unreadable, foreign or
+corrupt file is ignored and, if it can be, replaced).
+
+The file lives where Python puts this package's bytecode (`importlib.util.cache_from_source`:
+the package's `__pycache__`, or `PYTHONPYCACHEPREFIX`), trusted as the `.pyc` files there are, and is
+written, as they are, unless `PYTHONDONTWRITEBYTECODE`/`-B` says not to; it holds the texts one run
+used plus those it had, and is rewritten only by a run that compiled something.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import marshal
+import os
+import sys
+from importlib.util import MAGIC_NUMBER, cache_from_source
+from types import CodeType
+from typing import Any, Dict, Optional
+
+# A file beyond this many texts (libcst and Python upgrades leave old ones) keeps only those used.
+MAX_TEXTS = 4000
+MAX_BYTES = 16 << 20
+
+
+def code_path() -> Optional[str]:
+    """Where the compiled texts are kept: this package's bytecode folder, one file per interpreter."""
+    try:
+        pyc = cache_from_source(os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataclass_code.py"))
+    except (NotImplementedError, ValueError):  # no cache_tag (sys.implementation says bytecode is not cached)
+        return None
+    return pyc[: -len(".pyc")] + ".marshal"
+
+
+class CompiledTexts:
+    """`dataclasses`' `exec`, with the code of each text compiled once across processes."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+        self.known: Dict[str, CodeType] = self._read() if path else {}
+        self.used: Dict[str, CodeType] = {}
+        self.compiled = 0  # texts this process compiled (a second run compiles none)
+        self.pid = os.getpid()  # (a forked worker's texts are its own: only this process saves)
+
+    def _read(self) -> Dict[str, CodeType]:
+        assert self.path is not None
+        try:
+            with open(self.path, "rb") as stream:
+                data = stream.read(MAX_BYTES + 1)
+        except OSError:
+            return {}
+        if len(data) > MAX_BYTES or data[: len(MAGIC_NUMBER)] != MAGIC_NUMBER:
+            return {}  # another interpreter's bytecode, or not ours
+        try:
+            texts = marshal.loads(data[len(MAGIC_NUMBER):])
+        except (EOFError, ValueError, TypeError):
+            return {}
+        if type(texts) is not dict:
+            return {}
+        return {text: code for text, code in texts.items() if type(text) is str and type(code) is CodeType}
+
+    def exec(self, source: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(source) is str:
+            code = self.used.get(source) or self.known.get(source)
+            if code is None:
+                # as `exec` compiles a text, without the future flags of this module (the caller)
+                code = compile(source, "<string>", "exec", dont_inherit=True)
+                self.compiled += 1
+            self.used[source] = code
+            source = code
+        return exec(source, *args, **kwargs)  # noqa: S102 (dataclasses' own exec: its text or its code)
+
+    def install(self) -> None:
+        """dataclasses looks `exec` up in its module first: that name is this, for the process."""
+        dataclasses.exec = self.exec  # type: ignore[attr-defined]
+
+    def save(self) -> None:
+        """Keep the texts this run compiled, if any (atomically; one run's file or another's)."""
+        if not self.compiled or self.path is None or sys.dont_write_bytecode or os.getpid() != self.pid:
+            return
+        texts = {**self.known, **self.used}
+        if len(texts) > MAX_TEXTS:
+            texts = dict(self.used)
+        temporary = f"{self.path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(temporary, "wb") as stream:
+                stream.write(MAGIC_NUMBER + marshal.dumps(texts))
+            os.replace(temporary, self.path)
+        except (OSError, ValueError):  # a read-only install: the next run compiles again, as before
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            return
+        self.known = texts
+
+
+COMPILED: Optional[CompiledTexts] = None
+
+
+def compile_dataclasses_once() -> CompiledTexts:
+    """Install the process's CompiledTexts (once); `__main__.entry` saves it when the run ends."""
+    global COMPILED
+    if COMPILED is None:
+        COMPILED = CompiledTexts(code_path())
+        COMPILED.install()
+    return COMPILED
