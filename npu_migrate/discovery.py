@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
-from .project_files import Project
+from .project_files import NameFilter, Project
 
 DEFAULT_EXCLUDES = (
     ".git/", ".hg/", ".svn/", ".bzr/", ".venv/", "venv/", ".tox/", ".nox/", ".eggs/", "*.egg-info/",
@@ -375,21 +375,23 @@ def discover(paths: Sequence[str], file_filter: Optional[FileFilter] = None, for
     return selection
 
 
-def walk(top: str, file_filter: FileFilter, max_depth: Optional[int] = None) -> Iterator[Tuple[str, bool]]:
+def walk(top: str, file_filter: FileFilter, max_depth: Optional[int] = None,
+         wanted: Optional[NameFilter] = None) -> Iterator[Tuple[str, bool]]:
     """(path, is_regular_file) for everything below `top` that is not excluded (`max_depth`:
-    folder levels below `top`, None: all).
+    folder levels below `top`, None: all; `wanted`: which names of what is not a folder to yield,
+    the others are not matched against the excludes, None: all).
 
     Symlinks (to files or folders) are yielded with is_regular_file False and never followed.
     """
-    for user_path, _full, regular in _walk(top, file_filter, max_depth=max_depth):
+    for user_path, _full, regular in _walk(top, file_filter, max_depth=max_depth, wanted=wanted):
         yield user_path, regular
 
 
 def project_of(paths: Sequence[str], file_filter: FileFilter) -> Project:
     """The run's Project (project_files.py): every walk around its files excludes what
     discovery excludes."""
-    def files(folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
-        for path, regular in walk(folder, file_filter, max_depth):
+    def files(folder: str, max_depth: Optional[int] = None, wanted: Optional[NameFilter] = None) -> Iterator[str]:
+        for path, regular in walk(folder, file_filter, max_depth, wanted):
             if regular:
                 yield path
 
@@ -397,7 +399,7 @@ def project_of(paths: Sequence[str], file_filter: FileFilter) -> Project:
 
 
 def _walk(top: str, file_filter: FileFilter, unlistable: Optional[List[Tuple[str, str]]] = None,
-          max_depth: Optional[int] = None) -> Iterator[Tuple[str, str, bool]]:
+          max_depth: Optional[int] = None, wanted: Optional[NameFilter] = None) -> Iterator[Tuple[str, str, bool]]:
     """(path as the user would spell it, absolute path, is_regular_file), depth first, sorted.
     A folder that cannot be listed is added to `unlistable` as (path, why)."""
     abs_top = os.path.abspath(top)
@@ -432,6 +434,8 @@ def _walk(top: str, file_filter: FileFilter, unlistable: Optional[List[Tuple[str
                 is_dir = not is_link and entry.is_dir(follow_symlinks=False)
             except OSError:
                 continue
+            if not is_dir and wanted is not None and not wanted(entry.name):
+                continue  # (before the excludes: matching them is most of a walk's time)
             if file_filter._excluded(full, is_dir, base):
                 continue
             if is_dir:

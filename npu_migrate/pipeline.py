@@ -160,11 +160,15 @@ def settings_read_outside(files: Sequence[str], project: Project, options: Optio
     if os.path.isdir(os.path.join(here, ".git")) and (folder + os.sep).startswith(here.rstrip(os.sep) + os.sep):
         folder = here  # pre-commit runs at the repository's root and names files below it
     run = {os.path.realpath(f) for f in files}
-    others = (p for p in project.files(folder) if p.endswith(".py") and os.path.realpath(p) not in run)
+    others = (p for p in project.files(folder, wanted=_is_py) if os.path.realpath(p) not in run)
     readers = readers_outside(options.device_config_keys, others)
     kept = {path: FileResult(path=path, findings=findings) for path, findings in left_settings(files, readers).items()}
     keys = tuple(k for k in options.device_config_keys if k not in readers)
     return kept, replace(options, device_config_keys=keys)
+
+
+def _is_py(name: str) -> bool:
+    return name.endswith(".py")
 
 
 def distributed_silence(report: RunReport) -> List[str]:

@@ -30,24 +30,28 @@ else:  # pragma: no cover - exercised on Python < 3.11 only
 
 TOMLDecodeError = tomllib.TOMLDecodeError
 
-# A project's walk: (folder, max_depth) -> the regular files below `folder` a run may read, depth
-# first, each folder's files sorted before its subfolders; max_depth: how many folder levels
-# below `folder` (None: all).
-Walk = Callable[[str, Optional[int]], Iterator[str]]
+# A project's walk: (folder, max_depth, wanted) -> the regular files below `folder` a run may read,
+# depth first, each folder's files sorted before its subfolders; max_depth: how many folder levels
+# below `folder` (None: all); wanted: which file names the caller reads (None: all). A file it does
+# not want is not looked at further (the run's excludes and .gitignore files are matched only
+# against those it wants: most of a project's files are no shell script the CANN target reads).
+Walk = Callable[[str, Optional[int], Optional["NameFilter"]], Iterator[str]]
+NameFilter = Callable[[str], bool]
 
 # Folders a walk enters in no run (and, for a call that names no Project, the only ones it
 # skips besides hidden folders): version control, virtualenvs, build output, caches.
 _SKIPPED = {".git", ".venv", "venv", "node_modules", "__pycache__", "build", "dist", "site-packages", ".tox"}
 
 
-def _plain_walk(folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
+def _plain_walk(folder: str, max_depth: Optional[int] = None, wanted: Optional[NameFilter] = None) -> Iterator[str]:
     base = folder.rstrip(os.sep).count(os.sep)
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if d not in _SKIPPED and not d.startswith("."))
         if max_depth is not None and root.count(os.sep) - base >= max_depth:
             dirs[:] = []
         for name in sorted(files):
-            yield os.path.join(root, name)
+            if wanted is None or wanted(name):
+                yield os.path.join(root, name)
 
 
 @dataclass(frozen=True)
@@ -62,8 +66,8 @@ class Project:
     walk: Walk = _plain_walk
     file_filter: Any = None  # the run's discovery.FileFilter (the output-dir copy, stdin's --force-exclude)
 
-    def files(self, folder: str, max_depth: Optional[int] = None) -> Iterator[str]:
-        return self.walk(folder, max_depth)
+    def files(self, folder: str, max_depth: Optional[int] = None, wanted: Optional[NameFilter] = None) -> Iterator[str]:
+        return self.walk(folder, max_depth, wanted)
 
 
 def common_folder(paths: Sequence[str], stdin_filename: Optional[str] = None) -> str:

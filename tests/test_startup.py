@@ -679,3 +679,33 @@ def test_a_dataclass_made_from_kept_code_is_the_dataclass_made_from_its_text(tmp
         assert repr(point).endswith("make.<locals>.Point(x=1, y=2)")
         with pytest.raises(dataclasses.FrozenInstanceError):
             point.x = 3  # type: ignore[misc]
+
+
+def test_the_cann_targets_walk_matches_the_excludes_only_against_folders_and_scripts(tmp_path, monkeypatch):
+    """The CANN version is looked for in shell scripts and Dockerfiles, three levels deep: the
+    walk matched every file of those levels against the excludes and .gitignore files first
+    (1,043 matches, pathspec's, on kornia), then dropped all but the scripts. It now asks only
+    of the folders and of the files it reads; what it reads, and what it leaves out, is the same."""
+    from npu_migrate.discovery import FileFilter, project_of
+    from npu_migrate.targets.cann import project_cann_versions
+
+    for folder in ("pkg/sub", "docker", "ignored", "build"):
+        (tmp_path / folder).mkdir(parents=True)
+        for i in range(5):
+            (tmp_path / folder / f"m{i}.py").write_text("x = 1\n", encoding="utf-8")
+    install = "source /usr/local/Ascend/ascend-toolkit/{}/set_env.sh\n"
+    (tmp_path / "run.sh").write_text(install.format("7.0.0"), encoding="utf-8")
+    (tmp_path / "docker" / "Dockerfile").write_text("RUN " + install.format("6.3.RC2"), encoding="utf-8")
+    (tmp_path / "ignored" / "old.sh").write_text(install.format("5.0.4"), encoding="utf-8")  # .gitignore'd
+    (tmp_path / "build" / "old.sh").write_text(install.format("5.1.RC1"), encoding="utf-8")  # a default exclude
+    (tmp_path / "pkg" / "sub" / "skip.sh").write_text(install.format("5.1.RC2"), encoding="utf-8")
+    (tmp_path / ".gitignore").write_text("ignored/\n*.py[cod]\nskip.sh\n", encoding="utf-8")
+    asked = []
+    real = FileFilter._excluded
+    monkeypatch.setattr(FileFilter, "_excluded", lambda self, path, *a: asked.append(path) or real(self, path, *a))
+    project = project_of([str(tmp_path)], FileFilter(root=str(tmp_path)))
+    assert sorted(project_cann_versions(str(tmp_path), project=project)) == [
+        ("6.3.RC2", "docker/Dockerfile"), ("7.0.0", "run.sh")]
+    # the folder given, its folders, the scripts; not the 20 modules nor .gitignore (30 asked before)
+    assert sorted(os.path.relpath(p, tmp_path) for p in asked) == [
+        ".", "build", "docker", "docker/Dockerfile", "ignored", "pkg", "pkg/sub", "pkg/sub/skip.sh", "run.sh"]

@@ -147,16 +147,19 @@ def _bracket(spec: str, table: CannTable) -> Tuple[str, ...]:
 _INSTALL = re.compile(
     r"/(?:ascend-toolkit|nnae|tfplugin|ascend-cann-toolkit)/((?:\d+)\.(?:\d+)(?:\.[0-9A-Za-z]+)*)(?=[/\s\"':$]|$)")
 _SCRIPT_SUFFIXES = (".sh", ".bash")
+
+
+def _names_install_paths(name: str) -> bool:
+    """A file the CANN version is looked for in: a shell script or a Dockerfile."""
+    return name.endswith(_SCRIPT_SUFFIXES) or name == "Dockerfile" or name.startswith("Dockerfile.")
+
 def project_cann_versions(folder: str, limit: int = 400, project: Optional[Project] = None) -> List[Tuple[str, str]]:
     """(version, file relative to `folder`) for each CANN install path with a version that the
     project's shell scripts and Dockerfiles name (three folder levels deep at most), as the
     run's `project` walks them (what the run excludes is not read)."""
     found: List[Tuple[str, str]] = []
     seen = 0
-    for path in (project or Project()).files(folder, max_depth=3):
-        name = os.path.basename(path)
-        if not (name.endswith(_SCRIPT_SUFFIXES) or name == "Dockerfile" or name.startswith("Dockerfile.")):
-            continue
+    for path in (project or Project()).files(folder, max_depth=3, wanted=_names_install_paths):
         seen += 1
         if seen > limit:
             return found
