@@ -221,3 +221,55 @@ def test_a_guard_that_refuses_cuda_tensors_refuses_npu_tensors():
         "if edge_logits.is_cuda:", "if edge_logits.is_npu:")
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
         ("NPU302", 11, "x.is_cuda"), ("NPU302", 17, "x.is_cuda"), ("NPU302", 17, "w.is_cuda")]
+
+
+# fairseq 0.12.2 fairseq_cli/train.py: a script in a package folder (fairseq_cli/__init__.py)
+# that imports the package beside its own (`from fairseq import options`). It is run as
+# `python fairseq_cli/train.py` and imported as `fairseq_cli.train` (the `fairseq-train` console
+# script, fairseq_cli/hydra_train.py): the bare `from npu_migrate_modelarts import` failed there.
+CLI_ENTRY = """\
+import sys
+
+from fairseq import options
+
+
+def cli_main():
+    print(options.NAME, sys.argv[1:])
+
+
+if __name__ == "__main__":
+    cli_main()
+"""
+
+
+@pytest.mark.slow
+def test_a_script_importing_a_package_beside_its_own_imports_the_runtime_through_its_package(tmp_path):
+    for name, text in (("fairseq/__init__.py", ""), ("fairseq/options.py", "NAME = 'options'\n"),
+                       ("fairseq_cli/__init__.py", "")):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text(text)
+    script = tmp_path / "fairseq_cli" / "train.py"
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),))
+    result = migrate_source(CLI_ENTRY, str(script), options)
+    assert result.error is None
+    assert result.new_text == CLI_ENTRY.replace(
+        "from fairseq import options\n", "from fairseq import options\n"
+        "from fairseq_cli.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n").replace(
+        "    cli_main()", "    modelarts_setup()\n    cli_main()")
+    boot = result.extra_files[str(tmp_path / "fairseq_cli" / "modelarts_entry_train.py")]
+    assert 'IMPORT_ROOT = ".."' in boot
+    again = migrate_source(result.new_text, str(script), options)
+    assert again.error is None and not again.changed
+    # Outside a package, or importing nothing beside it: the bare import, as before.
+    flat = migrate_source(CLI_ENTRY, str(tmp_path / "train.py"), Options(modelarts=True))
+    assert "from npu_migrate_modelarts import modelarts_setup" in flat.new_text
+
+    script.write_text(result.new_text)
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    imported = subprocess.run([sys.executable, "-c", "from fairseq_cli.train import cli_main; cli_main()"],
+                              cwd=tmp_path / "fairseq", env=env, capture_output=True, text=True)
+    assert (imported.returncode, imported.stdout, imported.stderr) == (0, "options []\n", "")
+    ran = subprocess.run([sys.executable, str(script), "x"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "options ['x']\n", "")
