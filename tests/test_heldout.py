@@ -273,3 +273,13 @@ def test_a_script_importing_a_package_beside_its_own_imports_the_runtime_through
     assert (imported.returncode, imported.stdout, imported.stderr) == (0, "options []\n", "")
     ran = subprocess.run([sys.executable, str(script), "x"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "options ['x']\n", "")
+
+
+# fairseq_cli/train.py parses with `options.parse_args_and_arch(parser)` (fairseq/options.py):
+# the job's --data_url/--train_url reach that parser, which refuses them, with nothing reported.
+def test_arguments_parsed_by_another_modules_parse_args_function_are_reported():
+    text = CLI_ENTRY.replace("    print(options.NAME, sys.argv[1:])\n",
+                             "    args = options.parse_args_and_arch(options.get_training_parser())\n")
+    result = migrate_source(text, "cli/train.py", Options(modelarts=True))
+    assert result.error is None
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings if f.code == "NPU216"] == [("NPU216", 7, 12)]

@@ -234,8 +234,12 @@ class _Visitor(ScopeTracker):
             stmt = self.statement
             if stmt is not None and sole_call(stmt) is node and self.bodies[-1] is parser.body_owner:
                 parser.anchor = stmt
-        elif method in PARSE_METHODS:
+        elif method.startswith(PARSE_METHODS):  # and fairseq's `options.parse_args_and_arch(parser)`
             parser = self._parser_of(receiver)
+            if method not in PARSE_METHODS:
+                if parser is None:
+                    a.foreign_parse_calls.append(node)
+                return
             if parser is None:
                 if not (isinstance(receiver, cst.Call) and a.imports.resolve(receiver.func) == ARGUMENT_PARSER):
                     a.foreign_parse_calls.append(node)  # argparse.ArgumentParser().parse_args() has no arguments
