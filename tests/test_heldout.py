@@ -283,3 +283,35 @@ def test_arguments_parsed_by_another_modules_parse_args_function_are_reported():
     result = migrate_source(text, "cli/train.py", Options(modelarts=True))
     assert result.error is None
     assert [(f.code, f.span.line, f.span.col) for f in result.findings if f.code == "NPU216"] == [("NPU216", 7, 12)]
+
+
+# A class that keeps its own `is_cuda` flag (a shape from the code index: a relation model whose
+# own cuda()/cpu() set it). `self.is_cuda = True` became `self.is_npu = True` and
+# `if self.is_cuda:` `if self.is_npu:`, but the class's default stayed `is_cuda = False`: an
+# instance used before `.npu()` raised AttributeError.
+OWN_FLAG = """\
+import torch
+
+
+class RelationModel(torch.nn.Module):
+    is_cuda = False
+
+    def cuda(self, device=None):
+        super().cuda(device=device)
+        self.is_cuda = True
+
+    def forward(self, x):
+        if self.is_cuda:
+            x = x.cuda()
+        return x
+"""
+
+
+def test_a_class_default_flag_follows_its_renamed_readers():
+    result = migrate_source(OWN_FLAG, "relation.py", Options())
+    assert result.error is None
+    assert result.new_text == OWN_FLAG.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "is_cuda", "is_npu").replace("cuda(", "npu(")
+    again = migrate_source(result.new_text, "relation.py", Options())
+    assert again.error is None and not again.changed

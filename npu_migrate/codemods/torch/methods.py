@@ -5,7 +5,7 @@ imported module, and a class's own `def cuda(self)` with its callers.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Set
 
 import libcst as cst
 
@@ -97,7 +97,38 @@ class MethodRewrites(TorchKind):
                           f"its callers (`.{stmt.name.value}()` -> `.{rule.to}()`)", stmt.name.value, rule.to)
             body[i] = stmt.with_changes(name=cst.Name(rule.to))
             changed = True
+        for i, (o_stmt, stmt) in enumerate(zip(original.body.body, body)):
+            renamed = self._class_attribute(o_stmt, stmt, defined)
+            if renamed is not None:
+                body[i] = renamed
+                changed = True
         return updated.with_changes(body=updated.body.with_changes(body=body)) if changed else updated
+
+    def _class_attribute(self, o_stmt: cst.CSTNode, stmt: cst.CSTNode,
+                         defined: Set[str]) -> Optional[cst.BaseStatement]:
+        """A class's own `is_cuda = False` follows the attribute renames (`self.is_cuda = True` ->
+        `self.is_npu = True`, `if self.is_cuda:` -> `if self.is_npu:`): kept, an instance read
+        before the first write (`.npu()` not called yet) raised AttributeError. Plain
+        assignments only: an annotated one is a field (dataclass, NamedTuple), named by keyword
+        where the instances are made."""
+        if not isinstance(stmt, cst.SimpleStatementLine) or not isinstance(o_stmt, cst.SimpleStatementLine):
+            return None
+        small, o_small = stmt.body[0], o_stmt.body[0]
+        if len(stmt.body) != 1 or not isinstance(small, cst.Assign) or not isinstance(o_small, cst.Assign):
+            return None
+        targets = [t.target for t in small.targets]
+        if len(targets) != 1 or not isinstance(targets[0], cst.Name):
+            return None
+        rule = self.ctx.rules.attribute.get(targets[0].value)
+        o_target = o_small.targets[0].target
+        if rule is None or rule.to in defined or self.ctx.suppressed(o_target, rule.code):
+            return None
+        before, after = targets[0].value, rule.to
+        self.ctx.edit(rule, o_target, f"`{before} = ...` -> `{after} = ...`: the class's own attribute follows "
+                      f"its readers (`.{before}` -> `.{after}`)", before, after)
+        self.ctx.require_import("torch_npu")
+        target = small.targets[0].with_changes(target=targets[0].with_changes(value=after))
+        return stmt.with_changes(body=[small.with_changes(targets=[target])])
 
     @staticmethod
     def _decorated_as_attribute(func: cst.FunctionDef) -> bool:
