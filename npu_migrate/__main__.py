@@ -19,7 +19,7 @@ def entry() -> None:
         # What the command line imports lives as long as the process: the garbage collector would
         # only go through it again and again while it is imported (~30 young collections, 4-6 %
         # of the CPU of a warm run or of a one-file run). It is imported with the collector off,
-        # then frozen out of its reach, as runner.collecting_rarely does before files are migrated.
+        # then frozen out of its reach (as startup.long_lived does; startup.py's own imports too).
         gc.disable()
         try:
             from .startup import compile_dataclasses_once

@@ -219,31 +219,36 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     """
     from .report import RENDERERS, load_renderers
 
-    settings, config = _settings(ctx, params)
-    from .discovery import FileFilter, InvalidPattern, discover, project_of
+    from .startup import long_lived
 
-    try:
-        file_filter = FileFilter(
-            root=config.folder or ".",
-            exclude=settings.exclude if _was_set(ctx, config, "exclude") else None,
-            extend_exclude=settings.extend_exclude,
-            respect_gitignore=settings.respect_gitignore,
-        )
-    except InvalidPattern as exc:
-        raise click.UsageError(str(exc)) from None
-    # The run's project: every walk of it (discovery, the targets' look at its scripts, the
-    # ModelArts scan around an entry script) excludes what the run excludes.
-    project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
-    settings = dataclasses.replace(settings, targets=_targets(ctx, settings, config, project))
-    load_renderers(settings.fmt)
-    _check_usage(settings, RENDERERS)
-    _check_modelarts_options(ctx, settings)
-    # The parsed rule files are kept in the cache folder (rules.ParsedRulesCache); runs that
-    # write parse them afresh, as they take no changed result from the result cache.
-    rules = _load_rules_or_exit(settings.rule_files, parsed_cache=None if settings.no_cache or settings.mode.writes
-                                else _parsed_rules_folder())
-    if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
-        raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
+    # What the run is set up with lives as long as it does (startup.long_lived): no collection
+    # while it is built (~16 young ones: the targets, the rule set), then out of the collector's reach.
+    with long_lived():
+        settings, config = _settings(ctx, params)
+        from .discovery import FileFilter, InvalidPattern, discover, project_of
+
+        try:
+            file_filter = FileFilter(
+                root=config.folder or ".",
+                exclude=settings.exclude if _was_set(ctx, config, "exclude") else None,
+                extend_exclude=settings.extend_exclude,
+                respect_gitignore=settings.respect_gitignore,
+            )
+        except InvalidPattern as exc:
+            raise click.UsageError(str(exc)) from None
+        # The run's project: every walk of it (discovery, the targets' look at its scripts, the
+        # ModelArts scan around an entry script) excludes what the run excludes.
+        project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
+        settings = dataclasses.replace(settings, targets=_targets(ctx, settings, config, project))
+        load_renderers(settings.fmt)
+        _check_usage(settings, RENDERERS)
+        _check_modelarts_options(ctx, settings)
+        # The parsed rule files are kept in the cache folder (rules.ParsedRulesCache); runs that
+        # write parse them afresh, as they take no changed result from the result cache.
+        rules = _load_rules_or_exit(settings.rule_files, parsed_cache=None if settings.no_cache or settings.mode.writes
+                                    else _parsed_rules_folder())
+        if not (settings.output_file or settings.output_dir) and writes_several_files(RENDERERS[settings.fmt], rules):
+            raise click.UsageError(f"--format {settings.fmt} writes several files: name a folder with -o, or use --output-dir")
     if settings.verbose and config.path:
         click.echo(f"npu-migrate: configuration from {config.path}", err=True)
     if settings.stdin:
@@ -258,8 +263,9 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
             check(settings.paths, settings.output_dir)
         except OutputDirError as exc:
             _fail(str(exc))
-    selection = discover(settings.paths, file_filter, force_exclude=settings.force_exclude,
-                         known_files_only=settings.known_files_only)
+    with long_lived():
+        selection = discover(settings.paths, file_filter, force_exclude=settings.force_exclude,
+                             known_files_only=settings.known_files_only)
     if settings.fail_on_empty:
         selection.errors += [f"no files to migrate under {p}" for p in selection.empty]
     elif not settings.quiet:

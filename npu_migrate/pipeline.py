@@ -29,6 +29,7 @@ from .rules import RuleSet
 from .runner import Outcome
 from .settings import Settings
 from .source import Source
+from .startup import long_lived
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,8 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
     options = settings.options()
     # The rules as the run's targets see them, derived once here and handed down: the engine
     # applies the rules it is given. (The report describes codes from the rules as loaded.)
-    view = rules_for_targets(rules, options.targets)
+    with long_lived():
+        view = rules_for_targets(rules, options.targets)
     if isinstance(files, StdinSource):
         from .runner import migrate_text
 
@@ -103,8 +105,9 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             # (the folder the paths given share: one stat each, not one per file found in them)
             facts = ScanFacts(facts_key(), common_folder(project.paths or given))
     found: Optional[dict] = {} if facts is not None else None
-    options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
-                                  facts.load() if facts is not None else None, found)
+    with long_lived():  # (the project's values and the digests it read: the run's, startup.py)
+        options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
+                                      facts.load() if facts is not None else None, found)
     if facts is not None and found:
         facts.save(found)
     kept: dict = {}

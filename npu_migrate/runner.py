@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from .cache import Cache
 from .rules import RuleSet
 from .source import Source, SourceError, decode_python, is_generated, read_source
+from .startup import long_lived
 
 # Files handed to a worker at a time: big enough to keep pipes quiet, small enough that the
 # two workers finish together and a crash requeues little.
@@ -136,8 +137,10 @@ def run(
         if on_done:
             on_done(outcome)
 
-    # The cache's index is read once here, before the workers fork: they share it.
-    warm = cache if cache is not None and cache.index() else None
+    # The cache's index is read once here, before the workers fork: they share it (and it lives
+    # as long as the run: startup.long_lived).
+    with long_lived():
+        warm = cache if cache is not None and cache.index() else None
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):

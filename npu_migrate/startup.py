@@ -1,4 +1,11 @@
-"""What a process of the command line does once, at its start (`__main__.entry`).
+"""What a process of the command line does once, at its start (`__main__.entry`), and what the
+run builds before it migrates files.
+
+What lives as long as the run (the command line's modules, the settings, the targets, the rule
+set and its view, the cache's index) is built with the garbage collector off, then frozen out of
+its reach (`long_lived`): it would only go through those objects again and again while they are
+built (~25 young collections of a warm run, 5-8 % of its CPU), and they never become garbage
+during the run. runner.collecting_rarely does the same for the files' migration.
 
 The dataclasses' generated methods, compiled once. `@dataclass` writes the source of each class's
 `__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__` ... and compiles it with `exec`, on
@@ -19,12 +26,30 @@ used plus those it had, and is rewritten only by a run that compiled something.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import marshal
 import os
 import sys
+from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Iterator, Optional
+
+
+@contextmanager
+def long_lived() -> Iterator[None]:
+    """What is built inside lives as long as the run: no collection while it is built, then it
+    is frozen out of the collector's reach. The collector's state is kept (a library caller or
+    an enclosing block may have it off: it stays off)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.freeze()
+        if enabled:
+            gc.enable()
+
 
 # A file beyond this many texts (libcst and Python upgrades leave old ones) keeps only those used.
 MAX_TEXTS = 4000
