@@ -167,7 +167,7 @@ def test_the_libcst_check_sees_libcst():
 LAYERS = [
     ("ground", ["model", "frameworks", "words", "codes", "source", "safe_parse", "diffs", "offsets", "positions",
                 "imports", "fast_visitor", "work", "suppressions", "project_files", "local_modules", "project_values", "extra_files",
-                "standin"]),
+                "standin", "startup"]),
     ("rule data, targets and the run's options", ["kinds", "rules", "targets", "options"]),
     ("templates of generated code", ["modelarts", "distributed"]),
     ("reading less", ["prefilter", "partial"]),
