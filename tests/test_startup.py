@@ -525,15 +525,20 @@ def test_the_parsed_rules_folders_are_private_like_the_rest_of_the_cache(tmp_pat
 
 GC_PROBE = r"""
 import gc, json, sys
-collections = []
-gc.callbacks.append(lambda phase, info: phase == "start" and collections.append(info["generation"]))
+collections, outside = [], []  # outside: not while files are migrated (runner.collecting_rarely)
+def count(phase, info):
+    if phase == "start":
+        collections.append(info["generation"])
+        if gc.get_threshold()[0] != 10_000:  # runner.GC_YOUNG
+            outside.append(info["generation"])
+gc.callbacks.append(count)
 sys.argv = ["npu-migrate", *(sys.argv[1:] or ["--version"])]
 from npu_migrate.__main__ import entry
 try:
     entry()
 except SystemExit as exc:
     code = exc.code
-print(json.dumps({"exit": code, "collections": collections, "frozen": gc.get_freeze_count(),
+print(json.dumps({"exit": code, "collections": collections, "outside": outside, "frozen": gc.get_freeze_count(),
                   "enabled": gc.isenabled()}))
 """
 
@@ -717,21 +722,22 @@ def _collections(tmp_path, *args):
                           timeout=600)
     seen = json.loads(done.stdout.decode().splitlines()[-1])
     assert seen["exit"] == 1 and seen["enabled"] is True, done.stderr.decode()
-    return seen["collections"]
+    return seen["collections"], seen["outside"]
 
 
 @pytest.mark.slow
 def test_a_run_sets_itself_up_without_garbage_collections(tmp_path):
     """What a run is set up with lives as long as it does (the settings, the targets, the rule
     set and its view, the project scan, the cache's index: startup.long_lived): built with the
-    collector off, then frozen. A warm run of two files collected 13 times, a one-file run 17
-    (5-8 % of a warm run's CPU); what is left: click's parse of the command line, the files'
-    migration (libcst's import)."""
+    collector off, then frozen. A warm run of two files collected 12 times, a one-file run 13
+    times besides migrating the file (5-8 % of a warm run's CPU); what is left: click's parse of
+    the command line, the files' migration (libcst's import)."""
     for name in ("a.py", "b.py"):
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
-    cold = _collections(tmp_path, ".", "--check", "-j", "1")
-    warm = _collections(tmp_path, ".", "--check", "-j", "1")
+    cold, _ = _collections(tmp_path, ".", "--check", "-j", "1")
+    warm, _ = _collections(tmp_path, ".", "--check", "-j", "1")
     assert len(warm) <= 3, warm
-    one = _collections(tmp_path, "a.py", "--check", "--no-cache")
-    assert len(one) <= 7, one
     assert len(cold) > len(warm)  # (the control: migrating collects)
+    # (while the file is migrated the count depends on what is imported then, from .pyc or not)
+    _, one = _collections(tmp_path, "a.py", "--check", "--no-cache")
+    assert len(one) <= 4, one
