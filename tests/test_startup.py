@@ -428,6 +428,21 @@ PIN_LINES = [
 ]
 
 
+@pytest.mark.parametrize("line", [*PIN_LINES, "torch>=2.5.1", "torch > 2.0, != 2.3.1", "torch!=2.0", "torch>=2.1,",
+                                  "mindspore>=2.2", "torch >= 1!2.0", "torch>=2.1,<=2.3", "torch>2,~=2.1"])
+def test_a_line_read_without_packaging_pins_nothing_packaging_would_pin(line):
+    """A plain line with lower bounds and exclusions only is no pin (targets: a pin needs one of
+    `UPPER`) and is left out before packaging reads it: packaging finds no `UPPER` clause in it."""
+    from npu_migrate.targets import mindspore, torch_npu
+    from npu_migrate.targets.pins import UPPER, _parsed_requirement, _pin
+
+    packages = {**torch_npu.PACKAGES, **mindspore.PACKAGES}
+    parsed = _parsed_requirement(line, plain_allowed=False)
+    pins = parsed is not None and any(s.operator in UPPER for s in parsed[1])
+    if _pin(line, "requirements.txt", packages) is None and pins:
+        assert parsed is not None and parsed[0].lower().replace("_", "-") not in packages, line
+
+
 @pytest.mark.parametrize("line", PIN_LINES)
 def test_a_plain_pin_reads_as_packagings_requirement_parser_reads_it(line):
     from npu_migrate.targets import pins
@@ -442,7 +457,8 @@ def test_a_plain_pin_reads_as_packagings_requirement_parser_reads_it(line):
 def test_a_run_in_a_project_that_pins_no_torch_never_imports_packagings_requirement_parser(tmp_path):
     (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
     (tmp_path / "requirements.txt").write_text("numpy==1.26\nclick>=8\n", encoding="utf-8")
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\ndependencies = ["libcst>=1.1"]\n',
+    # a lower bound is no pin (the commonest torch line): read without packaging too
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\ndependencies = ["libcst>=1.1", "torch>=2.1"]\n',
                                              encoding="utf-8")
     seen = _probe(tmp_path, "train.py", "--check", "--no-cache")
     assert seen["exit"] == 1

@@ -98,6 +98,11 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     normalised = _SEPARATORS.sub("-", requirement).lower()
     if not any(name in normalised for name in packages):
         return None
+    plain = _PLAIN_REQUIREMENT.fullmatch(requirement)
+    if plain is not None and not any(op in UPPER for op in re.findall(_OPERATOR, plain.group(2) or "")):
+        # Lower bounds and exclusions only (torch>=2.1, the commonest torch line) are no pin for
+        # any target (torch_npu's, MindSpore's: `UPPER`), valid or not: no packaging for them.
+        return None
     parsed = _parsed_requirement(requirement)
     if parsed is None:
         return None
