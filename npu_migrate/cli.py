@@ -96,6 +96,12 @@ class _ImplicitContext(click.Context):
 class _MigrateCommand(click.Command):
     context_class = _ImplicitContext
 
+    def invoke(self, ctx: click.Context) -> Any:
+        from .startup import run_scope
+
+        with run_scope():  # (what the run froze is the collector's again when it ends: startup.py)
+            return super().invoke(ctx)
+
 
 def _tolerate_any_file_name() -> None:
     """A file name that is not UTF-8 (a lone surrogate once decoded) is printed as the bytes it

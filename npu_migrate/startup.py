@@ -2,10 +2,13 @@
 run builds before it migrates files.
 
 What lives as long as the run (the command line's modules, the settings, the targets, the rule
-set and its view, the cache's index) is built with the garbage collector off, then frozen out of
-its reach (`long_lived`): it would only go through those objects again and again while they are
-built (~25 young collections of a warm run, 5-8 % of its CPU), and they never become garbage
-during the run. runner.collecting_rarely does the same for the files' migration.
+set and its view, the cache's index) is built with the garbage collector off (`long_lived`), and,
+in a run of the command (`run_scope`: cli.py), then frozen out of its reach: it would only go
+through those objects again and again while they are built (~25 young collections of a warm
+run, 5-8 % of its CPU), and they never become garbage during the run. runner.collecting_rarely
+does the same for the files' migration. The run scope gives back to the collector, when the run
+ends however it ends, what it froze: a program (or a test) that runs npu-migrate in its own
+process keeps no frozen garbage of it.
 
 The dataclasses' generated methods, compiled once. `@dataclass` writes the source of each class's
 `__init__`, `__repr__`, `__eq__`, `__hash__`, `__setattr__` ... and compiles it with `exec`, on
@@ -36,17 +39,38 @@ from types import CodeType
 from typing import Any, Dict, Iterator, Optional
 
 
+_RUNS = [0]  # run scopes open (run_scope); long_lived freezes only inside one
+
+
+@contextmanager
+def run_scope() -> Iterator[None]:
+    """One run of the command: what long_lived builds in it is frozen, and given back to the
+    collector at its end (unless the process had frozen objects before it: `__main__.entry`
+    froze the command line's modules, which live as long as the process; gc cannot tell them
+    apart from the run's, and the process ends with the run)."""
+    frozen_before = gc.get_freeze_count()
+    _RUNS[0] += 1
+    try:
+        yield
+    finally:
+        _RUNS[0] -= 1
+        if not _RUNS[0] and not frozen_before:
+            gc.unfreeze()
+
+
 @contextmanager
 def long_lived() -> Iterator[None]:
-    """What is built inside lives as long as the run: no collection while it is built, then it
-    is frozen out of the collector's reach. The collector's state is kept (a library caller or
-    an enclosing block may have it off: it stays off)."""
+    """What is built inside lives as long as the run: no collection while it is built, then, in
+    a run scope, it is frozen out of the collector's reach (outside one, a library call, the
+    collector gets it back as usual). The collector's state is kept (a library caller or an
+    enclosing block may have it off: it stays off)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if _RUNS[0]:
+            gc.freeze()
         if enabled:
             gc.enable()
 

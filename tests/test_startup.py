@@ -757,3 +757,44 @@ def test_a_run_sets_itself_up_without_garbage_collections(tmp_path):
     # (while the file is migrated the count depends on what is imported then, from .pyc or not)
     _, one = _collections(tmp_path, "a.py", "--check", "--no-cache")
     assert len(one) <= 4, one
+
+
+def test_a_run_gives_back_to_the_collector_what_it_froze_however_it_ends(run_cli, tmp_path, monkeypatch):
+    """long_lived freezes what a run is set up with; in a program (or a test) that runs
+    npu-migrate in its own process, the run's end, whichever path it takes (stdin, a missing
+    path, a usage error, a folder), gives it back to the collector (cli.py's run_scope): nothing
+    of it stays frozen. A library call of pipeline.run freezes nothing."""
+    import gc
+
+    from npu_migrate import startup
+
+    frozen = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(gc, name)
+
+        def freeze(self):
+            gc.freeze()
+            frozen.append(gc.get_freeze_count())
+
+    monkeypatch.setattr(startup, "gc", Counting())
+    (tmp_path / "a.py").write_text(SCRIPT, encoding="utf-8")
+    before = gc.get_freeze_count()
+    runs = {"stdin": (["-", "--stdin-filename", "t.py", "--no-cache"], 0), "missing": (["nowhere.py"], 2),
+            "usage": (["a.py", "--format", "yaml"], 2), "folder": ([".", "--check", "-j", "1"], 1)}
+    for name, (args, code) in runs.items():
+        frozen.clear()
+        done = run_cli(*args, cwd=tmp_path, input=SCRIPT.encode())
+        assert done.returncode == code, (name, done.stderr.decode())
+        assert frozen and max(frozen) > before, name  # (the control: the run froze its set-up)
+        assert gc.get_freeze_count() == before, name
+    from npu_migrate.pipeline import run
+    from npu_migrate.rules import load_rules
+    from npu_migrate.settings import Settings
+    from npu_migrate.discovery import FileFilter, project_of
+
+    frozen.clear()
+    run(Settings(paths=(str(tmp_path),)), load_rules(), [str(tmp_path / "a.py")],
+        project_of([str(tmp_path)], FileFilter(root=str(tmp_path))))
+    assert frozen == [] and gc.get_freeze_count() == before
