@@ -315,3 +315,46 @@ def test_a_class_default_flag_follows_its_renamed_readers():
         "is_cuda", "is_npu").replace("cuda(", "npu(")
     again = migrate_source(result.new_text, "relation.py", Options())
     assert again.error is None and not again.changed
+
+
+# espnet 202511 espnet2/bin/asr_train.py: a script two packages deep that imports its top
+# package (`from espnet2.tasks.asr import ASRTask`), run as `python -m espnet2.bin.asr_train` by
+# ESPnet's recipes: the bare `from npu_migrate_modelarts import` raised ModuleNotFoundError there.
+NESTED_ENTRY = """\
+from espnet2.tasks.asr import NAME
+
+
+def main(cmd=None):
+    print(NAME)
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+@pytest.mark.slow
+def test_a_script_deep_in_its_package_imports_the_runtime_through_its_dotted_package(tmp_path):
+    for name, text in (("espnet2/__init__.py", ""), ("espnet2/bin/__init__.py", ""),
+                       ("espnet2/tasks/__init__.py", ""), ("espnet2/tasks/asr.py", "NAME = 'asr'\n")):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    script = tmp_path / "espnet2" / "bin" / "asr_train.py"
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),))
+    result = migrate_source(NESTED_ENTRY, str(script), options)
+    assert result.error is None
+    assert result.new_text == NESTED_ENTRY.replace(
+        "import NAME\n", "import NAME\n"
+        "from espnet2.bin.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n").replace(
+        "    main()", "    modelarts_setup()\n    main()")
+    assert 'IMPORT_ROOT = "../.."' in result.extra_files[str(script.parent / "modelarts_entry_asr_train.py")]
+    again = migrate_source(result.new_text, str(script), options)
+    assert again.error is None and not again.changed
+
+    script.write_text(result.new_text)
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
+    env = {"PATH": "/usr/bin:/bin"}
+    ran = subprocess.run([sys.executable, "-m", "espnet2.bin.asr_train"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, "asr\n", "")

@@ -197,17 +197,22 @@ def own_package(module: cst.Module, path: str) -> Optional[str]:
     __init__.py, runs `from basicsr.data import ...`): a module beside it is then imported as
     `basicsr.<module>` whether the script runs as a script or is imported by its package
     (basicsr/__init__.py imports it): a bare `import <module>` finds it only in the first case,
-    when the script's folder is on sys.path. The same when the script imports a package that lies
-    beside its own, in a folder that is no package (fairseq_cli/train.py runs `from fairseq import
-    ...`, found only with the folder above on sys.path, where `fairseq_cli` is found too; it is
-    also imported as `fairseq_cli.train`, by the `fairseq-train` console script and by
-    fairseq_cli/hydra_train.py). None otherwise."""
+    when the script's folder is on sys.path. The same when the script imports the top package of
+    the packages its folder is in (espnet2/bin/asr_train.py runs `from espnet2.tasks.asr import
+    ...` and is run as `python -m espnet2.bin.asr_train`: `espnet2.bin`), or a package beside
+    that top package (fairseq_cli/train.py runs `from fairseq import ...`, found only with the
+    folder above on sys.path, where `fairseq_cli` is found too; it is also imported as
+    `fairseq_cli.train`, by the `fairseq-train` console script). None otherwise."""
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isfile(os.path.join(folder, "__init__.py")):
         return None
     folders = folder.split(os.sep)
-    above = os.path.dirname(folder)
-    beside = False
+    # The packages the script's folder is in, innermost first (espnet2/bin, espnet2).
+    chain = [folder]
+    while os.path.isfile(os.path.join(os.path.dirname(chain[-1]), "__init__.py")):
+        chain.append(os.path.dirname(chain[-1]))
+    top, root = os.path.basename(chain[-1]), os.path.dirname(chain[-1])
+    found = False
     for stmt in module.body:
         for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
             if isinstance(small, cst.Import):
@@ -221,10 +226,10 @@ def own_package(module: cst.Module, path: str) -> Optional[str]:
                 for k in range(min(len(parts), len(folders) - 1), 0, -1):
                     if parts[:k] == folders[-k:]:
                         return ".".join(parts[:k])
-                beside = beside or (parts[0] != folders[-1]
-                                    and os.path.isfile(os.path.join(above, parts[0], "__init__.py")))
-    if beside and folders[-1].isidentifier() and not os.path.isfile(os.path.join(above, "__init__.py")):
-        return folders[-1]
+                found = found or parts[0] == top or os.path.isfile(os.path.join(root, parts[0], "__init__.py"))
+    dotted = [os.path.basename(f) for f in reversed(chain)]
+    if found and all(n.isidentifier() for n in dotted):
+        return ".".join(dotted)
     return None
 
 
