@@ -21,7 +21,6 @@ TOML is none of our business).
 
 from __future__ import annotations
 
-import difflib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -166,6 +165,8 @@ def validate(table: Dict[str, Any], command: click.Command, ctx: click.Context, 
                               "configuration, so that a plain run never writes a file; remove this key")
         param = options.get(key)
         if param is None:
+            import difflib  # (only for an unknown key: a run does not load it)
+
             hint = difflib.get_close_matches(key.replace("_", "-"), list(options), n=1)
             extra = f" (did you mean {hint[0]!r}?)" if hint else ""
             raise ConfigError(f"{where}: unknown option {key!r}{extra}; known options: {', '.join(sorted(options))}")

@@ -7,12 +7,14 @@ no longer apply). A last line without a newline gets git's "\\ No newline at end
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
-from typing import IO, List, Optional, Tuple
+from typing import IO, TYPE_CHECKING, List, Optional, Tuple
 
 import click
+
+if TYPE_CHECKING:
+    import difflib
 
 _LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 
@@ -51,6 +53,8 @@ def unified_diff(before: str, after: str, display: str, context: int = 3) -> str
     """The diff of one file, with `a/<display>` and `b/<display>` names (for -p1), quoted as
     git quotes them when they need it (header_name). Lines are matched by `matching_blocks`
     (difflib's for files of up to a few thousand lines, so the diff is difflib's)."""
+    import difflib  # (a run that shows no diff does not load it)
+
     a, b = split_lines(before), split_lines(after)
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)  # (only its b index is built: linear)
     matcher.matching_blocks = matching_blocks(a, b)  # type: ignore[attr-defined]  # difflib's cache of them
@@ -88,6 +92,8 @@ DIFFLIB_LIMIT = 4_000_000
 def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
     """difflib's matching blocks of `a` and `b` ((i, j, n): a[i:i+n] == b[j:j+n], increasing,
     ending with (len(a), len(b), 0)), found in near-linear time for long texts."""
+    import difflib  # (a run that shows no diff does not load it)
+
     if len(a) * len(b) <= DIFFLIB_LIMIT:
         return difflib.SequenceMatcher(None, a, b).get_matching_blocks()
     found: List[Tuple[int, int, int]] = []
@@ -104,6 +110,8 @@ def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
 def _match(a: List[str], alo: int, ahi: int, b: List[str], blo: int, bhi: int,
            out: List[Tuple[int, int, int]]) -> None:
     """Append the matching blocks of a[alo:ahi] and b[blo:bhi] to `out`, in order."""
+    import difflib  # (a run that shows no diff does not load it)
+
     start = alo
     while alo < ahi and blo < bhi and a[alo] == b[blo]:  # common head
         alo, blo = alo + 1, blo + 1

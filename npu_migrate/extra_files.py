@@ -12,7 +12,6 @@ hand since (a launch script given its arguments, a rank table filled in) is kept
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -131,6 +130,8 @@ def diff(extra: ExtraFile, display: str) -> str:
     from .diffs import header_name
 
     old_name = "/dev/null" if extra.old is None else header_name(f"a/{display}")
+    import difflib  # (only for a diff: a --check run does not load it)
+
     lines = difflib.unified_diff(before.splitlines(keepends=True), extra.text.splitlines(keepends=True),
                                  old_name, header_name(f"b/{display}"), n=3)
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)

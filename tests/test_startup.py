@@ -28,6 +28,8 @@ FORBIDDEN = {
     "npu_migrate.report.github": "only the run's own format's renderer",
     "rich": "the text report and the progress bar import rich only on a terminal / for a table",
     "black": "never needed to migrate",
+    # (click imports it for a short option, `-j 2`: it tries it as a long one first and suggests)
+    "difflib": "only to show a diff (diffs.py, extra_files.py), or to suggest a name (config.py, cli.py)",
     "pathspec": "only for exclude or .gitignore patterns discovery.SimpleSpec cannot match (none here)",
     "configparser": "only for a setup.cfg's install_requires (targets/pins.py; none here)",
     "packaging.requirements": "only for a dependency line that names a pinned package (targets/pins.py)",
