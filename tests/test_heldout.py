@@ -358,3 +358,13 @@ def test_a_script_deep_in_its_package_imports_the_runtime_through_its_dotted_pac
     ran = subprocess.run([sys.executable, "-m", "espnet2.bin.asr_train"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "asr\n", "")
+
+
+def test_a_scripts_own_main_handing_the_run_to_another_module_is_reported():
+    """ESPnet's espnet2/bin/asr_train.py: `main()` calls `ASRTask.main(cmd=cmd)`, whose parser
+    (espnet2/tasks/abs_task.py) refuses the job's --data_url; nothing was reported."""
+    text = NESTED_ENTRY.replace("import NAME", "import ASRTask").replace("print(NAME)", "ASRTask.main(cmd=cmd)")
+    result = migrate_source(text, "bin/asr_train.py", Options(modelarts=True))
+    assert result.error is None
+    assert [(f.code, f.span.line, f.api) for f in result.findings if f.code == "NPU219"] == [
+        ("NPU219", 5, "ASRTask.main()")]

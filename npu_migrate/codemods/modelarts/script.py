@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from ...fast_visitor import subtree
 from ...imports import ImportTable, dotted_name, imported_names
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
@@ -352,6 +353,15 @@ class ScriptAnalysis:
         functions = self.functions  # a function of the launcher's own shadows an imported one
         for stmt in where:
             stmt.visit(Calls())
+        if not found and self.main_guard is not None:
+            # `if __name__ == "__main__": main()` with `def main(): ASRTask.main(cmd=cmd)` (ESPnet's
+            # espnet2/bin/*_train.py): the launcher's own entry function hands the run over.
+            called = {n.func.value for n in subtree(self.main_guard)
+                      if isinstance(n, cst.Call) and isinstance(n.func, cst.Name)}
+            for stmt in self.module.body:
+                if isinstance(stmt, cst.FunctionDef) and stmt.name.value in called and id(stmt) not in self.block_ids:
+                    for inner in stmt.body.body:
+                        inner.visit(Calls())
         return found[0] if found else None
 
     def moxing_import(self, project_files: Sequence[str] = (), here: str = "") -> Optional[Tuple[cst.CSTNode, str]]:
