@@ -36,7 +36,36 @@ import sys
 from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
+
+
+def package_modules(folder: str) -> List[str]:
+    """The names of the modules and packages in a package's folder, in pkgutil.iter_modules'
+    order and by its rules (sorted file names; `inspect.getmodulename`; a folder is a package when
+    it holds an `__init__`), without its importers: 1.3 ms a call, and pkgutil's import. The
+    kinds and the torch pass's kinds register by being imported (tests/test_startup.py compares)."""
+    from inspect import getmodulename  # (dataclasses imported it)
+
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return []
+    found: List[str] = []
+    for name in names:
+        module = getmodulename(name)
+        if module == "__init__" or module in found:
+            continue
+        if not module and "." not in name and os.path.isdir(os.path.join(folder, name)):
+            try:
+                inside = os.listdir(os.path.join(folder, name))
+            except OSError:
+                inside = []
+            if not any(getmodulename(entry) == "__init__" for entry in inside):
+                continue
+            module = name
+        if module and "." not in module:
+            found.append(module)
+    return found
 
 
 _RUNS = [0]  # run scopes open (run_scope); long_lived freezes only inside one

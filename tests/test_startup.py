@@ -28,6 +28,7 @@ FORBIDDEN = {
     "npu_migrate.report.github": "only the run's own format's renderer",
     "rich": "the text report and the progress bar import rich only on a terminal / for a table",
     "black": "never needed to migrate",
+    "pkgutil": "the kinds' modules are listed by startup.package_modules (pkgutil: 1.3 ms a listing)",
     # (click imports it for a short option, `-j 2`: it tries it as a long one first and suggests)
     "difflib": "only to show a diff (diffs.py, extra_files.py), or to suggest a name (config.py, cli.py)",
     "pathspec": "only for exclude or .gitignore patterns discovery.SimpleSpec cannot match (none here)",
@@ -800,3 +801,28 @@ def test_a_run_gives_back_to_the_collector_what_it_froze_however_it_ends(run_cli
     run(Settings(paths=(str(tmp_path),)), load_rules(), [str(tmp_path / "a.py")],
         project_of([str(tmp_path)], FileFilter(root=str(tmp_path))))
     assert frozen == [] and gc.get_freeze_count() == before
+
+
+def test_the_modules_of_a_package_are_those_pkgutil_lists(tmp_path):
+    """kinds/ and codemods/torch/ register their kinds by importing every module in them, listed
+    by startup.package_modules as pkgutil.iter_modules lists them (in its order: the registry's)."""
+    import pkgutil
+
+    import npu_migrate.codemods
+    from npu_migrate import frontends, kinds, report
+    from npu_migrate.codemods import torch as torch_pass
+    from npu_migrate.startup import package_modules
+
+    def listed(folder):
+        return [info.name for info in pkgutil.iter_modules([str(folder)])]
+
+    for package in (kinds, torch_pass, report, frontends, npu_migrate.codemods):
+        assert package_modules(package.__path__[0]) == listed(package.__path__[0]), package.__name__
+    for name in ("b.py", "a.py", "a.pyc", "c.cpython-311-x86_64-linux-gnu.so", "d.txt", "e.x.py", "__init__.py"):
+        (tmp_path / name).write_text("", encoding="utf-8")
+    for folder, inside in (("pkg", "__init__.py"), ("compiled", "__init__.pyc"), ("data", "x.py"), ("dot.ted", "__init__.py"),
+                           ("__pycache__", "__init__.cpython-311.pyc")):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / inside).write_text("", encoding="utf-8")
+    assert package_modules(str(tmp_path)) == listed(tmp_path) == ["a", "b", "c", "compiled", "pkg"]
+    assert package_modules(str(tmp_path / "missing")) == listed(tmp_path / "missing") == []

@@ -21,13 +21,13 @@ Framework rules (TensorFlow, MindSpore; codemods/callrules/, shared checks in ki
 from __future__ import annotations
 
 import importlib
-import pkgutil
 from typing import Any, Dict
 
+from ..startup import package_modules
 from .base import REGISTRY, Kind
 
-for _info in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_info.name}")  # each kind module registers its KIND
+for _name in package_modules(__path__[0]):
+    importlib.import_module(f"{__name__}.{_name}")  # each kind module registers its KIND
 
 # name -> kind, every registered kind (the registry itself: a kind registered later is in it).
 KINDS: Dict[str, Kind[Any]] = REGISTRY

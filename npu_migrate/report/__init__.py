@@ -176,9 +176,9 @@ def write_report_files(files: Dict[str, str], folder: str) -> List[str]:
 def renderer_names() -> List[str]:
     """Every format: one module of this package each, named as the format it registers
     (text.py registers "text"; tests/test_startup.py holds that)."""
-    import pkgutil
+    from ..startup import package_modules
 
-    return sorted(info.name for info in pkgutil.iter_modules(__path__))
+    return sorted(package_modules(__path__[0]))
 
 
 def load_renderers(*names: str) -> None:

@@ -24,7 +24,6 @@ Code the rewrites would break is kept as it is first (guards.py: kernel guards, 
 from __future__ import annotations
 
 import importlib
-import pkgutil
 import re
 from typing import Any, Callable, Dict, List, Sequence, Set, Tuple, Type, TypeVar
 
@@ -33,6 +32,7 @@ import libcst as cst
 from ...context import Context
 from ...fast_visitor import transform
 from ...project_values import reads_device_key
+from ...startup import package_modules
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_gpu_flag,
                       keep_is_available_over_cuda_versions,
@@ -43,8 +43,8 @@ from .references import ReferenceRewrites
 from .state import TORCH_KINDS, TorchKind, TorchState
 from .torch_npu_import import add_torch_npu_import, is_torch_npu_itself
 
-for _info in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_info.name}")  # a TorchKind in any module here registers
+for _name in package_modules(__path__[0]):
+    importlib.import_module(f"{__name__}.{_name}")  # a TorchKind in any module here registers
 
 _NPU_LETTERS = re.compile("npu", re.IGNORECASE)
 K = TypeVar("K", bound=TorchKind)
