@@ -368,3 +368,34 @@ def test_a_scripts_own_main_handing_the_run_to_another_module_is_reported():
     assert result.error is None
     assert [(f.code, f.span.line, f.api) for f in result.findings if f.code == "NPU219"] == [
         ("NPU219", 5, "ASRTask.main()")]
+
+
+# `parser.add_argument('--is_cuda', ...)` is a common flag in training scripts (ten in the code
+# index); `args.is_cuda` became `args.is_npu`, an AttributeError at the first read. The flag's
+# readers stay; a tensor's is_cuda in the same script still moves.
+FLAG_SCRIPT = """\
+import argparse
+
+import torch
+
+
+def train(args, x):
+    if args.is_cuda and not x.is_cuda:
+        x = x.cuda()
+    return x
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-c", "--is-cuda", action="store_true")
+    args, _ = parser.parse_known_args()
+    train(args, torch.zeros(1))
+"""
+
+
+def test_a_command_line_flag_named_is_cuda_keeps_its_name():
+    result = migrate_source(FLAG_SCRIPT, "train.py", Options())
+    assert result.error is None
+    assert result.new_text == FLAG_SCRIPT.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "not x.is_cuda", "not x.is_npu").replace("x.cuda()", "x.npu()")

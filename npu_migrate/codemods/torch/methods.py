@@ -5,12 +5,13 @@ imported module, and a class's own `def cuda(self)` with its callers.
 
 from __future__ import annotations
 
-from typing import Optional, Set
+import re
+from typing import Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
 from ...codes import applies
-from .state import TorchKind
+from .state import TorchKind, TorchState
 
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
 # that many positional arguments, only these keywords. A call that does not fit is some other
@@ -18,6 +19,22 @@ from .state import TorchKind
 METHOD_SIGNATURES = {"cuda": (2, {"device", "non_blocking", "memory_format"})}
 # Decorators that make a `def` something other than a method called as `x.name(...)`.
 NOT_A_PLAIN_METHOD = {"property", "cached_property", "setter", "getter", "deleter", "abstractproperty"}
+
+
+def command_line_flag_receivers(text: str, attribute: str) -> FrozenSet[str]:
+    """The names a script binds its parsed command line to (`args = parser.parse_args()`), when
+    it declares an option of that attribute's name (`parser.add_argument("--is_cuda", ...)`,
+    `dest="is_cuda"`): `args.is_cuda` is then the user's own flag, not a tensor's `is_cuda`,
+    and renamed it would be an AttributeError. Empty when it declares no such option."""
+    if attribute not in text:
+        return frozenset()
+    spelled = re.escape(attribute).replace("_", "[-_]")
+    option = (rf"""add_argument\((?:\s*(?:'[^']*'|"[^"]*")\s*,)*\s*['"]--{spelled}['"]"""
+              rf"""|\bdest\s*=\s*['"]{re.escape(attribute)}['"]""")
+    if not re.search(option, text):
+        return frozenset()
+    bound = re.finditer(r"^[ \t]*(\w+)\s*(?:,\s*\w+\s*)?=\s*[\w.()]*\bparse_(?:known_)?args\(", text, re.MULTILINE)
+    return frozenset(m.group(1) for m in bound)
 
 
 def fits_signature(call: cst.Call, method: str) -> bool:
@@ -33,7 +50,12 @@ def fits_signature(call: cst.Call, method: str) -> bool:
 class MethodRewrites(TorchKind):
     """The applier of the method and attribute kinds: the walk (codemods/torch/__init__.py)
     calls its `_rename_method` from leave_Call, its `_rename_attribute` from leave_Attribute
-    (a name not imported) and its leave_ClassDef. No state beyond the walk's TorchState."""
+    (a name not imported) and its leave_ClassDef. Its own state: the names the script binds its
+    parsed command line to, per attribute, when it declares a flag of that name (made once)."""
+
+    def __init__(self, state: TorchState) -> None:
+        super().__init__(state)
+        self._flag_receivers: Dict[str, FrozenSet[str]] = {}
 
     def _rename_method(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """`.cuda(...)` on any receiver that is not an imported module (`qual` is None)."""
@@ -58,8 +80,15 @@ class MethodRewrites(TorchKind):
         return updated
 
     def _rename_attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
-        """Not an imported name: attribute renames on any receiver (`x.is_cuda`)."""
+        """Not an imported name: attribute renames on any receiver (`x.is_cuda`), but for a
+        command-line flag of the script's own of that name (`args.is_cuda`)."""
         rule = self.ctx.rules.attribute.get(original.attr.value)
+        if rule is not None and isinstance(original.value, cst.Name):
+            flags = self._flag_receivers
+            if rule.from_ not in flags:
+                flags[rule.from_] = command_line_flag_receivers(self.ctx.text, rule.from_)
+            if original.value.value in flags[rule.from_]:
+                return updated
         if rule is not None and not self.ctx.suppressed(original, rule.code):
             new = updated.with_changes(attr=cst.Name(rule.to))
             self.ctx.edit(
