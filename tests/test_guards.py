@@ -497,6 +497,32 @@ def test_kept_device_tests_are_the_same_parsed_partially_as_whole(text):
     assert_partial_as_whole(text)
 
 
+# transformers' zamba/jamba/mamba2: the test reads a module-level variable that partial parsing
+# leaves out (`is_fast_path_available = all(...)` over names a CUDA-only import binds)
+FAST_PATH_VARIABLE = (
+    "import torch\nfrom torch import nn\n\nif is_mamba_ssm_available():\n"
+    "    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\nelse:\n    selective_scan_fn = None\n\n"
+    "is_fast_path_available = all((selective_scan_fn,))\n\n\nclass Mixer(nn.Module):\n    def forward(self, x):\n"
+    "        if not is_fast_path_available or 'cuda' not in x.device.type:\n"
+    "            raise ValueError('Fast kernels are not available')\n        return self.fast(x)\n")
+# the CUDA side calls a function left out, which imports a Triton module inside its body
+IMPORT_IN_A_FUNCTION_LEFT_OUT = (
+    "import torch\n\n\ndef fused(x):\n    from .triton_ops import fused_norm\n    return fused_norm(x)\n\n\n"
+    "def norm(x):\n    if x.device.type == 'cuda':\n        return fused(x)\n    return x\n")
+
+
+@pytest.mark.parametrize("text, line", [(FAST_PATH_VARIABLE, 14), (IMPORT_IN_A_FUNCTION_LEFT_OUT, 10)])
+def test_what_a_device_test_reaches_in_lines_left_out_is_asked_for(text, line):
+    """The analysis reads only what a device test reaches, and asks for the lines left out that
+    define what it reads (a module-level variable, a function whose import is CUDA-only): kept
+    and reported as a whole parse does, and only then a second partial attempt."""
+    assert_partial_as_whole(text)
+    result = migrate_source(text + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30)),
+                            "m.py", Options(), RULES)
+    assert [(f.code, f.span.line) for f in result.findings if f.code == "NPU315"] == [("NPU315", line)]
+    assert result.work["retry"] == 1 and "parse" not in result.work
+
+
 def assert_partial_as_whole(text):
     padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
     partial = migrate_source(padded, "m.py", Options(), RULES)

@@ -754,16 +754,33 @@ class _DeviceGates:
             if r.code in codes and not r.framework:
                 for n in names_of(r):
                     self.calls.setdefault(n, []).append(r)
-        # local name -> what makes it CUDA-only (for the finding's detail)
+        # local name -> what makes it CUDA-only (for the finding's detail): the names the module's
+        # imports bind (evidence()); its own definitions are judged only when a device test
+        # reaches them (_cuda_name)
         self.cuda_names: Dict[str, str] = {}
+        # parents of the nodes the analysis reaches (the device tests, the calls of a predicate,
+        # the readers of a variable) and of their ancestors: recorded by the walk that finds them
         self.parent: Dict[int, cst.CSTNode] = {}
         self.definitions: Dict[str, cst.CSTNode] = {}
-        # While _index's rounds run: what each definition reads, made once (_fixed_reads)
-        self._reads: Optional[Dict[int, Tuple[List[str], Optional[str]]]] = None
-        # partial parsing: the words of a run left out, the runs of a definition's body
+        # per definition (id of its node): what it reads, in order, and what else in it is
+        # CUDA-only (_fixed_reads); whether it tests the device itself
+        self._reads: Dict[int, Tuple[List[str], Optional[str]]] = {}
+        self._tests: Dict[int, bool] = {}
+        self._within_rounds: Dict[Tuple[str, int], bool] = {}
+        self._entries: Dict[str, str] = {}
+        # the definitions whose reads were looked at: the bodies of those they read are asked for
+        # (partial parsing, _settle_asks)
+        self._evaluated: List[str] = []
+        self._evaluated_set: Set[str] = set()
+        self._elided_names: Optional[Set[str]] = None
+        self._elided_defined: Optional[Set[str]] = None
+        self._definitions_asked: Set[str] = set()
+        self._call_leaves = {n.rsplit(".", 1)[-1] for n in self.calls}
+        # partial parsing: the words of a run left out, the runs of a definition's body, whether a
+        # word names CUDA-only code
         self._run_words: Dict[Tuple[int, int], Set[bytes]] = {}
         self._body_runs: Dict[int, List[Tuple[int, int]]] = {}
-        self._cuda_words: Tuple[int, Set[bytes]] = (-1, set())
+        self._cuda_word_memo: Dict[bytes, bool] = {}
 
     # -- what is CUDA-only ------------------------------------------------------------------
 
@@ -796,7 +813,6 @@ class _DeviceGates:
                     if _imports_extension(cst.Import(names=[alias])) or any(self._library_word(p) for p in full.split(".")):
                         name = _local_name(alias, full.split(".", 1)[0])
                         self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
-        self._note_elided_imports()
         if self.cuda_names or self.ctx.kept:
             return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
@@ -806,67 +822,127 @@ class _DeviceGates:
         words = self.gate_words
         if words and re.search("(?i)" + "|".join(re.escape(w) for w in words), text):
             return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
-        return any(re.search(r"\b%s\s*\(" % re.escape(name.rsplit(".", 1)[-1]), text) for name in self.calls)
+        if any(re.search(r"\b%s\s*\(" % re.escape(name.rsplit(".", 1)[-1]), text) for name in self.calls):
+            return True
+        return bool(self._elided_imports())  # (a compiled extension imported in lines left out)
 
-    def _note_elided_imports(self) -> None:
+    def _elided_imports(self) -> Set[str]:
         """Partial parsing leaves out imports no rule names (`from .triton_ops import k`, `from .
-        import _C`): when one of those is such an import, the engine parses them too."""
-        partial = self.ctx.partial
-        if partial is None or not partial.elided_word("import"):
-            return
-        for statements in partial.left_out.values():
-            for statement in statements:
-                for node in ast.walk(statement):
-                    if isinstance(node, (ast.Import, ast.ImportFrom)) and any(
-                            self._library_word(part) or _EXTENSION_PART_RE.search(part)
-                            for name in [getattr(node, "module", None) or ""] + [a.name for a in node.names]
-                            for part in name.split(".") if part):
-                        self.ctx.partial_misses.add("import")
-                        return
+        import _C`, often inside a function): the names those of them bind that evidence() would
+        bind to CUDA-only code after a whole parse. When the analysis reads one of these names
+        (_cuda_name, _cuda_word), the engine parses the imports too (Context.partial_misses)."""
+        if self._elided_names is None:
+            found: Set[str] = set()
+            partial = self.ctx.partial
+            if partial is not None and partial.elided_word("import"):
+                for start, end, _indent in partial.runs:
+                    if not _IMPORT_TEXT_RE.search(partial.text_of((start, end))):
+                        continue
+                    for statement in partial.left_out.get(start, ()):
+                        for node in ast.walk(statement):
+                            if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
+                                module = node.module or ""
+                                names = [module] + [a.name for a in node.names]
+                                if any(self._library_word(p) for p in module.split(".") if p) or any(
+                                        _EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n)
+                                        for part in n.split(".") if part):
+                                    found.update(a.asname or a.name for a in node.names)
+                            elif isinstance(node, ast.Import):
+                                for alias in node.names:
+                                    parts = alias.name.split(".")
+                                    if (not _is_torch(alias.name) and any(_EXTENSION_PART_RE.search(p) for p in parts if p)
+                                            or any(self._library_word(p) for p in parts)):
+                                        found.add(alias.asname or parts[0])
+            self._elided_names = found
+        return self._elided_names
 
-    def _index(self) -> None:
-        """Parents of every node, and the module's definitions (functions, classes, and names
-        assigned at module level). Each pass over the module counts as a walk (work.py): the
-        parent map, and each round over the definitions."""
-        work.count("walk")
-        stack: List[cst.CSTNode] = [self.ctx.module]
-        while stack:
-            node = stack.pop()
-            for child in children(node):
-                self.parent[id(child)] = node
-                stack.append(child)
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-                self.definitions.setdefault(node.name.value, node)
-        for stmt in self.ctx.module.body:
-            if isinstance(stmt, cst.SimpleStatementLine):
-                for small in stmt.body:
-                    if isinstance(small, cst.Assign):
-                        for t in small.targets:
-                            if isinstance(t.target, cst.Name):
-                                self.definitions.setdefault(t.target.value, small.value)
-        # CUDA-only definitions: those that use CUDA-only code and do not test the device
-        # themselves (a function with its own test dispatches); a few rounds reach wrappers.
-        # Only the names found change from round to round: what a definition reads, and
-        # whether it tests the device, are read from its tree once (one walk's worth).
-        work.count("walk")
-        self._reads = {}
-        tests_device: Dict[str, bool] = {}
-        for _ in range(3):
-            more = {}
-            for name, node in self.definitions.items():
-                if name in self.cuda_names:
-                    continue
-                if name not in tests_device:
-                    tests_device[name] = self._tests_device(node)
-                if tests_device[name]:
-                    continue
-                found = self._cuda_only_in(node)
-                if found is not None:
-                    more[name] = f"`{name}`, which uses {found}"
-            if not more:
-                break
-            self.cuda_names.update(more)
-        self._reads = None  # (the device tests' branches are read once each: not kept)
+    def _cuda_name(self, name: str, rounds: int = 3) -> Optional[str]:
+        """What makes the name `name` CUDA-only code (the finding's detail), or None: an import
+        (evidence()), or a definition of the module that is within `rounds` (_within)."""
+        found = self.cuda_names.get(name)
+        if found is not None:
+            return found
+        return self._entry(name) if self._cuda_only_name(name, rounds) else None
+
+    def _cuda_only_name(self, name: str, rounds: int = 3) -> bool:
+        if name in self.cuda_names:
+            return True
+        if self.ctx.partial is not None:
+            if name in self._elided_imports():
+                self.ctx.partial_misses.add("import")  # bound by an import left out: parse the imports
+            if name not in self.definitions and name in self._elided_definitions():
+                self._ask_for_definition(name)  # (a `@triton.jit` kernel, `is_fast_path_available = ...`)
+        return name in self.definitions and self._within(name, rounds)
+
+    def _elided_definitions(self) -> Set[str]:
+        """The names lines left out may define as self.definitions holds them (`def k`, `class
+        K`, at any depth; `name = ...` at module level): a cheap superset, read from their text."""
+        if self._elided_defined is None:
+            partial = self.ctx.partial
+            found: Set[str] = set()
+            if partial is not None:
+                for start, end, indent in partial.runs:
+                    text = partial.text_of((start, end))
+                    found.update(_DEFINED_RE.findall(text))
+                    if not indent:
+                        found.update(_ASSIGNED_RE.findall(text))
+            self._elided_defined = found
+        return self._elided_defined
+
+    def _within(self, name: str, rounds: int) -> bool:
+        """Whether the module's definition `name` (a function, a class, a module-level variable)
+        is CUDA-only code: it uses CUDA-only code (a name its imports bind, a capability check
+        kept on CUDA, a CUDA-only call) or, with one round less, a definition that does -- up to
+        three rounds reach wrappers of wrappers -- and does not test the device itself (a
+        function with its own test dispatches). Judged only for the definitions a device test
+        reaches; what each reads is read from its tree once."""
+        if rounds <= 0 or name in self.cuda_names:
+            return False
+        key = (name, rounds)
+        known = self._within_rounds.get(key)
+        if known is not None:
+            return known
+        self._within_rounds[key] = False
+        node = self.definitions[name]
+        result = False
+        if not self._tests_device_of(node):
+            if name not in self._evaluated_set:
+                self._evaluated_set.add(name)
+                self._evaluated.append(name)
+            names, fixed = self._reads_of(node)
+            result = fixed is not None or any(self._cuda_only_name(read, rounds - 1) for read in names)
+        self._within_rounds[key] = result
+        return result
+
+    def _entry(self, name: str) -> str:
+        """The detail of a CUDA-only definition: the first name it reads that is CUDA-only one
+        round earlier, else its own CUDA-only code (as rounds over every definition find it)."""
+        entry = self._entries.get(name)
+        if entry is None:
+            rounds = next(k for k in (1, 2, 3) if self._within(name, k))
+            names, fixed = self._reads_of(self.definitions[name])
+            found = fixed
+            for read in names:
+                if read in self.cuda_names:
+                    found = self.cuda_names[read]
+                    break
+                if read in self.definitions and self._within(read, rounds - 1):
+                    found = self._entry(read)
+                    break
+            entry = self._entries[name] = f"`{name}`, which uses {found}"
+        return entry
+
+    def _reads_of(self, node: cst.CSTNode) -> Tuple[List[str], Optional[str]]:
+        reads = self._reads.get(id(node))
+        if reads is None:
+            reads = self._reads[id(node)] = self._fixed_reads(node)
+        return reads
+
+    def _tests_device_of(self, node: cst.CSTNode) -> bool:
+        tests = self._tests.get(id(node))
+        if tests is None:
+            tests = self._tests[id(node)] = self._tests_device(node)
+        return tests
 
     def _tests_device(self, node: cst.CSTNode) -> bool:
         stack = [node]
@@ -912,23 +988,35 @@ class _DeviceGates:
 
     def _cuda_only_in(self, node: cst.CSTNode) -> Optional[str]:
         """What in `node` is CUDA-only code, as the finding's detail; None if nothing is."""
-        if self._reads is None:
-            names, fixed = self._fixed_reads(node)
-        else:
-            if id(node) not in self._reads:
-                self._reads[id(node)] = self._fixed_reads(node)
-            names, fixed = self._reads[id(node)]
-        partial = self.ctx.partial
+        names, fixed = self._fixed_reads(node)
         for name in names:
-            if name in self.cuda_names:
-                return self.cuda_names[name]
-            definition = self.definitions.get(name)
-            if partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
-                # its statements left out may use CUDA-only code (`return fused_norm(x)`)
-                if id(definition) not in self._body_runs:
-                    self._body_runs[id(definition)] = partial.runs_among(definition.body.body)
-                self._ask_for(self._body_runs[id(definition)])
+            found = self._cuda_name(name)
+            if found is not None:
+                return found
+            self._ask_body(name)
         return fixed
+
+    def _ask_body(self, name: str) -> None:
+        """With partial parsing: the statements left out of the function or class `name` that
+        hold CUDA-only code (`return fused_norm(x)`): read, they may make it CUDA-only."""
+        definition = self.definitions.get(name)
+        if self.ctx.partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
+            if id(definition) not in self._body_runs:
+                self._body_runs[id(definition)] = self.ctx.partial.runs_among(definition.body.body)
+            self._ask_for(self._body_runs[id(definition)])
+
+    def _settle_asks(self) -> None:
+        """With partial parsing: for each definition judged, the bodies of the functions and
+        classes it reads before the first name its imports make CUDA-only (_ask_body). Judging
+        the words of what is asked for may judge more definitions: until none is left."""
+        i = 0
+        while i < len(self._evaluated):
+            names, _fixed = self._reads_of(self.definitions[self._evaluated[i]])
+            i += 1
+            for name in names:
+                if name in self.cuda_names:
+                    break
+                self._ask_body(name)
 
     def _fixed_reads(self, node: cst.CSTNode) -> Tuple[List[str], Optional[str]]:
         """The names `node` reads, in order, and what else in it is CUDA-only code whatever the
@@ -954,8 +1042,9 @@ class _DeviceGates:
         while stack:
             n = stack.pop()
             if isinstance(n, cst.Name):
-                if n.value in self.cuda_names:
-                    return f"the test reads {self.cuda_names[n.value]}"
+                found = self._cuda_name(n.value)
+                if found is not None:
+                    return f"the test reads {found}"
                 if self._library_word(n.value):
                     return f"the test asks for `{n.value}`"
             elif isinstance(n, cst.Attribute):
@@ -972,7 +1061,6 @@ class _DeviceGates:
     # -- the walk -----------------------------------------------------------------------------
 
     def plan(self) -> None:
-        self._index()
         for node in self._candidates():
             if isinstance(node, (cst.Attribute, cst.Call)):  # `x.is_cuda`, `torch.cuda.is_available()`
                 negative = False
@@ -990,6 +1078,8 @@ class _DeviceGates:
                 api = self.ctx.code_for(node)
                 self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
                                  suggestion=rule.render_suggestion(api=api, detail=detail))
+        if self.ctx.partial is not None:
+            self._settle_asks()
 
     def _tests_a_device(self, node: cst.Comparison) -> bool:
         """Whether the torch pass would rewrite the comparison: "cuda" compared with a device."""
@@ -998,23 +1088,55 @@ class _DeviceGates:
                    for o in operands)
 
     def _candidates(self) -> List[cst.CSTNode]:
-        """Comparisons (==, !=, in, not in) and `.is_cuda` tests, in the order of the file."""
+        """Comparisons (==, !=, in, not in), `.is_cuda` tests and `torch.cuda.is_available()`
+        calls, in the order of the file, their ancestors recorded (self.parent); and the
+        module's definitions by name (functions and classes at any depth, as the last one in the
+        file that is not inside another of the same name; then names assigned at module level)."""
         work.count("walk")
-        stack: List[cst.CSTNode] = [self.ctx.module]
         found: List[cst.CSTNode] = []
+        definitions = self.definitions
+        kept = self.ctx.kept
+        resolve = self.ctx.imports.resolve
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(self.ctx.module, 0)]
         while stack:
-            n = stack.pop()
-            if id(n) in self.ctx.kept:
+            n, depth = stack.pop()
+            del path[depth:]
+            path.append(n)
+            if id(n) in kept:
                 continue  # the planner keeps it already (a capability check's whole statement)
-            if isinstance(n, cst.Comparison) and any(
+            if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                held = definitions.get(n.name.value)
+                if held is None or not any(p is held for p in path):
+                    definitions[n.name.value] = n
+            elif isinstance(n, cst.Comparison) and any(
                     isinstance(t.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)) for t in n.comparisons):
                 found.append(n)
+                self._record(path)
             elif isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
                 found.append(n)
-            elif isinstance(n, cst.Call) and not n.args and self.ctx.imports.resolve(n.func) == "torch.cuda.is_available":
+                self._record(path)
+            elif isinstance(n, cst.Call) and not n.args and resolve(n.func) == "torch.cuda.is_available":
                 found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate
-            stack.extend(reversed(children(n)))  # (pre-order: the file's order)
+                self._record(path)
+            depth += 1
+            stack.extend([(c, depth) for c in reversed(children(n))])  # (pre-order: the file's order)
+        for stmt in self.ctx.module.body:
+            if isinstance(stmt, cst.SimpleStatementLine):
+                for small in stmt.body:
+                    if isinstance(small, cst.Assign):
+                        for t in small.targets:
+                            if isinstance(t.target, cst.Name):
+                                definitions.setdefault(t.target.value, small.value)
         return found
+
+    def _record(self, path: List[cst.CSTNode]) -> None:
+        """The parents along `path` (a node and its ancestors, from the walk's root down)."""
+        parent = self.parent
+        for i in range(len(path) - 1, 0, -1):
+            if id(path[i]) in parent:
+                break  # (and so are its ancestors)
+            parent[id(path[i])] = path[i - 1]
 
     def _judge(self, node: cst.CSTNode, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
         """("gate"|"refusal", detail) when the device test `node` (True on CUDA, or False on CUDA
@@ -1163,20 +1285,34 @@ class _DeviceGates:
         partial = self.ctx.partial
         if partial is None:
             return
-        if self._cuda_words[0] != len(self.cuda_names):  # (cuda_names only grows)
-            self._cuda_words = (len(self.cuda_names), {w.encode() for w in self.cuda_names}
-                                | {n.rsplit(".", 1)[-1].encode() for n in self.calls})
-        cuda = self._cuda_words[1]
         for run in runs:
             if run in self.ctx.partial_lines:
                 continue  # (asked already)
-            words = self._run_words.get(run)
-            if words is None:
-                words = self._run_words[run] = words_of(partial.text_of(run))
+            words = self._words_of_run(run)
             if name and name.encode() not in words:
                 continue
-            if cuda & words or any(self._library_word(w.decode("utf-8", "replace")) for w in words):
+            if any(self._cuda_word(w) for w in words):
                 self.ctx.partial_lines.add(run)
+
+    def _words_of_run(self, run: Tuple[int, int]) -> Set[bytes]:
+        words = self._run_words.get(run)
+        if words is None:
+            assert self.ctx.partial is not None
+            words = self._run_words[run] = words_of(self.ctx.partial.text_of(run))
+        return words
+
+    def _cuda_word(self, word: bytes) -> bool:
+        """Whether a word of a line left out names CUDA-only code: a name the imports bind to it
+        (or imports left out would), a CUDA-only definition of the module, a library word, a
+        CUDA-only call's name."""
+        known = self._cuda_word_memo.get(word)
+        if known is None:
+            self._cuda_word_memo[word] = False
+            name = word.decode("utf-8", "replace")
+            known = (name in self.cuda_names or name in self._call_leaves or self._library_word(name)
+                     or name in self.definitions and self._within(name, 3) or name in self._elided_imports())
+            self._cuda_word_memo[word] = known
+        return known
 
     def _ask_for_uses(self, name: str) -> None:
         """The lines left out that use `name` (a predicate's callers, a variable's readers) and
@@ -1194,7 +1330,28 @@ class _DeviceGates:
         for call in _calls(node):
             root = _root(call.func)
             if root is not None and root not in self.definitions and root not in self.ctx.imports.names:
-                self._ask_for_uses(root)
+                self._ask_for_definition(root)
+
+    def _ask_for_definition(self, name: str) -> None:
+        """The lines left out that define `name` as self.definitions would hold it (a function or
+        class at any depth, a name assigned at module level) where that definition holds
+        CUDA-only code; lines that only use the name (`value_states.contiguous()`: a local
+        variable), or define something else, cannot change a verdict."""
+        partial = self.ctx.partial
+        if partial is None or name in self._definitions_asked or not partial.elided_word(name):
+            return
+        self._definitions_asked.add(name)
+        defines = re.compile(r"\b(?:def|class)\s+%s\b|(?:^|;|=)[ \t]*%s[ \t]*=(?!=)" % ((re.escape(name),) * 2), re.MULTILINE)
+        for start, end, indent in partial.runs:
+            if (start, end) in self.ctx.partial_lines or name.encode() not in self._words_of_run((start, end)) or (
+                    not defines.search(partial.text_of((start, end)))):
+                continue
+            for node in _definitions_in(partial.statements_of((start, end)), name, not indent):
+                first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+                words = words_of("".join(partial.lines[first - 1:node.end_lineno]))
+                if any(self._cuda_word(w) for w in words):
+                    self.ctx.partial_lines.add((start, end))
+                    break
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         parent = self.parent.get(id(node))
@@ -1230,14 +1387,19 @@ class _DeviceGates:
 
     def _calls_of(self, name: str) -> Iterator[cst.Call]:
         work.count("walk")
-        stack: List[cst.CSTNode] = [self.ctx.module]
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(self.ctx.module, 0)]
         while stack:
-            n = stack.pop()
+            n, depth = stack.pop()
+            del path[depth:]
+            path.append(n)
             if isinstance(n, cst.Call) and (
                     (isinstance(n.func, cst.Name) and n.func.value == name)
                     or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)):
+                self._record(path)
                 yield n
-            stack.extend(children(n))
+            depth += 1
+            stack.extend([(c, depth) for c in children(n)])
 
     def _variable(self, assign: cst.CSTNode, name: str, negative: bool, depth: int,
                   seen: Set[int]) -> Optional[Tuple[str, str]]:
@@ -1251,13 +1413,42 @@ class _DeviceGates:
             self.ctx.partial_lines.update(partial.elided_in(function.body, name))
         elif partial is not None and partial.elided_word(name):
             self.ctx.partial_misses.add(name)
-        for ref in self._references(scope):
-            if ref.value != name or self._is_target(ref):
+        if function is None:
+            work.count("walk")
+        for ref in self._uses(scope, name):
+            if self._is_target(ref):
                 continue
             verdict = self._judge(ref, negative, depth + 1, seen)
             if verdict is not None:
                 return verdict
         return None
+
+    def _uses(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
+        """The references to `name` under `scope` (as _references reads them, in its order),
+        their ancestors recorded."""
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(scope, 0)]
+        while stack:
+            n, depth = stack.pop()
+            del path[depth:]
+            path.append(n)
+            if isinstance(n, cst.Name):
+                if n.value == name:
+                    self._record(path)
+                    yield n
+                continue
+            if isinstance(n, _NOT_REFERENCES):
+                continue
+            depth += 1
+            if isinstance(n, (cst.Attribute, cst.Arg)):
+                stack.append((n.value, depth))
+            elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+                stack.extend([(c, depth) for c in children(n) if c is not n.name])
+            elif isinstance(n, cst.Param):
+                if n.default is not None:
+                    stack.append((n.default, depth))
+            else:
+                stack.extend([(c, depth) for c in children(n)])
 
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
@@ -1265,6 +1456,12 @@ class _DeviceGates:
 
 
 _CUDA_KERNEL_RE = re.compile(r"(?i)\bcuda kernels?\b")
+# Where an import statement can start in a run of lines left out (as partial._IMPORT_START)
+# What may define a name in lines left out (_DeviceGates._elided_definitions): a function or a
+# class at any depth; at module level, an assignment (`a = b = ...`, `x = 1; name = ...`)
+_DEFINED_RE = re.compile(r"\b(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
+_ASSIGNED_RE = re.compile(r"(?:^|;|=)[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)", re.MULTILINE)
+_IMPORT_TEXT_RE = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
 
 
 def _texts(node: cst.CSTNode) -> Iterator[str]:
@@ -1277,6 +1474,22 @@ def _texts(node: cst.CSTNode) -> Iterator[str]:
         elif isinstance(n, cst.FormattedStringText):
             yield n.value
         stack.extend(children(n))
+
+
+def _definitions_in(statements: List[ast.stmt], name: str, module_level: bool) -> Iterator[ast.stmt]:
+    """The functions and classes named `name` in `statements` (Python's ast), at any depth, and
+    when they are at module level the assignments of `name` (`name = ...`)."""
+    todo: List[Tuple[ast.AST, bool]] = [(s, module_level) for s in statements]
+    while todo:
+        node, top = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            yield node
+        elif top and isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            yield node
+        for field in ("body", "orelse", "handlers", "finalbody"):
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, (ast.stmt, ast.excepthandler)):
+                    todo.append((child, False))
 
 
 _CUDA_VERSION_FACTS = {"torch.version.cuda", "torch.version.hip"}
