@@ -305,7 +305,13 @@ def _requirements(rule: Rule) -> List[Requirement]:
     if match == "import":
         return [imported(n) for n in names]
     if match in ("api", "call", "call-kwarg"):
-        return [components(n) for n in names]
+        # A call rule that matches only a keyword argument (`out_dtype=` of torch.mm) needs one
+        # of its keywords written too: as the keyword, or as the string key of the dict that
+        # `**kwargs` passes (codemods/findings.py `_mapping_entries`: literal keys only, no
+        # escapes). Only the prefilter reads this; the statement filter keeps the leaf word.
+        extras = _keyword_words([rule]) if match != "api" else [frozenset()]
+        return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=req.leaf, name=req.name)
+                for req in map(components, names) for extra in extras]
     if match == "string":  # every word of the text, inside a string literal
         return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
                             leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
