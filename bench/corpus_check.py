@@ -390,7 +390,7 @@ def _prefilter_skips_no_work(path: str) -> bool:
     if text is None or prefilter.may_need_work(rules, text, options.framework):
         return True
     real = prefilter.may_need_work
-    prefilter.may_need_work = lambda rules, text, framework="auto", words=None: True
+    prefilter.may_need_work = lambda rules, text, framework="auto", words=None, frameworks=None: True
     try:
         result = migrate_source(text, path, options, rules, partial=False)
     finally:

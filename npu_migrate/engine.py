@@ -17,9 +17,10 @@ import ast
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Optional, Set, Tuple
+from typing import TYPE_CHECKING, FrozenSet, Optional, Set, Tuple
 
-from .frameworks import FRAMEWORK_IMPORTS, detect_frameworks, star_imported_frameworks, tensorflow2_reason
+from .frameworks import (FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks,
+                         tensorflow2_reason)
 from .suppressions import parse_suppressions, unused_suppressions
 from .model import FileResult
 from .options import Options
@@ -106,11 +107,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     words = None if wants_modelarts else words_of(text)  # (the passes look for words too: LazyCodeWords)
-    if not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework, words) \
-            and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)):
-        # Nothing to report, so any `# npu-migrate: ignore` here silences nothing.
-        result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
-        return result
+    if _needs_nothing(text, options, rules, words, wants_modelarts):
+        return _nothing_needed(text, result)
     if len(text) > MAX_PARSE_CHARS:
         result.error = (
             f"too large to migrate ({len(text) / 1e6:.1f} million characters; the limit is "
@@ -120,6 +118,11 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     try:
         verdict = python_verdict_of(text)
         code = LazyCodeWords(verdict.tree, words) if verdict.tree is not None else None
+        if code is not None and _needs_nothing(text, options, rules, words, wants_modelarts,
+                                               _used_frameworks(code, options.framework, rules)):
+            # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
+            # a function, which its text cannot tell; 31 of transformers' files)
+            return _nothing_needed(text, result)
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
                 and not _framework_rules_apply(code, rules)):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,
@@ -145,6 +148,22 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     del module  # (libcst's tree: gone before the verify parse)
     return _with_applied_frameworks(_verified(done, input_parses))
+
+
+def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_modelarts: bool,
+                   frameworks: Optional[FrozenSet[str]] = None) -> bool:
+    """Whether the file needs nothing, as the prefilter tells from its text (prefilter.py) and
+    `frameworks`, those it uses (when known: _used_frameworks). ModelArts and --distributed look
+    at every entry script; a file that reads a device key of --device-config-keys needs work."""
+    return (not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework, words, frameworks)
+            and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)))
+
+
+def _nothing_needed(text: str, result: FileResult) -> FileResult:
+    """The result of a file that needs nothing: nothing to report, so any `# npu-migrate: ignore`
+    here silences nothing."""
+    result.unused_ignores = unused_suppressions(text, parse_suppressions(text), set())
+    return result
 
 
 def _verified(result: FileResult, input_parses: bool, partial_text: Optional[str] = None) -> FileResult:
@@ -189,9 +208,9 @@ def _with_applied_frameworks(result: FileResult) -> FileResult:
     return result
 
 
-def _frameworks_of(code: LazyCodeWords) -> Set[str]:
-    """The frameworks a file uses, as _migrate_module tells them from the parsed imports, here
-    from Python's tree; TF 2 code does not count as TensorFlow (no TF 1.15 rule applies)."""
+def _detected_frameworks(code: LazyCodeWords) -> Set[str]:
+    """What frameworks.detect_frameworks tells from the import table, here from Python's tree
+    (the import statements: LazyCodeWords.imports)."""
     def imports(root: str, modules) -> bool:
         return any(m == root or m.startswith(root + ".") for m in modules)
 
@@ -201,7 +220,27 @@ def _frameworks_of(code: LazyCodeWords) -> Set[str]:
         found = {name for name in found
                  if name == "torch" or any(imports(root, top_level_modules)
                                            for root, n in FRAMEWORK_IMPORTS if n == name)}
-    return {name for name in found if not (name == "tensorflow" and tensorflow2_reason(code.get()))}
+    return found
+
+
+def _frameworks_of(code: LazyCodeWords) -> Set[str]:
+    """The frameworks a file uses, as _migrate_module tells them from the parsed imports, here
+    from Python's tree; TF 2 code does not count as TensorFlow (no TF 1.15 rule applies)."""
+    return {name for name in _detected_frameworks(code) if not (name == "tensorflow" and tensorflow2_reason(code.get()))}
+
+
+def _used_frameworks(code: LazyCodeWords, framework: str, rules: RuleSet) -> Optional[FrozenSet[str]]:
+    """The frameworks whose passes _migrate_module runs on the file (ctx.frameworks), or more:
+    --framework's; else those detect_frameworks finds, and where it finds none, those a star
+    import may bring (frameworks.star_imported_frameworks: `tf.` after `from x import *`).
+    None (not known) when a rule kind of the rule set brings its own applier (Kind.apply: the
+    `kinds` pass runs it whatever the frameworks)."""
+    if rules.applied_kinds:
+        return None
+    if framework != "auto":
+        return frozenset({framework})
+    found = _detected_frameworks(code)
+    return frozenset(found or {name for _alias, _module, name in STAR_IMPORTED_ALIASES})
 
 
 def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:

@@ -143,15 +143,16 @@ class Prefilter:
     """
 
     def __init__(self, requirements: Optional[Iterable[Requirement]],
-                 gated: Sequence[Tuple["Prefilter", Union["Prefilter", Callable[[], "Prefilter"]]]] = ()) -> None:
-        """`gated`: (gate, body) pairs; a file meets one when it meets the gate and the body.
-        A framework's rules are gated by its imports (build_prefilter): the same answer as
-        each rule's requirements joined with each import's, without their product (9,019
-        requirements to build and sort at every start instead of ~2,100)."""
+                 gated: Sequence[Tuple[str, "Prefilter", Union["Prefilter", Callable[[], "Prefilter"]]]] = ()) -> None:
+        """`gated`: (framework, gate, body); a file meets one when it meets the gate and the
+        body (and uses the framework, when the caller knows: may_need_work). A framework's
+        rules are gated by its imports (build_prefilter): the same answer as each rule's
+        requirements joined with each import's, without their product (9,019 requirements to
+        build and sort at every start instead of ~2,100)."""
         self.disabled = requirements is None
         # a body may be given as a function that builds it: built when a file first meets its
         # gate (a PyTorch script never builds the 1,762 TensorFlow requirements' body)
-        self._gated: List[List[Any]] = [[gate, body] for gate, body in gated]
+        self._gated: List[List[Any]] = [[gate, body, framework] for framework, gate, body in gated]
         # Requirements without refs first: they need no regex. Otherwise in the order given
         # (the answer does not depend on it; sorting 9,000 by their words cost 0.3 s a start).
         unique = dict.fromkeys(requirements or ())
@@ -169,14 +170,27 @@ class Prefilter:
             else:
                 self._always.append(i)
         self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
+        # (text, words, whether they meet the requirements of no gate): of the last text asked about
+        self._last: Tuple[Optional[str], Optional[AbstractSet[bytes]], bool] = (None, None, False)
 
-    def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None) -> bool:
-        """`words`: words_of(text), when the caller has it."""
+    def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None,
+                      frameworks: Optional[AbstractSet[str]] = None) -> bool:
+        """`words`: words_of(text), when the caller has it. `frameworks`: those the file uses,
+        when the caller knows them (engine.py, from Python's tree): the rules of another
+        framework then do not count, whatever its gate says (its pass does not run: passes.py)."""
         if self.disabled:
             return True
-        words = words_of(text) if words is None else words
-        return self._meets_own(text, words) or any(
-            pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
+        if words is None:
+            words = words_of(text)
+        last = self._last
+        if last[0] is text and last[1] is words:  # (asked again with the frameworks: engine.py)
+            own = last[2]
+        else:
+            own = self._meets_own(text, words)
+            self._last = (text, words, own)
+        return own or any(
+            (frameworks is None or pair[2] in frameworks)
+            and pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
         )
 
     @staticmethod
@@ -310,11 +324,12 @@ class RulePrefilter:
                 groups.setdefault((req.in_strings, roots), []).append(Requirement(words))
         return [(Prefilter(reqs), in_strings, roots) for (in_strings, roots), reqs in groups.items()]
 
-    def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None) -> bool:
+    def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
+                      frameworks: Optional[AbstractSet[str]] = None) -> bool:
         prefilter = self._by_framework.get(framework)
         if prefilter is None:
             prefilter = self._by_framework[framework] = build_prefilter(self.rules, framework)
-        return prefilter.may_need_work(text, words)
+        return prefilter.may_need_work(text, words, frameworks)
 
 
 _RULE_PREFILTERS: Dict[str, RulePrefilter] = {}  # rule set fingerprint -> its prefilters
@@ -327,11 +342,14 @@ def _rule_prefilter(rules) -> RulePrefilter:
     return found
 
 
-def may_need_work(rules, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None) -> bool:
+def may_need_work(rules, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
+                  frameworks: Optional[AbstractSet[str]] = None) -> bool:
     """Whether a Python file can need anything at all under `rules` (words derived from the
     rules); False means it is skipped without being parsed. `framework`: --framework.
-    `words`: words_of(text), when the caller has it."""
-    return _rule_prefilter(rules).may_need_work(text, framework, words)
+    `words`: words_of(text), when the caller has it. `frameworks`: the frameworks the file
+    uses, once Python's tree tells them (engine.py asks again then: a PyTorch file that imports
+    TensorFlow only inside a function needs no TensorFlow rule, which its text cannot tell)."""
+    return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks)
 
 
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
@@ -356,7 +374,7 @@ def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:
             requirements.extend(own_requirements(kind, rule))
         else:
             gated.setdefault(rule.framework, []).append((kind, rule))
-    return Prefilter(requirements, [(Prefilter(framework_imports(framework)), functools.partial(_body, body))
+    return Prefilter(requirements, [(framework, Prefilter(framework_imports(framework)), functools.partial(_body, body))
                                     for framework, body in gated.items()])
 
 

@@ -110,7 +110,7 @@ def test_the_checker_catches_a_prefilter_that_skips_work(tmp_path, monkeypatch):
     (tmp_path / "b.py").write_text("import os\nx = 1\n", encoding="utf-8")
     assert corpus_check.speedup_differences(tmp_path, jobs=1) == []
     # in this process (a pool's workers inherit a monkeypatch only when forked)
-    monkeypatch.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None: "cuda" not in text)
+    monkeypatch.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None: "cuda" not in text)
     check = corpus_check._speedup_problems
     assert check(str(tmp_path / "b.py")) == []
     assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]

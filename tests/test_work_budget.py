@@ -332,3 +332,21 @@ def test_a_keyword_only_call_finding_needs_its_keyword_written():
     mapped = text.replace("    return torch.bmm(q, k.transpose(1, 2))",
                           "    kw = {'out_dtype': torch.float32}\n    return torch.bmm(q, k, **kw)")
     assert [f.code for f in migrate_source(mapped, "attention.py").findings] == ["NPU316"]
+
+
+def test_a_pytorch_file_importing_tensorflow_in_a_function_is_only_read_by_python():
+    """A PyTorch module that imports TensorFlow only inside a function (transformers'
+    `load_tf_weights_in_*`) is not TensorFlow code (frameworks.detect_frameworks): no TensorFlow
+    rule applies to it. Its text meets TensorFlow's rules, so the prefilter lets it through;
+    once Python's tree tells its frameworks, the engine asks again and stops there (31 of
+    transformers 4.46.3's files took a partial parse and a transform for nothing). Imported
+    where the module runs, TensorFlow's rules apply."""
+    text = ("import torch\nfrom torch import nn\n\n\ndef load_tf_weights(model, path):\n    import tensorflow as tf\n\n"
+            "    names = tf.train.list_variables(path)\n    with tf.device('/gpu:0'):\n"
+            "        return [tf.train.load_variable(path, n) for n, _ in names]\n")
+    result = migrate_source(text, "modeling_x.py")
+    assert result.work == {"ast": 1} and result.to_dict() == migrate_source(text, "modeling_x.py", partial=False).to_dict()
+    assert not (result.edits or result.findings or result.notes)
+    top = text.replace("from torch import nn\n", "from torch import nn\n\nif is_tf_available():\n    import tensorflow as tf\n")
+    assert [e.code for e in migrate_source(top, "modeling_x.py").edits] == ["NPU127"]
+    assert [e.code for e in migrate_source(text, "modeling_x.py", Options(framework="tensorflow")).edits] == ["NPU127"]
