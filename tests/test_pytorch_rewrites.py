@@ -307,3 +307,41 @@ def test_an_assignment_that_points_a_cuda_name_at_the_npu_keeps_its_target(value
     src = f"import torch\nimport torch_npu as npu\ntorch.cuda.amp = {value}\ny = torch.cuda.amp.autocast()\n"
     line = f"torch.cuda.amp = {value}\n" if kept else f"torch.npu.amp = {value}\n"
     assert migrate(src) == f"import torch\nimport torch_npu as npu\n{line}y = torch.npu.amp.autocast()\n"
+
+
+SKORCH_DEVICE_PAIRS = '''import pytest
+import torch
+
+@pytest.mark.parametrize('device_from, device_to', [
+    ('cpu', 'cpu'),
+    ('cpu', 'cuda'),
+    ('cuda', 'cuda'),
+])
+def test_to_device(x, device_from, device_to):
+    if 'cuda' in (device_from, device_to) and not torch.cuda.is_available():
+        pytest.skip()
+    for device in [device_from, device_to]:
+        if device == 'cuda':
+            x = x.half()
+    ok = any(d == 'cuda' for d in (device_from, device_to))
+    both = (device_from, device_to) == ('cuda', 'cuda')
+'''
+
+
+def test_a_display_of_device_names_is_tested_for_what_they_hold():
+    """skorch 1.4.0 tests/test_utils.py:253-261: the parametrized values of `device_from,
+    device_to` become "npu" (NPU105), so the tests of what they hold -- `'cuda' in (device_from,
+    device_to)`, a loop or a generator over the pair, a tuple compared with them -- move too;
+    left as 'cuda', the skip never fires and the test runs without an NPU."""
+    expected = SKORCH_DEVICE_PAIRS.replace("'cuda'", "'npu'").replace("torch.cuda.", "torch.npu.")
+    assert migrate(SKORCH_DEVICE_PAIRS) == expected
+
+
+@pytest.mark.parametrize("src", [
+    "ok = 'cuda' in (device, backend)\n",   # not every element is a device
+    "ok = 'cuda' in (a, b)\n",
+    "ok = 'cuda' in (*devices, extra)\n",
+    "for d in (device, name):\n    ok = d == 'cuda'\n",
+])
+def test_a_display_with_something_else_than_devices_is_not_a_device(src):
+    assert migrate(src) == src

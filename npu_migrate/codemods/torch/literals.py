@@ -116,9 +116,23 @@ class DeviceVariables(cst.CSTVisitor):
 
 
 def _named_for_devices(node: cst.BaseExpression) -> bool:
-    """`DEVICES`, `self.devices`, `cfg["devices"]`: named for devices (by its name alone)."""
+    """`DEVICES`, `self.devices`, `cfg["devices"]`: named for devices (by its name alone); also
+    `(device_from, device_to)`, a display of such names (`for d in (device_from, device_to)`)."""
+    elements = _display_elements(node)
+    if elements is not None:
+        return all(_named_for_devices(e) for e in elements)
     name = last_identifier(node)
     return bool(name and DEVICE_NAME_RE.search(name))
+
+
+def _display_elements(node: cst.BaseExpression) -> Optional[List[cst.BaseExpression]]:
+    """The elements of a tuple, list or set display written out (`(a, b)`), None for anything
+    else, for an empty display and for one with a starred element (`(*devices, x)`)."""
+    if not isinstance(node, (cst.Tuple, cst.List, cst.Set)) or not node.elements:
+        return None
+    if not all(isinstance(e, cst.Element) for e in node.elements):
+        return None
+    return [e.value for e in node.elements]
 
 
 @applies("device", "backend", "env", "api")
@@ -242,9 +256,15 @@ class LiteralRewrites(TorchKind):
         return self._rewrite_literal(self.envs, self.env_rule, original, updated, what)
 
     def is_device_expr(self, node: cst.BaseExpression) -> bool:
-        """`x.device.type`, `device`, `args.device`, `str(device)`, `cfg["device"]`."""
+        """`x.device.type`, `device`, `args.device`, `str(device)`, `cfg["device"]`; and a display of
+        them, `(device_from, device_to)`: what it is tested for (`"cuda" in (device_from,
+        device_to)`) is what they hold, and moves with their values (skorch's parametrized
+        tests), or the test would ask for a device its values no longer name."""
         if isinstance(node, cst.Attribute) and node.attr.value == "type":
             return True
+        elements = _display_elements(node)
+        if elements is not None:
+            return all(self.is_device_expr(e) for e in elements)
         if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "str":
             return len(node.args) == 1 and self.is_device_expr(node.args[0].value)
         if (isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index)
