@@ -21,9 +21,11 @@ now; a stale or broken file costs a compile, never a difference (a missing, unre
 corrupt file is ignored and, if it can be, replaced).
 
 The file lives where Python puts this package's bytecode (`importlib.util.cache_from_source`:
-the package's `__pycache__`, or `PYTHONPYCACHEPREFIX`), trusted as the `.pyc` files there are, and is
-written, as they are, unless `PYTHONDONTWRITEBYTECODE`/`-B` says not to; it holds the texts one run
-used plus those it had, and is rewritten only by a run that compiled something.
+the package's `__pycache__`, or `PYTHONPYCACHEPREFIX`), and is written, as the `.pyc` files are, unless
+`PYTHONDONTWRITEBYTECODE`/`-B` says not to, and only into a folder the user owns that no one else may
+write (never a shared install's); it is read only when the user owns it and no one else may write it.
+It holds the texts one run used plus those it had, and is rewritten only by a run that compiled
+something. Only `__main__.entry` installs it: importing npu_migrate as a library changes nothing.
 """
 
 from __future__ import annotations
@@ -132,6 +134,8 @@ class CompiledTexts:
         assert self.path is not None
         try:
             with open(self.path, "rb") as stream:
+                if not _ours(os.fstat(stream.fileno())):
+                    return {}
                 data = stream.read(MAX_BYTES + 1)
         except OSError:
             return {}
@@ -168,8 +172,11 @@ class CompiledTexts:
         if len(texts) > MAX_TEXTS:
             texts = dict(self.used)
         temporary = f"{self.path}.{os.getpid()}.tmp"
+        folder = os.path.dirname(self.path)
         try:
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            os.makedirs(folder, exist_ok=True)
+            if not _ours(os.stat(folder)):
+                return  # a shared install (another user's __pycache__): Python's .pyc only
             with open(temporary, "wb") as stream:
                 stream.write(MAGIC_NUMBER + marshal.dumps(texts))
             os.replace(temporary, self.path)
@@ -180,6 +187,13 @@ class CompiledTexts:
                 pass
             return
         self.known = texts
+
+
+def _ours(stat: os.stat_result) -> bool:
+    """A file or folder this user owns that no one else may write (code is run from it)."""
+    if not hasattr(os, "geteuid"):  # Windows: its ACLs decide, as for the .pyc files beside it
+        return True
+    return stat.st_uid == os.geteuid() and not stat.st_mode & 0o022
 
 
 COMPILED: Optional[CompiledTexts] = None

@@ -648,9 +648,9 @@ def test_the_dataclasses_methods_are_compiled_by_the_first_run_only(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_dataclass_code_that_is_not_ours_is_compiled_again_and_replaced(tmp_path):
-    """Another interpreter's file, a broken one or one of other types is not read: the run
-    compiles, answers the same and leaves a good file; with PYTHONDONTWRITEBYTECODE it writes
-    none, as Python writes no .pyc."""
+    """Another interpreter's file, a broken one, one of other types or one others may write is
+    not read: the run compiles, answers the same and leaves a good file; with
+    PYTHONDONTWRITEBYTECODE, or in a folder others may write, it writes none."""
     import marshal
     from importlib.util import MAGIC_NUMBER
 
@@ -668,6 +668,15 @@ def test_compiled_dataclass_code_that_is_not_ours_is_compiled_again_and_replaced
             data = stream.read()
         assert data.startswith(MAGIC_NUMBER) and len(marshal.loads(data[len(MAGIC_NUMBER):])) == first["compiled"]
     assert _entry(tmp_path, "--version")[0]["compiled"] == 0
+    # a file others may write is not run (compiled again, and replaced by one of the user's)
+    os.chmod(path, 0o666)
+    assert _entry(tmp_path, "--version")[0]["compiled"] == first["compiled"]
+    assert _entry(tmp_path, "--version")[0]["compiled"] == 0
+    # nor written into a folder others may write (a shared install's)
+    os.unlink(path)
+    os.chmod(os.path.dirname(path), 0o777)
+    assert _entry(tmp_path, "--version")[0]["compiled"] == first["compiled"]
+    assert not os.path.exists(path)
 
 
 def test_a_dataclass_made_from_kept_code_is_the_dataclass_made_from_its_text(tmp_path, monkeypatch):
@@ -826,3 +835,58 @@ def test_the_modules_of_a_package_are_those_pkgutil_lists(tmp_path):
         (tmp_path / folder / inside).write_text("", encoding="utf-8")
     assert package_modules(str(tmp_path)) == listed(tmp_path) == ["a", "b", "c", "compiled", "pkg"]
     assert package_modules(str(tmp_path / "missing")) == listed(tmp_path / "missing") == []
+
+
+# The code of every dataclass method in libcst and npu_migrate, as a structure (marshal's bytes
+# depend on reference counts): what runs, whether it was compiled now or kept.
+METHODS_PROBE = r"""
+import dataclasses, hashlib, json, sys, types
+if sys.argv[1] == "kept":
+    from npu_migrate.startup import compile_dataclasses_once
+    texts = compile_dataclasses_once()
+import libcst, npu_migrate.cli, npu_migrate.codemods.torch
+def shape(value):
+    if isinstance(value, types.CodeType):
+        return ("code", value.co_code, value.co_names, value.co_varnames, value.co_freevars, value.co_cellvars,
+                value.co_argcount, value.co_kwonlyargcount, value.co_posonlyargcount, value.co_flags,
+                value.co_name, value.co_qualname if hasattr(value, "co_qualname") else "", value.co_firstlineno,
+                value.co_stacksize, value.co_filename, getattr(value, "co_linetable", getattr(value, "co_lnotab", b"")),
+                tuple(shape(c) for c in value.co_consts))
+    return repr(value)
+seen = {}
+for name, module in sorted(sys.modules.items()):
+    if not name.startswith(("libcst", "npu_migrate")):
+        continue
+    for value in list(vars(module).values()):
+        if isinstance(value, type) and dataclasses.is_dataclass(value) and value.__module__ == name:
+            for method in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__", "__lt__"):
+                function = value.__dict__.get(method)
+                if isinstance(function, types.FunctionType):
+                    key = f"{name}.{value.__qualname__}.{method}"
+                    seen[key] = hashlib.sha256(repr(shape(function.__code__)).encode()).hexdigest()
+print(json.dumps({"methods": seen, "compiled": texts.compiled if sys.argv[1] == "kept" else None}))
+if sys.argv[1] == "kept":
+    texts.save()  # (as __main__.entry does when the run ends)
+"""
+
+
+@pytest.mark.slow
+def test_every_dataclass_method_of_libcst_and_ours_is_the_same_code_kept_or_compiled(tmp_path):
+    """startup.py's kept code runs exactly what @dataclass would compile now: every generated
+    method of every dataclass in libcst and npu_migrate (~850: __init__, __repr__, __eq__,
+    __hash__, frozen __setattr__/__delattr__) has the same bytecode, constants, names and
+    positions whether compiled in the process, by the run that kept it, or read back."""
+    env = {**os.environ, "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache")}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+
+    def methods(how):
+        done = subprocess.run([sys.executable, "-c", METHODS_PROBE, how], cwd=tmp_path, capture_output=True,
+                              env=env, timeout=600)
+        assert done.returncode == 0, done.stderr.decode()
+        return json.loads(done.stdout.decode())
+
+    fresh = methods("fresh")["methods"]
+    assert len(fresh) > 600 and any(k.startswith("libcst._nodes.expression.Name.") for k in fresh)
+    first, kept = methods("kept"), methods("kept")
+    assert first["compiled"] > 600 and kept["compiled"] == 0  # (compiled, then read back)
+    assert first["methods"] == kept["methods"] == fresh
