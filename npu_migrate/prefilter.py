@@ -75,8 +75,9 @@ _LINE_GAP = r"(?:[ \t\f]|\\\r?\n)"
 _IMPORT_LIST = r"(?:\((?:[^)#]|#[^\r\n#]*)*?|(?:[^\r\n\\]|\\(?:\r?\n|.))*?)"
 
 
-def link_regex(parent: str, name: str) -> str:
-    """`parent.name`, `parent import [(]..., name`, or `parent as` (see Requirement).
+def link_regex(parent: str, name: str, aliased: bool = True) -> str:
+    """`parent.name`, `parent import [(]..., name`, or `parent as` (with `aliased`; see
+    Requirement: the prefilter also needs `.name` then, `link_alternatives`).
 
     The pattern starts with the literal `parent` so that the regex engine can jump between
     its occurrences (a leading `\\b` makes it try every position: 30x slower); `link_found`
@@ -84,14 +85,28 @@ def link_regex(parent: str, name: str) -> str:
     p, n = re.escape(parent), re.escape(name)
     return (
         rf"{p}\b(?:{_CHAIN_GAP}\.{_CHAIN_GAP}{n}\b"
-        rf"|{_LINE_GAP}+as\b"
-        rf"|{_LINE_GAP}+import{_LINE_GAP}*{_IMPORT_LIST}\b{n}\b)"
+        + (rf"|{_LINE_GAP}+as\b" if aliased else "")
+        + rf"|{_LINE_GAP}+import{_LINE_GAP}*{_IMPORT_LIST}\b{n}\b)"
     )
 
 
+def ref_alternatives(kind: str, name: str) -> Tuple[Tuple[str, ...], ...]:
+    """The patterns of a ref: it is found where every pattern of one alternative matches.
+    A `link` under an alias (`import torch.nn as tnn`) needs the name written as an attribute
+    too (`tnn.Transformer`: the import table resolves nothing else), anywhere in the text (a
+    function may use the alias above the import); `import torch.nn as nn` and the word
+    Transformer in a docstring (8 of transformers' files) meet no `torch.nn.Transformer`."""
+    if kind == "link":
+        parent, last = name.split(".")
+        return ((link_regex(parent, last, aliased=False),),
+                (rf"{re.escape(parent)}\b{_LINE_GAP}+as\b", rf"\.{_CHAIN_GAP}{re.escape(last)}\b"))
+    return tuple((p,) for p in ref_regexes(kind, name))
+
+
 def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
-    """The patterns one of which must match for a ref (see Requirement.refs). Each starts with
-    a literal (fast to search for); `ref_found` checks the word boundary before it."""
+    """The patterns one of which must match for a ref (see Requirement.refs) other than a
+    `link` (ref_alternatives). Each starts with a literal (fast to search for); `link_found`
+    checks the word boundary before it."""
     n = re.escape(name)
     attribute = rf"\.{_CHAIN_GAP}{n}\b"
     imported = rf"import\b{_LINE_GAP}*{_IMPORT_LIST}\b{n}\b"
@@ -101,8 +116,6 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (attribute, imported)
     if kind == "attr_or_def":
         return (attribute, rf"def{_LINE_GAP}+{n}\b")
-    if kind == "link":
-        return (link_regex(*name.split(".")),)
     if kind == "quoted":
         return (rf"['\"]{n}\b",)
     if kind == "quoted_any_case":
@@ -169,7 +182,8 @@ class Prefilter:
                 self._by_folded.setdefault(b" %s " % max(folded, key=lambda w: (len(w), w)), []).append(i)
             else:
                 self._always.append(i)
-        self._refs: Dict[Tuple[str, str], List["re.Pattern[str]"]] = {}  # compiled when first needed
+        # ref -> its alternatives (ref_alternatives), compiled when first needed
+        self._refs: Dict[Tuple[str, str], List[List["re.Pattern[str]"]]] = {}
         # (text, words, whether they meet the requirements of no gate): of the last text asked about
         self._last: Tuple[Optional[str], Optional[AbstractSet[bytes]], bool] = (None, None, False)
 
@@ -235,10 +249,11 @@ class Prefilter:
     def _ref_found(self, ref: Tuple[str, str], text: str, found: Dict[Tuple[str, str], bool]) -> bool:
         known = found.get(ref)
         if known is None:
-            patterns = self._refs.get(ref)
-            if patterns is None:
-                patterns = self._refs[ref] = [re.compile(p) for p in ref_regexes(*ref)]
-            known = found[ref] = any(link_found(p, text) for p in patterns)
+            alternatives = self._refs.get(ref)
+            if alternatives is None:
+                alternatives = self._refs[ref] = [[re.compile(p) for p in alternative]
+                                                  for alternative in ref_alternatives(*ref)]
+            known = found[ref] = any(all(link_found(p, text) for p in alternative) for alternative in alternatives)
         return known
 
 

@@ -34,9 +34,10 @@ class Requirement:
 
     ("link", "parent.name")  `name` right after `parent`: as an attribute (`nn.Transformer`,
                              whitespace and comments allowed in between), in `from ...parent
-                             import ..., name`, or with `parent` imported under an alias
-                             (`import torch.nn as tnn`) -- the only ways a reference to
-                             `...parent.name` can resolve through imports;
+                             import ..., name`, or with `parent` imported under an alias and
+                             `.name` written (`import torch.nn as tnn` ... `tnn.Transformer`)
+                             -- the only ways a reference to `...parent.name` can resolve
+                             through imports (prefilter.ref_alternatives);
     ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);

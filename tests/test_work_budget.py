@@ -350,3 +350,20 @@ def test_a_pytorch_file_importing_tensorflow_in_a_function_is_only_read_by_pytho
     top = text.replace("from torch import nn\n", "from torch import nn\n\nif is_tf_available():\n    import tensorflow as tf\n")
     assert [e.code for e in migrate_source(top, "modeling_x.py").edits] == ["NPU127"]
     assert [e.code for e in migrate_source(text, "modeling_x.py", Options(framework="tensorflow")).edits] == ["NPU127"]
+
+
+def test_a_qualified_name_under_an_aliased_parent_needs_its_attribute_written():
+    """`import torch.nn as nn` (most PyTorch files) made the prefilter's link `nn` -> `Transformer`
+    hold in any file that says Transformer, in a docstring too (NPU304's torch.nn.Transformer: 8
+    of transformers 4.46.3's files parsed for nothing). Under an alias, the import table resolves
+    only `alias.Transformer`: that must be written, anywhere (a function may use the alias above
+    the import)."""
+    text = ("import torch\nimport torch.nn as nn\n\n\nclass Block(nn.Module):\n    '''A Transformer block.'''\n\n"
+            "    def forward(self, x):\n        return x\n")
+    assert migrate_source(text, "block.py").work == {}
+    for used in (text.replace("return x", "return nn.Transformer()(x)"),
+                 text.replace("as nn", "as tnn").replace("(nn.", "(tnn.").replace("return x", "return tnn . Transformer()(x)"),
+                 "def make():\n    return tnn.Transformer(d_model=8)\n\n\nimport torch.nn as tnn\n",
+                 "import torch\nfrom torch import nn as tnn\nmodel = tnn.Transformer()\n",
+                 "import torch\nfrom torch.nn import Transformer as T\nmodel = T()\n"):
+        assert {f.code for f in migrate_source(used, "block.py").findings} == {"NPU304"}, used
