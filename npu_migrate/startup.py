@@ -38,7 +38,7 @@ import sys
 from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Set
 
 
 def package_modules(folder: str) -> List[str]:
@@ -126,7 +126,8 @@ class CompiledTexts:
     def __init__(self, path: Optional[str]) -> None:
         self.path = path
         self.known: Dict[str, CodeType] = self._read() if path else {}
-        self.used: Dict[str, CodeType] = {}
+        self.new: Dict[str, CodeType] = {}  # compiled here
+        self.used: Set[int] = set()  # the texts' hashes (a file grown past MAX_TEXTS keeps these; ~0.45 MB less than the texts)
         self.compiled = 0  # texts this process compiled (a second run compiles none)
         self.pid = os.getpid()  # (a forked worker's texts are its own: only this process saves)
 
@@ -134,9 +135,10 @@ class CompiledTexts:
         assert self.path is not None
         try:
             with open(self.path, "rb") as stream:
-                if not _ours(os.fstat(stream.fileno())):
+                status = os.fstat(stream.fileno())
+                if not _ours(status) or status.st_size > MAX_BYTES:
                     return {}
-                data = stream.read(MAX_BYTES + 1)
+                data = stream.read()  # (its size: read(MAX_BYTES) would allocate all of MAX_BYTES first)
         except OSError:
             return {}
         if len(data) > MAX_BYTES or data[: len(MAGIC_NUMBER)] != MAGIC_NUMBER:
@@ -151,12 +153,12 @@ class CompiledTexts:
 
     def exec(self, source: Any, *args: Any, **kwargs: Any) -> Any:
         if type(source) is str:
-            code = self.used.get(source) or self.known.get(source)
+            code = self.known.get(source) or self.new.get(source)
             if code is None:
                 # as `exec` compiles a text, without the future flags of this module (the caller)
-                code = compile(source, "<string>", "exec", dont_inherit=True)
+                code = self.new[source] = compile(source, "<string>", "exec", dont_inherit=True)
                 self.compiled += 1
-            self.used[source] = code
+            self.used.add(hash(source))
             source = code
         return exec(source, *args, **kwargs)  # noqa: S102 (dataclasses' own exec: its text or its code)
 
@@ -168,9 +170,9 @@ class CompiledTexts:
         """Keep the texts this run compiled, if any (atomically; one run's file or another's)."""
         if not self.compiled or self.path is None or sys.dont_write_bytecode or os.getpid() != self.pid:
             return
-        texts = {**self.known, **self.used}
+        texts = {**self.known, **self.new}
         if len(texts) > MAX_TEXTS:
-            texts = dict(self.used)
+            texts = {text: code for text, code in texts.items() if hash(text) in self.used}
         temporary = f"{self.path}.{os.getpid()}.tmp"
         folder = os.path.dirname(self.path)
         try:
@@ -186,7 +188,7 @@ class CompiledTexts:
             except OSError:
                 pass
             return
-        self.known = texts
+        self.known, self.new = texts, {}
 
 
 def _ours(stat: os.stat_result) -> bool:

@@ -684,6 +684,7 @@ def test_a_dataclass_made_from_kept_code_is_the_dataclass_made_from_its_text(tmp
     kept code object, any other is compiled."""
     import dataclasses
 
+    from npu_migrate import startup
     from npu_migrate.startup import CompiledTexts
 
     def make():
@@ -699,13 +700,26 @@ def test_a_dataclass_made_from_kept_code_is_the_dataclass_made_from_its_text(tmp
     texts = CompiledTexts(str(tmp_path / "code.marshal"))
     monkeypatch.setattr(dataclasses, "exec", texts.exec, raising=False)
     made = make()
-    assert texts.compiled == len(texts.used) >= 4  # __init__, __repr__, __eq__, __setattr__, ...
+    assert texts.compiled == len(texts.new) == len(texts.used) >= 4  # __init__, __repr__, __eq__, __setattr__, ...
+    compiled = set(texts.new)
     texts.save()
     again = CompiledTexts(str(tmp_path / "code.marshal"))
-    assert set(again.known) == set(texts.used)
+    assert set(again.known) == compiled
     monkeypatch.setattr(dataclasses, "exec", again.exec, raising=False)
     kept = make()
     assert again.compiled == 0
+    # a file grown past MAX_TEXTS (old libcst's and Python's texts) keeps only what a run used
+    again.known["def __create_fn__():\n return None"] = compile("x = 1", "<string>", "exec")
+    monkeypatch.setattr(startup, "MAX_TEXTS", 1)
+
+    @dataclasses.dataclass
+    class Other:
+        z: str
+
+    assert again.compiled > 0
+    other = set(again.new)
+    again.save()
+    assert set(CompiledTexts(str(tmp_path / "code.marshal")).known) == compiled | other  # not the stale one
     for cls in (made, kept):
         point = cls(1)
         assert (repr(point), point == cls(1, 2), hash(point) == hash(plain(1))) == (repr(plain(1)), True, True)
