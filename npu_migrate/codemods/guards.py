@@ -773,7 +773,9 @@ class _DeviceGates:
         self._evaluated: List[str] = []
         self._evaluated_set: Set[str] = set()
         self._elided_names: Optional[Set[str]] = None
-        self._elided_defined: Optional[Set[str]] = None
+        # False when the file shows no CUDA-only code but an error that says CUDA only (evidence())
+        self.names_matter = True
+        self._elided_defined: Optional[Dict[str, List[Tuple[int, int, str]]]] = None
         self._definitions_asked: Set[str] = set()
         self._call_leaves = {n.rsplit(".", 1)[-1] for n in self.calls}
         # partial parsing: the words of a run left out, the runs of a definition's body, whether a
@@ -816,15 +818,22 @@ class _DeviceGates:
         if self.cuda_names or self.ctx.kept:
             return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
-        if ("raise" in text or "assert" in text) and (
-                "NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
-            return True  # a refusal whose error says CUDA only
         words = self.gate_words
         if words and re.search("(?i)" + "|".join(re.escape(w) for w in words), text):
             return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
         if any(re.search(r"\b%s\s*\(" % re.escape(name.rsplit(".", 1)[-1]), text) for name in self.calls):
             return True
-        return bool(self._elided_imports())  # (a compiled extension imported in lines left out)
+        if self._elided_imports():
+            return True  # (a compiled extension imported in lines left out)
+        if ("raise" in text or "assert" in text) and (
+                "NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _CUDA_KERNEL_RE.search(text)):
+            # A refusal whose error says CUDA only (the commonest evidence: transformers' abstract
+            # methods raise NotImplementedError): nothing else in the file is CUDA-only code, so
+            # no name can be (_cuda_name) and no line left out can change a verdict (_ask_for)
+            # (a CUDA-only call's name written, imported under another: `from torch import mm as f`)
+            self.names_matter = any(re.search(r"\b%s\b" % re.escape(leaf), text) for leaf in self._call_leaves)
+            return True
+        return False
 
     def _elided_imports(self) -> Set[str]:
         """Partial parsing leaves out imports no rule names (`from .triton_ops import k`, `from .
@@ -838,27 +847,28 @@ class _DeviceGates:
                 for start, end, _indent in partial.runs:
                     if not _IMPORT_TEXT_RE.search(partial.text_of((start, end))):
                         continue
-                    for statement in partial.left_out.get(start, ()):
-                        for node in ast.walk(statement):
-                            if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
-                                module = node.module or ""
-                                names = [module] + [a.name for a in node.names]
-                                if any(self._library_word(p) for p in module.split(".") if p) or any(
-                                        _EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n)
-                                        for part in n.split(".") if part):
-                                    found.update(a.asname or a.name for a in node.names)
-                            elif isinstance(node, ast.Import):
-                                for alias in node.names:
-                                    parts = alias.name.split(".")
-                                    if (not _is_torch(alias.name) and any(_EXTENSION_PART_RE.search(p) for p in parts if p)
-                                            or any(self._library_word(p) for p in parts)):
-                                        found.add(alias.asname or parts[0])
+                    for node in _statements_in(partial.left_out.get(start, [])):
+                        if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
+                            module = node.module or ""
+                            names = [module] + [a.name for a in node.names]
+                            if any(self._library_word(p) for p in module.split(".") if p) or any(
+                                    _EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n)
+                                    for part in n.split(".") if part):
+                                found.update(a.asname or a.name for a in node.names)
+                        elif isinstance(node, ast.Import):
+                            for alias in node.names:
+                                parts = alias.name.split(".")
+                                if (not _is_torch(alias.name) and any(_EXTENSION_PART_RE.search(p) for p in parts if p)
+                                        or any(self._library_word(p) for p in parts)):
+                                    found.add(alias.asname or parts[0])
             self._elided_names = found
         return self._elided_names
 
     def _cuda_name(self, name: str, rounds: int = 3) -> Optional[str]:
         """What makes the name `name` CUDA-only code (the finding's detail), or None: an import
         (evidence()), or a definition of the module that is within `rounds` (_within)."""
+        if not self.names_matter:
+            return None
         found = self.cuda_names.get(name)
         if found is not None:
             return found
@@ -867,6 +877,8 @@ class _DeviceGates:
     def _cuda_only_name(self, name: str, rounds: int = 3) -> bool:
         if name in self.cuda_names:
             return True
+        if not self.names_matter:
+            return False
         if self.ctx.partial is not None:
             if name in self._elided_imports():
                 self.ctx.partial_misses.add("import")  # bound by an import left out: parse the imports
@@ -874,18 +886,21 @@ class _DeviceGates:
                 self._ask_for_definition(name)  # (a `@triton.jit` kernel, `is_fast_path_available = ...`)
         return name in self.definitions and self._within(name, rounds)
 
-    def _elided_definitions(self) -> Set[str]:
+    def _elided_definitions(self) -> Dict[str, List[Tuple[int, int, str]]]:
         """The names lines left out may define as self.definitions holds them (`def k`, `class
-        K`, at any depth; `name = ...` at module level): a cheap superset, read from their text."""
+        K`, at any depth; `name = ...` at module level), each with the runs that may: a cheap
+        superset, read from their text."""
         if self._elided_defined is None:
             partial = self.ctx.partial
-            found: Set[str] = set()
+            found: Dict[str, List[Tuple[int, int, str]]] = {}
             if partial is not None:
                 for start, end, indent in partial.runs:
                     text = partial.text_of((start, end))
-                    found.update(_DEFINED_RE.findall(text))
+                    names = set(_DEFINED_RE.findall(text))
                     if not indent:
-                        found.update(_ASSIGNED_RE.findall(text))
+                        names.update(_ASSIGNED_RE.findall(text))
+                    for name in names:
+                        found.setdefault(name, []).append((start, end, indent))
             self._elided_defined = found
         return self._elided_defined
 
@@ -1000,7 +1015,7 @@ class _DeviceGates:
         """With partial parsing: the statements left out of the function or class `name` that
         hold CUDA-only code (`return fused_norm(x)`): read, they may make it CUDA-only."""
         definition = self.definitions.get(name)
-        if self.ctx.partial is not None and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
+        if self.ctx.partial is not None and self.names_matter and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
             if id(definition) not in self._body_runs:
                 self._body_runs[id(definition)] = self.ctx.partial.runs_among(definition.body.body)
             self._ask_for(self._body_runs[id(definition)])
@@ -1283,7 +1298,7 @@ class _DeviceGates:
         (a CUDA-only name, a library word, a CUDA-only call's name) -- and `name`, when given:
         only they can change a verdict."""
         partial = self.ctx.partial
-        if partial is None:
+        if partial is None or not self.names_matter:
             return
         for run in runs:
             if run in self.ctx.partial_lines:
@@ -1338,19 +1353,18 @@ class _DeviceGates:
         CUDA-only code; lines that only use the name (`value_states.contiguous()`: a local
         variable), or define something else, cannot change a verdict."""
         partial = self.ctx.partial
-        if partial is None or name in self._definitions_asked or not partial.elided_word(name):
+        if partial is None or name in self._definitions_asked or not self.names_matter:
             return
         self._definitions_asked.add(name)
-        defines = re.compile(r"\b(?:def|class)\s+%s\b|(?:^|;|=)[ \t]*%s[ \t]*=(?!=)" % ((re.escape(name),) * 2), re.MULTILINE)
-        for start, end, indent in partial.runs:
-            if (start, end) in self.ctx.partial_lines or name.encode() not in self._words_of_run((start, end)) or (
-                    not defines.search(partial.text_of((start, end)))):
+        for start, end, indent in self._elided_definitions().get(name, ()):
+            run = (start, end)
+            if run in self.ctx.partial_lines:
                 continue
-            for node in _definitions_in(partial.statements_of((start, end)), name, not indent):
+            for node in _definitions_in(partial.statements_of(run), name, not indent):
                 first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
                 words = words_of("".join(partial.lines[first - 1:node.end_lineno]))
                 if any(self._cuda_word(w) for w in words):
-                    self.ctx.partial_lines.add((start, end))
+                    self.ctx.partial_lines.add(run)
                     break
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
@@ -1460,7 +1474,7 @@ _CUDA_KERNEL_RE = re.compile(r"(?i)\bcuda kernels?\b")
 # What may define a name in lines left out (_DeviceGates._elided_definitions): a function or a
 # class at any depth; at module level, an assignment (`a = b = ...`, `x = 1; name = ...`)
 _DEFINED_RE = re.compile(r"\b(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
-_ASSIGNED_RE = re.compile(r"(?:^|;|=)[ \t]*([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)", re.MULTILINE)
+_ASSIGNED_RE = re.compile(r"(?:^|[;=][ \t]*)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)", re.MULTILINE)
 _IMPORT_TEXT_RE = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
 
 
@@ -1476,6 +1490,22 @@ def _texts(node: cst.CSTNode) -> Iterator[str]:
         stack.extend(children(n))
 
 
+_MATCH_CASE = getattr(ast, "match_case", ast.stmt)  # Python >= 3.10
+
+
+def _statements_in(statements: List[ast.stmt]) -> Iterator[ast.AST]:
+    """Every statement in `statements` (Python's ast) and in their blocks, at any depth (imports
+    are statements: no expression is entered)."""
+    todo: List[ast.AST] = list(statements)
+    while todo:
+        node = todo.pop()
+        yield node
+        for field in ("body", "orelse", "handlers", "finalbody", "cases"):
+            for child in getattr(node, field, None) or ():
+                if isinstance(child, (ast.stmt, ast.excepthandler, _MATCH_CASE)):
+                    todo.append(child)
+
+
 def _definitions_in(statements: List[ast.stmt], name: str, module_level: bool) -> Iterator[ast.stmt]:
     """The functions and classes named `name` in `statements` (Python's ast), at any depth, and
     when they are at module level the assignments of `name` (`name = ...`)."""
@@ -1486,9 +1516,9 @@ def _definitions_in(statements: List[ast.stmt], name: str, module_level: bool) -
             yield node
         elif top and isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
             yield node
-        for field in ("body", "orelse", "handlers", "finalbody"):
+        for field in ("body", "orelse", "handlers", "finalbody", "cases"):
             for child in getattr(node, field, None) or ():
-                if isinstance(child, (ast.stmt, ast.excepthandler)):
+                if isinstance(child, (ast.stmt, ast.excepthandler, _MATCH_CASE)):
                     todo.append((child, False))
 
 
