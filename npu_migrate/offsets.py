@@ -6,11 +6,31 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from typing import List, Tuple
+from itertools import accumulate, count
+from operator import add
+from typing import Any, List, Tuple, Union
 
 from .model import Span
 
 _NEWLINE_RE = re.compile("\n")
+_ANY_NEWLINE = re.compile("\r\n|\r|\n")
+_ANY_NEWLINE_BYTES = re.compile(b"\r\n|\r|\n")
+
+
+def line_starts(text: Union[str, bytes]) -> List[int]:
+    r"""Where each line of `text` (str or UTF-8 bytes) starts (index 0: line 1, at 0), a line
+    ending at `\r\n`, `\r` or `\n` as Python and libcst count them. Without `\r`, the text is
+    split at `\n` and the lengths summed at C speed: a third of a regex scan's cost (what
+    safe_parse.deeper_than and positions.NodePositions take for every file they look at)."""
+    if isinstance(text, str):
+        if "\r" in text:
+            return [0] + [m.end() for m in _ANY_NEWLINE.finditer(text)]
+        lines: List[Any] = text.split("\n")
+    else:
+        if b"\r" in text:
+            return [0] + [m.end() for m in _ANY_NEWLINE_BYTES.finditer(text)]
+        lines = text.split(b"\n")
+    return list(map(add, accumulate(map(len, lines[:-1]), initial=0), count()))
 
 
 class LineIndex:

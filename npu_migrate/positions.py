@@ -11,7 +11,6 @@ without the whitespace a node owns; tests/test_positions.py compares them on rea
 
 from __future__ import annotations
 
-import re
 from bisect import bisect_right
 from contextlib import nullcontext
 from itertools import accumulate
@@ -22,9 +21,8 @@ from libcst._nodes.internal import CodegenState
 from libcst.metadata import CodePosition, CodeRange
 
 from . import work
+from .offsets import line_starts
 
-# What PositionProvider counts as a line break (position_provider.NEWLINE_RE).
-_NEWLINE_RE = re.compile(r"\r\n?|\n")
 _NOT_WANTED = nullcontext()
 
 
@@ -101,16 +99,15 @@ class NodePositions:
         self._ranges = state.ranges
         self._offsets: List[int] = list(accumulate(map(len, state.tokens), initial=0))
         code = "".join(state.tokens)
-        self._line_starts = [m.end() for m in _NEWLINE_RE.finditer(code)]
+        self._line_starts = line_starts(code)  # (what PositionProvider counts as a line break)
         self._cache: Dict[int, CodeRange] = {}
         # The pass generated the whole module anyway: `module.code`, without another codegen.
         self.code = "".join(state.tokens[:-1]) if state.popped and state.tokens else code
 
     def _position(self, token_index: int) -> CodePosition:
         offset = self._offsets[token_index]
-        line = bisect_right(self._line_starts, offset)
-        column = offset - (self._line_starts[line - 1] if line else 0)
-        return CodePosition(line + 1, column)
+        line = bisect_right(self._line_starts, offset)  # (1-based: the first line starts at 0)
+        return CodePosition(line, offset - self._line_starts[line - 1])
 
     def get(self, node: cst.CSTNode) -> Optional[CodeRange]:
         key = id(node)

@@ -19,11 +19,12 @@ import warnings
 from dataclasses import dataclass
 from typing import List, Optional
 
+from .offsets import line_starts
+
 MAX_NESTING = 300  # levels of syntax tree
 MAX_PARSE_CHARS = 2_000_000  # libcst needs ~250 bytes of memory per character of source
 MAX_BRACKETS = 200  # Python's own limit (the tokenizer's MAXLEVEL)
 _NESTING_ERROR_RE = re.compile(r"too many (?:nested|levels)|too deeply nested|too complex|stack overflow")
-_NEWLINE_RE = re.compile(rb"\r\n|\r|\n")
 
 
 class TooDeep(Exception):
@@ -114,8 +115,7 @@ def child_nodes(node: ast.AST) -> List[ast.AST]:
 
 def _line_starts(text: str) -> List[int]:
     """Byte offset (UTF-8, as `col_offset` counts) of the start of each line; index 0 is line 1."""
-    data = text.encode("utf-8", "surrogatepass")
-    return [0] + [m.end() for m in _NEWLINE_RE.finditer(data)]
+    return line_starts(text.encode("utf-8", "surrogatepass"))
 
 
 def _byte_span(node: ast.AST, starts: List[int]) -> int:

@@ -84,3 +84,22 @@ def test_the_words_findings_look_for_are_those_of_a_search_of_the_text():
         made = {w for w in _identifier_words(words_of(text)) if w and not w[:1].isdigit()}
         assert made == {w.encode() for w in _WORD_RE.findall(text)}
     assert {b"cuda", b"a9", b"_b", b"_", b"c", b"x"} <= _identifier_words(words_of(texts[-1]))
+
+
+def test_line_starts_are_those_of_a_scan_for_line_breaks():
+    """offsets.line_starts sums the lengths of the lines split at `\\n` (C speed) when the text
+    holds no `\\r`, and scans for `\\r\\n|\\r|\\n` otherwise: the same offsets as the scan, for
+    str and UTF-8 bytes, on edge cases and every fixture."""
+    import re
+
+    from npu_migrate.offsets import line_starts
+
+    def scanned(text):
+        pattern = r"\r\n|\r|\n" if isinstance(text, str) else rb"\r\n|\r|\n"
+        return [0] + [m.end() for m in re.finditer(pattern, text)]
+
+    texts = ["", "\n", "\n\n", "a", "a\n", "a\nb", "a\r\nb\r\n", "a\rb\n\rc", "\r", "\r\n\r\n", "é\nñ\n\u2028x\n",
+             "x = 1\x0c\ny = 2"] + [(ROOT / p).read_text(encoding="utf-8") for p in FIXTURES]
+    for text in texts:
+        for form in (text, text.encode("utf-8", "surrogatepass")):
+            assert line_starts(form) == scanned(form), repr(form[:60])
