@@ -345,3 +345,37 @@ def test_a_display_of_device_names_is_tested_for_what_they_hold():
 ])
 def test_a_display_with_something_else_than_devices_is_not_a_device(src):
     assert migrate(src) == src
+
+
+@pytest.mark.parametrize("src,expected", [
+    # speechbrain 1.1.2 utils/run_opts.py:160: the default became "hccl", the Literal kept "nccl"
+    ('from typing import Literal\nclass RunOptions:\n    distributed_backend: Literal["nccl", "gloo", "mpi"] = "nccl"\n',
+     'from typing import Literal\nclass RunOptions:\n    distributed_backend: Literal["hccl", "gloo", "mpi"] = "hccl"\n'),
+    ('import typing\ndef run(backend: typing.Literal["nccl", "gloo"] = "nccl"):\n    pass\n',
+     'import typing\ndef run(backend: typing.Literal["hccl", "gloo"] = "hccl"):\n    pass\n'),
+    ('from typing import Literal, Optional\nclass O:\n    device: Optional[Literal["cpu", "cuda"]] = None\n',
+     'from typing import Literal, Optional\nclass O:\n    device: Optional[Literal["cpu", "npu"]] = None\n'),
+    ('from typing import Literal\ndef go(device: Literal["cpu", "cuda"] | None = None):\n    pass\n',
+     'from typing import Literal\ndef go(device: Literal["cpu", "npu"] | None = None):\n    pass\n'),
+    # a dataclass field's default is the attribute's value: `opts.device == "cuda"` moves by name
+    ('from dataclasses import dataclass, field\n@dataclass\nclass O:\n'
+     '    device: str = field(default="cuda")\n    backend: str = field(default="nccl", metadata={"choices": ["nccl", "gloo"]})\n'
+     'def f(o):\n    return o.device == "cuda" and o.backend == "nccl"\n',
+     'from dataclasses import dataclass, field\n@dataclass\nclass O:\n'
+     '    device: str = field(default="npu")\n    backend: str = field(default="hccl", metadata={"choices": ["hccl", "gloo"]})\n'
+     'def f(o):\n    return o.device == "npu" and o.backend == "hccl"\n'),
+    ('import attr\n@attr.s\nclass O:\n    device = attr.ib(default="cuda")\n',
+     'import attr\n@attr.s\nclass O:\n    device = attr.ib(default="npu")\n'),
+])
+def test_the_values_a_type_or_a_field_lists_move_with_the_default(src, expected):
+    assert migrate(src) == expected
+
+
+@pytest.mark.parametrize("src", [
+    'from typing import Literal\nclass O:\n    kind: Literal["cuda", "cpu"] = "cpu"\n',     # not named for devices
+    'from typing import Literal\nclass O:\n    dev: Literal["cuda", "npu"] = "npu"\n',     # names the NPU already
+    'from dataclasses import field\nclass O:\n    name: str = field(default="cuda")\n',
+    'class O:\n    device: str = make(default="cuda", other=1)\n',                           # not a field maker
+])
+def test_a_type_or_a_field_that_is_not_a_device_stays(src):
+    assert migrate(src) == src

@@ -25,6 +25,9 @@ from .state import TorchKind, TorchState
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
 ARGPARSE_ADDERS = {"add_argument"}
+# Calls that declare a class attribute with its default (`default=`): dataclasses, attrs, pydantic.
+FIELD_MAKERS = {"field", "Field", "ib", "attrib", "dataclasses.field", "attr.ib", "attr.attrib", "attrs.field",
+                "pydantic.Field"}
 # Other command-line libraries: click options take argparse's keywords (`type=click.Choice`);
 # absl flags are (name, default, [enum_values,] help).
 CLICK_OPTIONS = {"click.option", "click.argument"}
@@ -550,6 +553,9 @@ class LiteralRewrites(TorchKind):
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         targets = [t.target for t in original.targets]
         new_value = self._assigned_value(targets, original.value, updated.value)
+        if new_value is updated.value and len(targets) == 1 and isinstance(original.value, cst.Call) \
+                and isinstance(updated.value, cst.Call):
+            new_value = self._field_default(targets[0], original.value, updated.value)  # `backend = attr.ib(default="nccl")`
         return updated.with_changes(value=new_value) if new_value is not updated.value else updated
 
     def leave_AugAssign(self, original: cst.AugAssign, updated: cst.AugAssign) -> cst.AugAssign:
@@ -558,17 +564,113 @@ class LiteralRewrites(TorchKind):
         return updated.with_changes(value=new_value) if new_value is not updated.value else updated
 
     def leave_AnnAssign(self, original: cst.AnnAssign, updated: cst.AnnAssign) -> cst.AnnAssign:
-        if original.value is None:
-            return updated
-        new_value = self._assigned_value([original.target], original.value, updated.value)
-        return updated.with_changes(value=new_value) if new_value is not updated.value else updated
+        # `backend: Literal["nccl", "gloo"] = "nccl"`, `device: str = field(default="cuda")`
+        changes: Dict[str, cst.CSTNode] = {}
+        if original.value is not None and updated.value is not None:
+            new_value = self._assigned_value([original.target], original.value, updated.value)
+            if new_value is updated.value and isinstance(original.value, cst.Call):
+                new_value = self._field_default(original.target, original.value, updated.value)
+            if new_value is not updated.value:
+                changes["value"] = new_value
+        new_annotation = self._annotated_choices(original.target, original.annotation, updated.annotation)
+        if new_annotation is not updated.annotation:
+            changes["annotation"] = new_annotation
+        return updated.with_changes(**changes) if changes else updated
 
     def leave_Param(self, original: cst.Param, updated: cst.Param) -> cst.Param:
-        # def train(device="cuda", backend="nccl")
-        if original.default is None:
+        # def train(device="cuda", backend="nccl"), def run(backend: Literal["nccl", "gloo"])
+        changes: Dict[str, cst.CSTNode] = {}
+        if original.default is not None and updated.default is not None:
+            new_default = self._assigned_value([original.name], original.default, updated.default)
+            if new_default is not updated.default:
+                changes["default"] = new_default
+        if original.annotation is not None and updated.annotation is not None:
+            new_annotation = self._annotated_choices(original.name, original.annotation, updated.annotation)
+            if new_annotation is not updated.annotation:
+                changes["annotation"] = new_annotation
+        return updated.with_changes(**changes) if changes else updated
+
+    def _field_default(self, target: cst.BaseExpression, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`device: str = field(default="cuda", metadata={"choices": [...]})`: the field's default
+        (and the choices HfArgumentParser reads from its metadata) is the value of the attribute,
+        whose readers (`opts.device == "cuda"`) move by its name. The field makers by their name
+        (dataclasses/attrs `field`, pydantic `Field`, attrs `ib`/`attrib`): partial parsing keeps
+        only the imports of the packages a rule names, so `field` is not resolved."""
+        if (self.resolve(original.func) or last_identifier(original.func)) not in FIELD_MAKERS:
             return updated
-        new_default = self._assigned_value([original.name], original.default, updated.default)
-        return updated.with_changes(default=new_default) if new_default is not updated.default else updated
+        args = list(updated.args)
+        for i, (o_arg, u_arg) in enumerate(zip(original.args, updated.args)):
+            if o_arg.keyword is None:
+                continue
+            if o_arg.keyword.value == "default":
+                new = self._assigned_value([target], o_arg.value, u_arg.value)
+            elif o_arg.keyword.value == "metadata" and isinstance(o_arg.value, cst.Dict) \
+                    and isinstance(u_arg.value, cst.Dict):
+                new = self._metadata_choices(target, o_arg.value, u_arg.value)
+            else:
+                continue
+            if new is not u_arg.value:
+                args[i] = u_arg.with_changes(value=new)
+        return updated.with_changes(args=args) if args != list(updated.args) else updated
+
+    def _metadata_choices(self, target: cst.BaseExpression, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
+        elements = list(updated.elements)
+        for i, (o_el, u_el) in enumerate(zip(original.elements, updated.elements)):
+            if isinstance(o_el, cst.DictElement) and isinstance(u_el, cst.DictElement) \
+                    and string_value(o_el.key) == "choices":
+                new = self._assigned_value([target], o_el.value, u_el.value)
+                if new is not u_el.value:
+                    elements[i] = u_el.with_changes(value=new)
+        return updated.with_changes(elements=elements) if elements != list(updated.elements) else updated
+
+    def _annotated_choices(self, target: cst.BaseExpression, original: cst.Annotation,
+                           updated: cst.Annotation) -> cst.Annotation:
+        """`distributed_backend: Literal["nccl", "gloo", "mpi"] = "nccl"` (speechbrain 1.1.2's
+        RunOptions): the type lists the values the attribute takes, so its values move with the
+        default and the readers (`== "nccl"`), like argparse's `choices`; also inside
+        `Optional[...]`, `Union[...]` and `X | None`. A Literal that names the NPU's value already
+        stays (it would name it twice)."""
+        new = self._literal_values(target, original.annotation, updated.annotation)
+        return updated.with_changes(annotation=new) if new is not updated.annotation else updated
+
+    def _literal_values(self, target, original: cst.BaseExpression, updated: cst.BaseExpression):
+        if isinstance(original, cst.BinaryOperation) and isinstance(updated, cst.BinaryOperation) \
+                and isinstance(original.operator, cst.BitOr):
+            left = self._literal_values(target, original.left, updated.left)
+            right = self._literal_values(target, original.right, updated.right)
+            if left is updated.left and right is updated.right:
+                return updated
+            return updated.with_changes(left=left, right=right)
+        if not isinstance(original, cst.Subscript) or not isinstance(updated, cst.Subscript) \
+                or len(original.slice) != len(updated.slice):
+            return updated
+        kind = self.resolve(original.value) or last_identifier(original.value) or ""
+        literal = kind.rsplit(".", 1)[-1] == "Literal"
+        if not literal and kind.rsplit(".", 1)[-1] not in ("Optional", "Union"):
+            return updated
+        pairs = [(o.slice.value, u) for o, u in zip(original.slice, updated.slice)
+                 if isinstance(o.slice, cst.Index) and isinstance(u.slice, cst.Index)]
+        if len(pairs) != len(original.slice):
+            return updated
+        if literal:
+            if not any(self._is_rewritable_literal(u.slice.value) for _, u in pairs):  # type: ignore[attr-defined]
+                return updated
+            values = {string_value(o) for o, _ in pairs}
+            rewritten = {self.devices.rewrite(o) or self.backends.rewrite(o) for o, _ in pairs}
+            if any(isinstance(r, cst.SimpleString) and string_value(r) in values for r in rewritten):
+                return updated  # Literal["cuda", "npu"]: selects the NPU already
+        elements = []
+        for o_value, u_el in pairs:
+            u_value = u_el.slice.value  # type: ignore[attr-defined]
+            if literal:
+                new = self._assigned_value([target], o_value, u_value)
+            else:
+                new = self._literal_values(target, o_value, u_value)
+            elements.append(u_el.with_changes(slice=u_el.slice.with_changes(value=new))
+                            if new is not u_value else u_el)
+        if all(e is u for e, (_, u) in zip(elements, pairs)):
+            return updated
+        return updated.with_changes(slice=elements)
 
     def _parametrized_devices(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         """`@pytest.mark.parametrize("device", ["cpu", "cuda"])`, also `("dtype,device", [(..,
