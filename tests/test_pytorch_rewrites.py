@@ -379,3 +379,33 @@ def test_the_values_a_type_or_a_field_lists_move_with_the_default(src, expected)
 ])
 def test_a_type_or_a_field_that_is_not_a_device_stays(src):
     assert migrate(src) == src
+
+
+LIGER_SM_COUNT = '''import torch
+
+def num_sms(device=0):
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+def grid(X):
+    if X.device.type == "cuda":
+        sm_count = torch.cuda.get_device_properties(X.device).multi_processor_count
+    elif X.device.type == "npu":
+        sm_count = get_npu_core_count()
+    print(torch.cuda.get_device_properties(0).warp_size)
+    return torch.cuda.get_device_properties(0).total_memory
+'''
+
+
+def test_device_properties_the_npu_has_no_value_for_stay_and_are_reported():
+    """liger-kernel 0.8.5 ops/_nvidia_shared.py:69: `.multi_processor_count` of the migrated
+    `torch.npu.get_device_properties()` is None (torch_npu 2.8's _NPUDeviceProperties never sets
+    it), so the grid sizes computed from it fail far away; the statement stays and is reported
+    (NPU307), like `.major`. In the CUDA branch of a chain that has an NPU branch it is neither
+    kept by this nor reported (the NPU never runs it; the chain keeps that branch); printed, or
+    a property the NPU has (`total_memory`), it migrates."""
+    result = migrate_source(LIGER_SM_COUNT, "t.py", Options(add_import=False))
+    expected = LIGER_SM_COUNT.replace("print(torch.cuda.", "print(torch.npu.").replace(
+        "return torch.cuda.get_device_properties(0)", "return torch.npu.get_device_properties(0)")
+    assert result.new_text == expected
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
+        ("NPU307", 4, 12, "torch.cuda.get_device_properties(...).multi_processor_count")]

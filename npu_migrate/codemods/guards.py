@@ -86,9 +86,29 @@ _BUILD_WORD_BYTES = {w.encode() for w in _BUILD_WORDS}
 _BUILD_CALLS = {"torch.utils.cpp_extension.load", "setuptools.setup", "setuptools.Extension",
                 "distutils.core.setup", "distutils.core.Extension", "distutils.extension.Extension"}
 _CAPABILITY = {"torch.cuda.get_device_capability", "torch.npu.get_device_capability"}
-_PROPERTIES = {"torch.cuda.get_device_properties"}  # `.major`/`.minor` of it: see _properties_version
+_PROPERTIES = {"torch.cuda.get_device_properties"}  # `.major`, `.multi_processor_count` of it: _properties_version
+# CUDA device properties with no NPU value. torch_npu 2.8's `_NPUDeviceProperties` (the pybind
+# class in torch_npu/csrc/npu/Module.cpp; its names are in the wheel's libtorch_npu.so) defines
+# name, total_memory, cube_core_num, vector_core_num, L2_cache_size and uuid with values, and the
+# rest as std::optional fields it never sets, None in Python; older releases define only name and
+# total_memory. The shared-memory sizes are not defined at all (AttributeError).
+_PROPERTY_WITHOUT_NPU_VALUE = {
+    "major": "a CUDA compute-capability version",
+    "minor": "a CUDA compute-capability version",
+    "multi_processor_count": "the number of CUDA streaming multiprocessors",  # NPU: vector_core_num
+    "max_threads_per_multi_processor": "a CUDA streaming-multiprocessor limit",
+    "regs_per_multiprocessor": "a CUDA streaming-multiprocessor limit",
+    "warp_size": "the CUDA warp size",
+    "is_integrated": "a CUDA board property",
+    "is_multi_gpu_board": "a CUDA board property",
+    "gcnArchName": "a ROCm architecture name",
+    "shared_memory_per_block": "a CUDA shared-memory size",
+    "shared_memory_per_block_optin": "a CUDA shared-memory size",
+    "shared_memory_per_multiprocessor": "a CUDA shared-memory size",
+}
 # The text test for it (a file that only prints the properties is not walked for them).
-_PROPERTIES_VERSION_RE = re.compile(r"get_device_properties\([^()]*\)\s*\.\s*(?:major|minor)\b")
+_PROPERTIES_VERSION_RE = re.compile(
+    r"get_device_properties\([^()]*\)\s*\.\s*(?:" + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b")
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
@@ -434,7 +454,7 @@ class _Planner(cst.CSTVisitor):
     # -- get_device_capability -------------------------------------------------------------
 
     def _capability(self, call: cst.Call) -> None:
-        if self._only_shown(call):
+        if self._only_shown(call) or self._beside_npu_branch():
             return
         statement = self._statement_part(call)
         if statement is None:
@@ -444,29 +464,55 @@ class _Planner(cst.CSTVisitor):
         self._report("capability", call.func, api)
 
     def _properties_version(self, call: cst.Call) -> None:
-        """`torch.cuda.get_device_properties(d).major` (and `.minor`): the NPU's properties have no
-        compute-capability version, so the migrated statement would raise AttributeError; it
-        stays as it is (the `torch.cuda` call with it) and is reported like a capability check."""
+        """`torch.cuda.get_device_properties(d).major` (`.minor`, `.multi_processor_count`, ...:
+        _PROPERTY_WITHOUT_NPU_VALUE): the NPU's properties have no value for it (None, or no such
+        attribute), so the migrated statement would fail, or hand None on (liger-kernel's
+        `_get_sm_count` sizes its grids with it); it stays as it is (the `torch.cuda` call with
+        it) and is reported like a capability check. Showing the value is migrated."""
         parent = self.parents[-1] if self.parents else None
-        if not (isinstance(parent, cst.Attribute) and parent.value is call and parent.attr.value in ("major", "minor")):
+        if not (isinstance(parent, cst.Attribute) and parent.value is call
+                and parent.attr.value in _PROPERTY_WITHOUT_NPU_VALUE):
+            return
+        if self._only_shown(parent, len(self.parents) - 1) or self._beside_npu_branch():
             return
         statement = self._statement_part(call)
         if statement is None:
             return
         self.ctx.keep(statement)
-        rule = self.guard_rules.get("capability")
-        api = self.ctx.imports.resolve(call.func) or "get_device_properties"
-        if rule is not None:
-            self.ctx.finding(rule, call.func, api=api, message=(
-                f"`{api}(...).{parent.attr.value}` is a CUDA compute-capability version; the NPU's device "
-                "properties have no `major`/`minor`, so this statement would raise AttributeError once migrated;"
-                " it is left as it is"))
+        api = f"{self.ctx.imports.resolve(call.func) or 'get_device_properties'}(...).{parent.attr.value}"
+        self._report("device-properties", call.func, api, _PROPERTY_WITHOUT_NPU_VALUE[parent.attr.value])
 
-    def _only_shown(self, call: cst.Call) -> bool:
-        """Whether the value is only printed, logged or formatted (None shows as None)."""
-        parent = self.parents[-1] if self.parents else None
-        if isinstance(parent, cst.Arg) and len(self.parents) > 1:
-            outer = self.parents[-2]
+    def _beside_npu_branch(self) -> bool:
+        """Whether the node being visited is in the CUDA branch of an if/elif chain that has an
+        NPU branch (liger-kernel: `if X.device.type == "cuda": sm_count = ...multi_processor_count
+        ... elif X.device.type == "npu": sm_count = get_npu_core_count()`): the NPU never runs
+        it, and keep_cuda_beside_npu keeps that branch as it is; nothing to keep or report."""
+        for i in range(len(self.parents) - 1, 0, -1):
+            block, branch = self.parents[i], self.parents[i - 1]
+            if not (isinstance(branch, cst.If) and branch.body is block):
+                continue
+            first = i - 1  # the chain's `if`: an `elif` is the `orelse` of the branch before it
+            while first > 0 and isinstance(self.parents[first - 1], cst.If) \
+                    and self.parents[first - 1].orelse is self.parents[first]:  # type: ignore[attr-defined]
+                first -= 1
+            chain: List[cst.If] = []
+            node: Optional[cst.CSTNode] = self.parents[first]
+            while isinstance(node, cst.If):
+                chain.append(node)
+                node = node.orelse
+            if (any(_names_device(b.test, _NPU_WORD, _is_npu_name) for b in chain)
+                    and not _names_device(branch.test, _NPU_WORD, _is_npu_name) and _tests_cuda_itself(branch.test)):
+                return True
+        return False
+
+    def _only_shown(self, call: cst.BaseExpression, depth: Optional[int] = None) -> bool:
+        """Whether the value is only printed, logged or formatted (None shows as None). `depth`:
+        how many of `self.parents` lead to `call` (all of them by default; one fewer for the
+        attribute of a call being visited)."""
+        parents = self.parents if depth is None else self.parents[:depth]
+        parent = parents[-1] if parents else None
+        if isinstance(parent, cst.Arg) and len(parents) > 1:
+            outer = parents[-2]
             return isinstance(outer, cst.Call) and is_display_call(outer)
         if isinstance(parent, cst.FormattedStringExpression):
             return True

@@ -75,6 +75,7 @@ GUARD_TRIGGERS = {
     "cuda-only-guard": "is_cuda",  # `assert x.is_cuda, "CUDA only"`
     "build-gate": "CUDA_HOME",  # `if torch.cuda.is_available() and CUDA_HOME is not None:`
     "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
+    "device-properties": "get_device_properties",  # `torch.cuda.get_device_properties(d).multi_processor_count`
     # `x.device.type == "cuda"` / `in ("cuda", "xpu")` / `!= "cuda": raise` kept as it is because
     # what it opens (or refuses to let through) is CUDA-only code: `words` name the libraries in
     # identifiers (`_TRITON_AVAILABLE`), `gates` the codes whose imports and calls are CUDA-only
