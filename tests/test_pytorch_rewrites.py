@@ -409,3 +409,50 @@ def test_device_properties_the_npu_has_no_value_for_stay_and_are_reported():
     assert result.new_text == expected
     assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
         ("NPU307", 4, 12, "torch.cuda.get_device_properties(...).multi_processor_count")]
+
+
+LOCAL_DEVICE_PARAMETERS = '''import torch
+
+
+def train(model, device="cpu"):
+    if device == "cuda":
+        torch.backends.cudnn.benchmark = True
+    return model.to(device)
+
+
+class Runner:
+    def __init__(self, model, device, dist_backend="gloo"):
+        self.device = device
+
+    def fit(self, x, target_device=None):
+        return x.to(target_device)
+
+    def go(self):
+        return self.fit(1, "cuda"), self.fit(2, target_device="cuda:1")
+
+
+def main(model, name):
+    train(model, "cuda")
+    Runner(model, "cuda", "nccl")
+    print(name, "cuda")
+    train(model, *rest, "cuda")
+'''
+
+
+def test_what_a_function_of_the_module_is_given_for_a_device_parameter_moves():
+    """`def train(model, device): if device == "cuda": ...` called `train(model, "cuda")`: the
+    function's readers of `device` move by its name, so a positional (or keyword) argument given to
+    a parameter named for a device or a backend moves with them -- of a function, a class (its
+    `__init__`) or a method (`self.fit`) of the module; not past a `*args`, not for other calls."""
+    expected = LOCAL_DEVICE_PARAMETERS.replace('device == "cuda"', 'device == "npu"').replace(
+        'train(model, "cuda")', 'train(model, "npu")').replace('Runner(model, "cuda", "nccl")', 'Runner(model, "npu", "hccl")').replace(
+        'self.fit(1, "cuda"), self.fit(2, target_device="cuda:1")', 'self.fit(1, "npu"), self.fit(2, target_device="npu:1")')
+    assert migrate(LOCAL_DEVICE_PARAMETERS) == expected
+
+
+def test_a_function_defined_in_lines_partial_parsing_left_out_is_read_too():
+    """The def of `train` holds no device word, so partial parsing leaves it out: the call's
+    argument is decided after the engine parses those lines too (the same as a whole parse)."""
+    src = ("import torch\n\n\ndef train(model, device):\n    return run(model, device)\n\n\n"
+           "train(model, 'cuda')\nx = torch.zeros(1).cuda()\n")
+    assert migrate(src) == src.replace("'cuda'", "'npu'").replace(".cuda()", ".npu()")

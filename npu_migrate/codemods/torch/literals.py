@@ -118,6 +118,36 @@ class DeviceVariables(cst.CSTVisitor):
             self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
 
+def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
+    """name -> positional parameter names of the module's top-level functions and classes (the
+    parameters of `__init__` after `self`), and ".name" -> those of the methods of its top-level
+    classes (after `self`/`cls`); None for a name defined twice with other parameters. Reads the
+    module's statements and the classes' bodies, not the whole tree."""
+    found: Dict[str, Optional[List[str]]] = {}
+
+    def add(key: str, params: List[str]) -> None:
+        if key in found and found[key] != params:
+            found[key] = None
+        else:
+            found[key] = params
+
+    def positional(func: cst.FunctionDef, method: bool) -> List[str]:
+        params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
+        static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators)
+        return params[1:] if method and not static and params else params
+
+    for statement in module.body:
+        if isinstance(statement, cst.FunctionDef):
+            add(statement.name.value, positional(statement, False))
+        elif isinstance(statement, cst.ClassDef) and isinstance(statement.body, cst.IndentedBlock):
+            for member in statement.body.body:
+                if isinstance(member, cst.FunctionDef):
+                    add("." + member.name.value, positional(member, True))
+                    if member.name.value == "__init__":
+                        add(statement.name.value, positional(member, True))
+    return found
+
+
 def _named_for_devices(node: cst.BaseExpression) -> bool:
     """`DEVICES`, `self.devices`, `cfg["devices"]`: named for devices (by its name alone); also
     `(device_from, device_to)`, a display of such names (`for d in (device_from, device_to)`)."""
@@ -174,6 +204,8 @@ class LiteralRewrites(TorchKind):
         for r in rs.backend.values():
             self.backend_keywords.update(r.spec_of(Positions).keywords)
         self._variables: Optional[DeviceVariables] = None
+        # The module's own functions, classes and methods -> their parameters (_local_parameters).
+        self._local_functions: Optional[Dict[str, Optional[List[str]]]] = None
         # The functions around the node being visited, and whether each returns devices.
         self._functions: List[cst.FunctionDef] = []
         self._returns_devices: Dict[int, bool] = {}
@@ -341,7 +373,54 @@ class LiteralRewrites(TorchKind):
                 out.append((arg, "device"))
             elif arg.keyword.value in self.backend_keywords:
                 out.append((arg, "backend"))
+        if qual is None and any(self._is_rewritable_literal(a.value) for a in call.args):
+            out.extend(self._local_parameter_args(call, {id(a) for a, _ in out}))
         return out
+
+    def _local_parameter_args(self, call: cst.Call, taken: Set[int]) -> List[Tuple[cst.Arg, str]]:
+        """The literal arguments of a call of the module's own function, class or method (`self.`)
+        given to a parameter named for a device or a backend (`def train(model, device):` called
+        `train(model, "cuda")`, `target_device="cuda"`): the function's readers of it move by its
+        name (`device == "cuda"`), so what it is given moves with them."""
+        params = self._local_parameters(call.func)
+        if not params:
+            return []
+        out: List[Tuple[cst.Arg, str]] = []
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                break  # `f(*args, "cuda")`: positions unknown from here
+            name = params[position] if arg.keyword is None and position < len(params) else (
+                arg.keyword.value if arg.keyword is not None and arg.keyword.value in params else None)
+            if arg.keyword is None:
+                position += 1
+            if name is None or id(arg) in taken or not self._is_rewritable_literal(arg.value):
+                continue
+            if DEVICE_NAME_RE.search(name):
+                out.append((arg, "device"))
+            elif BACKEND_NAME_RE.search(name):
+                out.append((arg, "backend"))
+        return out
+
+    def _local_parameters(self, func: cst.BaseExpression) -> Optional[List[str]]:
+        """The parameter names (positional order, `self` left out) of the module's own top-level
+        function or class (its `__init__`) `func` names, or of the method `self.name` of its
+        classes; None when unknown or defined twice with other parameters."""
+        if isinstance(func, cst.Name):
+            key = func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
+            key = "." + func.attr.value
+        else:
+            return None
+        if self._local_functions is None:
+            self._local_functions = _module_functions(self.ctx.module)
+        found = self._local_functions.get(key)
+        name = key.lstrip(".")
+        if found is None and key not in self._local_functions and self.ctx.partial is not None \
+                and self.ctx.partial.elided_word(name) \
+                and re.search(rf"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+{name}\b", self.ctx.text, re.MULTILINE):
+            self.ctx.partial_misses.add(name)  # defined in a line left out: parse it too
+        return found
 
     def _literal_arguments(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """Device and backend arguments, environment variable names, `device.startswith(...)`,
