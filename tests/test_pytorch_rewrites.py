@@ -431,7 +431,13 @@ class Runner:
         return self.fit(1, "cuda"), self.fit(2, target_device="cuda:1")
 
 
+def only_named(x, *, to_device=None):
+    return x.to(to_device)
+
+
 def main(model, name):
+    only_named(1, to_device="cuda")
+    only_named(1, "cuda")
     train(model, "cuda")
     Runner(model, "cuda", "nccl")
     print(name, "cuda")
@@ -446,7 +452,8 @@ def test_what_a_function_of_the_module_is_given_for_a_device_parameter_moves():
     `__init__`) or a method (`self.fit`) of the module; not past a `*args`, not for other calls."""
     expected = LOCAL_DEVICE_PARAMETERS.replace('device == "cuda"', 'device == "npu"').replace(
         'train(model, "cuda")', 'train(model, "npu")').replace('Runner(model, "cuda", "nccl")', 'Runner(model, "npu", "hccl")').replace(
-        'self.fit(1, "cuda"), self.fit(2, target_device="cuda:1")', 'self.fit(1, "npu"), self.fit(2, target_device="npu:1")')
+        'self.fit(1, "cuda"), self.fit(2, target_device="cuda:1")', 'self.fit(1, "npu"), self.fit(2, target_device="npu:1")').replace(
+        'to_device="cuda"', 'to_device="npu"')
     assert migrate(LOCAL_DEVICE_PARAMETERS) == expected
 
 

@@ -132,9 +132,14 @@ def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
             found[key] = params
 
     def positional(func: cst.FunctionDef, method: bool) -> List[str]:
+        """Positional parameters in order, then the keyword-only ones (`*` ends what a position
+        can reach: _local_parameter_args stops there)."""
         params = [p.name.value for p in (*func.params.posonly_params, *func.params.params)]
         static = any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod" for d in func.decorators)
-        return params[1:] if method and not static and params else params
+        params = params[1:] if method and not static and params else params
+        if func.params.kwonly_params:
+            params += ["*", *(p.name.value for p in func.params.kwonly_params)]
+        return params
 
     for statement in module.body:
         if isinstance(statement, cst.FunctionDef):
@@ -390,7 +395,7 @@ class LiteralRewrites(TorchKind):
         for arg in call.args:
             if arg.star:
                 break  # `f(*args, "cuda")`: positions unknown from here
-            name = params[position] if arg.keyword is None and position < len(params) else (
+            name = params[position] if arg.keyword is None and position < len(params) and params[position] != "*" else (
                 arg.keyword.value if arg.keyword is not None and arg.keyword.value in params else None)
             if arg.keyword is None:
                 position += 1
