@@ -408,7 +408,9 @@ def test_device_properties_the_npu_has_no_value_for_stay_and_are_reported():
         "return torch.cuda.get_device_properties(0)", "return torch.npu.get_device_properties(0)")
     assert result.new_text == expected
     assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
-        ("NPU307", 4, 12, "torch.cuda.get_device_properties(...).multi_processor_count")]
+        ("NPU307", 4, 12, "torch.cuda.get_device_properties")]
+    assert result.findings[0].message.startswith(
+        "`torch.cuda.get_device_properties(...).multi_processor_count` is the number of CUDA streaming multiprocessors;")
 
 
 LOCAL_DEVICE_PARAMETERS = '''import torch
@@ -463,3 +465,15 @@ def test_a_function_defined_in_lines_partial_parsing_left_out_is_read_too():
     src = ("import torch\n\n\ndef train(model, device):\n    return run(model, device)\n\n\n"
            "train(model, 'cuda')\nx = torch.zeros(1).cuda()\n")
     assert migrate(src) == src.replace("'cuda'", "'npu'").replace(".cuda()", ".npu()")
+
+
+@pytest.mark.parametrize("src", [
+    'import torch\nparser.add_argument("--backend", default="nccl", choices=["nccl", "gloo", "hccl"])\n',
+    'from dataclasses import field\nclass A:\n    ddp_backend: str = field(default=None, metadata={"choices": ["nccl", "hccl", "mpi"]})\n',
+])
+def test_a_list_that_names_the_npu_value_already_stays(src):
+    """transformers 4.46.3 training_args.py:1111 `ddp_backend` choices ["nccl", "gloo", "mpi",
+    "ccl", "hccl", ...]: rewritten, the list would name "hccl" twice; it allows the NPU's
+    backend already and stays (the default, when it is "nccl", still moves)."""
+    expected = src.replace('default="nccl"', 'default="hccl"')
+    assert migrate(src) == expected

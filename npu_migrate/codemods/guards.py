@@ -479,8 +479,13 @@ class _Planner(cst.CSTVisitor):
         if statement is None:
             return
         self.ctx.keep(statement)
-        api = f"{self.ctx.imports.resolve(call.func) or 'get_device_properties'}(...).{parent.attr.value}"
-        self._report("device-properties", call.func, api, _PROPERTY_WITHOUT_NPU_VALUE[parent.attr.value])
+        api = self.ctx.imports.resolve(call.func) or "get_device_properties"
+        rule = self.guard_rules.get("device-properties")
+        if rule is not None:  # the finding's api is the function (reports group by it), its text names the field
+            shown = f"{api}(...).{parent.attr.value}"
+            detail = _PROPERTY_WITHOUT_NPU_VALUE[parent.attr.value]
+            self.ctx.finding(rule, call.func, api=api, message=rule.render_message(api=shown, detail=detail),
+                             suggestion=rule.render_suggestion(api=shown, detail=detail))
 
     def _beside_npu_branch(self) -> bool:
         """Whether the node being visited is in the CUDA branch of an if/elif chain that has an

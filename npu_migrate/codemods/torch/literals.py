@@ -153,6 +153,18 @@ def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
     return found
 
 
+def _names_twice(before: cst.BaseExpression, after: cst.BaseExpression) -> bool:
+    """Whether rewriting a list, tuple or set display would give it an element it holds already
+    (`choices=["nccl", "gloo", "hccl"]`, transformers' `ddp_backend` choices): it lists the NPU's
+    value already, and stays as it is (guards.keep_cuda_beside_npu does so for device names)."""
+    if not isinstance(before, (cst.Tuple, cst.List, cst.Set)) or not isinstance(after, type(before)):
+        return False
+    held = {string_value(e.value) for e in before.elements if isinstance(e, cst.Element)}
+    return any(isinstance(a, cst.Element) and isinstance(b, cst.Element)
+               and string_value(a.value) != string_value(b.value) and string_value(a.value) in held
+               for b, a in zip(before.elements, after.elements))
+
+
 def _named_for_devices(node: cst.BaseExpression) -> bool:
     """`DEVICES`, `self.devices`, `cfg["devices"]`: named for devices (by its name alone); also
     `(device_from, device_to)`, a display of such names (`for d in (device_from, device_to)`)."""
@@ -261,7 +273,7 @@ class LiteralRewrites(TorchKind):
         if not table:
             return updated
         new = rewriter.rewrite(updated)
-        if new is None:
+        if new is None or _names_twice(updated, new):
             return updated
         rule = self._rule_for_literal(table, updated)
         if rule is None or self.ctx.suppressed(original, rule.code):
