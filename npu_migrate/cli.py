@@ -247,6 +247,10 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
         settings = dataclasses.replace(settings, targets=_targets(ctx, settings, config, project))
         load_renderers(settings.fmt)
+        if settings.fmt not in RENDERERS and _from_config(ctx, config, "fmt"):
+            from .report import renderer_names
+
+            _fail(config.error("format", f"unknown format {settings.fmt!r}; choose from {', '.join(renderer_names())}"))
         _check_usage(settings, RENDERERS)
         _check_modelarts_options(ctx, settings)
         # The parsed rule files are kept in the cache folder (rules.ParsedRulesCache); runs that
@@ -357,7 +361,7 @@ def _targets(ctx: click.Context, settings, config, project):
     tool does not know or cannot read."""
     from click.core import ParameterSource
 
-    from .targets import TargetError, resolve_targets
+    from .targets import TargetError, resolve, resolve_targets
 
     def source(param: str) -> str:
         if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE:
@@ -366,10 +370,23 @@ def _targets(ctx: click.Context, settings, config, project):
 
     versions = {kind: (getattr(settings, f"{kind}_version"), source(f"{kind}_version"))
                 for kind in ("torch_npu", "cann", "mindspore")}
+    for kind, (version, where) in versions.items():
+        if version and _from_config(ctx, config, f"{kind}_version"):
+            try:  # a version from the configuration: the error names the file and the key
+                resolve(kind, version, where, project.paths, project)
+            except TargetError as exc:
+                _fail(config.error(f"{kind.replace('_', '-')}-version", str(exc)))
     try:
         return resolve_targets(versions, project.paths, project)
     except TargetError as exc:
         _fail(str(exc))
+
+
+def _from_config(ctx: click.Context, config, name: str) -> bool:
+    """The value of `name` is the configuration's (not overridden on the command line)."""
+    from click.core import ParameterSource
+
+    return name in config.values and ctx.get_parameter_source(name) is not ParameterSource.COMMANDLINE
 
 
 def _was_set(ctx: click.Context, config, name: str) -> bool:

@@ -51,6 +51,12 @@ class ConfigError(Exception):
 class Config:
     path: Optional[str] = None  # the file the values came from; None when there is none
     values: Dict[str, Any] = field(default_factory=dict)  # click parameter name -> converted value
+    where: str = ""  # how its errors name it: "PATH: [tool.npu-migrate]" (or PATH for a file of ours)
+
+    def error(self, key: str, message: str) -> str:
+        """An error about the value of `key` found after the file was read (a format, a target
+        version), said as validate() says its own."""
+        return f"{self.where}: {key}: {message}"
 
     @property
     def folder(self) -> Optional[str]:
@@ -148,7 +154,7 @@ def load_config(command: click.Command, ctx: click.Context, paths: Sequence[str]
         where = f"{path}: [tool.{TABLE}]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where}: expected a table of options, got {_toml_type(table)}")
-    return Config(path, validate(table, command, ctx, where, os.path.dirname(path)))
+    return Config(path, validate(table, command, ctx, where, os.path.dirname(path)), where)
 
 
 def validate(table: Dict[str, Any], command: click.Command, ctx: click.Context, where: str,

@@ -120,6 +120,16 @@ def test_stdin_uses_the_folder_of_stdin_filename(tmp_path, run_cli):
         ("write = true", "write: the mode (--write, --diff, --check, --output-dir) is chosen on the command line, "
                          "not in configuration; remove this key\n"),
         ("extend-exclude = [1]", "extend-exclude: expected a string, got an integer 1"),
+        # Values checked after the file is read (the renderers, the targets' tables) name it too, and
+        # never an option the user did not type (was: "Invalid value for --format ... Try --help").
+        ('format = "xml"', "format: unknown format 'xml'; choose from csv, github, html, json, markdown, sarif, "
+                           "text\n"),
+        ('torch-npu-version = "1.5"', "torch-npu-version: torch_npu 1.5 is not a release on PyPI that npu-migrate "
+                                      "knows"),
+        ('cann-version = "x"', "cann-version: CANN 'x' is not a CANN version (such as 5.0, 5.0.4, 8.0.RC2 or "
+                               "20.1)\n"),
+        ('mindspore-version = "bogus"', "mindspore-version: MindSpore 'bogus' is not a version (such as 2.2.14, "
+                                        "2.7 or 1.10)\n"),
     ],
 )
 def test_bad_configuration_names_the_key_and_the_file(tmp_path, run_cli, config, message):
