@@ -417,6 +417,9 @@ def _check_modelarts_options(ctx: click.Context, s: Settings) -> None:
                                "with --modelarts (or --modelarts-entry)")
     if ctx.get_parameter_source("stdin_filename") is ParameterSource.COMMANDLINE and not s.stdin:
         raise click.UsageError("--stdin-filename only applies when the path is `-` (stdin)")
+    # `npu-migrate src --fail-on warning` in CI exited 0 whatever it found (only --check reads it).
+    if ctx.get_parameter_source("fail_on") is ParameterSource.COMMANDLINE and not s.check:
+        raise click.UsageError("--fail-on only applies with --check")
 
 
 def _check_usage(s: Settings, renderers) -> None:

@@ -307,6 +307,22 @@ def test_the_command_line_and_the_settings_have_one_default_per_option():
     assert differ == []
 
 
+def test_fail_on_without_check_is_a_usage_error_not_ignored(tmp_path, run_cli):
+    """`npu-migrate src --fail-on warning` in a CI job exited 0 whatever it found: --fail-on acts
+    only with --check, and was ignored in silence without it."""
+    (tmp_path / "train.py").write_bytes(b"import torch\nmodel = torch.nn.DataParallel(model)\n")
+    for args in (["--fail-on", "warning"], ["--diff", "--fail-on", "info"], ["-", "--fail-on", "error"]):
+        r = run_cli(*(["train.py"] if "-" not in args else []), *args, cwd=tmp_path, input=b"")
+        assert r.returncode == 2
+        assert r.stderr.decode() == ("npu-migrate: error: --fail-on only applies with --check\n"
+                                     "Try 'npu-migrate --help' for help.\n")
+    r = run_cli("train.py", "--check", "--fail-on", "error", cwd=tmp_path)
+    assert r.returncode == 1 and "1 finding at or above error" in r.stderr.decode()
+    # In the configuration it waits for a --check run and does not stop the others.
+    (tmp_path / "pyproject.toml").write_text('[tool.npu-migrate]\nfail-on = "warning"\n')
+    assert run_cli("train.py", cwd=tmp_path).returncode == 0
+
+
 def test_a_modelarts_option_without_modelarts_is_a_usage_error_not_ignored(tmp_path, run_cli):
     """`--entry train.py` alone used to be ignored in silence: the user believed the script adapted."""
     (tmp_path / "train.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
