@@ -399,3 +399,32 @@ def test_a_command_line_flag_named_is_cuda_keeps_its_name():
     assert result.new_text == FLAG_SCRIPT.replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
         "not x.is_cuda", "not x.is_npu").replace("x.cuda()", "x.npu()")
+
+
+# fairseq 0.12.2 utils.py:755-760, built by every Trainer that trains on the device
+# (trainer.py:157): the compute-capability version read through a variable. Migrated, it raised
+# AttributeError at the start of every training run, with nothing reported; now the statement
+# stays CUDA and NPU307 says why, as for `get_device_properties(d).major`.
+CUDA_ENVIRONMENT = """\
+import torch
+
+
+class CudaEnvironment(object):
+    def __init__(self):
+        cur_device = torch.cuda.current_device()
+        prop = torch.cuda.get_device_properties("cuda:{}".format(cur_device))
+        self.name = prop.name
+        self.major = prop.major
+        self.minor = prop.minor
+"""
+
+
+def test_a_device_properties_version_read_through_a_variable_is_kept_and_reported():
+    result = migrate_source(CUDA_ENVIRONMENT, "utils.py", Options())
+    assert result.error is None
+    assert result.new_text == CUDA_ENVIRONMENT.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "torch.cuda.current_device()", "torch.npu.current_device()")
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [
+        ("NPU307", 7, "torch.cuda.get_device_properties")]
+    assert "(...).major`" in result.findings[0].message

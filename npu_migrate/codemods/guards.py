@@ -108,7 +108,10 @@ _PROPERTY_WITHOUT_NPU_VALUE = {
 }
 # The text test for it (a file that only prints the properties is not walked for them).
 _PROPERTIES_VERSION_RE = re.compile(
-    r"get_device_properties\([^()]*\)\s*\.\s*(?:" + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b")
+    r"get_device_properties\([^()]*\)\s*\.\s*(?:" + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b"
+    # ... or read through a variable (`prop = ...get_device_properties(d)` ... `prop.major`)
+    r"|\b(\w+)\s*=\s*[\w.]*get_device_properties\((?s:.*?)\b\1\s*\.\s*(?:"
+    + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b")
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
@@ -470,10 +473,15 @@ class _Planner(cst.CSTVisitor):
         `_get_sm_count` sizes its grids with it); it stays as it is (the `torch.cuda` call with
         it) and is reported like a capability check. Showing the value is migrated."""
         parent = self.parents[-1] if self.parents else None
-        if not (isinstance(parent, cst.Attribute) and parent.value is call
-                and parent.attr.value in _PROPERTY_WITHOUT_NPU_VALUE):
-            return
-        if self._only_shown(parent, len(self.parents) - 1) or self._beside_npu_branch():
+        if isinstance(parent, cst.Attribute) and parent.value is call and parent.attr.value in _PROPERTY_WITHOUT_NPU_VALUE:
+            if self._only_shown(parent, len(self.parents) - 1):
+                return
+            field = parent.attr.value
+        else:
+            field = self._field_read_later(call)
+            if not field:
+                return
+        if self._beside_npu_branch():
             return
         statement = self._statement_part(call)
         if statement is None:
@@ -482,10 +490,28 @@ class _Planner(cst.CSTVisitor):
         api = self.ctx.imports.resolve(call.func) or "get_device_properties"
         rule = self.guard_rules.get("device-properties")
         if rule is not None:  # the finding's api is the function (reports group by it), its text names the field
-            shown = f"{api}(...).{parent.attr.value}"
-            detail = _PROPERTY_WITHOUT_NPU_VALUE[parent.attr.value]
+            shown = f"{api}(...).{field}"
+            detail = _PROPERTY_WITHOUT_NPU_VALUE[field]
             self.ctx.finding(rule, call.func, api=api, message=rule.render_message(api=shown, detail=detail),
                              suggestion=rule.render_suggestion(api=shown, detail=detail))
+
+    def _field_read_later(self, call: cst.Call) -> str:
+        """`prop = torch.cuda.get_device_properties(d)` then `prop.major` in the same function
+        (fairseq's utils.CudaEnvironment, built by every Trainer that trains on the device): the
+        first such field read there, else "". Not a field only shown: any read of the variable's."""
+        parent = self.parents[-1] if self.parents else None
+        if not (isinstance(parent, cst.Assign) and parent.value is call and len(parent.targets) == 1
+                and isinstance(parent.targets[0].target, cst.Name)):
+            return ""
+        name = parent.targets[0].target.value
+        reads = [n.attr.value for n in subtree(self.functions[-1])
+                 if isinstance(n, cst.Attribute) and n.attr.value in _PROPERTY_WITHOUT_NPU_VALUE
+                 and isinstance(n.value, cst.Name) and n.value.value == name]
+        if reads:
+            return reads[-1]  # (subtree goes from the last child back: the first read in the file)
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            self.ctx.partial_misses.add(name)  # its reads may be in lines left out: parse them too
+        return ""
 
     def _beside_npu_branch(self) -> bool:
         """Whether the node being visited is in the CUDA branch of an if/elif chain that has an
