@@ -220,6 +220,11 @@ class _Visitor(ScopeTracker):
         if method.startswith("DEFINE_") and receiver is not None:
             a.flag_definitions.append(node)
         if receiver is None:
+            # `args = parse_args(argv)` with parse_args imported from a module of the project
+            # (open_clip's main.py): that module's parser reads the job's --data_url/--train_url.
+            if isinstance(node.func, cst.Name) and node.func.value.startswith(PARSE_METHODS) \
+                    and a.imports.resolve(node.func):
+                a.foreign_parse_calls.append(node)
             return
         if method == "add_argument":
             argument = describe_argument(node)
