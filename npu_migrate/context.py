@@ -133,7 +133,7 @@ class Context:
         """`module.code`, taken from the positions pass when `finish()` made one on that tree
         (it generated the whole module already)."""
         positions = self._positions.get(id(module))
-        if positions is not None:
+        if positions is not None and positions.code is not None:
             return positions.code
         work.count("codegen")
         return module.code
@@ -206,8 +206,10 @@ class Context:
         for p in self._pending:
             if id(p.module) not in self._positions:
                 wanted.setdefault(id(p.module), (p.module, []))[1].append(p.node)
+        # (without an edit, no code of the module is asked for: the generation stops early)
+        code = any(p.edit is not None for p in self._pending)
         for key, (module, nodes) in wanted.items():
-            self._positions[key] = NodePositions(module, nodes)
+            self._positions[key] = NodePositions(module, nodes, code=code)
         for p in self._pending:
             rng = self.position(p.node, p.module)
             span = (

@@ -44,16 +44,24 @@ class _Syntactic:
         ranges[id(self.node)] = (start, end)
 
 
+class _AllFound(Exception):
+    """Ends a code generation whose text is not wanted once every wanted node has its range."""
+
+
 class _RecordingState(CodegenState):
     """Plain code generation that notes, for the wanted nodes (all nodes when `wanted` is None),
-    the token indexes where they start and end."""
+    the token indexes where they start and end; with `stop`, it raises _AllFound as soon as the
+    last of them ends (the rest of the module is not generated)."""
 
-    def __init__(self, module: cst.Module, wanted: Optional[Set[int]]) -> None:
+    def __init__(self, module: cst.Module, wanted: Optional[Set[int]], stop: bool = False) -> None:
         super().__init__(default_indent=module.default_indent, default_newline=module.default_newline)
         self.wanted = wanted
         self.popped = False
         self.ranges: Dict[int, Tuple[int, int]] = {}  # node id -> (first token, end token)
         self._open: Dict[int, int] = {}
+        # the wanted nodes not ended yet (not those record_syntactic_position adds: they end
+        # inside the node that wants them)
+        self._left: Optional[Set[int]] = set(wanted) if stop and wanted is not None else None
 
     # before_codegen/after_codegen run for every node of the module: whether a node is wanted
     # is tested inline, and nothing is looked up while no wanted node is open.
@@ -71,6 +79,10 @@ class _RecordingState(CodegenState):
             # A syntactic position recorded while the node was generated wins (as in libcst).
             if key not in self.ranges:
                 self.ranges[key] = (start, len(self.tokens))
+            if self._left is not None:
+                self._left.discard(key)
+                if not self._left and not self._open:
+                    raise _AllFound
 
     def record_syntactic_position(self, node, *, start_node=None, end_node=None):
         if self.wanted is not None and id(node) not in self.wanted:
@@ -89,20 +101,28 @@ class _RecordingState(CodegenState):
 
 
 class NodePositions:
-    """PositionProvider's ranges for `nodes` of `module` (for every node when `nodes` is None)."""
+    """PositionProvider's ranges for `nodes` of `module` (for every node when `nodes` is None).
+    `code`: the module's code, from the same generation; with `code=False` the generation stops
+    after the last of `nodes` (a file with findings and no edit needs no code: engine.py), and
+    `code` is None."""
 
-    def __init__(self, module: cst.Module, nodes: Optional[Iterable[cst.CSTNode]] = None) -> None:
+    def __init__(self, module: cst.Module, nodes: Optional[Iterable[cst.CSTNode]] = None, code: bool = True) -> None:
         work.count("codegen")
         wanted = None if nodes is None else {id(n) for n in nodes}
-        state = _RecordingState(module, wanted)
-        module._codegen(state)
+        state = _RecordingState(module, wanted, stop=not code)
+        whole = True
+        try:
+            module._codegen(state)
+        except _AllFound:
+            whole = False
         self._ranges = state.ranges
         self._offsets: List[int] = list(accumulate(map(len, state.tokens), initial=0))
-        code = "".join(state.tokens)
-        self._line_starts = line_starts(code)  # (what PositionProvider counts as a line break)
+        text = "".join(state.tokens)
+        self._line_starts = line_starts(text)  # (what PositionProvider counts as a line break)
         self._cache: Dict[int, CodeRange] = {}
         # The pass generated the whole module anyway: `module.code`, without another codegen.
-        self.code = "".join(state.tokens[:-1]) if state.popped and state.tokens else code
+        self.code: Optional[str] = (None if not whole else "".join(state.tokens[:-1]) if state.popped and state.tokens
+                                    else text)
 
     def _position(self, token_index: int) -> CodePosition:
         offset = self._offsets[token_index]

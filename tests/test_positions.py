@@ -66,8 +66,10 @@ def test_same_ranges_as_position_provider(text):
     rng = random.Random(len(text))
     chosen = rng.sample(collector.nodes, min(15, len(collector.nodes)))
     few = NodePositions(module, chosen)
+    early = NodePositions(module, chosen, code=False)  # (stops after the last of them)
     for node in chosen:
         assert few.get(node) == reference.get(node), (type(node).__name__, module.code_for_node(node))
+        assert early.get(node) == reference.get(node), (type(node).__name__, module.code_for_node(node))
 
 
 def test_a_node_of_another_tree_has_no_position():
@@ -92,3 +94,19 @@ def test_code_is_the_modules_code(text):
     module = cst.parse_module(text)
     assert NodePositions(module).code == module.code
     assert NodePositions(module, []).code == module.code
+
+
+def test_positions_without_the_code_stop_after_the_last_wanted_node():
+    """A file with findings and no edit needs no code of its module (engine.py), only the
+    findings' positions: the generation stops once the last wanted node (a block's, hoisted from
+    its statements, too) has its range, and gives no code; with the code asked for, all of it."""
+    text = "import cupy\n" + "".join(f"x{i} = f({i})\n" for i in range(200)) + "if y:\n    a = 1\n    b = 2\n"
+    module = cst.parse_module(text)
+    first = module.body[0]
+    early = NodePositions(module, [first], code=False)
+    assert early.get(first) == CodeRange((1, 0), (1, 11)) and early.code is None
+    assert len(early._offsets) < 10  # tokens generated: the first line's, not the 1,400 after it
+    block = module.body[-1].body
+    late = NodePositions(module, [first, block], code=False)
+    assert late.get(first) == CodeRange((1, 0), (1, 11)) and late.get(block) == CodeRange((203, 4), (204, 9))
+    assert NodePositions(module, [first]).code == text
