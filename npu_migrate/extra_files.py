@@ -111,6 +111,22 @@ def pending(results: Iterable[FileResult], where: Callable[[str], str] = lambda 
     return found
 
 
+def not_written_from_stdin(results: Iterable[FileResult]) -> List[str]:
+    """A text read from stdin is printed, and nothing is written beside it: the files generated
+    for it (the ModelArts or distributed module its new import names, a launch script) that are
+    missing or out of date on disk are named, or the printed script imports a module that is not
+    there (ModuleNotFoundError when the job starts)."""
+    lines = []
+    for extra in pending(results):
+        if extra.action in ("keep", "edited"):  # a file of the user's, or edited: a write would keep it too
+            lines.append(f"npu-migrate: warning: {extra.warning}")
+            continue
+        verb = "create" if extra.action == "create" else "update"
+        lines.append(f"npu-migrate: warning: {extra.path} (generated beside {extra.owner}) is not written from "
+                     f"stdin: run npu-migrate on {extra.owner} with these options and --write to {verb} it")
+    return lines
+
+
 def conflicts(results: Iterable[FileResult], where: Callable[[str], str] = lambda path: path) -> List[str]:
     """Generated files that several migrated files want with different contents (two TF scripts
     in one folder, each with its run_8p.sh): written for none of them."""

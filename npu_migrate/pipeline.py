@@ -73,7 +73,10 @@ def run(settings: Settings, rules: RuleSet, files: Union[Sequence[str], StdinSou
         # Files copied as they are (data, configuration) that could not be: failures of the run too.
         report.results.extend(write_output_dir(settings, project.file_filter, outcomes, warn))
     if isinstance(files, StdinSource):
+        from .extra_files import not_written_from_stdin
+
         add_diffs(report, outcomes, shown=lambda path: path)
+        report.notes = not_written_from_stdin(report.results)
         return report
     if settings.keeps_original_text:
         add_diffs(report, outcomes, shown=report.display_path)

@@ -79,6 +79,8 @@ def run_stdin(settings: Settings, rules: RuleSet, project: Any, use_color: bool)
             diff = report.diffs.get(shown, "")
             click.echo(colorize(diff) if use_color else diff, nl=False, color=use_color)
         emit_report(RENDERERS[settings.fmt](report), settings.output_file, err=True)
+    for line in report.notes:
+        click.echo(line, err=True)
 
     for line in report.check_failure(Severity(settings.fail_on)):
         click.echo(line, err=True)

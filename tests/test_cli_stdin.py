@@ -113,3 +113,22 @@ def test_stdin_summary_says_migrated(tmp_path, run_cli):
     assert r.returncode == 0
     assert r.stdout == NPU
     assert "1 file scanned, 1 migrated, 0 unchanged, 0 failed." in r.stderr.decode().splitlines()
+
+
+def test_files_generated_beside_the_text_are_named_when_stdin_cannot_write_them(tmp_path, run_cli):
+    """`npu-migrate - --stdin-filename train.py --modelarts` printed a script importing
+    npu_migrate_modelarts, wrote no such module (stdin mode writes no file) and said nothing: the
+    job died with ModuleNotFoundError. Each generated file missing or out of date is named."""
+    script = (b"import argparse\n\nparser = argparse.ArgumentParser()\nparser.add_argument('--data_dir', default='d')\n"
+              b"args = parser.parse_args()\n")
+    r = run_cli("-", "--stdin-filename", "train.py", "--modelarts", input=script, cwd=tmp_path)
+    assert r.returncode == 0
+    assert b"from npu_migrate_modelarts import modelarts_setup" in r.stdout
+    assert ("npu-migrate: warning: npu_migrate_modelarts.py (generated beside train.py) is not written from stdin: "
+            "run npu-migrate on train.py with these options and --write to create it") in r.stderr.decode().splitlines()
+    assert not list(tmp_path.iterdir()), "stdin mode writes no file"
+    # Once the module is there as the run would write it, nothing is said.
+    (tmp_path / "train.py").write_bytes(script)
+    assert run_cli("train.py", "--modelarts", "--write", cwd=tmp_path).returncode == 0
+    r = run_cli("-", "--stdin-filename", "train.py", "--modelarts", input=script, cwd=tmp_path)
+    assert "not written from stdin" not in r.stderr.decode()
