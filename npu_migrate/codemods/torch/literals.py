@@ -118,6 +118,13 @@ class DeviceVariables(cst.CSTVisitor):
             self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
 
+def _may_be_local(func: cst.BaseExpression) -> bool:
+    """`train(...)`, `self.fit(...)`, `cls.make(...)`: a call that may be of the module's own
+    function, class or method (LiteralRewrites._local_parameters)."""
+    return isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                                          and func.value.value in ("self", "cls"))
+
+
 def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
     """name -> positional parameter names of the module's top-level functions and classes (the
     parameters of `__init__` after `self`), and ".name" -> those of the methods of its top-level
@@ -390,7 +397,7 @@ class LiteralRewrites(TorchKind):
                 out.append((arg, "device"))
             elif arg.keyword.value in self.backend_keywords:
                 out.append((arg, "backend"))
-        if qual is None and any(self._is_rewritable_literal(a.value) for a in call.args):
+        if qual is None and _may_be_local(func) and any(self._is_rewritable_literal(a.value) for a in call.args):
             out.extend(self._local_parameter_args(call, {id(a) for a, _ in out}))
         return out
 
