@@ -15,7 +15,7 @@ import dataclasses
 import os
 import signal
 import sys
-from typing import Any, List
+from typing import Any, List, Sequence
 
 import click
 
@@ -264,6 +264,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     if settings.stdin:
         from .stdin import run_stdin
 
+        _refuse_report_over_input(settings, [settings.stdin_filename] if settings.stdin_filename else [])
         sys.exit(run_stdin(settings, rules, project, use_color(settings.color, sys.stdout)))
 
     if settings.output_dir:
@@ -292,6 +293,7 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         click.echo(line, err=True)
     if selection.errors and not (selection.files or selection.unlistable):
         sys.exit(EXIT_ERROR)
+    _refuse_report_over_input(settings, selection.files)
 
     from .pipeline import run
     from .progress import ProgressBar, wanted
@@ -380,6 +382,20 @@ def _targets(ctx: click.Context, settings, config, project):
         return resolve_targets(versions, project.paths, project)
     except TargetError as exc:
         _fail(str(exc))
+
+
+def _refuse_report_over_input(settings: Settings, files: Sequence[str]) -> None:
+    """-o names the report file: one the run migrates (`npu-migrate train.py -o train.py`, -o read
+    as "the migrated code goes there") would be replaced by the report. Compared by basename first:
+    a large tree is not resolved file by file."""
+    if not settings.output_file:
+        return
+    report = os.path.abspath(settings.output_file)
+    name = os.path.basename(report)
+    if any(os.path.basename(f) == name and os.path.exists(f) and os.path.exists(report) and os.path.samefile(f, report)
+           for f in files):
+        raise click.UsageError(f"-o {settings.output_file} is a file this run migrates; -o names the report file "
+                               "(the migrated code goes in place with --write, or into a folder with --output-dir)")
 
 
 def _from_config(ctx: click.Context, config, name: str) -> bool:

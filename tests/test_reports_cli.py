@@ -151,6 +151,27 @@ def test_csv_needs_a_folder(run_cli, project):
     assert (project / "a_file").read_text() == "x"
 
 
+def test_the_report_file_is_never_a_file_of_the_run(run_cli, tmp_path):
+    """`npu-migrate train.py -o train.py` (-o read as "the migrated code goes there") replaced
+    train.py with the report: a file the run reads is never the report file, the run writes nothing."""
+    gpu = b"import torch\nx = torch.zeros(1).cuda()\n"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_bytes(gpu)
+    for args in (["src/train.py", "-o", "src/train.py"], ["src", "--format", "json", "-o", "src/../src/train.py"],
+                 ["src", "--write", "-o", str(tmp_path / "src" / "train.py")],
+                 ["-", "--stdin-filename", "src/train.py", "-o", "src/train.py"]):
+        r = run_cli(*args, cwd=tmp_path, input=gpu)
+        assert r.returncode == 2, args
+        assert r.stderr.decode() == (
+            f"npu-migrate: error: -o {args[-1]} is a file this run migrates; -o names the report file (the "
+            "migrated code goes in place with --write, or into a folder with --output-dir)\n"
+            "Try 'npu-migrate --help' for help.\n"), args
+        assert (tmp_path / "src" / "train.py").read_bytes() == gpu
+        assert r.stdout == b""
+    r = run_cli("src", "-o", "report.txt", cwd=tmp_path)
+    assert r.returncode == 0 and (tmp_path / "report.txt").read_text().endswith("2 edits: NPU101 x1, NPU108 x1\n")
+
+
 # ----------------------------------------------------------------------------- --check / --fail-on
 
 
