@@ -523,6 +523,34 @@ def test_what_a_device_test_reaches_in_lines_left_out_is_asked_for(text, line):
     assert result.work["retry"] == 1 and "parse" not in result.work
 
 
+# speechbrain 1.1.2 integrations/numba/transducer_loss.py (held out): the test is inside
+# `all(...)`, the CUDA side calls an attribute the class assigns an autograd Function launching
+# numba.cuda kernels
+NUMBA_TRANSDUCER = (
+    "import torch\nfrom numba import cuda\nfrom torch.autograd import Function\nfrom torch.nn import Module\n\n\n"
+    "@cuda.jit()\ndef cu_kernel_forward(log_probs, out):\n    out[0] = log_probs[0]\n\n\n"
+    "class Transducer(Function):\n    @staticmethod\n    def forward(ctx, log_probs):\n"
+    "        out = torch.zeros(1)\n        cu_kernel_forward[1, 1](log_probs, out)\n        return out\n\n\n"
+    "class TransducerLoss(Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.loss = Transducer.apply\n\n    def forward(self, logits, labels):\n"
+    "        if all(t.is_cuda for t in (logits, labels)):\n            return self.loss(logits.log_softmax(-1))\n"
+    "        else:\n            raise ValueError(\"needed to be on a 'cuda' device\")\n")
+
+
+def test_a_test_inside_all_before_an_attribute_holding_cuda_only_code_stays():
+    """speechbrain's TransducerLoss.forward: `if all(t.is_cuda for t in (...)): return
+    self.loss(...)` with `self.loss = Transducer.apply`, whose forward launches numba.cuda
+    kernels. As `t.is_npu` the NPU's tensors would go into numba.cuda; kept, the NPU takes the
+    error branch, as written (NPU315). Parsed partially as whole."""
+    result = migrate_source(NUMBA_TRANSDUCER, "transducer_loss.py", Options(), RULES)
+    assert result.new_text is None or "t.is_cuda for t in" in result.new_text
+    found = [(f.code, f.span.line, f.span.col) for f in result.findings if f.code == "NPU315"]
+    assert found == [("NPU315", 26, 16)]
+    assert "`self.loss`, which is `Transducer`, which uses `cu_kernel_forward`" in next(
+        f.message for f in result.findings if f.code == "NPU315")
+    assert_partial_as_whole(NUMBA_TRANSDUCER)
+
+
 def assert_partial_as_whole(text):
     padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
     partial = migrate_source(padded, "m.py", Options(), RULES)

@@ -853,7 +853,7 @@ class _DeviceGates:
         # False when the file shows no CUDA-only code but an error that says CUDA only (evidence())
         self.names_matter = True
         self._elided_defined: Optional[Dict[str, List[Tuple[int, int, str]]]] = None
-        self._definitions_asked: Set[str] = set()
+        self._definitions_asked: Dict[str, bool] = {}
         self._call_leaves = {n.rsplit(".", 1)[-1] for n in self.calls}
         # partial parsing: the words of a run left out, the runs of a definition's body, whether a
         # word names CUDA-only code
@@ -1086,7 +1086,57 @@ class _DeviceGates:
             if found is not None:
                 return found
             self._ask_body(name)
-        return fixed
+        return fixed if fixed is not None else self._cuda_only_attribute(node)
+
+    def _cuda_only_attribute(self, node: cst.CSTNode) -> Optional[str]:
+        """`self.loss(...)` where the class assigns `self.loss = Transducer.apply` (an autograd
+        Function launching numba.cuda kernels): a method called through an attribute of the
+        instance is what the class's methods assign to it."""
+        if not self.names_matter:
+            return None
+        attributes = [call.func.attr.value for call in _calls(node) if isinstance(call.func, cst.Attribute)
+                      and isinstance(call.func.value, cst.Name) and call.func.value.value == "self"]
+        if not attributes:
+            return None
+        owner = self.parent.get(id(node))
+        while owner is not None and not isinstance(owner, cst.ClassDef):
+            owner = self.parent.get(id(owner))
+        if owner is None:
+            return None
+        for attribute in dict.fromkeys(attributes):
+            for value in self._assigned_to_self(owner, attribute):
+                found = self._cuda_only_in(value)
+                if found is not None:
+                    return f"`self.{attribute}`, which is {found}"
+        return None
+
+    def _assigned_to_self(self, owner: cst.ClassDef, attribute: str) -> List[cst.BaseExpression]:
+        """The values the methods of `owner` assign to `self.<attribute>`; with partial parsing,
+        the lines left out of them that assign it and hold CUDA-only code are asked for."""
+        values: List[cst.BaseExpression] = []
+        for method in owner.body.body:
+            if not isinstance(method, cst.FunctionDef):
+                continue
+            for n in subtree(method.body):
+                if isinstance(n, cst.Assign) and any(
+                        isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute
+                        and isinstance(t.target.value, cst.Name) and t.target.value.value == "self" for t in n.targets):
+                    values.append(n.value)
+        partial = self.ctx.partial
+        if partial is not None:
+            # an assignment left out whose value is CUDA-only code, or a definition of the module
+            # that may be (judged once parsed)
+            assigns = re.compile(r"\bself\s*\.\s*%s\s*=(?!=)([^\n]*)" % re.escape(attribute))
+            for run in self._runs_in(owner):
+                if run in self.ctx.partial_lines:
+                    continue
+                for value in assigns.findall(partial.text_of(run)):
+                    names = re.findall(r"[A-Za-z_][A-Za-z0-9_]*", value)
+                    if any(self._cuda_word(n.encode()) or n in self.definitions or n in self._elided_definitions()
+                           for n in names):
+                        self.ctx.partial_lines.add(run)
+                        break
+        return values
 
     def _ask_body(self, name: str) -> None:
         """With partial parsing: the statements left out of the function or class `name` that
@@ -1094,8 +1144,13 @@ class _DeviceGates:
         definition = self.definitions.get(name)
         if self.ctx.partial is not None and self.names_matter and isinstance(definition, (cst.FunctionDef, cst.ClassDef)):
             if id(definition) not in self._body_runs:
-                self._body_runs[id(definition)] = self.ctx.partial.runs_among(definition.body.body)
+                self._body_runs[id(definition)] = self._runs_in(definition.body)
             self._ask_for(self._body_runs[id(definition)])
+
+    def _runs_in(self, node: cst.CSTNode) -> List[Tuple[int, int]]:
+        """The runs left out anywhere inside `node` (the bodies of a class's methods too)."""
+        assert self.ctx.partial is not None
+        return self.ctx.partial.runs_among(n for n in subtree(node) if isinstance(n, cst.SimpleStatementLine))
 
     def _settle_asks(self) -> None:
         """With partial parsing: for each definition judged, the bodies of the functions and
@@ -1238,12 +1293,18 @@ class _DeviceGates:
         seen.add(id(node))
         child: cst.CSTNode = node
         parent = self.parent.get(id(child))
-        while isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
-            if isinstance(parent, cst.UnaryOperation):
-                if not isinstance(parent.operator, cst.Not):
-                    return None
-                negative = not negative
-            child, parent = parent, self.parent.get(id(parent))
+        while True:
+            if isinstance(parent, (cst.BooleanOperation, cst.UnaryOperation)):
+                if isinstance(parent, cst.UnaryOperation):
+                    if not isinstance(parent.operator, cst.Not):
+                        return None
+                    negative = not negative
+                child, parent = parent, self.parent.get(id(parent))
+                continue
+            call = self._all_or_any(parent, child)
+            if call is None:
+                break
+            child, parent = call, self.parent.get(id(call))  # `all(t.is_cuda for t in (a, b))`: the same test
         if parent is None:
             return None
         test = child
@@ -1270,8 +1331,24 @@ class _DeviceGates:
             return None
         return None
 
+    def _all_or_any(self, comprehension: Optional[cst.CSTNode], element: cst.CSTNode) -> Optional[cst.Call]:
+        """`all(<element> for ...)` / `any(...)` (the builtins: not a name of the module) around a
+        device test: True on CUDA when the test is, as the test itself."""
+        if not isinstance(comprehension, (cst.GeneratorExp, cst.ListComp, cst.SetComp)) or comprehension.elt is not element:
+            return None
+        arg = self.parent.get(id(comprehension))
+        call = self.parent.get(id(arg)) if isinstance(arg, cst.Arg) else comprehension
+        if not (isinstance(call, cst.Call) and len(call.args) == 1 and call.args[0].value is comprehension
+                and isinstance(call.func, cst.Name) and call.func.value in ("all", "any")
+                and call.func.value not in self.definitions and call.func.value not in self.ctx.imports.names):
+            return None
+        return call
+
     def _branches(self, statement: cst.CSTNode, negative: bool) -> Optional[Tuple[str, str]]:
         """The code an if/while/conditional expression runs when the device is CUDA."""
+        for part in (getattr(statement, "body", None), getattr(statement, "orelse", None)):
+            if part is not None:
+                self.parent[id(part)] = statement  # (_cuda_only_attribute looks for the class)
         if isinstance(statement, cst.IfExp):
             side: List[cst.CSTNode] = [statement.orelse if negative else statement.body]
             found = self._cuda_only_in(side[0])
@@ -1366,6 +1443,8 @@ class _DeviceGates:
         if index is None:
             return []
         rest = list(body[index + 1:])
+        for part in rest:
+            self.parent[id(part)] = statement if block is None else block
         if self.ctx.partial is not None:
             self._ask_for(self.ctx.partial.runs_among(rest))
         return rest
@@ -1402,7 +1481,10 @@ class _DeviceGates:
             self._cuda_word_memo[word] = False
             name = word.decode("utf-8", "replace")
             known = (name in self.cuda_names or name in self._call_leaves or self._library_word(name)
-                     or name in self.definitions and self._within(name, 3) or name in self._elided_imports())
+                     or name in self.definitions and self._within(name, 3) or name in self._elided_imports()
+                     # (a function or class left out that may be: `self.loss = Transducer.apply`)
+                     or name not in self.definitions and name in self._elided_definitions()
+                     and self._ask_for_definition(name))
             self._cuda_word_memo[word] = known
         return known
 
@@ -1424,25 +1506,29 @@ class _DeviceGates:
             if root is not None and root not in self.definitions and root not in self.ctx.imports.names:
                 self._ask_for_definition(root)
 
-    def _ask_for_definition(self, name: str) -> None:
+    def _ask_for_definition(self, name: str) -> bool:
         """The lines left out that define `name` as self.definitions would hold it (a function or
         class at any depth, a name assigned at module level) where that definition holds
         CUDA-only code; lines that only use the name (`value_states.contiguous()`: a local
-        variable), or define something else, cannot change a verdict."""
+        variable), or define something else, cannot change a verdict. Whether there are any."""
         partial = self.ctx.partial
-        if partial is None or name in self._definitions_asked or not self.names_matter:
-            return
-        self._definitions_asked.add(name)
+        if partial is None or not self.names_matter:
+            return False
+        known = self._definitions_asked.get(name)
+        if known is not None:
+            return known
+        self._definitions_asked[name] = False
+        found = False
         for start, end, indent in self._elided_definitions().get(name, ()):
-            run = (start, end)
-            if run in self.ctx.partial_lines:
-                continue
-            for node in _definitions_in(partial.statements_of(run), name, not indent):
+            for node in _definitions_in(partial.statements_of((start, end)), name, not indent):
                 first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
                 words = words_of("".join(partial.lines[first - 1:node.end_lineno]))
                 if any(self._cuda_word(w) for w in words):
-                    self.ctx.partial_lines.add(run)
+                    self.ctx.partial_lines.add((start, end))
+                    found = True
                     break
+        self._definitions_asked[name] = found
+        return found
 
     def _function_of(self, node: cst.CSTNode) -> Optional[cst.FunctionDef]:
         parent = self.parent.get(id(node))
