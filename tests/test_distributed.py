@@ -411,6 +411,25 @@ def test_a_second_distributed_run_on_a_converted_script_is_not_called_silent(run
     assert (tmp_path / "train.py").read_bytes() == converted
 
 
+def test_a_second_run_over_the_folder_says_nothing_of_the_generated_helpers(run_cli, tmp_path):
+    """Run over the folder, a second --distributed run reported NPU380 ("already distributed") on
+    the npu_migrate_distributed.py it had generated, every time: the helper modules are the tool's
+    own, not scripts to convert. A module of that name the user wrote is still looked at."""
+    (tmp_path / "train.py").write_text(
+        "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n")
+    assert run_cli(".", "--distributed", "--write", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "npu_migrate_distributed.py").exists()
+    again = run_cli(".", "--distributed", "--check", cwd=tmp_path)
+    assert again.returncode == 0
+    assert b"NPU380" not in again.stdout + again.stderr, again.stdout
+    (tmp_path / "npu_migrate_distributed.py").write_text(
+        "import torch\nimport torch.distributed as dist\ndist.init_process_group('nccl')\n"
+        "model = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "if __name__ == '__main__':\n    pass\n")
+    mine = run_cli("npu_migrate_distributed.py", "--distributed", cwd=tmp_path)
+    assert b"NPU380" in mine.stdout, mine.stdout
+
+
 @pytest.mark.parametrize("text", [
     "import torch\nmodel = torch.nn.Linear(2, 1).cuda()\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # converted
     "import torch\nmodel = torch.nn.Linear(2, 1)\nopt = torch.optim.SGD(model.parameters(), lr=0.1)\n",  # NPU385

@@ -32,11 +32,17 @@ def is_eval_name(text: str) -> bool:
     return any(w.startswith(EVAL_WORDS) for w in re.split(r"[^a-z0-9]+", text.lower()) if w)
 
 
+# The first line of every helper module the pass generates (distributed/*_helpers.py).
+HELPERS_HEADER = "# npu-migrate: distributed helpers (generated"
+
+
 def wanted(ctx: Context, framework: str) -> bool:
     """Whether the --distributed pass of `framework` looks at this file (not notebooks: a
-    notebook cell cannot be started once per NPU)."""
+    notebook cell cannot be started once per NPU; not the helper modules it generated, the
+    tool's own code: a second run over the folder reported them NPU380, already distributed)."""
     return (ctx.options.distributed and framework in ctx.frameworks and ctx.entry_script is not False
-            and not ctx.path.endswith(".ipynb"))
+            and not ctx.path.endswith(".ipynb")
+            and not (os.path.basename(ctx.path)[:-3] in MODULES.values() and ctx.text.startswith(HELPERS_HEADER)))
 
 
 def rule(ctx: Context, code: str) -> Rule:
