@@ -424,6 +424,17 @@ def _check_modelarts_options(ctx: click.Context, s: Settings) -> None:
     may keep its ModelArts settings there and still run plain migrations."""
     from click.core import ParameterSource
 
+    # `--modelarts --entry eval_typo.py` adapted nothing and exited 0 (in the configuration an entry
+    # waits for the runs that include it, as the pre-commit hook passes only the staged files).
+    if ctx.get_parameter_source("entries") is ParameterSource.COMMANDLINE:
+        for entry in ctx.params.get("entries") or ():
+            if not os.path.isfile(entry):
+                raise click.UsageError(f"--entry {entry}: no such file")
+    if ctx.get_parameter_source("stdin_filename") is ParameterSource.COMMANDLINE and not s.stdin:
+        raise click.UsageError("--stdin-filename only applies when the path is `-` (stdin)")
+    # `npu-migrate src --fail-on warning` in CI exited 0 whatever it found (only --check reads it).
+    if ctx.get_parameter_source("fail_on") is ParameterSource.COMMANDLINE and not s.check:
+        raise click.UsageError("--fail-on only applies with --check")
     if s.modelarts or s.modelarts_entry:
         return
     given = [flag for name, flag in MODELARTS_ONLY.items()
@@ -431,11 +442,6 @@ def _check_modelarts_options(ctx: click.Context, s: Settings) -> None:
     if given:
         raise click.UsageError(f"{', '.join(given)} only {'applies' if len(given) == 1 else 'apply'} "
                                "with --modelarts (or --modelarts-entry)")
-    if ctx.get_parameter_source("stdin_filename") is ParameterSource.COMMANDLINE and not s.stdin:
-        raise click.UsageError("--stdin-filename only applies when the path is `-` (stdin)")
-    # `npu-migrate src --fail-on warning` in CI exited 0 whatever it found (only --check reads it).
-    if ctx.get_parameter_source("fail_on") is ParameterSource.COMMANDLINE and not s.check:
-        raise click.UsageError("--fail-on only applies with --check")
 
 
 def _check_usage(s: Settings, renderers) -> None:

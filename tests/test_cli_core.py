@@ -311,7 +311,8 @@ def test_fail_on_without_check_is_a_usage_error_not_ignored(tmp_path, run_cli):
     """`npu-migrate src --fail-on warning` in a CI job exited 0 whatever it found: --fail-on acts
     only with --check, and was ignored in silence without it."""
     (tmp_path / "train.py").write_bytes(b"import torch\nmodel = torch.nn.DataParallel(model)\n")
-    for args in (["--fail-on", "warning"], ["--diff", "--fail-on", "info"], ["-", "--fail-on", "error"]):
+    for args in (["--fail-on", "warning"], ["--diff", "--fail-on", "info"], ["-", "--fail-on", "error"],
+                 ["--modelarts", "--fail-on", "warning"]):
         r = run_cli(*(["train.py"] if "-" not in args else []), *args, cwd=tmp_path, input=b"")
         assert r.returncode == 2
         assert r.stderr.decode() == ("npu-migrate: error: --fail-on only applies with --check\n"
@@ -323,6 +324,20 @@ def test_fail_on_without_check_is_a_usage_error_not_ignored(tmp_path, run_cli):
     assert run_cli("train.py", cwd=tmp_path).returncode == 0
 
 
+def test_an_entry_that_is_no_file_is_a_usage_error_not_ignored(tmp_path, run_cli):
+    """`--modelarts --entry eval_typo.py` exited 0 and adapted nothing: the user believed the
+    evaluation script adapted."""
+    (tmp_path / "train.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
+    for entry in ("eval_typo.py", "sub"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        r = run_cli(".", "--modelarts", "--write", "--entry", "train.py", "--entry", entry, cwd=tmp_path)
+        assert r.returncode == 2
+        assert r.stderr.decode() == (f"npu-migrate: error: --entry {entry}: no such file\n"
+                                     "Try 'npu-migrate --help' for help.\n")
+        assert (tmp_path / "train.py").read_bytes() == b"import torch\nx = torch.zeros(1).cuda()\n"
+    assert run_cli(".", "--modelarts", "--entry", "train.py", cwd=tmp_path).returncode == 0
+
+
 def test_a_modelarts_option_without_modelarts_is_a_usage_error_not_ignored(tmp_path, run_cli):
     """`--entry train.py` alone used to be ignored in silence: the user believed the script adapted."""
     (tmp_path / "train.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
@@ -330,7 +345,8 @@ def test_a_modelarts_option_without_modelarts_is_a_usage_error_not_ignored(tmp_p
             (["--entry", "train.py"], "--entry only applies with --modelarts (or --modelarts-entry)"),
             (["--data-arg", "images", "--modelarts-resume"],
              "--data-arg, --modelarts-resume only apply with --modelarts (or --modelarts-entry)"),
-            (["--stdin-filename", "a.py"], "--stdin-filename only applies when the path is `-` (stdin)")):
+            (["--stdin-filename", "a.py"], "--stdin-filename only applies when the path is `-` (stdin)"),
+            (["--modelarts", "--stdin-filename", "a.py"], "--stdin-filename only applies when the path is `-` (stdin)")):
         r = run_cli("train.py", "--write", *args, cwd=tmp_path)
         assert r.returncode == 2
         assert r.stderr.decode().splitlines()[0] == f"npu-migrate: error: {message}"
