@@ -246,6 +246,11 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
         # ModelArts scan around an entry script) excludes what the run excludes.
         project = project_of([settings.stdin_filename or "."] if settings.stdin else list(settings.paths), file_filter)
         settings = dataclasses.replace(settings, targets=_targets(ctx, settings, config, project))
+        if settings.quiet and settings.verbose:  # one in the file, the other typed: the command line wins
+            if _from_config(ctx, config, "quiet") and not _from_config(ctx, config, "verbose"):
+                settings = dataclasses.replace(settings, quiet=False)
+            elif _from_config(ctx, config, "verbose") and not _from_config(ctx, config, "quiet"):
+                settings = dataclasses.replace(settings, verbose=False)
         load_renderers(settings.fmt)
         if settings.fmt not in RENDERERS and _from_config(ctx, config, "fmt"):
             from .report import renderer_names

@@ -56,6 +56,22 @@ def test_command_line_wins(tmp_path, run_cli):
     assert r.stdout.decode().startswith("1 file scanned")
 
 
+def test_the_command_line_wins_over_quiet_or_verbose_in_the_file(tmp_path, run_cli):
+    """`quiet = true` in the file and `-v` for one run stopped with "--quiet and --verbose cannot be
+    used together", two options of which the user typed one."""
+    deep = project(tmp_path, "[tool.npu-migrate]\nquiet = true\n")
+    assert run_cli("train.py", cwd=deep).stdout == b""
+    r = run_cli("train.py", "-v", cwd=deep)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.decode().startswith("train.py:"), r.stdout  # every edit, then the summary
+    assert b"1 file scanned" in r.stdout
+    (tmp_path / "pyproject.toml").write_text("[tool.npu-migrate]\nverbose = true\n")
+    r = run_cli("train.py", "-q", cwd=deep)
+    assert (r.returncode, r.stdout) == (0, b"")
+    r = run_cli("train.py", "-q", "-v", cwd=deep)
+    assert r.returncode == 2 and b"--quiet and --verbose cannot be used together" in r.stderr
+
+
 def test_pyproject_without_our_table_is_passed_over_and_the_nearest_table_wins(tmp_path, run_cli):
     deep = project(tmp_path, '[tool.npu-migrate]\nno-import = true\n')
     (tmp_path / "a" / "pyproject.toml").write_text('[project]\nname = "x"\n')
