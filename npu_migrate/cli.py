@@ -299,6 +299,8 @@ def migrate_command(ctx: click.Context, /, **params) -> None:
     if selection.errors and not (selection.files or selection.unlistable):
         sys.exit(EXIT_ERROR)
     _refuse_report_over_input(settings, selection.files)
+    if (settings.modelarts or settings.modelarts_entry) and not settings.quiet:
+        _warn_entries_outside(ctx, selection.files)
 
     from .pipeline import run
     from .progress import ProgressBar, wanted
@@ -401,6 +403,20 @@ def _refuse_report_over_input(settings: Settings, files: Sequence[str]) -> None:
            for f in files):
         raise click.UsageError(f"-o {settings.output_file} is a file this run migrates; -o names the report file "
                                "(the migrated code goes in place with --write, or into a folder with --output-dir)")
+
+
+def _warn_entries_outside(ctx: click.Context, files: Sequence[str]) -> None:
+    """An --entry typed on the command line that the run does not migrate is adapted by nobody:
+    say so (the configuration's entries wait for the runs that include them)."""
+    from click.core import ParameterSource
+
+    if ctx.get_parameter_source("entries") is not ParameterSource.COMMANDLINE:
+        return
+    run_files = {os.path.abspath(f) for f in files}
+    for entry in ctx.params.get("entries") or ():
+        if os.path.abspath(entry) not in run_files:
+            click.echo(f"npu-migrate: warning: --entry {entry} is not among the files of this run: it is not "
+                       "adapted (give its folder, or the file itself)", err=True)
 
 
 def _from_config(ctx: click.Context, config, name: str) -> bool:

@@ -338,6 +338,22 @@ def test_an_entry_that_is_no_file_is_a_usage_error_not_ignored(tmp_path, run_cli
     assert run_cli(".", "--modelarts", "--entry", "train.py", cwd=tmp_path).returncode == 0
 
 
+def test_an_entry_outside_the_run_is_named(tmp_path, run_cli):
+    """`npu-migrate model.py --modelarts-entry --entry train.py` migrated model.py only and wrote no
+    boot file, in silence: the entry is not among the files of the run."""
+    (tmp_path / "model.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
+    (tmp_path / "train.py").write_bytes(b"import argparse\nargs = argparse.ArgumentParser().parse_args()\n")
+    r = run_cli("model.py", "--modelarts-entry", "--entry", "train.py", "--write", cwd=tmp_path)
+    assert r.returncode == 0
+    assert r.stderr.decode().splitlines() == [
+        "npu-migrate: warning: --entry train.py is not among the files of this run: it is not adapted "
+        "(give its folder, or the file itself)"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.py", "train.py"]
+    r = run_cli(".", "--modelarts-entry", "--entry", "train.py", "--write", cwd=tmp_path)
+    assert "not among the files" not in r.stderr.decode()
+    assert (tmp_path / "modelarts_entry_train.py").exists()
+
+
 def test_a_modelarts_option_without_modelarts_is_a_usage_error_not_ignored(tmp_path, run_cli):
     """`--entry train.py` alone used to be ignored in silence: the user believed the script adapted."""
     (tmp_path / "train.py").write_bytes(b"import torch\nx = torch.zeros(1).cuda()\n")
