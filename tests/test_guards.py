@@ -551,6 +551,29 @@ def test_a_test_inside_all_before_an_attribute_holding_cuda_only_code_stays():
     assert_partial_as_whole(NUMBA_TRANSDUCER)
 
 
+# pytorch-metric-learning 2.9.0 utils/inference.py (held out): the test's value goes into a
+# function by position, whose parameter gates faiss's GPU index (NPU303: no Ascend build)
+FAISS_FLAG_PASSED = (
+    "import faiss\nimport torch\n\n\ndef convert_to_gpu_index(index, gpus):\n    if gpus is None:\n"
+    "        return faiss.index_cpu_to_all_gpus(index)\n    return faiss.index_cpu_to_gpus_list(index, gpus=gpus)\n\n\n"
+    "def try_gpu(index, query, k, is_cuda, gpus):\n    gpu_condition = (is_cuda or (gpus is not None)) and faiss.get_num_gpus() > 0\n"
+    "    if gpu_condition:\n        index = convert_to_gpu_index(index, gpus)\n    return index.search(query.float().cpu(), k)\n\n\n"
+    "def knn(index, query, k, gpus=None):\n    is_cuda = query.is_cuda\n    return try_gpu(index, query, k, is_cuda, gpus)\n")
+
+
+def test_a_test_passed_by_position_into_a_gate_of_faiss_gpu_stays():
+    """pytorch-metric-learning's FaissKNN: `is_cuda = query.is_cuda` passed positionally to
+    try_gpu(), which moves the index to faiss's GPUs when it is set. As `query.is_npu` an NPU
+    query would ask faiss for GPUs; kept, it is False there and the CPU index runs (NPU315).
+    Parsed partially as whole."""
+    result = migrate_source(FAISS_FLAG_PASSED, "inference.py", Options(), RULES)
+    assert result.new_text is None or "query.is_cuda" in result.new_text
+    message = next(f.message for f in result.findings if f.code == "NPU315")
+    assert [(f.span.line, f.span.col) for f in result.findings if f.code == "NPU315"] == [(19, 15)]
+    assert "it is passed to `try_gpu()`, where `convert_to_gpu_index`, which uses `faiss.index_cpu_to_" in message
+    assert_partial_as_whole(FAISS_FLAG_PASSED)
+
+
 def assert_partial_as_whole(text):
     padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
     partial = migrate_source(padded, "m.py", Options(), RULES)

@@ -827,7 +827,8 @@ class _DeviceGates:
         self.modules = tuple(n for r in ctx.rules.findings.get("import", ()) if r.code in codes and not r.framework
                              for n in names_of(r))
         self.calls: Dict[str, List[Rule]] = {}
-        for r in ctx.rules.findings.get("call", ()):
+        # (and the references an api finding of those codes reports: faiss's GPU index calls)
+        for r in list(ctx.rules.findings.get("call", ())) + list(ctx.rules.findings.get("api", ())):
             if r.code in codes and not r.framework:
                 for n in names_of(r):
                     self.calls.setdefault(n, []).append(r)
@@ -1318,6 +1319,8 @@ class _DeviceGates:
             return None if negative else self._asserted(parent, test)
         if isinstance(parent, cst.Return) and parent.value is test:
             return self._returned(parent, negative, depth, seen, test)
+        if isinstance(parent, cst.Arg) and parent.value is test:
+            return self._argument(parent, negative, depth, seen)
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is test:
             named = self._names_library(test)
             targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target])
@@ -1626,6 +1629,46 @@ class _DeviceGates:
                     stack.append((n.default, depth))
             else:
                 stack.extend([(c, depth) for c in children(n)])
+
+    def _argument(self, arg: cst.Arg, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test passed to a function of the module (`try_gpu(index, query, is_cuda,
+        gpus)`, by position or keyword): the tests that read its parameter there decide."""
+        call = self.parent.get(id(arg))
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or arg.star:
+            return None
+        function = self.definitions.get(call.func.value)
+        if not isinstance(function, cst.FunctionDef):
+            return None
+        params = function.params
+        if arg.keyword is not None:
+            name = arg.keyword.value
+            if name not in {p.name.value for p in list(params.posonly_params) + list(params.params)
+                            + list(params.kwonly_params)}:
+                return None
+        else:
+            positional = []
+            for a in call.args:
+                if a.star:
+                    return None  # (positions after a *args are unknown)
+                if a is arg:
+                    break
+                if a.keyword is None:
+                    positional.append(a)
+            ordered = list(params.posonly_params) + list(params.params)
+            if len(positional) >= len(ordered):
+                return None
+            name = ordered[len(positional)].name.value
+        self.parent[id(function.body)] = function
+        partial = self.ctx.partial
+        if partial is not None:
+            self.ctx.partial_lines.update(partial.elided_in(function.body, name))  # its readers left out
+        for ref in self._uses(function.body, name):
+            if self._is_target(ref):
+                continue
+            verdict = self._judge(ref, negative, depth + 1, seen)
+            if verdict is not None:
+                return verdict[0], f"it is passed to `{function.name.value}()`, where {verdict[1]}"
+        return None
 
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
