@@ -250,7 +250,8 @@ def test_a_script_of_a_package_runs_from_the_folder_holding_the_package(tmp_path
     script.write_text(result.new_text)
     for path, text in result.extra_files.items():
         Path(path).write_text(text)
-    assert 'IMPORT_ROOT = ".."\n' in result.extra_files[str(package / "modelarts_entry_train.py")]
+    boot_text = result.extra_files[str(package / "modelarts_entry_train.py")]
+    assert 'IMPORT_ROOT = ".."\n' in boot_text and "RUNS_IN_IMPORT_ROOT = True\n" in boot_text
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
     env_folder = package  # boot() runs folder/modelarts_entry_train.py
     done = boot(tmp_path, env_folder, "--data_url=obs://bucket/corpus", "--train_url=obs://bucket/out",
@@ -264,3 +265,42 @@ def test_a_script_of_a_package_runs_from_the_folder_holding_the_package(tmp_path
 
 def test_a_script_beside_no_package_runs_in_its_own_folder(code):
     assert 'IMPORT_ROOT = ""\n' in (code / "modelarts_entry_train.py").read_text()
+
+
+@pytest.mark.slow
+def test_a_package_script_that_imports_a_module_beside_it_barely_runs_in_its_own_folder(tmp_path):
+    """mindarmour's examples/privacy/diff_privacy/lenet5_dp.py imports `examples.common...` and
+    `lenet5_config` (beside it, by its bare name): it runs with its own folder on sys.path, so the
+    runtime is imported bare like its config, and the boot file runs it in its folder with the
+    folder holding `examples` on PYTHONPATH."""
+    top = tmp_path / "code"
+    here = top / "examples" / "dp"
+    here.mkdir(parents=True)
+    for folder in (top / "examples", here):
+        (folder / "__init__.py").write_text("")
+    (top / "examples" / "common.py").write_text("NAME = 'lenet'\n")
+    (here / "dp_config.py").write_text("DATA = 'local.txt'\n")
+    (here / "local.txt").write_text("read beside the script\n")
+    script = here / "train.py"
+    script.write_text(
+        "import argparse\n\n"
+        "from examples.common import NAME\n"
+        "from dp_config import DATA\n\n"
+        "if __name__ == '__main__':\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--data_dir', default='datasets')\n"
+        "    args = parser.parse_args()\n"
+        "    print(NAME, open(DATA).read(), end='', flush=True)\n")
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
+                      modelarts_data_dir=str(tmp_path / "cache/data"))
+    result = migrate_source(script.read_text(), str(script), options)
+    assert "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n" in result.new_text
+    script.write_text(result.new_text)
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text)
+    boot_text = result.extra_files[str(here / "modelarts_entry_train.py")]
+    assert 'IMPORT_ROOT = "../.."\n' in boot_text and "RUNS_IN_IMPORT_ROOT = False\n" in boot_text
+    put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
+    done = boot(tmp_path, here, "--data_url=obs://bucket/corpus")
+    assert done.returncode == 0, done.stderr
+    assert "lenet read beside the script\n" in done.stdout

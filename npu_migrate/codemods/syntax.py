@@ -202,7 +202,24 @@ def own_package(module: cst.Module, path: str) -> Optional[str]:
     ...` and is run as `python -m espnet2.bin.asr_train`: `espnet2.bin`), or a package beside
     that top package (fairseq_cli/train.py runs `from fairseq import ...`, found only with the
     folder above on sys.path, where `fairseq_cli` is found too; it is also imported as
-    `fairseq_cli.train`, by the `fairseq-train` console script). None otherwise."""
+    `fairseq_cli.train`, by the `fairseq-train` console script). None otherwise, and None for a
+    script that imports a module beside it by its bare name (mindarmour's
+    examples/privacy/diff_privacy/lenet5_dp.py: `from lenet5_config import ...`): it runs only
+    with its own folder on sys.path, where a bare import of the generated module works too."""
+    imported = _module_level_imports(module)
+    folder = os.path.dirname(os.path.abspath(path))
+    if path and any(_beside(folder, name.split(".")[0]) for name in imported):
+        return None
+    return script_package(module, path, imported)
+
+
+def script_package(module: cst.Module, path: str, imported: Optional[List[str]] = None) -> Optional[str]:
+    """The dotted name of the package the script's folder is, when the script imports that
+    package, its top package or a package beside the top one absolutely (own_package): the
+    folder holding the top package must then be on sys.path for the script to run (the ModelArts
+    boot file starts it there). None otherwise."""
+    if imported is None:
+        imported = _module_level_imports(module)
     folder = os.path.dirname(os.path.abspath(path))
     if not path or not os.path.isfile(os.path.join(folder, "__init__.py")):
         return None
@@ -213,24 +230,34 @@ def own_package(module: cst.Module, path: str) -> Optional[str]:
         chain.append(os.path.dirname(chain[-1]))
     top, root = os.path.basename(chain[-1]), os.path.dirname(chain[-1])
     found = False
-    for stmt in module.body:
-        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
-            if isinstance(small, cst.Import):
-                names = [dotted_name(alias.name) for alias in small.names]
-            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
-                names = [dotted_name(small.module)]
-            else:
-                continue
-            for name in filter(None, names):
-                parts = name.split(".")
-                for k in range(min(len(parts), len(folders) - 1), 0, -1):
-                    if parts[:k] == folders[-k:]:
-                        return ".".join(parts[:k])
-                found = found or parts[0] == top or os.path.isfile(os.path.join(root, parts[0], "__init__.py"))
+    for name in imported:
+        parts = name.split(".")
+        for k in range(min(len(parts), len(folders) - 1), 0, -1):
+            if parts[:k] == folders[-k:]:
+                return ".".join(parts[:k])
+        found = found or parts[0] == top or os.path.isfile(os.path.join(root, parts[0], "__init__.py"))
     dotted = [os.path.basename(f) for f in reversed(chain)]
     if found and all(n.isidentifier() for n in dotted):
         return ".".join(dotted)
     return None
+
+
+def _module_level_imports(module: cst.Module) -> List[str]:
+    """The modules the module imports absolutely at module level, in order."""
+    imported: List[str] = []
+    for stmt in module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Import):
+                imported += filter(None, (dotted_name(alias.name) for alias in small.names))
+            elif isinstance(small, cst.ImportFrom) and not small.relative and small.module is not None:
+                imported += filter(None, [dotted_name(small.module)])
+    return imported
+
+
+def _beside(folder: str, name: str) -> bool:
+    """Whether `name` is a module or package in `folder` (what a bare import of it finds there)."""
+    return os.path.isfile(os.path.join(folder, name + ".py")) or \
+        os.path.isfile(os.path.join(folder, name, "__init__.py"))
 
 
 def module_beside(name: str, module: str) -> bool:

@@ -75,14 +75,15 @@ def boot_file_name(script: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def render_boot(script: str, positionals: Tuple[str, ...] = (), distributed: bool = False,
-                import_root: str = "") -> str:
+                import_root: str = "", runs_in_import_root: bool = False) -> str:
     """A ModelArts boot file that runs `script` (a file name in the boot file's folder):
     `positionals` are the script's positional arguments, which the job passes as --name=value;
     `distributed` starts it with torch.distributed.run (it reads LOCAL_RANK); `import_root`, for
     a script that imports its own package, the folder holding that package relative to the
-    script's ("..", "../.."): the script runs there, with it on PYTHONPATH."""
+    script's ("..", "../.."), put on PYTHONPATH; `runs_in_import_root`: the script runs there,
+    not in its own folder."""
     values = {"TRAINING_SCRIPT": script, "POSITIONAL_ARGUMENTS": tuple(positionals), "TORCHRUN": bool(distributed),
-              "IMPORT_ROOT": import_root}
+              "IMPORT_ROOT": import_root, "RUNS_IN_IMPORT_ROOT": bool(import_root and runs_in_import_root)}
     text = _set_constants(_template("boot_template.py"), values)
     # The name also goes into the docstring: escaped, so a file named `x"""; os.system(...)`
     # cannot end the docstring and become code.

@@ -7,7 +7,8 @@ passes (--data_url, --train_url and the rest; --name=value for a positional argu
 script) and exits with its status: with torch.distributed.run, one process per NPU, when the
 script is written for torchrun. A script that is a module of its package and imports it
 (basicsr/train.py: `from basicsr.data import ...`) runs as it is run by hand, from the folder
-that holds the package, with that folder on PYTHONPATH. SIGTERM is passed on, and the script copies its outputs to
+that holds the package, with that folder on PYTHONPATH (one that also imports a module beside
+it by its bare name runs in its own folder, with that folder on PYTHONPATH). SIGTERM is passed on, and the script copies its outputs to
 --train_url as it ends; if it dies without doing so (a crash, SIGKILL), this file copies
 them instead. No shell is involved.
 
@@ -29,11 +30,14 @@ POSITIONAL_ARGUMENTS = ()
 # Whether to start it with torch.distributed.run (it reads LOCAL_RANK, RANK, WORLD_SIZE).
 TORCHRUN = False
 # For a script that imports its own package: the folder holding the package, relative to this
-# file's folder ("..": basicsr/train.py imports basicsr). "": the script's own folder.
+# file's folder ("..": basicsr/train.py imports basicsr), put on PYTHONPATH. "": none.
 IMPORT_ROOT = ""
+# Whether the script runs in that folder (basicsr/train.py -opt options/x.yml is run from there),
+# not in its own (a script that imports a module beside it by its bare name).
+RUNS_IN_IMPORT_ROOT = False
 CODE_DIR = os.path.dirname(os.path.abspath(__file__))
-# Where the script runs and requirements.txt is looked for (the project's top for a package).
-WORK_DIR = os.path.normpath(os.path.join(CODE_DIR, IMPORT_ROOT)) if IMPORT_ROOT else CODE_DIR
+# Where the script runs and requirements.txt is looked for.
+WORK_DIR = os.path.normpath(os.path.join(CODE_DIR, IMPORT_ROOT)) if RUNS_IN_IMPORT_ROOT else CODE_DIR
 # Environment worth seeing in the job log (no credentials among them).
 SHOWN_VARIABLES = (
     "MA_JOB_DIR",
@@ -136,7 +140,8 @@ def run_training(arguments, outputs_file):
     log("running " + " ".join(command))
     env = dict(os.environ, NPU_MIGRATE_MODELARTS_OUTPUTS=outputs_file)
     if IMPORT_ROOT:  # as `PYTHONPATH=. python basicsr/train.py` is run by hand
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [WORK_DIR, env.get("PYTHONPATH")]))
+        root = os.path.normpath(os.path.join(CODE_DIR, IMPORT_ROOT))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     child = subprocess.Popen(command, cwd=WORK_DIR, env=env)
 
     def forward(signum, frame):

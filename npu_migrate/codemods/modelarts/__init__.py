@@ -41,7 +41,7 @@ from ...imports import dotted_name
 from ...modelarts import RUNTIME_MODULE, SETUP_FUNCTION, boot_file_name, render_boot, render_runtime, runtime_file_name
 from .plan import entry_script_by_choice, helper_script, may_be_entry_script, named_with_entry, plan_adaptation
 from .rewrite import Rewriter, argument_lines, install_import
-from ..syntax import module_beside, own_package
+from ..syntax import module_beside, own_package, script_package
 from .script import ParseCall, ScriptAnalysis
 from ...codes import emits
 
@@ -72,11 +72,13 @@ def adapt_for_modelarts(module: cst.Module, ctx: Context) -> cst.Module:
             isinstance(n, cst.ImportFrom) and module_beside(dotted_name(n.module) or "", HELPERS_MODULE)
             for n in current.imports.import_nodes)
         # basicsr/train.py runs `from basicsr.data import ...`: it is started from the folder
-        # holding basicsr, with it on sys.path (BasicSR's docs: PYTHONPATH=./ python basicsr/train.py).
-        package = own_package(ctx.module, ctx.path)
+        # holding basicsr, with it on sys.path (BasicSR's docs: PYTHONPATH=./ python basicsr/train.py);
+        # one that also imports a module beside it by its bare name runs in its own folder.
+        package = script_package(ctx.module, ctx.path)
         import_root = "/".join([".."] * len(package.split("."))) if package else ""
         ctx.extra_files[os.path.join(folder, boot_file_name(ctx.path))] = render_boot(
-            os.path.basename(ctx.path), plan.positionals, distributed, import_root)
+            os.path.basename(ctx.path), plan.positionals, distributed, import_root,
+            runs_in_import_root=own_package(ctx.module, ctx.path) is not None)
 
     added = argument_lines(current.main_parser, plan.add_urls, module) if plan.add_urls else []  # type: ignore[arg-type]
     rewriter = Rewriter(ctx, current, plan, added)
