@@ -144,7 +144,8 @@ class CompiledTexts:
         if len(data) > MAX_BYTES or data[: len(MAGIC_NUMBER)] != MAGIC_NUMBER:
             return {}  # another interpreter's bytecode, or not ours
         try:
-            texts = marshal.loads(data[len(MAGIC_NUMBER):])
+            # trusted as Python trusts the .pyc files beside it: a file of the user's own that no one else may write (_ours)
+            texts = marshal.loads(data[len(MAGIC_NUMBER):])  # nosec B302
         except (EOFError, ValueError, TypeError):
             return {}
         if type(texts) is not dict:
@@ -160,7 +161,7 @@ class CompiledTexts:
                 self.compiled += 1
             self.used.add(hash(source))
             source = code
-        return exec(source, *args, **kwargs)  # noqa: S102 (dataclasses' own exec: its text or its code)
+        return exec(source, *args, **kwargs)  # noqa: S102  # nosec B102 (dataclasses' own exec: its text or its code)
 
     def install(self) -> None:
         """dataclasses looks `exec` up in its module first: that name is this, for the process."""
