@@ -29,20 +29,26 @@ LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_
                  "VC_TASK_INDEX", "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
 
 
+def adapt_as_entry(tmp_path, script, text):
+    """`text` adapted as `--modelarts-entry --entry script` does (in-process), written with its
+    generated files; returns the result."""
+    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
+                      modelarts_data_dir=str(tmp_path / "cache/data"))
+    result = migrate_source(text, str(script), options)
+    script.write_text(result.new_text)
+    for path, generated in result.extra_files.items():
+        Path(path).write_text(generated)
+    return result
+
+
 @pytest.fixture
 def code(tmp_path):
     """A code folder with the module-level fixture as train.py, adapted as --modelarts-entry does
     (in-process: the command line's part is tested below)."""
     folder = tmp_path / "code"
     folder.mkdir()
-    script = folder / "train.py"
-    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
-                      modelarts_data_dir=str(tmp_path / "cache/data"))
-    result = migrate_source((BEFORE / "train_module_level.py").read_text(), str(script), options)
-    script.write_text(result.new_text)
+    result = adapt_as_entry(tmp_path, folder / "train.py", (BEFORE / "train_module_level.py").read_text())
     assert sorted(result.extra_files) == [str(folder / "modelarts_entry_train.py"), str(folder / "npu_migrate_modelarts.py")]
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
     return folder
 
 
@@ -244,12 +250,7 @@ def test_a_script_of_a_package_runs_from_the_folder_holding_the_package(tmp_path
         "        f.write(str(len(os.listdir(args.data_dir))))\n\n\n"
         "if __name__ == '__main__':\n"
         "    main()\n")
-    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
-                      modelarts_data_dir=str(tmp_path / "cache/data"))
-    result = migrate_source(script.read_text(), str(script), options)
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    result = adapt_as_entry(tmp_path, script, script.read_text())
     boot_text = result.extra_files[str(package / "modelarts_entry_train.py")]
     assert 'IMPORT_ROOT = ".."\n' in boot_text and "RUNS_IN_IMPORT_ROOT = True\n" in boot_text
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
@@ -291,13 +292,8 @@ def test_a_package_script_that_imports_a_module_beside_it_barely_runs_in_its_own
         "    parser.add_argument('--data_dir', default='datasets')\n"
         "    args = parser.parse_args()\n"
         "    print(NAME, open(DATA).read(), end='', flush=True)\n")
-    options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
-                      modelarts_data_dir=str(tmp_path / "cache/data"))
-    result = migrate_source(script.read_text(), str(script), options)
+    result = adapt_as_entry(tmp_path, script, script.read_text())
     assert "from npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n" in result.new_text
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
     boot_text = result.extra_files[str(here / "modelarts_entry_train.py")]
     assert 'IMPORT_ROOT = "../.."\n' in boot_text and "RUNS_IN_IMPORT_ROOT = False\n" in boot_text
     put(tmp_path, "obs://bucket/corpus", {"a.txt": "a"})
