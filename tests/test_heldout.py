@@ -12,6 +12,11 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
 
+
+def with_torch_npu(text: str) -> str:
+    """`text` with `import torch_npu` added below its `import torch`, as the migration adds it."""
+    return text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+
 # An entry script that is also a module of its package (BasicSR's basicsr/train.py: run as
 # `python basicsr/train.py`, importing its own package absolutely, while basicsr/__init__.py
 # does `from .train import *`, so every `import basicsr` imports it too).
@@ -178,8 +183,7 @@ def describe():
 def test_is_available_over_the_cuda_version_stays_cuda():
     result = migrate_source(VERSION_REPORT, "logger.py", Options())
     assert result.error is None
-    assert result.new_text == VERSION_REPORT.replace(
-        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+    assert result.new_text == with_torch_npu(VERSION_REPORT).replace(
         "torch.cuda.manual_seed_all", "torch.npu.manual_seed_all")
     assert sorted((f.code, f.span.line) for f in result.findings) == [("NPU311", 6), ("NPU311", 9)]
 
@@ -216,8 +220,7 @@ def fused2(x, w):
 def test_a_guard_that_refuses_cuda_tensors_refuses_npu_tensors():
     result = migrate_source(REFUSES_CUDA, "spanning_tree.py", Options())
     assert result.error is None
-    assert result.new_text == REFUSES_CUDA.replace(
-        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+    assert result.new_text == with_torch_npu(REFUSES_CUDA).replace(
         "if edge_logits.is_cuda:", "if edge_logits.is_npu:")
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
         ("NPU302", 11, "x.is_cuda"), ("NPU302", 17, "x.is_cuda"), ("NPU302", 17, "w.is_cuda")]
@@ -310,8 +313,7 @@ class RelationModel(torch.nn.Module):
 def test_a_class_default_flag_follows_its_renamed_readers():
     result = migrate_source(OWN_FLAG, "relation.py", Options())
     assert result.error is None
-    assert result.new_text == OWN_FLAG.replace(
-        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+    assert result.new_text == with_torch_npu(OWN_FLAG).replace(
         "is_cuda", "is_npu").replace("cuda(", "npu(")
     again = migrate_source(result.new_text, "relation.py", Options())
     assert again.error is None and not again.changed
@@ -396,8 +398,7 @@ if __name__ == "__main__":
 def test_a_command_line_flag_named_is_cuda_keeps_its_name():
     result = migrate_source(FLAG_SCRIPT, "train.py", Options())
     assert result.error is None
-    assert result.new_text == FLAG_SCRIPT.replace(
-        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+    assert result.new_text == with_torch_npu(FLAG_SCRIPT).replace(
         "not x.is_cuda", "not x.is_npu").replace("x.cuda()", "x.npu()")
 
 
@@ -422,8 +423,7 @@ class CudaEnvironment(object):
 def test_a_device_properties_version_read_through_a_variable_is_kept_and_reported():
     result = migrate_source(CUDA_ENVIRONMENT, "utils.py", Options())
     assert result.error is None
-    assert result.new_text == CUDA_ENVIRONMENT.replace(
-        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+    assert result.new_text == with_torch_npu(CUDA_ENVIRONMENT).replace(
         "torch.cuda.current_device()", "torch.npu.current_device()")
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
         ("NPU307", 7, "torch.cuda.get_device_properties")]
