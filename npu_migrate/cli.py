@@ -72,6 +72,13 @@ class DefaultGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
+class _Count(click.IntRange):
+    """A whole number with a lower bound. click names IntRange "integer range", so `-j abc` said
+    "'abc' is not a valid integer range" and the help "INTEGER RANGE"; a count is an integer."""
+
+    name = "integer"
+
+
 def _refuse_a_mistyped_command(first: str, commands: List[str]) -> None:
     """`npu-migrate explian NPU301` would otherwise say only "explian: no such file or directory":
     a first word that is no path and is close to a command's name names the command."""
@@ -191,7 +198,7 @@ def _restore_signal_handler(previous: Any) -> None:
                    "other .txt files); the pre-commit hooks pass it.")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip what .gitignore files exclude.")
-@click.option("--jobs", "-j", type=click.IntRange(min=0), default=0, help="Worker processes (default 0: all cores; 1 runs in-process).")
+@click.option("--jobs", "-j", type=_Count(min=0), default=0, help="Worker processes (default 0: all cores; 1 runs in-process).")
 @click.option("--no-cache", is_flag=True,
               help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate on Linux).")
 @click.option("--stdin-filename", metavar="PATH", help="With `-`: the name of the file read from stdin.")
@@ -611,7 +618,7 @@ def explain_command(code, rule_files) -> None:
 @main.command("rehearse", context_settings={"help_option_names": ["-h", "--help"]})
 @click.argument("script", type=str)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--nproc", type=click.IntRange(min=1), default=1, show_default=True,
+@click.option("--nproc", type=_Count(min=1), default=1, show_default=True,
               help="Processes to start, as on a node with that many NPUs.")
 @click.option("--data", type=str, help="A folder that becomes the job's input, obs://rehearsal/data/.")
 @click.option("--obs", type=str, help="The local OBS folder (default: one in the job folder); obs://B/K is DIR/B/K.")

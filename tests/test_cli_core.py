@@ -171,6 +171,11 @@ def test_usage_errors_never_name_the_hidden_subcommand_and_have_one_style(tmp_pa
     r = run_cli("x.py", "--write", "--check", cwd=tmp_path)
     assert r.stderr.decode() == ("npu-migrate: error: --write cannot be combined with --diff or --check\n"
                                  "Try 'npu-migrate --help' for help.\n")
+    # A count is "an integer" (click's IntRange called it "a valid integer range").
+    r = run_cli("x.py", "-j", "abc", cwd=tmp_path)
+    assert r.stderr.decode() == ("npu-migrate: error: Invalid value for '--jobs' / '-j': 'abc' is not a valid "
+                                 "integer.\nTry 'npu-migrate --help' for help.\n")
+    assert "  -j, --jobs INTEGER " in helped
 
 
 def test_the_help_names_every_command_and_every_option_says_what_it_does():
