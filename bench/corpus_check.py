@@ -366,45 +366,83 @@ def speedup_differences(root: Path, jobs: int = 2) -> List[str]:
 
 
 def _speedup_problems(path: str) -> List[str]:
+    text = _decode(Path(path).read_bytes())
+    if text is None:
+        return []
+    answers: List[bool] = []
+    with _prefilter_answers_recorded(answers):
+        result = _migrated(text, path, partial=True)
     problems = []
-    if not _same_partial_and_whole(path):
+    if not _same_as_whole(text, path, result):
         problems.append("partial parsing gives another result than a whole parse")
-    if not _prefilter_skips_no_work(path):
+    if not all(answers) and not _prefilter_skips_no_work(text, path, result):
         problems.append("the prefilter skips it unparsed, yet it needs work")
     return problems
 
 
-def _prefilter_skips_no_work(path: str) -> bool:
-    """False when the prefilter skips the file (default options, as the CLI runs it) and the
-    engine, with the prefilter off and the file parsed whole, edits or reports something."""
+class _prefilter_answers_recorded:
+    """Records every answer of prefilter.may_need_work while the file is migrated as the CLI
+    migrates it: both of the engine's questions (the text's words, then again with the frameworks
+    Python's parse found: engine._needs_nothing), not only the first."""
+
+    def __init__(self, answers: List[bool]):
+        self.answers = answers
+
+    def __enter__(self):
+        from npu_migrate import prefilter
+
+        self.real = asked = prefilter.may_need_work
+
+        def recorded(*args, **kwargs):
+            answer = asked(*args, **kwargs)
+            self.answers.append(bool(answer))
+            return answer
+
+        prefilter.may_need_work = recorded
+
+    def __exit__(self, *exc):
+        from npu_migrate import prefilter
+
+        prefilter.may_need_work = self.real
+
+
+def _migrated(text: str, path: str, partial: bool):
+    from npu_migrate.dispatch import migrate_source
+
+    return migrate_source(text, path, partial=partial)
+
+
+def _prefilter_skips_no_work(text: str, path: str, result) -> bool:
+    """False when the prefilter said the file needs nothing (default options, as the CLI runs
+    it) and the engine, with the prefilter off and the file parsed whole, edits or reports more
+    than `result`, the run the prefilter served."""
     from npu_migrate import prefilter
     from npu_migrate.dispatch import migrate_source
     from npu_migrate.options import Options
     from npu_migrate.rules import default_rules
     from npu_migrate.targets.rule_view import rules_for_targets
 
-    text = _decode(Path(path).read_bytes())
     options, rules = Options(), default_rules()
     if rules.targets != options.target_specs:  # the view migrate_source derives (dispatch.py)
         rules = rules_for_targets(rules, options.targets)
-    if text is None or prefilter.may_need_work(rules, text, options.framework):
-        return True
     real = prefilter.may_need_work
     prefilter.may_need_work = lambda rules, text, framework="auto", words=None, frameworks=None: True
     try:
-        result = migrate_source(text, path, options, rules, partial=False)
+        reference = migrate_source(text, path, options, rules, partial=False)
     finally:
         prefilter.may_need_work = real
-    return not (result.edits or result.findings or result.changed)
+    if not (reference.edits or reference.findings or reference.changed):
+        return True
+    return (reference.edits, reference.findings, reference.changed) == (result.edits, result.findings, result.changed)
 
 
 def _same_partial_and_whole(path: str) -> bool:
-    from npu_migrate.dispatch import migrate_source
-
     text = _decode(Path(path).read_bytes())
-    if text is None:
-        return True
-    a, b = (migrate_source(text, path, partial=partial) for partial in (True, False))
+    return text is None or _same_as_whole(text, path, _migrated(text, path, partial=True))
+
+
+def _same_as_whole(text: str, path: str, a) -> bool:
+    b = _migrated(text, path, partial=False)
     if a.error is None and (b.error or "").startswith("cannot migrate faithfully"):
         return True  # libcst's trouble is in lines partial parsing leaves out (they are copied)
     return (a.new_text, a.edits, a.findings, a.error, a.unused_ignores) == (

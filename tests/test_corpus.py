@@ -114,6 +114,12 @@ def test_the_checker_catches_a_prefilter_that_skips_work(tmp_path, monkeypatch):
     check = corpus_check._speedup_problems
     assert check(str(tmp_path / "b.py")) == []
     assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]
+    # The engine's second question (asked with the frameworks Python's parse found) is checked
+    # too: the checker once asked only the first, on the text's words.
+    monkeypatch.setattr(prefilter, "may_need_work",
+                        lambda rules, text, framework="auto", words=None, frameworks=None: frameworks is None)
+    assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]
+    assert check(str(tmp_path / "b.py")) == []
 
 
 # Issue 25: a slice of each other style of CUDA-heavy code (compiled ops and their build, YOLO
