@@ -428,3 +428,71 @@ def test_a_device_properties_version_read_through_a_variable_is_kept_and_reporte
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
         ("NPU307", 7, "torch.cuda.get_device_properties")]
     assert "(...).major`" in result.findings[0].message
+
+
+# OpenNMT-py 3.5.1 onmt/opts.py:468: every option is declared with configargparse's `add` (its
+# alias of add_argument), in a module that imports no torch; onmt/utils/distributed.py:28 passes
+# `opt.gpu_backend` to init_process_group while its set_device moved to the NPU, so multi-device
+# training asked for NCCL on the NPU machine, unreported. A set's `add` stays.
+ONMT_OPTS = """\
+import configargparse
+
+
+def distributed_opts(parser):
+    group = parser.add_argument_group("Distributed")
+    group.add(
+        "--gpu_backend",
+        "-gpu_backend",
+        default="nccl",
+        type=str,
+        help="Type of torch distributed backend",
+    )
+    group.add_arg("--dist_backend", default="nccl")
+    group.add("--gpu_verbose_level", "-gpu_verbose_level", default=0, type=int)
+    seen = set()
+    seen.add("nccl")
+"""
+
+
+def test_configargparse_add_declares_a_backend_option_like_add_argument():
+    result = migrate_source(ONMT_OPTS, "opts.py", Options())
+    assert result.error is None
+    assert result.new_text == ONMT_OPTS.replace('        default="nccl",', '        default="hccl",').replace(
+        '"--dist_backend", default="nccl"', '"--dist_backend", default="hccl"')
+    assert [(e.code, e.span.line) for e in result.edits] == [("NPU106", 9), ("NPU106", 13)]
+    assert result.findings == []
+
+
+# poutyne 1.19.0 poutyne/framework/model.py:1776 (`Model.to("all")`): the device count moved to
+# the NPU while the comprehension kept naming CUDA devices ("cuda:0".. then `network.to`), where a
+# list display of the same strings moves.
+POUTYNE_TO = """\
+import torch
+
+
+class Model:
+    def to(self, device):
+        if isinstance(device, list) or device == "all":
+            if device == "all":
+                device = [f"cuda:{device}" for device in range(torch.cuda.device_count())]
+            self.device = device[0]
+        else:
+            self.device = device
+        return self
+
+
+def names():
+    devices = (f"cuda:{i}" for i in range(torch.cuda.device_count()))
+    labels = [f"cuda:{i}" for i in range(2)]
+    return devices, labels
+"""
+
+
+def test_a_comprehension_of_device_strings_moves_with_the_device_count():
+    result = migrate_source(POUTYNE_TO, "model.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(POUTYNE_TO).replace(
+        "torch.cuda.device_count", "torch.npu.device_count").replace(
+        'device = [f"cuda:{device}"', 'device = [f"npu:{device}"').replace(
+        'devices = (f"cuda:{i}"', 'devices = (f"npu:{i}"')
+

@@ -25,6 +25,9 @@ from .state import TorchKind, TorchState
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
 ARGPARSE_ADDERS = {"add_argument"}
+# configargparse's aliases of add_argument (OpenNMT-py declares every option with `group.add`):
+# taken only with an option string (`"--gpu_backend"`), which a set's `add` never has.
+CONFIGARGPARSE_ADDERS = {"add", "add_arg"}
 # Calls that declare a class attribute with its default (`default=`): dataclasses, attrs, pydantic.
 FIELD_MAKERS = {"field", "Field", "ib", "attrib", "dataclasses.field", "attr.ib", "attr.attrib", "attrs.field",
                 "pydantic.Field"}
@@ -34,6 +37,19 @@ CLICK_OPTIONS = {"click.option", "click.argument"}
 ABSL_FLAGS = {
     "absl.flags.DEFINE_string": False, "absl.flags.DEFINE_enum": True, "absl.flags.DEFINE_list": False,
 }
+
+
+def _declares_option(call: cst.Call) -> bool:
+    """`parser.add_argument(...)`, or configargparse's `group.add("--name", ...)`."""
+    if not isinstance(call.func, cst.Attribute):
+        return False
+    method = call.func.attr.value
+    if method in ARGPARSE_ADDERS:
+        return True
+    if method not in CONFIGARGPARSE_ADDERS or not call.args or call.args[0].keyword is not None:
+        return False
+    first = string_value(call.args[0].value)
+    return first is not None and first.startswith("-")
 
 
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
@@ -488,8 +504,7 @@ class LiteralRewrites(TorchKind):
                 + list(updated.args[1:])
             )
         # argparse: parser.add_argument("--device", default="cuda", choices=[...]); click options.
-        if (isinstance(original.func, cst.Attribute) and original.func.attr.value in ARGPARSE_ADDERS) \
-                or qual in CLICK_OPTIONS:
+        if _declares_option(original) or qual in CLICK_OPTIONS:
             updated = self._argparse_defaults(original, updated)
         # absl: flags.DEFINE_string("base_device", "cuda", ...), DEFINE_string("backend", "nccl", ...)
         if qual in ABSL_FLAGS:
@@ -642,6 +657,12 @@ class LiteralRewrites(TorchKind):
         return self.devices.rewrite(node) is not None or self.backends.rewrite(node) is not None
 
     def _assigned_value(self, targets: Sequence[cst.BaseExpression], original_value, updated_value):
+        if isinstance(original_value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)) \
+                and isinstance(updated_value, type(original_value)):
+            # `devices = [f"cuda:{i}" for i in range(torch.cuda.device_count())]` (poutyne's
+            # Model.to("all")): each element is what a display's would be.
+            new_element = self._assigned_value(targets, original_value.elt, updated_value.elt)
+            return updated_value if new_element is updated_value.elt else updated_value.with_changes(elt=new_element)
         if not self._is_rewritable_literal(updated_value):
             return updated_value
         device = any(self.is_device_expr(t) for t in targets)
