@@ -23,6 +23,9 @@ FRAMEWORK_IMPORTS = (
     ("mindspore", "mindspore"),
 )
 
+# Modules that make a file JAX code, whose TensorFlow import is its input pipeline.
+JAX_IMPORTS = ("jax", "flax")
+
 # The name a framework is always imported as, for files that get it through a star import:
 # BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`.
 STAR_IMPORTED_ALIASES = (("tf", "tensorflow", "tensorflow"),)  # (local name, module, framework)
@@ -61,6 +64,11 @@ def detect_frameworks(imports: "ImportTable") -> List[str]:
     for root, name in FRAMEWORK_IMPORTS:
         if name not in found and imports.imports_module(root):
             found.append(name)
+    if "tensorflow" in found and any(imports.imports_module_at_top_level(root) for root in JAX_IMPORTS):
+        # A JAX module (d2l's jax.py, Flax examples) feeds on tf.data / tfds (`tfds.as_numpy`):
+        # nothing of TensorFlow runs on the NPU there, and NPU126's `drop_remainder=True` would
+        # only drop the last batch of every epoch.
+        found.remove("tensorflow")
     if "torch" in found:
         # A PyTorch module that imports another framework only inside a function (a weight
         # converter such as transformers' load_tf_weights) is not written for that framework:

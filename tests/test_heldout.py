@@ -496,3 +496,31 @@ def test_a_comprehension_of_device_strings_moves_with_the_device_count():
         'device = [f"cuda:{device}"', 'device = [f"npu:{device}"').replace(
         'devices = (f"cuda:{i}"', 'devices = (f"npu:{i}"')
 
+
+# d2l 1.0.3 d2l/jax.py:278, 529: a JAX module whose input pipeline is tf.data (`tfds.as_numpy`
+# hands NumPy batches to JAX). NPU126 added `drop_remainder=True` (a TF 1.15 rule for graphs on
+# the NPU): nothing of it runs on the NPU, and the last batch of every epoch, the validation set's
+# too, was silently dropped.
+D2L_JAX = """\
+import jax
+from flax import linen as nn
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+
+def get_tensorloader(tensors, train, batch_size):
+    shuffle_buffer = tensors[0].shape[0] if train else 1
+    return tfds.as_numpy(
+        tf.data.Dataset.from_tensor_slices(tensors).shuffle(
+            buffer_size=shuffle_buffer).batch(batch_size))
+"""
+
+
+def test_a_jax_module_feeding_on_tf_data_is_not_tensorflow_code():
+    result = migrate_source(D2L_JAX, "jax.py", Options())
+    assert result.error is None
+    assert result.new_text is None  # unchanged
+    assert (result.edits, result.findings) == ([], [])
+    tf_module = D2L_JAX.replace("import jax\nfrom flax import linen as nn\n", "")
+    result = migrate_source(tf_module, "data.py", Options())
+    assert result.new_text == tf_module.replace(".batch(batch_size))", ".batch(batch_size, drop_remainder=True))")
