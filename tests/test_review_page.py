@@ -222,90 +222,97 @@ def test_anchor_is_stable_and_holds_no_space():
 # ----------------------------------------------------------------------------- in a browser
 
 
+@pytest.fixture(scope="module")
+def driver():
+    """One headless Chromium for this module's tests (a start is ~1.5 CPU-s; the test without
+    JavaScript turns scripts off in it, tests/browser.py `without_javascript`)."""
+    from browser import chromium
+
+    with chromium() as driver:
+        yield driver
+
+
 @pytest.mark.slow
-def test_filters_search_anchors_and_accessibility_in_chromium(project, tmp_path):
-    from browser import axe_violations, chromium, screenshot_path
+def test_filters_search_anchors_and_accessibility_in_chromium(project, tmp_path, driver):
+    from browser import axe_violations, screenshot_path, shown
 
     _, text = reports(project, tmp_path)
     page_file = tmp_path / "r.html"
-    with chromium() as driver:
-        driver.get(page_file.as_uri())
-        visible = lambda: sorted(e.get_attribute("data-path") for e in driver.find_elements(
-            "css selector", "section.file") if e.is_displayed())
-        count = lambda: driver.find_element("id", "shown-count").text
-        all_files = visible()
-        assert all_files == ["run.sh", "src/train.py", "src/utils/gpu.py"]
-        assert count() == "3 of 3 files shown"
+    driver.get(page_file.as_uri())
+    visible = lambda: sorted(shown(driver, "section.file", "data-path"))
+    count = lambda: driver.find_element("id", "shown-count").text
+    all_files = visible()
+    assert all_files == ["run.sh", "src/train.py", "src/utils/gpu.py"]
+    assert count() == "3 of 3 files shown"
 
-        # severity: only errors -> the file with DataParallel (NPU305) and cupy (NPU303)
-        for kind in ("warning", "info", "rewrite"):
-            driver.find_element("css selector", f"input[name=kind][value={kind}]").click()
-        assert visible() == ["src/train.py"]
-        kinds = {e.get_attribute("data-kind") for e in driver.find_elements("css selector", "table.rows tr.row")
-                 if e.is_displayed()}
-        assert kinds == {"error"}
-        for kind in ("warning", "info", "rewrite"):
-            driver.find_element("css selector", f"input[name=kind][value={kind}]").click()
-        assert visible() == all_files
+    # severity: only errors -> the file with DataParallel (NPU305) and cupy (NPU303)
+    for kind in ("warning", "info", "rewrite"):
+        driver.find_element("css selector", f"input[name=kind][value={kind}]").click()
+    assert visible() == ["src/train.py"]
+    kinds = set(shown(driver, "table.rows tr.row", "data-kind"))
+    assert kinds == {"error"}
+    for kind in ("warning", "info", "rewrite"):
+        driver.find_element("css selector", f"input[name=kind][value={kind}]").click()
+    assert visible() == all_files
 
-        # a code
-        from selenium.webdriver.support.ui import Select
+    # a code
+    from selenium.webdriver.support.ui import Select
 
-        Select(driver.find_element("id", "f-code")).select_by_value("NPU101")
-        assert visible() == ["src/train.py", "src/utils/gpu.py"]
-        Select(driver.find_element("id", "f-code")).select_by_value("")
-        # a folder
-        Select(driver.find_element("id", "f-folder")).select_by_value("src/utils/")
-        assert visible() == ["src/utils/gpu.py"]
-        Select(driver.find_element("id", "f-folder")).select_by_value("")
-        # the search box: a file's path, then a word of a message
-        box = driver.find_element("id", "f-search")
-        box.send_keys("gpu.py")
-        assert visible() == ["src/utils/gpu.py"]
-        box.clear()
-        box.send_keys("cupy")
-        assert visible() == ["src/train.py"]
-        box.clear()
-        box.send_keys("no such thing")
-        assert visible() == [] and driver.find_element("id", "none-shown").is_displayed()
-        box.clear()
-        box.send_keys(" ")
-        assert visible() == all_files
+    Select(driver.find_element("id", "f-code")).select_by_value("NPU101")
+    assert visible() == ["src/train.py", "src/utils/gpu.py"]
+    Select(driver.find_element("id", "f-code")).select_by_value("")
+    # a folder
+    Select(driver.find_element("id", "f-folder")).select_by_value("src/utils/")
+    assert visible() == ["src/utils/gpu.py"]
+    Select(driver.find_element("id", "f-folder")).select_by_value("")
+    # the search box: a file's path, then a word of a message
+    box = driver.find_element("id", "f-search")
+    box.send_keys("gpu.py")
+    assert visible() == ["src/utils/gpu.py"]
+    box.clear()
+    box.send_keys("cupy")
+    assert visible() == ["src/train.py"]
+    box.clear()
+    box.send_keys("no such thing")
+    assert visible() == [] and driver.find_element("id", "none-shown").is_displayed()
+    box.clear()
+    box.send_keys(" ")
+    assert visible() == all_files
 
-        # side by side: built on request, two code columns
-        driver.find_element("css selector", "input[name=view][value=split]").click()
-        split = [t for t in driver.find_elements("css selector", "table.split") if t.is_displayed()]
-        assert split and all(not t.is_displayed() for t in driver.find_elements("css selector", "table.unified"))
-        assert len(split[0].find_elements("css selector", "thead th")) == 4
-        driver.find_element("css selector", "input[name=view][value=unified]").click()
+    # side by side: built on request, two code columns
+    driver.find_element("css selector", "input[name=view][value=split]").click()
+    split = [t for t in driver.find_elements("css selector", "table.split") if t.is_displayed()]
+    assert split and all(not t.is_displayed() for t in driver.find_elements("css selector", "table.unified"))
+    assert len(split[0].find_elements("css selector", "thead th")) == 4
+    driver.find_element("css selector", "input[name=view][value=unified]").click()
 
-        # an anchor opens its file and shows its row
-        target = anchor("src/utils/gpu.py", 4)
-        driver.get(page_file.as_uri() + "#" + target)
-        row = driver.find_element("id", target)
-        assert row.is_displayed() and "NPU101" in row.text
+    # an anchor opens its file and shows its row
+    target = anchor("src/utils/gpu.py", 4)
+    driver.get(page_file.as_uri() + "#" + target)
+    row = driver.find_element("id", target)
+    assert row.is_displayed() and "NPU101" in row.text
 
-        # keyboard: a file's summary takes the focus and Enter folds and unfolds it
-        from selenium.webdriver.common.keys import Keys
+    # keyboard: a file's summary takes the focus and Enter folds and unfolds it
+    from selenium.webdriver.common.keys import Keys
 
-        summary = driver.find_element("css selector", "section.file details > summary")
-        details = summary.find_element("xpath", "..")
-        was_open = details.get_attribute("open") is not None
-        driver.execute_script("arguments[0].focus()", summary)
-        assert driver.switch_to.active_element == summary
-        summary.send_keys(Keys.ENTER)
-        assert (details.get_attribute("open") is not None) != was_open
+    summary = driver.find_element("css selector", "section.file details > summary")
+    details = summary.find_element("xpath", "..")
+    was_open = details.get_attribute("open") is not None
+    driver.execute_script("arguments[0].focus()", summary)
+    assert driver.switch_to.active_element == summary
+    summary.send_keys(Keys.ENTER)
+    assert (details.get_attribute("open") is not None) != was_open
 
-        assert axe_violations(driver) == []
-        driver.save_screenshot(str(screenshot_path("review-page.png")))
+    assert axe_violations(driver) == []
+    driver.save_screenshot(str(screenshot_path("review-page.png")))
 
 
 @pytest.mark.slow
-def test_without_javascript_the_page_is_complete(project, tmp_path):
-    from browser import chromium
+def test_without_javascript_the_page_is_complete(project, tmp_path, driver):
+    from browser import without_javascript
 
     reports(project, tmp_path)
-    with chromium(javascript=False) as driver:
+    with without_javascript(driver):
         driver.get((tmp_path / "r.html").as_uri())
         assert not driver.find_element("id", "filters").is_displayed()  # filters need the script
         files = driver.find_elements("css selector", "section.file")
