@@ -524,3 +524,29 @@ def test_a_jax_module_feeding_on_tf_data_is_not_tensorflow_code():
     tf_module = D2L_JAX.replace("import jax\nfrom flax import linen as nn\n", "")
     result = migrate_source(tf_module, "data.py", Options())
     assert result.new_text == tf_module.replace(".batch(batch_size))", ".batch(batch_size, drop_remainder=True))")
+
+
+# OpenNMT-py 3.5.1 onmt/utils/loss.py:113-127: the LM prior runs either as a PyTorch model
+# (moves to the NPU) or through CTranslate2, whose devices are "cpu", "cuda" and "auto": its
+# "cuda" became "npu", which CTranslate2 refuses (ValueError). It stays, and NPU303 says why.
+ONMT_LM_PRIOR = """\
+import torch
+
+
+def lm_prior(opt, lm_prior_model, model_path):
+    if opt.lm_prior_model[-3:] == ".pt":
+        lm_prior_model.to(torch.device("cuda", opt.gpu))
+        return lm_prior_model
+    import ctranslate2
+
+    return ctranslate2.Generator(model_path, device="cuda", compute_type="float16")
+"""
+
+
+def test_a_ctranslate2_device_is_not_torchs_and_is_reported():
+    result = migrate_source(ONMT_LM_PRIOR, "loss.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(ONMT_LM_PRIOR).replace(
+        'torch.device("cuda", opt.gpu)', 'torch.device("npu", opt.gpu)')
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [
+        ("NPU303", 10, "ctranslate2.Generator")]

@@ -25,6 +25,7 @@ NON_TORCH_LIBRARIES = frozenset({
     "nvidia", "cupy", "cupyx", "tensorflow", "keras", "jax", "jaxlib", "flax", "numba", "pycuda",
     "tensorrt", "onnxruntime", "mxnet", "paddle", "mindspore", "cudf", "cuml", "cugraph", "cv2",
     "faiss", "spacy", "thinc", "xgboost", "lightgbm", "catboost", "sklearn", "tritonclient", "dali",
+    "ctranslate2", "faster_whisper",  # CTranslate2: "cpu", "cuda", "auto" (NPU303 where it is built)
 })
 # Values that name a device that is not CUDA: a function returning one of them returns devices.
 OTHER_DEVICES = {"cpu", "mps", "xla", "meta", "npu", "xpu", "hpu", "ipu"}
