@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple
 
@@ -64,21 +65,19 @@ class InvalidPattern(ValueError):
 
 
 def _valid_pattern(line: str) -> bool:
-    import pathspec
-
     try:
-        pathspec.GitIgnoreSpec.from_lines([line])
-    except ValueError:  # pathspec's GitIgnorePatternError
+        GlobSpec.of([line])
+    except ValueError:
         return False
     return True
 
 
-# The gitignore patterns matched here without pathspec (its import and its per-path matching were
-# 0.03-0.05 s of a warm run over transformers): a name, or `*` and the end of a name, matching
-# a path component at any depth (`build/`, `*.egg-info/`, `*.pyc`); a path of names anchored at
-# the spec's folder (`/build`, `bench/.cache/`). A trailing `/`: folders only. Blank lines and
-# comments. A spec with any other line (other wildcards, `!`, escapes, spaces) is pathspec's,
-# whole. tests/test_discovery.py compares both on every pattern and path it lists.
+# The gitignore patterns matched here without regular expressions (SimpleSpec): a name, or `*`
+# and the end of a name, matching a path component at any depth (`build/`, `*.egg-info/`,
+# `*.pyc`); a path of names anchored at the spec's folder (`/build`, `bench/.cache/`). A trailing
+# `/`: folders only. Blank lines and comments. A spec with any other line (other wildcards, `!`,
+# escapes, spaces) is a GlobSpec, whole. tests/test_discovery.py compares both with pathspec's
+# GitIgnoreSpec (a test dependency only) on every pattern and path it lists.
 _NAME = r"(?!\.+(?:/|$))[A-Za-z0-9._+-]+"
 _UNANCHORED = re.compile(rf"(\*?)({_NAME})(/?)")
 _ANCHORED = re.compile(rf"/?((?:{_NAME}/)*{_NAME})(/?)")
@@ -141,15 +140,175 @@ class SimpleSpec:
         return _Include(True if self.match_file(rel) else None)
 
 
-def _spec(lines: Sequence[str]) -> Any:
-    """The gitignore spec of `lines`: a SimpleSpec when it can be, else pathspec's (imported
-    only then). Raises ValueError for a line that is no pattern."""
-    simple = SimpleSpec.of(lines)
-    if simple is not None:
-        return simple
-    import pathspec
+class GlobSpec:
+    """Any gitignore spec, matched as pathspec's GitIgnoreSpec (1.1, its default "simple" backend)
+    matches it, which replicates git: each line is one regular expression (`_pattern_regex`); of
+    the patterns that match a path, the last that matches it itself decides, else the last that
+    matches a folder above it. pathspec was imported for this (~0.01 s of a warm run: its import
+    probes optional backends), then compiled every line and searched them one by one for each
+    path; here one expression of every line answers first whether any matches (most paths: none),
+    and a line's own expression is compiled only when one does. tests/test_discovery.py compares
+    the verdicts with pathspec's on every pattern and path it lists, and on generated ones."""
 
-    return pathspec.GitIgnoreSpec.from_lines(lines)
+    def __init__(self, patterns: Sequence[Tuple[str, bool]]) -> None:
+        # (regex, include, [its compiled expression, once needed]), the last line first
+        self._patterns: List[Tuple[str, bool, List[Optional["re.Pattern[str]"]]]] = [
+            (regex, include, [None]) for regex, include in reversed(patterns)]
+        self._any = _quietly_compiled("|".join(r.replace(_DIR_MARK, "/") for r, _ in patterns)) if patterns else None
+
+    @classmethod
+    def of(cls, lines: Sequence[str]) -> "GlobSpec":
+        """Raises ValueError for a line that is no pattern: a trailing backslash, `!` alone (as
+        pathspec), or a range that is no regular expression (`[z-a]`: pathspec raised re.error)."""
+        patterns = [p for p in map(_pattern_regex, lines) if p is not None]
+        try:
+            return cls(patterns)
+        except re.error:
+            raise ValueError("a range that is no regular expression") from None
+
+    def check_file(self, rel: str) -> _Include:
+        """`rel`: relative to the spec's folder, with a trailing `/` for a folder (as pathspec)."""
+        if os.sep != "/":
+            rel = rel.replace(os.sep, "/")
+        if rel.startswith("/"):
+            rel = rel[1:]
+        elif rel.startswith("./"):
+            rel = rel[2:]
+        if self._any is None or self._any.search(rel) is None:
+            return _Include(None)
+        folder_verdict = None
+        for regex, include, compiled in self._patterns:
+            expression = compiled[0]
+            if expression is None:
+                expression = compiled[0] = _quietly_compiled(regex)
+            m = expression.search(rel)
+            if m is not None:
+                if not m.groupdict().get("d"):
+                    return _Include(include)  # the path itself matched: the last such line decides
+                if folder_verdict is None:
+                    folder_verdict = include  # (a folder above it matched: the last such line)
+        return _Include(folder_verdict)
+
+    def match_file(self, rel: str) -> bool:
+        return bool(self.check_file(rel).include)
+
+
+def _quietly_compiled(regex: str) -> "re.Pattern[str]":
+    with warnings.catch_warnings():  # ("[[:alpha:]]": `re` warns of a nested set; pathspec printed it)
+        warnings.simplefilter("ignore")
+        return re.compile(regex)
+
+
+# pathspec's GitIgnoreSpecPattern.pattern_to_regex, ported (1.1.1; its `_DIR_MARK` group is `d`).
+_DIR_MARK = "(?P<d>/)"
+
+
+def _pattern_regex(line: str) -> Optional[Tuple[str, bool]]:
+    """(the regular expression of a gitignore line, whether it excludes: False for `!...`), or
+    None for a line that matches nothing (blank, comment, `/`, a range with no closing `]`).
+    Raises ValueError for a line that is no pattern."""
+    if not line.endswith("\\ "):  # an escaped space ends it; other trailing whitespace is cut
+        line = line.rstrip()
+    if not line or line.startswith("#") or line == "/":
+        return None
+    include = not line.startswith("!")
+    segs = (line if include else line[1:]).split("/")
+    is_dir = not segs[-1]
+    if not segs[0]:
+        del segs[0]  # `/x`: relative to the spec's folder
+    elif len(segs) == 1 or (len(segs) == 2 and not segs[1]):
+        if segs[0] != "**":
+            segs.insert(0, "**")  # one name: at any depth
+    if not segs:
+        raise ValueError("no pattern")  # `!` alone
+    if not segs[-1]:
+        segs[-1] = "**"  # `x/`: everything below the folder
+    for i in range(len(segs) - 1, 0, -1):
+        if segs[i - 1] == "**" and segs[i] == "**":
+            del segs[i]
+    if segs == ["**"]:
+        return (_DIR_MARK if is_dir else ".", include)
+    if segs == ["**", "*"]:
+        return (".", include)
+    if segs == ["**", "*", "**"]:
+        return (_DIR_MARK if is_dir else "/", include)
+    out: List[str] = []
+    need_slash = False
+    end = len(segs) - 1
+    for i, seg in enumerate(segs):
+        if seg == "**":
+            if i == 0:
+                out.append("^(?:.+/)?")
+            elif i < end:
+                out.append("(?:/.+)?")
+                need_slash = True
+            else:
+                out.append(_DIR_MARK if is_dir else "/")
+            continue
+        if i == 0:
+            out.append("^")
+        if need_slash:
+            out.append("/")
+        if seg == "*":
+            out.append("[^/]+")
+        else:
+            glob = _glob_regex(seg)
+            if glob is None:
+                return None  # git discards a line with a range it cannot read
+            out.append(glob)
+        if i == end:
+            out.append(f"(?:{_DIR_MARK}|$)")  # `x`: the file x, or the folder x and all below it
+        need_slash = True
+    return ("".join(out), include)
+
+
+def _glob_regex(seg: str) -> Optional[str]:
+    """One path segment's glob as a regular expression (pathspec's _translate_segment_glob,
+    ranges raising): None for a `[` with no closing `]`; ValueError for a trailing backslash."""
+    regex = ""
+    escape = False
+    i, end = 0, len(seg)
+    while i < end:
+        char = seg[i]
+        i += 1
+        if escape:
+            escape = False
+            regex += re.escape(char)
+        elif char == "\\":
+            escape = True
+        elif char == "*":
+            regex += "[^/]*"
+        elif char == "?":
+            regex += "[^/]"
+        elif char == "[":
+            j = i
+            if j < end and seg[j] in "!^":
+                j += 1
+            if j < end and seg[j] == "]":
+                j += 1
+            while j < end and seg[j] != "]":
+                j += 1
+            if j >= end:
+                return None
+            j += 1
+            expr = "["
+            if seg[i] in "!^":
+                expr += "^"
+                i += 1
+            regex += expr + seg[i:j].replace("\\", "\\\\")
+            i = j
+        else:
+            regex += re.escape(char)
+    if escape:
+        raise ValueError("a trailing backslash")
+    return regex
+
+
+def _spec(lines: Sequence[str]) -> Any:
+    """The gitignore spec of `lines`: a SimpleSpec when it can be, else a GlobSpec. Raises
+    ValueError for a line that is no pattern."""
+    simple = SimpleSpec.of(lines)
+    return simple if simple is not None else GlobSpec.of(lines)
 
 
 class FileFilter:
@@ -161,7 +320,7 @@ class FileFilter:
         patterns = list(DEFAULT_EXCLUDES if exclude is None else exclude) + list(extend_exclude)
         try:
             self.exclude = _spec(patterns)
-        except ValueError:  # pathspec's GitIgnorePatternError: a usage error (cli.py), not a traceback
+        except ValueError:  # a line that is no pattern: a usage error (cli.py), not a traceback
             raise InvalidPattern(next(p for p in patterns if not _valid_pattern(p))) from None
         self.respect_gitignore = respect_gitignore
         self._ignore_files: Dict[str, list] = {}  # folder -> its gitignore specs (cached)

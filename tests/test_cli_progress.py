@@ -104,6 +104,5 @@ def test_one_file_run_does_not_import_rich_or_black(tmp_path):
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert b"+model = model.npu()" in r.stdout.encode()
-    # none of them: pathspec only for exclude patterns or .gitignore lines the walk cannot match
-    # itself (discovery.SimpleSpec; tests/test_discovery.py)
+    # none of them (pathspec: a test dependency only; discovery.GlobSpec, tests/test_discovery.py)
     assert "HEAVY []" in r.stderr.splitlines(), r.stderr

@@ -31,7 +31,7 @@ FORBIDDEN = {
     "pkgutil": "the kinds' modules are listed by startup.package_modules (pkgutil: 1.3 ms a listing)",
     # (click imports it for a short option, `-j 2`: it tries it as a long one first and suggests)
     "difflib": "only to show a diff (diffs.py, extra_files.py), or to suggest a name (config.py, cli.py)",
-    "pathspec": "only for exclude or .gitignore patterns discovery.SimpleSpec cannot match (none here)",
+    "pathspec": "never: a test dependency only (discovery.GlobSpec matches any gitignore spec)",
     "configparser": "only for a setup.cfg's install_requires (targets/pins.py; none here)",
     "packaging.requirements": "only for a dependency line that names a pinned package (targets/pins.py)",
     "npu_migrate.rehearse": "the rehearse command only",
