@@ -475,12 +475,12 @@ def test_a_guard_that_refuses_non_cuda_devices_before_nccl_code_stays_and_is_an_
     """trl's vLLM client: `if device.type != "cuda": raise NotImplementedError(...)` before vLLM's
     NCCL weight-transfer engine. As `!= "npu"` the NPU got past it into NCCL; kept, the NPU raises
     the error as written. The device it tests still becomes "npu" (value and test agree: the
-    guard is then simply False), and so does the set_device behind it."""
+    guard raises). The set_device behind it runs on CUDA only now and stays as it is (it became
+    `torch.npu.set_device` before: NPU code behind a CUDA-only refusal)."""
     r = migrate_source(TRL_CLIENT, "trl/generation/vllm_client.py")
     assert r.new_text == TRL_CLIENT.replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
-        'torch.device("cuda", device)', 'torch.device("npu", device)').replace(
-        "torch.cuda.set_device(device)", "torch.npu.set_device(device)")
+        'torch.device("cuda", device)', 'torch.device("npu", device)')
     assert _npu315(r) == [("NPU315", "error", 7, 8, 'device.type != "cuda"')]
     assert "before CUDA-only code (`NCCLWeightTransferEngine` from vllm.distributed.weight_transfer.nccl_engine)" in (
         next(f.message for f in r.findings if f.code == "NPU315"))
@@ -705,3 +705,68 @@ def test_an_attribute_named_like_a_cuda_only_import_is_not_that_import():
     assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
         "torch.cuda.is_available()", "torch.npu.is_available()").replace("x.cuda()", "x.npu()")
     assert _npu315(r) == []
+
+
+# fairseq 0.12.2 (held out): ngram_repeat_block.py:20-30 and utils.py:320-340. The tests stay
+# CUDA (NPU315); the code they open is dead on the NPU and stays as it is with them.
+FAIRSEQ_KEPT_TESTS_OPEN = '''\
+import torch
+
+try:
+    from fairseq import ngram_repeat_block_cuda
+
+    EXTENSION_BUILT = True
+except ImportError:
+    EXTENSION_BUILT = False
+
+try:
+    from amp_C import multi_tensor_l2norm
+except ImportError:
+    multi_tensor_l2norm = None
+
+
+def is_cuda_extension_usable() -> bool:
+    if not EXTENSION_BUILT or not torch.cuda.is_available():
+        return False
+    tokens = torch.tensor([[4, 4, 3, 2], [1, 2, 3, 4]], dtype=torch.long, device="cuda")
+    lprobs = torch.rand((8, 12), device="cuda")
+    outputs = ngram_repeat_block_cuda.forward(tokens, lprobs, 2, 3, 4, 3)
+    return outputs is not None
+
+
+def multi_tensor_total_norm(per_device_grads, chunk_size=2048 * 32):
+    norms = []
+    for device in per_device_grads.keys():
+        cur_device_grads = per_device_grads[device]
+        if device.type == "cuda":
+            has_inf = torch.zeros((1, 1), dtype=torch.int, device=device)
+            with torch.cuda.device(device):
+                norm = multi_tensor_l2norm(chunk_size, has_inf, [cur_device_grads], False)
+            norms.append(norm[0].to(torch.cuda.current_device()))
+        else:
+            norms += [torch.norm(g, p=2, dtype=torch.float32) for g in cur_device_grads]
+    return torch.norm(torch.stack(norms)).to(torch.cuda.current_device())
+'''
+
+
+def test_the_code_a_kept_test_opens_stays_with_it():
+    """fairseq: `if not EXTENSION_BUILT or not torch.cuda.is_available(): return False` then
+    `device="cuda"` tensors for ngram_repeat_block_cuda; `if device.type == "cuda": with
+    torch.cuda.device(device): multi_tensor_l2norm(...)`. The tests stay CUDA (NPU315), so the
+    NPU never runs the code under them: rewritten to "npu" it was a half-migrated block in the
+    diff (NPU code behind a CUDA test). Code after the branch still migrates."""
+    result = migrate_source(FAIRSEQ_KEPT_TESTS_OPEN, "fairseq/utils.py", Options(), RULES)
+    assert [(f.code, f.span.line) for f in result.findings if f.code == "NPU315"] == [("NPU315", 17), ("NPU315", 29)]
+    assert result.new_text == FAIRSEQ_KEPT_TESTS_OPEN.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "torch.stack(norms)).to(torch.cuda.current_device())", "torch.stack(norms)).to(torch.npu.current_device())")
+    assert_partial_as_whole(FAIRSEQ_KEPT_TESTS_OPEN)
+
+
+@pytest.mark.parametrize("test", ["x.is_cuda or force", "not (x.is_cuda and HAS_TRITON) and force"])
+def test_the_code_a_kept_test_does_not_decide_alone_migrates(test):
+    """`if x.is_cuda or force:` runs its body on the NPU too when `force` is set: the test stays
+    (its body launches Triton), the body's device code migrates as before."""
+    text = (f"import torch\nimport triton\n\n\n@triton.jit\ndef kernel(x):\n    pass\n\n\n"
+            f"def run(x, force, HAS_TRITON):\n    if {test}:\n        torch.cuda.synchronize()\n        kernel(x)\n")
+    result = migrate_source(text, "k.py", Options(), RULES)
+    assert "torch.npu.synchronize()" in result.new_text

@@ -1221,6 +1221,8 @@ class _DeviceGates:
                 continue  # (asked last: is_device_expr may walk the module for a variable's uses)
             guard, detail = verdict
             self.ctx.keep(node)
+            for side in self._cuda_side(node, negative):
+                self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
             rule = self.gate_rule if guard == "gate" else self.refusal_rule
             if rule is not None:
                 api = self.ctx.code_for(node)
@@ -1228,6 +1230,41 @@ class _DeviceGates:
                                  suggestion=rule.render_suggestion(api=api, detail=detail))
         if self.ctx.partial is not None:
             self._settle_asks()
+
+    def _cuda_side(self, node: cst.CSTNode, negative: bool) -> List[cst.CSTNode]:
+        """The code that runs only when the kept test `node` is True on CUDA (False when
+        `negative`): the branch of the if/while/conditional expression it decides (for a test
+        False on CUDA: the `else`, and the rest of the block when the `if` body raises or
+        returns). The test stays CUDA, so the NPU never runs that code: rewritten, it would be
+        NPU code behind a CUDA test (fairseq's `if device.type == "cuda": with
+        torch.cuda.device(device): multi_tensor_l2norm(...)`). Only where the test is needed
+        for that code (`a and <test>`, not `a or <test>`), directly (not through a variable or
+        a function's result)."""
+        child, parent = node, self.parent.get(id(node))
+        while True:
+            if isinstance(parent, cst.UnaryOperation):
+                if not isinstance(parent.operator, cst.Not):
+                    return []
+                negative = not negative
+            elif isinstance(parent, cst.BooleanOperation):
+                if isinstance(parent.operator, cst.Or) != negative:
+                    return []  # `a or <test>`: the code runs without the test's answer too
+            else:
+                call = self._all_or_any(parent, child)
+                if call is None:
+                    break
+                parent = call
+            child, parent = parent, self.parent.get(id(parent))
+        if not isinstance(parent, (cst.If, cst.While, cst.IfExp)) or parent.test is not child:
+            return []
+        if not negative:
+            return [parent.body]
+        if isinstance(parent, cst.While):
+            return []  # (its `else` runs after the loop too)
+        side: List[cst.CSTNode] = [parent.orelse] if parent.orelse is not None else []
+        if isinstance(parent, cst.If) and _exits(parent.body):
+            side += self._rest_of_block(parent)
+        return side
 
     def _tests_a_device(self, node: cst.Comparison) -> bool:
         """Whether the torch pass would rewrite the comparison: "cuda" compared with a device."""
