@@ -3,6 +3,7 @@ the real code (not copied from it), with the exact expected output."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +38,10 @@ PACKAGE_ENTRY_ADAPTED = """\
 from os import path as osp
 
 from deblur.data import build_loader
-from deblur.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts
+try:  # npu-migrate: ModelArts
+    from deblur.npu_migrate_modelarts import modelarts_setup
+except ImportError:  # run from its folder, its package installed without it
+    from npu_migrate_modelarts import modelarts_setup
 
 
 def train_pipeline(root):
@@ -226,6 +230,13 @@ def test_a_guard_that_refuses_cuda_tensors_refuses_npu_tensors():
         ("NPU302", 11, "x.is_cuda"), ("NPU302", 17, "x.is_cuda"), ("NPU302", 17, "w.is_cuda")]
 
 
+PACKAGE_IMPORT = (
+    "try:  # npu-migrate: ModelArts\n"
+    "    from {}.npu_migrate_modelarts import modelarts_setup\n"
+    "except ImportError:  # run from its folder, its package installed without it\n"
+    "    from npu_migrate_modelarts import modelarts_setup\n")
+
+
 # fairseq 0.12.2 fairseq_cli/train.py: a script in a package folder (fairseq_cli/__init__.py)
 # that imports the package beside its own (`from fairseq import options`). It is run as
 # `python fairseq_cli/train.py` and imported as `fairseq_cli.train` (the `fairseq-train` console
@@ -257,7 +268,7 @@ def test_a_script_importing_a_package_beside_its_own_imports_the_runtime_through
     assert result.error is None
     assert result.new_text == CLI_ENTRY.replace(
         "from fairseq import options\n", "from fairseq import options\n"
-        "from fairseq_cli.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n").replace(
+        + PACKAGE_IMPORT.format("fairseq_cli")).replace(
         "    cli_main()", "    modelarts_setup()\n    cli_main()")
     boot = result.extra_files[str(tmp_path / "fairseq_cli" / "modelarts_entry_train.py")]
     assert 'IMPORT_ROOT = ".."' in boot
@@ -276,6 +287,27 @@ def test_a_script_importing_a_package_beside_its_own_imports_the_runtime_through
     assert (imported.returncode, imported.stdout, imported.stderr) == (0, "options []\n", "")
     ran = subprocess.run([sys.executable, str(script), "x"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert (ran.returncode, ran.stdout, ran.stderr) == (0, "options ['x']\n", "")
+
+    # A non-editable install is a copy of the packages in site-packages. Installed from the
+    # migrated checkout (it holds the generated module): the console script imports
+    # `fairseq_cli.train` from there. Installed before the migration (without it), a script run
+    # from the checkout finds the module beside itself (sys.path[0]); the package form alone
+    # raised ModuleNotFoundError there, the bare form alone in the first case.
+    (tmp_path / "elsewhere").mkdir()
+    for site, migrated in ((tmp_path / "site-new", True), (tmp_path / "site-old", False)):
+        for package in ("fairseq", "fairseq_cli"):
+            shutil.copytree(tmp_path / package, site / package)
+        if not migrated:
+            (site / "fairseq_cli" / "train.py").write_text(CLI_ENTRY)
+            for path in result.extra_files:
+                (site / "fairseq_cli" / Path(path).name).unlink()
+    console = subprocess.run([sys.executable, "-c", "import sys; from fairseq_cli.train import cli_main; sys.exit(cli_main())"],
+                             cwd=tmp_path / "elsewhere", env={**env, "PYTHONPATH": str(tmp_path / "site-new")},
+                             capture_output=True, text=True)
+    assert (console.returncode, console.stdout, console.stderr) == (0, "options []\n", "")
+    checkout = subprocess.run([sys.executable, str(script), "y"], cwd=tmp_path / "elsewhere",
+                              env={**env, "PYTHONPATH": str(tmp_path / "site-old")}, capture_output=True, text=True)
+    assert (checkout.returncode, checkout.stdout, checkout.stderr) == (0, "options ['y']\n", "")
 
 
 # fairseq_cli/train.py parses with `options.parse_args_and_arch(parser)` (fairseq/options.py):
@@ -347,7 +379,7 @@ def test_a_script_deep_in_its_package_imports_the_runtime_through_its_dotted_pac
     assert result.error is None
     assert result.new_text == NESTED_ENTRY.replace(
         "import NAME\n", "import NAME\n"
-        "from espnet2.bin.npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n").replace(
+        + PACKAGE_IMPORT.format("espnet2.bin")).replace(
         "    main()", "    modelarts_setup()\n    main()")
     assert 'IMPORT_ROOT = "../.."' in result.extra_files[str(script.parent / "modelarts_entry_asr_train.py")]
     again = migrate_source(result.new_text, str(script), options)

@@ -19,7 +19,7 @@ from ..distributed import (BEGIN_MARKER, END_MARKER, MODULES, OFFERS, RANK_TABLE
 from ..imports import dotted_name
 from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END, RUNTIME_MODULE
 from ..rules import Rule
-from .syntax import beside_prefix, comment_texts, is_main_guard, leading_lines, marked_block, module_beside
+from .syntax import beside_prefix, comment_texts, imports_beside, is_main_guard, leading_lines, marked_block, module_beside
 from .syntax import header_end as syntax_header_end
 from ..codes import emits
 
@@ -122,7 +122,7 @@ def install_helpers_import(module: cst.Module, framework: str, prefix: str,
     line = statement(helpers_import(names, prefix, MODULES[framework]), module)
     body = list(module.body)
     at = header_end(module)
-    while at > 0 and _imports_from(body[at - 1], RUNTIME_MODULE):
+    while at > 0 and imports_beside(body[at - 1], RUNTIME_MODULE):
         at -= 1  # above the ModelArts import, where a run with both options puts it
     if at > 0 and _is_import(body[at - 1]):
         # A module beside the script is first-party to isort: a section of its own, after a blank line.
@@ -138,10 +138,6 @@ def _is_import(stmt: cst.BaseStatement) -> bool:
                                                              for s in stmt.body)
 
 
-def _imports_from(stmt: cst.BaseStatement, module: str) -> bool:
-    return isinstance(stmt, cst.SimpleStatementLine) and any(
-        isinstance(s, cst.ImportFrom) and (dotted_name(s.module) or "").rpartition(".")[2] == module
-        for s in stmt.body)
 
 
 def replace_block(module: cst.Module, block: Tuple[int, int], framework: str, prefix: str) -> cst.Module:

@@ -266,6 +266,17 @@ def module_beside(name: str, module: str) -> bool:
     return name == module or name.endswith("." + module)
 
 
+def imports_beside(stmt: cst.CSTNode, module: str) -> bool:
+    """Whether a statement imports the generated `module` beside the script (module_beside):
+    an import line, or the `try: from pkg.<module> import ... except ImportError: from <module>
+    import ...` a package's script gets (modelarts.rewrite.PACKAGE_IMPORT)."""
+    if isinstance(stmt, cst.Try) and stmt.body.body:
+        stmt = stmt.body.body[0]
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(x, cst.ImportFrom) and x.module is not None and module_beside(dotted_name(x.module) or "", module)
+        for x in stmt.body)
+
+
 def beside_prefix(relative: bool, module: cst.Module, path: str) -> str:
     """What a script puts before the name of a generated module beside it: "." in a module of a
     package that imports relatively (`relative`), "<package>." in one that imports its own

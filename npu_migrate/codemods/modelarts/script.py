@@ -16,7 +16,7 @@ from ...imports import ImportTable, dotted_name, imported_names
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION
 from ..strings import string_value
 from ..bindings import MODULE_SCOPE, ScopeTracker
-from ..syntax import header_end, is_main_guard, is_true, keyword_arg, marked_block, module_beside, sole_call
+from ..syntax import header_end, imports_beside, is_main_guard, is_true, keyword_arg, marked_block, module_beside, sole_call
 from .arguments import Argument, describe_argument
 
 # What a script started by torchrun (torch.distributed.run) reads from its environment.
@@ -291,9 +291,7 @@ class ScriptAnalysis:
         self.header_end = header_end(body, lambda i, stmt: i if id(stmt) in self.block_ids else None)
         self.relative_imports = any(isinstance(node, cst.ImportFrom) and node.relative
                                     for node in self.imports.import_nodes)
-        self.runtime_import = next((stmt for stmt in user_body if isinstance(stmt, cst.SimpleStatementLine)
-                                    and any(isinstance(x, cst.ImportFrom) and x.module is not None
-                                            and module_beside(dotted_name(x.module) or "", RUNTIME_MODULE) for x in stmt.body)), None)
+        self.runtime_import = next((stmt for stmt in user_body if imports_beside(stmt, RUNTIME_MODULE)), None)
 
     @property
     def module_level_parser(self) -> bool:
