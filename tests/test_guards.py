@@ -770,3 +770,39 @@ def test_the_code_a_kept_test_does_not_decide_alone_migrates(test):
             f"def run(x, force, HAS_TRITON):\n    if {test}:\n        torch.cuda.synchronize()\n        kernel(x)\n")
     result = migrate_source(text, "k.py", Options(), RULES)
     assert "torch.npu.synchronize()" in result.new_text
+
+
+ATTRIBUTE_LAUNCH = '''\
+import torch
+import triton
+
+
+@triton.jit
+def _add_kernel(x_ptr, n):
+    pass
+
+
+class Adder(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kernel = _add_kernel
+
+    def forward(self, x):
+        if x.is_cuda:
+            self.kernel[(1,)](x, x.numel())
+            torch.cuda.synchronize()
+            return x
+        return x + 1
+'''
+
+
+def test_a_test_before_a_triton_launch_through_an_attribute_stays():
+    """`self.kernel[grid](...)` with `self.kernel = <@triton.jit function>`: the launch goes
+    through the instance's attribute, subscripted by the grid. As `x.is_npu` the NPU launched
+    the CUDA Triton kernel; kept (NPU315), with the code it opens. Parsed partially as whole."""
+    result = migrate_source(ATTRIBUTE_LAUNCH, "adder.py", Options(), RULES)
+    assert result.new_text is None
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings if f.code == "NPU315"] == [("NPU315", 16, 12)]
+    assert "(`self.kernel`, which is `_add_kernel`, which uses `triton`)" in next(
+        f.message for f in result.findings if f.code == "NPU315")
+    assert_partial_as_whole(ATTRIBUTE_LAUNCH)

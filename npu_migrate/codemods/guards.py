@@ -1091,12 +1091,15 @@ class _DeviceGates:
 
     def _cuda_only_attribute(self, node: cst.CSTNode) -> Optional[str]:
         """`self.loss(...)` where the class assigns `self.loss = Transducer.apply` (an autograd
-        Function launching numba.cuda kernels): a method called through an attribute of the
-        instance is what the class's methods assign to it."""
+        Function launching numba.cuda kernels), or `self.kernel[grid](...)` where it assigns a
+        `@triton.jit` function: a method called through an attribute of the instance is what
+        the class's methods assign to it."""
         if not self.names_matter:
             return None
-        attributes = [call.func.attr.value for call in _calls(node) if isinstance(call.func, cst.Attribute)
-                      and isinstance(call.func.value, cst.Name) and call.func.value.value == "self"]
+        # (`self.kernel[grid](...)`: a Triton launch through the attribute)
+        funcs = [call.func.value if isinstance(call.func, cst.Subscript) else call.func for call in _calls(node)]
+        attributes = [f.attr.value for f in funcs if isinstance(f, cst.Attribute)
+                      and isinstance(f.value, cst.Name) and f.value.value == "self"]
         if not attributes:
             return None
         owner = self.parent.get(id(node))
