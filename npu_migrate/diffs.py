@@ -52,7 +52,9 @@ def header_name(name: str) -> str:
 def unified_diff(before: str, after: str, display: str, context: int = 3) -> str:
     """The diff of one file, with `a/<display>` and `b/<display>` names (for -p1), quoted as
     git quotes them when they need it (header_name). Lines are matched by `matching_blocks`
-    (difflib's for files of up to a few thousand lines, so the diff is difflib's)."""
+    (difflib's for files of up to a few thousand lines, with the lines between two matches
+    matched again on their own: the diff is difflib's where its autojunk heuristic hides no
+    match)."""
     import difflib  # (a run that shows no diff does not load it)
 
     a, b = split_lines(before), split_lines(after)
@@ -94,10 +96,12 @@ def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
     ending with (len(a), len(b), 0)), found in near-linear time for long texts."""
     import difflib  # (a run that shows no diff does not load it)
 
-    if len(a) * len(b) <= DIFFLIB_LIMIT:
-        return difflib.SequenceMatcher(None, a, b).get_matching_blocks()
     found: List[Tuple[int, int, int]] = []
-    _match(a, 0, len(a), b, 0, len(b), found)
+    if len(a) * len(b) <= DIFFLIB_LIMIT:
+        found = [tuple(block) for block in difflib.SequenceMatcher(None, a, b).get_matching_blocks()]
+    else:
+        _match(a, 0, len(a), b, 0, len(b), found)
+    found = _matched_in_gaps(a, b, found)
     blocks: List[Tuple[int, int, int]] = []
     for i, j, n in found:  # adjacent blocks become one, as difflib's are
         if blocks and blocks[-1][0] + blocks[-1][2] == i and blocks[-1][1] + blocks[-1][2] == j:
@@ -105,6 +109,26 @@ def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
         elif n:
             blocks.append((i, j, n))
     return [difflib.Match(*block) for block in blocks] + [difflib.Match(len(a), len(b), 0)]
+
+
+def _matched_in_gaps(a: List[str], b: List[str], found: List[Tuple[int, int, int]]) -> List[Tuple[int, int, int]]:
+    """`found` with the lines between two blocks matched too, where they can be. In a file of 200
+    lines or more difflib junks every line that makes up over 1% of it (autojunk: blank lines,
+    `)`, a repeated argument) and never starts a match on one, so a changed region's own
+    repeated lines showed as removed and added again (poutyne's test_multi_gpu.py: 59 lines
+    where git shows 31). Matched within the gap alone, they are not popular any more."""
+    import difflib  # (a run that shows no diff does not load it)
+
+    out: List[Tuple[int, int, int]] = []
+    i0 = j0 = 0
+    for i, j, n in found + [(len(a), len(b), 0)]:
+        if i > i0 and j > j0 and (i - i0) * (j - j0) <= DIFFLIB_LIMIT:
+            out += [(i0 + gi, j0 + gj, gn)
+                    for gi, gj, gn in difflib.SequenceMatcher(None, a[i0:i], b[j0:j]).get_matching_blocks() if gn]
+        if n:
+            out.append((i, j, n))
+        i0, j0 = max(i0, i + n), max(j0, j + n)
+    return out
 
 
 def _match(a: List[str], alo: int, ahi: int, b: List[str], blo: int, bhi: int,
