@@ -22,9 +22,10 @@ def entry() -> None:
         # then frozen out of its reach (as startup.long_lived does; startup.py's own imports too).
         gc.disable()
         try:
-            from .startup import compile_dataclasses_once
+            from .startup import compile_dataclasses_once, keep_rule_sets
 
             compiled = compile_dataclasses_once()  # (before the first dataclass: see startup.py)
+            kept_rules = keep_rule_sets()
             from .cli import main
         finally:
             gc.freeze()
@@ -39,6 +40,7 @@ def entry() -> None:
                 sys.stdout.flush()
                 sys.stderr.flush()
             compiled.save()  # (after the output: it is not part of the result)
+            kept_rules.save()
         except KeyboardInterrupt:
             _interrupted()
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -246,6 +246,16 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
     if cached is not None:
         _LOADED.move_to_end(key)
         return cached
+    from . import startup
+
+    # The command line keeps the built-in set between runs (startup.KeptRuleSet: read only when
+    # built from the same files by the same code).
+    kept = startup.KEPT_RULES if include_builtin and not extra_files else None
+    if kept is not None:
+        cached = kept.get(key)
+        if isinstance(cached, RuleSet):
+            _LOADED[key] = cached
+            return cached
     stored = ParsedRulesCache(parsed_cache, key) if parsed_cache is not None else None
     raw = stored.get() if stored is not None else None
     if raw is None:
@@ -267,6 +277,8 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
             stored.put(raw)
     # (the fingerprint is the key's: the same files by name and bytes, not their JSON once more)
     rules = _LOADED[key] = build_ruleset(raw, fingerprint=hashlib.sha256(key).hexdigest()[:16])
+    if kept is not None:
+        kept.put(key, rules)
     while len(_LOADED) > _LOADED_KEPT:
         _LOADED.popitem(last=False)
     return rules

@@ -26,6 +26,7 @@ the package's `__pycache__`, or `PYTHONPYCACHEPREFIX`), and is written, as the `
 write (never a shared install's); it is read only when the user owns it and no one else may write it.
 It holds the texts one run used plus those it had, and is rewritten only by a run that compiled
 something. Only `__main__.entry` installs it: importing npu_migrate as a library changes nothing.
+The built-in rule set is kept beside it, as built, under the same conditions (KeptRuleSet).
 """
 
 from __future__ import annotations
@@ -111,13 +112,14 @@ MAX_TEXTS = 4000
 MAX_BYTES = 16 << 20
 
 
-def code_path() -> Optional[str]:
-    """Where the compiled texts are kept: this package's bytecode folder, one file per interpreter."""
+def code_path(stem: str = "dataclass_code", suffix: str = ".marshal") -> Optional[str]:
+    """Where the compiled texts (or the rule set: KeptRuleSet) are kept: this package's bytecode
+    folder, one file per interpreter."""
     try:
-        pyc = cache_from_source(os.path.join(os.path.dirname(os.path.abspath(__file__)), "dataclass_code.py"))
+        pyc = cache_from_source(os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{stem}.py"))
     except (NotImplementedError, ValueError):  # no cache_tag (sys.implementation says bytecode is not cached)
         return None
-    return pyc[: -len(".pyc")] + ".marshal"
+    return pyc[: -len(".pyc")] + suffix
 
 
 class CompiledTexts:
@@ -133,19 +135,12 @@ class CompiledTexts:
 
     def _read(self) -> Dict[str, CodeType]:
         assert self.path is not None
-        try:
-            with open(self.path, "rb") as stream:
-                status = os.fstat(stream.fileno())
-                if not _ours(status) or status.st_size > MAX_BYTES:
-                    return {}
-                data = stream.read()  # (its size: read(MAX_BYTES) would allocate all of MAX_BYTES first)
-        except OSError:
+        data = _read_ours(self.path)
+        if data is None:
             return {}
-        if len(data) > MAX_BYTES or data[: len(MAGIC_NUMBER)] != MAGIC_NUMBER:
-            return {}  # another interpreter's bytecode, or not ours
         try:
             # trusted as Python trusts the .pyc files beside it: a file of the user's own that no one else may write (_ours)
-            texts = marshal.loads(data[len(MAGIC_NUMBER):])  # nosec B302
+            texts = marshal.loads(data)  # nosec B302
         except (EOFError, ValueError, TypeError):
             return {}
         if type(texts) is not dict:
@@ -174,22 +169,49 @@ class CompiledTexts:
         texts = {**self.known, **self.new}
         if len(texts) > MAX_TEXTS:
             texts = {text: code for text, code in texts.items() if hash(text) in self.used}
-        temporary = f"{self.path}.{os.getpid()}.tmp"
-        folder = os.path.dirname(self.path)
         try:
-            os.makedirs(folder, exist_ok=True)
-            if not _ours(os.stat(folder)):
-                return  # a shared install (another user's __pycache__): Python's .pyc only
-            with open(temporary, "wb") as stream:
-                stream.write(MAGIC_NUMBER + marshal.dumps(texts))
-            os.replace(temporary, self.path)
-        except (OSError, ValueError):  # a read-only install: the next run compiles again, as before
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
+            data = MAGIC_NUMBER + marshal.dumps(texts)
+        except ValueError:
             return
-        self.known, self.new = texts, {}
+        if _keep(self.path, data):
+            self.known, self.new = texts, {}
+
+
+def _keep(path: str, data: bytes) -> bool:
+    """Write `data` to `path` atomically, into a folder of the user's own that no one else may
+    write (never a shared install's __pycache__: Python's .pyc only). Whether it was written."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    folder = os.path.dirname(path)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if not _ours(os.stat(folder)):
+            return False
+        with open(temporary, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, path)
+    except OSError:  # a read-only install: the next run does the work again, as before
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def _read_ours(path: str) -> Optional[bytes]:
+    """The bytes of `path` when it is a file of the user's own that no one else may write, of at
+    most MAX_BYTES, headed by this interpreter's magic number (without it); else None."""
+    try:
+        with open(path, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not _ours(status) or status.st_size > MAX_BYTES:
+                return None
+            data = stream.read()  # (its size: read(MAX_BYTES) would allocate all of MAX_BYTES first)
+    except OSError:
+        return None
+    if len(data) > MAX_BYTES or data[: len(MAGIC_NUMBER)] != MAGIC_NUMBER:
+        return None  # another interpreter's, or not ours
+    return data[len(MAGIC_NUMBER):]
 
 
 def _ours(stat: os.stat_result) -> bool:
@@ -209,3 +231,92 @@ def compile_dataclasses_once() -> CompiledTexts:
         COMPILED = CompiledTexts(code_path())
         COMPILED.install()
     return COMPILED
+
+
+class KeptRuleSet:
+    """The built-in rule set, built once across processes: rules.load_rules asks `get` before it
+    parses and checks the rule files (~0.017 s of every run: the shipped parse's JSON and 377
+    rules' checks) and hands a set it built to `put`; `__main__.entry` saves it when the run ends.
+
+    The file, beside the compiled texts (the same folder, the same conditions to be read and
+    written), holds the rule set pickled, with what it was built from: load_rules' key (every
+    rule file's name and bytes, the kinds registered), the interpreter's version, and the path,
+    mtime and size of every module of this package loaded when it was built (as a .pyc names its
+    source's; the build reads no other file: tests/test_startup.py). It is used only when all of
+    these are the same now, so what it gives is what the build would give (a test compares them
+    field by field); anything else is a miss, and the run builds and keeps a new one. Only the
+    built-in rules with no `--rules` file are kept."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.path = path
+        self.pending: Optional[bytes] = None  # the file to write (a set this process built)
+        self.pid = os.getpid()
+        self.hits = 0  # rule sets given (tests/test_startup.py)
+
+    def get(self, key: bytes) -> Any:
+        data = _read_ours(self.path) if self.path is not None else None
+        if data is None:
+            return None
+        try:
+            entry = marshal.loads(data)  # nosec B302 (data only; a file of the user's own: _ours)
+        except (EOFError, ValueError, TypeError):
+            return None
+        if type(entry) is not tuple or len(entry) != 4:
+            return None
+        stored_key, version, modules, body = entry
+        if stored_key != key or version != sys.version or type(modules) is not tuple or type(body) is not bytes:
+            return None
+        for module in modules:
+            try:
+                path, mtime, size = module
+                status = os.stat(path)
+            except (OSError, TypeError, ValueError):
+                return None
+            if (status.st_mtime_ns, status.st_size) != (mtime, size):
+                return None
+        import pickle  # nosec B403 (only a file of the user's own no one else may write is unpickled: _ours)
+
+        try:
+            # trusted as the .pyc files beside it: a file of the user's own that no one else may write (_ours)
+            rules = pickle.loads(body)  # nosec B301
+        except Exception:  # (a damaged body: anything pickle may raise)
+            return None
+        self.hits += 1
+        return rules
+
+    def put(self, key: bytes, rules: Any) -> None:
+        if self.path is None or sys.dont_write_bytecode:
+            return
+        import pickle  # nosec B403 (only a file of the user's own no one else may write is unpickled: _ours)
+
+        package = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        modules = []
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None)
+            if isinstance(path, str) and os.path.abspath(path).startswith(package):
+                try:
+                    status = os.stat(path)
+                except OSError:
+                    return
+                modules.append((path, status.st_mtime_ns, status.st_size))
+        try:
+            body = pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL)
+            self.pending = MAGIC_NUMBER + marshal.dumps((key, sys.version, tuple(sorted(modules)), body))
+        except Exception:  # (a rule set that cannot be pickled is built again next time)
+            self.pending = None
+
+    def save(self) -> None:
+        if self.pending is not None and self.path is not None and os.getpid() == self.pid:
+            _keep(self.path, self.pending)
+            self.pending = None
+
+
+KEPT_RULES: Optional[KeptRuleSet] = None
+
+
+def keep_rule_sets() -> KeptRuleSet:
+    """Install the process's KeptRuleSet (once; rules.load_rules asks it); `__main__.entry` saves it."""
+    global KEPT_RULES
+    if KEPT_RULES is None:
+        KEPT_RULES = KeptRuleSet(code_path("rule_set", ".pickle"))
+    return KEPT_RULES

@@ -5,6 +5,7 @@ and starts no worker process; `--stats` prints the run's work counts."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -610,7 +611,8 @@ try:
 except SystemExit as exc:
     code = exc.code
 from npu_migrate import startup
-print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path}))
+print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path,
+                  "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path}))
 """
 
 
@@ -904,3 +906,148 @@ def test_every_dataclass_method_of_libcst_and_ours_is_the_same_code_kept_or_comp
     first, kept = methods("kept"), methods("kept")
     assert first["compiled"] > 600 and kept["compiled"] == 0  # (compiled, then read back)
     assert first["methods"] == kept["methods"] == fresh
+
+
+# -- the built-in rule set, kept between runs (startup.KeptRuleSet) -----------------------------
+
+
+@pytest.fixture
+def kept_rules(tmp_path, monkeypatch):
+    """A KeptRuleSet in tmp_path that load_rules asks, with no rule set loaded in this process."""
+    from collections import OrderedDict
+
+    from npu_migrate import rules, startup
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    kept = startup.KeptRuleSet(str(tmp_path / "rule_set.pickle"))
+    monkeypatch.setattr(startup, "KEPT_RULES", kept)
+    monkeypatch.setattr(rules, "_LOADED", OrderedDict())
+    built = []
+    real = rules.build_ruleset
+    monkeypatch.setattr(rules, "build_ruleset", lambda *a, **k: built.append(1) or real(*a, **k))
+    return kept, built
+
+
+def test_a_kept_rule_set_is_the_rule_set_the_build_gives(kept_rules, monkeypatch):
+    """The second load reads what the first built and kept: no build, and the same rule set, field
+    by field (every rule, doc and index), as a build from the shipped parse of the same files."""
+    from collections import OrderedDict
+
+    from npu_migrate import rules
+    from npu_migrate.kinds import KINDS
+    from npu_migrate.targets.tables import shipped_toml
+
+    kept, built = kept_rules
+    first = rules.load_rules()
+    assert built == [1] and kept.pending is not None and kept.hits == 0
+    kept.save()
+    assert os.path.isfile(kept.path) and kept.pending is None
+    monkeypatch.setattr(rules, "_LOADED", OrderedDict())
+    again = rules.load_rules()
+    assert built == [1] and kept.hits == 1 and again is not first
+    raw = [(p.name, shipped_toml(str(p), p.read_bytes())) for p in builtin_rule_files()]
+    fresh = rules.build_ruleset(raw, fingerprint=first.fingerprint)
+    for field in dataclasses.fields(rules.RuleSet):
+        assert getattr(again, field.name) == getattr(fresh, field.name), field.name
+    assert again == fresh and again.codes() == fresh.codes()
+    assert all(kind is KINDS[kind.name] for kind in again.applied_kinds)
+    assert {rule.severity for rule in again.rules} <= set(rules.Severity)  # (the enum's own members)
+
+
+def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_rules, tmp_path, monkeypatch):
+    """An entry is read only when its key (the rule files' names and bytes), the interpreter's
+    version and every module it names (path, mtime, size) are the same now, and from a file of
+    the user's own no one else may write; anything else, damaged entries too, is a miss. With
+    PYTHONDONTWRITEBYTECODE, or with a --rules file, nothing is kept."""
+    import marshal
+    import pickle
+    from importlib.util import MAGIC_NUMBER
+
+    from npu_migrate import rules
+
+    kept, _ = kept_rules
+    rule_set = rules.load_rules()
+    assert kept.pending is not None
+    kept.pending = None
+    module = tmp_path / "module.py"
+    module.write_text("x = 1\n")
+
+    def entry(key=b"key", version=sys.version, modules=None, body=None):
+        status = os.stat(module)
+        modules = ((str(module), status.st_mtime_ns, status.st_size),) if modules is None else modules
+        body = pickle.dumps(rule_set) if body is None else body
+        with open(kept.path, "wb") as stream:
+            stream.write(MAGIC_NUMBER + marshal.dumps((key, version, modules, body)))
+        os.chmod(kept.path, 0o644)
+
+    entry()
+    assert kept.get(b"key") == rule_set
+    assert kept.get(b"other key") is None
+    entry(version=sys.version + "+")
+    assert kept.get(b"key") is None
+    entry(modules=((str(tmp_path / "gone.py"), 1, 1),))
+    assert kept.get(b"key") is None
+    entry()
+    module.write_text("x = 22\n")  # another size
+    assert kept.get(b"key") is None
+    entry()
+    os.utime(module, ns=(1, 1))  # another mtime
+    assert kept.get(b"key") is None
+    entry()
+    os.chmod(kept.path, 0o666)  # others may write it
+    assert kept.get(b"key") is None
+    for content in (b"", b"garbage", b"\x00\x00\x00\x00" + marshal.dumps((b"key", sys.version, (), b"")),
+                    MAGIC_NUMBER + b"\xff", MAGIC_NUMBER + marshal.dumps([b"key"]),
+                    MAGIC_NUMBER + marshal.dumps((b"key", sys.version, (), b"not a pickle"))):
+        with open(kept.path, "wb") as stream:
+            stream.write(content)
+        assert kept.get(b"key") is None, content
+    # what is written: nothing under PYTHONDONTWRITEBYTECODE, nothing for a set with --rules files
+    monkeypatch.setattr(rules, "_LOADED", type(rules._LOADED)())
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    rules.load_rules()
+    assert kept.pending is None
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    extra = tmp_path / "extra.toml"
+    extra.write_text('[[device]]\ncode = "NPU901"\nmessage = "m"\nfrom = "xpu"\nto = "npu"\n'
+                     'examples = [{ before = "x = \'xpu\'", after = "x = \'npu\'" }]\n')
+    rules.load_rules([extra])
+    assert kept.pending is None and kept.hits == 1
+
+
+def test_the_rule_sets_build_reads_no_file():
+    """A kept rule set is named by its rule files' bytes and the package's modules: the build of
+    a set from their parse must read nothing else (a data file it read would be a dependency the
+    kept file does not name)."""
+    from npu_migrate import rules
+    from npu_migrate.targets.tables import shipped_toml
+
+    raw = [(p.name, shipped_toml(str(p), p.read_bytes())) for p in builtin_rule_files()]
+    opened = []
+    hook_on = [True]
+
+    def hook(event, args):
+        if hook_on[0] and event == "open":
+            opened.append(args[0])
+
+    sys.addaudithook(hook)
+    try:
+        rules.build_ruleset(raw, fingerprint="x")
+    finally:
+        hook_on[0] = False
+    assert [p for p in opened if not str(p).endswith(".pyc")] == []
+
+
+@pytest.mark.slow
+def test_the_command_line_builds_the_built_in_rule_set_once(tmp_path):
+    """The first run builds the rule set and keeps it beside the compiled dataclass code; the next
+    reads it and answers the same; with PYTHONDONTWRITEBYTECODE nothing is written."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    first, out, err = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert first["exit"] == 1 and first["kept rule sets"] == 0
+    assert first["rule set path"].startswith(str(tmp_path / "pycache")) and os.path.isfile(first["rule set path"])
+    second, out2, err2 = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert (second["exit"], second["kept rule sets"], out2, err2) == (1, 1, out, err)
+    os.unlink(first["rule set path"])
+    third, out3, err3 = _entry(tmp_path, "train.py", "--check", "--no-cache", write_bytecode=False)
+    assert (third["kept rule sets"], out3, err3) == (0, out, err) and not os.path.exists(first["rule set path"])
