@@ -98,7 +98,7 @@ def matching_blocks(a: List[str], b: List[str]) -> List[difflib.Match]:
 
     found: List[Tuple[int, int, int]] = []
     if len(a) * len(b) <= DIFFLIB_LIMIT:
-        found = [tuple(block) for block in difflib.SequenceMatcher(None, a, b).get_matching_blocks()]
+        found = [(m.a, m.b, m.size) for m in difflib.SequenceMatcher(None, a, b).get_matching_blocks()]
     else:
         _match(a, 0, len(a), b, 0, len(b), found)
     found = _matched_in_gaps(a, b, found)
