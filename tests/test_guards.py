@@ -806,3 +806,41 @@ def test_a_test_before_a_triton_launch_through_an_attribute_stays():
     assert "(`self.kernel`, which is `_add_kernel`, which uses `triton`)" in next(
         f.message for f in result.findings if f.code == "NPU315")
     assert_partial_as_whole(ATTRIBUTE_LAUNCH)
+
+
+# ESPnet 202511 espnet/bin/asr_train.py:586-598 (held out)
+NVIDIA_SMI_COUNT = '''\
+import logging
+import os
+import subprocess
+
+
+def count(args):
+    if args.ngpu is None:
+        cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if cvd is not None:
+            ngpu = len(cvd.split(","))
+        else:
+            logging.warning("CUDA_VISIBLE_DEVICES is not set.")
+            try:
+                p = subprocess.run(
+                    ["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+            except (subprocess.CalledProcessError, FileNotFoundError):
+                ngpu = 0
+            else:
+                ngpu = len(p.stderr.decode().split("\\n")) - 1
+    return ngpu
+'''
+
+
+def test_a_device_count_made_with_nvidia_smi_is_reported():
+    """ESPnet without --ngpu counts GPUs from the lines of `nvidia-smi -L`: on an NPU machine
+    the command is missing, ngpu = 0 and the job trained on the CPU with nothing reported
+    (the shell's nvidia-smi lines were; Python's were not). The variable still moves."""
+    result = migrate_source(NVIDIA_SMI_COUNT, "espnet/bin/asr_train.py", Options(), RULES)
+    assert result.new_text == NVIDIA_SMI_COUNT.replace('"CUDA_VISIBLE_DEVICES")', '"ASCEND_RT_VISIBLE_DEVICES")')
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api, f.message) for f in result.findings] == [
+        ("NPU317", "warning", 14, 21, "subprocess.run",
+         "`subprocess.run` runs `nvidia-smi`, which an Ascend machine does not have: devices counted or checked "
+         "with it are none there (a GPU count of 0 trains on the CPU)")]
