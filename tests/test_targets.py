@@ -3,6 +3,7 @@ the tool never writes a `torch.npu.`/`torch_npu.` name the target release lacks.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import re
@@ -158,9 +159,12 @@ def test_a_project_pinning_torch_2_1_is_migrated_for_2_1(tmp_path, run_cli):
 # ----------------------------------------------------------------------------- what is written
 
 
-def _written_npu_names(text: str):
+@functools.lru_cache(maxsize=None)
+def _written_npu_names(text: str) -> frozenset:
     """Every qualified name under torch.npu / torch_npu a migrated file references, resolved
-    through its imports (`import torch.npu as tc; tc.X`, `from torch.npu import X`)."""
+    through its imports (`import torch.npu as tc; tc.X`, `from torch.npu import X`). A function
+    of the text alone, so kept per text: each target class asked it again of the same sources
+    and of outputs that most targets share (a third of each target's CPU)."""
     module = cst.parse_module(text)
     table = ImportTable.of(module)
     names = set()
@@ -187,7 +191,7 @@ def _written_npu_names(text: str):
                 names.add(dotted_name(alias.name))
 
     module.visit(Refs())
-    return {n for n in names if n and (n.startswith(("torch.npu.", "torch_npu.")) or n in ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL"))}
+    return frozenset(n for n in names if n and (n.startswith(("torch.npu.", "torch_npu.")) or n in ("torch.distributed.is_hccl_available", "torch.distributed.Backend.HCCL")))
 
 
 def _corpus():
