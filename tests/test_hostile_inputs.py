@@ -317,7 +317,8 @@ def test_symlink_loops(tmp_path, run_cli):
 
 
 @pytest.mark.slow
-def test_directory_with_ten_thousand_files(tmp_path, run_cli):
+def test_directory_with_ten_thousand_files(memory_tmp_path, run_cli):
+    tmp_path = memory_tmp_path  # (30,000 file creations: in memory, conftest.py)
     tree = tmp_path / "many"
     tree.mkdir()
     # (one text for the 9,990 files without device code: conftest's prefilter check runs the engine
