@@ -35,6 +35,7 @@ FORBIDDEN = {
     "pathspec": "never: a test dependency only (discovery.GlobSpec matches any gitignore spec)",
     "configparser": "only for a setup.cfg's install_requires (targets/pins.py; none here)",
     "packaging.requirements": "only for a dependency line that names a pinned package (targets/pins.py)",
+    "packaging.version": "only for a target version given or pinned (torch_npu._order sorts the table's releases)",
     "npu_migrate.rehearse": "the rehearse command only",
     "npu_migrate.standin": "the rehearse command only",
     "npu_migrate.explain": "the explain and rules commands only",

@@ -450,3 +450,27 @@ def test_a_kept_import_names_the_member_that_keeps_it_not_a_name_that_needs_no_t
     assert [(f.code, f.span.line, f.message) for f in result.findings if f.code == "NPU323"] == [
         ("NPU323", 3, "`cuda.is_available` stays `torch.cuda.is_available` (CUDA): its import is kept as it is "
                       "because `torch.cuda.get_arch_list`, which the same import brings, cannot move to the NPU")]
+
+
+def test_the_tables_releases_are_ordered_as_packaging_orders_them_without_importing_it():
+    """torch_npu._order's key for plain releases (`2.1`, `2.7.1.post11`) orders and equates them
+    as packaging's Version does: every release and minor of the table, and edge cases (trailing
+    zeros, post 0, two-digit parts); any other text is ordered by Version itself."""
+    import itertools
+
+    from packaging.version import Version
+
+    from npu_migrate.targets import torch_npu
+
+    table = torch_npu.load_table()
+    texts = list(table.releases) + list(table.minors) + [
+        "2.1", "2.1.0", "2.1.0.0", "2.10", "2.9.1", "2.1.0.post10", "2.1.0.post9", "2.1.0.post0", "1.0", "0",
+        "0.0", "10.0.0.post0", "2.01", "3"]
+    assert torch_npu._order(texts) is torch_npu._plain_key
+    key = torch_npu._plain_key
+    for a, b in itertools.product(texts, repeat=2):
+        assert ((key(a) < key(b)), (key(a) == key(b))) == ((Version(a) < Version(b)), (Version(a) == Version(b))), (a, b)
+    assert list(table.releases) == sorted(table.releases, key=Version)
+    assert table.newest_minor() == max(table.minors, key=Version)
+    for other in ("2.1rc1", "2.1.0.dev1", "2.1+local", "v2.1", "2.1.post", "2.1.0-post1"):
+        assert torch_npu._order(["2.1", other]) is torch_npu._version, other

@@ -19,9 +19,10 @@ name the target lacks is left as it is and reported (NPU320) with the release th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from ..project_files import Project
 from ..kinds import KINDS
@@ -56,6 +57,29 @@ def _version(text: str):
     return Version(text)
 
 
+_PLAIN_RELEASE = re.compile(r"([0-9]+(?:\.[0-9]+)*)(?:\.post([0-9]+))?")
+
+
+def _order(texts: Iterable[str]) -> Callable[[str], Any]:
+    """A sort key for `texts` that orders them as packaging's Version does. The table's releases
+    and minors are plain (`2.1`, `2.7.1.post11`): those are ordered by (release without trailing
+    zeros, post or -1), PEP 440's order for them, without importing packaging (~2 ms of every
+    run; tests/test_targets.py compares both on every release of the table); any other text
+    makes it Version."""
+    if all(_PLAIN_RELEASE.fullmatch(text) for text in texts):
+        return _plain_key
+    return _version
+
+
+def _plain_key(text: str) -> Tuple[Tuple[int, ...], int]:
+    match = _PLAIN_RELEASE.fullmatch(text)
+    assert match is not None
+    release = [int(part) for part in match.group(1).split(".")]
+    while release and release[-1] == 0:
+        release.pop()
+    return tuple(release), int(match.group(2)) if match.group(2) is not None else -1
+
+
 @dataclass(frozen=True)
 class Table:
     """rules/targets/torch_npu.toml, read."""
@@ -69,7 +93,7 @@ class Table:
         return f"{v.major}.{v.minor}"
 
     def newest_minor(self) -> str:
-        return max(self.minors, key=_version)
+        return max(self.minors, key=_order(self.minors))
 
     def first_release_with(self, name: str, within: Iterable[str] = ()) -> Optional[str]:
         """The oldest release that has `name`: within `within` if one of those has it, else any."""
@@ -90,7 +114,8 @@ class Table:
 def load_table(path: str = "") -> Table:
     data = load_toml(path or table_path("torch_npu.toml"))
     minors = {m: tuple(rs) for m, rs in data["releases"].items()}
-    releases = tuple(sorted((r for rs in minors.values() for r in rs), key=_version))
+    every = [r for rs in minors.values() for r in rs]
+    releases = tuple(sorted(every, key=_order(every)))
     names = {name: expand_spans(spans, releases) for name, spans in data["names"].items()}
     return Table(releases, minors, names)
 
