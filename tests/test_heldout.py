@@ -581,4 +581,4 @@ def test_a_ctranslate2_device_is_not_torchs_and_is_reported():
     assert result.new_text == with_torch_npu(ONMT_LM_PRIOR).replace(
         'torch.device("cuda", opt.gpu)', 'torch.device("npu", opt.gpu)')
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
-        ("NPU303", 10, "ctranslate2.Generator")]
+        ("NPU303", 8, "ctranslate2")]
