@@ -1,6 +1,5 @@
 import hashlib
 import os
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,22 +14,6 @@ os.environ["NPU_MIGRATE_STRICT_CODES"] = "1"
 # corpus: 38.5 -> 27.7 CPU-s); set here, at the start, so every program of a session, and so the fork
 # server's zygotes (tests/zygote.py: one per environment), see the same environment.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Compiled bytecode of the checkout (npu_migrate, the tests, the stand-in) kept outside it, in a folder
-# of its own shared by the run's processes: with PYTHONDONTWRITEBYTECODE set (as on the machine the
-# closing CI runs on) every interpreter a test starts compiled the package's ~1.4 MB of source again
-# (~0.3 CPU-s each; hundreds of processes per run). Python checks each cached file against its source's
-# size and mtime, so a stale one is never used; the checkout gets no __pycache__ from it.
-# The folder is the run's (made by the first process that loads this file: with xdist, the controller,
-# whose workers inherit it) and removed when that process ends.
-if "PYTHONPYCACHEPREFIX" not in os.environ:
-    import atexit
-    import shutil
-    import tempfile
-
-    os.environ["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="npu-migrate-test-pycache-")
-    atexit.register(shutil.rmtree, os.environ["PYTHONPYCACHEPREFIX"], True)
-    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
-sys.pycache_prefix, sys.dont_write_bytecode = os.environ["PYTHONPYCACHEPREFIX"], False  # (this process too)
 
 # The modules whose tests take 5-25 CPU-s each (corpora, pre-commit's environments, training
 # programs on the stand-in), costliest first.
