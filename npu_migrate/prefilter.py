@@ -182,6 +182,20 @@ class Prefilter:
                 self._by_folded.setdefault(b" %s " % max(folded, key=lambda w: (len(w), w)), []).append(i)
             else:
                 self._always.append(i)
+        # A short any-case anchor (`nccl`) is found as one of its spellings in the set of words:
+        # a word is an ASCII run (words_of), so it is `nccl` in any case exactly when it is one
+        # of the 2**letters spellings. Longer ones are looked up in the lower-cased words (_meets_own).
+        self._by_spelling: Dict[bytes, List[int]] = {}
+        for key in [k for k in self._by_folded if len(k) - 2 <= _MAX_SPELLED]:
+            for spelling in _spellings(key[1:-1]):
+                self._by_spelling.setdefault(spelling, []).extend(self._by_folded[key])
+            del self._by_folded[key]
+        # every anchor looked up in a set of words (one intersection with each text's words)
+        self._anchors = frozenset(self._by_word).union(self._by_spelling)
+        # any-case word (lower case) -> its spellings, for the short ones of every requirement
+        self._spelled: Dict[bytes, FrozenSet[bytes]] = {
+            word: frozenset(_spellings(word)) for _exact, folded, _prefixes in self._checks for word in folded
+            if len(word) <= _MAX_SPELLED}
         # ref -> its alternatives (ref_alternatives), compiled when first needed
         self._refs: Dict[Tuple[str, str], List[List["re.Pattern[str]"]]] = {}
         # (text, words, whether they meet the requirements of no gate): of the last text asked about
@@ -215,8 +229,9 @@ class Prefilter:
 
     def _meets_own(self, text: str, words: AbstractSet[bytes]) -> bool:
         candidates = list(self._always)
-        for word in words & self._by_word.keys():
-            candidates.extend(self._by_word[word])
+        for word in self._anchors.intersection(words):
+            candidates.extend(self._by_word.get(word, ()))
+            candidates.extend(self._by_spelling.get(word, ()))
         # " word word ... " in lower case: a word is there in any case where b" word " occurs
         # (a few searches in one string: splitting it into a set of words cost more, per chunk
         # of every file partial.py looks at)
@@ -235,13 +250,21 @@ class Prefilter:
             if not exact <= words:
                 continue
             if folded:
-                lowered = lowered or b" %s " % b" ".join(words).lower()
-                if not all(b" %s " % w in lowered for w in folded):
-                    continue
+                if any(w in self._spelled and words.isdisjoint(self._spelled[w]) for w in folded):
+                    continue  # a short one in none of its spellings
+                longer = [w for w in folded if w not in self._spelled]
+                if longer:
+                    lowered = lowered or b" %s " % b" ".join(words).lower()
+                    if not all(b" %s " % w in lowered for w in longer):
+                        continue
             if prefixes:
-                joined = joined or b" " + b" ".join(words)
-                if not all(b" " + p in joined for p in prefixes):
-                    continue
+                if len(prefixes) == 1 and len(words) < 64:  # (a chunk's few words: no string of them)
+                    if not any(w.startswith(prefixes[0]) for w in words):
+                        continue
+                else:
+                    joined = joined or b" " + b" ".join(words)
+                    if not all(b" " + p in joined for p in prefixes):
+                        continue
             if all(self._ref_found(ref, text, found) for ref in self.requirements[i].refs):
                 return True
         return False
@@ -255,6 +278,19 @@ class Prefilter:
                                                   for alternative in ref_alternatives(*ref)]
             known = found[ref] = any(all(link_found(p, text) for p in alternative) for alternative in alternatives)
         return known
+
+
+# The longest any-case anchor looked up by its spellings (Prefilter._by_spelling): 2**8 words.
+_MAX_SPELLED = 8
+
+
+def _spellings(word: bytes) -> List[bytes]:
+    """Every spelling of an ASCII `word` (lower case) in any case: b"nccl" -> b"nccl", b"Nccl", ..."""
+    out = [b""]
+    for byte in word:
+        letter = bytes([byte])
+        out = [head + variant for head in out for variant in dict.fromkeys((letter, letter.upper()))]
+    return out
 
 
 def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tuple[bytes, ...]]:

@@ -203,6 +203,21 @@ def test_prefix_and_any_case_words():
     assert not prefilter.may_need_work("backend = 'ncclx'")
 
 
+def test_any_case_words_short_and_long_with_other_words():
+    # A short any-case word is looked up by its spellings, a long one in the lower-cased
+    # words; both as whole words, as the anchor or beside another word, and with an exact
+    # anchor of the same word.
+    prefilter = Prefilter([Requirement(frozenset({Word("nccl", ignore_case=True)})),
+                           Requirement(frozenset({Word("backend_name", ignore_case=True), Word("dist")})),
+                           Requirement(frozenset({Word("gloo", ignore_case=True), Word("set_backend")})),
+                           Requirement(frozenset({Word("gloo"), Word("x_y")}))])
+    for text in ("NCCL", "x = 'nCcL'", "DIST.BACKEND_NAME = dist", "set_backend('GLOO')", "gloo(x_y)"):
+        assert prefilter.may_need_work(text), text
+    for text in ("nccl2", "_nccl", "backend_name = 1", "DIST = backend_names", "set_backend(gloox)",
+                 "Gloo(x_y)", "gloo"):
+        assert not prefilter.may_need_work(text), text
+
+
 @pytest.mark.parametrize(
     "text,found",
     [
