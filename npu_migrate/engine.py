@@ -19,8 +19,7 @@ import re
 import warnings
 from typing import TYPE_CHECKING, FrozenSet, Optional, Set, Tuple
 
-from .frameworks import (FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks,
-                         tensorflow2_reason)
+from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
 from .model import FileResult
 from .options import Options
@@ -117,7 +116,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     try:
         verdict = python_verdict_of(text)
-        code = LazyCodeWords(verdict.tree, words) if verdict.tree is not None else None
+        code = LazyCodeWords(verdict.tree, words, text) if verdict.tree is not None else None
         if code is not None and _needs_nothing(text, options, rules, words, wants_modelarts,
                                                _used_frameworks(code, options.framework, rules)):
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
@@ -226,7 +225,7 @@ def _detected_frameworks(code: LazyCodeWords) -> Set[str]:
 def _frameworks_of(code: LazyCodeWords) -> Set[str]:
     """The frameworks a file uses, as _migrate_module tells them from the parsed imports, here
     from Python's tree; TF 2 code does not count as TensorFlow (no TF 1.15 rule applies)."""
-    return {name for name in _detected_frameworks(code) if not (name == "tensorflow" and tensorflow2_reason(code.get()))}
+    return {name for name in _detected_frameworks(code) if not (name == "tensorflow" and code.tensorflow2_reason())}
 
 
 def _used_frameworks(code: LazyCodeWords, framework: str, rules: RuleSet) -> Optional[FrozenSet[str]]:
@@ -339,7 +338,7 @@ def _migrate_module(text, path, module, options, rules, result, entry_script,
     ctx.frameworks = frameworks
     if "tensorflow" in frameworks and code is not None:
         # TF 2 code gets no TF 1.15 rule (frameworks.tensorflow2_reason), only NPU356.
-        ctx.tensorflow2 = tensorflow2_reason(code.get())
+        ctx.tensorflow2 = code.tensorflow2_reason()
         if ctx.tensorflow2 is not None:
             result.notes = [f"TensorFlow 1.15 rules not applied: {ctx.tensorflow2}"]
     # whose targets applied (the summary names them); no CANN target for TF 2 code

@@ -7,7 +7,7 @@ read these tables, and this module imports nothing of theirs.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, List, Optional, Sequence
+from typing import TYPE_CHECKING, AbstractSet, Callable, List, Optional, Sequence
 
 if TYPE_CHECKING:  # pragma: no cover
     from .imports import ImportTable
@@ -102,15 +102,38 @@ def tensorflow2_reason(code) -> Optional[str]:
     """Why a TensorFlow file is TF 2 code (from its prefilter.CodeWords), or None: the TF 1.15
     rules apply."""
     ids = code.identifiers
+    return tensorflow2_reason_of(ids.__contains__, code.decorators, code.bases, code.modules)
+
+
+class Undecided(Exception):
+    """tensorflow2_reason_of: the answer depends on a word not known to be an identifier or not."""
+
+
+def tensorflow2_reason_of(has: Callable[[bytes], Optional[bool]], decorators: AbstractSet[bytes],
+                          bases: AbstractSet[bytes], modules: AbstractSet[str]) -> Optional[str]:
+    """tensorflow2_reason, with `has(word)` telling whether a word is an identifier of the code:
+    True, False, or None when not known (prefilter.LazyCodeWords, before the walk of every
+    node): then Undecided is raised, unless the answer does not depend on it."""
+    def known(word: bytes) -> bool:
+        found = has(word)
+        if found is None:
+            raise Undecided(word.decode())
+        return found
+
     used = []
-    if b"GradientTape" in ids:
+    if known(b"GradientTape"):
         used.append("GradientTape")
-    if b"function" in code.decorators and b"function" in ids:
+    if b"function" in decorators and known(b"function"):
         used.append("@tf.function")
-    if b"keras" in ids and code.bases & {b"Layer", b"Model"}:
+    if bases & {b"Layer", b"Model"} and known(b"keras"):
         used.append("Keras subclassing")
-    if not used or TF1_WORDS & ids or TF1_MODULES & code.modules:
+    if not used or TF1_MODULES & modules:
         return None
+    found = [has(word) for word in TF1_WORDS]
+    if any(found):
+        return None
+    if None in found:
+        raise Undecided("a TensorFlow 1.x word")
     return f"TensorFlow 2 code ({', '.join(used)}; no TensorFlow 1.x API)"
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, I
 if TYPE_CHECKING:  # pragma: no cover
     import ast
 
-from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, TF2_FINDING
+from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, TF2_FINDING, Undecided, tensorflow2_reason, tensorflow2_reason_of
 from .kinds import KINDS
 from .kinds.finding import match_kind_of
 from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
@@ -473,13 +473,16 @@ class LazyCodeWords:
     """A file's CodeWords, made on first use: the partial attempt and the whole parse that may
     follow it (engine.migrate_python) share them."""
 
-    def __init__(self, tree: "ast.AST", text_words: Optional[AbstractSet[bytes]] = None) -> None:
+    def __init__(self, tree: "ast.AST", text_words: Optional[AbstractSet[bytes]] = None,
+                 text: Optional[str] = None) -> None:
         self._tree = tree
         # words_of(the file's text), as the prefilter made them (None: not made): what
         # codemods/findings.py looks for before it walks the tree
         self.text_words = text_words
+        self._text = text  # the file's text (tensorflow2_reason)
         self._words: Optional[CodeWords] = None
         self._imports: Optional[Tuple[FrozenSet[str], FrozenSet[str]]] = None
+        self._tensorflow2: Any = _NOT_YET
 
     def get(self) -> CodeWords:
         if self._words is None:
@@ -492,6 +495,22 @@ class LazyCodeWords:
         self.get()
         del self._tree  # (read only until the words are made)
 
+    def tensorflow2_reason(self) -> Optional[str]:
+        """frameworks.tensorflow2_reason of the file's CodeWords. From its statements and the
+        words of its text when they decide it (_statements_tensorflow2_reason), without the walk
+        of every node that `get` takes: a TF 2 file needs no more (transformers: 71 of them,
+        where the walk took a quarter of their CPU)."""
+        if self._tensorflow2 is _NOT_YET:
+            reason: Any = _NOT_YET
+            if self._words is None and self.text_words is not None and self._text is not None:
+                try:
+                    reason = _statements_tensorflow2_reason(getattr(self._tree, "body", ()), self.text_words,
+                                                            self._text)
+                except Undecided:
+                    pass
+            self._tensorflow2 = tensorflow2_reason(self.get()) if reason is _NOT_YET else reason
+        return self._tensorflow2
+
     def imports(self) -> Tuple[FrozenSet[str], FrozenSet[str]]:
         """(import_modules, top_level_modules) as CodeWords has them, from the statements alone:
         what tells a file's frameworks, for much less than the walk of every expression that
@@ -503,6 +522,93 @@ class LazyCodeWords:
                 body = getattr(self._tree, "body", ())
                 self._imports = (frozenset(_import_modules(body)), frozenset(_top_level_modules(body)))
         return self._imports
+
+
+_NOT_YET = object()
+
+
+def _last_name(expr) -> str:
+    """The last name of a decorator or a base: `tf.function` and `tf.function(...)` -> function."""
+    import ast
+
+    expr = expr.func if type(expr) is ast.Call else expr
+    return expr.id if type(expr) is ast.Name else expr.attr if type(expr) is ast.Attribute else ""
+
+
+# The non-ASCII characters whose NFKC form (Python's identifiers are NFKC-normalized) holds none
+# of an ASCII identifier's characters: in an identifier, they keep it from being an ASCII word.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+_IDENTIFIER_CHARACTER = re.compile(r"[A-Za-z0-9_]")
+
+
+def _ascii_identifiers_are_words(text: str) -> bool:
+    """Whether every ASCII identifier of the code (after Python's normalization) is a word of
+    `text` (words_of): so when no non-ASCII character of the text normalizes to something
+    holding an ASCII letter, digit or underscore (`ｆ` -> `f`, `ﬁ` -> `fi`)."""
+    if text.isascii():
+        return True
+    import unicodedata
+
+    return not any(_IDENTIFIER_CHARACTER.search(unicodedata.normalize("NFKC", c))
+                   for c in set(_NON_ASCII.findall(text)))
+
+
+def _statements_tensorflow2_reason(statements, text_words: AbstractSet[bytes], text: str) -> Optional[str]:
+    """frameworks.tensorflow2_reason of a file, from a walk of its statements: its decorators,
+    bases and imported modules are all there (CodeWords has them from the same statements); a
+    word is an identifier of the code when the statements show it (a definition's name, an
+    imported name, a name in a decorator or a base), and is none when the text does not hold it
+    (_ascii_identifiers_are_words). Raises Undecided when that does not tell."""
+    import ast
+
+    if not _ascii_identifiers_are_words(text):
+        raise Undecided("non-ASCII identifiers")
+    decorators: Set[str] = set()
+    bases: Set[str] = set()
+    modules: Set[str] = set()
+    shown: Set[str] = set()  # identifiers of the code, all of them in CodeWords.identifiers
+    stack = list(statements)
+    node: Any  # narrowed by `kind is ...`, which mypy cannot follow (as in code_words)
+    while stack:
+        node = stack.pop()
+        kind = type(node)
+        if kind is ast.Import:
+            for alias in node.names:
+                modules.add(alias.name)
+                shown.update(alias.name.split("."))
+                shown.add(alias.asname or "")
+        elif kind is ast.ImportFrom:
+            shown.update((node.module or "").split("."))
+            if not node.level and node.module:
+                modules.add(node.module)
+                modules.update(f"{node.module}.{alias.name}" for alias in node.names)
+            for alias in node.names:
+                shown.update(alias.name.split("."))
+                shown.add(alias.asname or "")
+        else:
+            if kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+                shown.add(node.name)
+                decorators.update(_last_name(d) for d in node.decorator_list)
+                written = list(node.decorator_list)
+                if kind is ast.ClassDef:
+                    bases.update(_last_name(b) for b in node.bases)
+                    written.extend(node.bases)
+                for part in (n for expr in written for n in ast.walk(expr)):
+                    if type(part) is ast.Name:
+                        shown.add(part.id)
+                    elif type(part) is ast.Attribute:
+                        shown.add(part.attr)
+            for name in ("body", "handlers", "orelse", "finalbody", "cases"):
+                block = getattr(node, name, None)
+                if type(block) is list:
+                    stack.extend(block)
+    known = {n.encode("utf-8", "replace") for n in shown if n}
+
+    def has(word: bytes) -> Optional[bool]:
+        return True if word in known else False if word not in text_words else None
+
+    return tensorflow2_reason_of(has, {n.encode("utf-8", "replace") for n in decorators if n},
+                                 {n.encode("utf-8", "replace") for n in bases if n}, modules)
 
 
 def code_words(tree: "ast.AST") -> CodeWords:
@@ -522,10 +628,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
     decorators: Set[str] = set()
     bound: Dict[str, Set[str]] = {alias: {module} for alias, module, _ in STAR_IMPORTED_ALIASES}  # local name -> qualnames
     chains: List[Tuple[str, str]] = []  # (the Name an attribute chain starts at, an attribute of it)
-
-    def last_name(expr) -> str:
-        expr = expr.func if type(expr) is ast.Call else expr
-        return expr.id if type(expr) is ast.Name else expr.attr if type(expr) is ast.Attribute else ""
+    last_name = _last_name
 
     stack = [tree]  # every node, as ast.walk gives them (in another order: only sets are made)
     while stack:

@@ -395,3 +395,58 @@ def test_modelarts_entry_scripts_are_parsed_even_without_rule_words(monkeypatch)
 def test_refs(ref, text, found):
     prefilter = Prefilter([Requirement(frozenset(), frozenset({ref}))])
     assert prefilter.may_need_work(text) is found
+
+
+_TF2_CASES = [
+    # (text, whether its statements and words decide it without the walk of every node)
+    ("import tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass\n", True),
+    ("from tensorflow import keras\nclass M(keras.Model):\n    pass\n", True),
+    ("import tensorflow as tf\n@tf.function\ndef f(x):\n    return x\n", True),
+    ("from tensorflow import function\n@function()\ndef f(x):\n    return x\n", True),
+    ("import tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass\nsess = tf.Session()\n", False),
+    ("import tensorflow.compat.v1 as tf\nclass N(tf.keras.Model):\n    pass\n", True),
+    ("import tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass  # not a Session\n", False),
+    ('"""Uses tf.Session."""\nimport tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass\n', False),
+    ("import tensorflow as tf\ndef f(x):\n    with tf.GradientTape() as t:\n        return x\n", False),
+    ("# GradientTape\nimport tensorflow as tf\nfrom m import Layer\nclass B(Layer):\n    pass\n", False),
+    ("import tensorflow as tf\nfrom m import Layer\nclass B(Layer):\n    pass\n", True),
+    ("import tensorflow as tf\ntry:\n    from tensorflow import keras\nexcept ImportError:\n    pass\n"
+     "if tf:\n    class B(keras.layers.Layer):\n        @tf.function\n        def call(self):\n            pass\n", True),
+    # `ｋeras` is `keras` to Python (NFKC), not a word of the text: the walk decides
+    ("import tensorflow as tf\nfrom m import Layer\nclass B(Layer):\n    def f(self):\n        return ｋeras\n", False),
+    ("import tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass  # … é — ’\n", True),
+]
+
+
+@pytest.mark.parametrize("text, decided", _TF2_CASES)
+def test_tensorflow2_reason_from_statements_is_the_walks(text, decided):
+    import ast
+
+    from npu_migrate.frameworks import tensorflow2_reason
+    from npu_migrate.prefilter import LazyCodeWords, code_words
+    from npu_migrate.words import words_of
+
+    tree = ast.parse(text)
+    lazy = LazyCodeWords(tree, words_of(text), text)
+    assert lazy.tensorflow2_reason() == tensorflow2_reason(code_words(tree))
+    assert (lazy._words is None) == decided
+
+
+def test_tensorflow2_reason_from_statements_on_every_fixture():
+    import ast
+
+    from npu_migrate.frameworks import tensorflow2_reason
+    from npu_migrate.prefilter import LazyCodeWords, code_words
+    from npu_migrate.words import words_of
+
+    seen = 0
+    for path in sorted((Path(__file__).resolve().parent.parent / "fixtures").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        seen += 1
+        reason = LazyCodeWords(tree, words_of(text), text).tensorflow2_reason()
+        assert reason == tensorflow2_reason(code_words(tree)), path
+    assert seen > 80
