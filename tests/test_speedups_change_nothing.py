@@ -103,3 +103,21 @@ def test_line_starts_are_those_of_a_scan_for_line_breaks():
     for text in texts:
         for form in (text, text.encode("utf-8", "surrogatepass")):
             assert line_starts(form) == scanned(form), repr(form[:60])
+
+
+def test_a_word_in_any_case_is_found_where_the_case_insensitive_search_finds_it():
+    """guards._in_any_case (the gate words of NPU315's evidence) looks words up in the lower-cased
+    text when both are ASCII: the answer of `re.search("(?i)w1|w2", text)`, which it replaces."""
+    import re
+
+    from npu_migrate.codemods.guards import _in_any_case
+
+    words_sets = [["triton"], ["Triton", "cupy", "apex"], ["numba", "CuPy_"], ["ſ"], ["K"]]
+    texts = ["", "import triton\n", "TritonKernel", "x = TRITON_OK", "tri ton", "import CUPY as c",
+             "# apex", "numba", "cupy_x", "ſtriton", "s", "S", "k", "\u212a", "Kelvin \u212a triton",
+             "caf\u00e9 cupy", "\u017f", "num\u00adba"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures" / "pytorch").glob("*.py"))[:20]]
+    for words in words_sets:
+        search = re.compile("(?i)" + "|".join(re.escape(w) for w in words))
+        for text in texts:
+            assert _in_any_case(words, text) == (search.search(text) is not None), (words, text[:40])
