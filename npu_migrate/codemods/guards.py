@@ -1567,7 +1567,13 @@ class _DeviceGates:
                 first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
                 words = words_of("".join(partial.lines[first - 1:node.end_lineno]))
                 if any(self._cuda_word(w) for w in words):
-                    self.ctx.partial_lines.add((start, end))
+                    # its own lines, not the whole run (a 370-line run of mamba's module-level
+                    # code for `is_fast_path_available = ...`), and the imports left out when
+                    # it uses a name they bind (as _cuda_only_name would ask once it is parsed)
+                    self.ctx.partial_lines.add((first - 1, node.end_lineno or first))
+                    elided = self._elided_imports()
+                    if any(w.decode("utf-8", "replace") in elided for w in words):
+                        self.ctx.partial_misses.add("import")
                     found = True
                     break
         self._definitions_asked[name] = found
