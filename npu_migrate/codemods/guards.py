@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -1287,24 +1287,30 @@ class _DeviceGates:
         resolve = self.ctx.imports.resolve
         path: List[cst.CSTNode] = []
         stack: List[Tuple[cst.CSTNode, int]] = [(self.ctx.module, 0)]
+        # (node types by identity: libcst's are final classes, and isinstance() on them goes
+        # through ABCMeta, a fifth of this walk)
+        definition_types = (cst.FunctionDef, cst.ClassDef)
+        comparison, attribute, call = cst.Comparison, cst.Attribute, cst.Call
+        n: Any  # narrowed by `kind is ...`, which mypy cannot follow
         while stack:
             n, depth = stack.pop()
             del path[depth:]
             path.append(n)
             if id(n) in kept:
                 continue  # the planner keeps it already (a capability check's whole statement)
-            if isinstance(n, (cst.FunctionDef, cst.ClassDef)):
+            kind = type(n)
+            if kind in definition_types:
                 held = definitions.get(n.name.value)
                 if held is None or not any(p is held for p in path):
                     definitions[n.name.value] = n
-            elif isinstance(n, cst.Comparison) and any(
+            elif kind is comparison and any(
                     isinstance(t.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)) for t in n.comparisons):
                 found.append(n)
                 self._record(path)
-            elif isinstance(n, cst.Attribute) and n.attr.value == "is_cuda":
+            elif kind is attribute and n.attr.value == "is_cuda":
                 found.append(n)
                 self._record(path)
-            elif isinstance(n, cst.Call) and not n.args and resolve(n.func) == "torch.cuda.is_available":
+            elif kind is call and not n.args and resolve(n.func) == "torch.cuda.is_available":
                 found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate
                 self._record(path)
             depth += 1
