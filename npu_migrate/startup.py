@@ -25,7 +25,8 @@ the package's `__pycache__`, or `PYTHONPYCACHEPREFIX`), and is written, as the `
 `PYTHONDONTWRITEBYTECODE`/`-B` says not to, and only into a folder the user owns that no one else may
 write (never a shared install's); it is read only when the user owns it and no one else may write it.
 It holds the texts one run used plus those it had, and is rewritten only by a run that compiled
-something. Only `__main__.entry` installs it: importing npu_migrate as a library changes nothing.
+something; libcst's texts have a file of their own, read only by a process that makes libcst's
+classes (SplitTexts). Only `__main__.entry` installs it: importing npu_migrate as a library changes nothing.
 The built-in rule set is kept beside it, as built, under the same conditions (KeptRuleSet).
 """
 
@@ -112,7 +113,7 @@ MAX_TEXTS = 4000
 MAX_BYTES = 16 << 20
 
 
-def code_path(stem: str = "dataclass_code", suffix: str = ".marshal") -> Optional[str]:
+def code_path(stem: str, suffix: str = ".marshal") -> Optional[str]:
     """Where the compiled texts (or the rule set: KeptRuleSet) are kept: this package's bytecode
     folder, one file per interpreter."""
     try:
@@ -221,14 +222,50 @@ def _ours(stat: os.stat_result) -> bool:
     return stat.st_uid == os.geteuid() and not stat.st_mode & 0o022
 
 
-COMPILED: Optional[CompiledTexts] = None
+class SplitTexts:
+    """The process's CompiledTexts, one file for libcst's dataclasses and one for the others
+    (ours, click's, ...), by the module whose class wrote the text (dataclasses passes that
+    module's globals to `exec`). libcst's ~700 texts were most of the one file, ~4 ms to read at
+    every start; their file is read only by a process that makes libcst's classes, which a run
+    answered from the cache or the prefilter never does."""
+
+    def __init__(self, path: Optional[str], libcst_path: Optional[str]) -> None:
+        self.path = path  # (the others' file: what the command line alone compiles)
+        self.rest = CompiledTexts(path)
+        self.libcst_path = libcst_path
+        self.libcst: Optional[CompiledTexts] = None  # (read at libcst's first dataclass)
+
+    def exec(self, source: Any, *args: Any, **kwargs: Any) -> Any:
+        module = args[0].get("__name__") if args and type(args[0]) is dict else None
+        texts = self.rest
+        if type(module) is str and (module == "libcst" or module.startswith("libcst.")):
+            if self.libcst is None:
+                self.libcst = CompiledTexts(self.libcst_path)
+            texts = self.libcst
+        return texts.exec(source, *args, **kwargs)
+
+    @property
+    def compiled(self) -> int:
+        return self.rest.compiled + (self.libcst.compiled if self.libcst is not None else 0)
+
+    def install(self) -> None:
+        """dataclasses looks `exec` up in its module first: that name is this, for the process."""
+        dataclasses.exec = self.exec  # type: ignore[attr-defined]
+
+    def save(self) -> None:
+        self.rest.save()
+        if self.libcst is not None:
+            self.libcst.save()
 
 
-def compile_dataclasses_once() -> CompiledTexts:
-    """Install the process's CompiledTexts (once); `__main__.entry` saves it when the run ends."""
+COMPILED: Optional[SplitTexts] = None
+
+
+def compile_dataclasses_once() -> SplitTexts:
+    """Install the process's compiled texts (once); `__main__.entry` saves them when the run ends."""
     global COMPILED
     if COMPILED is None:
-        COMPILED = CompiledTexts(code_path())
+        COMPILED = SplitTexts(code_path("dataclass_code_rest"), code_path("dataclass_code_libcst"))
         COMPILED.install()
     return COMPILED
 

@@ -613,7 +613,8 @@ except SystemExit as exc:
     code = exc.code
 from npu_migrate import startup
 print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path,
-                  "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path}))
+                  "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path,
+                  "libcst texts": startup.COMPILED.libcst is not None, "libcst path": startup.COMPILED.libcst_path}))
 """
 
 
@@ -647,6 +648,28 @@ def test_the_dataclasses_methods_are_compiled_by_the_first_run_only(tmp_path):
     # a run that imports less (the command line, not libcst) keeps what the file had
     assert _entry(tmp_path, "--version")[0]["compiled"] == 0
     assert _entry(tmp_path, "train.py", "--check", "--no-cache")[0]["compiled"] == 0
+
+
+@pytest.mark.slow
+def test_libcsts_kept_code_is_read_only_by_a_run_that_makes_libcsts_classes(tmp_path):
+    """libcst's texts (~700) are kept in their own file, read only when libcst's dataclasses are
+    made: a warm run answered from the cache, or `--version`, never reads it; the others' file
+    holds none of them (a run that imports no libcst compiles nothing after a run that did)."""
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    first, out, err = _entry(tmp_path, "train.py", "--check")
+    assert first["libcst texts"] and os.path.isfile(first["libcst path"])
+
+    def count(path):
+        with open(path, "rb") as stream:
+            return len(marshal.loads(stream.read()[len(MAGIC_NUMBER):]))
+
+    assert count(first["libcst path"]) > 500 and count(first["path"]) < 400
+    warm, out2, err2 = _entry(tmp_path, "train.py", "--check")  # (answered from the cache)
+    assert (warm["libcst texts"], warm["compiled"], out2, err2) == (False, 0, out, err)
+    assert _entry(tmp_path, "--version")[0]["libcst texts"] is False
 
 
 @pytest.mark.slow
