@@ -19,7 +19,7 @@ import re
 import warnings
 from typing import TYPE_CHECKING, FrozenSet, Optional, Set, Tuple
 
-from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
+from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
 from .model import FileResult
 from .options import Options
@@ -215,6 +215,8 @@ def _detected_frameworks(code: LazyCodeWords) -> Set[str]:
 
     import_modules, top_level_modules = code.imports()
     found = {name for root, name in FRAMEWORK_IMPORTS if imports(root, import_modules)}
+    if "tensorflow" in found and any(imports(root, top_level_modules) for root in JAX_IMPORTS):
+        found.discard("tensorflow")  # as detect_frameworks: a JAX module's tf.data input pipeline
     if "torch" in found:  # as detect_frameworks: another framework imported in a function only
         found = {name for name in found
                  if name == "torch" or any(imports(root, top_level_modules)

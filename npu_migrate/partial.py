@@ -51,7 +51,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
-from .frameworks import FRAMEWORK_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
+from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
@@ -432,7 +432,7 @@ def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
             break
         requirements.extend(reqs)
     else:
-        packages = [module for module, _ in FRAMEWORK_IMPORTS] + ["torch_npu", *RESOLVED_PACKAGES]
+        packages = [module for module, _ in FRAMEWORK_IMPORTS] + [*JAX_IMPORTS, "torch_npu", *RESOLVED_PACKAGES]
         found = StatementFilter(requirements, packages)
     _FILTERS[key] = found
     return found

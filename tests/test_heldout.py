@@ -553,6 +553,7 @@ def test_a_jax_module_feeding_on_tf_data_is_not_tensorflow_code():
     assert result.error is None
     assert result.new_text is None  # unchanged
     assert (result.edits, result.findings) == ([], [])
+    assert "parse" not in result.work  # the engine knows it before parsing: no whole libcst parse
     tf_module = D2L_JAX.replace("import jax\nfrom flax import linen as nn\n", "")
     result = migrate_source(tf_module, "data.py", Options())
     assert result.new_text == tf_module.replace(".batch(batch_size))", ".batch(batch_size, drop_remainder=True))")
