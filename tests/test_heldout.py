@@ -342,11 +342,13 @@ class RelationModel(torch.nn.Module):
 """
 
 
-def test_a_class_default_flag_follows_its_renamed_readers():
+def test_a_class_default_flag_stays_with_its_readers():
+    """dff70f3 renamed the class default with its readers (is_npu everywhere in the file). The
+    class assigns `self.is_cuda` (a tensor's is_cuda is read-only), so it is the user's own
+    attribute: it keeps its name in the file, as for the readers outside it (guard, session 12)."""
     result = migrate_source(OWN_FLAG, "relation.py", Options())
     assert result.error is None
-    assert result.new_text == with_torch_npu(OWN_FLAG).replace(
-        "is_cuda", "is_npu").replace("cuda(", "npu(")
+    assert result.new_text == with_torch_npu(OWN_FLAG).replace("cuda(", "npu(")
     again = migrate_source(result.new_text, "relation.py", Options())
     assert again.error is None and not again.changed
 

@@ -477,3 +477,42 @@ def test_a_list_that_names_the_npu_value_already_stays(src):
     backend already and stays (the default, when it is "nccl", still moves)."""
     expected = src.replace('default="nccl"', 'default="hccl"')
     assert migrate(src) == expected
+
+
+# pyro-ppl 1.9.2 pyro/contrib/mue/models.py:53-58, 207-232 (held out): the model's public
+# `is_cuda` flag, set from its `cuda=` keyword.
+PYRO_OWN_FLAG = '''\
+import torch
+
+
+class ProfileHMM(torch.nn.Module):
+    def __init__(self, latent_seq_length, cuda=False):
+        super().__init__()
+        self.is_cuda = cuda
+
+    def fit_svi(self, dataset):
+        if self.is_cuda:
+            device = torch.device("cuda")
+        else:
+            device = torch.device("cpu")
+        for seq_data in dataset:
+            if self.is_cuda:
+                seq_data = seq_data.cuda()
+        return device
+'''
+
+
+def test_an_is_cuda_attribute_the_file_assigns_is_the_users_and_keeps_its_name():
+    """pyro's `self.is_cuda = cuda` became `self.is_npu = cuda`: consistent inside pyro, but
+    `model.is_cuda`, the documented attribute, raised AttributeError in the user's code. A
+    tensor's is_cuda is read-only, so an attribute the file assigns (or defines, or types as a
+    field) is the user's: it and its readers keep the name; the device code under it moves."""
+    result = migrate_source(PYRO_OWN_FLAG, "pyro/contrib/mue/models.py", Options())
+    assert result.new_text == PYRO_OWN_FLAG.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        'torch.device("cuda")', 'torch.device("npu")').replace("seq_data.cuda()", "seq_data.npu()")
+    field = ("from dataclasses import dataclass\n\n\n@dataclass\nclass Options:\n    is_cuda: bool = False\n\n\n"
+             "def pick(opts, x):\n    return x.cuda() if opts.is_cuda else x\n")
+    assert migrate_source(field, "opts.py", Options()).new_text == field.replace("x.cuda()", "x.npu()")
+    # a parameter of a signature split over lines is no field: a tensor's is_cuda still moves
+    param = "def f(\n    x,\n    is_cuda: bool = False,\n):\n    return x.is_cuda or is_cuda\n"
+    assert "x.is_npu or is_cuda" in migrate_source(param, "f.py", Options()).new_text

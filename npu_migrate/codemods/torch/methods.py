@@ -37,6 +37,21 @@ def command_line_flag_receivers(text: str, attribute: str) -> FrozenSet[str]:
     return frozenset(m.group(1) for m in bound)
 
 
+def declares_attribute(text: str, attribute: str) -> bool:
+    """Whether the file makes `attribute` its own: assigns it on some object (`self.is_cuda =
+    cuda`: a tensor's is_cuda is read-only, so that object is not a tensor), defines it (`def
+    is_cuda(self)`, a property) or declares it as a typed field on a line of its own (`is_cuda: bool = False`, a dataclass;
+    not a parameter of a signature split over lines, which ends in a comma).
+    Its readers there (`if self.is_cuda:`, `model.is_cuda` in the caller's code) are then the
+    user's attribute, not certainly a tensor's: renamed, the attribute and its readers elsewhere
+    (pyro's public `MuE.is_cuda`) would part."""
+    if attribute not in text:
+        return False
+    name = re.escape(attribute)
+    return re.search(rf"\.\s*{name}\s*=(?!=)|\bdef\s+{name}\s*\(|^[ \t]*{name}[ \t]*:[ \t]*bool[ \t]*(?:=[^,\n]*)?$",
+                     text, re.MULTILINE) is not None
+
+
 def fits_signature(call: cst.Call, method: str) -> bool:
     if method not in METHOD_SIGNATURES:
         return True
@@ -56,6 +71,12 @@ class MethodRewrites(TorchKind):
     def __init__(self, state: TorchState) -> None:
         super().__init__(state)
         self._flag_receivers: Dict[str, FrozenSet[str]] = {}
+        self._declared: Dict[str, bool] = {}  # attribute -> declares_attribute(text, attribute)
+
+    def _declared_here(self, attribute: str) -> bool:
+        if attribute not in self._declared:
+            self._declared[attribute] = declares_attribute(self.ctx.text, attribute)
+        return self._declared[attribute]
 
     def _rename_method(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """`.cuda(...)` on any receiver that is not an imported module (`qual` is None)."""
@@ -83,6 +104,8 @@ class MethodRewrites(TorchKind):
         """Not an imported name: attribute renames on any receiver (`x.is_cuda`), but for a
         command-line flag of the script's own of that name (`args.is_cuda`)."""
         rule = self.ctx.rules.attribute.get(original.attr.value)
+        if rule is not None and self._declared_here(rule.from_):
+            return updated  # the file's own attribute (declares_attribute)
         if rule is not None and isinstance(original.value, cst.Name):
             flags = self._flag_receivers
             if rule.from_ not in flags:
@@ -150,7 +173,7 @@ class MethodRewrites(TorchKind):
             return None
         rule = self.ctx.rules.attribute.get(targets[0].value)
         o_target = o_small.targets[0].target
-        if rule is None or rule.to in defined or self.ctx.suppressed(o_target, rule.code):
+        if rule is None or rule.to in defined or self.ctx.suppressed(o_target, rule.code) or self._declared_here(rule.from_):
             return None
         before, after = targets[0].value, rule.to
         self.ctx.edit(rule, o_target, f"`{before} = ...` -> `{after} = ...`: the class's own attribute follows "
