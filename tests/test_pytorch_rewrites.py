@@ -516,3 +516,41 @@ def test_an_is_cuda_attribute_the_file_assigns_is_the_users_and_keeps_its_name()
     # a parameter of a signature split over lines is no field: a tensor's is_cuda still moves
     param = "def f(\n    x,\n    is_cuda: bool = False,\n):\n    return x.is_cuda or is_cuda\n"
     assert "x.is_npu or is_cuda" in migrate_source(param, "f.py", Options()).new_text
+
+
+STRING_ANNOTATIONS = '''\
+from __future__ import annotations
+
+import torch
+
+
+class Runner:
+    def __init__(self, device: "Literal['cuda', 'cpu']" = "cuda", backend: "Optional[Literal['nccl', 'gloo']]" = "nccl"):
+        self.device = device
+        self.backend = backend
+
+    def run(self, x):
+        if self.device == "cuda":
+            return x.to(self.device)
+        return x
+
+
+def f(device: "Literal['cuda', 'npu']" = "cuda", other: "Literal['cuda']" = "cuda"):
+    return device, other
+'''
+
+
+def test_the_values_a_string_annotation_lists_move_with_the_default():
+    """`device: "Literal['cuda', 'cpu']" = "cuda"` (a type in a string): the default and the
+    readers moved, the type still listed 'cuda' (a type checker then refused every caller
+    passing "npu"). It moves as the annotation written out does (e327bd4); one that names the
+    NPU already, and a parameter not named for a device, stay. Idempotent."""
+    result = migrate_source(STRING_ANNOTATIONS, "runner.py", Options())
+    assert result.new_text == STRING_ANNOTATIONS.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "device: \"Literal['cuda', 'cpu']\" = \"cuda\", backend: \"Optional[Literal['nccl', 'gloo']]\" = \"nccl\"",
+        "device: \"Literal['npu', 'cpu']\" = \"npu\", backend: \"Optional[Literal['hccl', 'gloo']]\" = \"hccl\"").replace(
+        'if self.device == "cuda"', 'if self.device == "npu"').replace(
+        "device: \"Literal['cuda', 'npu']\" = \"cuda\"", "device: \"Literal['cuda', 'npu']\" = \"npu\"")
+    assert [(e.code, e.span.line, e.before, e.after) for e in result.edits if e.before.startswith('"')][:2] == [
+        ("NPU105", 7, "\"Literal['cuda', 'cpu']\"", "\"Literal['npu', 'cpu']\""), ("NPU105", 7, '"cuda"', '"npu"')]
+    assert not migrate_source(result.new_text, "runner.py", Options()).changed

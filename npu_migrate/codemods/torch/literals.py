@@ -52,6 +52,22 @@ def _declares_option(call: cst.Call) -> bool:
     return first is not None and first.startswith("-")
 
 
+def _literal_strings(node: cst.BaseExpression):
+    """The string literals a type lists as `Literal[...]` values, also inside `Optional[...]`,
+    `Union[...]` and `X | None` (a type parsed from a string annotation: names by their text)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.BitOr):
+        yield from _literal_strings(node.left)
+        yield from _literal_strings(node.right)
+    elif isinstance(node, cst.Subscript):
+        kind = (last_identifier(node.value) or "").rsplit(".", 1)[-1]
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                if kind == "Literal" and isinstance(element.slice.value, cst.SimpleString):
+                    yield element.slice.value
+                elif kind in ("Optional", "Union"):
+                    yield from _literal_strings(element.slice.value)
+
+
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Name):
         return node.value
@@ -754,8 +770,49 @@ class LiteralRewrites(TorchKind):
         default and the readers (`== "nccl"`), like argparse's `choices`; also inside
         `Optional[...]`, `Union[...]` and `X | None`. A Literal that names the NPU's value already
         stays (it would name it twice)."""
-        new = self._literal_values(target, original.annotation, updated.annotation)
+        if isinstance(original.annotation, cst.SimpleString) and isinstance(updated.annotation, cst.SimpleString):
+            new = self._string_annotation(target, original.annotation, updated.annotation)
+        else:
+            new = self._literal_values(target, original.annotation, updated.annotation)
         return updated.with_changes(annotation=new) if new is not updated.annotation else updated
+
+    def _string_annotation(self, target, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        """`device: "Literal['cuda', 'cpu']" = "cuda"` (a forward reference, or a module written
+        for PEP 563): the values the Literal in the string lists move as in an annotation
+        written out (_literal_values), read from the string's text; one edit for the string."""
+        text = string_value(original)
+        device, backend = self.is_device_expr(target), self.is_backend_expr(target)
+        if text is None or "Literal" not in text or not (device or backend):
+            return updated
+        try:
+            expr = cst.parse_expression(text)
+        except (cst.ParserSyntaxError, RecursionError, ValueError):
+            return updated
+        strings = list(_literal_strings(expr))
+        rewriter = (self.devices if self.is_passed_device(target) else self.positional_devices) if device else self.backends
+        new = {id(s): rewriter.rewrite(s) for s in strings}
+        values = {string_value(s) for s in strings}
+        if not any(new.values()) or any(n is not None and string_value(n) in values for n in new.values()):
+            return updated  # nothing to move, or `Literal['cuda', 'npu']`: selects the NPU already
+        table = self.device_rule if device else self.backend_rule
+        rule = self._rule_for_literal(table, original) if table else None
+        if rule is None or self.ctx.suppressed(original, rule.code):
+            return updated
+
+        class Swap(cst.CSTTransformer):
+            def leave_SimpleString(self, o: cst.SimpleString, u: cst.SimpleString) -> cst.BaseExpression:
+                return new.get(id(o)) or u
+
+        swapped = expr.visit(Swap())
+        if not isinstance(swapped, cst.BaseExpression):
+            return updated
+        code = cst.Module(body=[]).code_for_node(swapped)
+        if original.quote in code or "\\" in code:
+            return updated  # (the string's own quotes or escapes inside: not written back)
+        result = updated.with_changes(value=f"{original.prefix}{original.quote}{code}{original.quote}")
+        self._record_literal(rule, original, result, "device string" if device else "distributed backend")
+        self.ctx.require_import("torch_npu")
+        return result
 
     def _literal_values(self, target, original: cst.BaseExpression, updated: cst.BaseExpression):
         if isinstance(original, cst.BinaryOperation) and isinstance(updated, cst.BinaryOperation) \
