@@ -121,3 +121,19 @@ def test_a_word_in_any_case_is_found_where_the_case_insensitive_search_finds_it(
         search = re.compile("(?i)" + "|".join(re.escape(w) for w in words))
         for text in texts:
             assert _in_any_case(words, text) == (search.search(text) is not None), (words, text[:40])
+
+
+def test_the_names_defined_are_those_of_a_word_led_search():
+    """guards._defined_names (what lines left out may define) searches `def`/`class` from their
+    letters and checks the word start itself: the names of `\\b(?:def|class)\\s+(NAME)`."""
+    import re
+
+    from npu_migrate.codemods.guards import _defined_names
+
+    search = re.compile(r"\b(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
+    texts = ["def f(): pass", "undef x", "auto_class\n    def to_b(self):", "@dataclass\nclass A(B):",
+             "xclass  Y", "éclass Z\nclass W", "class\tT", "def\n", "classdef  k", "_def k", "9def k",
+             "a=1;def g(): pass", "class class_ x"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    for text in texts:
+        assert _defined_names(text) == set(search.findall(text)), text[:40]
