@@ -374,3 +374,38 @@ def test_a_qualified_name_under_an_aliased_parent_needs_its_attribute_written():
                  "import torch\nfrom torch import nn as tnn\nmodel = tnn.Transformer()\n",
                  "import torch\nfrom torch.nn import Transformer as T\nmodel = T()\n"):
         assert {f.code for f in migrate_source(used, "block.py").findings} == {"NPU304"}, used
+
+
+def test_a_definition_left_out_is_parsed_by_its_own_lines(monkeypatch):
+    """transformers' mamba, zamba, jamba: a device test reads `is_fast_path_available = all(...)`,
+    a module-level assignment partial parsing leaves out amid other module code. The second
+    attempt parses that assignment and the imports its names come from (asked for in the same
+    retry), not the whole run of module code around it (zamba: 489 lines kept, 192 now); two
+    attempts, as a whole parse would report it."""
+    from npu_migrate import partial as partial_module
+
+    consts = "".join(f"CONSTANT_{i} = {i}\n" for i in range(40))
+    text = ("import torch\nfrom torch import nn\n\nif is_mamba_ssm_available():\n"
+            "    from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\nelse:\n"
+            "    selective_scan_fn = None\n\n" + consts + "is_fast_path_available = all((selective_scan_fn,))\n"
+            + consts.replace("CONSTANT", "OTHER") + "\n\nclass Mixer(nn.Module):\n    def forward(self, x):\n"
+            "        if not is_fast_path_available or 'cuda' not in x.device.type:\n"
+            "            raise ValueError('Fast kernels are not available')\n        return self.fast(x)\n")
+    texts = []
+    made = partial_module.partial_text
+
+    def recorded(*args, **kwargs):
+        found = made(*args, **kwargs)
+        texts.append(found.text if found is not None else None)
+        return found
+
+    monkeypatch.setattr(partial_module, "partial_text", recorded)
+    result = migrate_source(text, "modeling_mixer.py")
+    whole = migrate_source(text, "modeling_mixer.py", partial=False)
+    assert [(f.code, f.span.line) for f in result.findings] == [(f.code, f.span.line) for f in whole.findings]
+    assert ("NPU315", 94) in [(f.code, f.span.line) for f in result.findings]
+    assert result.work["partial"] == 2 and result.work["retry"] == 1 and "parse" not in result.work
+    second = texts[1]
+    assert "is_fast_path_available = all((selective_scan_fn,))\n" in second
+    assert "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\n" in second
+    assert "CONSTANT_39 = 39" not in second and "OTHER_0 = 0" not in second
