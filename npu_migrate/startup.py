@@ -284,8 +284,11 @@ class KeptRuleSet:
     field by field); anything else is a miss, and the run builds and keeps a new one. Only the
     built-in rules with no `--rules` file are kept."""
 
-    def __init__(self, path: Optional[str]) -> None:
+    def __init__(self, path: Optional[str], package: Optional[str] = None) -> None:
         self.path = path
+        # the folder whose modules a kept set names: this package's (a copied package's kept file
+        # names the modules it was copied from: a miss)
+        self.package = os.path.join(package or os.path.dirname(os.path.abspath(__file__)), "")
         self.pending: Optional[bytes] = None  # the file to write (a set this process built)
         self.pid = os.getpid()
         self.hits = 0  # rule sets given (tests/test_startup.py)
@@ -306,8 +309,10 @@ class KeptRuleSet:
         for module in modules:
             try:
                 path, mtime, size = module
+                if not path.startswith(self.package):
+                    return None
                 status = os.stat(path)
-            except (OSError, TypeError, ValueError):
+            except (OSError, TypeError, ValueError, AttributeError):
                 return None
             if (status.st_mtime_ns, status.st_size) != (mtime, size):
                 return None
@@ -326,16 +331,15 @@ class KeptRuleSet:
             return
         import pickle  # nosec B403 (only a file of the user's own no one else may write is unpickled: _ours)
 
-        package = os.path.dirname(os.path.abspath(__file__)) + os.sep
         modules = []
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
-            if isinstance(path, str) and os.path.abspath(path).startswith(package):
+            if isinstance(path, str) and os.path.abspath(path).startswith(self.package):
                 try:
                     status = os.stat(path)
                 except OSError:
                     return
-                modules.append((path, status.st_mtime_ns, status.st_size))
+                modules.append((os.path.abspath(path), status.st_mtime_ns, status.st_size))
         try:
             body = pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL)
             self.pending = MAGIC_NUMBER + marshal.dumps((key, sys.version, tuple(sorted(modules)), body))

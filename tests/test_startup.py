@@ -989,12 +989,18 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
 
     from npu_migrate import rules
 
+    from npu_migrate import startup
+
     kept, _ = kept_rules
     rule_set = rules.load_rules()
     assert kept.pending is not None
     kept.pending = None
-    module = tmp_path / "module.py"
+    package = tmp_path / "package"
+    package.mkdir()
+    module = package / "module.py"
     module.write_text("x = 1\n")
+    kept = startup.KeptRuleSet(kept.path, package=str(package))  # (its modules: those of `package`)
+    monkeypatch.setattr(startup, "KEPT_RULES", kept)
 
     def entry(key=b"key", version=sys.version, modules=None, body=None):
         status = os.stat(module)
@@ -1009,8 +1015,10 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
     assert kept.get(b"other key") is None
     entry(version=sys.version + "+")
     assert kept.get(b"key") is None
-    entry(modules=((str(tmp_path / "gone.py"), 1, 1),))
+    entry(modules=((str(package / "gone.py"), 1, 1),))
     assert kept.get(b"key") is None
+    entry()  # a copy of the package: the kept file names the modules of the one it was copied from
+    assert startup.KeptRuleSet(kept.path, package=str(tmp_path / "copy")).get(b"key") is None
     entry()
     module.write_text("x = 22\n")  # another size
     assert kept.get(b"key") is None
@@ -1037,6 +1045,17 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
                      'examples = [{ before = "x = \'xpu\'", after = "x = \'npu\'" }]\n')
     rules.load_rules([extra])
     assert kept.pending is None and kept.hits == 1
+    # a set built here names its package's modules only (none loaded from `package`), each as it is now
+    kept.put(b"key", rule_set)
+    assert marshal.loads(kept.pending[len(MAGIC_NUMBER):])[2] == ()
+    package_folder = os.path.dirname(os.path.abspath(startup.__file__))
+    real = startup.KeptRuleSet(kept.path)
+    real.put(b"key", rule_set)
+    modules = marshal.loads(real.pending[len(MAGIC_NUMBER):])[2]
+    assert {os.path.join(package_folder, "rules.py"), os.path.join(package_folder, "kinds", "base.py")} <= {
+        m[0] for m in modules}
+    assert all(m[0].startswith(package_folder + os.sep) and (os.stat(m[0]).st_mtime_ns, os.stat(m[0]).st_size)
+               == m[1:] for m in modules)
 
 
 def test_the_rule_sets_build_reads_no_file():
