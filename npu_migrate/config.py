@@ -28,7 +28,7 @@ from typing import Any, Dict, Optional, Sequence, cast
 
 import click
 
-from .project_files import common_folder
+from .project_files import common_folder, toml_data
 
 TABLE = "npu-migrate"
 # Options that only make sense on the command line (by key).
@@ -102,7 +102,7 @@ def _read_toml(path: str, data: Optional[bytes] = None) -> Dict[str, Any]:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ConfigError(f"{path}: not UTF-8 (line {line}), as TOML must be") from None
     try:
-        return tomllib.loads(text)
+        return toml_data(text)  # (shared with the pins: the same pyproject.toml, parsed once)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: invalid TOML: {exc}") from None
 

@@ -132,6 +132,21 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
 
 
 @pytest.mark.slow
+def test_a_pyproject_read_by_the_configuration_and_the_pins_is_parsed_once(tmp_path):
+    """config.py (its [tool.npu-migrate]) and the torch_npu target (its dependencies) read the same
+    pyproject.toml: one TOML parse (project_files.toml_data), and both read it (the configured
+    format is used, the pin decides the target)."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "p"\ndependencies = ["torch-npu==2.1.0.post8"]\n\n'
+        '[tool.npu-migrate]\nformat = "json"\n', encoding="utf-8")
+    seen = _probe(tmp_path, "train.py", "--check", "--no-cache", "-o", "report.json")
+    assert seen["built"]["TOML parses"] == 1
+    report = json.loads((tmp_path / "report.json").read_text(encoding="utf-8"))
+    assert report["targets"]["torch_npu"]["reason"] == "torch-npu==2.1.0.post8 in pyproject.toml"
+
+
+@pytest.mark.slow
 def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_only(tmp_path):
     for name in ("a.py", "b.py", "c.py"):
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
