@@ -806,3 +806,16 @@ def test_a_test_before_a_triton_launch_through_an_attribute_stays():
     assert "(`self.kernel`, which is `_add_kernel`, which uses `triton`)" in next(
         f.message for f in result.findings if f.code == "NPU315")
     assert_partial_as_whole(ATTRIBUTE_LAUNCH)
+
+
+def test_a_refusal_that_admits_the_npu_already_is_not_kept_and_its_block_migrates():
+    """NPU315's suggestion: port the CUDA-only code, then add "npu" to the test. After that
+    (`if device.type not in ("cuda", "npu"): raise`), a rerun reported NPU315 again on a test
+    the torch pass leaves alone anyway, and kept the `torch.cuda.set_device` behind it (the
+    CUDA side of a kept test stays with it): now the test is not judged and the block moves."""
+    ported = TRL_CLIENT.replace('if device.type != "cuda":', 'if device.type not in ("cuda", "npu"):').replace(
+        'torch.device("cuda", device)', 'torch.device("npu", device)')
+    r = migrate_source(ported, "trl/generation/vllm_client.py")
+    assert r.new_text == ported.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "torch.cuda.set_device(device)", "torch.npu.set_device(device)")
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU303", 2)]

@@ -762,6 +762,13 @@ def _is_cuda_string(node: cst.CSTNode) -> bool:
 
 
 _CUDA_INDEX_RE = re.compile(r"cuda:\d+")
+
+
+def _names_npu(node: cst.CSTNode) -> bool:
+    """A tuple/list/set of device names that holds "npu" (`("cuda", "npu")`)."""
+    return isinstance(node, (cst.Tuple, cst.List, cst.Set)) and any(
+        isinstance(e, cst.Element) and isinstance(e.value, cst.SimpleString)
+        and (string_value(e.value) or "").split(":")[0] == "npu" for e in node.elements)
 # The text test for a comparison with "cuda" (`== "cuda"`, `in ("cuda", "xpu")`, `"cuda" != x`).
 _COMPARED_WITH_CUDA_RE = re.compile(r"""(?:==|!=|\bin)\s*[(\[{]?\s*(?:(?:'[^'\n]*'|"[^"\n]*")\s*,\s*)*['"]cuda(?::\d+)?['"]"""
                                     r"""|['"]cuda(?::\d+)?['"]\s*(?:==|!=|in\b|not\b)""")
@@ -1217,8 +1224,9 @@ class _DeviceGates:
                 negative = False
             elif isinstance(node, cst.Comparison):
                 negative = any(isinstance(t.operator, (cst.NotEqual, cst.NotIn)) for t in node.comparisons)
-                if not any(_is_cuda_string(o) for o in self._operands(node)):
-                    continue
+                operands = self._operands(node)
+                if not any(_is_cuda_string(o) for o in operands) or any(_names_npu(o) for o in operands):
+                    continue  # (`not in ("cuda", "npu")`: admits the NPU already; the torch pass keeps it)
             verdict = self._judge(node, negative, depth=0, seen=set())
             if verdict is None or (isinstance(node, cst.Comparison) and not self._tests_a_device(node)):
                 continue  # (asked last: is_device_expr may walk the module for a variable's uses)
