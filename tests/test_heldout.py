@@ -585,3 +585,34 @@ def test_a_ctranslate2_device_is_not_torchs_and_is_reported():
         'torch.device("cuda", opt.gpu)', 'torch.device("npu", opt.gpu)')
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [
         ("NPU303", 8, "ctranslate2")]
+
+
+# tinyms 0.3.2 tinyms/optimizers/bert_optimizer.py:378 (the ModelZoo BERT optimizer): "GPU"
+# selects a GPU variant of the optimizer and the `else` is the Ascend path, so the code runs on
+# Ascend as written. NPU348 advised making the GPU branch the Ascend one: wrong there. A "GPU"
+# branch that sets the device up (set_context, init("nccl")) is still reported.
+TINYMS_OPTIMIZER = """\
+from mindspore import context
+from mindspore.nn import AdamWeightDecay
+
+
+def get_optimizer(args_opt, group_params, lr_schedule, eps):
+    if args_opt.enable_lossscale == "true" and args_opt.device_target == 'GPU':
+        optimizer = AdamWeightDecayForBert(group_params, learning_rate=lr_schedule, eps=eps)
+    elif context.get_context("mode") == context.PYNATIVE_MODE and args_opt.device_target == 'GPU':
+        optimizer = AdamWeightDecayOp(group_params, learning_rate=lr_schedule, eps=eps)
+    else:
+        optimizer = AdamWeightDecay(group_params, learning_rate=lr_schedule, eps=eps)
+    return optimizer
+"""
+
+
+def test_a_gpu_variant_beside_the_ascend_path_gets_no_device_target_advice():
+    result = migrate_source(TINYMS_OPTIMIZER, "bert_optimizer.py", Options())
+    assert result.error is None
+    assert (result.new_text, result.findings) == (None, [])
+    setup = TINYMS_OPTIMIZER.replace(
+        "        optimizer = AdamWeightDecayOp(", "        context.set_context(device_target='GPU')\n"
+        "        optimizer = AdamWeightDecayOp(")
+    result = migrate_source(setup, "bert_optimizer.py", Options())
+    assert [(f.code, f.span.line) for f in result.findings] == [("NPU348", 6)]

@@ -302,6 +302,31 @@ class Decision:
     reports: List[Tuple[cst.CSTNode, str, str]] = field(default_factory=list)  # (node, api, message)
 
 
+_DEVICE_SETUP_CALLS = frozenset({"set_context", "init", "set_auto_parallel_context"})
+
+
+class _DeviceSetup(cst.CSTVisitor):
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> None:
+        if string_value(node) in ("GPU", "nccl"):
+            self.found = True
+
+    def visit_Call(self, node: cst.Call) -> None:
+        name = dotted_name(node.func) or ""
+        if name.rsplit(".", 1)[-1] in _DEVICE_SETUP_CALLS:
+            self.found = True
+
+
+def _sets_up_device(body: cst.CSTNode) -> bool:
+    """Whether a branch selected by "GPU" sets the device up (`set_context(device_target="GPU")`,
+    `init("nccl")`, a "GPU" string): the branch an Ascend run must take too."""
+    probe = _DeviceSetup()
+    body.visit(probe)
+    return probe.found
+
+
 def _statements(suite: cst.CSTNode) -> List[cst.CSTNode]:
     if isinstance(suite, cst.IndentedBlock):
         return list(suite.body)
@@ -396,7 +421,10 @@ def analyse(module: cst.Module, rule: Rule, crossing: FrozenSet[str] = frozenset
                 f"`--{name}` defaults to \"{frm}\" and does not offer \"{to}\", and nothing in this file reads it:"
                 f" the code that does (in another file) must move to \"{to}\" with it, so it was left as it is.",
             ))
-        elif gpu_compared and not known:
+        elif gpu_compared and not known and any(_sets_up_device(body) for body in key.gpu_bodies):
+            # (A "GPU" branch that only picks a GPU variant, with the Ascend path in its `else`
+            # -- the model zoos' `AdamWeightDecayForBert` on GPU, tinyms' bert_optimizer -- runs
+            # on Ascend as written: making it the Ascend branch would be wrong advice.)
             decision.reports.append((
                 gpu_compared[0].node, name,
                 f"`{name}` selects the \"{frm}\" branch here, and its value comes from outside this file (a config"
