@@ -189,6 +189,11 @@ def partial_verify_is_the_whole_verify(monkeypatch):
     monkeypatch.setattr(engine, "_verified", checked)
 
 
+def _free_bytes(folder: str) -> int:
+    stat = os.statvfs(folder)
+    return stat.f_bavail * stat.f_frsize
+
+
 @pytest.fixture
 def memory_tmp_path(tmp_path):
     """tmp_path, but in memory (a folder under /dev/shm, removed afterwards) where the machine has a
@@ -199,8 +204,8 @@ def memory_tmp_path(tmp_path):
     import tempfile
 
     shm = "/dev/shm"
-    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)):
-        yield tmp_path
+    if not (os.path.isdir(shm) and os.access(shm, os.W_OK)) or _free_bytes(shm) < 512 << 20:
+        yield tmp_path  # (a container's default /dev/shm is 64 MB: 10,000 files and their cache fill it)
         return
     folder = Path(tempfile.mkdtemp(prefix="npu-migrate-test-", dir=shm))
     try:
