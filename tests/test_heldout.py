@@ -616,3 +616,35 @@ def test_a_gpu_variant_beside_the_ascend_path_gets_no_device_target_advice():
         "        optimizer = AdamWeightDecayOp(")
     result = migrate_source(setup, "bert_optimizer.py", Options())
     assert [(f.code, f.span.line) for f in result.findings] == [("NPU348", 6)]
+
+
+# allennlp 2.10.1 allennlp/training/gradient_descent_trainer.py:15,366: the trainer reads the
+# scaler's per-optimizer stage with the enum torch_npu's own GradScaler compares it with (`is`):
+# torch_npu imports that very OptState from torch (torch.cuda.amp.grad_scaler in 2.1, torch.amp's,
+# which torch.cuda.amp.grad_scaler re-exports, in 2.14). It was an NPU320 error ("torch_npu lacks
+# torch.npu.amp.grad_scaler"); it stays, unreported, under every target, while GradScaler moves.
+ALLENNLP_TRAINER = """\
+import torch
+from torch.cuda.amp.grad_scaler import OptState
+from torch.cuda import amp
+
+
+class Trainer:
+    def __init__(self, use_amp):
+        self._scaler = amp.GradScaler() if use_amp else None
+
+    def _unscale(self, optimizer):
+        if self._scaler._per_optimizer_states[id(optimizer)]["stage"] is not OptState.UNSCALED:
+            self._scaler.unscale_(optimizer)
+        ready = torch.cuda.amp.grad_scaler.OptState.READY
+        return ready
+"""
+
+
+@pytest.mark.parametrize("target", ["", "2.1"])
+def test_the_grad_scalers_stage_enum_is_no_device_code_and_stays(target):
+    result = migrate_source(ALLENNLP_TRAINER, "gradient_descent_trainer.py", Options.of(torch_npu_version=target))
+    assert result.error is None
+    assert result.new_text == with_torch_npu(ALLENNLP_TRAINER).replace(
+        "from torch.cuda import amp", "from torch.npu import amp")
+    assert result.findings == []

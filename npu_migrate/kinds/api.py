@@ -4,6 +4,9 @@ A reference to `from` (or, with `members`, to `from.<member>` for a listed membe
 `to`: `torch.cuda.synchronize()` -> `torch.npu.synchronize()`, also as `th.cuda`, `from torch
 import cuda` and `from torch.cuda.amp import GradScaler`. The longest matching `from` wins
 (RuleSet.rewrite_api), so `torch.cuda.CUDAGraph` (renamed) beats the `torch.cuda` member rule.
+A rule whose `to` is its `from` keeps those names as they are, with no finding: a torch.cuda
+name that is no device code (`torch.cuda.amp.grad_scaler.OptState`), held whole by
+codemods/torch/references.py instead of falling to the `torch.cuda` rule's `amp` member.
 
     [[api]]
     code = "NPU102"

@@ -315,7 +315,8 @@ def supported_rewrites(rules, target: Target) -> List[Tuple[str, str, Optional[M
         else:
             pairs = [(f"{rule.from_}.{m}", f"{rule.to}.{m}") for m in sorted(listed, key=lambda m: (m.lower(), m))]
         for before, after in pairs:
-            out.append((before, after, target.missing(after)))
+            if before != after:  # (a name an [[api]] rule keeps as it is: no rewrite to list)
+                out.append((before, after, target.missing(after)))
     for rule in rules.rules:
         if KINDS.get(rule.kind) is module_kind.KIND:
             out.append((rule.from_, rule.to, target.missing(rule.to)))

@@ -79,6 +79,13 @@ class ReferenceRewrites(TorchKind):
             return None
         return hit
 
+    def _stays(self, qualname: str) -> bool:
+        """Whether an [[api]] rule keeps `qualname` as it is (`to` == `from`: a torch.cuda name
+        that is no device code, torch.cuda.amp.grad_scaler.OptState): its attributes are held
+        whole, nothing is written or reported for it."""
+        hit = self.ctx.rules.rewrite_api(qualname)
+        return hit is not None and hit[0] == hit[1]
+
     def _alias_members_ok(self, local: str, qual: str) -> bool:
         """Whether every `local.X` in the file can follow when the import that binds `local` to
         `qual` is rewritten (`import torch.cuda as tc` -> `import torch.npu as tc`): each
@@ -362,7 +369,7 @@ class ReferenceRewrites(TorchKind):
                 self._held.add(id(node.value))
                 return
             qual = self.resolve(node)
-            if qual is not None and self._rewrite_api(qual) is None and qual in self._blocked:
+            if qual is not None and (self._stays(qual) or self._rewrite_api(qual) is None and qual in self._blocked):
                 self._held.add(id(node.value))
 
     def visit_Arg(self, node: cst.Arg) -> None:
@@ -450,8 +457,8 @@ class ReferenceRewrites(TorchKind):
 
     def _rewrite_reference(self, original: cst.Attribute, updated: cst.Attribute, qual: str) -> cst.BaseExpression:
         """`torch.cuda.X` (resolved through imports) -> its NPU twin, and its `api` finding."""
-        if id(original) in self._held:
-            return updated  # part of a reference the target blocks (reported as a whole)
+        if id(original) in self._held or self._stays(qual):
+            return updated  # part of a reference the target blocks (reported as a whole), or one that stays
         if isinstance(original.value, cst.Name) and original.value.value in self._kept_imports:
             self._report_kept(original.value.value, qual, original)  # `tc.set_device` of a kept `tc`
         if qual.startswith("torch.npu") or qual.startswith("torch_npu"):
