@@ -137,3 +137,17 @@ def test_the_names_defined_are_those_of_a_word_led_search():
     texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
     for text in texts:
         assert _defined_names(text) == set(search.findall(text)), text[:40]
+
+
+def test_a_comparison_with_cuda_is_found_where_the_search_finds_it():
+    """guards._compared_with_cuda looks for _COMPARED_WITH_CUDA_RE's match from each quoted
+    "cuda" (the part before it matched on the reversed text): the same answer as the search."""
+    from npu_migrate.codemods.guards import _COMPARED_WITH_CUDA_RE, _compared_with_cuda
+
+    texts = ["", "x == 'cuda'", "x=='cuda:0'", 'd in ("cpu", "cuda")', "d in ['cpu',\n 'cuda']", "'cuda' == x",
+             "'cuda' in d", "'cuda' not in d", "'cuda'cuda' == x", "'cuda' + x", "x = 'cuda'", "within 'cuda'",
+             "d in{'a', 'b' , 'cuda'}", "x != (\n  'cuda:12')", "'cuda:' == x", "\"cuda\" in'x'", "'cuda' inx",
+             "begin 'cuda'", "x in 'a', 'cuda'", "'cuda:0\" notx", "a == 'x\n', 'cuda'", "in  [ 'cuda' ]"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    for text in texts:
+        assert _compared_with_cuda(text) == (_COMPARED_WITH_CUDA_RE.search(text) is not None), text[:40]
