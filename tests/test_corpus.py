@@ -69,7 +69,9 @@ def test_corpus_migrates_without_damage(name, only):
     print(corpus_check.table([result]))
     assert result.violations == []
     assert result.failed == 0
-    assert result.files > 100 and result.changed >= 8 and result.edits >= 40
+    # (edits: timm's 39 since 9ede4d4: data/loader.py's `self.is_cuda = torch.cuda.is_available() and ...`
+    # keeps the attribute's name, its value moves; it was renamed self.is_npu with its reader, one edit more)
+    assert result.files > 100 and result.changed >= 8 and result.edits >= 39
 
 
 def test_the_checker_catches_damage(tmp_path):
