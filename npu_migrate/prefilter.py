@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, TF2_FINDING, Undecided, tensorflow2_reason, tensorflow2_reason_of
 from .kinds import KINDS
 from .kinds.finding import match_kind_of
-from .words import Requirement, Word, framework_imports, words_of  # noqa: F401 (Word: for callers)
+from .words import Requirement, Word, framework_imports, matches_at_word_start, words_of  # noqa: F401 (Word: for callers)
 
 
 
@@ -136,15 +136,7 @@ def link_found(pattern: "re.Pattern[str]", text: str) -> bool:
     """Whether `pattern` (which starts with a word) matches where a word starts."""
     if not pattern.pattern[:1].isalnum():
         return pattern.search(text) is not None
-    pos = 0
-    while True:
-        m = pattern.search(text, pos)
-        if m is None:
-            return False
-        start = m.start()
-        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
-            return True
-        pos = start + 1
+    return next(matches_at_word_start(pattern, text), None) is not None
 
 
 class Prefilter:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import FrozenSet, List, Optional, Set, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES
 
@@ -189,3 +189,20 @@ def words_of(text: str) -> Set[bytes]:
     """The words (identifier-like runs) of a text. A translate and a split run at C speed:
     about 4x faster than one regex over the anchors, whatever the number of rules."""
     return set(text.encode("utf-8", "replace").translate(_TO_SPACE).split())
+
+
+def matches_at_word_start(pattern: "re.Pattern[str]", text: str) -> Iterator["re.Match[str]"]:
+    """The matches of `pattern` in `text` that start a word (no letter, digit or `_` just before),
+    in order, without overlapping. The pattern starts with a letter instead of `\\b`: a leading
+    `\\b` makes the regex engine try every position (30x slower on a long file)."""
+    at = 0
+    while True:
+        match = pattern.search(text, at)
+        if match is None:
+            return
+        start = match.start()
+        if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
+            yield match
+            at = max(match.end(), start + 1)
+        else:  # inside a word: look again from its next character (`auto_class` then `def f`)
+            at = start + 1
