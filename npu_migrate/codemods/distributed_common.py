@@ -14,12 +14,12 @@ import libcst as cst
 
 from ..context import Context
 from ..imports import ImportTable
-from ..distributed import (BEGIN_MARKER, END_MARKER, MODULES, OFFERS, RANK_TABLE, RUN_8P, helpers_import,
+from ..distributed import (BEGIN_MARKER, END_MARKER, IMPORT_COMMENT, MODULES, OFFERS, RANK_TABLE, RUN_8P, helpers_import,
                            render_helpers, render_rank_table, render_run_8p)
 from ..imports import dotted_name
 from ..modelarts import BEGIN_MARKER as MODELARTS_BEGIN, END_MARKER as MODELARTS_END, RUNTIME_MODULE
 from ..rules import Rule
-from .syntax import beside_prefix, comment_texts, imports_beside, is_main_guard, leading_lines, marked_block, module_beside
+from .syntax import beside_prefix, comment_texts, import_beside, imports_beside, is_main_guard, leading_lines, marked_block, module_beside
 from .syntax import header_end as syntax_header_end
 from ..codes import emits
 
@@ -119,7 +119,7 @@ def install_helpers_import(module: cst.Module, framework: str, prefix: str,
     names = helpers_called(module.with_changes(body=[*extra, *module.body]), framework)
     if not names:
         return module
-    line = statement(helpers_import(names, prefix, MODULES[framework]), module)
+    line = statement(import_beside(prefix, IMPORT_COMMENT, lambda p: helpers_import(names, p, MODULES[framework])), module)
     body = list(module.body)
     at = header_end(module)
     while at > 0 and imports_beside(body[at - 1], RUNTIME_MODULE):

@@ -269,12 +269,29 @@ def module_beside(name: str, module: str) -> bool:
 def imports_beside(stmt: cst.CSTNode, module: str) -> bool:
     """Whether a statement imports the generated `module` beside the script (module_beside):
     an import line, or the `try: from pkg.<module> import ... except ImportError: from <module>
-    import ...` a package's script gets (modelarts.rewrite.PACKAGE_IMPORT)."""
+    import ...` a package's script gets (import_beside)."""
     if isinstance(stmt, cst.Try) and stmt.body.body:
         stmt = stmt.body.body[0]
     return isinstance(stmt, cst.SimpleStatementLine) and any(
         isinstance(x, cst.ImportFrom) and x.module is not None and module_beside(dotted_name(x.module) or "", module)
         for x in stmt.body)
+
+
+def import_beside(prefix: str, comment: str, import_of: Callable[[str], str]) -> str:
+    """The import of a module generated beside a script (`import_of(prefix)`: its code, with
+    `prefix` before the module's name; beside_prefix). Through the package ("<package>."), for
+    the console script, `python -m pkg.train` and `import pkg`, with the bare import as the
+    fallback: a script run from a checkout whose package is installed from elsewhere (without the
+    generated module) finds it beside itself, on sys.path[0] (fairseq_cli/train.py). `comment`
+    marks the statement."""
+    if prefix in ("", "."):
+        return import_of(prefix).replace("\n", f"  {comment}\n", 1)
+
+    def indented(code: str) -> str:
+        return "".join("    " + line if line.strip() else line for line in code.splitlines(True))
+
+    return (f"try:  {comment}\n{indented(import_of(prefix))}"
+            f"except ImportError:  # run from its folder, its package installed without it\n{indented(import_of(''))}")
 
 
 def beside_prefix(relative: bool, module: cst.Module, path: str) -> str:

@@ -55,14 +55,15 @@ def helpers_file_name(script: str) -> str:
 
 
 def helpers_import(names, prefix: str = "", module: str = HELPERS_MODULE) -> str:
-    """The line (or, past 99 characters, the parenthesised lines) importing `names` from `module`
-    (after `prefix`: "." or "<package>.", codemods.syntax.beside_prefix)."""
+    """The line (or, past 99 characters with IMPORT_COMMENT after it, the parenthesised lines)
+    importing `names` from `module` (after `prefix`: "." or "<package>.",
+    codemods.syntax.beside_prefix), without the comment (codemods.syntax.import_beside adds it)."""
     module = prefix + module
-    line = f"from {module} import {', '.join(names)}  {IMPORT_COMMENT}\n"
-    if len(line) <= 100:
+    line = f"from {module} import {', '.join(names)}\n"
+    if len(line) + len(f"  {IMPORT_COMMENT}") <= 100:
         return line
     inner = "".join(f"    {name},\n" for name in names)
-    return f"from {module} import (  {IMPORT_COMMENT}\n{inner})\n"
+    return f"from {module} import (\n{inner})\n"
 
 
 def launch_script_name(framework: str, script: str) -> str:

@@ -10,7 +10,7 @@ import libcst as cst
 
 from ...context import Context
 from ...modelarts import BEGIN_MARKER, END_MARKER, RUNTIME_MODULE, SETUP_FUNCTION, black_format
-from ..syntax import beside_prefix, node_code
+from ..syntax import beside_prefix, import_beside, node_code
 from .arguments import HELP
 from .plan import Plan
 from .script import ParseCall, Parser, ScriptAnalysis
@@ -139,10 +139,6 @@ def argument_lines(parser: Parser, names: Sequence[str], module: cst.Module) -> 
     return lines
 
 
-IMPORT_LINE = f"from {RUNTIME_MODULE} import {SETUP_FUNCTION}  # npu-migrate: ModelArts\n"
-PACKAGE_IMPORT = (f"try:  # npu-migrate: ModelArts\n    from {{prefix}}{RUNTIME_MODULE} import {SETUP_FUNCTION}\n"
-                  f"except ImportError:  # run from its folder, its package installed without it\n"
-                  f"    from {RUNTIME_MODULE} import {SETUP_FUNCTION}\n")
 
 
 def install_import(module: cst.Module, analysis: ScriptAnalysis, extra: Sequence[cst.BaseStatement],
@@ -160,12 +156,7 @@ def install_import(module: cst.Module, analysis: ScriptAnalysis, extra: Sequence
     # A module of a package imports the module beside it as it imports its siblings: relatively
     # (bert_pytorch/__main__.py) or through the package (basicsr/train.py): its folder is not on sys.path.
     prefix = beside_prefix(analysis.relative_imports, analysis.module, path)
-    line = IMPORT_LINE.replace("from ", "from " + prefix, 1)
-    if prefix not in ("", "."):
-        # Through the package, for the console script / `python -m pkg.train` / `import pkg`; a
-        # script run from a checkout whose package is installed from elsewhere (without this
-        # module) finds it beside itself, on sys.path[0].
-        line = PACKAGE_IMPORT.format(prefix=prefix)
+    line = import_beside(prefix, "# npu-migrate: ModelArts", lambda p: f"from {p}{RUNTIME_MODULE} import {SETUP_FUNCTION}\n")
     statement = _parse_statement(line, module.default_newline)
     if analysis.block is not None:
         start, end = analysis.block
