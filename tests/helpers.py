@@ -114,6 +114,14 @@ def tree_state(folder: Path) -> dict:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+def write_migrated(script, result) -> None:
+    """A migration's result on disk, as --write leaves it: the script's new text and the files
+    generated beside it (the ModelArts module, the distributed helpers, launch scripts)."""
+    Path(script).write_text(result.new_text, encoding="utf-8")
+    for path, text in result.extra_files.items():
+        Path(path).write_text(text, encoding="utf-8")
+
+
 class CliResult:
     """What a run of the command line gave: the fields of subprocess.CompletedProcess the tests read."""
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import cli_in_process
+from helpers import cli_in_process, write_migrated
 from npu_migrate import migrate_source
 from npu_migrate.options import Options
 
@@ -96,9 +96,7 @@ def test_module_level_script_with_model_methods_runs_on_two_processes(tmp_path, 
     assert "    torch.save(unwrap_model(model), \"model.pt\")\n" in result.new_text
     # GRU: on the unsupported list; one random batch, no DataLoader: every rank trains on all of it (NPU393)
     assert sorted(f.code for f in result.findings) == ["NPU304", "NPU387", "NPU393"]
-    script.write_text(result.new_text, encoding="utf-8")
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text, encoding="utf-8")
+    write_migrated(script, result)
     launcher_path = str(tmp_path / "run_distributed_smoke_module_level.sh")
 
     env = _torchrun_env(tmp_path, torch_python)
@@ -233,9 +231,7 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     options = Options(distributed=True, modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),))
     result = migrate_source(SMOKE.read_text(encoding="utf-8"), str(script), options)
     assert result.error is None
-    script.write_text(result.new_text, encoding="utf-8")
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text, encoding="utf-8")
+    write_migrated(script, result)
     boot = folder / "modelarts_entry_smoke_train.py"
     assert "\nTORCHRUN = True\n" in boot.read_text(encoding="utf-8")
     (tmp_path / "obs" / "bucket" / "data").mkdir(parents=True)

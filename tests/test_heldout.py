@@ -13,6 +13,8 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
 
+from helpers import write_migrated
+
 
 def with_torch_npu(text: str) -> str:
     """`text` with `import torch_npu` added below its `import torch`, as the migration adds it."""
@@ -68,9 +70,7 @@ def test_an_entry_script_imported_by_its_package_imports_the_runtime_through_the
     again = migrate_source(result.new_text, str(script), options)
     assert again.error is None and not again.changed and again.edits == []
 
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    write_migrated(script, result)
     # Imported as a package from elsewhere (the way `from npu_migrate_modelarts import` fails:
     # the script's folder is not on sys.path then) and run as a script.
     other = tmp_path / "elsewhere"
@@ -135,9 +135,7 @@ def test_a_package_training_script_imports_the_distributed_helpers_through_the_p
     # Run from the checkout while an older copy of the package (without the helper module) is
     # what `import deblur` finds: the bare import beside the script serves (as for ModelArts,
     # d7e98a6). torch is not the subject here: empty modules stand in for it.
-    Path(script).write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    write_migrated(script, result)
     installed = tmp_path / "site" / "deblur"
     installed.mkdir(parents=True)
     (installed / "__init__.py").write_text("")
@@ -320,9 +318,7 @@ def test_a_script_importing_a_package_beside_its_own_imports_the_runtime_through
     flat = migrate_source(CLI_ENTRY, str(tmp_path / "train.py"), Options(modelarts=True))
     assert "from npu_migrate_modelarts import modelarts_setup" in flat.new_text
 
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    write_migrated(script, result)
     env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
     imported = subprocess.run([sys.executable, "-c", "from fairseq_cli.train import cli_main; cli_main()"],
                               cwd=tmp_path / "fairseq", env=env, capture_output=True, text=True)
@@ -429,9 +425,7 @@ def test_a_script_deep_in_its_package_imports_the_runtime_through_its_dotted_pac
     again = migrate_source(result.new_text, str(script), options)
     assert again.error is None and not again.changed
 
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    write_migrated(script, result)
     env = {"PATH": "/usr/bin:/bin"}
     ran = subprocess.run([sys.executable, "-m", "espnet2.bin.asr_train"], cwd=tmp_path, env=env,
                          capture_output=True, text=True)

@@ -20,7 +20,7 @@ import pytest
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
-from helpers import CEILING, read_until
+from helpers import CEILING, read_until, write_migrated
 from test_modelarts_run import NEVER, Job
 
 # Each test runs a job or the command line in processes of its own (conftest.py: slow).
@@ -200,9 +200,7 @@ def _boot(job: Job, name: str) -> Path:
     options = Options(modelarts=True, modelarts_boot=True, modelarts_entry_files=(str(script),),
                       modelarts_data_dir=str(job.cache / "data"), modelarts_output_dir=str(job.cache / "output"))
     result = migrate_source((ROOT / "fixtures/modelarts/before" / name).read_text(), str(script), options)
-    script.write_text(result.new_text)
-    for path, text in result.extra_files.items():
-        Path(path).write_text(text)
+    write_migrated(script, result)
     return job.work / ("modelarts_entry_" + name)
 
 
