@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ast
 import collections
+import contextlib
 import difflib
 import hashlib
 import io
@@ -52,7 +53,7 @@ import warnings
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -370,7 +371,7 @@ def _speedup_problems(path: str) -> List[str]:
     if text is None:
         return []
     answers: List[bool] = []
-    with _prefilter_answers_recorded(answers):
+    with _may_need_work_as(_recorded_in(answers)):
         result = _migrated(text, path, partial=True)
     problems = []
     if not _same_as_whole(text, path, result):
@@ -380,30 +381,33 @@ def _speedup_problems(path: str) -> List[str]:
     return problems
 
 
-class _prefilter_answers_recorded:
-    """Records every answer of prefilter.may_need_work while the file is migrated as the CLI
-    migrates it: both of the engine's questions (the text's words, then again with the frameworks
-    Python's parse found: engine._needs_nothing), not only the first."""
+@contextlib.contextmanager
+def _may_need_work_as(wrap: Callable[[Callable[..., bool]], Callable[..., bool]]) -> Iterator[None]:
+    """prefilter.may_need_work replaced by `wrap(the real one)` for the block."""
+    from npu_migrate import prefilter
 
-    def __init__(self, answers: List[bool]):
-        self.answers = answers
+    real = prefilter.may_need_work
+    prefilter.may_need_work = wrap(real)
+    try:
+        yield
+    finally:
+        prefilter.may_need_work = real
 
-    def __enter__(self):
-        from npu_migrate import prefilter
 
-        self.real = asked = prefilter.may_need_work
+def _recorded_in(answers: List[bool]) -> Callable[[Callable[..., bool]], Callable[..., bool]]:
+    """A wrap for _may_need_work_as that records every answer while the file is migrated as the
+    CLI migrates it: both of the engine's questions (the text's words, then again with the
+    frameworks Python's parse found: engine._needs_nothing), not only the first."""
 
-        def recorded(*args, **kwargs):
-            answer = asked(*args, **kwargs)
-            self.answers.append(bool(answer))
+    def wrap(real: Callable[..., bool]) -> Callable[..., bool]:
+        def recorded(*args, **kwargs) -> bool:
+            answer = real(*args, **kwargs)
+            answers.append(bool(answer))
             return answer
 
-        prefilter.may_need_work = recorded
+        return recorded
 
-    def __exit__(self, *exc):
-        from npu_migrate import prefilter
-
-        prefilter.may_need_work = self.real
+    return wrap
 
 
 def _migrated(text: str, path: str, partial: bool):
@@ -416,7 +420,6 @@ def _prefilter_skips_no_work(text: str, path: str, result) -> bool:
     """False when the prefilter said the file needs nothing (default options, as the CLI runs
     it) and the engine, with the prefilter off and the file parsed whole, edits or reports more
     than `result`, the run the prefilter served."""
-    from npu_migrate import prefilter
     from npu_migrate.dispatch import migrate_source
     from npu_migrate.options import Options
     from npu_migrate.rules import default_rules
@@ -425,12 +428,8 @@ def _prefilter_skips_no_work(text: str, path: str, result) -> bool:
     options, rules = Options(), default_rules()
     if rules.targets != options.target_specs:  # the view migrate_source derives (dispatch.py)
         rules = rules_for_targets(rules, options.targets)
-    real = prefilter.may_need_work
-    prefilter.may_need_work = lambda rules, text, framework="auto", words=None, frameworks=None: True
-    try:
+    with _may_need_work_as(lambda real: lambda *args, **kwargs: True):
         reference = migrate_source(text, path, options, rules, partial=False)
-    finally:
-        prefilter.may_need_work = real
     if not (reference.edits or reference.findings or reference.changed):
         return True
     return (reference.edits, reference.findings, reference.changed) == (result.edits, result.findings, result.changed)
