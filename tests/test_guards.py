@@ -819,3 +819,48 @@ def test_a_refusal_that_admits_the_npu_already_is_not_kept_and_its_block_migrate
     assert r.new_text == ported.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
         "torch.cuda.set_device(device)", "torch.npu.set_device(device)")
     assert [(f.code, f.span.line) for f in r.findings] == [("NPU303", 2)]
+
+
+# OpenNMT-py 3.5.1 (held out): onmt/modules/sru.py:55 tests `torch.cuda.is_available() is False`
+# before cupy and NVRTC kernels; the comparison with a bool is the test's negation.
+SRU_REFUSAL = '''\
+import torch
+
+
+def load_sru(abort=False):
+    if torch.cuda.is_available() {compared}:
+        raise AssertionError("Using SRU requires pytorch built with cuda.")
+    from cupy.cuda import function
+    device = torch.device("cuda")
+    return function.Module(), device
+'''
+
+
+@pytest.mark.parametrize("compared", ["is False", "== False", "is not True", "!= True"])
+def test_a_device_test_compared_with_false_is_judged_as_its_negation(compared):
+    """`if torch.cuda.is_available() is False: raise` refuses non-CUDA devices as `if not ...`
+    does: it stays CUDA (NPU315) with the cupy code after it. Read as a positive test, it was
+    rewritten to `torch.npu.is_available() is False` with `torch.device("npu")` before cupy."""
+    text = SRU_REFUSAL.format(compared=compared)
+    result = migrate_source(text, "onmt/modules/sru.py", Options(), RULES)
+    assert [(f.code, f.span.line, f.api) for f in result.findings if f.code == "NPU315"] == [
+        ("NPU315", 5, "torch.cuda.is_available()")]
+    assert result.new_text is None
+    assert_partial_as_whole(text)
+
+
+@pytest.mark.parametrize("compared,kept", [("is True", True), ("== True", True), ("is False", False)])
+def test_a_device_test_compared_with_true_is_the_test_itself(compared, kept):
+    """`if torch.cuda.is_available() is True:` opens its body on CUDA: a cupy body keeps it;
+    `is False` opens the body on every other device, so the body's device code migrates."""
+    text = ("import torch\n\n\ndef load():\n"
+            f"    if torch.cuda.is_available() {compared}:\n"
+            "        from cupy.cuda import function\n        return function.Module(), torch.device(\"cuda\")\n"
+            "    return None\n")
+    result = migrate_source(text, "m.py", Options(), RULES)
+    assert [f.code for f in result.findings if f.code == "NPU315"] == (["NPU315"] if kept else [])
+    if kept:
+        assert result.new_text is None
+    else:
+        assert result.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+            "torch.cuda.is_available()", "torch.npu.is_available()").replace('torch.device("cuda")', 'torch.device("npu")')

@@ -563,6 +563,22 @@ def is_display_call(call: cst.Call) -> bool:
     return False
 
 
+def _compared_with_bool(parent: Optional[cst.CSTNode], child: cst.CSTNode) -> Optional[bool]:
+    """Whether `parent` compares the test `child` with a bool literal and is True when the test
+    is False (`<test> is False`, `<test> != True`: a negation), False when it is the same test
+    (`<test> is True`, `<test> == True`); None when `parent` is something else."""
+    if not (isinstance(parent, cst.Comparison) and parent.left is child and len(parent.comparisons) == 1):
+        return None
+    target = parent.comparisons[0]
+    if not (isinstance(target.comparator, cst.Name) and target.comparator.value in ("True", "False")):
+        return None
+    if isinstance(target.operator, (cst.Is, cst.Equal)):
+        return target.comparator.value == "False"
+    if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
+        return target.comparator.value == "True"
+    return None
+
+
 def _test_of(guard: cst.CSTNode) -> cst.CSTNode:
     return guard if isinstance(guard, cst.Assert) else guard.test  # type: ignore[attr-defined]
 
@@ -823,7 +839,7 @@ class _DeviceGates:
     A comparison of a device type with "cuda" (`x.device.type == "cuda"`, `device.type in
     ("cuda", "xpu")`, `device.type != "cuda"`), `x.is_cuda` or `torch.cuda.is_available()`
     normally becomes an NPU test. It stays when its
-    test, followed up through `and`/`or`/`not`:
+    test, followed up through `and`/`or`/`not` (and `is False`, `== True`, ...):
 
     * names a CUDA-only library itself (`_TRITON_AVAILABLE and device.type in (...)`: an
       identifier holding one of the guard rule's `words`, or a name bound to CUDA-only code);
@@ -1286,6 +1302,8 @@ class _DeviceGates:
             elif isinstance(parent, cst.BooleanOperation):
                 if isinstance(parent.operator, cst.Or) != negative:
                     return []  # `a or <test>`: the code runs without the test's answer too
+            elif parent is not None and _compared_with_bool(parent, child) is not None:
+                negative = negative != _compared_with_bool(parent, child)
             else:
                 call = self._all_or_any(parent, child)
                 if call is None:
@@ -1380,6 +1398,11 @@ class _DeviceGates:
                     if not isinstance(parent.operator, cst.Not):
                         return None
                     negative = not negative
+                child, parent = parent, self.parent.get(id(parent))
+                continue
+            flips = _compared_with_bool(parent, child)
+            if flips is not None and parent is not None:  # `torch.cuda.is_available() is False`: `not <test>`
+                negative = negative != flips
                 child, parent = parent, self.parent.get(id(parent))
                 continue
             call = self._all_or_any(parent, child)
