@@ -362,7 +362,7 @@ class Cache:
 
 class ScanFacts:
     """What the project scan found in each file (project_values.scan `known`/`found`: absolute
-    path -> [sha256, may mention mindspore, device keys]), kept between runs in
+    path -> [sha256, may pass a MindSpore option on, device keys]), kept between runs in
     `<cache>/v<version>/scan-facts/<facts_key>-<project>` (not `*.json`: not an entry; one file
     per folder the run's paths share, so that runs over other projects neither grow nor
     replace it): a warm run then hashes each file instead

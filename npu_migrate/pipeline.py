@@ -236,10 +236,10 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
 
     from .project_values import scan
 
-    keys, mindspore = scan(files, seen, known, found)  # one read of each file for both
+    keys, crossing = scan(files, seen, known, found)  # one read of each file for both
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
-    if mindspore and options.framework in ("auto", "mindspore"):
+    if crossing and options.framework in ("auto", "mindspore"):
         from .codemods.device_dispatch import crossing_moves
 
         moves = tuple(m for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"

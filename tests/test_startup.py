@@ -175,6 +175,40 @@ def test_a_run_answered_from_the_cache_never_imports_libcst(tmp_path):
     assert "tempfile" in cold["modules"]  # (the control: the cold run stored its results)
 
 
+MINDSPORE_LIBRARY = """\
+import mindspore as ms
+from .ops import stft
+
+
+def spectrum(x, device_target="GPU"):
+    if device_target == "GPU":
+        return stft(x)
+    return ms.ops.abs(x)
+"""
+
+
+@pytest.mark.slow
+def test_a_warm_run_of_mindspore_modules_that_define_no_option_never_imports_libcst(tmp_path):
+    """mindaudio 0.3.0 (a library: device targets compared, no argparse option) imported libcst
+    and parsed on every warm run for the values crossing its modules (0.28 s, 41 MB): a value
+    crosses only from an option (project_values._may_cross). The control: a script beside them
+    that defines one makes the warm run look again."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "spectrum.py").write_text(MINDSPORE_LIBRARY, encoding="utf-8")
+    (pkg / "ops.py").write_text("import mindspore\n\n\ndef stft(x):\n    return x\n", encoding="utf-8")
+    cold = _probe(tmp_path, "pkg", "--check", "-j", "1")
+    warm = _probe(tmp_path, "pkg", "--check", "-j", "1")
+    assert warm["exit"] == cold["exit"]
+    assert [m for m in warm["modules"] if m.split(".")[0] == "libcst" or m.startswith("npu_migrate.codemods")] == []
+    (pkg / "train.py").write_text(
+        "import argparse\nimport mindspore\nfrom pkg.spectrum import spectrum\n\n"
+        "parser = argparse.ArgumentParser()\nparser.add_argument('--device_target', default='GPU')\n"
+        "args = parser.parse_args()\nspectrum(1, device_target=args.device_target)\n", encoding="utf-8")
+    _probe(tmp_path, "pkg", "--check", "-j", "1")
+    assert "npu_migrate.codemods.device_dispatch" in _probe(tmp_path, "pkg", "--check", "-j", "1")["modules"]
+
+
 @pytest.mark.slow
 def test_a_run_of_files_the_prefilter_skips_never_imports_libcst(tmp_path):
     """A pre-commit hook on files without device code: the prefilter answers, nothing is parsed,

@@ -195,6 +195,8 @@ class _Analysis(cst.CSTVisitor):
     def visit_Call(self, node: cst.Call) -> None:
         if self._project:
             self._crossing(node)
+        # (an option is an `add_argument` call: project_values._may_cross looks for these bytes
+        # before a run looks for values crossing modules)
         if not (isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument"):
             return
         names = [n for n in option_names(node) if n in self.keys_names]
