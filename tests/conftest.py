@@ -20,6 +20,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 LONGEST_FIRST = ("test_corpus.py", "test_precommit.py", "test_rehearse_corpus.py", "test_distributed_run.py")
 
 
+def pytest_configure(config):
+    """In the process that starts the run (not in pytest-xdist's workers, which inherit what it sets): the
+    run's folder for the fork servers (tests/zygote.py), so that the workers share each environment's zygote."""
+    if hasattr(config, "workerinput") or os.environ.get("NPU_MIGRATE_TEST_ZYGOTES"):
+        return  # a worker, or a run inside a test (tests/test_suite_rules.py's): the run's are set
+    import zygote
+
+    if zygote.enabled():
+        zygote.start_run()
+
+
 def pytest_collection_modifyitems(config, items):
     """Long tests first, so that none starts last and leaves the other core idle: pytest-xdist's
     work stealing hands each worker a contiguous part of this order and an idle worker takes

@@ -90,12 +90,11 @@ def _report(out: str) -> dict:
     return report
 
 
-def _forked(python, tmp_path, env) -> None:
-    """Have the zygote of `env` serve: an environment's first run starts it and waits for it."""
-    from torch_env import zygote_folder
-
-    _run(python, tmp_path, "warm-up", env=env)
-    assert sum(n.endswith(".sock") for n in os.listdir(zygote_folder())) >= 1, "the zygote never started"
+def _forked(python, tmp_path, env) -> int:
+    """Have the zygote of `env` serve (an environment's first run starts it and waits for it): its pid."""
+    zygote = json.loads(_run(python, tmp_path, "warm-up", env=env)[1].splitlines()[0])["ppid"]
+    assert zygote != os.getpid(), "the zygote never started: the warm-up ran fresh"
+    return zygote
 
 
 def _probe(tmp_path, env_extra=None):
@@ -150,20 +149,16 @@ def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_p
     without PYTHONUNBUFFERED (Python's streams and C's stdio unbuffered), the variables the agent adds,
     a shell's and Ascend's visible devices, forked by the zygote of the agent's environment; a file without a suffix beside the
     script (torchrun's neighbours in the client's folder: tqdm) shadows no module."""
-    from torch_env import zygote_folder
-
     env = _probe(tmp_path)
     env.pop("PYTHONUNBUFFERED", None)
-    _forked(torch_python, tmp_path, env)
-    zygotes = sorted(n for n in os.listdir(zygote_folder()) if n.endswith(".sock"))
+    zygote = _forked(torch_python, tmp_path, env)
     (tmp_path / "sub" / "typing_extensions").write_text("a console script, not a module\n")
     worker = {**env, "ROLE_RANK": "1", "ROLE_NAME": "default", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "2",
               "TORCHELASTIC_RUN_ID": "none", "TORCHELASTIC_RESTART_COUNT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
               "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun", "ASCEND_RT_VISIBLE_DEVICES": "0"}
     fresh = _run(real_python, tmp_path, "c-stdio", env=worker, options=("-u",))
     forked = _run(torch_python, tmp_path, "c-stdio", env=worker, options=("-u",))
-    assert json.loads(forked[1].splitlines()[0])["ppid"] != os.getpid(), "not forked: it ran fresh"
-    assert sorted(n for n in os.listdir(zygote_folder()) if n.endswith(".sock")) == zygotes  # the same zygote
+    assert json.loads(forked[1].splitlines()[0])["ppid"] == zygote, "not forked by the agent's environment's zygote"
     assert _report(forked[1]) == _report(fresh[1])
     assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
     assert fresh[1].splitlines()[1:] == ["from C", "from Python", "atexit"]  # C's line first: unbuffered
@@ -200,15 +195,45 @@ def test_what_the_fork_server_cannot_serve_runs_fresh(real_python, torch_python,
     assert command.stdout == f"['-c', 'x'] {real_python}\n"
 
 
-def test_a_lost_zygote_costs_a_fresh_run_not_a_test(real_python, torch_python, tmp_path):
-    """The zygote of the environment is killed; the next run still runs, with the same report. (Only that
-    zygote: the others serve the worker's later tests.)"""
+def test_the_workers_of_a_run_share_its_zygotes(real_python, torch_python, tmp_path):
+    """pytest-xdist's workers (another worker here: its own process asking for the client, then its program's
+    PYTEST_XDIST_WORKER) fork from the run's one zygote per environment, so that each environment imports
+    torch once per run; each worker's CPU seconds of the zygotes are its own (conftest's NPU_MIGRATE_TEST_CPU)."""
+    import zygote as fork_server
     from torch_env import zygote_folder
 
+    tests = os.path.dirname(os.path.abspath(fork_server.__file__))
+    other_worker = {**os.environ, "PYTEST_XDIST_WORKER": "gw99"}
+    asked = subprocess.run([real_python, "-c", f"import sys; sys.path.insert(0, {tests!r}); import zygote; "
+                            f"print(zygote.client({real_python!r}))"],
+                           capture_output=True, text=True, env=other_worker, timeout=CEILING)
+    assert (asked.returncode, asked.stdout, asked.stderr) == (0, torch_python + "\n", "")
     env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1"})
-    _forked(torch_python, tmp_path, env)
-    zygote = json.loads(_run(torch_python, tmp_path, "raise", env=env)[1].splitlines()[0])["ppid"]  # its parent
-    assert zygote != os.getpid() and "_npu_migrate_zygote" in _cmdline(str(zygote)), "not forked by a zygote"
+    zygote = _forked(torch_python, tmp_path, env)
+    mine = fork_server.cpu_seconds()
+    theirs = [n for n in os.listdir(zygote_folder()) if n.endswith(".gw99.cpu")]
+    assert theirs == []
+    forked = _run(torch_python, tmp_path, "raise", env={**env, "PYTEST_XDIST_WORKER": "gw99"})
+    report = json.loads(forked[1].splitlines()[0])
+    assert (report["ppid"], report["env"]["PYTEST_XDIST_WORKER"]) == (zygote, "gw99"), "not forked by the same zygote"
+    assert fork_server.cpu_seconds() == mine  # the other worker's program is not this worker's CPU
+    theirs = [n for n in os.listdir(zygote_folder()) if n.endswith(".gw99.cpu")]
+    assert len(theirs) == 1
+    with open(os.path.join(zygote_folder(), theirs[0])) as f:
+        assert len(f.read().split()) == 1  # its one program (the zygote's start was the worker's that asked first)
+    _run(torch_python, tmp_path, "raise", env=env)
+    assert fork_server.cpu_seconds() > mine
+
+
+def test_a_lost_zygote_costs_a_fresh_run_not_a_test(real_python, torch_python, tmp_path):
+    """The zygote of the environment is killed; the next run still runs, with the same report. (Only that
+    zygote, of an environment of this test's own: the run's others serve both workers' programs, some running now.)"""
+    from torch_env import zygote_folder
+
+    env = _probe(tmp_path, {"PYTHONUNBUFFERED": "1", "LOST_ZYGOTE": "1"})
+    zygote = _forked(torch_python, tmp_path, env)
+    assert json.loads(_run(torch_python, tmp_path, "raise", env=env)[1].splitlines()[0])["ppid"] == zygote
+    assert "_npu_migrate_zygote" in _cmdline(str(zygote)), "not forked by a zygote"
     assert zygote_folder() in _cmdline(str(zygote))
     os.kill(zygote, signal.SIGKILL)
     fresh = _run(real_python, tmp_path, "raise", env=env)

@@ -38,7 +38,9 @@ are never garbage-collected (gc.freeze, so that the children share their pages: 
 finalizer of them at exit anyway); it always leads a session of its
 own (rehearse starts ranks so anyway); what it leaves running when it ends is not signalled through the
 client; a console script run from the client's folder has that path in sys.argv[0] (torchrun's agent
-reads it only to strip a `.exe`). Each zygote ends when the process that installed the client (the pytest worker) ends.
+reads it only to strip a `.exe`). The zygotes are the test run's (start_run: a folder per run, shared by
+pytest-xdist's workers; the worker's name is no part of an environment's key): each ends when the process that
+started the run ends, and each test worker's share of their CPU seconds is in files of its own (cpu_seconds).
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ LATE = frozenset({
     "ASCEND_RT_VISIBLE_DEVICES",  # (the stand-in's torch_npu reads it when asked for its devices)
     "PYTHONPATH",  # made into sys.path by the child, as the interpreter does
     "PYTEST_CURRENT_TEST",  # pytest's, per test (read by torch.testing only, when called)
+    "PYTEST_XDIST_WORKER",  # pytest-xdist's, per worker (the workers of a run share its zygotes; read by no import)
     "PWD", "OLDPWD", "SHLVL", "_",  # a shell's (a launch script's), read by no interpreter's start-up
 })
 
@@ -116,7 +119,8 @@ if conn is None:  # an environment's first run (or one that came while it starte
     conn = connect()
     if conn is None and not os.path.exists(path + ".failed"):
         with open(path + ".log", "ab") as log:
-            subprocess.Popen([REAL, "-c", BOOT, FOLDER, path, str(OWNER), str(lock), PRELOAD], env=early, cwd=FOLDER,
+            subprocess.Popen([REAL, "-c", BOOT, FOLDER, path, str(OWNER), str(lock), PRELOAD,
+                              env.get("PYTEST_XDIST_WORKER", "")], env=early, cwd=FOLDER,
                              stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
                              pass_fds=(lock,))
         os.close(lock)
@@ -210,20 +214,55 @@ def enabled() -> bool:
     return os.environ.get("NPU_MIGRATE_TEST_ZYGOTE", "1") != "0" and hasattr(os, "pidfd_open")
 
 
+RUN = "NPU_MIGRATE_TEST_ZYGOTES"  # "OWNER_PID:FOLDER": the test run's fork servers (start_run)
+
+
+def start_run() -> None:
+    """Called once by the process that starts a test run (conftest.py's pytest_configure: pytest's own,
+    before pytest-xdist starts its workers, which inherit the variable): the run's folder for its fork
+    servers, shared by its workers, so that each environment imports torch once per run, not once per
+    worker (~2 CPU-s and a start's wait each). Its zygotes end with this process; it removes the folder.
+    A run inside a test (pytester, `python -m pytest`) uses the outer run's."""
+    if RUN in os.environ:
+        return
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
+    if os.environ.get("NPU_MIGRATE_TEST_ZYGOTE") != "keep":
+        atexit.register(shutil.rmtree, folder, True)
+    os.environ[RUN] = f"{os.getpid()}:{folder}"  # (NPU_MIGRATE_*: LATE, no part of an environment's key)
+
+
 _clients: dict = {}  # (interpreter, preload) -> (client, folder)
 
 
 def client(real_python: str, preload: str = "torch") -> str:
-    """The client for `real_python` whose zygotes import `preload` (made once per test process)."""
+    """The client for `real_python` whose zygotes import `preload`: the run's (start_run), installed by
+    whichever worker asks first, under a lock; else (no run started) one of this process's own."""
     if (real_python, preload) not in _clients:
-        import atexit
-        import shutil
-        import tempfile
+        owner, _, run = os.environ.get(RUN, "").partition(":")
+        if run and os.path.isdir(run):
+            import fcntl
+            import hashlib
 
-        folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
-        if os.environ.get("NPU_MIGRATE_TEST_ZYGOTE") != "keep":
-            atexit.register(shutil.rmtree, folder, True)  # its zygotes end with this process
-        _clients[real_python, preload] = (install(real_python, folder, preload), folder)
+            folder = os.path.join(run, hashlib.sha256(f"{real_python}\0{preload}".encode()).hexdigest()[:16])
+            with open(folder + ".lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker may be installing it
+                if not os.path.exists(os.path.join(folder, "python")):  # (written last)
+                    os.makedirs(folder, exist_ok=True)
+                    install(real_python, folder, preload, int(owner))
+        else:
+            import atexit
+            import shutil
+            import tempfile
+
+            folder = tempfile.mkdtemp(prefix="npu-migrate-zygote-")
+            if os.environ.get("NPU_MIGRATE_TEST_ZYGOTE") != "keep":
+                atexit.register(shutil.rmtree, folder, True)  # its zygotes end with this process
+            install(real_python, folder, preload)
+        _clients[real_python, preload] = (os.path.join(folder, "python"), folder)
     return _clients[real_python, preload][0]
 
 
@@ -232,9 +271,9 @@ def folder_of(real_python: str, preload: str = "torch"):
     return _clients.get((real_python, preload), (None, None))[1]
 
 
-def install(real_python: str, folder: os.PathLike, preload: str = "torch") -> str:
+def install(real_python: str, folder: os.PathLike, preload: str = "torch", owner: int = 0) -> str:
     """Write the client `folder/python` for `real_python`, whose zygotes import `preload`; they end with
-    this process. The folder is also a copy of the interpreter's bin folder, for a PATH naming it: links,
+    the process `owner` (default: this one). The folder is also a copy of the interpreter's bin folder, for a PATH naming it: links,
     but the scripts started by `real_python` (`#!real_python`: console scripts such as torchrun) are
     copies started by the client, so that they fork too (Linux runs a script named by a shebang)."""
     path = os.path.join(folder, "python")
@@ -244,6 +283,8 @@ def install(real_python: str, folder: os.PathLike, preload: str = "torch") -> st
         if name == "python":
             continue
         copy = os.path.join(folder, name)
+        if os.path.lexists(copy):  # (an install that died half-way)
+            os.unlink(copy)
         if name.startswith("python"):
             os.symlink("python", copy)
             continue
@@ -259,20 +300,23 @@ def install(real_python: str, folder: os.PathLike, preload: str = "torch") -> st
             f.write(f"#!{path}\n".encode() + text[len(shebang):])
         os.chmod(copy, os.stat(original).st_mode & 0o777)
     boot = _BOOT.format(here=os.path.abspath(__file__))
-    text = (f"#!{real_python} -IS\nREAL = {real_python!r}\nFOLDER = {os.fspath(folder)!r}\nOWNER = {os.getpid()}\n"
+    text = (f"#!{real_python} -IS\nREAL = {real_python!r}\nFOLDER = {os.fspath(folder)!r}\nOWNER = {owner or os.getpid()}\n"
             f"LATE = {set(LATE)!r}\nLATE_PREFIXES = {LATE_PREFIXES!r}\nBOOT = {boot!r}\nPRELOAD = {preload!r}\n" + _CLIENT)
-    with open(path, "w") as f:
+    with open(path + ".part", "w") as f:
         f.write(text)
-    os.chmod(path, 0o755)
+    os.chmod(path + ".part", 0o755)
+    os.replace(path + ".part", path)  # last: a client there is a whole install
     return path
 
 
 def cpu_seconds() -> float:
-    """The CPU seconds this process's zygotes and their children have used so far."""
+    """The CPU seconds the zygotes used for this test worker so far: the starts it asked for, the programs
+    it ran (the zygotes are the run's: the other worker's are in files of its own)."""
+    suffix = os.path.basename(_cpu_file("", os.environ.get("PYTEST_XDIST_WORKER", "")))
     total = 0.0
     for _, folder in _clients.values():
         for name in os.listdir(folder):
-            if name.endswith(".cpu"):
+            if name.endswith(suffix) and name[:-len(suffix)].isalnum():
                 with open(os.path.join(folder, name)) as f:
                     total += sum(float(line) for line in f if line.strip())
     return total
@@ -280,9 +324,14 @@ def cpu_seconds() -> float:
 
 # --- the zygote (runs in the torch interpreter, started by a client) ---------------------------
 
-def _cpu_line(path: str, seconds: float) -> None:
-    with open(path + ".cpu", "a") as f:
+def _cpu_line(path: str, worker: str, seconds: float) -> None:
+    """The CPU seconds of a start or a child, in the file of the test worker it was for (cpu_seconds)."""
+    with open(_cpu_file(path, worker), "a") as f:
         f.write(f"{seconds:.3f}\n")
+
+
+def _cpu_file(path: str, worker: str) -> str:
+    return f"{path}.{''.join(c for c in worker if c.isalnum())}.cpu"
 
 
 def serve(argv) -> None:
@@ -294,7 +343,7 @@ def serve(argv) -> None:
     import signal
     import socket
 
-    folder, path, owner, lock, preload = argv[0], argv[1], int(argv[2]), int(argv[3]), argv[4]
+    folder, path, owner, lock, preload, starter = argv[0], argv[1], int(argv[2]), int(argv[3]), argv[4], argv[5]
     try:
         owner_fd = os.pidfd_open(owner)
         base = [p for p in sys.path if p not in ("", folder)]
@@ -331,18 +380,21 @@ def serve(argv) -> None:
             f.write(f"{type(exc).__name__}: {exc}\n")
         raise
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    _cpu_line(path, usage.ru_utime + usage.ru_stime)
+    _cpu_line(path, starter, usage.ru_utime + usage.ru_stime)
     print("environment:", json.dumps(dict(os.environ), sort_keys=True), file=sys.stderr, flush=True)
     wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
     signal.signal(signal.SIGCHLD, lambda *a: None)
-    children = {}  # pid -> (conn, leader)
+    children = {}  # pid -> (conn, leader, the test worker that asked)
     by_conn = {}  # conn -> pid
     request = None
     while request is None:
         ready = select.select([listener, owner_fd, wake_r, *by_conn], [], [])[0]
         if owner_fd in ready:
-            os.unlink(path + ".sock")
+            try:
+                os.unlink(path + ".sock")
+            except OSError:  # (the run removed its folder first)
+                pass
             os._exit(0)
         if wake_r in ready:
             try:
@@ -357,9 +409,9 @@ def serve(argv) -> None:
                 break
             if pid == 0:
                 break
-            conn, _ = children.pop(pid)
+            conn, _, worker = children.pop(pid)
             by_conn.pop(conn, None)
-            _cpu_line(path, usage.ru_utime + usage.ru_stime)
+            _cpu_line(path, worker, usage.ru_utime + usage.ru_stime)
             try:
                 conn.sendall(json.dumps({"status": status}).encode() + b"\n")
             except OSError:
@@ -423,7 +475,7 @@ def serve(argv) -> None:
             except OSError:  # the client is gone: the child ends without running anything
                 pass
             os.close(go_w)
-            children[pid] = (conn, message["leader"])
+            children[pid] = (conn, message["leader"], message["env"].get("PYTEST_XDIST_WORKER", ""))
             by_conn[conn] = pid
     _become(*request)
 
