@@ -234,16 +234,21 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     `seen`, `known`, `found`: project_values.scan's."""
     from dataclasses import replace
 
-    from .project_values import scan
+    from .kinds.device_dispatch import DeviceDispatchSpec
+    from .project_values import may_pass_on, scan
 
     keys, crossing = scan(files, seen, known, found)  # one read of each file for both
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
-    if crossing and options.framework in ("auto", "mindspore"):
+    dispatch = [rule for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"
+                and rule.call_spec is not None] if crossing and options.framework in ("auto", "mindspore") else []
+    # (a rule whose `from` and options no such file names moves nothing: no libcst, no parse)
+    dispatch = [rule for rule in dispatch if may_pass_on(crossing, rule.spec_of(DeviceDispatchSpec).literal,
+                                                         rule.spec_of(DeviceDispatchSpec).options)]
+    if dispatch:
         from .codemods.device_dispatch import crossing_moves
 
-        moves = tuple(m for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"
-                      and rule.call_spec is not None for m in crossing_moves(files, rule))
+        moves = tuple(m for rule in dispatch for m in crossing_moves(files, rule))
         if moves:
             options = replace(options, mindspore_device_moves=moves)
     return options

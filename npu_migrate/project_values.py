@@ -65,11 +65,12 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
 
 
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
-         found: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[str, ...], bool]:
-    """(device_config_keys(files), whether a .py file among them may pass a MindSpore device
+         found: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+    """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
-    values (device_dispatch.crossing_moves, which imports libcst and parses) only when one may
-    (`_may_cross`). A file longer than what is read here may.
+    values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
+    these may (`_may_cross`, then `may_pass_on` with the rule's words). A file longer than what
+    is read here may.
 
     `seen`: filled with path -> the Source of each file read whole, without its text (the
     sha256 of the bytes read, their size, the file's mtime and mode; not decoded): a warm run
@@ -82,7 +83,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     searching them again (`facts_key` names this code: pipeline.py keeps the facts in the cache
     folder, for runs that write nothing); `found` gets every such file's facts."""
     keys: Set[str] = set()
-    mindspore = False
+    crossing: List[str] = []
     for path in files:
         read = _read_with_stat(path)
         if read is None:
@@ -100,9 +101,10 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             facts = _facts(text, path)
         if digest is not None and found is not None:
             found[os.path.abspath(path)] = [digest, facts[0], list(facts[1])]
-        mindspore = mindspore or facts[0]
+        if facts[0]:
+            crossing.append(path)
         keys.update(facts[1])
-    return tuple(sorted(keys)), mindspore
+    return tuple(sorted(keys)), tuple(crossing)
 
 
 def _facts(text: bytes, path: str) -> Tuple[bool, Tuple[str, ...]]:
@@ -121,6 +123,21 @@ def _may_cross(text: bytes) -> bool:
     needles). A project whose MindSpore modules define no option (mindaudio 0.3.0, a library)
     has none, and a warm run of it needs neither libcst nor a parse (0.28 s, 41 MB)."""
     return b"mindspore" in text and b"add_argument" in text
+
+
+def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> bool:
+    """Whether one of `paths` (scan's) may pass a MindSpore device option whose default is
+    `literal` to another module: its bytes hold `literal` and an option's name too, as
+    device_dispatch.crossing_moves' candidates do (a `[[device_dispatch]]` rule's `from` and
+    `options`). mindaudio's one file with an option (utils/average_model.py) names no "GPU"."""
+    words = [literal.encode("utf-8")], [o.encode("utf-8") for o in options]
+    for path in paths:
+        text = _read(path)
+        if text is None:
+            continue
+        if len(text) == _LIMIT or (all(w in text for w in words[0]) and any(o in text for o in words[1])):
+            return True
+    return False
 
 
 def _known_facts(entry: Any, digest: str) -> Optional[Tuple[bool, Tuple[str, ...]]]:

@@ -893,7 +893,7 @@ def test_the_scan_takes_a_files_facts_only_for_its_own_bytes(settings_tree, monk
     files = sorted(str(p) for p in settings_tree.glob("*.py"))
     found: dict = {}
     fresh = pv.scan(files, found=found)
-    assert fresh == (("settings.DEVICE",), False) and len(found) == 5
+    assert fresh == (("settings.DEVICE",), ()) and len(found) == 5
     searched = []
     real = pv._facts
     monkeypatch.setattr(pv, "_facts", lambda text, path: searched.append(os.path.basename(path)) or real(text, path))
@@ -901,11 +901,11 @@ def test_the_scan_takes_a_files_facts_only_for_its_own_bytes(settings_tree, monk
     # a file whose bytes changed is searched again, and its new facts count
     (settings_tree / "util1.py").write_text('import os\nSUPPORTED_DEVICES = ["cpu", "cuda"]\n', encoding="utf-8")
     again: dict = {}
-    assert pv.scan(files, known=found, found=again) == (("settings.DEVICE", "util1.SUPPORTED_DEVICES"), False)
+    assert pv.scan(files, known=found, found=again) == (("settings.DEVICE", "util1.SUPPORTED_DEVICES"), ())
     assert searched == ["util1.py"] and again != found
     # a setting removed is gone too
     (settings_tree / "settings.py").write_text('DEVICE = "cpu"\n', encoding="utf-8")
-    assert pv.scan(files, known=again) == (("util1.SUPPORTED_DEVICES",), False)
+    assert pv.scan(files, known=again) == (("util1.SUPPORTED_DEVICES",), ())
     # entries that are not facts of these bytes are not taken
     key = os.path.abspath(files[files.index(str(settings_tree / "util0.py"))])
     for forged in (["0" * 64, True, ["x.DEVICE"]], [again[key][0], "yes", []], [again[key][0], False, [1]],
