@@ -684,3 +684,53 @@ def test_the_grad_scalers_stage_enum_is_no_device_code_and_stays(target):
     assert result.new_text == with_torch_npu(ALLENNLP_TRAINER).replace(
         "from torch.cuda import amp", "from torch.npu import amp")
     assert result.findings == []
+
+
+# OpenNMT-py 3.5.1 onmt/inference_engine.py:221-246: the CTranslate2 engine keeps its device in
+# an attribute that only CTranslate2 reads; "cuda" there is CTranslate2's device name ("npu" is
+# refused: ValueError). The PyTorch engine's device in the same file still moves.
+ONMT_CT2_ENGINE = """\
+import torch
+
+
+class InferenceEnginePY:
+    def __init__(self, opt):
+        self.model = torch.nn.Linear(2, 2).to("cuda")
+
+
+class InferenceEngineCT2:
+    def __init__(self, opt):
+        import ctranslate2
+
+        if opt.world_size == 1:
+            self.device_index = opt.gpu_ranks
+            self.device = "cuda"
+        else:
+            self.device_index = 0
+            self.device = "cpu"
+        self.translator = ctranslate2.Translator(
+            opt.models[0], device=self.device, device_index=self.device_index
+        )
+"""
+
+
+@pytest.mark.parametrize("read_elsewhere", [
+    "",
+    # a reader that is not CTranslate2: the value is torch's there too, and moves as before
+    "        self.buffer = torch.zeros(1, device=self.device)\n",
+    "        print(getattr(self, 'device'))\n",
+    "\n\ndef run(engine):\n    return torch.ones(1).to(engine.device)\n",
+])
+def test_a_device_attribute_only_ctranslate2_reads_stays(read_elsewhere):
+    text = ONMT_CT2_ENGINE + read_elsewhere
+    result = migrate_source(text, "onmt/inference_engine.py", Options())
+    expected = with_torch_npu(text).replace('.to("cuda")', '.to("npu")')
+    if read_elsewhere:
+        expected = expected.replace('self.device = "cuda"', 'self.device = "npu"')
+    assert result.new_text == expected
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [("NPU303", 11, "ctranslate2")]
+    # the same answer when libcst parses only the statements that matter (partial.py)
+    padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+    partial = migrate_source(padded, "onmt/inference_engine.py", Options())
+    assert partial.new_text == migrate_source(padded, "onmt/inference_engine.py", Options(), partial=False).new_text
+    assert partial.new_text == expected + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))

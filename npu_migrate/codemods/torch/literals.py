@@ -107,8 +107,17 @@ class DeviceVariables(cst.CSTVisitor):
         # Names that take the elements of a collection named for devices (`for d in DEVICES`,
         # `[d for d in devices]`): what they are compared with is what the collection holds.
         self.element_names: Set[str] = set()
+        # `device` / `self.device` -> how often the module passes it to a library with device
+        # names of its own (`ctranslate2.Translator(path, device=self.device)`): only in modules
+        # that import such a library (LiteralRewrites.foreign_libraries)
+        self.foreign_reads: Dict[str, int] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
+        if self.t.foreign_libraries and dc.is_foreign_callee(self.t.resolve(node.func)):
+            for arg in node.args:
+                key = _read_key(arg.value)
+                if key is not None:
+                    self.foreign_reads[key] = self.foreign_reads.get(key, 0) + 1
         for arg, kind in self.t.special_args(node):
             if isinstance(arg.value, cst.Name):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
@@ -148,6 +157,24 @@ class DeviceVariables(cst.CSTVisitor):
             # `name = "cuda" if torch.cuda.is_available() else "cpu"` moves whatever the name
             # (leave_IfExp): `enabled=name == "cuda"` moves with it, or AMP is silently off.
             self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+
+
+def _read_key(node: cst.BaseExpression) -> Optional[str]:
+    """`name` for a variable, `self.name` for an attribute of `self`; None for anything else."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return "self." + node.attr.value
+    return None
+
+
+def _reads_in_text(text: str, key: str) -> int:
+    """How often the module's text may read `key` (over-counted, never under: comments, strings
+    naming it and every `<anything>.name` count; assignments `name = ...` do not)."""
+    name = key.rsplit(".", 1)[-1]
+    lead = r"\.\s*" if key.startswith("self.") else r"(?<![\w.])"
+    reads = len(re.findall(lead + re.escape(name) + r"\b(?!\s*=(?!=))", text))
+    return reads + len(re.findall(r"[\"']" + re.escape(name) + r"[\"']", text))  # getattr(self, "name")
 
 
 def _may_be_local(func: cst.BaseExpression) -> bool:
@@ -268,6 +295,9 @@ class LiteralRewrites(TorchKind):
         # Bodies of `if torch.cuda.is_available():` / `if x.is_cuda:` (ids), and how deep in them.
         self._device_bodies: Set[int] = set()
         self._in_device_body = 0
+        # Whether the module imports a library with device names of its own (CTranslate2, cupy,
+        # DALI...): only then may a device variable be that library's (_read_only_by_foreign_libraries)
+        self.foreign_libraries = any(dc.is_foreign_callee(q) for q in self.ctx.imports.names.values())
 
     def is_device_variable(self, name: str) -> bool:
         return name in self._usage(name).device_names
@@ -672,6 +702,25 @@ class LiteralRewrites(TorchKind):
         """Whether a device or backend rewriter would change `node` (cheap: looks at literals only)."""
         return self.devices.rewrite(node) is not None or self.backends.rewrite(node) is not None
 
+    def _read_only_by_foreign_libraries(self, targets: Sequence[cst.BaseExpression]) -> bool:
+        """`self.device = "cuda"` whose every read in the module is an argument of a library with
+        device names of its own (OpenNMT-py's CTranslate2 engine: `ctranslate2.Translator(path,
+        device=self.device)`): the string is that library's device name, and "npu" would be
+        refused there. Any other read in the module (`torch.zeros(1, device=self.device)`,
+        `engine.device`, `getattr(self, "device")`) leaves the value to move as a device. Reads
+        in other modules are not seen: such an attribute is the engine's own, set in its class."""
+        if not self.foreign_libraries:
+            return False
+        keys = [_read_key(t) for t in targets]
+        if not keys or None in keys:
+            return False
+        for key in keys:
+            assert key is not None
+            given = self._usage(key.rsplit(".", 1)[-1]).foreign_reads.get(key, 0)
+            if not given or _reads_in_text(self.ctx.text, key) > given:
+                return False
+        return True
+
     def _assigned_value(self, targets: Sequence[cst.BaseExpression], original_value, updated_value):
         if isinstance(original_value, (cst.ListComp, cst.SetComp, cst.GeneratorExp)) \
                 and isinstance(updated_value, type(original_value)):
@@ -683,6 +732,8 @@ class LiteralRewrites(TorchKind):
             return updated_value
         device = any(self.is_device_expr(t) for t in targets)
         backend = any(self.is_backend_expr(t) for t in targets)
+        if device and self._read_only_by_foreign_libraries(targets):
+            return updated_value
         if device:
             variable = any(self.is_passed_device(t) for t in targets)
             return self.device_literal(original_value, updated_value, variable=variable)
