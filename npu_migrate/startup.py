@@ -40,7 +40,7 @@ import sys
 from contextlib import contextmanager
 from importlib.util import MAGIC_NUMBER, cache_from_source
 from types import CodeType
-from typing import Any, Dict, Iterator, List, Optional, Set
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 
 def package_modules(folder: str) -> List[str]:
@@ -282,8 +282,14 @@ class KeptRuleSet:
     source's; the build reads no other file: tests/test_startup.py). It is used only when all of
     these are the same now, so what it gives is what the build would give (a test compares them
     field by field); anything else is a miss, and the run builds and keeps a new one. Only the
-    built-in rules with no `--rules` file are kept."""
+    built-in rules with no `--rules` file are kept.
 
+    The rules as a run's targets see them (targets/rule_view.rules_for_targets, ~5 ms of every
+    run) are kept with them, pickled together (a view with nothing changed shares the rules'
+    lists and indexes), by rule_view's key (the targets' specs and the bytes of the target
+    tables); a view added to a kept set writes it again, naming the modules loaded by then."""
+
+    VIEWS = 8  # views kept with a rule set (targets given on the command line vary); the newest
     def __init__(self, path: Optional[str], package: Optional[str] = None) -> None:
         self.path = path
         # the folder whose modules a kept set names: this package's (a copied package's kept file
@@ -292,6 +298,9 @@ class KeptRuleSet:
         self.pending: Optional[bytes] = None  # the file to write (a set this process built)
         self.pid = os.getpid()
         self.hits = 0  # rule sets given (tests/test_startup.py)
+        self.view_hits = 0  # views given
+        # (load_rules' key, the rule set read or built, its views by rule_view's key)
+        self.kept: Optional[Tuple[bytes, Any, Dict[Any, Any]]] = None
 
     def get(self, key: bytes) -> Any:
         data = _read_ours(self.path) if self.path is not None else None
@@ -320,17 +329,50 @@ class KeptRuleSet:
 
         try:
             # trusted as the .pyc files beside it: a file of the user's own that no one else may write (_ours)
-            rules = pickle.loads(body)  # nosec B301
-        except Exception:  # (a damaged body: anything pickle may raise)
+            rules, views = pickle.loads(body)  # nosec B301
+        except Exception:  # (a damaged body: anything pickle may raise; another shape)
+            return None
+        if type(views) is not dict:
             return None
         self.hits += 1
+        self.kept = (key, rules, views)
         return rules
 
+    def holds(self, rules: Any) -> bool:
+        """Whether `rules` is the set this process read or built (and keeps)."""
+        return self.kept is not None and self.kept[1] is rules
+
+    def view(self, rules: Any, key: Any) -> Any:
+        """The view of the kept `rules` for rule_view's `key`, kept with them; None if none is."""
+        if self.kept is None or self.kept[1] is not rules:
+            return None
+        view = self.kept[2].get(key)
+        self.view_hits += view is not None
+        return view
+
+    def put_view(self, rules: Any, key: Any, view: Any) -> None:
+        """Keep `view` with the kept `rules` (the set this process read or built; else nothing)."""
+        if self.kept is None or self.kept[1] is not rules:
+            return
+        views = self.kept[2]
+        views.pop(key, None)
+        views[key] = view
+        while len(views) > self.VIEWS:
+            del views[next(iter(views))]
+        self._prepare()
+
     def put(self, key: bytes, rules: Any) -> None:
-        if self.path is None or sys.dont_write_bytecode:
+        self.kept = (key, rules, {})
+        self._prepare()
+
+    def _prepare(self) -> None:
+        """The file to write: the kept set and its views (pickled now, before the run adds to
+        them what it computes lazily), with the modules loaded now."""
+        if self.path is None or sys.dont_write_bytecode or self.kept is None:
             return
         import pickle  # nosec B403 (only a file of the user's own no one else may write is unpickled: _ours)
 
+        key, rules, views = self.kept
         modules = []
         for module in list(sys.modules.values()):
             path = getattr(module, "__file__", None)
@@ -341,7 +383,7 @@ class KeptRuleSet:
                     return
                 modules.append((os.path.abspath(path), status.st_mtime_ns, status.st_size))
         try:
-            body = pickle.dumps(rules, protocol=pickle.HIGHEST_PROTOCOL)
+            body = pickle.dumps((rules, views), protocol=pickle.HIGHEST_PROTOCOL)
             self.pending = MAGIC_NUMBER + marshal.dumps((key, sys.version, tuple(sorted(modules)), body))
         except Exception:  # (a rule set that cannot be pickled is built again next time)
             self.pending = None

@@ -667,6 +667,7 @@ except SystemExit as exc:
 from npu_migrate import startup
 print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path,
                   "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path,
+                  "kept views": startup.KEPT_RULES.view_hits,
                   "libcst texts": startup.COMPILED.libcst is not None, "libcst path": startup.COMPILED.libcst_path}))
 """
 
@@ -1058,7 +1059,7 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
     def entry(key=b"key", version=sys.version, modules=None, body=None):
         status = os.stat(module)
         modules = ((str(module), status.st_mtime_ns, status.st_size),) if modules is None else modules
-        body = pickle.dumps(rule_set) if body is None else body
+        body = pickle.dumps((rule_set, {})) if body is None else body
         with open(kept.path, "wb") as stream:
             stream.write(MAGIC_NUMBER + marshal.dumps((key, version, modules, body)))
         os.chmod(kept.path, 0o644)
@@ -1083,7 +1084,9 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
     assert kept.get(b"key") is None
     for content in (b"", b"garbage", b"\x00\x00\x00\x00" + marshal.dumps((b"key", sys.version, (), b"")),
                     MAGIC_NUMBER + b"\xff", MAGIC_NUMBER + marshal.dumps([b"key"]),
-                    MAGIC_NUMBER + marshal.dumps((b"key", sys.version, (), b"not a pickle"))):
+                    MAGIC_NUMBER + marshal.dumps((b"key", sys.version, (), b"not a pickle")),
+                    MAGIC_NUMBER + marshal.dumps((b"key", sys.version, (), pickle.dumps(rule_set))),  # no views
+                    MAGIC_NUMBER + marshal.dumps((b"key", sys.version, (), pickle.dumps((rule_set, []))))):
         with open(kept.path, "wb") as stream:
             stream.write(content)
         assert kept.get(b"key") is None, content
@@ -1109,6 +1112,55 @@ def test_a_rule_set_is_kept_only_for_the_same_files_code_and_interpreter(kept_ru
         m[0] for m in modules}
     assert all(m[0].startswith(package_folder + os.sep) and (os.stat(m[0]).st_mtime_ns, os.stat(m[0]).st_size)
                == m[1:] for m in modules)
+
+
+def test_the_targets_view_is_kept_with_the_rule_set_for_the_same_targets_and_tables(kept_rules, tmp_path,
+                                                                                      monkeypatch):
+    """rules_for_targets (~5 ms of every run) derives the view once: the next run reads it with
+    the rule set, the same view field by field, still sharing the rules' lists (pickled together).
+    Other targets' specs, or another byte in a target table, derive it again."""
+    import shutil
+    from collections import OrderedDict
+
+    from npu_migrate import rules
+    from npu_migrate.targets import RunTargets, rule_view, tables
+
+    kept, built = kept_rules
+    derived = []
+    real_derive = rule_view._derive
+    monkeypatch.setattr(rule_view, "_derive", lambda *a: derived.append(a[2:]) or real_derive(*a))
+
+    def fresh_run(*targets):
+        monkeypatch.setattr(rules, "_LOADED", OrderedDict())
+        monkeypatch.setattr(rule_view, "_CACHE", {})
+        monkeypatch.setattr(rule_view, "_BY_FINGERPRINT", {})
+        loaded = rules.load_rules()
+        view = rule_view.rules_for_targets(loaded, RunTargets.of(*targets))
+        kept.save()
+        return loaded, view
+
+    first, first_view = fresh_run()
+    assert (built, derived, kept.view_hits) == ([1], [("", "")], 0)
+    again, view = fresh_run()
+    assert (built, derived, kept.hits, kept.view_hits) == ([1], [("", "")], 1, 1)
+    assert view is not first_view and view.targets == ("", "", "")
+    for field in dataclasses.fields(rules.RuleSet):
+        assert getattr(view, field.name) == getattr(first_view, field.name), field.name
+    assert first_view.rules is first.rules and view.rules is again.rules  # (shared, as derived)
+    fresh_run("2.1.0.post8")  # other targets: derived, and kept beside the first
+    assert derived == [("", ""), ("2.1.0.post8", "")] and kept.view_hits == 1
+    fresh_run()
+    fresh_run("2.1.0.post8")
+    assert len(derived) == 2 and kept.view_hits == 3
+    copy = tmp_path / "rules"
+    shutil.copytree(tables.data_dir(), copy)
+    monkeypatch.setattr(rule_view, "table_path", lambda name: str(copy / "targets" / name))
+    fresh_run()  # the same tables elsewhere: the same view
+    assert len(derived) == 2 and kept.view_hits == 4
+    table = copy / "targets" / "mindspore.toml"
+    table.write_bytes(table.read_bytes() + b"\n")
+    fresh_run()
+    assert derived[2:] == [("", "")] and kept.view_hits == 4 and built == [1]
 
 
 def test_the_rule_sets_build_reads_no_file():
@@ -1144,6 +1196,7 @@ def test_the_command_line_builds_the_built_in_rule_set_once(tmp_path):
     assert first["rule set path"].startswith(str(tmp_path / "pycache")) and os.path.isfile(first["rule set path"])
     second, out2, err2 = _entry(tmp_path, "train.py", "--check", "--no-cache")
     assert (second["exit"], second["kept rule sets"], out2, err2) == (1, 1, out, err)
+    assert (first["kept views"], second["kept views"]) == (0, 1)  # (the targets' view, kept with it)
     os.unlink(first["rule set path"])
     third, out3, err3 = _entry(tmp_path, "train.py", "--check", "--no-cache", write_bytecode=False)
     assert (third["kept rule sets"], out3, err3) == (0, out, err) and not os.path.exists(first["rule set path"])

@@ -30,6 +30,7 @@ from ..kinds.finding import FindingSpec, match_kind_of
 from ..rules import RuleSet
 from .cann import CannMissing, CannTarget, load_cann_table
 from .mindspore import MsTarget, load_ms_table
+from .tables import table_path
 from .torch_npu import Target, describe
 
 if TYPE_CHECKING:
@@ -194,9 +195,20 @@ def rules_for_targets(rules: RuleSet, targets: RunTargets) -> RuleSet:
     if same is not None:
         derived = same[1]
     else:
-        derived = _derive(rules, targets.cann, torch_spec, ms_spec)
-        # (a view with nothing changed shares the rules' lists and indexes)
-        derived = dataclasses.replace(derived, targets=key)
+        from .. import startup
+
+        # The command line keeps the view with the built-in rule set it keeps (startup.KeptRuleSet).
+        kept = startup.KEPT_RULES
+        kept_key = (key, _tables_digest()) if kept is not None and kept.holds(rules) else None
+        view = kept.view(rules, kept_key) if kept is not None and kept_key is not None else None
+        if isinstance(view, RuleSet):
+            derived = view
+        else:
+            derived = _derive(rules, targets.cann, torch_spec, ms_spec)
+            # (a view with nothing changed shares the rules' lists and indexes)
+            derived = dataclasses.replace(derived, targets=key)
+            if kept is not None and kept_key is not None:
+                kept.put_view(rules, kept_key, derived)
     if len(_CACHE) > 64:
         _CACHE.clear()
         _BY_FINGERPRINT.clear()
@@ -204,6 +216,22 @@ def rules_for_targets(rules: RuleSet, targets: RunTargets) -> RuleSet:
     if rules.fingerprint:
         _BY_FINGERPRINT[(rules.fingerprint,) + key] = (rules, derived)
     return derived
+
+
+def _tables_digest() -> str:
+    """The names and bytes of the target tables (rules/targets/*.toml): what a view reads
+    besides the rules and the code (load_cann_table, load_ms_table, torch_npu's table)."""
+    import hashlib
+    import os
+
+    folder = os.path.dirname(table_path("torch_npu.toml"))
+    digest = hashlib.sha256()
+    for name in sorted(n for n in os.listdir(folder) if n.endswith(".toml")):
+        with open(os.path.join(folder, name), "rb") as stream:
+            content = stream.read()
+        for part in (name.encode("utf-8", "surrogatepass"), content):
+            digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
 
 
 def target_suggestion(text: str, cann: CannTarget, torch_spec: str, ms_spec: str = "") -> str:
