@@ -68,6 +68,10 @@ class Options:
     # MindSpore device targets passed from one module of the run to another that move together
     # ("<absolute path>::device_target" for each side: codemods/device_dispatch.crossing_moves).
     mindspore_device_moves: Tuple[str, ...] = ()
+    # The project's CUDA-only code other modules may call ("<module path without .py>::<name>::<what>":
+    # functions using numba.cuda/Triton/CuPy..., cpp_extension builds; project_values.py): a device
+    # test in one module that opens such code of another stays CUDA (codemods/guards.py).
+    cuda_only_code: Tuple[str, ...] = ()
     distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     @classmethod

@@ -103,10 +103,11 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         seen = {} if index_somewhere() else None
         if not settings.mode.writes:  # (the facts decide options: never what a run writes)
             from .project_files import common_folder
+            from .kinds.finding import cuda_only_libraries
             from .project_values import facts_key
 
             # (the folder the paths given share: one stat each, not one per file found in them)
-            facts = ScanFacts(facts_key(), common_folder(project.paths or given))
+            facts = ScanFacts(facts_key(cuda_only_libraries(rules.findings)), common_folder(project.paths or given))
     found: Optional[dict] = {} if facts is not None else None
     with long_lived():  # (the project's values and the digests it read: the run's, startup.py)
         options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
@@ -230,16 +231,22 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
                         found: Optional[dict] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
-    settings (project_values.py), MindSpore's device targets (device_dispatch.crossing_moves).
+    settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
+    device targets (device_dispatch.crossing_moves).
     `seen`, `known`, `found`: project_values.scan's."""
     from dataclasses import replace
 
     from .kinds.device_dispatch import DeviceDispatchSpec
     from .project_values import may_pass_on, scan
 
-    keys, crossing = scan(files, seen, known, found)  # one read of each file for both
+    from .kinds.finding import cuda_only_libraries
+
+    code: List[str] = []
+    keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code)  # one read each
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
+    if code and options.framework in ("auto", "torch"):
+        options = replace(options, cuda_only_code=tuple(code))
     dispatch = [rule for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"
                 and rule.call_spec is not None] if crossing and options.framework in ("auto", "mindspore") else []
     # (a rule whose `from` and options no such file names moves nothing: no libcst, no parse)

@@ -21,11 +21,23 @@ the run leaves the setting's module as it is and reports it (NPU324, pipeline.py
 reader would stay on a device torch does not know, and a later run of the whole project would
 find no CUDA setting left to follow.
 
-Read statically: bytes and regular expressions, each file read once, nothing imported.
+* `cuda_only_code` (`code=`): the top-level functions and classes of the project's modules
+  that use a CUDA-only library (a module the guard rule's `gates` report: numba.cuda, Triton,
+  CuPy...), and names bound to a cpp_extension.load build at module level, as "<the module's
+  absolute path without .py>::<name>::<what makes it CUDA-only>". A device test in another
+  module whose CUDA branch calls one (espnet's `rnnt.rnnt_loss_gpu if is_cuda else
+  rnnt.rnnt_loss_cpu`, rnnt.py launching numba.cuda kernels) stays CUDA (codemods/guards.py):
+  rewritten, the NPU would enter the CUDA-only function. Only files whose text imports such a
+  library are parsed (Python's ast; a function that tests the device itself dispatches and
+  is not one).
+
+Read statically: bytes and regular expressions (Python's ast for the few files importing a
+CUDA-only library), each file read once, nothing imported.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import os
 import re
@@ -65,7 +77,8 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
 
 
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
-         found: Optional[Dict[str, Any]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
+         code: Optional[List[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -78,12 +91,18 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     (runner.run). The digest is of the very bytes this scan read, so a result found by it
     belongs to the same bytes as the device settings found here.
 
-    `known` / `found`: absolute path -> [sha256, may pass a MindSpore option on, its device keys] of
-    files read whole. What `known` holds for a file with exactly these bytes is taken instead of
-    searching them again (`facts_key` names this code: pipeline.py keeps the facts in the cache
+    `gates`: the CUDA-only libraries (the modules the guard rule's gate codes report); `code`,
+    when given, gets the project's CUDA-only code that uses them (`cuda_only_code`, sorted).
+
+    `known` / `found`: absolute path -> [sha256, may pass a MindSpore option on, its device keys,
+    its CUDA-only code ([name, what] pairs)] of files read whole. What `known` holds for a file
+    with exactly these bytes is taken instead of searching them again (`facts_key` names this
+    code and `gates`: pipeline.py keeps the facts in the cache
     folder, for runs that write nothing); `found` gets every such file's facts."""
     keys: Set[str] = set()
     crossing: List[str] = []
+    gates_re = _gates_re(gates)
+    cuda_code: Set[str] = set()
     for path in files:
         read = _read_with_stat(path)
         if read is None:
@@ -98,12 +117,19 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
         if digest is not None and known:
             facts = _known_facts(known.get(os.path.abspath(path)), digest)
         if facts is None:
-            facts = _facts(text, path)
+            facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re),)
         if digest is not None and found is not None:
-            found[os.path.abspath(path)] = [digest, facts[0], list(facts[1])]
+            found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]]]
         if facts[0]:
             crossing.append(path)
         keys.update(facts[1])
+        if code is not None and facts[2]:
+            module = os.path.splitext(os.path.abspath(path))[0]
+            if os.path.basename(module) == "__init__":
+                module = os.path.dirname(module)
+            cuda_code.update(f"{module}::{name}::{what}" for name, what in facts[2])
+    if code is not None:
+        code.extend(sorted(cuda_code))
     return tuple(sorted(keys)), tuple(crossing)
 
 
@@ -140,20 +166,143 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
     return False
 
 
-def _known_facts(entry: Any, digest: str) -> Optional[Tuple[bool, Tuple[str, ...]]]:
+def _known_facts(entry: Any, digest: str) -> Optional[Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...]]]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 3 and entry[0] == digest and isinstance(entry[1], bool)
-            and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])):
+    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] == digest and isinstance(entry[1], bool)
+            and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
+            and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
+                                                   and all(isinstance(p, str) for p in c) for c in entry[3])):
         return None
-    return entry[1], tuple(entry[2])
+    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3])
 
 
-def facts_key() -> str:
+def facts_key(gates: Sequence[str] = ()) -> str:
     """What the facts of a file depend on besides its bytes and path: this module's code (its
-    patterns, _LIMIT) and the Python that runs it."""
+    patterns, _LIMIT), the CUDA-only libraries looked for (`gates`: the rules') and the Python
+    that runs it."""
     with open(__file__, "rb") as f:
         code = f.read()
-    return hashlib.sha256(code + repr(sys.version_info[:2]).encode()).hexdigest()[:32]
+    return hashlib.sha256(code + repr((sys.version_info[:2], sorted(gates))).encode()).hexdigest()[:32]
+
+
+# -- CUDA-only code ---------------------------------------------------------------------------
+
+_BUILDERS = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
+
+
+def _gates_re(gates: Sequence[str]) -> "Optional[re.Pattern[bytes]]":
+    """An import line that may name one of `gates` or cpp_extension: the files worth parsing."""
+    roots = sorted({g.split(".", 1)[0] for g in gates})
+    if not roots:
+        return None
+    words = b"|".join(re.escape(r.encode()) for r in roots + ["cpp_extension"])
+    return re.compile(rb"^[ \t]*(?:from|import)[ \t]+[^\n#]*?\b(?:" + words + rb")\b", re.MULTILINE)
+
+
+def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pattern[bytes]]") -> Tuple[Tuple[str, str], ...]:
+    """(name, what) of the module's top-level functions and classes that use one of `gates`
+    (read through its imports: `from numba import cuda` ... `cuda.jit`), or that use such a
+    function of the module (up to three rounds: wrappers of wrappers), and of its module-level
+    names bound to `cpp_extension.load(...)`; not a function that tests the device itself (it
+    dispatches: `if x.is_cuda: ... else: ...`)."""
+    if gates_re is None or not gates_re.search(text):
+        return ()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return ()
+    imported: Dict[str, str] = {}
+    _imports_of(tree.body, imported)
+
+    def library(qual: Optional[str]) -> Optional[str]:
+        if qual is None:
+            return None
+        return next((g for g in gates if qual == g or qual.startswith(g + ".")), None)
+
+    found: Dict[str, str] = {}
+    definitions: Dict[str, ast.AST] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            definitions[stmt.name] = stmt
+        elif isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and _qual(stmt.value.func, imported) in _BUILDERS:
+            for target in stmt.targets:
+                if isinstance(target, ast.Name):
+                    found[target.id] = "torch.utils.cpp_extension"
+    uses: Dict[str, List[str]] = {}
+    for name, node in definitions.items():
+        names = dict(imported)
+        local: Dict[str, str] = {}
+        _imports_of([n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))], local)
+        names.update(local)
+        what = None
+        reads: List[str] = []
+        tests = False
+        for n in ast.walk(node):
+            if isinstance(n, (ast.Name, ast.Attribute)):
+                if isinstance(n, ast.Attribute) and n.attr == "is_cuda":
+                    tests = True
+                    break
+                if what is None:
+                    what = library(_qual(n, names))
+                if isinstance(n, ast.Name):
+                    reads.append(n.id)
+            elif isinstance(n, ast.Compare) and any(
+                    isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.split(":")[0] == "cuda"
+                    for c in [n.left, *n.comparators]):
+                tests = True
+                break
+            elif isinstance(n, ast.Call) and _qual(n.func, names) == "torch.cuda.is_available":
+                tests = True
+                break
+        if tests:
+            continue
+        if what is not None:
+            found[name] = what
+        else:
+            uses[name] = reads
+    for _ in range(3):  # the module's wrappers of those (a Function whose forward calls the launcher)
+        more = {name: next(found[r] for r in reads if r in found) for name, reads in uses.items()
+                if name not in found and any(r in found for r in reads)}
+        if not more:
+            break
+        found.update(more)
+    return tuple(sorted(found.items()))
+
+
+def _imports_of(statements: Iterable[ast.AST], names: Dict[str, str]) -> None:
+    """Local name -> the qualified name it is imported as, for the imports among `statements`
+    and in the blocks of their module-level `if`/`try`/`with` (not in functions or classes);
+    relative imports resolve nothing."""
+    for stmt in statements:
+        if isinstance(stmt, ast.Import):
+            for alias in stmt.names:
+                if alias.asname:
+                    names[alias.asname] = alias.name
+                else:
+                    top = alias.name.split(".", 1)[0]
+                    names.setdefault(top, top)
+        elif isinstance(stmt, ast.ImportFrom):
+            if stmt.level or not stmt.module:
+                continue
+            for alias in stmt.names:
+                if alias.name != "*":
+                    names[alias.asname or alias.name] = f"{stmt.module}.{alias.name}"
+        elif isinstance(stmt, (ast.If, ast.Try, ast.With)) or type(stmt).__name__ == "TryStar":
+            for block in ("body", "orelse", "finalbody"):
+                _imports_of(getattr(stmt, block, ()), names)
+            for handler in getattr(stmt, "handlers", ()):
+                _imports_of(handler.body, names)
+
+
+def _qual(node: ast.AST, names: Dict[str, str]) -> Optional[str]:
+    """The qualified name a Name or Attribute chain refers to through `names`, or None."""
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name) or node.id not in names:
+        return None
+    return ".".join([names[node.id], *reversed(parts)])
 
 
 def _read(path: str) -> Optional[bytes]:

@@ -121,7 +121,8 @@ class Settings:
 # derived from other settings in Settings.options()
 DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_files", "add_import", "targets"})
 # found in the project by pipeline.py (migrate_files: local modules, device settings, ModelArts scan)
-PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "modelarts_moxing_files",
+PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "cuda_only_code",
+                             "modelarts_moxing_files",
                              "modelarts_utility_files"})
 # the rest: a Settings field of the same name, as it is
 SAME_OPTIONS = tuple(f.name for f in dataclasses.fields(Options)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import itertools
+import os
 import textwrap
 
 import pytest
@@ -864,3 +865,205 @@ def test_a_device_test_compared_with_true_is_the_test_itself(compared, kept):
     else:
         assert result.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
             "torch.cuda.is_available()", "torch.npu.is_available()").replace('torch.device("cuda")', 'torch.device("npu")')
+
+
+# espnet 202511 espnet2/asr/transducer/rnnt_multi_blank (held out): the CUDA-only code is in
+# ANOTHER module (rnnt.py launches numba.cuda kernels); the loss module imports no CUDA library
+RNNT_LAUNCHERS = '''\
+import torch
+from numba import cuda
+
+
+def rnnt_loss_gpu(acts, costs):
+    stream = cuda.external_stream(torch.cuda.current_stream(acts.device).cuda_stream)
+    cuda.select_device(acts.device.index)
+    return costs
+
+
+def rnnt_loss_cpu(acts, costs):
+    costs.copy_(acts.sum())
+    return costs
+'''
+RNNT_LOSS = '''\
+import torch
+from torch.autograd import Function
+from torch.nn import Module
+
+from {import_rnnt}
+
+
+class _RNNTNumba(Function):
+    @staticmethod
+    def forward(ctx, acts, labels):
+        is_cuda = acts.is_cuda
+        loss_func = rnnt.rnnt_loss_gpu if is_cuda else rnnt.rnnt_loss_cpu
+        costs = torch.zeros(acts.size(0), device=acts.device)
+        return loss_func(acts, costs)
+
+
+def rnnt_loss(acts, labels, clamp=0.0):
+    if not acts.is_cuda:
+        # log_softmax is computed within GPU version
+        acts = torch.nn.functional.log_softmax(acts, -1)
+    return _RNNTNumba.apply(acts, labels)
+
+
+class RNNTLossNumba(Module):
+    def __init__(self):
+        super().__init__()
+        self.loss = _RNNTNumba.apply
+
+    def forward(self, acts, labels):
+        if not acts.is_cuda:
+            acts = torch.nn.functional.log_softmax(acts, -1)
+        return self.loss(acts, labels)
+
+
+def to_device(x):
+    return x.cuda() if x.is_cuda else x
+'''
+
+
+def _detail(finding):
+    return finding.message.split(" opens CUDA-only code (", 1)[1].rsplit("); it is left", 1)[0]
+
+
+def _rnnt_project(root, import_rnnt="espnet2.asr.rnnt_multi_blank import rnnt", launchers=RNNT_LAUNCHERS):
+    package = root / "espnet2" / "asr" / "rnnt_multi_blank"
+    package.mkdir(parents=True)
+    for folder in (root / "espnet2", root / "espnet2" / "asr", package):
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    (package / "rnnt.py").write_text(launchers, encoding="utf-8")
+    (package / "rnnt_multi_blank.py").write_text(RNNT_LOSS.format(import_rnnt=import_rnnt), encoding="utf-8")
+    return package
+
+
+def _project_options(folder):
+    from npu_migrate.pipeline import with_project_values
+
+    files = sorted(str(p) for p in folder.rglob("*.py"))
+    return with_project_values(Options(), files, RULES)
+
+
+@pytest.mark.parametrize("import_rnnt", ["espnet2.asr.rnnt_multi_blank import rnnt", ". import rnnt",
+                                         "espnet2.asr.rnnt_multi_blank import rnnt as rnnt"])
+def test_device_tests_before_cuda_only_code_of_another_module_stay_with_the_tests_that_pair_with_them(
+        tmp_path, import_rnnt):
+    """espnet's rnnt_multi_blank.py: `rnnt.rnnt_loss_gpu if is_cuda else rnnt.rnnt_loss_cpu`,
+    rnnt_loss_gpu in rnnt.py launching numba.cuda kernels. As `acts.is_npu` the NPU entered
+    numba.cuda; and the wrappers' `if not acts.is_cuda: acts = log_softmax(acts)` (the CPU loss
+    needs it, the GPU one computes it) must stay with it, or NPU tensors reach the CPU loss
+    without their log_softmax: a silently wrong loss. All stay (NPU315), the module is unchanged;
+    `x.cuda() if x.is_cuda` beside them still moves. Found by the project scan (Options), the
+    same parsed partially as whole."""
+    package = _rnnt_project(tmp_path, import_rnnt)
+    options = _project_options(tmp_path)
+    module = os.path.join(str(package), "rnnt")
+    assert options.cuda_only_code == (f"{module}::rnnt_loss_gpu::numba.cuda",)
+    path = str(package / "rnnt_multi_blank.py")
+    text = (package / "rnnt_multi_blank.py").read_text(encoding="utf-8")
+    for partial in (True, False):
+        r = migrate_source(text, path, options, RULES, partial=partial)
+        assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+            "return x.cuda() if x.is_cuda else x", "return x.npu() if x.is_npu else x")
+        assert [(f.code, f.span.line, f.api, _detail(f)) for f in r.findings] == [
+            ("NPU315", 11, "acts.is_cuda", "`rnnt.rnnt_loss_gpu` of rnnt.py, which uses numba.cuda"),
+            ("NPU315", 18, "acts.is_cuda", "the same tensor goes on to `_RNNTNumba.apply()`, whose device test stays CUDA"),
+            ("NPU315", 30, "acts.is_cuda", "the same tensor goes on to `_RNNTNumba.apply()`, whose device test stays CUDA"),
+        ]
+    # without the project's facts (rnnt.py not in the run) it migrates, as before
+    assert "acts.is_npu" in migrate_source(text, path, Options(), RULES).new_text
+
+
+def test_a_function_imported_by_name_from_another_module_is_cuda_only_code(tmp_path):
+    package = _rnnt_project(tmp_path, ".rnnt import rnnt_loss_gpu, rnnt_loss_cpu")
+    path = package / "rnnt_multi_blank.py"
+    text = path.read_text(encoding="utf-8").replace("rnnt.rnnt_loss_", "rnnt_loss_")
+    r = migrate_source(text, str(path), _project_options(tmp_path), RULES)
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU315", 11), ("NPU315", 18), ("NPU315", 30)]
+    assert "(`rnnt_loss_gpu` of rnnt.py, which uses numba.cuda)" in r.findings[0].message
+
+
+def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
+    import npu_migrate.project_values as pv
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    (tmp_path / "k.py").write_text(
+        "import torch\nimport triton.language as tl\nfrom torch.utils.cpp_extension import load\n"
+        "ext = load('ext', ['ext.cu'])\n\n"
+        "def kernel(x):\n    return tl.sum(x)\n\n"
+        "def wrapper(x):\n    return kernel(x) + 1\n\n"
+        "class Op(torch.autograd.Function):\n    @staticmethod\n    def forward(ctx, x):\n        return wrapper(x)\n\n"
+        "def dispatch(x):\n    return kernel(x) if x.is_cuda else x\n\n"
+        "def plain(x):\n    return x + 1\n\n"
+        "def inner():\n    from cupy import asarray\n    return asarray\n", encoding="utf-8")
+    (tmp_path / "plain.py").write_text("import torch\ndef kernel(x):\n    return x\n", encoding="utf-8")
+    code: list = []
+    gates = cuda_only_libraries(RULES.findings)
+    assert pv.scan([str(tmp_path / "k.py"), str(tmp_path / "plain.py")], gates=gates, code=code) == ((), ())
+    module = os.path.join(str(tmp_path), "k")
+    assert code == [f"{module}::{name}::{what}" for name, what in [
+        ("Op", "triton"), ("ext", "torch.utils.cpp_extension"), ("inner", "cupy"), ("kernel", "triton"),
+        ("wrapper", "triton")]]
+
+
+def test_a_result_that_depends_on_another_modules_cuda_only_code_follows_that_module(tmp_path):
+    """Principle 4: the loss module's result depends on rnnt.py's content (through the project
+    scan's facts, part of the options and so of the cache key). rnnt.py rewritten without
+    numba: the next run, cache warm, migrates the loss module; numba back: it stays again."""
+    from helpers import cli_in_process
+
+    _rnnt_project(tmp_path / "proj")
+    env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    rnnt = tmp_path / "proj" / "espnet2" / "asr" / "rnnt_multi_blank" / "rnnt.py"
+
+    def loss_edits():
+        run = cli_in_process("proj", "--diff", cwd=tmp_path, env=env)
+        assert b"Traceback" not in run.stderr and b"failed" not in run.stderr.replace(b"0 failed", b""), run.stderr
+        return [line for line in run.stdout.decode().splitlines() if "is_npu" in line and line.startswith("+")]
+
+    kept = loss_edits()
+    assert kept == ["+    return x.npu() if x.is_npu else x"]
+    assert loss_edits() == kept  # warm
+    rnnt.write_text(RNNT_LAUNCHERS.replace("from numba import cuda\n", "").replace(
+        "    stream = cuda.external_stream(torch.cuda.current_stream(acts.device).cuda_stream)\n"
+        "    cuda.select_device(acts.device.index)\n", ""), encoding="utf-8")
+    assert loss_edits() == ["+        is_cuda = acts.is_npu", "+    if not acts.is_npu:", "+        if not acts.is_npu:",
+                            "+    return x.npu() if x.is_npu else x"]
+    rnnt.write_text(RNNT_LAUNCHERS, encoding="utf-8")
+    assert loss_edits() == kept
+
+
+# transformers 4.46.3 models/yoso/modeling_yoso.py: the extension is built by name and imported
+# under another (`load("fast_lsh_cumulation", ...)`, `import fast_lsh_cumulation as lsh_cumulation`)
+YOSO = '''\
+import torch
+
+lsh_cumulation = None
+
+
+def load_cuda_kernels():
+    global lsh_cumulation
+    from torch.utils.cpp_extension import load
+
+    load("fast_lsh_cumulation", ["fast_lsh_cumulation.cu"], verbose=True)
+
+    import fast_lsh_cumulation as lsh_cumulation
+
+
+class YosoLSHCumulation(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, query_mask, key_mask, value):
+        use_cuda = query_mask.is_cuda
+        return lsh_cumulation.lsh_cumulation(query_mask, key_mask, value, use_cuda, 1)
+'''
+
+
+def test_a_flag_given_to_an_extension_built_by_name_and_imported_under_another_stays():
+    """yoso: `use_cuda = query_mask.is_cuda` is the kernel's own device flag; as is_npu it told
+    the CUDA extension that NPU tensors are CUDA ones. Kept (NPU302), partial as whole."""
+    r = migrate_source(YOSO, "models/yoso/modeling_yoso.py", Options(), RULES)
+    assert r.new_text is None
+    assert [(f.code, f.span.line, f.api) for f in r.findings] == [
+        ("NPU302", 10, "torch.utils.cpp_extension.load"), ("NPU302", 18, "query_mask.is_cuda")]
+    assert_partial_as_whole(YOSO)

@@ -54,6 +54,7 @@ too: `from . import _C`).
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
@@ -65,7 +66,7 @@ from ..imports import dotted_name, imported_names
 from ..fast_visitor import children, subtree, walk
 from .. import work
 from ..codes import applies
-from ..kinds.finding import FindingSpec, names_of
+from ..kinds.finding import FindingSpec, cuda_only_libraries, names_of
 from ..words import matches_at_word_start, words_of
 from ..rules import Rule
 from .findings import arguments_match
@@ -166,6 +167,12 @@ def _kernel_names(ctx: Context) -> Set[str]:
     collector = _Definitions(ctx)
     walk(ctx.module, collector)
     names |= collector.built
+    for stmt in ctx.imports.import_nodes if collector.built_modules else ():
+        if isinstance(stmt, cst.Import):
+            for alias in stmt.names:
+                full = dotted_name(alias.name) or ""
+                if full in collector.built_modules:
+                    names.add(_local_name(alias, full))
     # The file's own functions and classes that call an extension count as one (a wrapper
     # `def nms(...)`, an autograd Function whose forward calls `_C`); a few rounds reach
     # wrappers of wrappers.
@@ -209,6 +216,7 @@ class _Definitions(cst.CSTVisitor):
         self.ctx = ctx
         self.definitions: Dict[str, cst.CSTNode] = {}
         self.built: Set[str] = set()
+        self.built_modules: Set[str] = set()
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.definitions.setdefault(node.name.value, node)
@@ -221,6 +229,16 @@ class _Definitions(cst.CSTVisitor):
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     self.built.add(target.target.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        # `load("fast_lsh_cumulation", sources)` then `import fast_lsh_cumulation as lsh_cumulation`
+        # (transformers' yoso): the module the build names, imported by that name
+        if self.ctx.imports.resolve(node.func) in _BUILDERS:
+            name = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "name"),
+                        node.args[0].value if node.args and node.args[0].keyword is None else None)
+            built = string_value(name) if name is not None else None
+            if built:
+                self.built_modules.add(built)
 
 
 def _root(node: cst.BaseExpression) -> Optional[str]:
@@ -873,8 +891,7 @@ class _DeviceGates:
         words = sorted(spec.words, key=len, reverse=True)
         self.word_re = re.compile(r"(?i)(?:^|_)(?:%s)(?:_|\d|$)" % "|".join(re.escape(w) for w in words)) if words else None
         codes = set(spec.gates)
-        self.modules = tuple(n for r in ctx.rules.findings.get("import", ()) if r.code in codes and not r.framework
-                             for n in names_of(r))
+        self.modules = cuda_only_libraries(ctx.rules.findings)
         self.calls: Dict[str, List[Rule]] = {}
         # (and the references an api finding of those codes reports: faiss's GPU index calls)
         for r in list(ctx.rules.findings.get("call", ())) + list(ctx.rules.findings.get("api", ())):
@@ -910,6 +927,16 @@ class _DeviceGates:
         self._run_words: Dict[Tuple[int, int], Set[bytes]] = {}
         self._body_runs: Dict[int, List[Tuple[int, int]]] = {}
         self._cuda_word_memo: Dict[bytes, bool] = {}
+        # the project's CUDA-only code in other modules (Options.cuda_only_code: "<module
+        # path>::<name>::<what>"), as "<module path>/<name>" -> what; the local names that may
+        # lead to it (an import of such a module or of such a name) -> the path they stand for
+        self.project_code: Dict[str, str] = {}
+        for entry in ctx.options.cuda_only_code:
+            module, name, what = entry.split("::", 2)
+            self.project_code[f"{module.replace(os.sep, '/')}/{name}"] = what
+        self.project_locals: Dict[str, str] = {}
+        # the functions holding a device test kept here (by name; `forward` for a Function's)
+        self.holders: Set[str] = set()
 
     # -- what is CUDA-only ------------------------------------------------------------------
 
@@ -942,7 +969,9 @@ class _DeviceGates:
                     if _imports_extension(cst.Import(names=[alias])) or any(self._library_word(p) for p in full.split(".")):
                         name = _local_name(alias, full.split(".", 1)[0])
                         self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
-        if self.cuda_names or self.ctx.kept:
+        if self.project_code:
+            self._bind_project_code()
+        if self.cuda_names or self.project_locals or self.ctx.kept:
             return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
         words = self.gate_words
@@ -990,6 +1019,57 @@ class _DeviceGates:
                                     found.add(alias.asname or parts[0])
             self._elided_names = found
         return self._elided_names
+
+    def _bind_project_code(self) -> None:
+        """The names this file's imports bind to the project's CUDA-only code in other modules
+        (project_values.py: espnet's `from ...rnnt_multi_blank import rnnt`, whose
+        `rnnt_loss_gpu` launches numba.cuda kernels): a function imported by name is a CUDA-only
+        name (self.cuda_names); a module that holds some is looked through by attribute
+        (_project_attribute). An absolute import is matched by the end of the module's path
+        (the run may start below the package's root), a relative one by the path itself."""
+        places: Dict[str, str] = {local: "/" + qual.replace(".", "/") for local, qual in self.ctx.imports.names.items()}
+        here = os.path.dirname(os.path.abspath(self.ctx.path)).replace(os.sep, "/")
+        for stmt in self.ctx.imports.import_nodes:
+            if isinstance(stmt, cst.ImportFrom) and stmt.relative and not isinstance(stmt.names, cst.ImportStar):
+                base = here
+                for _ in range(len(stmt.relative) - 1):
+                    base = base.rsplit("/", 1)[0]
+                module = dotted_name(stmt.module) if stmt.module is not None else ""
+                if module:
+                    base += "/" + module.replace(".", "/")
+                for alias in stmt.names:
+                    name = dotted_name(alias.name) or ""
+                    places[_local_name(alias, name)] = f"{base}/{name}"
+        paths = list(self.project_code)
+        for local, place in places.items():
+            what = next((w for p, w in self.project_code.items() if p.endswith(place)), None)
+            if what is not None:
+                self.cuda_names.setdefault(local, f"`{local}` of {_module_file(place)}, which uses {what}")
+            elif any(place + "/" in p for p in paths):
+                self.project_locals[local] = place
+
+    def _project_attribute(self, node: cst.CSTNode) -> Optional[str]:
+        """`rnnt.rnnt_loss_gpu` in `node`, where `rnnt` is a project module whose function is
+        CUDA-only code (_bind_project_code): the finding's detail, or None."""
+        if not self.project_locals:
+            return None
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.Attribute):
+                parts = [n.attr.value]
+                value = n.value
+                while isinstance(value, cst.Attribute):
+                    parts.append(value.attr.value)
+                    value = value.value
+                if isinstance(value, cst.Name) and value.value in self.project_locals:
+                    place = "/".join([self.project_locals[value.value], *reversed(parts)])
+                    what = next((w for p, w in self.project_code.items() if p.endswith(place)), None)
+                    if what is not None:
+                        code = ".".join([value.value, *reversed(parts)])
+                        return f"`{code}` of {_module_file(place)}, which uses {what}"
+            stack.extend(children(n))
+        return None
 
     def _cuda_name(self, name: str, rounds: int = 3) -> Optional[str]:
         """What makes the name `name` CUDA-only code (the finding's detail), or None: an import
@@ -1136,7 +1216,9 @@ class _DeviceGates:
             if found is not None:
                 return found
             self._ask_body(name)
-        return fixed if fixed is not None else self._cuda_only_attribute(node)
+        if fixed is not None:
+            return fixed
+        return self._project_attribute(node) or self._cuda_only_attribute(node)
 
     def _cuda_only_attribute(self, node: cst.CSTNode) -> Optional[str]:
         """`self.loss(...)` where the class assigns `self.loss = Transducer.apply` (an autograd
@@ -1261,7 +1343,9 @@ class _DeviceGates:
     # -- the walk -----------------------------------------------------------------------------
 
     def plan(self) -> None:
-        for node in self._candidates():
+        candidates = self._candidates()
+        left = []
+        for node in candidates:
             if isinstance(node, (cst.Attribute, cst.Call)):  # `x.is_cuda`, `torch.cuda.is_available()`
                 negative = False
             elif isinstance(node, cst.Comparison):
@@ -1271,18 +1355,133 @@ class _DeviceGates:
                     continue  # (`not in ("cuda", "npu")`: admits the NPU already; the torch pass keeps it)
             verdict = self._judge(node, negative, depth=0, seen=set())
             if verdict is None or (isinstance(node, cst.Comparison) and not self._tests_a_device(node)):
+                if verdict is None:
+                    left.append((node, negative))
                 continue  # (asked last: is_device_expr may walk the module for a variable's uses)
-            guard, detail = verdict
-            self.ctx.keep(node)
-            for side in self._cuda_side(node, negative):
-                self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
-            rule = self.gate_rule if guard == "gate" else self.refusal_rule
-            if rule is not None:
-                api = self.ctx.code_for(node)
-                self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
-                                 suggestion=rule.render_suggestion(api=api, detail=detail))
+            self._keep(node, negative, verdict)
+        # A test of the same tensor as a kept one moves with it, whichever comes first in the file
+        # (espnet's `if not acts.is_cuda: acts = log_softmax(acts)` before `_RNNTNumba.apply(acts,
+        # ...)`, whose `acts.is_cuda` stays: the CPU loss needs that log_softmax; migrated alone,
+        # NPU tensors would reach it without): until no more is kept.
+        while left and self.holders:
+            paired = [(node, negative, verdict) for node, negative in left
+                      for verdict in [self._paired(node)] if verdict is not None]
+            if not paired:
+                break
+            for node, negative, verdict in paired:
+                self._keep(node, negative, verdict)
+            left = [(node, negative) for node, negative in left if id(node) not in self.ctx.kept]
         if self.ctx.partial is not None:
             self._settle_asks()
+
+    def _keep(self, node: cst.CSTNode, negative: bool, verdict: Tuple[str, str]) -> None:
+        guard, detail = verdict
+        self.ctx.keep(node)
+        function = self._function_of(node)
+        if function is not None:
+            self.holders.add(function.name.value)
+        for side in self._cuda_side(node, negative):
+            self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
+        rule = self.gate_rule if guard == "gate" else self.refusal_rule
+        if rule is not None:
+            api = self.ctx.code_for(node)
+            self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
+                             suggestion=rule.render_suggestion(api=api, detail=detail))
+
+    def _paired(self, node: cst.CSTNode) -> Optional[Tuple[str, str]]:
+        """("gate", detail) when the device test `node` tests a tensor that its function then
+        passes to a function of the module (or an autograd Function's `apply`, or a callable the
+        class keeps in `self.<name>`) whose test of that parameter's device stays CUDA: both
+        must give the same answer on the NPU (a value and its readers move together)."""
+        tested = _tested_tensor(node)
+        function = self._function_of(node) if tested is not None else None
+        if function is None or tested is None or not self._prepares(node, tested):
+            return None
+        partial = self.ctx.partial
+        if partial is not None:
+            # the calls left out of the function that pass the tensor to a holder of a kept
+            # test, directly or through `self.<name>` (`return self.loss(acts, ...)`)
+            holders = {h.encode() for h in self.holders} | {b"self", b"apply"}
+            for run in partial.elided_in(function.body, tested):
+                if run not in self.ctx.partial_lines and holders & self._words_of_run(run):
+                    self.ctx.partial_lines.add(run)
+        for call in _calls(function.body):
+            position, keyword = None, None
+            for i, arg in enumerate(call.args):
+                if arg.star:
+                    break
+                if isinstance(arg.value, cst.Name) and arg.value.value == tested:
+                    position, keyword = (None, arg.keyword.value) if arg.keyword is not None else (i, None)
+                    break
+            if position is None and keyword is None:
+                continue
+            for callee, skip, shown in self._callees(call.func, function):
+                params = list(callee.params.posonly_params) + list(callee.params.params)
+                if keyword is not None:
+                    param = keyword
+                elif position is not None and position + skip < len(params):
+                    param = params[position + skip].name.value
+                else:
+                    continue
+                if self._kept_test_of(callee, param):
+                    return ("gate", f"the same tensor goes on to `{shown}()`, whose device test stays CUDA")
+        return None
+
+    def _prepares(self, node: cst.CSTNode, tested: str) -> bool:
+        """Whether the `if` that the device test `node` decides (through `not`/`and`/`or`)
+        assigns the tested tensor in one of its branches (`if not acts.is_cuda: acts =
+        log_softmax(acts)`): it prepares that tensor for what the device test of its callee
+        chooses. A test that only does something beside the tensor (`if x.device.type ==
+        "cuda": torch.cuda.synchronize()`) need not agree with another."""
+        child, parent = node, self.parent.get(id(node))
+        while isinstance(parent, (cst.UnaryOperation, cst.BooleanOperation)):
+            child, parent = parent, self.parent.get(id(parent))
+        if not isinstance(parent, cst.If) or parent.test is not child:
+            return False
+        for block in (parent.body, parent.orelse):
+            for n in subtree(block) if block is not None else ():
+                if isinstance(n, (cst.AssignTarget, cst.AugAssign, cst.AnnAssign)) and isinstance(
+                        n.target, cst.Name) and n.target.value == tested:
+                    return True
+        return False
+
+    def _callees(self, func: cst.BaseExpression, caller: cst.FunctionDef) -> Iterator[Tuple[cst.FunctionDef, int, str]]:
+        """(the function a call runs, how many of its parameters come before the call's
+        arguments, the callee as written) for a function of the module, `<Function>.apply`
+        (its `forward`, after `ctx`) and `self.<name>` where the class assigns one of those."""
+        if isinstance(func, cst.Name):
+            definition = self.definitions.get(func.value)
+            if isinstance(definition, cst.FunctionDef):
+                yield definition, 0, func.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name):
+            owner_name, attribute = func.value.value, func.attr.value
+            if owner_name == "self":
+                owner = self.parent.get(id(caller))
+                while owner is not None and not isinstance(owner, cst.ClassDef):
+                    owner = self.parent.get(id(owner))
+                if owner is not None:
+                    for value in self._assigned_to_self(owner, attribute):
+                        if isinstance(value, (cst.Name, cst.Attribute)):
+                            for callee, skip, shown in self._callees(value, caller):
+                                yield callee, skip, shown
+                return
+            definition = self.definitions.get(owner_name)
+            if attribute == "apply" and isinstance(definition, cst.ClassDef):
+                forward = next((m for m in definition.body.body if isinstance(m, cst.FunctionDef)
+                                and m.name.value == "forward"), None)
+                if forward is not None:
+                    yield forward, 1, f"{owner_name}.apply"
+
+    def _kept_test_of(self, function: cst.FunctionDef, param: str) -> bool:
+        """Whether `function` holds a device test of its parameter `param` that stays CUDA."""
+        kept = self.ctx.kept
+        stack: List[cst.CSTNode] = [function.body]
+        while stack:
+            n = stack.pop()
+            if id(n) in kept and _tested_tensor(n) == param:
+                return True
+            stack.extend(children(n))
+        return False
 
     def _cuda_side(self, node: cst.CSTNode, negative: bool) -> List[cst.CSTNode]:
         """The code that runs only when the kept test `node` is True on CUDA (False when
@@ -1586,7 +1785,8 @@ class _DeviceGates:
         if known is None:
             self._cuda_word_memo[word] = False
             name = word.decode("utf-8", "replace")
-            known = (name in self.cuda_names or name in self._call_leaves or self._library_word(name)
+            known = (name in self.cuda_names or name in self.project_locals or name in self._call_leaves
+                     or self._library_word(name)
                      or name in self.definitions and self._within(name, 3) or name in self._elided_imports()
                      # (a function or class left out that may be: `self.loss = Transducer.apply`)
                      or name not in self.definitions and name in self._elided_definitions()
@@ -1782,6 +1982,24 @@ class _DeviceGates:
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
         return isinstance(parent, (cst.AssignTarget, cst.AnnAssign)) and getattr(parent, "target", None) is name
+
+
+def _tested_tensor(node: cst.CSTNode) -> Optional[str]:
+    """The variable whose device `node` tests: `x.is_cuda`, `x.device.type == "cuda"` -> x."""
+    if isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
+        return node.value.value if isinstance(node.value, cst.Name) else None
+    if isinstance(node, cst.Comparison):
+        for operand in [node.left] + [t.comparator for t in node.comparisons]:
+            if (isinstance(operand, cst.Attribute) and operand.attr.value == "type"
+                    and isinstance(operand.value, cst.Attribute) and operand.value.attr.value == "device"
+                    and isinstance(operand.value.value, cst.Name)):
+                return operand.value.value.value
+    return None
+
+
+def _module_file(place: str) -> str:
+    """The file of the module in `place` ("<module path>/<name>"), as a finding names it."""
+    return place.rsplit("/", 2)[-2] + ".py"
 
 
 _CUDA_KERNEL_RE = re.compile(r"(?i)\bcuda kernels?\b")

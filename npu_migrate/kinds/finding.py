@@ -250,6 +250,18 @@ def names_of(rule: Rule) -> Tuple[str, ...]:
     return FindingSpec.of(rule).patterns or (rule.from_,)
 
 
+def cuda_only_libraries(findings: Dict[str, List[Rule]]) -> Tuple[str, ...]:
+    """The modules that are CUDA-only code (numba.cuda, triton, cupy...): those an import finding
+    of the guard rule's `gates` codes reports (rules/findings_kernels.toml's
+    cuda-library-gate). `findings`: a rule set's findings by kind. One home for the guards'
+    analysis of a file (codemods/guards.py) and the project scan (project_values.py)."""
+    gate = next((r for r in findings.get("guard", ()) if r.from_ == "cuda-library-gate"), None)
+    if gate is None:
+        return ()
+    codes = set(FindingSpec.of(gate).gates)
+    return tuple(n for r in findings.get("import", ()) if r.code in codes and not r.framework for n in names_of(r))
+
+
 @dataclass
 class FindingIndex:
     """The findings of one framework ("" for the PyTorch and front-end ones), by what they match."""
