@@ -1067,3 +1067,74 @@ def test_a_flag_given_to_an_extension_built_by_name_and_imported_under_another_s
     assert [(f.code, f.span.line, f.api) for f in r.findings] == [
         ("NPU302", 10, "torch.utils.cpp_extension.load"), ("NPU302", 18, "query_mask.is_cuda")]
     assert_partial_as_whole(YOSO)
+
+
+# ESPnet 202511 espnet/bin/asr_train.py:586-598 (held out)
+NVIDIA_SMI_COUNT = '''\
+import logging
+import os
+import subprocess
+
+
+def count(args):
+    if args.ngpu is None:
+        cvd = os.environ.get("CUDA_VISIBLE_DEVICES")
+        if cvd is not None:
+            ngpu = len(cvd.split(","))
+        else:
+            logging.warning("CUDA_VISIBLE_DEVICES is not set.")
+            try:
+                p = subprocess.run(
+                    ["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+                )
+            except (subprocess.CalledProcessError, FileNotFoundError):
+                ngpu = 0
+            else:
+                ngpu = len(p.stderr.decode().split("\\n")) - 1
+    return ngpu
+'''
+
+
+def test_a_device_count_made_with_nvidia_smi_is_reported():
+    """ESPnet without --ngpu counts GPUs from the lines of `nvidia-smi -L`: on an NPU machine
+    the command is missing, ngpu = 0 and the job trained on the CPU with nothing reported
+    (the shell's nvidia-smi lines were; Python's were not). The variable still moves."""
+    result = migrate_source(NVIDIA_SMI_COUNT, "espnet/bin/asr_train.py", Options(), RULES)
+    assert result.new_text == NVIDIA_SMI_COUNT.replace('"CUDA_VISIBLE_DEVICES")', '"ASCEND_RT_VISIBLE_DEVICES")')
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api, f.message) for f in result.findings] == [
+        ("NPU317", "warning", 14, 21, "subprocess.run",
+         "`subprocess.run` runs `nvidia-smi`, which an Ascend machine does not have: devices counted or checked "
+         "with it are none there (a GPU count of 0 trains on the CPU)")]
+
+
+# yolov5 7.0.14 utils/torch_utils.py:98-105 (the corpus of tests/test_work_budget.py)
+YOLOV5_DEVICE_COUNT = '''\
+import platform
+import subprocess
+
+
+def device_count():
+    # Returns number of CUDA devices available. Safe version of torch.cuda.device_count(). Supports Linux and Windows
+    assert platform.system() in ('Linux', 'Windows'), 'device_count() only supported on Linux or Windows'
+    try:
+        cmd = 'nvidia-smi -L | wc -l' if platform.system() == 'Linux' else 'nvidia-smi -L | find /c /v ""'  # Windows
+        return int(subprocess.run(cmd, shell=True, capture_output=True, check=True).stdout.decode().split()[-1])
+    except Exception:
+        return 0
+'''
+
+
+def test_a_device_count_piped_from_nvidia_smi_through_a_variable_is_reported():
+    """yolov5 counts its devices with `nvidia-smi -L | wc -l` run through a variable (0 on an NPU
+    machine: its batch-size checks then think there is no device). The command is a pipeline,
+    not a string ending in nvidia-smi; read through the variable the function assigns. Parsed
+    partially as whole (the assignment has none of the call's words)."""
+    result = migrate_source(YOLOV5_DEVICE_COUNT, "yolov5/utils/torch_utils.py", Options(), RULES)
+    assert result.new_text is None
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in result.findings] == [
+        ("NPU317", 10, 20, "subprocess.run")]
+    assert_partial_as_whole(YOLOV5_DEVICE_COUNT)
+    # what runs is echo, or a command built from it: not reported
+    for other in ("cmd = ['echo', 'nvidia-smi -L']", "cmd = 'echo nvidia-smi -L'", "cmd = build('nvidia-smi -L')"):
+        text = YOLOV5_DEVICE_COUNT.replace(YOLOV5_DEVICE_COUNT.splitlines()[8].strip(), other)
+        assert [f.code for f in migrate_source(text, "u.py", Options(), RULES).findings] == [], other

@@ -42,7 +42,12 @@ BUDGET: Dict[str, Dict[str, float]] = {
     # walks without it; 44 with its parent map of every node and rounds over every definition;
     # 22 since it reads only what a device test reaches: one walk for the device tests of each
     # file it analyses, one per predicate whose callers it looks for)
-    "yolov5": {"ast": 20, "parse": 0, "partial": 21, "walk": 22, "transform": 21, "codegen": 29, "verify": 0,
+    # (NPU317, nvidia-smi run from Python, from 2026-11-27: 24 walks, 22 before. yolov5's
+    # utils/torch_utils.py counts its devices with `cmd = 'nvidia-smi -L | wc -l'` ...
+    # `subprocess.run(cmd, shell=True)`: 0 on an NPU machine, a real finding; the findings walk
+    # now runs there in each of its two attempts. No other file: the rule asks for the command's
+    # words, so the files that call subprocess without nvidia-smi need no more work.)
+    "yolov5": {"ast": 20, "parse": 0, "partial": 21, "walk": 24, "transform": 21, "codegen": 29, "verify": 0,
                "verify_partial": 14},
 }
 PER_PARSED_FILE: Dict[str, Dict[str, float]] = {

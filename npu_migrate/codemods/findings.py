@@ -11,6 +11,7 @@ file's suffix (frontends/cuda_sources.py).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import AbstractSet, Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
 
@@ -26,6 +27,7 @@ from ..model import Severity
 from ..fast_visitor import children, walk
 from ..rules import Rule
 from ..codes import applies
+from ..words import words_of
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -85,6 +87,14 @@ class FindingVisitor(cst.CSTVisitor):
         self.ctx = ctx
         self.rules = ctx.rules
         self._mappings: Optional[Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]]] = None
+        self._commands: Optional[Dict[str, Optional[List[cst.BaseExpression]]]] = None
+        # (the commands of each call rule with `commands`, and the last words of its calls)
+        self._command_calls: List[Tuple[Tuple[str, ...], FrozenSet[bytes]]] = []
+        if ctx.partial is not None:
+            for rule in {id(r): r for rs in self.rules.finding_call.values() for r in rs}.values():
+                commands = FindingSpec.of(rule).commands
+                if commands and any(c in ctx.text for c in commands):
+                    self._command_calls.append((commands, frozenset(n.rsplit(".", 1)[-1].encode() for n in names_of(rule))))
         self._in_context = {
             "any": True,
             "torch": "torch" in ctx.frameworks or ctx.imports.imports_module("torch"),
@@ -149,11 +159,27 @@ class FindingVisitor(cst.CSTVisitor):
         if self._mappings is None:
             collector = _MappingAssignments()
             walk(self.ctx.module, collector)
-            self._mappings = collector.entries
+            self._mappings, self._commands = collector.entries, collector.commands
         entries = self._mappings.get(name)
         if entries is None and self.ctx.partial is not None and self.ctx.partial.elided_word(name):
             self.ctx.partial_misses.add(name)  # assigned in lines partial parsing left out
         return entries
+
+    def _command_values(self, name: str, commands: Tuple[str, ...]) -> Optional[List[cst.BaseExpression]]:
+        """The values assigned to `name` when every assignment of it in the file is a command
+        (a string, a list display, `'a' if c else 'b'`): what `subprocess.run(cmd, shell=True)`
+        runs. None when unknown. With partial parsing, the lines left out that assign it a
+        text naming one of `commands` are asked for (others cannot make it run one)."""
+        if self._commands is None:
+            collector = _MappingAssignments()
+            walk(self.ctx.module, collector)
+            self._mappings, self._commands = collector.entries, collector.commands
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            self.ctx.partial_lines.update(
+                run for run in ((start, end) for start, end, _indent in partial.runs)
+                if any(c in partial.text_of(run) for c in commands) and name.encode() in words_of(partial.text_of(run)))
+        return self._commands.get(name)
 
     def _imports_local_module(self, module: str) -> bool:
         local = self.ctx.options.local_modules
@@ -170,7 +196,8 @@ class FindingVisitor(cst.CSTVisitor):
         _text_argument(self, node, qual)
         if qual is not None:
             for rule in self.rules.finding_call.get(qual, ()):
-                if self.applies(rule) and arguments_match(rule, node, self._mapping):
+                if self.applies(rule) and arguments_match(
+                        rule, node, self._mapping, functools.partial(self._command_values, commands=FindingSpec.of(rule).commands)):
                     self.ctx.finding(rule, node, api=qual)
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
@@ -180,6 +207,22 @@ class FindingVisitor(cst.CSTVisitor):
 
 
     # -- error texts (kind "string") -----------------------------------------------------------
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # With partial parsing: `cmd = "nvidia-smi -L | wc -l"` is kept (it holds the command's
+        # words), the `subprocess.run(cmd, shell=True)` that runs it may not be: ask for the
+        # lines left out that use the name and a called name of a rule with `commands`.
+        partial = self.ctx.partial
+        if partial is None or not self._command_calls:
+            return
+        for commands, leaves in self._command_calls:
+            if _runs(node.value, commands):
+                for target in node.targets:
+                    if isinstance(target.target, cst.Name) and partial.elided_word(target.target.value):
+                        name = target.target.value.encode()
+                        self.ctx.partial_lines.update(
+                            run for run in ((start, end) for start, end, _indent in partial.runs)
+                            for words in [words_of(partial.text_of(run))] if name in words and leaves & words)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if self.rules.findings.get("string"):
@@ -354,11 +397,14 @@ def _catches_import_error(handler: cst.ExceptHandler) -> bool:
 
 
 class _MappingAssignments(cst.CSTVisitor):
-    """name -> the entries of the dicts assigned to it (None once anything else is)."""
+    """name -> the entries of the dicts assigned to it (None once anything else is); and the
+    command values (strings, conditional expressions of them, list displays) assigned to it
+    (None once anything else is)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.entries: Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]] = {}
+        self.commands: Dict[str, Optional[List[cst.BaseExpression]]] = {}
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -373,6 +419,14 @@ class _MappingAssignments(cst.CSTVisitor):
         entries = _mapping_entries(value)
         known = self.entries.get(name, [])
         self.entries[name] = None if entries is None or known is None else known + entries
+        commands = self.commands.get(name, [])
+        self.commands[name] = commands + [value] if commands is not None and _is_command_value(value) else None
+
+
+def _is_command_value(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.IfExp):
+        return _is_command_value(value.body) and _is_command_value(value.orelse)
+    return isinstance(value, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Tuple))
 
 
 def _mapping_entries(value: cst.BaseExpression) -> Optional[List[Tuple[str, cst.BaseExpression]]]:
@@ -385,7 +439,8 @@ def _mapping_entries(value: cst.BaseExpression) -> Optional[List[Tuple[str, cst.
 
 
 def arguments_match(rule: Rule, call: cst.Call,
-                    mapping: Optional[Callable[[str], Optional[List[Tuple[str, cst.BaseExpression]]]]] = None) -> bool:
+                    mapping: Optional[Callable[[str], Optional[List[Tuple[str, cst.BaseExpression]]]]] = None,
+                    values: Optional[Callable[[str], Optional[List[cst.BaseExpression]]]] = None) -> bool:
     """Whether a call rule's argument condition holds for `call`.
 
     No `keywords`/`positions`: every call matches. Otherwise one of those arguments must be
@@ -394,12 +449,18 @@ def arguments_match(rule: Rule, call: cst.Call,
     library's version does not count: `libcudart.so.11.0` ends in `libcudart.so`).
     Arguments passed through `*args` are unknown, so they never match; so are those of
     `**kwargs`, unless `mapping` knows the dict (`params = {"gpus": 2}`; `Trainer(**params)`).
+    With `commands`, the argument must run one of those programs (_runs), written there or in
+    the values `values` knows a variable is assigned (`cmd = 'nvidia-smi -L | wc -l'`).
     """
     spec = FindingSpec.of(rule)
     if not spec.keywords and not spec.positions:
         return True
     for value in _selected_arguments(rule, call, mapping):
-        if spec.suffixes:
+        if spec.commands:
+            assigned = values(value.value) if isinstance(value, cst.Name) and values is not None else None
+            if any(_runs(v, spec.commands) for v in assigned or [value]):
+                return True
+        elif spec.suffixes:
             if any(_VERSION_TAIL_RE.sub("", s).endswith(spec.suffixes) for s in _string_literals(value)):
                 return True
         elif not _is_empty_literal(value):
@@ -427,6 +488,25 @@ def _selected_arguments(rule: Rule, call: cst.Call, mapping=None) -> Iterator[cs
                     yield value
 
 
+def _runs(value: cst.BaseExpression, commands: Tuple[str, ...]) -> bool:
+    """Whether the command `value` runs one of `commands`: a list's first element (its file
+    name: `/usr/bin/nvidia-smi`), or a command line's programs (the first word, and the first
+    after `|`, `;`, `&`, `(`, a backquote: `nvidia-smi -L | wc -l`); either branch of `a if c
+    else b`. `["echo", "nvidia-smi"]` runs echo."""
+    if isinstance(value, cst.IfExp):
+        return _runs(value.body, commands) or _runs(value.orelse, commands)
+    if isinstance(value, (cst.List, cst.Tuple)):
+        first = value.elements[0].value if value.elements and not isinstance(value.elements[0], cst.StarredElement) else None
+        return first is not None and any(text.strip().rsplit("/", 1)[-1] in commands for text in _string_literals(first))
+    for text in _string_literals(value):
+        for part in _COMMAND_SEPARATOR_RE.split(text):
+            words = part.split()
+            if words and words[0].strip("'\"").rsplit("/", 1)[-1] in commands:
+                return True
+    return False
+
+
+_COMMAND_SEPARATOR_RE = re.compile(r"[|;&(`]|\$\(")
 # A shared library's version after `.so` (`libcudart.so.11.0`): suffixes name the library.
 _VERSION_TAIL_RE = re.compile(r"(?<=\.so)(?:\.\d+)+$")
 

@@ -8,7 +8,10 @@
     method       a call `.name(...)` on any receiver that is not an imported module
     call         a call of the qualified name(s); with `keywords`/`positions`, only when one of
                  those arguments is given and not None/False/empty (with `suffixes`: only when
-                 it holds a string literal ending in one of them)
+                 it holds a string literal ending in one of them; with `commands`: only when it
+                 runs one of those programs: a list's first element, or a command line's
+                 program, also after `|`, `;`, `&&`, `$(`, read through a variable the file
+                 assigns only string literals)
     call-kwarg   `call` with `keywords` (the older name)
     file         a whole file whose name ends with one of `suffixes` (frontends/cuda_sources.py)
     env          a shell variable set (names, `NCCL_*` globs)          (frontends/shell.py)
@@ -99,6 +102,7 @@ class FindingSpec:
     keywords: Tuple[str, ...] = ()  # call findings: arguments to inspect; command findings: options
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
+    commands: Tuple[str, ...] = ()  # call findings: the programs a command argument runs (`nvidia-smi`)
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
@@ -178,6 +182,14 @@ def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, la
             raise RuleError(f"{label}: 'suffixes' is only for kind = \"call\" or \"file\" findings")
         if not any(entry.get(key) for key in arguments):
             raise RuleError(f"{label}: 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)")
+    if "commands" in entry:
+        if match_kind not in ("call", "call-kwarg") or "suffixes" in entry:
+            raise RuleError(f"{label}: 'commands' is only for kind = \"call\" findings, without 'suffixes'")
+        if not any(entry.get(key) for key in arguments):
+            raise RuleError(f"{label}: 'commands' needs 'keywords' or 'positions' (the arguments to look in)")
+        if not isinstance(entry["commands"], list) or not all(
+                isinstance(c, str) and re.fullmatch(r"[A-Za-z0-9_.+-]+", c) for c in entry["commands"]):
+            raise RuleError(f"{label}: 'commands' must be a list of program names (\"nvidia-smi\")")
 
 
 def _check_non_python_patterns(match_kind: str, names: List[str], label: str) -> None:
@@ -211,7 +223,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
                 f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
                 f", got {match_kind!r}"
             )
-        for key in ("context", "positions", "suffixes", "unless"):
+        for key in ("context", "positions", "suffixes", "commands", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
     word_re = CODEMOD_WORD_RE if match_kind == "codemod" else IDENT_RE
@@ -235,6 +247,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         keywords=tuple(entry.get("keywords", ())),
         positions=tuple(entry.get("positions", ())),
         suffixes=tuple(entry.get("suffixes", ())),
+        commands=tuple(entry.get("commands", ())),
         unless=tuple(entry.get("unless", ())),
         context=entry.get("context", "any"),
         skip_logged=entry.get("skip_logged", False),
@@ -323,6 +336,15 @@ def _requirements(rule: Rule) -> List[Requirement]:
         # `**kwargs` passes (codemods/findings.py `_mapping_entries`: literal keys only, no
         # escapes). Only the prefilter reads this; the statement filter keeps the leaf word.
         extras = _keyword_words([rule]) if match != "api" else [frozenset()]
+        commands = FindingSpec.of(rule).commands
+        if commands:
+            # A command's words are in a string (`"nvidia-smi -L"`), perhaps assigned to a
+            # variable the call is given (`cmd = "nvidia-smi -L | wc -l"`): the statement that
+            # holds them is the one partial parsing keeps (codemods/findings.py asks for the
+            # call that runs a variable); a file without them calls no such command.
+            return [Requirement(req.words | {Word(k) for k in extra}, leaf=Word(max(extra - req.words, key=len)),
+                                name=req.name, in_strings=True)
+                    for req in map(components, names) for extra in extras]
         return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=req.leaf, name=req.name)
                 for req in map(components, names) for extra in extras]
     if match == "string":  # every word of the text, inside a string literal
@@ -363,12 +385,15 @@ def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
 
 def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
     """The words besides its name a call of these rules must have: one keyword of each rule that
-    matches only keyword arguments, else nothing more."""
+    matches only keyword arguments, and the words of one of its `commands` (`nvidia`, `smi`: a
+    file that calls subprocess.run without them runs no nvidia-smi), else nothing more."""
     extras: List[FrozenSet[str]] = []
     for rule in rules:
         spec = FindingSpec.of(rule)
         found = ([frozenset({k}) for k in spec.keywords] if spec.keywords and not spec.positions
                  else [frozenset()])
+        if spec.commands:
+            found = [f | frozenset(re.findall(r"[A-Za-z0-9_]+", c)) for f in found for c in spec.commands]
         extras += [e for e in found if e not in extras]
     return extras
 
@@ -376,7 +401,8 @@ def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
 KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
-                                         "suffixes", "context", "framework", "once_per_file", "words", "resolves",
+                                         "suffixes", "commands", "context", "framework", "once_per_file", "words",
+                                         "resolves",
                                          "skip_logged", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,
