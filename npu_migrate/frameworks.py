@@ -21,6 +21,11 @@ FRAMEWORK_IMPORTS = (
     ("horovod.tensorflow", "tensorflow"),
     ("horovod.keras", "tensorflow"),
     ("mindspore", "mindspore"),
+    # PyTorch's API written on MindSpore (mindnlp's mindtorch, MSAdapter): its code runs on
+    # MindSpore, whose Ascend backend it targets itself (mindtorch maps "cuda" to the NPU);
+    # the PyTorch pass would rename its own `def cuda(self)` and its device tests.
+    ("mindtorch", "mindspore"),
+    ("msadapter", "mindspore"),
 )
 
 # Modules that make a file JAX code, whose TensorFlow import is its input pipeline.

@@ -71,8 +71,10 @@ _CHAIN_GAP = r"(?:[ \t\f\r\n\\]|#[^\r\n#]*)*"
 # Within one logical line: spaces and line continuations.
 _LINE_GAP = r"(?:[ \t\f]|\\\r?\n)"
 # The rest of an import statement up to a name: a parenthesised list (comments allowed), or
-# the logical line.
-_IMPORT_LIST = r"(?:\((?:[^)#]|#[^\r\n#]*)*?|(?:[^\r\n\\]|\\(?:\r?\n|.))*?)"
+# the logical line. A comment matches only whole (to its line's end or the next `#`): else
+# `[^)#]` takes the rest of it, each comment splits many ways, and a list of 20 commented-out
+# names (mindnlp's mindtorch/distributed/__init__.py) backtracks for ever.
+_IMPORT_LIST = r"(?:\((?:[^)#]|#[^\r\n#]*(?![^\r\n#]))*?|(?:[^\r\n\\]|\\(?:\r?\n|.))*?)"
 
 
 def link_regex(parent: str, name: str, aliased: bool = True) -> str:

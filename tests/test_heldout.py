@@ -734,3 +734,53 @@ def test_a_device_attribute_only_ctranslate2_reads_stays(read_elsewhere):
     partial = migrate_source(padded, "onmt/inference_engine.py", Options())
     assert partial.new_text == migrate_source(padded, "onmt/inference_engine.py", Options(), partial=False).new_text
     assert partial.new_text == expected + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+
+
+# mindnlp 0.5.1 mindtorch/ (PyTorch's API written on MindSpore): mindtorch/dispatcher.py:46 maps
+# "cuda" to the NPU itself on Ascend, nn/functional.py:50 takes a GPU workaround for "cuda", and
+# its Tensor/Module define `def cuda(self, ...)`. A file importing only mindtorch had no
+# framework, so it got the PyTorch pass: `== "cuda"` -> "npu" (the mapping became a no-op, the
+# GPU workaround ran on Ascend), `def cuda(` -> `def npu(`, 100+ edits in an Ascend-ready library.
+MINDTORCH_DISPATCH = """\
+import mindtorch
+from .configs import DEVICE_TARGET
+
+
+def dispatch(device, input):
+    if DEVICE_TARGET == "Ascend" and device.type == "cuda":
+        device.type = "npu"
+    if input.device.type == 'cuda':
+        x, y = input.chunk(2, -1)
+        return x * y
+    return mindtorch.zeros(2, device="cuda")
+
+
+class Tensor:
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda")
+"""
+
+
+@pytest.mark.parametrize("imported", ["import mindtorch\n", "import msadapter.pytorch as torch\n"])
+def test_pytorchs_api_written_on_mindspore_is_not_pytorch_code(imported):
+    text = MINDTORCH_DISPATCH.replace("import mindtorch\n", imported)
+    result = migrate_source(text, "dispatcher.py", Options())
+    assert result.error is None
+    assert (result.new_text, result.edits, result.findings) == (None, [], [])
+    assert result.frameworks == []
+
+
+# mindnlp 0.5.1 mindtorch/distributed/__init__.py:34-60: an import list of names commented out
+# one per line. The prefilter's import-list regex could split each comment many ways, so the
+# search for a MindSpore rule's imported name (NPU347's `Custom`, a word of a comment there)
+# backtracked exponentially:
+# the run never ended (a MindSpore module; the same with `import mindtorch` once that is
+# MindSpore code). A comment now matches only whole: this returns at once.
+COMMENTED_IMPORTS = "import mindspore\n\n# Custom Runtime Errors\nDistError = RuntimeError\n\nif is_available():\n    from .c10d import (\n" + "".join(
+    f"        # _commented_out_name_{i},\n" for i in range(24)) + "        PrefixStore,\n        Store,\n    )\n"
+
+
+def test_an_import_list_of_commented_out_names_does_not_hang_the_prefilter():
+    result = migrate_source(COMMENTED_IMPORTS, "__init__.py", Options())
+    assert result.error is None
+    assert (result.new_text, result.edits, result.findings) == (None, [], [])
