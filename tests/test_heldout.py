@@ -770,6 +770,67 @@ def test_pytorchs_api_written_on_mindspore_is_not_pytorch_code(imported):
     assert result.frameworks == []
 
 
+# pykeen 1.11.1 src/pykeen/utils.py:135 resolve_device: `"gpu"` is an alias the callers may pass
+# (`--device gpu`), normalised to "cuda". The variable-only "gpu" rule (for the seed's
+# `CALCULATE_DEVICE = "gpu:0"`) made the test `device == "npu"`: "gpu" then reached
+# torch.device("gpu") (RuntimeError). Only a module that assigns such a literal moves its tests.
+PYKEEN_RESOLVE = """\
+import torch
+
+
+def resolve_device(device=None):
+    if device is None or device == "gpu":
+        device = "cuda"
+    if isinstance(device, str):
+        device = torch.device(device)
+    if not torch.cuda.is_available() and device.type == "cuda":
+        device = torch.device("cpu")
+    return device
+"""
+
+
+def test_a_gpu_alias_the_callers_pass_stays_in_its_test():
+    result = migrate_source(PYKEEN_RESOLVE, "utils.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(PYKEEN_RESOLVE).replace(
+        'device = "cuda"', 'device = "npu"').replace(
+        'torch.cuda.is_available() and device.type == "cuda"', 'torch.npu.is_available() and device.type == "npu"')
+    assigned = "import torch\nDEVICE = 'gpu:0'\nif DEVICE == 'gpu:0':\n    torch.cuda.set_device(DEVICE)\n"
+    result = migrate_source(assigned, "seed.py", Options())
+    assert result.new_text == with_torch_npu(assigned).replace("'gpu:0'", "'npu:0'").replace("torch.cuda", "torch.npu")
+
+
+# The CUDA test that picks another library's device stays with the "cuda" it picks: CTranslate2
+# (OpenNMT-py's engine: cpu/cuda/auto) got `device="cuda" if torch.npu.is_available() else "cpu"`,
+# i.e. "cuda" on the Ascend machine (ValueError), where as written it gets "cpu". cleanrl 1.2.0
+# ppo_continuous_action_isaacgym.py:221-229: Isaac Gym (CUDA/CPU simulation, NVIDIA rendering) got
+# sim_device/rl_device "npu:0" and, on an NPU machine, graphics_device_id=0 and headless=False.
+FOREIGN_DEVICES = """\
+import torch
+import ctranslate2
+import isaacgymenvs
+
+device = torch.device("cuda" if torch.cuda.is_available() and args.cuda else "cpu")
+generator = ctranslate2.Generator(path, device="cuda" if torch.cuda.is_available() else "cpu")
+envs = isaacgymenvs.make(
+    seed=args.seed,
+    sim_device="cuda:0" if torch.cuda.is_available() and args.cuda else "cpu",
+    rl_device="cuda:0" if torch.cuda.is_available() and args.cuda else "cpu",
+    graphics_device_id=0 if torch.cuda.is_available() and args.cuda else -1,
+    headless=False if torch.cuda.is_available() and args.cuda else True,
+)
+"""
+
+
+def test_a_cuda_test_picking_another_librarys_device_stays_with_it():
+    result = migrate_source(FOREIGN_DEVICES, "ppo.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(FOREIGN_DEVICES).replace(
+        'torch.device("cuda" if torch.cuda.is_available()', 'torch.device("npu" if torch.npu.is_available()')
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [
+        ("NPU303", 2, "ctranslate2"), ("NPU303", 3, "isaacgymenvs")]
+
+
 # mindnlp 0.5.1 mindtorch/distributed/__init__.py:34-60: an import list of names commented out
 # one per line. The prefilter's import-list regex could split each comment many ways, so the
 # search for a MindSpore rule's imported name (NPU347's `Custom`, a word of a comment there)

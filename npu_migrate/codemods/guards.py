@@ -65,6 +65,7 @@ from ..context import Context
 from ..imports import dotted_name, imported_names
 from ..fast_visitor import children, subtree, walk
 from .. import work
+from . import device_context as dc
 from ..codes import applies
 from ..kinds.finding import FindingSpec, cuda_only_libraries, names_of
 from ..words import matches_at_word_start, words_of
@@ -782,6 +783,16 @@ def keep_gpu_flag(ctx: Context, arg: cst.Arg) -> None:
             return
         if isinstance(n, (cst.BooleanOperation, cst.UnaryOperation)):
             stack.extend(n.children)
+
+
+def keep_foreign_device_tests(ctx: Context, call: cst.Call, resolve) -> None:
+    """`ctranslate2.Generator(p, device="cuda" if torch.cuda.is_available() else "cpu")`: in a
+    call of a library with device names of its own (device_context.NON_TORCH_LIBRARIES) the
+    "cuda" stays, so the test that picks it stays too: rewritten to torch.npu.is_available() it
+    would hand that library "cuda" on the Ascend machine, where as written it gets "cpu"."""
+    for arg in call.args:
+        if dc.is_device_test(arg.value, resolve):
+            ctx.keep(arg.value)
 
 
 # ----------------------------------------------------------------------------- device gates

@@ -34,7 +34,8 @@ from ...fast_visitor import transform
 from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
-from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_gpu_flag,
+from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_foreign_device_tests,
+                      keep_gpu_flag,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code)
 from .literals import LiteralRewrites
@@ -126,6 +127,7 @@ class TorchTransformer(cst.CSTTransformer):
             self.state.shown += 1
         if dc.is_foreign_callee(self._resolve(node.func)):
             self.state.foreign += 1
+            keep_foreign_device_tests(self.ctx, node, self._resolve)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.state.shown += 1

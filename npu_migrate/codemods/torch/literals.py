@@ -111,6 +111,9 @@ class DeviceVariables(cst.CSTVisitor):
         # names of its own (`ctranslate2.Translator(path, device=self.device)`): only in modules
         # that import such a library (LiteralRewrites.foreign_libraries)
         self.foreign_reads: Dict[str, int] = {}
+        # Names the module assigns a literal only the variable-only device rules move (the
+        # seed's `CALCULATE_DEVICE = "gpu:0"`): only their comparisons move such a literal.
+        self.variable_literal_names: Set[str] = set()
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.t.foreign_libraries and dc.is_foreign_callee(self.t.resolve(node.func)):
@@ -140,8 +143,14 @@ class DeviceVariables(cst.CSTVisitor):
         if isinstance(target, cst.Name) and _named_for_devices(iterated):
             self.element_names.add(target.value)
 
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None and isinstance(node.target, cst.Name) and self.t.is_variable_only_literal(node.value):
+            self.variable_literal_names.add(node.target.value)
+
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
+        if self.t.is_variable_only_literal(value):
+            self.variable_literal_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         if isinstance(value, cst.Call) and (
                 self.t.resolve(value.func) == "os.environ.copy"
                 or (isinstance(value.func, cst.Name) and value.func.value == "dict" and len(value.args) == 1
@@ -360,6 +369,19 @@ class LiteralRewrites(TorchKind):
 
     def is_passed_device(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Name) and self.is_device_variable(node.value)
+
+    def is_variable_only_literal(self, node: cst.BaseExpression) -> bool:
+        """A literal only the variable-only device rules move ("gpu", "gpu:0")."""
+        return (isinstance(node, cst.SimpleString) and self.devices.rewrite(node) is not None
+                and self.positional_devices.rewrite(node) is None)
+
+    def _compared_variable(self, node: cst.BaseExpression) -> bool:
+        """Whether a literal compared with `node` moves by the variable-only rules too: where
+        the module assigns such a literal to it. Elsewhere "gpu" is an alias its callers may
+        pass (pykeen's resolve_device: `if device == "gpu": device = "cuda"`): it stays, and
+        "cuda" moves by its own rule."""
+        return (self.is_passed_device(node) and isinstance(node, cst.Name)
+                and node.value in self._usage(node.value).variable_literal_names)
 
     def backend_literal(self, original, updated, what="distributed backend"):
         if isinstance(updated, cst.Dict) and isinstance(original, cst.Dict):
@@ -661,7 +683,7 @@ class LiteralRewrites(TorchKind):
                 elif isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
                     new = self.env_literal(lit_o, lit_u)
                 elif self.is_device_expr(other):
-                    new = self.device_literal(lit_o, lit_u, variable=self.is_passed_device(other))
+                    new = self.device_literal(lit_o, lit_u, variable=self._compared_variable(other))
                 elif self.is_backend_expr(other):
                     new = self.backend_literal(lit_o, lit_u)
                 if new is not lit_u:
