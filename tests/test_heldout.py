@@ -845,3 +845,50 @@ def test_an_import_list_of_commented_out_names_does_not_hang_the_prefilter():
     result = migrate_source(COMMENTED_IMPORTS, "__init__.py", Options())
     assert result.error is None
     assert (result.new_text, result.edits, result.findings) == (None, [], [])
+
+
+# pytorch-pfn-extras 0.9.0 runtime/_autocast.py:6-10: `import torch.cuda.amp` is the module's only
+# import of torch (it binds `torch` too). It became `import torch_npu.npu.amp`, which binds
+# torch_npu only: `torch.npu.is_available()` below raised NameError, so every
+# `import pytorch_pfn_extras` failed after migration (found by rehearsing a ppe training script).
+PPE_AUTOCAST = """\
+import contextlib
+
+_cuda_amp_available = False
+
+try:
+    import torch.cuda.amp
+
+    _cuda_amp_available = torch.cuda.is_available() and hasattr(
+        torch.cuda.amp, "autocast"
+    )
+except ImportError:
+    pass
+"""
+
+
+def test_an_import_of_a_torch_cuda_submodule_keeps_binding_torch():
+    result = migrate_source(PPE_AUTOCAST, "_autocast.py", Options())
+    assert result.error is None
+    assert result.new_text == PPE_AUTOCAST.replace(
+        "    import torch.cuda.amp\n", "    import torch, torch_npu.npu.amp\n").replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()").replace("torch.cuda.amp,", "torch.npu.amp,")
+    again = migrate_source(result.new_text, "_autocast.py", Options())
+    assert again.error is None and not again.changed
+    # with its own `import torch` the module needs no second binding
+    beside = "import torch\n" + PPE_AUTOCAST
+    result = migrate_source(beside, "_autocast.py", Options())
+    assert "    import torch_npu.npu.amp\n" in result.new_text and "import torch, " not in result.new_text
+
+
+# The gates' evidence (guards._DeviceGates.evidence) looked at each name of an `import a, b`
+# statement as an import of its own, built with the name's trailing comma: libcst refused it
+# (CSTValidationError), and the whole file failed ("internal error in the torch pass"). Found
+# when the fix above met its own output (`import torch, torch_npu.npu.amp`); any script that
+# imports torch beside another module on one line and tests CUDA had it.
+def test_a_file_importing_torch_beside_another_module_on_one_line_migrates():
+    text = "import torch, os\n\nif torch.cuda.is_available():\n    x = torch.zeros(1).cuda()\n"
+    result = migrate_source(text, "train.py", Options())
+    assert result.error is None
+    assert result.new_text == "import torch, os\nimport torch_npu  # noqa: F401\n\n" \
+        "if torch.npu.is_available():\n    x = torch.zeros(1).npu()\n"

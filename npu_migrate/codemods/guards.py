@@ -977,7 +977,7 @@ class _DeviceGates:
             elif isinstance(stmt, cst.Import):
                 for alias in stmt.names:
                     full = dotted_name(alias.name) or ""
-                    if _imports_extension(cst.Import(names=[alias])) or any(self._library_word(p) for p in full.split(".")):
+                    if _imports_extension(cst.Import(names=[alias.with_changes(comma=cst.MaybeSentinel.DEFAULT)])) or any(self._library_word(p) for p in full.split(".")):
                         name = _local_name(alias, full.split(".", 1)[0])
                         self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
         if self.project_code:

@@ -273,10 +273,27 @@ class ReferenceRewrites(TorchKind):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         return False
 
+    def _binds_torch_elsewhere(self, original: cst.Import) -> bool:
+        """Whether an import other than the rewritten aliases of `original` binds the name
+        `torch` (`import torch`, `import torch.nn`, or a `torch.X` import that stays torch's)."""
+        rs = self.ctx.rules
+        for node in self.state.imports.import_nodes:
+            if not isinstance(node, cst.Import):
+                continue
+            for alias in node.names:
+                full = dotted_name(alias.name) or ""
+                if alias.asname is not None or not (full == "torch" or full.startswith("torch.")):
+                    continue
+                rule = rs.module.get(full)
+                if rule is None or rule.to.split(".", 1)[0] == "torch" or self.target.missing(rule.to) is not None:
+                    return True
+        return False
+
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import:
         rs = self.ctx.rules
         names = []
         changed = False
+        bound_torch = False  # an alias rewritten here bound `torch`, which the new one does not
         for alias in updated.names:
             full = dotted_name(alias.name)
             rule = rs.module.get(full) if full else None
@@ -287,6 +304,8 @@ class ReferenceRewrites(TorchKind):
                     rule = None
             if rule is not None and not self.ctx.suppressed(original, rule.code):
                 new_alias = alias.with_changes(name=cst.parse_expression(rule.to))
+                if alias.asname is None and (full or "").split(".", 1)[0] == "torch" and rule.to.split(".", 1)[0] != "torch":
+                    bound_torch = True
                 self.ctx.edit(
                     rule,
                     alias,
@@ -299,6 +318,11 @@ class ReferenceRewrites(TorchKind):
                 self.ctx.require_import("torch_npu")
             else:
                 names.append(alias)
+        if bound_torch and not self._binds_torch_elsewhere(original):
+            # `import torch.cuda.amp` bound `torch` too (pytorch-pfn-extras' runtime/_autocast.py
+            # has no other torch import): `import torch_npu.npu.amp` alone leaves `torch.npu...`
+            # a NameError, so the statement keeps `torch` first.
+            names.insert(0, cst.ImportAlias(name=cst.Name("torch"), comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))))
         return updated.with_changes(names=names) if changed else updated
 
     def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom) -> cst.ImportFrom:

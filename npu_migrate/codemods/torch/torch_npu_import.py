@@ -50,6 +50,9 @@ def _imports_torch(stmt: cst.CSTNode) -> Optional[Union[cst.Import, cst.ImportFr
 def _torch_import_in(body: Sequence[cst.BaseSmallStatement]) -> Optional[Union[cst.Import, cst.ImportFrom]]:
     for s in body:
         if isinstance(s, cst.Import):
+            names = [dotted_name(alias.name) or "" for alias in s.names]
+            if any(n == "torch_npu" or n.startswith("torch_npu.") for n in names):
+                continue  # `import torch, torch_npu.npu.amp` (references.py): torch_npu is there
             for alias in s.names:
                 name = dotted_name(alias.name) or ""
                 if name == "torch" or name.startswith("torch."):
