@@ -23,12 +23,25 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, List, Optional, Seque
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
-TOMLDecodeError = tomllib.TOMLDecodeError
+
+def toml_module() -> Any:
+    """tomllib (tomli before 3.11), imported when a TOML text is parsed: a run that reads the
+    shipped parses only imports none (~2 ms of a one-script run: its regexes; test_startup)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on Python < 3.11 only
+        import tomli as tomllib
+    return tomllib
+
+
+def __getattr__(name: str) -> Any:
+    # `TOMLDecodeError`: tomllib's, imported when looked up (`except project_files.TOMLDecodeError`
+    # looks it up only when something was raised)
+    if name == "TOMLDecodeError":
+        return toml_module().TOMLDecodeError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # A project's walk: (folder, max_depth, wanted) -> the regular files below `folder` a run may read,
 # depth first, each folder's files sorted before its subfolders; max_depth: how many folder levels
@@ -174,7 +187,7 @@ def toml_data(text: str) -> Any:
     """tomllib's parse of `text`, once a process for the same text: the configuration
     (config.py) and the targets' pins read the same pyproject.toml (~2 ms a parse). Shared: its
     readers never change it. A TOMLDecodeError is raised again each time (not cached)."""
-    return tomllib.loads(text)
+    return toml_module().loads(text)
 
 
 def read_pyproject(text: str) -> List[Dependency]:

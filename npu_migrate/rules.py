@@ -19,17 +19,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import sys
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on Python < 3.11 only
-    import tomli as tomllib
 
 from .kinds import FRAMEWORKS, KINDS
 from .kinds import add_import as _add_import
@@ -46,6 +40,7 @@ from .kinds import module as _module
 from .kinds.base import CODE_RE, GENERATION, CallSpec, CodeDoc, Example, Kind, Rule, RuleError
 from .model import Severity
 from .options import TARGET_OPTIONS, Options
+from .project_files import toml_module
 from .targets.tables import data_dir, shipped_toml
 
 I = TypeVar("I")  # noqa: E741
@@ -270,7 +265,7 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
                 data = parse_toml(content.decode("utf-8"))
             except UnicodeDecodeError as exc:
                 raise RuleError(f"{path}: cannot read rule file: {exc}") from None
-            except tomllib.TOMLDecodeError as exc:
+            except toml_module().TOMLDecodeError as exc:
                 raise RuleError(f"{path}: invalid TOML: {exc}") from None
             raw.append((name, data))
         if stored is not None:
@@ -286,7 +281,7 @@ def load_rules(extra_files: Sequence[Path] = (), include_builtin: bool = True,
 
 def parse_toml(text: str) -> Dict[str, Any]:
     """One rule file's TOML (tests/test_startup.py counts the calls)."""
-    return tomllib.loads(text)
+    return toml_module().loads(text)
 
 
 class ParsedRulesCache:

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..project_files import TOMLDecodeError, common_folder, read_pyproject, read_requirements_txt
+from .. import project_files
+from ..project_files import common_folder, read_pyproject, read_requirements_txt
 
 PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
 # The operators that bound a version from above: a specifier without one (torch>=2.1) is no pin.
@@ -157,7 +158,7 @@ def _requirements_of(rel: str, text: str) -> Tuple[str, ...]:
     if name == "pyproject.toml":
         try:
             return tuple(d.text for d in read_pyproject(text))
-        except TOMLDecodeError:
+        except project_files.TOMLDecodeError:
             return ()
     if name == "setup.py":
         return tuple(_setup_py_requirements(text))

@@ -10,15 +10,9 @@ one release).
 from __future__ import annotations
 
 import os
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Dict, FrozenSet, Iterable, Sequence, Set, Tuple
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python < 3.11
-    import tomli as tomllib
 
 
 class TargetError(Exception):
@@ -50,7 +44,11 @@ def load_toml(path: str) -> Dict[str, Any]:
     with open(path, "rb") as fh:
         content = fh.read()
     shipped = shipped_toml(path, content)
-    return shipped if shipped is not None else tomllib.loads(content.decode("utf-8"))
+    if shipped is not None:
+        return shipped
+    from ..project_files import toml_module
+
+    return toml_module().loads(content.decode("utf-8"))
 
 
 # The built-in TOML files, parsed at build time (scripts/parsed_rules.py): rules/parsed/<name>.json
