@@ -1138,3 +1138,33 @@ def test_a_device_count_piped_from_nvidia_smi_through_a_variable_is_reported():
     for other in ("cmd = ['echo', 'nvidia-smi -L']", "cmd = 'echo nvidia-smi -L'", "cmd = build('nvidia-smi -L')"):
         text = YOLOV5_DEVICE_COUNT.replace(YOLOV5_DEVICE_COUNT.splitlines()[8].strip(), other)
         assert [f.code for f in migrate_source(text, "u.py", Options(), RULES).findings] == [], other
+
+
+# allennlp 2.10.1 training/gradient_descent_trainer.py (held out) and the module forms
+AMP_SUBMODULES = '''\
+import torch
+from torch.cuda.amp.grad_scaler import GradScaler
+from torch.cuda.amp import grad_scaler
+scaler = GradScaler()
+s2 = grad_scaler.GradScaler()
+x = torch.cuda.amp.grad_scaler.GradScaler()
+'''
+
+
+@pytest.mark.parametrize("target", ["2.14", "2.1"])
+def test_amp_names_through_their_submodules_move_to_torch_npu_amp_and_module_forms_get_a_true_reason(target):
+    """`from torch.cuda.amp.grad_scaler import GradScaler` got NPU320 'no torch_npu release has
+    it on every build': the target table lists torch_npu.npu.amp's exports, not its submodules.
+    The class is the one torch.cuda.amp exports, so it moves to torch.npu.amp (every release
+    has GradScaler there), the import as a whole; the module itself (`grad_scaler.X`) stays,
+    reported with what is known: the table does not list it."""
+    r = migrate_source(AMP_SUBMODULES, "trainer.py", Options.of(torch_npu_version=target), RULES)
+    assert r.new_text == AMP_SUBMODULES.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "from torch.cuda.amp.grad_scaler import GradScaler", "from torch.npu.amp import GradScaler").replace(
+        "torch.cuda.amp.grad_scaler.GradScaler()", "torch.npu.amp.GradScaler()")
+    message = ("`torch.cuda.amp.grad_scaler` is not rewritten: the target table does not list "
+               "`torch.npu.amp.grad_scaler` (it lists what `torch.npu.amp` exports)")
+    suggestion = ("Import the names from `torch.npu.amp` itself (`from torch.npu.amp import ...`) by hand; keep the "
+                  "CUDA call out of NPU runs until then.")
+    assert [(f.code, f.span.line, f.api, f.message, f.suggestion) for f in r.findings] == [
+        ("NPU320", line, "torch.cuda.amp.grad_scaler", message, suggestion) for line in (3, 5)]

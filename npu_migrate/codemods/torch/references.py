@@ -16,11 +16,19 @@ from ...imports import dotted_name
 from ...kinds.finding import FindingSpec
 from ...kinds.api import members as api_members
 from ...rules import Rule
-from ...targets.torch_npu import Missing, describe
+from ...targets.torch_npu import CHECKED_NAMESPACES, Missing, canonical, describe
 from ...fast_visitor import walk
 from ..strings import string_value
 from ...codes import applies, emits
 from .state import TorchKind, TorchState
+
+def _submodule_of_listed_package(name: str) -> bool:
+    """`torch.npu.amp.grad_scaler`: a lower-case name directly in a package whose exports the
+    target table lists (`CHECKED_NAMESPACES` below torch_npu.npu: their `__all__`), which the
+    table says nothing about as a module."""
+    parent, _, last = canonical(name).rpartition(".")
+    return parent in CHECKED_NAMESPACES and parent.count(".") == 2 and last.islower()
+
 
 HELD_BY_IMPORT = "NPU323"  # a name left on CUDA because the import it comes through stays
 
@@ -170,12 +178,21 @@ class ReferenceRewrites(TorchKind):
             return False
         if missing.minors:
             where = f"torch_npu {missing.minors[0]}" + (" or newer" if len(missing.minors) > 1 else "")
-            instead = f"On {where}, `{qual}` becomes `{missing.name}`: raise the target (--torch-npu-version)"
+            instead = (f"On {where}, `{qual}` becomes `{missing.name}`: raise the target (--torch-npu-version), "
+                       "or pin torch-npu to a release that has it")
         else:
-            instead = "No torch_npu release has it on every build: replace the call by hand"
+            instead = ("No torch_npu release has it on every build: replace the call by hand, or pin torch-npu to a "
+                       "release that has it")
+        why = describe(missing)
+        if not missing.minors and _submodule_of_listed_package(missing.name):
+            # (`torch.npu.amp.grad_scaler`: the table knows what torch_npu.npu.amp exports, its
+            # `__all__`, not the submodules it is made of: that it lacks one is not known)
+            package = missing.name.rsplit(".", 1)[0]
+            why = f"the target table does not list `{missing.name}` (it lists what `{package}` exports)"
+            instead = f"Import the names from `{package}` itself (`from {package} import ...`) by hand"
         self.ctx.finding(
             rule, node, api=qual,
-            message=rule.render_message(api=qual, after=missing.name, why=describe(missing)),
+            message=rule.render_message(api=qual, after=missing.name, why=why),
             suggestion=rule.render_suggestion(api=qual, after=missing.name, instead=instead),
         )
         return True
@@ -238,6 +255,10 @@ class ReferenceRewrites(TorchKind):
         rs = self.ctx.rules
         module_rule = rs.module.get(module)
         renames: Dict[str, str] = {}
+        # (`from torch.cuda.amp.grad_scaler import GradScaler`: every name's twin is in one other
+        # module, torch.npu.amp, and the module itself has no rule: the statement moves there)
+        elsewhere: Optional[Tuple[str, Rule]] = None
+        moved = 0
         for alias in aliases:
             name = dotted_name(alias.name)
             if name is None:
@@ -258,11 +279,19 @@ class ReferenceRewrites(TorchKind):
                         renames[name] = new_name
                     continue
                 if target_parent is None and new_parent != module:
-                    return None
+                    if elsewhere is not None and elsewhere[0] != new_parent:
+                        return None
+                    elsewhere = (new_parent, _rule)
+                    moved += 1
+                    if new_name != name:
+                        renames[name] = new_name
                 continue
             if module_rule is not None:
                 # A name of a rewritten module with no NPU twin: keep the import as it is.
                 return None
+        if elsewhere is not None:
+            # (all of them, or the statement would have to be split: it stays)
+            return (elsewhere, renames) if moved == len(aliases) else None
         if module_rule is None and not renames:
             return None
         return ((module_rule.to, module_rule) if module_rule else None), renames
@@ -395,6 +424,12 @@ class ReferenceRewrites(TorchKind):
             qual = self.resolve(node)
             if qual is not None and (self._stays(qual) or self._rewrite_api(qual) is None and qual in self._blocked):
                 self._held.add(id(node.value))
+            elif qual is not None and self._rewrite_api(qual) is not None:
+                # `torch.cuda.amp.grad_scaler.GradScaler` -> `torch.npu.amp.GradScaler` as a whole:
+                # the module it goes through, whose twin the target lacks, is not reported
+                inner = self.resolve(node.value)
+                if inner is not None and self._rewrite_api(inner) is None and inner in self._blocked:
+                    self._held.add(id(node.value))
 
     def visit_Arg(self, node: cst.Arg) -> None:
         if node.keyword is not None:
