@@ -94,8 +94,11 @@ class Chunk:
 
 
 # Refs (prefilter.Requirement) that hold in the statement holding the match: `.cuda`,
-# `'cuda`, `nn.Transformer` -- the last except through an alias, which StatementFilter adds.
-_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "link"}
+# `'cuda`, `nn.Transformer` -- the last except through an alias, which StatementFilter adds;
+# `.image` or `import ... image` (a framework name: words.framework_name) -- except where the
+# name is written alone, which resolves only where an import binds it (imports.ImportTable):
+# in a file where one does, or a star import may, the word alone keeps a statement (left_out).
+_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "link", "attr_or_import"}
 
 
 class StatementFilter:
@@ -112,6 +115,10 @@ class StatementFilter:
             if r.leaf_word is not None and r.leaf_word != Word("import")
         ]
         self.prefilter = Prefilter(per_statement)
+        # leaf words of `attr_or_import` refs: kept alone in a file whose imports bind them
+        self.imported_leaves: Set[bytes] = {
+            r.leaf_word.text.encode() for r in requirements
+            if r.leaf_word is not None and any(kind == "attr_or_import" for kind, _ in r.refs)}
         self.names: Set[str] = {r.name for r in requirements if "." in r.name}
         self.children: Dict[str, Set[str]] = {}  # `torch.cuda` -> {`synchronize`, ...}
         for name in self.names:
@@ -137,6 +144,9 @@ class StatementFilter:
         # A name imported as (or from) something a rule names stands for it wherever it is
         # used: after `import torch.cuda as tc`, `tc.synchronize()` holds no `cuda`.
         alias_words: Set[bytes] = set(also)
+        bound = {local for found in imports for local, _ in found}  # the names imports bind ("*": a star import)
+        alias_words.update(self.imported_leaves if "*" in bound else
+                           (w for w in self.imported_leaves if w.decode() in bound))
         alias_links: List[Tuple[bytes, bytes, "re.Pattern[str]"]] = []
         for local, qualified in (pair for found in imports for pair in found):
             parts = qualified.split(".")

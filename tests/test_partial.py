@@ -436,3 +436,28 @@ def test_import_only_in_a_docstring_is_not_walked_for(text, monkeypatch):
     monkeypatch.setattr(partial, "_imports", lambda statements: pytest.fail("walked"))
     tree = ast.parse(text)
     assert partial._chunk_imports(partial.Chunk(0, text.count("\n"), tree.body, ""), text, words_of(text)) == []
+
+
+_FRAMEWORK_NAME_CASES = [
+    # `image` a local variable only: the function that holds it is left out
+    ("import tensorflow as tf\n\n\ndef load(path):\n    image = read(path)\n    return image\n\n\n"
+     "def augment(x):\n    return tf.contrib.image.rotate(x, 0.5)\n", True),
+    # `image` bound by an import, or maybe by a star import: the word alone keeps a statement
+    ("import tensorflow as tf\nfrom tensorflow.contrib import image\n\n\ndef load(path):\n    image = read(path)\n"
+     "    return image\n\n\ndef augment(x):\n    return image.rotate(x, 0.5)\n", False),
+    ("import tensorflow as tf\nfrom tensorflow.contrib import *\n\n\ndef load(path):\n    image = read(path)\n"
+     "    return image\n\n\ndef augment(x):\n    return image.rotate(x, 0.5)\n", False),
+]
+
+
+@pytest.mark.parametrize("text, left_out", _FRAMEWORK_NAME_CASES)
+def test_a_framework_name_keeps_a_statement_where_written_as_an_attribute_or_imported(text, left_out):
+    """A TensorFlow finding's name (`tensorflow.contrib.image`, NPU343) is in a statement as
+    `.image`, or as `image` where an import binds it: a local variable `image` (sam's image
+    processor: 483 lines kept for nothing) does not keep its function."""
+    found = partial_text(text, python_verdict(text).tree, statement_filter(RULES, "tensorflow"))
+    kept = found.text if found is not None else text  # (None: nothing left out)
+    assert "rotate(x, 0.5)" in kept
+    assert ("image = read(path)" not in kept) == left_out
+    result = assert_same_as_whole(text)
+    assert {f.code for f in result.findings} == ({"NPU343"} if "*" not in text else set())
