@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
 from .model import ONCE_PER_RUN_CODES, FileResult, WriteBack
@@ -107,11 +107,14 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             from .project_values import facts_key
 
             # (the folder the paths given share: one stat each, not one per file found in them)
-            facts = ScanFacts(facts_key(cuda_only_libraries(rules.findings)), common_folder(project.paths or given))
+            facts_folder = common_folder(project.paths or given)
+            facts = ScanFacts(facts_key(cuda_only_libraries(rules.findings)), facts_folder)
     found: Optional[dict] = {} if facts is not None else None
     with long_lived():  # (the project's values and the digests it read: the run's, startup.py)
         options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
-                                      facts.load() if facts is not None else None, found)
+                                      facts.load() if facts is not None else None, found,
+                                      crossing_facts=(lambda key: ScanFacts(key, facts_folder))
+                                      if facts is not None else None)
     if facts is not None and found:
         facts.save(found)
     kept: dict = {}
@@ -229,11 +232,14 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
 
 def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
-                        found: Optional[dict] = None) -> Options:
+                        found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None
+                        ) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
-    `seen`, `known`, `found`: project_values.scan's."""
+    `seen`, `known`, `found`: project_values.scan's. `crossing_facts(key)`: the cache.ScanFacts
+    that keeps crossing_moves' facts of the files (runs that write nothing)."""
+    import hashlib
     from dataclasses import replace
 
     from .kinds.device_dispatch import DeviceDispatchSpec
@@ -252,13 +258,40 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     # (a rule whose `from` and options no such file names moves nothing: no libcst, no parse)
     dispatch = [rule for rule in dispatch if may_pass_on(crossing, rule.spec_of(DeviceDispatchSpec).literal,
                                                          rule.spec_of(DeviceDispatchSpec).options)]
-    if dispatch:
-        from .codemods.device_dispatch import crossing_moves
+    if not dispatch:
+        return options
+    kept = None
+    if crossing_facts is not None and found is not None:
+        # What crossing_moves found in each file, kept for runs that write nothing (as the scan's
+        # facts): by this code and data (cache.code_fingerprint: libcst's version too) and rules.
+        from .cache import code_fingerprint
 
-        moves = tuple(m for rule in dispatch for m in crossing_moves(files, rule))
-        if moves:
-            options = replace(options, mindspore_device_moves=moves)
+        specs = repr([(rule.code, rule.spec_of(DeviceDispatchSpec)) for rule in dispatch])
+        kept = crossing_facts(hashlib.sha256(f"{code_fingerprint()}\0{specs}".encode()).hexdigest()[:32])
+        if _no_caller(crossing, found, kept.load()):
+            return options  # (libcst, 0.1-0.3 s, is not imported)
+    from .codemods.device_dispatch import crossing_moves
+
+    facts: Dict[str, Any] = {}
+    moves = tuple(m for rule in dispatch for m in crossing_moves(files, rule, facts if kept is not None else None))
+    if kept is not None:
+        kept.save(facts)
+    if moves:
+        options = replace(options, mindspore_device_moves=moves)
     return options
+
+
+def _no_caller(paths: Sequence[str], scanned: Dict[str, Any], known: Dict[str, Any]) -> bool:
+    """Whether crossing_moves found no caller whose value may move in any of `paths` (the only
+    files that may hold one: project_values.scan), each for exactly the bytes the scan read
+    now (its digest in `scanned`): then nothing moves."""
+    for path in paths:
+        path = os.path.abspath(path)
+        scan, fact = scanned.get(path), known.get(path)
+        if not (isinstance(scan, list) and isinstance(fact, list) and len(fact) == 2 and isinstance(scan[0], str)
+                and fact[0] == scan[0] and fact[1] is False):
+            return False
+    return True
 
 
 def once_per_run(report: RunReport) -> None:

@@ -213,6 +213,47 @@ def test_a_warm_run_of_mindspore_modules_that_define_no_option_never_imports_lib
     assert "npu_migrate.codemods.device_dispatch" in _probe(tmp_path, "pkg", "--check", "-j", "1")["modules"]
 
 
+TRAIN_ASCEND = (
+    "import argparse\nimport mindspore\nfrom pkg.data import create_dataset\n\n"
+    "parser = argparse.ArgumentParser()\n"
+    "parser.add_argument('--device_target', default='Ascend', choices=['Ascend', 'GPU'])\n"
+    "args = parser.parse_args()\nds = create_dataset('/data', device_target=args.device_target)\n")
+DATA_GPU = ("import mindspore.dataset as de\n\n\ndef create_dataset(path, device_target='GPU'):\n"
+            "    if device_target == 'GPU':\n        return de.ImageFolderDataset(path)\n"
+            "    raise ValueError('Unsupported device_target.')\n")
+
+
+@pytest.mark.slow
+def test_a_warm_run_keeps_what_the_values_crossing_mindspore_modules_depend_on(tmp_path):
+    """A MindSpore project whose script passes its option to another module (the model zoo's
+    train.py) looked for crossing values with libcst on every warm run: crossing_moves' facts of
+    each file are kept by its bytes (pipeline._no_caller). A changed file is looked at again,
+    and a run with the facts answers what a run without them does (principle 4)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "train.py").write_text(TRAIN_ASCEND, encoding="utf-8")
+    (pkg / "data.py").write_text(DATA_GPU, encoding="utf-8")
+    cold = _probe(tmp_path, "pkg", "--check", "-j", "1")
+    assert "npu_migrate.codemods.device_dispatch" in cold["modules"]
+    warm = _probe(tmp_path, "pkg", "--check", "-j", "1")
+    assert warm["exit"] == cold["exit"]
+    assert [m for m in warm["modules"] if m.split(".")[0] == "libcst" or m.startswith("npu_migrate.codemods")] == []
+    # GPU by default now: a caller whose value moves with create_dataset's comparison
+    (pkg / "train.py").write_text(TRAIN_ASCEND.replace("default='Ascend', choices=['Ascend', 'GPU']",
+                                                       "default='GPU', choices=['GPU', 'CPU']"), encoding="utf-8")
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1"}
+
+    def diff(*more):
+        done = subprocess.run([sys.executable, "-m", "npu_migrate", "pkg", "--diff", "-j", "1", *more], cwd=tmp_path,
+                              capture_output=True, env=env, timeout=600)
+        return done.returncode, done.stdout.decode()
+
+    fresh = diff("--no-cache")
+    assert "+    if device_target == 'Ascend':" in fresh[1] and "default='Ascend', choices=['Ascend', 'CPU']" in fresh[1]
+    assert diff() == diff() == fresh
+    assert "npu_migrate.codemods.device_dispatch" in _probe(tmp_path, "pkg", "--check", "-j", "1")["modules"]
+
+
 @pytest.mark.slow
 def test_a_run_of_files_the_prefilter_skips_never_imports_libcst(tmp_path):
     """A pre-commit hook on files without device code: the prefilter answers, nothing is parsed,

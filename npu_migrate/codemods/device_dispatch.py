@@ -30,6 +30,7 @@ makes the rewrites and returns the ids of the statements the framework rules mus
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from typing import Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple
@@ -512,7 +513,8 @@ def apply_device_dispatch(module: cst.Module, ctx: Context, rule: Rule, finding:
 # ----------------------------------------------------------------------------- across modules
 
 
-def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
+def crossing_moves(files: Sequence[str], rule: Rule, facts: Optional[Dict[str, List[object]]] = None
+                   ) -> Tuple[str, ...]:
     """The values that move across modules of the run (`path::key`, absolute paths), found once
     per run (pipeline.with_project_values) so that the file holding the option and the file
     comparing the value decide the same: `train.py` passes `--device_target` (default "GPU",
@@ -520,7 +522,11 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
     parameter know "GPU" only. Both move -- the option's default and choices, the comparisons on
     both sides, the parameter's default -- when every call of the project's functions that take
     the value passes it from such an option or leaves it to its default, and the callee passes
-    it no further; otherwise neither moves and both are reported (NPU348), as before."""
+    it no further; otherwise neither moves and both are reported (NPU348), as before.
+
+    `facts`: filled with absolute path -> [sha256 of the bytes read, whether it holds a caller
+    whose value may move] for each file read whole that mentions mindspore; with no caller
+    nothing moves (pipeline.with_project_values keeps them for warm runs: no libcst then)."""
     spec = rule.spec_of(DeviceDispatchSpec)
     frm, to = spec.literal, spec.to
     # Every file is looked at as bytes; only the texts of files that can take part are kept (a
@@ -547,6 +553,7 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
         except (cst.ParserSyntaxError, RecursionError):
             pass
 
+    digests: Dict[str, str] = {}
     needles = (frm.encode("utf-8"), b"mindspore")
     options = [k.encode("utf-8") for k in spec.options]
     for path in paths:
@@ -558,6 +565,8 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
         # (a UTF-8 text contains a string exactly when its bytes contain the string's bytes)
         if all(n in data for n in needles) and any(k in data for k in options) and text_of(path, data) is not None:
             analyse_file(path)
+        if facts is not None and b"mindspore" in data and len(data) < 1 << 21:
+            digests[path] = hashlib.sha256(data).hexdigest()
 
     def says(key: Key, value: str) -> bool:
         return any(string_value(s) == value for c in key.comparisons for s in c.literals) or any(
@@ -579,6 +588,12 @@ def crossing_moves(files: Sequence[str], rule: Rule) -> Tuple[str, ...]:
         for name, key in analysis.keys.items():
             if key.crossing and caller_ok(path, name):
                 moving[(path, name)] = {_module_file(where, path, found) or "" for _, _, where in key.crossing}
+    callers = {path for path, _ in moving}
+    for path, digest in digests.items():
+        assert facts is not None  # (digests are kept only for facts)
+        had = facts.get(path)
+        # (read twice with other bytes, by two rules: not a fact of either)
+        facts[path] = [digest, path in callers or (had is not None and (had[0] != digest or bool(had[1])))]
     # Every other file that names a callee's function may call it (`create_dataset(p, "GPU")`).
     names = {f for (_, name), cs in moving.items() for c in cs if c in found and name in found[c].keys
              for f in found[c].keys[name].functions}
