@@ -892,3 +892,63 @@ def test_a_file_importing_torch_beside_another_module_on_one_line_migrates():
     assert result.error is None
     assert result.new_text == "import torch, os\nimport torch_npu  # noqa: F401\n\n" \
         "if torch.npu.is_available():\n    x = torch.zeros(1).npu()\n"
+
+
+# cleanrl 1.2.0 dqn.py:150-250 (every cleanrl script): the whole script is under
+# `if __name__ == "__main__":`. --distributed took the module as the model's scope and the whole
+# block as the statement that moves it, so `q_network = distributed_model(q_network)` went after
+# the block, at module level: DDP wrapped the model only once training was over (each rank
+# trained alone), while unwrap_model/is_main_process were put inside. The wrap now goes into the block.
+CLEANRL_MAIN = """\
+import torch
+import torch.nn as nn
+import torch.optim as optim
+
+if __name__ == "__main__":
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    q_network = nn.Linear(4, 2).to(device)
+    optimizer = optim.Adam(q_network.parameters(), lr=1e-3)
+    for step in range(10):
+        loss = q_network(torch.randn(8, 4, device=device)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    torch.save(q_network.state_dict(), "q.pt")
+"""
+
+
+CLEANRL_MAIN_DISTRIBUTED = """\
+import torch
+import torch.nn as nn
+import torch.optim as optim
+import torch_npu  # noqa: F401
+
+from npu_migrate_distributed import (  # npu-migrate: distributed
+    distributed_cleanup,
+    distributed_model,
+    distributed_setup,
+    is_main_process,
+    unwrap_model,
+)
+
+if __name__ == "__main__":
+    distributed_setup()
+    device = torch.device("npu" if torch.npu.is_available() else "cpu")
+    q_network = nn.Linear(4, 2).to(device)
+    q_network = distributed_model(q_network)
+    optimizer = optim.Adam(q_network.parameters(), lr=1e-3)
+    for step in range(10):
+        loss = q_network(torch.randn(8, 4, device=device)).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    if is_main_process():
+        torch.save(unwrap_model(q_network).state_dict(), "q.pt")
+    distributed_cleanup()
+"""
+
+
+def test_distributed_wraps_the_model_inside_a_main_block_that_holds_the_script():
+    result = migrate_source(CLEANRL_MAIN, "dqn.py", Options(distributed=True))
+    assert result.error is None
+    assert result.new_text == CLEANRL_MAIN_DISTRIBUTED

@@ -109,6 +109,12 @@ def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
         top = _top_of(body, stmt)
         if top is not None:
             positions.append(top)
+    # A script whose whole body is under `if __name__ == "__main__":` (cleanrl's): the scope is
+    # the module, but the wrap goes inside that block, after the move and before its training
+    # loop, not after the block (then DDP would wrap the model only once training is over).
+    while positions and len(set(positions)) == 1 and is_main_guard(body[positions[0]]):
+        body = list(body[positions[0]].body.body)
+        positions = [top for top in (_top_of(body, stmt) for stmt, _ in chosen) if top is not None]
     if not positions:
         return None
     at = max(positions)
