@@ -236,8 +236,8 @@ def test_the_boot_file_starts_a_converted_script_through_torchrun_one_process_pe
     assert "\nTORCHRUN = True\n" in boot.read_text(encoding="utf-8")
     (tmp_path / "obs" / "bucket" / "data").mkdir(parents=True)
     (tmp_path / "obs" / "bucket" / "data" / "README").write_text("input\n")
-    # the launch script's environment (the fork server's zygote of the other torchrun tests serves this one
-    # too; the boot file reads none of NPROC, MASTER_PORT, PATH), RANK_SIZE as ModelArts sets it
+    # the launch script's environment (the fork server's plain zygote serves it, as it serves the other
+    # torchrun tests; the boot file reads none of NPROC, MASTER_PORT, PATH), RANK_SIZE as ModelArts sets it
     env = _torchrun_env(tmp_path, torch_python)
     env.update(RANK_SIZE="2", NPU_MIGRATE_MODELARTS_CACHE=str(tmp_path / "cache"))
     run = subprocess.run([torch_python, str(boot), "--data_url=obs://bucket/data/", "--train_url=obs://bucket/out/"],

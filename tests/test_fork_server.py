@@ -147,7 +147,8 @@ def test_a_forked_program_without_a_session_sees_the_ignored_signals(real_python
 def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_path):
     """As torchrun's agent starts a worker (`PYTHON_EXEC -u SCRIPT`, tests/test_distributed_run.py): -u
     without PYTHONUNBUFFERED (Python's streams and C's stdio unbuffered), the variables the agent adds,
-    a shell's and Ascend's visible devices, forked by the zygote of the agent's environment; a file without a suffix beside the
+    a shell's and Ascend's visible devices, the launch script's PATH naming the client's folder, forked by
+    the zygote of the plain environment; a file without a suffix beside the
     script (torchrun's neighbours in the client's folder: tqdm) shadows no module."""
     env = _probe(tmp_path)
     env.pop("PYTHONUNBUFFERED", None)
@@ -155,10 +156,13 @@ def test_a_torchrun_worker_forks_as_a_fresh_one(real_python, torch_python, tmp_p
     (tmp_path / "sub" / "typing_extensions").write_text("a console script, not a module\n")
     worker = {**env, "ROLE_RANK": "1", "ROLE_NAME": "default", "GROUP_WORLD_SIZE": "1", "ROLE_WORLD_SIZE": "2",
               "TORCHELASTIC_RUN_ID": "none", "TORCHELASTIC_RESTART_COUNT": "0", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1",
-              "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun", "ASCEND_RT_VISIBLE_DEVICES": "0"}
+              "PWD": str(tmp_path), "SHLVL": "7", "_": "/usr/bin/torchrun", "ASCEND_RT_VISIBLE_DEVICES": "0",
+              # the launch script's (tests/test_distributed_run.py _torchrun_env): torchrun from the client's folder
+              "NPROC": "2", "PYTHON_EXEC": torch_python,
+              "PATH": os.path.dirname(torch_python) + os.pathsep + env.get("PATH", "")}
     fresh = _run(real_python, tmp_path, "c-stdio", env=worker, options=("-u",))
     forked = _run(torch_python, tmp_path, "c-stdio", env=worker, options=("-u",))
-    assert json.loads(forked[1].splitlines()[0])["ppid"] == zygote, "not forked by the agent's environment's zygote"
+    assert json.loads(forked[1].splitlines()[0])["ppid"] == zygote, "not forked by the zygote of the environment without the launcher's variables"
     assert _report(forked[1]) == _report(fresh[1])
     assert (forked[0], forked[1].splitlines()[1:], forked[2]) == (fresh[0], fresh[1].splitlines()[1:], fresh[2])
     assert fresh[1].splitlines()[1:] == ["from C", "from Python", "atexit"]  # C's line first: unbuffered

@@ -63,6 +63,12 @@ LATE = frozenset({
     "PYTEST_CURRENT_TEST",  # pytest's, per test (read by torch.testing only, when called)
     "PYTEST_XDIST_WORKER",  # pytest-xdist's, per worker (the workers of a run share its zygotes; read by no import)
     "PWD", "OLDPWD", "SHLVL", "_",  # a shell's (a launch script's), read by no interpreter's start-up
+    "NPROC",  # the generated launch script's (tests/test_distributed_run.py)
+    "PYTHON_EXEC",  # torchrun's, read when its agent starts the workers
+    # read by no start-up of an interpreter named by its path (the client's REAL) and by `import torch` only on
+    # Windows (its DLL search); a program reads it when it runs one (shutil.which, subprocess): the child's own.
+    # So torchrun's agent and workers, whose PATH names the client's folder, fork from the plain zygote.
+    "PATH",
 })
 
 _CLIENT = r'''
