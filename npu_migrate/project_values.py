@@ -191,12 +191,37 @@ _BUILDERS = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_i
 
 
 def _gates_re(gates: Sequence[str]) -> "Optional[re.Pattern[bytes]]":
-    """An import line that may name one of `gates` or cpp_extension: the files worth parsing."""
+    """An import line that may name one of `gates` (by its first part; _imports_gate then checks
+    the modules it names), or a module-level `name = load(...)` (a cpp_extension build): the
+    files worth parsing."""
     roots = sorted({g.split(".", 1)[0] for g in gates})
     if not roots:
         return None
-    words = b"|".join(re.escape(r.encode()) for r in roots + ["cpp_extension"])
-    return re.compile(rb"^[ \t]*(?:from|import)[ \t]+[^\n#]*?\b(?:" + words + rb")\b", re.MULTILINE)
+    words = b"|".join(re.escape(r.encode()) for r in roots)
+    return re.compile(rb"^[ \t]*(?:from[ \t]+((?:" + words + rb")\b[\w.]*)[ \t]+import[ \t]+([^\n#]*)"
+                      rb"|import[ \t]+([^\n#]*\b(?:" + words + rb")\b[^\n#]*))"
+                      rb"|^[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*\bload(?:_inline)?\(", re.MULTILINE)
+
+
+def _imports_gate(text: bytes, gates: Sequence[str], gates_re: "re.Pattern[bytes]") -> bool:
+    """Whether an import line of `text` names one of `gates` (`from numba import cuda`: numba.cuda;
+    `import triton.language as tl`), or a module-level line binds a `load(...)` result: not
+    `from torch.cuda import amp` (torch's), nor `from mamba_ssm.ops.triton import ...`."""
+    def gate(module: str) -> bool:
+        return any(module == g or module.startswith(g + ".") for g in gates)
+
+    for m in gates_re.finditer(text):
+        if m.group(1) is not None:
+            module = m.group(1).decode("ascii", "replace")
+            names = re.findall(r"[A-Za-z_]\w*", m.group(2).decode("utf-8", "replace").split(" as ")[0])
+            if gate(module) or any(gate(f"{module}.{n}") for n in names):
+                return True
+        elif m.group(3) is not None:
+            if any(gate(part.split()[0]) for part in m.group(3).decode("utf-8", "replace").split(",") if part.split()):
+                return True
+        else:
+            return True  # `ext = load(...)` at module level
+    return False
 
 
 def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pattern[bytes]]") -> Tuple[Tuple[str, str], ...]:
@@ -205,7 +230,7 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
     function of the module (up to three rounds: wrappers of wrappers), and of its module-level
     names bound to `cpp_extension.load(...)`; not a function that tests the device itself (it
     dispatches: `if x.is_cuda: ... else: ...`)."""
-    if gates_re is None or not gates_re.search(text):
+    if gates_re is None or not _imports_gate(text, gates, gates_re):
         return ()
     try:
         tree = ast.parse(text)

@@ -1168,3 +1168,27 @@ def test_amp_names_through_their_submodules_move_to_torch_npu_amp_and_module_for
                   "CUDA call out of NPU runs until then.")
     assert [(f.code, f.span.line, f.api, f.message, f.suggestion) for f in r.findings] == [
         ("NPU320", line, "torch.cuda.amp.grad_scaler", message, suggestion) for line in (3, 5)]
+
+
+def test_the_project_scan_parses_only_files_that_import_a_cuda_only_library(tmp_path, monkeypatch):
+    """The scan reads every file of a run: Python's parser runs only on a file whose import
+    lines name a CUDA-only library (or that binds a cpp_extension build at module level), not on
+    `from torch.cuda.amp import autocast` (torch's `cuda`) nor `from mamba_ssm.ops.triton import
+    f` (a module named triton inside another library)."""
+    import npu_migrate.project_values as pv
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    texts = {"a.py": "from torch.cuda.amp import autocast\ndef f():\n    return autocast()\n",
+             "b.py": "try:\n    from mamba_ssm.ops.triton.layernorm import rms_norm\nexcept ImportError:\n    pass\n"
+                     "def g(x):\n    return rms_norm(x)\n",
+             "c.py": "import torch\nfrom torch.utils.cpp_extension import load\ndef build():\n    return load('k', ['k.cpp'])\n",
+             "d.py": "try:\n    import cupy as cp\nexcept ImportError:\n    cp = None\ndef h(x):\n    return cp.asarray(x)\n"}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    parsed = []
+    real = pv.ast.parse
+    monkeypatch.setattr(pv.ast, "parse", lambda text, *a, **k: parsed.append(text) or real(text, *a, **k))
+    code: list = []
+    pv.scan(sorted(str(tmp_path / n) for n in texts), gates=cuda_only_libraries(RULES.findings), code=code)
+    assert code == [f"{os.path.join(str(tmp_path), 'd')}::h::cupy"]
+    assert parsed == [texts["d.py"].encode()]
