@@ -8,7 +8,7 @@ common in training scripts); relative and star imports resolve nothing.
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Set, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Union
 
 import libcst as cst
 
@@ -60,15 +60,17 @@ class ImportTable(cst.CSTVisitor):
     _BLOCKS = ("body", "handlers", "orelse", "finalbody", "cases")  # in source order
 
     def _collect(self, nodes: Sequence[cst.CSTNode]) -> None:
+        node: Any
         for node in nodes:
-            if isinstance(node, cst.Import):
+            kind = type(node)  # (by identity, as resolve)
+            if kind is cst.Import:
                 self.visit_Import(node)
-            elif isinstance(node, cst.ImportFrom):
+            elif kind is cst.ImportFrom:
                 self.visit_ImportFrom(node)
-            elif isinstance(node, cst.SimpleStatementLine):
+            elif kind is cst.SimpleStatementLine:
                 self._collect(node.body)
             elif not isinstance(node, cst.BaseSmallStatement):
-                nested = isinstance(node, (cst.FunctionDef, cst.ClassDef))
+                nested = kind is cst.FunctionDef or kind is cst.ClassDef
                 self._nested += nested
                 for name in self._BLOCKS:
                     child = getattr(node, name, None)
@@ -122,11 +124,13 @@ class ImportTable(cst.CSTVisitor):
 
     def resolve(self, node: cst.BaseExpression) -> Optional[str]:  # type: ignore[override]  # not libcst's metadata resolve
         """The qualified name an expression refers to, when it starts at an imported name."""
-        if isinstance(node, cst.Name):
-            return self.names.get(node.value)
-        if isinstance(node, cst.Attribute):
-            base = self.resolve(node.value)
-            return f"{base}.{node.attr.value}" if base is not None else None
+        n: Any = node  # (told by identity: libcst's node classes are final, and isinstance() goes through ABCMeta)
+        kind = type(n)
+        if kind is cst.Name:
+            return self.names.get(n.value)
+        if kind is cst.Attribute:
+            base = self.resolve(n.value)
+            return f"{base}.{n.attr.value}" if base is not None else None
         return None
 
     def imports_module(self, root: str) -> bool:

@@ -250,9 +250,11 @@ def _root(node: cst.BaseExpression) -> Optional[str]:
 
 def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
     stack = [node]
+    call = cst.Call
+    n: Any
     while stack:
         n = stack.pop()
-        if isinstance(n, cst.Call):
+        if type(n) is call:  # (by identity: libcst's node classes are final; isinstance() goes through ABCMeta)
             yield n
         stack.extend(children(n))
 
@@ -277,26 +279,28 @@ class _Planner(cst.CSTVisitor):
         self.file_builds: Optional[bool] = None
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.FunctionDef):
-            self.functions.append(node)
-        elif isinstance(node, cst.Attribute) and node.attr.value == "is_cuda":
-            self._is_cuda(node)
-        elif isinstance(node, cst.Name) and node.value == "CUDA_HOME":
-            self._build_gate(node)
-        elif isinstance(node, cst.Call):
-            qual = self.ctx.imports.resolve(node.func)
+        n: Any = node
+        kind = type(n)  # (by identity, on every node: see _calls)
+        if kind is cst.FunctionDef:
+            self.functions.append(n)
+        elif kind is cst.Attribute and n.attr.value == "is_cuda":
+            self._is_cuda(n)
+        elif kind is cst.Name and n.value == "CUDA_HOME":
+            self._build_gate(n)
+        elif kind is cst.Call:
+            qual = self.ctx.imports.resolve(n.func)
             if qual in _CAPABILITY:
-                self._capability(node)
+                self._capability(n)
             elif qual in _PROPERTIES:
-                self._properties_version(node)
+                self._properties_version(n)
             elif qual == "torch.cuda.is_available":
-                self._availability_gate(node)
+                self._availability_gate(n)
         self.parents.append(node)
         return True
 
     def on_leave(self, original_node: cst.CSTNode) -> None:
         self.parents.pop()
-        if isinstance(original_node, cst.FunctionDef):
+        if type(original_node) is cst.FunctionDef:
             self.functions.pop()
 
     # -- is_cuda ---------------------------------------------------------------------------

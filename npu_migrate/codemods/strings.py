@@ -75,6 +75,8 @@ class LiteralRewriter:
         and values of a dict (for devices: keyed by devices, `{"cuda:1": "cuda:0"}`); `element`:
         `node` is such an element, and a container there is something else (`device={"from":
         "cuda"}`, `{"device": [{"a": "cuda"}]}` hold no device)."""
+        if type(node) not in _REWRITTEN_TYPES:
+            return None  # (most expressions asked about: names, attributes, numbers)
         if element and isinstance(node, (cst.Dict, cst.List, cst.Tuple, cst.Set)):
             return None
         if isinstance(node, cst.SimpleString):
@@ -160,6 +162,12 @@ class LiteralRewriter:
             return node.with_changes(elements=items) if changed else None
         return None
 
+
+# The expressions `LiteralRewriter.rewrite` can rewrite, told by identity: libcst's node classes
+# are final, and an isinstance() on one goes through ABCMeta (a Python call; ten of them for
+# each device position that holds none of these, 230,000 on transformers' models).
+_REWRITTEN_TYPES = frozenset({cst.SimpleString, cst.FormattedString, cst.IfExp, cst.BooleanOperation,
+                              cst.BinaryOperation, cst.Call, cst.Dict, cst.List, cst.Tuple, cst.Set})
 
 # The device types a dict's key may name for its values to be devices (`{"cuda:1": "cuda:0"}`).
 _DEVICE_TYPES = frozenset({"cuda", "gpu", "cpu", "mps", "xla", "meta", "npu", "xpu", "hpu", "ipu"})
