@@ -1164,8 +1164,9 @@ def test_amp_names_through_their_submodules_move_to_torch_npu_amp_and_module_for
         "torch.cuda.amp.grad_scaler.GradScaler()", "torch.npu.amp.GradScaler()")
     message = ("`torch.cuda.amp.grad_scaler` is not rewritten: the target table does not list "
                "`torch.npu.amp.grad_scaler` (it lists what `torch.npu.amp` exports)")
-    suggestion = ("Import the names from `torch.npu.amp` itself (`from torch.npu.amp import ...`) by hand; keep the "
-                  "CUDA call out of NPU runs until then.")
+    suggestion = ("Use what `torch.npu.amp` exports where it has the name (`from torch.npu.amp import ...`), else "
+                  "check the submodule in your torch_npu release and rewrite by hand; keep the CUDA call out of NPU "
+                  "runs until then.")
     assert [(f.code, f.span.line, f.api, f.message, f.suggestion) for f in r.findings] == [
         ("NPU320", line, "torch.cuda.amp.grad_scaler", message, suggestion) for line in (3, 5)]
 

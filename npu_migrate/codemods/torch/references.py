@@ -189,7 +189,8 @@ class ReferenceRewrites(TorchKind):
             # `__all__`, not the submodules it is made of: that it lacks one is not known)
             package = missing.name.rsplit(".", 1)[0]
             why = f"the target table does not list `{missing.name}` (it lists what `{package}` exports)"
-            instead = f"Import the names from `{package}` itself (`from {package} import ...`) by hand"
+            instead = (f"Use what `{package}` exports where it has the name (`from {package} import ...`), else "
+                       f"check the submodule in your torch_npu release and rewrite by hand")
         self.ctx.finding(
             rule, node, api=qual,
             message=rule.render_message(api=qual, after=missing.name, why=why),
