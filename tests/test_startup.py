@@ -1243,3 +1243,26 @@ def test_the_command_line_builds_the_built_in_rule_set_once(tmp_path):
     os.unlink(first["rule set path"])
     third, out3, err3 = _entry(tmp_path, "train.py", "--check", "--no-cache", write_bytecode=False)
     assert (third["kept rule sets"], out3, err3) == (0, out, err) and not os.path.exists(first["rule set path"])
+
+
+def test_the_project_scan_parses_no_file_whose_imports_name_no_cuda_only_library_at_their_start(monkeypatch):
+    """The scan parses a file for its CUDA-only code (project_values._cuda_only_code) only when an
+    import names such a library's module (`cupy`, `numba.cuda`, `cuda.bindings`):
+    `from torch.cuda.amp import autocast` (`cuda` after a dot: not the module cuda) made nearly
+    every PyTorch script be parsed (c85c946: +91 M instructions, +6%, on bench/train_500.py)."""
+    from npu_migrate import project_values
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    gates = cuda_only_libraries(load_rules().findings)
+    assert {"cupy", "numba.cuda", "cuda.bindings"} <= set(gates)
+    worth = project_values._gates_re(gates)
+    assert worth is not None
+    script = SCRIPT.replace("import torch\n", "import torch\nimport torch.cuda.nvtx\n"
+                            "from torch.cuda.amp import autocast, GradScaler\n").encode()
+    parsed = []
+    real = project_values.ast.parse
+    monkeypatch.setattr(project_values.ast, "parse", lambda *a, **k: parsed.append(1) or real(*a, **k))
+    assert project_values._cuda_only_code(script, gates, worth) == () and parsed == []
+    for line in (b"import cupy\n", b"from numba import cuda\n", b"import cuda.bindings\n"):
+        project_values._cuda_only_code(line + script, gates, worth)
+    assert parsed == [1, 1, 1]
