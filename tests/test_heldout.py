@@ -952,3 +952,45 @@ def test_distributed_wraps_the_model_inside_a_main_block_that_holds_the_script()
     result = migrate_source(CLEANRL_MAIN, "dqn.py", Options(distributed=True))
     assert result.error is None
     assert result.new_text == CLEANRL_MAIN_DISTRIBUTED
+# torchreid 0.2.5 reid/utils/torchtools.py:81-92 (load_checkpoint, which its model zoo's
+# load_pretrained_weights calls): map_location is None only where CUDA is. As
+# `torch.npu.is_available()` the NPU machine got None and a CUDA-saved checkpoint raised
+# "Attempting to deserialize object on a CUDA device"; kept, it loads to the CPU there as written.
+TORCHREID_LOAD = """\
+import pickle
+from functools import partial
+
+import torch
+
+
+def load_checkpoint(fpath):
+    map_location = None if torch.cuda.is_available() else 'cpu'
+    try:
+        checkpoint = torch.load(fpath, map_location=map_location)
+    except UnicodeDecodeError:
+        pickle.load = partial(pickle.load, encoding="latin1")
+        checkpoint = torch.load(
+            fpath, pickle_module=pickle, map_location=map_location
+        )
+    return checkpoint
+
+
+def open_all_layers(model):
+    model.cuda()
+"""
+
+
+def test_a_checkpoint_location_none_only_on_cuda_stays_and_says_why():
+    result = migrate_source(TORCHREID_LOAD, "torchreid/reid/utils/torchtools.py", Options())
+    assert result.new_text == with_torch_npu(TORCHREID_LOAD).replace("model.cuda()", "model.npu()")
+    assert [(f.code, f.severity, f.span.line, f.span.col) for f in result.findings] == [("NPU318", "info", 8, 28)]
+    # the same answer when libcst parses only the statements that matter (partial.py)
+    padded = TORCHREID_LOAD + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+    partial = migrate_source(padded, "torchtools.py", Options())
+    whole = migrate_source(padded, "torchtools.py", Options(), partial=False)
+    assert (partial.new_text, [f.span for f in partial.findings]) == (whole.new_text, [f.span for f in whole.findings])
+    # a variable not read as map_location moves as before
+    as_device = TORCHREID_LOAD.replace("map_location=map_location", "map_location='cpu'")
+    moved = migrate_source(as_device, "torchtools.py", Options())
+    assert "None if torch.npu.is_available() else 'cpu'" in moved.new_text
+    assert [f.code for f in moved.findings] == []

@@ -75,6 +75,9 @@ from .strings import string_value
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
+# `None if torch.cuda.is_available() else "cpu"` (either way round): a map_location choice
+# (_Planner._map_location_choice)
+_NONE_ON_AVAILABILITY_RE = re.compile(r"None\s+if\s+(?:not\s+)?[\w.]*is_available\(\)|is_available\(\)\s+else\s+None\b")
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
 # `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
 _EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
@@ -135,7 +138,8 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
 def _plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
             "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
-            "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)):
+            "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)) and not (
+            "map_location" in ctx.text and _NONE_ON_AVAILABILITY_RE.search(ctx.text)):
         return
     kernels = _kernel_names(ctx)
     planner = _Planner(ctx, kernels)
@@ -418,9 +422,18 @@ class _Planner(cst.CSTVisitor):
 
     def _availability_gate(self, node: cst.Call) -> None:
         """`if torch.cuda.is_available() or FORCE_CUDA:` around `CUDAExtension` and `.cu`
-        sources (a setup.py): as torch.npu.is_available() it would compile CUDA on the NPU."""
+        sources (a setup.py): as torch.npu.is_available() it would compile CUDA on the NPU. And
+        `map_location = None if torch.cuda.is_available() else "cpu"` (_map_location_choice)."""
         child: cst.CSTNode = node
+        negative, direct = False, True  # (the call itself, or `not` of it)
         for parent in reversed(self.parents):
+            if isinstance(parent, cst.IfExp) and parent.test is child and direct:
+                self._map_location_choice(parent, negative, node)
+                return
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+                negative = not negative
+            else:
+                direct = False
             if isinstance(parent, (cst.If, cst.While)) and parent.test is child:
                 branches = [parent.body] + ([parent.orelse] if parent.orelse is not None else [])
                 if any(self._builds(b) for b in branches):
@@ -429,6 +442,34 @@ class _Planner(cst.CSTVisitor):
             if isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
                 return
             child = parent
+
+    def _map_location_choice(self, choice: cst.IfExp, negative: bool, test: cst.Call) -> None:
+        """`torch.load(f, map_location=None if torch.cuda.is_available() else "cpu")`, also through
+        a variable read as `map_location=` in the same function (torchreid's load_checkpoint): None
+        restores each tensor to the device it was saved on. As torch.npu.is_available() the NPU
+        machine would get None, and a checkpoint saved on CUDA fails there ("Attempting to
+        deserialize object on a CUDA device"); kept, the test is False there and the checkpoint
+        loads to the CPU, as it did on any machine without CUDA (load_state_dict then copies it
+        into the NPU model)."""
+        on_cuda, other = (choice.orelse, choice.body) if negative else (choice.body, choice.orelse)
+        if not _is_none(on_cuda) or _is_none(other):
+            return
+        index = next((i for i in range(len(self.parents) - 1, -1, -1) if self.parents[i] is choice), 0)
+        holder = self.parents[index - 1] if index > 0 else None
+        if isinstance(holder, cst.Arg):
+            if holder.keyword is None or holder.keyword.value != "map_location":
+                return
+        elif isinstance(holder, cst.Assign) and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
+            name = holder.targets[0].target.value
+            if not any(isinstance(n, cst.Arg) and n.keyword is not None and n.keyword.value == "map_location"
+                       and isinstance(n.value, cst.Name) and n.value.value == name for n in subtree(self.functions[-1])):
+                if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+                    self.ctx.partial_misses.add(name)  # its reader may be in lines left out
+                return
+        else:
+            return
+        self.ctx.keep(choice)
+        self._report("map-location-none", test, "torch.cuda.is_available()")
 
     def _keep_gate(self, kept: cst.CSTNode, node: cst.CSTNode, api: str = "CUDA_HOME") -> None:
         if id(kept) in self.ctx.kept:
@@ -600,6 +641,10 @@ def _compared_with_bool(parent: Optional[cst.CSTNode], child: cst.CSTNode) -> Op
     if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
         return target.comparator.value == "True"
     return None
+
+
+def _is_none(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.Name) and node.value == "None"
 
 
 def _test_of(guard: cst.CSTNode) -> cst.CSTNode:

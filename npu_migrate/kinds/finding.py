@@ -72,13 +72,16 @@ FINDING_CONTEXTS = ("any", "torch", "device")
 NON_PYTHON_FINDING_KINDS = {"env", "command", "requirement", "requirement-build", "heredoc", "config-key",
                             "install-path"}
 # Kind `guard`: device code the torch pass leaves as it is because the rewrite would break it
-# (codemods/guards.py); `api` names which guard, and the word a file must contain for it.
+# (codemods/guards.py); `api` names which guard, and the words a file must contain for it.
 GUARD_TRIGGERS = {
     "kernel-guard": "is_cuda",  # `x.is_cuda` deciding whether a compiled CUDA extension runs
     "cuda-only-guard": "is_cuda",  # `assert x.is_cuda, "CUDA only"`
     "build-gate": "CUDA_HOME",  # `if torch.cuda.is_available() and CUDA_HOME is not None:`
     "capability": "get_device_capability",  # `torch.cuda.get_device_capability()[0]`
     "device-properties": "get_device_properties",  # `torch.cuda.get_device_properties(d).multi_processor_count`
+    # `map_location = None if torch.cuda.is_available() else "cpu"`: both words (a file with
+    # `map_location=` alone needs no work for it); the first is in the statement reported
+    "map-location-none": "is_available map_location",
     # `x.device.type == "cuda"` / `in ("cuda", "xpu")` / `!= "cuda": raise` kept as it is because
     # what it opens (or refuses to let through) is CUDA-only code: `words` name the libraries in
     # identifiers (`_TRITON_AVAILABLE`), `gates` the codes whose imports and calls are CUDA-only
@@ -354,9 +357,14 @@ def _requirements(rule: Rule) -> List[Requirement]:
     if match == "guard":
         # "cuda" (a device test's string, `device.type == "cuda"`) counts inside strings only: a
         # comment saying cuda asks for nothing
-        return [quoted("cuda") if GUARD_TRIGGERS[n] == "cuda" else Requirement(frozenset({Word(GUARD_TRIGGERS[n])}))
+        return [quoted("cuda") if GUARD_TRIGGERS[n] == "cuda" else _guard_words(GUARD_TRIGGERS[n].split())
                 for n in names if n in GUARD_TRIGGERS]
     return [attribute(n) for n in names]  # method
+
+
+def _guard_words(words: List[str]) -> Requirement:
+    """Every word of a guard's trigger; partial.py keeps the statements holding the first."""
+    return Requirement(frozenset(Word(w) for w in words), leaf=Word(words[0]) if len(words) > 1 else None)
 
 
 _CALL_WORDS: Dict[Tuple[str, bool], List[FrozenSet[Any]]] = {}  # (rule-set fingerprint, encoded) -> see call_words
