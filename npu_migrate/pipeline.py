@@ -110,11 +110,15 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             facts_folder = common_folder(project.paths or given)
             facts = ScanFacts(facts_key(cuda_only_libraries(rules.findings)), facts_folder)
     found: Optional[dict] = {} if facts is not None else None
-    with long_lived():  # (the project's values and the digests it read: the run's, startup.py)
+    from . import work
+
+    with long_lived(), work.counting() as scan_work:  # (the project's values and the digests it read: the run's, startup.py)
         options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
                                       if facts is not None else None)
+    if (settings.verbose or settings.stats) and +scan_work:
+        warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
         facts.save(found)
     kept: dict = {}

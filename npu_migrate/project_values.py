@@ -45,6 +45,7 @@ import stat
 import sys
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
+from . import work
 from .codes import emits
 from .model import Finding, Severity, Span
 from .source import Source
@@ -232,6 +233,7 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
     dispatches: `if x.is_cuda: ... else: ...`)."""
     if gates_re is None or not _imports_gate(text, gates, gates_re):
         return ()
+    work.count("ast")  # (the run's project scan: pipeline.py prints it with --stats; test_work_budget holds it)
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -22,6 +22,9 @@ NeedsWholeModule):
 
 `FileResult.work` carries a file's counts (in the worker processes too); `--stats` prints the
 run's sums and the files with the most work; tests/test_work_budget.py holds them to a budget.
+The project scan before the files (project_values.scan: Python's parse of the modules that
+import a CUDA-only library, for the CUDA-only code other modules call) is counted apart: its own
+line of `--stats`, its own budget.
 A step is counted where it is taken: `count("walk")`. Counting costs a dict update.
 """
 
@@ -91,6 +94,13 @@ def summary(counts) -> str:
     busy = sum(1 for c in counts if c)
     parts = ", ".join(_counted(sums[step], step) for step in sums)
     return f"npu-migrate: work: {busy:,} of {len(counts):,} {'file' if len(counts) == 1 else 'files'} parsed; {parts}"
+
+
+def scan_summary(counts) -> str:
+    """One line for --verbose: the work of the project scan before the files are migrated
+    (project_values.scan: Python's parse of the modules that import a CUDA-only library)."""
+    parts = ", ".join(_counted(n, step) for step, n in total([counts]).items() if n)
+    return f"npu-migrate: work: the project scan: {parts}"
 
 
 MOST_WORK_SHOWN = 10

@@ -310,6 +310,16 @@ def test_stats_prints_the_work_of_the_run_and_of_the_busiest_files(run_cli, tmp_
     assert "work:" not in run_cli(".", "--no-cache", "--check", cwd=tmp_path).stderr.decode()
 
 
+def test_stats_prints_the_project_scans_work_apart(run_cli, tmp_path):
+    """The project scan parses a module whose imports name a CUDA-only library (the CUDA-only
+    code other modules call) before any file is migrated: its own line, before the files'."""
+    (tmp_path / "kernels.py").write_text("import triton\n\n\n@triton.jit\ndef add(x):\n    pass\n", encoding="utf-8")
+    (tmp_path / "a.py").write_text("import torch\nx = torch.ones(2).cuda()\n", encoding="utf-8")
+    lines = run_cli(".", "--stats", "--no-cache", "--check", cwd=tmp_path).stderr.decode().splitlines()
+    assert lines[0] == "npu-migrate: work: the project scan: 1 Python parse", lines
+    assert lines[1].startswith("npu-migrate: work: 2 of 2 files parsed; 2 Python parses"), lines
+
+
 def test_stats_shows_ten_files_at_most_the_busiest_first(run_cli, tmp_path):
     for i in range(12):
         lines = "".join(f"x{j} = torch.ones(2).cuda()\n" for j in range(1 + i % 3))

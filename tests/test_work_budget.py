@@ -414,3 +414,37 @@ def test_a_definition_left_out_is_parsed_by_its_own_lines(monkeypatch):
     assert "is_fast_path_available = all((selective_scan_fn,))\n" in second
     assert "from mamba_ssm.ops.selective_scan_interface import selective_scan_fn\n" in second
     assert "CONSTANT_39 = 39" not in second and "OTHER_0 = 0" not in second
+
+
+# The project scan before the files (project_values.scan), counted apart: Python's parse of the
+# modules whose imports name a CUDA-only library (or that bind a `load(...)` result at module
+# level), for the CUDA-only code other modules call (guards' NPU315 across modules, 2026-11-27).
+# yolov5: export.py and models/common.py (`import tensorrt as trt`, in functions), helpers.py
+# (`model = yolov5.load(...)`). 8688cc9 fixed a scan that parsed nearly every PyTorch script
+# (`from torch.cuda.amp import ...` taken for a CUDA-only library): transformers 4.46.3 src parses
+# 20 of 1,813 files (~0.3 CPU-s, serial, before any worker starts).
+SCAN_BUDGET = {"fixtures": 0, "yolov5": 3}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corpus", sorted(SCAN_BUDGET))
+def test_the_project_scan_parses_only_modules_naming_a_cuda_only_library(corpus, tmp_path):
+    from npu_migrate.kinds.finding import cuda_only_libraries
+    from npu_migrate.project_values import scan
+
+    if corpus == "fixtures":
+        paths = [str(ROOT / p) for p, _ in fixture_inputs() if p.endswith(".py")]
+    else:
+        paths = []
+        for name, text in yolov5_inputs():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+            paths.append(str(path))
+    code: List[str] = []
+    with work.counting() as counts:
+        scan(paths, gates=cuda_only_libraries(default_rules().findings), code=code)
+    assert counts["ast"] <= SCAN_BUDGET[corpus], (corpus, dict(counts))
+    assert set(counts) <= {"ast"}, dict(counts)  # (no libcst: nothing MindSpore in these)
+    if corpus == "yolov5":
+        assert counts["ast"] == SCAN_BUDGET[corpus] and any(c.endswith("::export_engine::tensorrt") for c in code)
