@@ -709,6 +709,8 @@ def test_a_walk_looks_only_for_the_ignore_files_its_folders_hold(tmp_path, monke
 # Runs the program's entry point as `python -m npu_migrate ARGS` does, then says what startup.py compiled.
 ENTRY_PROBE = r"""
 import json, sys
+# (under `coverage run` its start-up in this process reads pyproject.toml with tomllib first)
+TOMLLIB_BEFORE = "tomllib" in sys.modules
 from npu_migrate import __main__ as entry_point
 sys.argv = ["npu-migrate", *sys.argv[1:]]
 try:
@@ -718,7 +720,7 @@ except SystemExit as exc:
 from npu_migrate import startup
 print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path,
                   "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path,
-                  "kept views": startup.KEPT_RULES.view_hits, "tomllib": "tomllib" in sys.modules,
+                  "kept views": startup.KEPT_RULES.view_hits, "tomllib": "tomllib" in sys.modules and not TOMLLIB_BEFORE,
                   "libcst texts": startup.COMPILED.libcst is not None, "libcst path": startup.COMPILED.libcst_path}))
 """
 
