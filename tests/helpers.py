@@ -191,3 +191,22 @@ def cli_process(*args, cwd=None, input=None, env=None, timeout=600) -> CliResult
     r = subprocess.run([sys.executable, "-m", "npu_migrate", *args], cwd=cwd, input=input, capture_output=True,
                        env=full_env, timeout=timeout)
     return CliResult(args, r.returncode, r.stdout, r.stderr)
+
+
+# Thirty small functions after the text: partial.py leaves them out, so a migration of the padded
+# text is parsed partially (the default) where a whole parse is the reference.
+PARTIAL_PADDING = "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
+
+
+def assert_partial_as_whole(text: str, path: str = "m.py", options=None):
+    """Migrates `text` + PARTIAL_PADDING parsed partially and whole: the same new text and findings
+    (code, place, message). Returns the partial result, for what the caller asserts of it."""
+    from npu_migrate.dispatch import migrate_source
+    from npu_migrate.options import Options
+
+    padded = text + PARTIAL_PADDING
+    partial = migrate_source(padded, path, options or Options())
+    whole = migrate_source(padded, path, options or Options(), partial=False)
+    assert (partial.new_text, [(f.code, f.span, f.message) for f in partial.findings]) == (
+        whole.new_text, [(f.code, f.span, f.message) for f in whole.findings])
+    return partial

@@ -17,6 +17,8 @@ from npu_migrate.options import Options
 from npu_migrate.passes import PASSES
 from npu_migrate.rules import default_rules
 
+from helpers import assert_partial_as_whole
+
 RULES = default_rules()
 
 
@@ -573,14 +575,6 @@ def test_a_test_passed_by_position_into_a_gate_of_faiss_gpu_stays():
     assert [(f.span.line, f.span.col) for f in result.findings if f.code == "NPU315"] == [(19, 15)]
     assert "it is passed to `try_gpu()`, where `convert_to_gpu_index`, which uses `faiss.index_cpu_to_" in message
     assert_partial_as_whole(FAISS_FLAG_PASSED)
-
-
-def assert_partial_as_whole(text):
-    padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    y = x + {i}\n    return y\n" for i in range(30))
-    partial = migrate_source(padded, "m.py", Options(), RULES)
-    whole = migrate_source(padded, "m.py", Options(), RULES, partial=False)
-    assert (partial.new_text, [(f.code, f.span, f.message) for f in partial.findings]) == (
-        whole.new_text, [(f.code, f.span, f.message) for f in whole.findings])
 
 
 ORDINARY = [

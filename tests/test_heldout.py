@@ -13,7 +13,7 @@ import pytest
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
 
-from helpers import write_migrated
+from helpers import PARTIAL_PADDING, assert_partial_as_whole, write_migrated
 
 
 def with_torch_npu(text: str) -> str:
@@ -730,10 +730,7 @@ def test_a_device_attribute_only_ctranslate2_reads_stays(read_elsewhere):
     assert result.new_text == expected
     assert [(f.code, f.span.line, f.api) for f in result.findings] == [("NPU303", 11, "ctranslate2")]
     # the same answer when libcst parses only the statements that matter (partial.py)
-    padded = text + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
-    partial = migrate_source(padded, "onmt/inference_engine.py", Options())
-    assert partial.new_text == migrate_source(padded, "onmt/inference_engine.py", Options(), partial=False).new_text
-    assert partial.new_text == expected + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
+    assert assert_partial_as_whole(text, "onmt/inference_engine.py").new_text == expected + PARTIAL_PADDING
 
 
 # mindnlp 0.5.1 mindtorch/ (PyTorch's API written on MindSpore): mindtorch/dispatcher.py:46 maps
@@ -985,10 +982,7 @@ def test_a_checkpoint_location_none_only_on_cuda_stays_and_says_why():
     assert result.new_text == with_torch_npu(TORCHREID_LOAD).replace("model.cuda()", "model.npu()")
     assert [(f.code, f.severity, f.span.line, f.span.col) for f in result.findings] == [("NPU318", "info", 8, 28)]
     # the same answer when libcst parses only the statements that matter (partial.py)
-    padded = TORCHREID_LOAD + "".join(f"\n\ndef unrelated_{i}(x):\n    return x + {i}\n" for i in range(30))
-    partial = migrate_source(padded, "torchtools.py", Options())
-    whole = migrate_source(padded, "torchtools.py", Options(), partial=False)
-    assert (partial.new_text, [f.span for f in partial.findings]) == (whole.new_text, [f.span for f in whole.findings])
+    assert_partial_as_whole(TORCHREID_LOAD, "torchtools.py")
     # a variable not read as map_location moves as before
     as_device = TORCHREID_LOAD.replace("map_location=map_location", "map_location='cpu'")
     moved = migrate_source(as_device, "torchtools.py", Options())
