@@ -1561,8 +1561,8 @@ class _DeviceGates:
             elif isinstance(parent, cst.BooleanOperation):
                 if isinstance(parent.operator, cst.Or) != negative:
                     return []  # `a or <test>`: the code runs without the test's answer too
-            elif parent is not None and _compared_with_bool(parent, child) is not None:
-                negative = negative != _compared_with_bool(parent, child)
+            elif parent is not None and (flips := _compared_with_bool(parent, child)) is not None:
+                negative = negative != flips  # `<test> is False`
             else:
                 call = self._all_or_any(parent, child)
                 if call is None:
