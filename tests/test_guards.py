@@ -1221,3 +1221,56 @@ def test_the_project_scan_parses_only_files_that_import_a_cuda_only_library(tmp_
     pv.scan(sorted(str(tmp_path / n) for n in texts), gates=cuda_only_libraries(RULES.findings), code=code)
     assert code == [f"{os.path.join(str(tmp_path), 'd')}::h::cupy"]
     assert parsed == [texts["d.py"].encode()]
+
+
+# pytorch-pfn-extras 0.9.0 _tensor.py (held out): get_xp sets `devtype = "cuda"` for a cupy array and
+# reads it in `elif devtype == "cuda": return cupy`, a test the CUDA-only cupy keeps
+PPE_GET_XP = '''import numpy
+import torch
+from pytorch_pfn_extras._cupy import cupy, ensure_cupy
+
+
+def get_xp(obj):
+    if isinstance(obj, torch.Tensor):
+        devtype = obj.device.type
+    elif isinstance(obj, numpy.ndarray):
+        devtype = "cpu"
+    elif isinstance(obj, cupy.ndarray):
+        devtype: str = "cuda"
+    else:
+        raise TypeError(type(obj).__name__)
+
+    if devtype == "cpu":
+        return numpy
+    elif devtype == "cuda":
+        ensure_cupy()
+        return cupy
+    raise ValueError(devtype)
+
+
+XP_DEVICE = "cuda:0" if cupy.is_available() else "cpu"
+
+
+def xp_of_kind():
+    if XP_DEVICE == "cuda:0":
+        return cupy
+    return numpy
+
+
+def zeros():
+    devtype = "cuda"
+    return torch.zeros(1, device=devtype)
+'''
+
+
+def test_the_values_a_kept_device_test_reads_stay_with_it():
+    """A kept `devtype == "cuda"` (NPU315: it opens cupy) reads a variable the code sets to "cuda"
+    itself: that value stays too, in its function (get_xp) or at module level (XP_DEVICE, an expression
+    holding the string), or `get_xp(cupy_array)` would set "npu" and reach the ValueError. A
+    variable of the same name in another function that assigns it is another variable: it moves."""
+    assert_partial_as_whole(PPE_GET_XP, "pytorch_pfn_extras/_tensor.py")
+    r = migrate_source(PPE_GET_XP, "pytorch_pfn_extras/_tensor.py")
+    assert r.new_text == PPE_GET_XP.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        '    devtype = "cuda"\n    return torch.zeros', '    devtype = "npu"\n    return torch.zeros')
+    assert _npu315(r) == [("NPU315", "warning", 18, 10, 'devtype == "cuda"'), ("NPU315", "warning", 28, 8, 'XP_DEVICE == "cuda:0"')]
+    assert not migrate_source(r.new_text, "pytorch_pfn_extras/_tensor.py").changed  # idempotent

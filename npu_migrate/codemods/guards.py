@@ -1442,11 +1442,41 @@ class _DeviceGates:
             self.holders.add(function.name.value)
         for side in self._cuda_side(node, negative):
             self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
+        if isinstance(node, cst.Comparison):
+            self._keep_assigned_values(node, function)
         rule = self.gate_rule if guard == "gate" else self.refusal_rule
         if rule is not None:
             api = self.ctx.code_for(node)
             self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
                              suggestion=rule.render_suggestion(api=api, detail=detail))
+
+    def _keep_assigned_values(self, test: cst.Comparison, function: Optional[cst.FunctionDef]) -> None:
+        """The kept test compares a variable with "cuda": the CUDA strings the code assigns to
+        that variable stay too (pytorch-pfn-extras get_xp: `elif isinstance(obj, cupy.ndarray):
+        devtype = "cuda"` read by the kept `elif devtype == "cuda": return cupy`). Moved alone,
+        "npu" would reach a test that still asks for "cuda": a value and its reader move together
+        or not at all. The variable's scope is the function when it assigns the name there, else
+        the module."""
+        for operand in self._operands(test):
+            if not isinstance(operand, cst.Name) or _is_cuda_string(operand):
+                continue
+            name = operand.value
+            scope: cst.CSTNode = self.ctx.module
+            if function is not None:
+                self.parent[id(function.body)] = function
+                if any(self._is_target(ref) for ref in self._uses(function.body, name)):
+                    scope = function.body
+            if scope is self.ctx.module:
+                work.count("walk")
+            for ref in self._uses(scope, name):
+                if not self._is_target(ref):
+                    continue
+                target = self.parent.get(id(ref))
+                assign = target if isinstance(target, cst.AnnAssign) else self.parent.get(id(target))
+                value = getattr(assign, "value", None)
+                if isinstance(value, cst.BaseExpression) and any(
+                        _is_cuda_string(s) for s in _strings_in(value)):
+                    self.ctx.keep(value)
 
     def _paired(self, node: cst.CSTNode) -> Optional[Tuple[str, str]]:
         """("gate", detail) when the device test `node` tests a tensor that its function then
@@ -2042,6 +2072,16 @@ class _DeviceGates:
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
         return isinstance(parent, (cst.AssignTarget, cst.AnnAssign)) and getattr(parent, "target", None) is name
+
+
+def _strings_in(node: cst.CSTNode) -> Iterator[cst.SimpleString]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.SimpleString):
+            yield n
+        else:
+            stack.extend(children(n))
 
 
 def _tested_tensor(node: cst.CSTNode) -> Optional[str]:
