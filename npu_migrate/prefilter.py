@@ -65,16 +65,20 @@ def rule_requirements(rule, forced_framework: str = "auto") -> Optional[List[Req
             for t in own for imp in framework_imports(rule.framework)]
 
 
+# A comment, matched only whole (to its line's end or the next `#`): else the spaces that end it
+# can be taken by the comment or by a gap's space, each comment splits many ways, and a banner of
+# comment lines padded with spaces after a `.` (avalanche-lib 0.6.0's licence header: `# ...
+# ContinualAI.<46 spaces>#` x 7) backtracks for ever in a gap that then finds no name.
+_COMMENT = r"#[^\r\n#]*(?![^\r\n#])"
 # Between the parts of an attribute chain: spaces, line continuations, and inside brackets
-# newlines and comments. (`#[^\r\n#]*` cannot split a comment two ways: no backtracking blow-up.)
-_CHAIN_GAP = r"(?:[ \t\f\r\n\\]|#[^\r\n#]*)*"
+# newlines and comments.
+_CHAIN_GAP = rf"(?:[ \t\f\r\n\\]|{_COMMENT})*"
 # Within one logical line: spaces and line continuations.
 _LINE_GAP = r"(?:[ \t\f]|\\\r?\n)"
 # The rest of an import statement up to a name: a parenthesised list (comments allowed), or
-# the logical line. A comment matches only whole (to its line's end or the next `#`): else
-# `[^)#]` takes the rest of it, each comment splits many ways, and a list of 20 commented-out
-# names (mindnlp's mindtorch/distributed/__init__.py) backtracks for ever.
-_IMPORT_LIST = r"(?:\((?:[^)#]|#[^\r\n#]*(?![^\r\n#]))*?|(?:[^\r\n\\]|\\(?:\r?\n|.))*?)"
+# the logical line. A comment matches only whole: else `[^)#]` takes the rest of it, and a list
+# of 20 commented-out names (mindnlp's mindtorch/distributed/__init__.py) backtracks for ever.
+_IMPORT_LIST = rf"(?:\((?:[^)#]|{_COMMENT})*?|(?:[^\r\n\\]|\\(?:\r?\n|.))*?)"
 
 
 def link_regex(parent: str, name: str, aliased: bool = True) -> str:
@@ -127,7 +131,7 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
     if kind == "attr_of":
         return (rf"{n}{_CHAIN_GAP}\.",)
     if kind == "decorator":  # `@name`, `@ (name)(...)`: brackets, spaces and comments between
-        return (rf"@(?:[ \t\f\r\n\\(]|#[^\r\n#]*)*{n}\b",)
+        return (rf"@(?:[ \t\f\r\n\\(]|{_COMMENT})*{n}\b",)
     if kind == "import":
         item = rf"[\w.]+(?:{_LINE_GAP}+as{_LINE_GAP}+\w+)?"
         return (rf"from{_LINE_GAP}+{n}\b", rf"import{_LINE_GAP}+(?:{item}{_LINE_GAP}*,{_LINE_GAP}*)*{n}\b")

@@ -988,3 +988,24 @@ def test_a_checkpoint_location_none_only_on_cuda_stays_and_says_why():
     moved = migrate_source(as_device, "torchtools.py", Options())
     assert "None if torch.npu.is_available() else 'cpu'" in moved.new_text
     assert [f.code for f in moved.findings] == []
+
+
+# avalanche-lib 0.6.0 (training/plugins/generative_replay.py, benchmarks/datasets/cub200/cub200.py):
+# a licence banner of comment lines padded with spaces to a closing `#`, the first one after a
+# `.`. The prefilter's gap between an attribute chain's parts (`\.<gap>double\b`) let a
+# comment end before any of its trailing spaces, so each line split ~40 ways and the search
+# backtracked for ever (the word `double` in a docstring asked for NPU306's `.double`): both
+# workers spun and the run never ended. A comment now matches only whole: this returns at once.
+BANNER = "#" * 80 + "\n" + "".join(
+    f"# {line:<76} #\n" for line in (
+        "Copyright (c) 2021 Someone.", "Licensed under the MIT License.", "See the LICENSE file.",
+        "", "Date: 05-03-2022", "Author: Some One", "Website: example.org")) + "#" * 80 + "\n"
+BANNERED = BANNER + (
+    '"""Replay plugins: double the replay data."""\nimport torch\n\n\n'
+    'def sample(model, device):\n    return model(torch.zeros(2).to(device))\n')
+
+
+def test_a_banner_of_padded_comment_lines_does_not_hang_the_prefilter():
+    result = migrate_source(BANNERED, "generative_replay.py", Options())
+    assert result.error is None
+    assert (result.new_text, result.edits, result.findings) == (None, [], [])
