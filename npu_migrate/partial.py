@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
-from .prefilter import Prefilter, link_found, link_regex, rule_requirements
+from .prefilter import Prefilter, compiled, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
 MARKER = "npu-migrate-elided:"
@@ -147,14 +147,14 @@ class StatementFilter:
         bound = {local for found in imports for local, _ in found}  # the names imports bind ("*": a star import)
         alias_words.update(self.imported_leaves if "*" in bound else
                            (w for w in self.imported_leaves if w.decode() in bound))
-        alias_links: List[Tuple[bytes, bytes, "re.Pattern[str]"]] = []
+        alias_links: List[Tuple[bytes, bytes, str]] = []  # (its words, the pattern: compiled when both are in a chunk)
         for local, qualified in (pair for found in imports for pair in found):
             parts = qualified.split(".")
             if any(".".join(parts[:i]) in self.names for i in range(1, len(parts) + 1)):
                 alias_words.add(local.encode())
             for last in self.children.get(qualified, ()):
                 if local != parts[-1]:  # else the rule's own `parent.last` link finds it
-                    alias_links.append((local.encode(), last.encode(), re.compile(link_regex(local, last))))
+                    alias_links.append((local.encode(), last.encode(), link_regex(local, last)))
 
         def needed(chunk: Chunk, text: str, chunk_words: Set[bytes], chunk_imports) -> bool:
             if any(start < chunk.end and chunk.start < end for start, end in forced):
@@ -165,7 +165,7 @@ class StatementFilter:
                 any(local in relevant_locals for local, _ in chunk_imports)
                 or self.prefilter.may_need_work(text, chunk_words)
                 or not alias_words.isdisjoint(chunk_words)
-                or any(a in chunk_words and b in chunk_words and link_found(p, text) for a, b, p in alias_links)
+                or any(a in chunk_words and b in chunk_words and link_found(compiled(p), text) for a, b, p in alias_links)
             )
 
         out: List[Chunk] = []
