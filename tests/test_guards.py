@@ -1274,3 +1274,60 @@ def test_the_values_a_kept_device_test_reads_stay_with_it():
         '    devtype = "cuda"\n    return torch.zeros', '    devtype = "npu"\n    return torch.zeros')
     assert _npu315(r) == [("NPU315", "warning", 18, 10, 'devtype == "cuda"'), ("NPU315", "warning", 28, 8, 'XP_DEVICE == "cuda:0"')]
     assert not migrate_source(r.new_text, "pytorch_pfn_extras/_tensor.py").changed  # idempotent
+
+
+# pytorch-pfn-extras 0.9.0 cuda/_allocator.py (held out), shortened: cupy's allocator callbacks
+PPE_ALLOCATOR = '''import torch
+from pytorch_pfn_extras._cupy import cupy, ensure_cupy, is_available
+
+
+def stream(stream):
+    with torch.cuda.stream(stream):
+        if is_available():
+            with cupy.cuda.ExternalStream(stream.cuda_stream, device_id=stream.device.index):
+                yield
+        else:
+            yield
+
+
+def use_torch_mempool_in_cupy():
+    ensure_cupy()
+    allocator = cupy.cuda.memory.PythonFunctionAllocator(_torch_alloc, _torch_free)
+    cupy.cuda.set_allocator(allocator.malloc)
+
+
+def _torch_alloc(size, device_id):
+    torch_stream_ptr = torch.cuda.current_stream().cuda_stream
+    cupy_stream_ptr = cupy.cuda.get_current_stream().ptr
+    if torch_stream_ptr != cupy_stream_ptr:
+        raise RuntimeError("The current stream set in PyTorch and CuPy must be same.")
+    return torch.cuda.caching_allocator_alloc(size, device_id, torch_stream_ptr)
+
+
+def _torch_free(mem_ptr, device_id):
+    torch.cuda.caching_allocator_delete(mem_ptr)
+
+
+def synchronize():
+    torch.cuda.synchronize()
+'''
+
+
+def test_cuda_interop_functions_stay_whole_and_are_reported():
+    """ppe's cupy allocator callbacks: `_torch_alloc` uses cupy outside any test and `_torch_free`
+    is given to cupy's PythonFunctionAllocator; rewritten, `torch.npu.current_stream().cuda_stream`
+    met cupy's stream (half-migrated: no `.cuda_stream` on an NPU stream). Both stay whole, NPU319.
+    `stream()` uses cupy only behind cupy's own availability test: its torch stream moves (the NPU
+    path), as does the plain function beside them."""
+    assert_partial_as_whole(PPE_ALLOCATOR, "pytorch_pfn_extras/cuda/_allocator.py")
+    r = migrate_source(PPE_ALLOCATOR, "pytorch_pfn_extras/cuda/_allocator.py")
+    assert r.new_text == PPE_ALLOCATOR.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "with torch.cuda.stream(", "with torch.npu.stream(").replace("    torch.cuda.synchronize()", "    torch.npu.synchronize()")
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
+        ("NPU319", "warning", 20, 5, "_torch_alloc"), ("NPU319", "warning", 28, 5, "_torch_free")]
+    assert [f.message for f in r.findings] == [
+        "`_torch_alloc` is CUDA interop code (it uses `cupy` from pytorch_pfn_extras._cupy outside any test): the CUDA "
+        "streams, memory and devices it exchanges have no NPU form there, so its CUDA calls are left as they are",
+        "`_torch_free` is CUDA interop code (it is given to `cupy.cuda.memory.PythonFunctionAllocator`): the CUDA "
+        "streams, memory and devices it exchanges have no NPU form there, so its CUDA calls are left as they are"]
+    assert not migrate_source(r.new_text, "pytorch_pfn_extras/cuda/_allocator.py").changed  # idempotent

@@ -2226,3 +2226,95 @@ def keep_is_available_over_cuda_versions(ctx: Context) -> None:
                          for n in subtree(node.body)):
             for call in tests:
                 ctx.keep(call)
+
+
+# ----------------------------------------------------------------------------- CUDA interop
+
+
+@applies("finding:guard")
+def keep_cuda_interop(ctx: Context) -> None:
+    """A function that hands torch's CUDA handles to a library working on CUDA's raw streams,
+    pointers and devices (cupy, pycuda, numba.cuda, RMM: the NPU319 rule's `words`) cannot run
+    on the NPU. pytorch-pfn-extras' cupy allocator callbacks compare
+    `torch.cuda.current_stream().cuda_stream` with cupy's stream and allocate with
+    `torch.cuda.caching_allocator_alloc`: rewritten, `torch.npu.current_stream().cuda_stream`
+    met cupy (an NPU stream has no such attribute) -- half-migrated code. Such a function is left
+    whole and reported (NPU319) where it would have changed: one that uses the library outside
+    any test (at its top level, in `with`/`for`/`while`/`try` blocks: not behind an `if`, which
+    may be the library's own availability test with the NPU's path beside it), or one the module
+    gives to such a library by name (a callback)."""
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "cuda-interop"), None)
+    if rule is None:
+        return
+    libraries = FindingSpec.of(rule).words
+    if not any(library.split(".")[0] in ctx.text for library in libraries):
+        return
+    local = {name for name, qual in ctx.imports.names.items() if _interop_module(qual, libraries)}
+    if not local:
+        return
+    if ctx.partial is not None:
+        # their uses in lines left out decide too: the engine parses those lines as well
+        ctx.partial_misses.update(name for name in local if ctx.partial.elided_word(name))
+    resolve = ctx.imports.resolve
+    functions: Dict[str, cst.FunctionDef] = {}
+    for statement in ctx.module.body:
+        if isinstance(statement, cst.FunctionDef):
+            functions[statement.name.value] = statement
+    interop: Dict[int, Tuple[cst.FunctionDef, str]] = {}
+    for node in subtree(ctx.module):
+        if isinstance(node, cst.FunctionDef) and id(node) not in ctx.kept:
+            used = _uses_unconditionally(node, local)
+            if used is not None:
+                qual = ctx.imports.names[used]
+                what = f"`{used}` from {qual[:-len(used) - 1]}" if qual.endswith("." + used) else f"`{qual}`"
+                interop.setdefault(id(node), (node, f"it uses {what} outside any test"))
+        elif isinstance(node, cst.Call) and _root(node.func) in local:
+            for arg in node.args:
+                function = functions.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
+                if function is not None:
+                    interop.setdefault(id(function), (function, f"it is given to `{get_full_name_for_node(node.func)}`"))
+    for function, detail in interop.values():
+        if id(function) in ctx.kept or not _names_cuda(function, local, resolve):
+            continue
+        ctx.keep(function)
+        api = function.name.value
+        ctx.finding(rule, function.name, api=api, message=rule.render_message(api=api, detail=detail),
+                    suggestion=rule.render_suggestion(api=api, detail=detail))
+
+
+def _interop_module(qual: str, libraries: Iterable[str]) -> bool:
+    """`cupy`, `numba.cuda`, and a re-export of one (ppe's `from pytorch_pfn_extras._cupy import cupy`)."""
+    return any(qual == m or qual.startswith(m + ".") or (
+        "." not in m and m in qual.split(".")[1:] and m != "cuda") for m in libraries)
+
+
+def _uses_unconditionally(function: cst.FunctionDef, local: Set[str]) -> Optional[str]:
+    """The first name of `local` the function's body reads outside an `if` (and outside the
+    functions and classes defined in it)."""
+    stack: List[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.If, cst.IfExp, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.BooleanOperation)):
+            continue
+        if isinstance(node, cst.Name) and node.value in local:
+            return node.value
+        if isinstance(node, cst.Attribute):
+            stack.append(node.value)  # (`torch.cuda`'s `cuda` is no use of a name `cuda`)
+            continue
+        stack.extend(reversed(children(node)))
+    return None
+
+
+def _names_cuda(function: cst.FunctionDef, local: Set[str], resolve) -> bool:
+    """Whether the torch pass would change something in the function: a `torch.cuda` name, a
+    `.cuda()`/`.is_cuda` of a tensor, a "cuda" device string."""
+    for node in subtree(function):
+        if isinstance(node, cst.Attribute):
+            qual = resolve(node)
+            if qual is not None and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
+                return True
+            if node.attr.value in ("cuda", "is_cuda") and _root(node.value) not in local:
+                return True
+        elif isinstance(node, cst.SimpleString) and _is_cuda_string(node):
+            return True
+    return False

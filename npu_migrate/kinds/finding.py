@@ -87,6 +87,10 @@ GUARD_TRIGGERS = {
     # identifiers (`_TRITON_AVAILABLE`), `gates` the codes whose imports and calls are CUDA-only
     "cuda-library-gate": "cuda",
     "cuda-library-refusal": "cuda",
+    # a function that hands torch's CUDA streams/memory to a CUDA library working on raw handles
+    # (cupy's allocator callbacks): kept whole; `words` name those libraries' modules (and what a
+    # file must contain: _requirements)
+    "cuda-interop": "cuda",
 }
 # Kind `target`: a rewrite left undone because the target torch_npu release lacks the name it
 # would write (targets/torch_npu.py); raised by the torch pass, `api` names the namespace it watches.
@@ -229,7 +233,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         for key in ("context", "positions", "suffixes", "commands", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
-    word_re = CODEMOD_WORD_RE if match_kind == "codemod" else IDENT_RE
+    word_re = CODEMOD_WORD_RE if match_kind == "codemod" else QUALNAME_RE  # (a guard's: `numba.cuda`)
     if "words" in entry and (match_kind not in ("codemod", "guard") or not isinstance(entry["words"], list)
                              or not all(isinstance(w, str) and word_re.match(w) for w in entry["words"])):
         raise RuleError(f"{label}: 'words' must be a list of words, for kind = \"codemod\" or \"guard\" findings "
@@ -354,6 +358,10 @@ def _requirements(rule: Rule) -> List[Requirement]:
         return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
                             leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
                 for n in names if re.search(r"[A-Za-z0-9_]", n)]
+    if match == "guard" and rule.from_ == "cuda-interop":
+        # one of the libraries (`cupy`; `numba` of numba.cuda), and "cuda" (torch's): partial.py
+        # keeps the statements naming the library
+        return [_guard_words([w.split(".")[0], "cuda"]) for w in FindingSpec.of(rule).words]
     if match == "guard":
         # "cuda" (a device test's string, `device.type == "cuda"`) counts inside strings only: a
         # comment saying cuda asks for nothing
