@@ -116,7 +116,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
-                                      if facts is not None else None)
+                                      if facts is not None else None, jobs=jobs)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
@@ -236,13 +236,14 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
 
 def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
-                        found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None
-                        ) -> Options:
+                        found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None,
+                        jobs: int = 1) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
     `seen`, `known`, `found`: project_values.scan's. `crossing_facts(key)`: the cache.ScanFacts
-    that keeps crossing_moves' facts of the files (runs that write nothing)."""
+    that keeps crossing_moves' facts of the files (runs that write nothing). `jobs`: the run's -j
+    (above 1 the scan takes a second process: it runs before any worker starts)."""
     import hashlib
     from dataclasses import replace
 
@@ -252,7 +253,7 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     from .kinds.finding import cuda_only_libraries
 
     code: List[str] = []
-    keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code)  # one read each
+    keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs)  # one read each
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if code and options.framework in ("auto", "torch"):

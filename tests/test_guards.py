@@ -1062,6 +1062,53 @@ def test_the_project_scans_import_search_tried_at_import_lines_finds_what_it_fin
         b"apex.amp", b"apex", b"os, pynvml"]
 
 
+def _scan_in(files, jobs):
+    import npu_migrate.project_values as pv
+    from npu_migrate import work
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    seen: dict = {}
+    found: dict = {}
+    code: list = []
+    with work.counting() as counts:
+        values = pv.scan(files, seen, None, found, cuda_only_libraries(RULES.findings), code, jobs)
+    return values, code, list(seen.items()), list(found.items()), dict(counts)
+
+
+def test_the_project_scan_in_two_processes_finds_what_it_finds_in_one(tmp_path, monkeypatch):
+    """-j 2: the scan (before any worker starts, so wall time) gives every other file to a forked
+    process (project_values._in_two): the same device keys, crossing files, CUDA-only code, Sources
+    and per-file facts, in the same order, and the child's parses counted (--stats, the budget).
+    The parent itself reads only its half; a child that fails is replaced by the parent."""
+    import pickle
+
+    import npu_migrate.project_values as pv
+
+    _rnnt_project(tmp_path)
+    (tmp_path / "settings.py").write_text('DEVICE = "cuda"\n', encoding="utf-8")
+    (tmp_path / "train_ms.py").write_text("import mindspore\nimport argparse\np = argparse.ArgumentParser()\n"
+                                          "p.add_argument('--device_target', default='GPU')\n", encoding="utf-8")
+    (tmp_path / "kernels.py").write_text("import cupy\ndef k(x):\n    return cupy.asarray(x)\n", encoding="utf-8")
+    (tmp_path / "notes.txt").write_text("import cupy\n", encoding="utf-8")
+    files = sorted(str(p) for p in tmp_path.rglob("*") if p.is_file())
+    assert len(files) == 9
+    serial = _scan_in(files, 1)
+    assert serial[0] == (("settings.DEVICE",), (str(tmp_path / "train_ms.py"),))
+    assert [c.split("::", 1)[1] for c in serial[1]] == ["rnnt_loss_gpu::numba.cuda", "k::cupy"]
+    assert serial[4] == {"ast": 2} and len(serial[2]) == len(serial[3]) == 8
+    assert _scan_in(files, 2) == serial  # fewer than SPLIT_FROM files: one process
+    monkeypatch.setattr(pv, "SPLIT_FROM", 2)
+    here: list = []
+    real = pv._scan_file
+    monkeypatch.setattr(pv, "_scan_file", lambda path, *a: here.append(path) or real(path, *a))
+    assert _scan_in(files, 2) == serial
+    assert here == files[0::2]
+    here.clear()
+    monkeypatch.setattr(pickle, "dumps", lambda *a, **k: 1 / 0)  # the child fails before it answers
+    assert _scan_in(files, 2) == serial
+    assert here == files[0::2] + files[1::2]
+
+
 # transformers 4.46.3 models/yoso/modeling_yoso.py: the extension is built by name and imported
 # under another (`load("fast_lsh_cumulation", ...)`, `import fast_lsh_cumulation as lsh_cumulation`)
 YOSO = '''\
