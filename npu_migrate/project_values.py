@@ -356,7 +356,7 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
         return next((g for g in gates if qual == g or qual.startswith(g + ".")), None)
 
     found: Dict[str, str] = {}
-    definitions: Dict[str, ast.AST] = {}
+    definitions: Dict[str, ast.stmt] = {}
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             definitions[stmt.name] = stmt
@@ -365,19 +365,19 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
                 if isinstance(target, ast.Name):
                     found[target.id] = "torch.utils.cpp_extension"
     uses: Dict[str, List[str]] = {}
-    for name, node in definitions.items():
+
+    def look(name: str, node: ast.AST) -> None:
+        nodes = list(ast.walk(node))
         names = dict(imported)
         local: Dict[str, str] = {}
-        _imports_of([n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))], local)
+        _imports_of([n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))], local)
         names.update(local)
         what = None
         reads: List[str] = []
-        tests = False
-        for n in ast.walk(node):
+        for n in nodes:
             if isinstance(n, (ast.Name, ast.Attribute)):
                 if isinstance(n, ast.Attribute) and n.attr == "is_cuda":
-                    tests = True
-                    break
+                    return  # it tests the device itself: a dispatcher
                 if what is None:
                     what = library(_qual(n, names))
                 if isinstance(n, ast.Name):
@@ -385,18 +385,36 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
             elif isinstance(n, ast.Compare) and any(
                     isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.split(":")[0] == "cuda"
                     for c in [n.left, *n.comparators]):
-                tests = True
-                break
+                return
             elif isinstance(n, ast.Call) and _qual(n.func, names) == "torch.cuda.is_available":
-                tests = True
-                break
-        if tests:
-            continue
+                return
         if what is not None:
             found[name] = what
         else:
             uses[name] = reads
+
+    # A definition is walked only when its lines may name a gate (`what`: a name an import binds
+    # to one's module, the library's own name for an import inside it; `import` too, for that
+    # case) or, later, code found so far (a wrapper's `reads`); else it can be neither: on
+    # transformers' modeling_utils.py, trainer.py... most classes and functions are not walked.
+    # Lines not ASCII are walked: a name there may be written otherwise (NFKC).
+    lines = text.splitlines()  # (as Python's tokenizer counts lines: \n, \r\n, \r)
+    roots = {g.split(".", 1)[0].encode() for g in gates}
+    bound = [n.encode() for n, qual in imported.items() if qual.split(".", 1)[0].encode() in roots]
+    later: Dict[str, bytes] = {}
+    for name, node in definitions.items():
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        part = b"\n".join(lines[first - 1:node.end_lineno or len(lines)])
+        if part.isascii() and not any(w in part for w in bound) and not (
+                b"import" in part and any(r in part for r in roots)):
+            later[name] = part
+        else:
+            look(name, node)
     for _ in range(3):  # the module's wrappers of those (a Function whose forward calls the launcher)
+        named = [n.encode() for n in found]
+        for name in [n for n, part in later.items() if any(w in part for w in named)]:
+            look(name, definitions[name])
+            del later[name]
         more = {name: next(found[r] for r in reads if r in found) for name, reads in uses.items()
                 if name not in found and any(r in found for r in reads)}
         if not more:

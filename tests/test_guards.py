@@ -1062,6 +1062,37 @@ def test_the_project_scans_import_search_tried_at_import_lines_finds_what_it_fin
         b"apex.amp", b"apex", b"os, pynvml"]
 
 
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_the_project_scan_walks_only_definitions_that_may_name_a_gate_and_finds_what_a_whole_walk_finds(
+        tmp_path, newline, monkeypatch):
+    """_cuda_only_code walks a definition only when its lines name what an import binds to a
+    gate's module, or import one, or (later) name code found: decorators count (`@cuda.jit`), a
+    name written otherwise (NFKC: `ｋｅｒｎ` is kern) makes the lines walked, lines are counted
+    as Python counts them (CR, CRLF). The same facts as walking every definition."""
+    import npu_migrate.project_values as pv
+    from npu_migrate.kinds.finding import cuda_only_libraries
+
+    text = newline.join([
+        "from numba import cuda", "import numba as nb", "import torch", "", "",
+        "@cuda.jit", "def kern(a):", "    a[0] = 1", "", "",
+        "def launch(a):", "    kern[1, 1](a)", "", "",
+        "def g(a):", "    return \uff4b\uff45\uff52\uff4e(a)", "", "",
+        "class Op(torch.autograd.Function):", "    @staticmethod", "    def forward(ctx, a):",
+        "        return g(a)", "", "",
+        "def h(a):", "    return nb.cuda.to_device(a)", "", "",
+        "def plain(a):", "    return a + 1", "",
+        "def dispatch(a):", "    return launch(a) if a.is_cuda else a", ""])
+    (tmp_path / "k.py").write_bytes(text.encode())
+    walked: list = []
+    real = pv.ast.walk
+    monkeypatch.setattr(pv.ast, "walk", lambda node: walked.append(getattr(node, "name", None)) or real(node))
+    code: list = []
+    pv.scan([str(tmp_path / "k.py")], gates=cuda_only_libraries(RULES.findings), code=code)
+    assert [c.split("::", 1)[1] for c in code] == [
+        "Op::numba.cuda", "g::numba.cuda", "h::numba.cuda", "kern::numba.cuda", "launch::numba.cuda"]
+    assert sorted(walked) == ["Op", "dispatch", "g", "h", "kern", "launch"]  # not plain
+
+
 def _scan_in(files, jobs):
     import npu_migrate.project_values as pv
     from npu_migrate import work
