@@ -1009,3 +1009,32 @@ def test_a_banner_of_padded_comment_lines_does_not_hang_the_prefilter():
     result = migrate_source(BANNERED, "generative_replay.py", Options())
     assert result.error is None
     assert (result.new_text, result.edits, result.findings) == (None, [], [])
+
+
+# lightly 1.6.0 cli/train_cli.py:50-51: Lightning's accelerator chosen by a CUDA test. "gpu" is
+# a Lightning accelerator name, never a torch device (Lightning has none called "npu": NPU313).
+# The IfExp made `accelerator` a device variable, so the variable-only "gpu" rule moved the arm
+# to "npu" while the comparison on the next line stayed "gpu": a value and its reader split.
+# Now "gpu" stays in both, as it does in the keyword form `Trainer(accelerator="gpu" if ...)`.
+LIGHTNING_ACCELERATOR = """\
+import torch
+import pytorch_lightning as pl
+
+
+def train(cfg, model):
+    accelerator = "gpu" if torch.cuda.is_available() else "cpu"
+    if accelerator == "gpu" and cfg["gpus"] > 1:
+        devices, strategy = cfg["gpus"], "ddp"
+    else:
+        devices, strategy = 1, None
+    trainer = pl.Trainer(accelerator=accelerator, devices=devices, strategy=strategy)
+    trainer.fit(model)
+"""
+
+
+def test_a_lightning_accelerator_chosen_by_a_cuda_test_keeps_gpu_with_its_reader():
+    result = migrate_source(LIGHTNING_ACCELERATOR, "train_cli.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(LIGHTNING_ACCELERATOR).replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()")
+    assert [(e.code, e.span.line) for e in result.edits] == [("NPU108", 2), ("NPU102", 6)]

@@ -149,7 +149,9 @@ class DeviceVariables(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
-        if self.t.is_variable_only_literal(value):
+        arms = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
+        variable_only = any(self.t.is_variable_only_literal(arm) for arm in arms)
+        if variable_only:
             self.variable_literal_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         if isinstance(value, cst.Call) and (
                 self.t.resolve(value.func) == "os.environ.copy"
@@ -161,10 +163,13 @@ class DeviceVariables(cst.CSTVisitor):
                 or (isinstance(value.value, cst.Call) and self.t.resolve(value.value.func) == "torch.device")):
             # `kind = torch.device(DEVICE).type` too: DEVICE moves, so `kind == "cuda"` must.
             self.type_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-        if (isinstance(value, cst.IfExp) and dc.is_device_test(value.test, self.t.resolve)
+        if (isinstance(value, cst.IfExp) and not variable_only and dc.is_device_test(value.test, self.t.resolve)
                 and (dc.names_a_device(value.orelse, self.t.resolve) or dc.names_a_device(value.body, self.t.resolve))):
             # `name = "cuda" if torch.cuda.is_available() else "cpu"` moves whatever the name
             # (leave_IfExp): `enabled=name == "cuda"` moves with it, or AMP is silently off.
+            # Not `"gpu" if torch.cuda.is_available() else "cpu"`: "gpu" is no torch device but a
+            # framework's accelerator name (lightly 1.6.0's `accelerator`, given to Lightning's
+            # Trainer): its arm moved to "npu" while `accelerator == "gpu"` stayed.
             self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
 
 
