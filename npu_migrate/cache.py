@@ -12,11 +12,11 @@ else. Hence:
   checkout lie outside the package), the rules' fingerprint (their content, `--rules` files
   included) and the options (the run's resolved targets included) -- under
   `$NPU_MIGRATE_CACHE_DIR`, or the user cache folder (`~/.cache/npu-migrate` on Linux);
-* in it one small JSON file per source file (named after the hash of its absolute path),
-  holding the sha256 of the bytes the result belongs to and the whole `FileResult`, the
-  migrated text included: a warm `--check`, `--diff` or report prints the same edits, findings
-  and diffs without parsing anything. A file that changed has another hash: a miss, and its
-  entry is replaced.
+* in it one small JSON file per source file with something to write (named after the hash of
+  its absolute path), holding the sha256 of the bytes the result belongs to and the whole
+  `FileResult`, the migrated text included: a warm `--check`, `--diff` or report prints the same
+  edits, findings and diffs without parsing anything. A file that changed has another hash: a
+  miss, and its entry is replaced. The results that write nothing are in the index (below).
 
 What a hit can do is bounded, because whoever can write the folder would otherwise decide
 what `--write` writes:
@@ -35,16 +35,19 @@ what `--write` writes:
   migrated again, so nothing read from the cache decides what is written (issue 30.1: an entry
   saying "unchanged" but carrying generated files made `--write` create or update them).
 
-A warm run over a big tree would open one entry per file (1,825 for transformers: ~0.4 s). So
-the settings folder also holds one *index* (`INDEX_NAME`), written at the end of a run by the
-main process: for each file whose result writes nothing (`nothing_to_do`, findings allowed --
-most files), its absolute path, content digest and result, under the same settings name. A
-lookup asks the index first and takes its result only under the same conditions as an entry's
-(same settings, path and digest; plausible; never more than "nothing to do"), else reads the
-file's own entry. An index that is damaged, truncated, too big or names other settings is
-ignored as a whole (a run then reads the entries, and writes a new index). It is written like
-an entry (temporary file, rename): concurrent runs each leave a whole index, the last one wins,
-and an entry it lacks is only a slower lookup.
+A warm run over a big tree would open one entry per file (1,825 for transformers: ~0.4 s), and
+a cold one would create and rename one file per file (~0.2-0.4 ms of system time each). So the
+settings folder also holds one *index* (`INDEX_NAME`), written at the end of a run by the main
+process (runner.run; also when the run is interrupted): for each file whose result writes
+nothing (`nothing_to_do`, findings allowed -- most files), its absolute path, content digest and
+result, under the same settings name; such a result gets no entry of its own (an index too big
+to write leaves them their entries, as before). A lookup asks the index first and takes its
+result only under the same conditions as an entry's (same settings, path and digest;
+plausible; never more than "nothing to do"), else reads the file's own entry. An index that is
+damaged, truncated, too big or names other settings is ignored as a whole (a run then
+migrates those files again, and writes a new index). It is written like an entry (temporary
+file, rename): concurrent runs each leave a whole index, the last one wins, and a result it
+lacks is only a miss.
 
 Each run touches its settings folder and removes those that no run used for 30 days (each
 edit of a checkout or change of rules or options makes a new one). Entries are written to a
@@ -182,6 +185,9 @@ class Cache:
         self.index_reads = 0
         self._index: Optional[Dict[str, Any]] = None  # path -> [digest, result], once read
         self._served: Dict[str, str] = {}  # path -> digest, of the results the index gave (save_index keeps them)
+        # Set by runner.run, which saves the index when it ends: a result that writes nothing then
+        # goes into the index only, not into an entry of its own as well (`put`).
+        self.index_later = False
         self._tagged = False
         if self.problem is None:
             self._mark_used_and_prune()
@@ -318,20 +324,23 @@ class Cache:
             return
         entries = dict(self.index())
         changed = False
+        held = []  # (results `put` left to the index: each gets its entry if no index is written)
         for result, digest in results:
             key = _key_path(result.path)
             if digest is not None and self._served.get(key) == digest:
                 continue  # the index gave this result for these bytes: its entry stands as it is
-            if digest is None or result.error is not None or not (nothing_to_do(result) and _plausible(result, result.path)):
+            if digest is None or not _indexable(result, result.path):
                 changed = entries.pop(key, None) is not None or changed
                 continue
             data = result.to_dict()
             data.pop("path", None)
+            held.append((result, digest))
             if entries.get(key) != [digest, data]:
                 entries[key] = [digest, data]
                 changed = True
         if not changed:
             return
+        written = False
         try:
             _make_private(self.folder)
             self._tag()
@@ -340,16 +349,33 @@ class Cache:
             data_bytes = text.encode("utf-8", "surrogatepass")
             if len(data_bytes) <= INDEX_LIMIT:
                 atomic_write(str(self.folder / INDEX_NAME), data_bytes, 0o600, durable=False)
+                written = True
         except (OSError, ValueError, TypeError):
+            pass
+        if not written:
+            if self.index_later:  # (too big an index, ~200,000 files: their entries, as before)
+                self.index_later = False
+                for result, digest in held:
+                    self.put(result.path, digest, result)
             return
         self._index = entries
 
     def put(self, path: str, digest: str, result: FileResult) -> None:
         if result.error is not None or self.problem:
             return
+        target = self._entry(path)
+        if self.index_later and _indexable(result, path):
+            # The index the run saves at its end holds it (save_index). Creating and renaming a
+            # file per entry was most of what a cold run spent on the cache (transformers: 1,711
+            # of 1,825 files write nothing; ~0.2-0.4 ms of system time each). An entry this file
+            # had (other bytes, a result that changed it) goes: the folder keeps no stale text.
+            try:
+                os.unlink(target)
+            except OSError:
+                pass
+            return
         data = result.to_dict()
         data.pop("path", None)  # the path is the key; a copy of the tree elsewhere is a miss
-        target = self._entry(path)
         try:
             _make_private(target.parent)  # (a new folder is "used now")
             self._tag()
@@ -460,6 +486,11 @@ def _key_path(path: str) -> str:
 
 def _entry_dict(digest: str, result: Dict[str, Any], settings: str, path: str) -> Dict[str, Any]:
     return {"digest": digest, "settings": settings, "path": _key_path(path), "result": result}
+
+
+def _indexable(result: FileResult, path: str) -> bool:
+    """A result the index keeps (save_index): one that writes nothing, stored."""
+    return result.error is None and nothing_to_do(result) and _plausible(result, path)
 
 
 def nothing_to_do(result: FileResult) -> bool:

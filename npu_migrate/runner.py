@@ -141,6 +141,19 @@ def run(
     # as long as the run: startup.long_lived).
     with long_lived():
         warm = cache if cache is not None and cache.index() else None
+    if cache is not None:
+        cache.index_later = True  # (saved below, whatever happens: a result that writes nothing goes there)
+    try:
+        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm)
+    finally:
+        finished = [o for o in outcomes if o is not None]
+        if cache is not None:
+            cache.save_index((o.result, o.source.digest if o.source is not None else None) for o in finished)
+    return finished
+
+
+def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done: Callable[[int, Outcome], None],
+         keep_text: bool, cache: Optional[Cache], seen: Optional[Dict[str, Source]], warm: Optional[Cache]) -> None:
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
@@ -160,10 +173,6 @@ def run(
             todo.sort(key=lambda i: -_size(paths[i]))
             if todo:
                 _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
-    finished = [o for o in outcomes if o is not None]
-    if cache is not None:
-        cache.save_index((o.result, o.source.digest if o.source is not None else None) for o in finished)
-    return finished
 
 
 def _indexed(index: int, path: str, cache: Cache, seen: Dict[str, Source], done: Callable[[int, Outcome], None]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import multiprocessing
 import os
@@ -293,8 +294,14 @@ def test_cli_write_then_warm_check(run_cli, tmp_path):
     # The written file is new content: checked for real, and found clean.
     for _ in range(2):
         assert run_cli("proj", "--check", cwd=tmp_path, env=env).returncode == 0
-    entries = list((tmp_path / "cache").rglob("*.json"))
-    assert len(entries) == 1 and json.loads(entries[0].read_text(encoding="utf-8"))["result"]["new_text"] is None
+    # Its clean result is in the index, for its new bytes; the entry of the old bytes (their
+    # migrated text) is gone: a result that writes nothing has no entry of its own.
+    assert list((tmp_path / "cache").rglob("*.json")) == []
+    (index,) = (tmp_path / "cache").rglob("index")
+    entries = json.loads(index.read_bytes())["entries"]
+    train = os.path.abspath(src / "train.py")
+    assert list(entries) == [train] and entries[train][0] == hashlib.sha256((src / "train.py").read_bytes()).hexdigest()
+    assert entries[train][1]["new_text"] is None
 
 
 def test_settings_folders_unused_for_a_month_are_pruned_and_only_ours(tmp_path):
@@ -384,6 +391,22 @@ def _entry_files(cache_dir: Path):
     return sorted(p for p in cache_dir.rglob("*.json"))
 
 
+def _entry_from_index(cache_dir: Path, path: str) -> Path:
+    """The entry `path`'s result would have (cache.Cache._entry), made from the index, which
+    holds it (a result that writes nothing has no entry of its own); the index is removed, so
+    that the entry is what the next run looks up."""
+    (index,) = cache_dir.rglob("index")
+    data = json.loads(index.read_bytes())
+    digest, result = data["entries"][os.path.abspath(path)]
+    key = hashlib.sha256(os.path.abspath(path).encode()).hexdigest()
+    entry = index.parent / key[:2] / f"{key[2:]}.json"
+    entry.parent.mkdir(exist_ok=True)
+    entry.write_text(json.dumps({"digest": digest, "settings": data["settings"], "path": os.path.abspath(path),
+                                 "result": result}), encoding="utf-8")
+    index.unlink()
+    return entry
+
+
 def _hostile_entries():
     """Whatever an entry file may hold: garbage, or a well-formed entry whose result says
     something a fresh run would not (another text, files generated anywhere)."""
@@ -439,7 +462,10 @@ def test_a_cache_hit_never_writes_what_a_fresh_run_would_not(forged):
             (folder / "clean.py").write_bytes(b"x = 1\n")
         assert invoke([str(tree), "--check"], cache_dir).exit_code == 1  # fills the cache
         entries = _entry_files(cache_dir)
-        assert len(entries) == 2
+        # train.py's entry; clean.py's result is in the index (it writes nothing). That result
+        # becomes an entry of its own, the index goes: each file's lookup reads its forged entry.
+        assert len(entries) == 1
+        entries.append(_entry_from_index(cache_dir, str(tree / "clean.py")))
         for entry in entries:
             template = json.loads(entry.read_bytes())
             entry.write_bytes(_forge(forged, template))
@@ -519,7 +545,7 @@ def test_a_cached_nothing_changed_result_with_generated_files_writes_nothing(tmp
     if neighbour == "user's":
         helper.write_bytes(b"# my helper\nkeep = True\n")
     assert invoke([str(tree), "--check"], cache_dir).exit_code == 0  # fills the cache
-    (entry,) = [e for e in _entry_files(cache_dir) if json.loads(e.read_bytes())["path"] == str(tree / "train.py")]
+    entry = _entry_from_index(cache_dir, str(tree / "train.py"))
     forged = json.loads(entry.read_bytes())
     forged["result"]["extra_files"] = {str(helper): "# my helper\nos.system('touch PWNED')\n"}
     entry.write_text(json.dumps(forged))
@@ -640,6 +666,8 @@ def test_a_warm_run_reads_one_index_and_an_entry_only_per_file_with_something_to
     cold = run(mostly_clean, Options(), RULES, jobs=jobs, cache=_fresh_cache(tmp_path / "c"))
     changed = [o.result.path for o in cold if o.result.changed]
     assert 0 < len(changed) < len(mostly_clean) - 12
+    # The cold run made an entry only for each file with something to write: the index holds the rest.
+    assert sorted(json.loads(e.read_bytes())["path"] for e in _entry_files(tmp_path / "c")) == sorted(changed)
     warm_cache = _fresh_cache(tmp_path / "c")
     index = warm_cache.folder / "index"
     written = index.stat().st_mtime_ns
@@ -651,6 +679,23 @@ def test_a_warm_run_reads_one_index_and_an_entry_only_per_file_with_something_to
     # One read of the index; an entry of its own only for each file with something to write.
     assert (warm_cache.index_reads, warm_cache.entries_read, warm_cache.hits) == (1, len(changed), len(mostly_clean))
     assert index.stat().st_mtime_ns == written  # a warm run writes no index
+
+
+def test_an_interrupted_run_keeps_the_results_it_finished(mostly_clean, tmp_path):
+    """runner.run saves the index when the run is interrupted too: the results that write
+    nothing have no entry of their own, and the next run takes those it finished from it."""
+    finished = []
+
+    def on_done(outcome):
+        finished.append(outcome.result.path)
+        if len(finished) == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(mostly_clean, Options(), RULES, jobs=1, on_done=on_done, cache=_fresh_cache(tmp_path / "c"))
+    warm_cache = _fresh_cache(tmp_path / "c")
+    run(mostly_clean, Options(), RULES, jobs=1, cache=warm_cache)
+    assert warm_cache.hits == 5 and warm_cache.misses == len(mostly_clean) - 5
 
 
 def test_the_index_holds_only_results_that_write_nothing(mostly_clean, tmp_path):
