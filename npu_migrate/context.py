@@ -4,7 +4,7 @@ recorder that collects edits and findings (with positions resolved once, at the 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 from libcst.metadata import CodeRange
@@ -156,6 +156,10 @@ class Context:
         self._pending.append(
             _Pending(node, module or self.module, edit=Edit(code, Span(0, 0, 0, 0), message, before, after))
         )
+
+    def edited_to(self) -> Iterator[str]:
+        """What each edit recorded so far writes (`Edit.after`)."""
+        return (p.edit.after for p in self._pending if p.edit is not None)
 
     def finding(
         self,

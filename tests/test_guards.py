@@ -1409,3 +1409,46 @@ def test_cuda_interop_functions_stay_whole_and_are_reported():
         "`_torch_free` is CUDA interop code (it is given to `cupy.cuda.memory.PythonFunctionAllocator`): the CUDA "
         "streams, memory and devices it exchanges have no NPU form there, so its CUDA calls are left as they are"]
     assert not migrate_source(r.new_text, "pytorch_pfn_extras/cuda/_allocator.py").changed  # idempotent
+
+
+# cleanrl 1.2.0 ppo_atari_multigpu.py (held out), shortened
+CLEANRL_GLOO = '''import argparse
+
+import torch
+import torch.distributed as dist
+
+
+def parse_args():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--backend", type=str, default="gloo", choices=["gloo", "nccl", "mpi"],
+        help="the id of the environment")
+    return parser.parse_args()
+
+
+if __name__ == "__main__":
+    args = parse_args()
+    dist.init_process_group(args.backend, rank=0, world_size=2)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    all_grads = torch.zeros(4).to(device)
+    dist.all_reduce(all_grads, op=dist.ReduceOp.SUM)
+'''
+
+
+def test_a_gloo_process_group_for_tensors_moved_to_the_npu_is_reported():
+    """cleanrl's `--backend` default "gloo" given to init_process_group, then all_reduce of
+    tensors on the device: gloo reduced them on CUDA, it has no NPU collectives. "gloo" stays
+    (the script's CPU mode) and is reported at the default (NPU325); "nccl" among the choices
+    moves as before."""
+    assert_partial_as_whole(CLEANRL_GLOO, "cleanrl/ppo_atari_multigpu.py")
+    r = migrate_source(CLEANRL_GLOO, "cleanrl/ppo_atari_multigpu.py")
+    assert r.new_text == CLEANRL_GLOO.replace(
+        "as dist\n", "as dist\nimport torch_npu  # noqa: F401\n", 1).replace(
+        '"gloo", "nccl", "mpi"', '"gloo", "hccl", "mpi"').replace(
+        'torch.device("cuda" if torch.cuda.is_available()', 'torch.device("npu" if torch.npu.is_available()')
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api, f.message) for f in r.findings] == [
+        ("NPU325", "warning", 9, 56, '"gloo"',
+         '`"gloo"` is the default process group\'s backend, and the file runs `all_reduce` of tensors the migration '
+         "puts on the NPU: gloo has no NPU collectives, so on the NPU those calls fail")]
+    # a script that stays on the CPU is no case
+    cpu_only = CLEANRL_GLOO.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")')
+    assert [f.code for f in migrate_source(cpu_only, "cleanrl/ppo_atari_multigpu.py").findings] == []

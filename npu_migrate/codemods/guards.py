@@ -72,6 +72,7 @@ from ..words import matches_at_word_start, words_of
 from ..rules import Rule
 from .findings import arguments_match
 from .strings import string_value
+from .syntax import option_names
 
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
@@ -2318,3 +2319,87 @@ def _names_cuda(function: cst.FunctionDef, local: Set[str], resolve) -> bool:
         elif isinstance(node, cst.SimpleString) and _is_cuda_string(node):
             return True
     return False
+
+
+# ----------------------------------------------------------------------------- gloo on the NPU
+
+# Collectives of tensors (and DDP, which all-reduces gradients): on NPU tensors they need hccl.
+_COLLECTIVES = {"all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce", "reduce_scatter",
+                "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "scatter", "gather"}
+_DDP = "torch.nn.parallel.DistributedDataParallel"
+_NPU_WORD_RE = re.compile(r"\bnpu\b")  # `torch.npu.x`, `"npu:0"`, `.npu()`: an edit that moves to the NPU
+
+
+@applies("finding:guard")
+def report_gloo_for_device_tensors(ctx: Context) -> None:
+    """The default process group is made with "gloo" (`init_process_group("gloo")`, through a
+    variable assigned only "gloo", or an argparse option whose default is "gloo" and whose
+    value it is given: cleanrl's ppo_atari_multigpu `--backend` default "gloo") in a file whose
+    tensors the migration moves to the NPU and that runs collectives on them (dist.all_reduce,
+    DDP). On CUDA, gloo reduces CUDA tensors; it has no NPU collectives, so on the NPU those
+    calls fail. Not rewritten: "gloo" is also how the same script runs on the CPU, where hccl
+    cannot; reported at the value (NPU325), after the pass's rewrites (their edits say
+    whether the file moves something to the NPU). `new_group(backend="gloo")` (a CPU group
+    beside the default one) is not this."""
+    if "gloo" not in ctx.text or not any(_NPU_WORD_RE.search(after) for after in ctx.edited_to()):
+        return  # (a backend's edit, "nccl" -> "hccl", moves no tensor)
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "gloo-device-collectives"), None)
+    if rule is None:
+        return
+    partial = ctx.partial
+    resolve = ctx.imports.resolve
+    inits: List[cst.Call] = []
+    collective: Optional[str] = None
+    options: Dict[str, cst.BaseExpression] = {}  # option name -> its default
+    assigned: Dict[str, List[cst.BaseExpression]] = {}  # variable -> its values
+    for node in subtree(ctx.module):
+        if isinstance(node, cst.Call):
+            qual = resolve(node.func) or ""
+            if qual == "torch.distributed.init_process_group":
+                inits.append(node)
+            elif collective is None and (qual == _DDP or (qual.startswith("torch.distributed.")
+                                                           and qual.rsplit(".", 1)[-1] in _COLLECTIVES)):
+                collective = qual
+            elif isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+                default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"), None)
+                if default is not None:
+                    for name in option_names(node):
+                        options[name] = default
+        elif isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    assigned.setdefault(target.target.value, []).append(node.value)
+    if not inits and partial is not None and partial.elided_word("init_process_group"):
+        ctx.partial_misses.add("init_process_group")  # (`init_process_group(backend)`: no "gloo" there)
+    found: List[cst.SimpleString] = []
+    for init in inits:
+        arg = next((a for a in init.args if a.keyword is not None and a.keyword.value == "backend"), None)
+        if arg is None:
+            arg = next((a for a in init.args if a.keyword is None and not a.star), None)
+        value = arg.value if arg is not None else None
+        key = value.value if isinstance(value, cst.Name) else value.attr.value if isinstance(value, cst.Attribute) else None
+        if key is not None and partial is not None and partial.elided_word(key):
+            ctx.partial_misses.add(key)  # its assignment or option may be in lines left out
+        if isinstance(value, cst.Name):
+            values = assigned.get(value.value, [])
+            value = values[0] if values and all(_is_gloo(v) for v in values) else None
+        elif isinstance(value, cst.Attribute):
+            value = options.get(value.attr.value)  # `args.backend` of `--backend`
+        if isinstance(value, cst.SimpleString) and _is_gloo(value):
+            found.append(value)
+    if found and collective is None and partial is not None:
+        # the collectives may be in lines left out
+        ctx.partial_misses.update(w for w in ("DistributedDataParallel", *_COLLECTIVES) if partial.elided_word(w))
+    if collective is None:
+        return
+    for gloo in found:
+        if ctx.suppressed(gloo, rule.code):
+            continue
+        api = ctx.code_for(gloo)
+        detail = f"`{collective.rsplit('.', 1)[-1]}` of tensors the migration puts on the NPU"
+        ctx.finding(rule, gloo, api=api, message=rule.render_message(api=api, detail=detail),
+                    suggestion=rule.render_suggestion(api=api, detail=detail))
+
+
+def _is_gloo(node: cst.CSTNode) -> bool:
+    return isinstance(node, cst.SimpleString) and (string_value(node) or "").lower() == "gloo"

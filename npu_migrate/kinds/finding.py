@@ -91,6 +91,8 @@ GUARD_TRIGGERS = {
     # (cupy's allocator callbacks): kept whole; `words` name those libraries' modules (and what a
     # file must contain: _requirements)
     "cuda-interop": "cuda",
+    # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
+    "gloo-device-collectives": "gloo",
 }
 # Kind `target`: a rewrite left undone because the target torch_npu release lacks the name it
 # would write (targets/torch_npu.py); raised by the torch pass, `api` names the namespace it watches.
@@ -364,8 +366,9 @@ def _requirements(rule: Rule) -> List[Requirement]:
         return [_guard_words([w.split(".")[0], "cuda"]) for w in FindingSpec.of(rule).words]
     if match == "guard":
         # "cuda" (a device test's string, `device.type == "cuda"`) counts inside strings only: a
-        # comment saying cuda asks for nothing
-        return [quoted("cuda") if GUARD_TRIGGERS[n] == "cuda" else _guard_words(GUARD_TRIGGERS[n].split())
+        # comment saying cuda asks for nothing; so does "gloo" (in any case, as backends are compared)
+        return [quoted(GUARD_TRIGGERS[n], ignore_case=n == "gloo-device-collectives")
+                if GUARD_TRIGGERS[n] in ("cuda", "gloo") else _guard_words(GUARD_TRIGGERS[n].split())
                 for n in names if n in GUARD_TRIGGERS]
     return [attribute(n) for n in names]  # method
 

@@ -35,7 +35,7 @@ from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_foreign_device_tests,
-                      keep_cuda_interop, keep_gpu_flag,
+                      keep_cuda_interop, keep_gpu_flag, report_gloo_for_device_tensors,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code)
 from .literals import LiteralRewrites
@@ -212,4 +212,5 @@ def migrate_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if ctx.options.device_config_keys and reads_device_key(ctx.text, ctx.options.device_config_keys):
         # A device setting another module sets to "npu" is read here (project_values.py).
         ctx.require_import("torch_npu")
+    report_gloo_for_device_tensors(ctx)  # (after the rewrites: whether the file moves to the NPU)
     return add_torch_npu_import(new_module, ctx, ctx.rules.add_import.get("torch"))
