@@ -110,13 +110,14 @@ def code_fingerprint() -> str:
     return digest.hexdigest()[:16]
 
 
-def run_key(options: Options, rules_fingerprint: str) -> str:
+def run_key(options: Options, rules_fingerprint: str, code: Optional[str] = None) -> str:
     """The settings folder's name: what a result depends on besides the file itself -- the
     tool's code and every data file (code_fingerprint), the rules (their fingerprint: the
     built-in files and `--rules` files by content) and every field of what the run does to a
     file (options.Options.cache_key, the resolved targets included). tests/test_cache.py changes
-    each field of Options and each data file in turn and expects another key."""
-    return hashlib.sha256(f"{code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()).hexdigest()[:20]
+    each field of Options and each data file in turn and expects another key. `code`: the
+    code_fingerprint the run computed already (pipeline.py), else computed here."""
+    return hashlib.sha256(f"{code or code_fingerprint()}\0{rules_fingerprint}\0{options.cache_key()}".encode()).hexdigest()[:20]
 
 
 def data_fingerprint() -> str:
@@ -172,8 +173,8 @@ class Cache:
     """
 
     def __init__(self, rules_fingerprint: str, options: Options, root: Optional[Path] = None,
-                 reuse_changed: bool = True) -> None:
-        settings = run_key(options, rules_fingerprint)
+                 reuse_changed: bool = True, code: Optional[str] = None) -> None:
+        settings = run_key(options, rules_fingerprint, code)  # (`code`: run_key's)
         self.settings = settings
         # the folder it lives in, and why it cannot be used (None when it can)
         self.root, self.problem = private_root(root or cache_root())

@@ -97,9 +97,15 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     # read (the digest) so that a file the index answers is not read a second time (runner.run).
     seen: Optional[dict] = None
     facts = None
+    fingerprint: Optional[Callable[[], str]] = None
     if not settings.no_cache:
-        from .cache import ScanFacts, index_somewhere
+        import functools
 
+        from .cache import ScanFacts, code_fingerprint, index_somewhere
+
+        # (computed once a run, when first asked: the crossing facts' key and the cache's settings
+        # both name it; ~4 ms of stat calls and hashing each time)
+        fingerprint = functools.lru_cache(maxsize=None)(code_fingerprint)
         seen = {} if index_somewhere() else None
         if not settings.mode.writes:  # (the facts decide options: never what a run writes)
             from .project_files import common_folder
@@ -116,7 +122,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
-                                      if facts is not None else None, jobs=jobs)
+                                      if facts is not None else None, jobs=jobs, fingerprint=fingerprint)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
@@ -142,7 +148,8 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         from .cache import Cache
 
         # Runs that write take no changed result from the cache: what they write is always fresh.
-        cache = Cache(rules.fingerprint, options, reuse_changed=not settings.mode.writes)
+        cache = Cache(rules.fingerprint, options, reuse_changed=not settings.mode.writes,
+                      code=fingerprint() if fingerprint is not None else None)
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
@@ -237,13 +244,14 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
 def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
                         found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None,
-                        jobs: int = 1) -> Options:
+                        jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
     `seen`, `known`, `found`: project_values.scan's. `crossing_facts(key)`: the cache.ScanFacts
     that keeps crossing_moves' facts of the files (runs that write nothing). `jobs`: the run's -j
-    (above 1 the scan takes a second process: it runs before any worker starts)."""
+    (above 1 the scan takes a second process: it runs before any worker starts). `fingerprint`:
+    the run's cache.code_fingerprint (computed once)."""
     import hashlib
     from dataclasses import replace
 
@@ -272,7 +280,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
         from .cache import code_fingerprint
 
         specs = repr([(rule.code, rule.spec_of(DeviceDispatchSpec)) for rule in dispatch])
-        kept = crossing_facts(hashlib.sha256(f"{code_fingerprint()}\0{specs}".encode()).hexdigest()[:32])
+        this_code = (fingerprint or code_fingerprint)()
+        kept = crossing_facts(hashlib.sha256(f"{this_code}\0{specs}".encode()).hexdigest()[:32])
         if _no_caller(crossing, found, kept.load()):
             return options  # (libcst, 0.1-0.3 s, is not imported)
     from .codemods.device_dispatch import crossing_moves

@@ -53,9 +53,9 @@ FORBIDDEN = {
 PROBE = r"""
 import json, sys
 before = set(sys.modules)
-from npu_migrate import prefilter, rules, runner
+from npu_migrate import cache, prefilter, rules, runner
 
-built = {"rule sets": 0, "prefilters": 0, "worker pools": 0, "rule files parsed": 0}
+built = {"rule sets": 0, "prefilters": 0, "worker pools": 0, "rule files parsed": 0, "code fingerprints": 0}
 
 def counted(module, name, key):
     real = getattr(module, name)
@@ -68,6 +68,7 @@ counted(rules, "build_ruleset", "rule sets")
 counted(prefilter, "build_prefilter", "prefilters")
 counted(runner, "_Pool", "worker pools")
 counted(rules, "parse_toml", "rule files parsed")
+counted(cache, "code_fingerprint", "code fingerprints")
 import tomllib
 real_loads = tomllib.loads
 def loads(*args, **kwargs):
@@ -126,7 +127,7 @@ def test_a_one_file_run_imports_only_what_it_needs_and_builds_each_thing_once(tm
     assert seen["exit"] == 1  # it would be migrated: the run did migrate the file
     # no TOML at all: the rule files and the target tables are loaded from their shipped parse
     assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
-                             "TOML parses": 0, "framework rules' requirements": 0}
+                             "code fingerprints": 1, "TOML parses": 0, "framework rules' requirements": 0}
     imported = {m: FORBIDDEN[m] for m in seen["modules"] if m in FORBIDDEN}
     assert imported == {}, "a one-file run imported modules it does not need: " + json.dumps(imported, indent=1)
 
@@ -152,7 +153,7 @@ def test_a_run_of_several_files_builds_the_rule_set_once_and_imports_its_format_
         (tmp_path / name).write_text(SCRIPT, encoding="utf-8")
     seen = _probe(tmp_path, ".", "--check", "-j", "1", "--format", "json", "--no-cache")
     assert seen["built"] == {"rule sets": 1, "prefilters": 1, "worker pools": 0, "rule files parsed": 0,
-                             "TOML parses": 0, "framework rules' requirements": 0}
+                             "code fingerprints": 0, "TOML parses": 0, "framework rules' requirements": 0}
     reports = {m for m in seen["modules"] if m.startswith("npu_migrate.report.")}
     assert reports == {"npu_migrate.report.json"}
 
@@ -238,6 +239,8 @@ def test_a_warm_run_keeps_what_the_values_crossing_mindspore_modules_depend_on(t
     warm = _probe(tmp_path, "pkg", "--check", "-j", "1")
     assert warm["exit"] == cold["exit"]
     assert [m for m in warm["modules"] if m.split(".")[0] == "libcst" or m.startswith("npu_migrate.codemods")] == []
+    # (the crossing facts' key and the cache's settings name one code fingerprint: computed once)
+    assert warm["built"]["code fingerprints"] == cold["built"]["code fingerprints"] == 1
     # GPU by default now: a caller whose value moves with create_dataset's comparison
     (pkg / "train.py").write_text(TRAIN_ASCEND.replace("default='Ascend', choices=['Ascend', 'GPU']",
                                                        "default='GPU', choices=['GPU', 'CPU']"), encoding="utf-8")
