@@ -1038,3 +1038,32 @@ def test_a_lightning_accelerator_chosen_by_a_cuda_test_keeps_gpu_with_its_reader
     assert result.new_text == with_torch_npu(LIGHTNING_ACCELERATOR).replace(
         "torch.cuda.is_available()", "torch.npu.is_available()")
     assert [(e.code, e.span.line) for e in result.edits] == [("NPU108", 2), ("NPU102", 6)]
+
+
+# rl-games 1.6.5 (and IsaacGymEnvs): `train_dir` is the folder a run writes its checkpoints and
+# summaries to ("runs"). An entry script's `--train_dir` defaulting to "runs" was taken for a
+# data argument ("train" is a data word, "dir" a path suffix): on ModelArts it then pointed into
+# the local copy of the input, the checkpoints went to /cache/data, and the rehearsal said
+# "FAILED: nothing reached train_url". A folder default named for outputs makes it an output.
+TRAIN_DIR_ENTRY = """\
+import argparse
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--file", default="cartpole.yaml")
+parser.add_argument("--train_dir", default="runs")
+parser.add_argument("--val_dir", default="data/val")
+parser.add_argument("--log_root", default="./logs/")
+parser.add_argument("--weights", default="checkpoints/best.pt")
+args = parser.parse_args()
+"""
+
+
+def test_a_path_argument_defaulting_to_an_output_folder_is_an_output():
+    import ast
+
+    result = migrate_source(TRAIN_DIR_ENTRY, "train.py", Options(modelarts=True))
+    assert result.error is None
+    calls = [node for node in ast.walk(ast.parse(result.new_text)) if isinstance(node, ast.Call)
+             and isinstance(node.func, ast.Name) and node.func.id == "modelarts_setup"]
+    assert [{k.arg: ast.literal_eval(k.value) for k in call.keywords} for call in calls] == [
+        {"data": ["val_dir"], "outputs": ["train_dir", "log_root"]}]

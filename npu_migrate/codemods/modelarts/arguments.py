@@ -31,6 +31,10 @@ OUTPUT_WORDS = {"save", "saved", "saving", "out", "outf", "output", "outputs", "
 SINGLE_OUTPUT_NAMES = {"save", "out", "outf", "output", "outputs", "outdir", "results", "logs", "logdir",
                        "checkpoints", "snapshot", "savedir", "workdir", "save_to"}
 INPUT_WORDS = {"resume", "load", "pretrained", "pretrain", "restore", "init", "initial", "finetune", "teacher", "from"}
+# A default folder with one of these names is where a run writes (`--train_dir` default "runs":
+# rl_games/IsaacGymEnvs' checkpoints and summaries), whatever the argument's name says.
+OUTPUT_FOLDER_NAMES = {"runs", "logs", "output", "outputs", "checkpoints", "ckpts", "results", "snapshots",
+                       "summaries", "tensorboard", "experiments", "work_dirs"}
 PATH_SUFFIXES = ("dir", "path", "folder", "root", "file", "prefix", "location")
 NOT_OUTPUT_RE = re.compile(r"(?i)\b(load|loading|resume|resuming|pretrain\w*|restore|init\w*|continue training|"
                            r"read from|evaluate|finetune from)\b")
@@ -122,6 +126,15 @@ def _words(dest: str) -> List[str]:
     return [w for w in dest.lower().split("_") if w]
 
 
+def _default_names_output_folder(arg: Argument) -> bool:
+    """`runs`, `./logs/`, `output/exp1`: a default folder named for what a run writes (not a
+    file in one: `checkpoints/best.pt` is as often read)."""
+    if not arg.default:
+        return False
+    parts = [p for p in re.split(r"[/\\]", arg.default) if p not in ("", ".")]
+    return bool(parts) and parts[0] in OUTPUT_FOLDER_NAMES and "." not in parts[-1]
+
+
 def is_output_argument(arg: Argument) -> bool:
     """--save model.pt, --outf, --output_dir, --model_save_dir, --log_dir, --sample_dir, ..."""
     if not arg.plain_value or arg.enumerates or arg.dest in URL_ARGS or NOT_OUTPUT_RE.search(arg.help):
@@ -131,6 +144,8 @@ def is_output_argument(arg: Argument) -> bool:
         return False  # --resume, --pretrained_path, --load_dir: read, not written
     if arg.dest in SINGLE_OUTPUT_NAMES or (len(words) == 1 and words[0] in OUTPUT_WORDS - {"model", "log"}):
         return True
+    if words[-1] in PATH_SUFFIXES and words[-1] != "file" and _default_names_output_folder(arg):
+        return True  # --train_dir runs: "train" reads as data, the default says where it writes
     if not set(words) & OUTPUT_WORDS:
         return bool(OUTPUT_HELP_RE.search(arg.help) and arg.path_like and not DATA_HELP_RE.search(arg.help))
     if "model" in words and not ({"dir", "save", "saved", "folder", "output"} & set(words)):
