@@ -1452,3 +1452,40 @@ def test_a_gloo_process_group_for_tensors_moved_to_the_npu_is_reported():
     # a script that stays on the CPU is no case
     cpu_only = CLEANRL_GLOO.replace('torch.device("cuda" if torch.cuda.is_available() else "cpu")', 'torch.device("cpu")')
     assert [f.code for f in migrate_source(cpu_only, "cleanrl/ppo_atari_multigpu.py").findings] == []
+
+
+LOAD_IF_FORM = '''import torch
+
+
+def load(path, model):
+    if torch.cuda.is_available():
+        state = torch.load(path)
+    else:
+        state = torch.load(path, map_location="cpu")
+    model.load_state_dict(state)
+    if not torch.cuda.is_available():
+        ckpt = torch.load(path, map_location=lambda s, loc: s)
+    else:
+        ckpt = torch.load(path, map_location=None)
+    if torch.cuda.is_available():
+        best = torch.load(path)
+        model.cuda()
+    else:
+        best = torch.load(path, map_location="cpu")
+    return ckpt, best
+'''
+
+
+def test_an_if_whose_branches_differ_in_map_location_alone_stays_cuda():
+    """NPU318's If form: as an NPU test, the NPU machine took `torch.load(path)` (no map_location)
+    and a CUDA-saved checkpoint failed there; kept, it loads to the CPU as written. Either way
+    round (`not`, map_location=None). The third test's branch also places the model: keeping it
+    would keep the model on the CPU, so it migrates as before."""
+    assert_partial_as_whole(LOAD_IF_FORM)
+    r = migrate_source(LOAD_IF_FORM, "m.py")
+    assert r.new_text == LOAD_IF_FORM.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "    if torch.cuda.is_available():\n        best", "    if torch.npu.is_available():\n        best").replace(
+        "model.cuda()", "model.npu()")
+    assert [(f.code, f.severity.value, f.span.line, f.span.col) for f in r.findings] == [
+        ("NPU318", "info", 5, 8), ("NPU318", "info", 10, 12)]
+    assert not migrate_source(r.new_text, "m.py").changed  # idempotent

@@ -79,6 +79,10 @@ _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
 # `None if torch.cuda.is_available() else "cpu"` (either way round): a map_location choice
 # (_Planner._map_location_choice)
 _NONE_ON_AVAILABILITY_RE = re.compile(r"None\s+if\s+(?:not\s+)?[\w.]*is_available\(\)|is_available\(\)\s+else\s+None\b")
+# `if torch.cuda.is_available():` then, in the next lines, an `else:` and a map_location: the If
+# form (_Planner._map_location_branches; _if_map_location)
+_IF_AVAILABLE_RE = re.compile(r"is_available\(\)\s*:")
+_ELSE_RE = re.compile(r"\n[ \t]*else\s*:")
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
 # `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
 _EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
@@ -136,11 +140,27 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
             gates.plan()
 
 
+def _if_map_location(text: str) -> bool:
+    """Whether an `is_available():` has an `else:` and a map_location in its next eight lines."""
+    for found in _IF_AVAILABLE_RE.finditer(text):
+        end = found.end()
+        for _ in range(8):
+            end = text.find("\n", end + 1)
+            if end < 0:
+                end = len(text)
+                break
+        window = text[found.end():end]
+        if "map_location" in window and _ELSE_RE.search(window):
+            return True
+    return False
+
+
 def _plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
             "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
             "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)) and not (
-            "map_location" in ctx.text and _NONE_ON_AVAILABILITY_RE.search(ctx.text)):
+            "map_location" in ctx.text and (_NONE_ON_AVAILABILITY_RE.search(ctx.text)
+                                            or _if_map_location(ctx.text))):
         return
     kernels = _kernel_names(ctx)
     planner = _Planner(ctx, kernels)
@@ -431,6 +451,7 @@ class _Planner(cst.CSTVisitor):
             if isinstance(parent, cst.IfExp) and parent.test is child and direct:
                 self._map_location_choice(parent, negative, node)
                 return
+            tested_alone = direct  # (the test is the call itself, or `not` of it)
             if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
                 negative = not negative
             else:
@@ -439,6 +460,8 @@ class _Planner(cst.CSTVisitor):
                 branches = [parent.body] + ([parent.orelse] if parent.orelse is not None else [])
                 if any(self._builds(b) for b in branches):
                     self._keep_gate(child, node.func, "torch.cuda.is_available()")
+                elif tested_alone and isinstance(parent, cst.If):
+                    self._map_location_branches(parent, negative, node)
                 return
             if isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement)):
                 return
@@ -471,6 +494,27 @@ class _Planner(cst.CSTVisitor):
             return
         self.ctx.keep(choice)
         self._report("map-location-none", test, "torch.cuda.is_available()")
+
+    def _map_location_branches(self, test: cst.If, negative: bool, call: cst.Call) -> None:
+        """The If form of _map_location_choice: `if torch.cuda.is_available(): x = torch.load(f)
+        else: x = torch.load(f, map_location="cpu")`, branches that differ in torch.load's
+        map_location alone (None or absent where CUDA is). Kept, the NPU machine loads to the CPU
+        as written. Where the branches differ otherwise (`model.cuda()` in one), keeping the test
+        would keep that placement on the CPU too: the test migrates as before."""
+        if not isinstance(test.orelse, cst.Else):
+            return
+        on_cuda, other = (test.orelse.body, test.body) if negative else (test.body, test.orelse.body)
+        resolve = self.ctx.imports.resolve
+        loads = [[n for n in subtree(branch) if isinstance(n, cst.Call) and resolve(n.func) == "torch.load"]
+                 for branch in (on_cuda, other)]
+        if not loads[0] or not loads[1] or len(loads[0]) != len(loads[1]):
+            return
+        if not all(_restores_in_place(c) for c in loads[0]) or any(_restores_in_place(c) for c in loads[1]):
+            return
+        if _without_map_location(on_cuda, resolve) != _without_map_location(other, resolve):
+            return
+        self.ctx.keep(call)
+        self._report("map-location-none", call, "torch.cuda.is_available()")
 
     def _keep_gate(self, kept: cst.CSTNode, node: cst.CSTNode, api: str = "CUDA_HOME") -> None:
         if id(kept) in self.ctx.kept:
@@ -642,6 +686,36 @@ def _compared_with_bool(parent: Optional[cst.CSTNode], child: cst.CSTNode) -> Op
     if isinstance(target.operator, (cst.IsNot, cst.NotEqual)):
         return target.comparator.value == "True"
     return None
+
+
+def _map_location(call: cst.Call) -> Optional[cst.BaseExpression]:
+    return next((a.value for a in call.args if a.keyword is not None and a.keyword.value == "map_location"), None)
+
+
+def _restores_in_place(load: cst.Call) -> bool:
+    """torch.load without map_location, or with None: each tensor to the device it was saved on."""
+    where = _map_location(load)
+    return where is None or _is_none(where)
+
+
+class _NoMapLocation(cst.CSTTransformer):
+    def __init__(self, resolve) -> None:
+        super().__init__()
+        self.resolve_name = resolve
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        if self.resolve_name(original.func) != "torch.load":
+            return updated
+        args = [a.with_changes(comma=cst.MaybeSentinel.DEFAULT) for a in updated.args
+                if a.keyword is None or a.keyword.value != "map_location"]
+        return updated.with_changes(args=args)
+
+
+def _without_map_location(block: cst.BaseSuite, resolve) -> str:
+    """The code of `block` with torch.load's map_location arguments left out (and the commas
+    between arguments written alike)."""
+    visited = block.visit(_NoMapLocation(resolve))
+    return cst.Module(body=[]).code_for_node(visited) if isinstance(visited, cst.CSTNode) else ""
 
 
 def _is_none(node: cst.CSTNode) -> bool:
