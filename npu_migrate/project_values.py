@@ -171,37 +171,65 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
     replaced by doing its items here. Ctrl-C is the parent's: the child ignores it and is killed."""
     if len(items) < SPLIT_FROM or not sys.platform.startswith("linux"):
         return [one(item) for item in items]
-    import pickle
+    import pickle  # noqa: F401 (imported before the fork: the child and _answer only look it up)
     import signal
 
     from .source import signals_deferred
 
     read_end, write_end = os.pipe()
     pid = 0
+    answer = None
     try:
-        with signals_deferred():  # (no Ctrl-C between the fork and the child ignoring it)
-            pid = os.fork()
-            if pid == 0:
-                _child(lambda: [one(item) for item in items[1::2]], read_end, write_end)
+        try:
+            with signals_deferred():  # (no Ctrl-C between the fork and the child ignoring it)
+                pid = os.fork()
+                if pid == 0:
+                    _child(lambda: [one(item) for item in items[1::2]], read_end, write_end)
+        except OSError:  # no second process to be had (EAGAIN, ENOMEM): all of them here
+            pid = 0
         os.close(write_end)
+        write_end = -1
         mine = [one(item) for item in items[0::2]]
-        with os.fdopen(read_end, "rb") as pipe:
-            read_end = -1
-            data = pipe.read()
-        _, status = os.waitpid(pid, 0)
-        pid = 0
-        theirs, counts = pickle.loads(data) if status == 0 and data else ([one(item) for item in items[1::2]], {})
+        if pid:
+            with os.fdopen(read_end, "rb") as pipe:
+                read_end = -1
+                data = pipe.read()
+            try:
+                _, status = os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped already (SIGCHLD ignored): a whole answer says it finished
+                status = 0
+            pid = 0
+            answer = _answer(data, len(items) // 2) if status == 0 else None
     finally:
-        if read_end >= 0:
-            os.close(read_end)
+        for fd in (read_end, write_end):
+            if fd >= 0:
+                os.close(fd)
         if pid:
             os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:
+                pass
+    theirs, counts = answer if answer is not None else ([one(item) for item in items[1::2]], {})
     for step, n in counts.items():
         work.count(step, n)
     out: List[_T] = [None] * len(items)  # type: ignore[list-item]
     out[0::2], out[1::2] = mine, theirs
     return out
+
+
+def _answer(data: bytes, size: int) -> "Optional[Tuple[list, Dict[str, int]]]":
+    """The child's (results, work counts) from what it sent, or None when that is not whole."""
+    import pickle
+
+    try:
+        answer = pickle.loads(data)
+    except Exception:  # noqa: BLE001 (cut short: the parent does the items itself)
+        return None
+    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], list) and len(answer[0]) == size
+            and isinstance(answer[1], dict)):
+        return None
+    return answer
 
 
 def _child(job: "Callable[[], object]", read_end: int, write_end: int) -> None:

@@ -1110,8 +1110,10 @@ def test_the_project_scan_in_two_processes_finds_what_it_finds_in_one(tmp_path, 
     """-j 2: the scan (before any worker starts, so wall time) gives every other file to a forked
     process (project_values._in_two): the same device keys, crossing files, CUDA-only code, Sources
     and per-file facts, in the same order, and the child's parses counted (--stats, the budget).
-    The parent itself reads only its half; a child that fails is replaced by the parent."""
+    The parent itself reads only its half; a child that fails, or cannot be forked, is replaced
+    by the parent; a child the system reaps (SIGCHLD ignored) still answers."""
     import pickle
+    import signal
 
     import npu_migrate.project_values as pv
 
@@ -1134,6 +1136,18 @@ def test_the_project_scan_in_two_processes_finds_what_it_finds_in_one(tmp_path, 
     monkeypatch.setattr(pv, "_scan_file", lambda path, *a: here.append(path) or real(path, *a))
     assert _scan_in(files, 2) == serial
     assert here == files[0::2]
+    here.clear()
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the system
+    try:
+        assert _scan_in(files, 2) == serial
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert here == files[0::2]
+    here.clear()
+    with monkeypatch.context() as patch:  # no process to be had: all of them here
+        patch.setattr(os, "fork", lambda: (_ for _ in ()).throw(BlockingIOError(11, "Resource temporarily unavailable")))
+        assert _scan_in(files, 2) == serial
+    assert here == files[0::2] + files[1::2]
     here.clear()
     monkeypatch.setattr(pickle, "dumps", lambda *a, **k: 1 / 0)  # the child fails before it answers
     assert _scan_in(files, 2) == serial
