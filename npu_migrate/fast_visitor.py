@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import linecache
 import re
+import typing
 from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 import libcst as cst
@@ -111,7 +112,10 @@ def _supported(visitor: Union[cst.CSTVisitor, cst.CSTTransformer]) -> bool:
 class _Hooks:
     """How to call one visitor: its own `visit_X`/`leave_X` straight away when it keeps
     libcst's `on_visit`/`on_leave` (which only look those up), else its `on_visit`/`on_leave`.
-    `plans`: per node class, what a walk needs of it (shared by every visitor of that class)."""
+    `plans`: per node class, what a walk needs of it (shared by every visitor of that class).
+    A direct visitor (or one whose on_visit/on_leave ignore them: _blind_to_layout) with no
+    hook for any layout class (whitespace, comments, one-token nodes: _LAYOUT_BASES) is not walked through the fields that hold only those (_code_fields): nothing of
+    it would be called there, and they are about two thirds of a tree's nodes."""
 
     def __init__(self, visitor: Any, base: Any) -> None:
         self.visitor = visitor
@@ -121,14 +125,88 @@ class _Hooks:
         if plans is None:
             plans = _PLANS[self.cls] = {}
         self.plans: Dict[type, _Plan] = plans
+        self.code_only = (self.direct or _blind_to_layout(self.cls)) and not _hooks_layout(self.cls)
 
     def plan(self, node_cls: type) -> "_Plan":
         """(its field names or None when libcst must visit it, its fields with how libcst
         visits each, visit_<Node>, leave_<Node>)."""
         fields = _child_fields(node_cls)
+        if fields is not None and self.code_only:
+            fields = _code_fields(node_cls, fields)
         visit, leave = hooks_of(self.cls, node_cls)
         found = self.plans[node_cls] = (None if fields is None else tuple(n for n, _ in fields), fields, visit, leave)
         return found
+
+
+# Layout: the nodes that hold no code, only how it is written: whitespace, comments, newlines,
+# and the one-token nodes (operators, commas, dots, colons, `=`, brackets), whose only children
+# are whitespace. A walk for a visitor with no hook on any of them need not enter them.
+_LAYOUT_BASES: Tuple[type, ...] = (
+    cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline, cst.Comment,
+    cst.BaseUnaryOp, cst.BaseBooleanOp, cst.BaseBinaryOp, cst.BaseCompOp, cst.BaseAugOp,
+    cst.Semicolon, cst.Colon, cst.Comma, cst.Dot, cst.AssignEqual,
+    cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
+    cst.LeftCurlyBrace, cst.RightCurlyBrace,
+)
+_LAYOUT_NAMES = frozenset(
+    c.__name__ for c in vars(cst).values() if isinstance(c, type) and issubclass(c, _LAYOUT_BASES))
+_CODE_FIELDS: Dict[type, Tuple[Tuple[str, str], ...]] = {}
+_HOOKS_LAYOUT: Dict[type, bool] = {}
+
+
+def _blind_to_layout(visitor_cls: type) -> bool:
+    """Whether a visitor with its own `on_visit`/`on_leave` does nothing in them for a layout
+    node: it says so with `LAYOUT_UNSEEN = True` in the class that overrides one of them last
+    (or a class derived from it); a class that overrides them without saying so sees layout."""
+    for c in visitor_cls.__mro__:
+        names = vars(c)
+        if "LAYOUT_UNSEEN" in names:
+            return bool(names["LAYOUT_UNSEEN"])
+        if "on_visit" in names or "on_leave" in names:
+            return False
+    return False
+
+
+def _hooks_layout(visitor_cls: type) -> bool:
+    """Whether one of our classes in `visitor_cls`'s bases defines a hook for a layout class."""
+    found = _HOOKS_LAYOUT.get(visitor_cls)
+    if found is None:
+        found = _HOOKS_LAYOUT[visitor_cls] = any(
+            _own_hook(visitor_cls, f"{hook}_{name}") is not None for name in _LAYOUT_NAMES for hook in ("visit", "leave"))
+    return found
+
+
+def _code_fields(node_cls: type, fields: Tuple[Tuple[str, str], ...]) -> Tuple[Tuple[str, str], ...]:
+    """`fields` less those whose declared type holds layout nodes only (`Arg.comma`,
+    `Name.lpar`, `Call.whitespace_after_func`, `ComparisonTarget.operator`); all of them when
+    the types cannot be read."""
+    found = _CODE_FIELDS.get(node_cls)
+    if found is None:
+        try:
+            hints = typing.get_type_hints(node_cls)
+            found = tuple((name, how) for name, how in fields if not _layout_only(hints[name]))
+        except Exception:  # (an annotation that cannot be resolved: walk every field)
+            found = fields
+        _CODE_FIELDS[node_cls] = found
+    return found
+
+
+def _layout_only(hint: Any) -> bool:
+    """Whether a field of type `hint` can hold nodes, all of them layout (MaybeSentinel, None
+    and other values are no nodes)."""
+    nodes: List[type] = []
+    stack = [hint]
+    while stack:
+        t = stack.pop()
+        if isinstance(t, type):
+            if issubclass(t, cst.CSTNode):
+                nodes.append(t)
+            continue
+        args = typing.get_args(t)
+        if not args:
+            return False  # (not a class nor a Union/Sequence/Optional of them: unknown)
+        stack.extend(args)
+    return bool(nodes) and all(issubclass(t, _LAYOUT_BASES) for t in nodes)
 
 
 _Plan = Tuple[Optional[Tuple[str, ...]], Optional[Tuple[Tuple[str, str], ...]], Optional[Callable], Optional[Callable]]
@@ -174,6 +252,27 @@ def children(node: cst.CSTNode) -> List[cst.CSTNode]:
     fields = _FIELDS.get(node_cls) or _child_fields(node_cls)
     if fields is None:
         return list(node.children)
+    out: List[cst.CSTNode] = []
+    for name, _how in fields:
+        child = getattr(node, name)
+        if _is_node(child):
+            out.append(child)
+        elif type(child) is tuple or type(child) is list:
+            out.extend(child)
+    return out
+
+
+def code_children(node: cst.CSTNode) -> List[cst.CSTNode]:
+    """children(node) less the layout nodes of its fields that hold only those (_code_fields:
+    whitespace, comments, commas, operators, brackets): for the analyses that look for code
+    (names, calls, tests, statements), about a third of the nodes to go through."""
+    node_cls = type(node)
+    fields = _CODE_FIELDS.get(node_cls)
+    if fields is None:
+        every = _FIELDS.get(node_cls) or _child_fields(node_cls)
+        if every is None:
+            return list(node.children)
+        fields = _code_fields(node_cls, every)
     out: List[cst.CSTNode] = []
     for name, _how in fields:
         child = getattr(node, name)

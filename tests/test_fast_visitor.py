@@ -167,3 +167,84 @@ def test_children_are_libcsts_children_in_order():
             stack.extend(found)
             seen += 1
     assert seen > 10_000
+
+
+class CommaCounter(cst.CSTVisitor):
+    """A direct visitor with a hook on a layout node: it is walked through every field."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.log = []
+
+    def visit_Comma(self, node):
+        self.log.append(("comma", id(node)))
+
+    def leave_Name(self, node):
+        self.log.append(("name", id(node)))
+
+
+class CodeOnly(RecordingVisitor):
+    """Its on_visit/on_leave say they ignore layout (fast_visitor._blind_to_layout)."""
+
+    LAYOUT_UNSEEN = True
+
+
+class SeesLayout(CodeOnly):
+    """Overrides on_visit again without saying so: it sees layout again."""
+
+    def on_visit(self, node):
+        return super().on_visit(node)
+
+
+@pytest.mark.parametrize("text", list(_texts())[:6] + list(_texts())[-len(EXTRA):])
+def test_walks_leave_out_layout_only_for_visitors_that_cannot_see_it(text):
+    """Whitespace, comments and one-token nodes (two thirds of a tree) are not walked for a
+    visitor that has no hook on them: the same calls as libcst's for every other node, in the
+    same order; a visitor with a layout hook, or its own on_visit, still gets them all."""
+    from npu_migrate.fast_visitor import _LAYOUT_BASES
+
+    module = cst.parse_module(text)
+    theirs, ours = RecordingVisitor(), CodeOnly()
+    module.visit(theirs)
+    walk(module, ours)
+    nodes = {id(n): n for n in _all_nodes(module)}
+    code = [entry for entry in theirs.log if not isinstance(nodes[entry[1]], _LAYOUT_BASES)]
+    assert ours.log == code
+    if text.strip():
+        assert len(code) < len(theirs.log)  # (fails if nothing is left out)
+    for make in (CommaCounter, SeesLayout):
+        theirs, ours = make(), make()
+        module.visit(theirs)
+        walk(module, ours)
+        assert ours.log == theirs.log
+
+
+def _all_nodes(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+@pytest.mark.slow
+def test_fields_left_out_of_walks_hold_only_layout():
+    """fast_visitor._code_fields reads libcst's annotations: on real code, what the fields it
+    leaves out hold is layout and nothing else, and code_children is children less those."""
+    from npu_migrate.fast_visitor import _LAYOUT_BASES, _child_fields, _code_fields, children, code_children
+
+    left_out = 0
+    for path in SOURCES[:60]:
+        for node in _all_nodes(cst.parse_module(path.read_text(encoding="utf-8"))):
+            fields = _child_fields(type(node))
+            kept = {name for name, _ in _code_fields(type(node), fields)}
+            for name, _ in fields:
+                if name in kept:
+                    continue
+                value = getattr(node, name)
+                for held in (value if isinstance(value, (list, tuple)) else [value]):
+                    if isinstance(held, cst.CSTNode):
+                        assert all(isinstance(n, _LAYOUT_BASES) for n in _all_nodes(held)), (type(node), name)
+                        left_out += 1
+            assert code_children(node) == [c for c in children(node) if not isinstance(c, _LAYOUT_BASES)], type(node)
+    assert left_out > 10_000

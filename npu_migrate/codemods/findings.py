@@ -281,6 +281,8 @@ class _OptionalImports(cst.CSTVisitor):
         self._path: List[cst.CSTNode] = []  # the statements being visited
         self.enclosing: Dict[int, List[Tuple[Union[cst.IndentedBlock, cst.Module], int]]] = {}
 
+    LAYOUT_UNSEEN = True  # (on_visit/on_leave do nothing for whitespace or one-token nodes: fast_visitor)
+
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.BaseExpression):
             return False

@@ -63,7 +63,7 @@ from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
 from ..imports import dotted_name, imported_names
-from ..fast_visitor import children, subtree, walk
+from ..fast_visitor import children, code_children, subtree, walk
 from .. import work
 from . import device_context as dc
 from ..codes import applies
@@ -1730,7 +1730,7 @@ class _DeviceGates:
                 found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate
                 self._record(path)
             depth += 1
-            stack.extend([(c, depth) for c in reversed(children(n))])  # (pre-order: the file's order)
+            stack.extend([(c, depth) for c in reversed(code_children(n))])  # (pre-order: the file's order)
         for stmt in self.ctx.module.body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:

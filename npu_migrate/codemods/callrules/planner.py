@@ -231,6 +231,10 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         if isinstance(node.value, cst.Call):
             self._statement_calls[id(node.value)] = node
 
+    # (its on_visit, and ScopeTracker's on_visit/on_leave, do nothing for whitespace, comments and
+    # one-token nodes: fast_visitor need not walk those)
+    LAYOUT_UNSEEN = True
+
     def on_visit(self, node: cst.CSTNode) -> bool:
         # Called on every node: the statement class is looked up per node type (isinstance of
         # libcst's abstract classes goes through the ABC machinery).
