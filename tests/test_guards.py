@@ -847,7 +847,8 @@ def test_a_device_test_compared_with_false_is_judged_as_its_negation(compared):
 @pytest.mark.parametrize("compared,kept", [("is True", True), ("== True", True), ("is False", False)])
 def test_a_device_test_compared_with_true_is_the_test_itself(compared, kept):
     """`if torch.cuda.is_available() is True:` opens its body on CUDA: a cupy body keeps it;
-    `is False` opens the body on every other device, so the body's device code migrates."""
+    `is False` opens the body on every other device, so the test migrates; the body, which
+    imports cupy itself, is CUDA interop code and stays whole (NPU319)."""
     text = ("import torch\n\n\ndef load():\n"
             f"    if torch.cuda.is_available() {compared}:\n"
             "        from cupy.cuda import function\n        return function.Module(), torch.device(\"cuda\")\n"
@@ -858,7 +859,9 @@ def test_a_device_test_compared_with_true_is_the_test_itself(compared, kept):
         assert result.new_text is None
     else:
         assert result.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
-            "torch.cuda.is_available()", "torch.npu.is_available()").replace('torch.device("cuda")', 'torch.device("npu")')
+            "torch.cuda.is_available()", "torch.npu.is_available()")
+        assert [(f.code, f.api) for f in result.findings if f.code == "NPU319"] == [
+            ("NPU319", "if torch.cuda.is_available() is False:")]
 
 
 # espnet 202511 espnet2/asr/transducer/rnnt_multi_blank (held out): the CUDA-only code is in
@@ -1503,3 +1506,45 @@ def test_an_if_whose_branches_differ_in_map_location_alone_stays_cuda():
     assert [(f.code, f.severity.value, f.span.line, f.span.col) for f in r.findings] == [
         ("NPU318", "info", 5, 8), ("NPU318", "info", 10, 12)]
     assert not migrate_source(r.new_text, "m.py").changed  # idempotent
+
+
+# OpenNMT-py 3.5.1 onmt/modules/sru.py (held out), shortened: load_sru_mod compiles SRU's CUDA source
+# with NVRTC and runs it through cupy on torch's CUDA stream
+ONMT_SRU = '''import torch
+from collections import namedtuple
+
+
+def check_sru_requirement(abort=False):
+    if torch.cuda.is_available() is False:
+        if not abort:
+            return False
+        raise AssertionError("Using SRU requires pytorch built with cuda.")
+    return True
+
+
+def load_sru_mod():
+    global SRU_STREAM
+    if check_sru_requirement():
+        from cupy.cuda import function
+        from pynvrtc.compiler import Program
+
+        device = torch.device("cuda")
+        tmp_ = torch.rand(1, 1).to(device)
+        sru_mod = function.Module()
+        stream = namedtuple("Stream", ["ptr"])
+        SRU_STREAM = stream(ptr=torch.cuda.current_stream().cuda_stream)
+'''
+
+
+def test_a_branch_that_imports_a_cuda_interop_library_stays_whole():
+    """load_sru_mod's branch imports cupy itself and hands it torch's CUDA stream: rewritten,
+    `torch.device("npu")` and `torch.npu.current_stream().cuda_stream` met cupy's kernels (the
+    half-migration the predicate's callers showed). The branch stays whole (NPU319 at its test);
+    the predicate's own availability test migrates: on the NPU the branch is not taken."""
+    assert_partial_as_whole(ONMT_SRU, "onmt/modules/sru.py")
+    r = migrate_source(ONMT_SRU, "onmt/modules/sru.py")
+    assert r.new_text == ONMT_SRU.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "if torch.cuda.is_available() is False", "if torch.npu.is_available() is False")
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU319"] == [
+        ("NPU319", 15, 8, "if check_sru_requirement():")]
+    assert "(its branch uses `function` from cupy.cuda)" in next(f.message for f in r.findings if f.code == "NPU319")

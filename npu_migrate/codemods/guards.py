@@ -2325,35 +2325,41 @@ def keep_cuda_interop(ctx: Context) -> None:
     if not any(library.split(".")[0] in ctx.text for library in libraries):
         return
     local = {name for name, qual in ctx.imports.names.items() if _interop_module(qual, libraries)}
-    if not local:
-        return
     if ctx.partial is not None:
         # their uses in lines left out decide too: the engine parses those lines as well
-        ctx.partial_misses.update(name for name in local if ctx.partial.elided_word(name))
+        ctx.partial_misses.update(name for name in local | {lib.split(".")[0] for lib in libraries}
+                                  if ctx.partial.elided_word(name))
     resolve = ctx.imports.resolve
     functions: Dict[str, cst.FunctionDef] = {}
     for statement in ctx.module.body:
         if isinstance(statement, cst.FunctionDef):
             functions[statement.name.value] = statement
-    interop: Dict[int, Tuple[cst.FunctionDef, str]] = {}
+    # id of the code kept -> (it, where reported, api, detail)
+    interop: Dict[int, Tuple[cst.CSTNode, cst.CSTNode, str, str]] = {}
     for node in subtree(ctx.module):
-        if isinstance(node, cst.FunctionDef) and id(node) not in ctx.kept:
-            used = _uses_unconditionally(node, local)
+        if isinstance(node, cst.FunctionDef):
+            used = _uses_unconditionally(node.body, local, libraries, ctx.imports.names)
             if used is not None:
-                qual = ctx.imports.names[used]
-                what = f"`{used}` from {qual[:-len(used) - 1]}" if qual.endswith("." + used) else f"`{qual}`"
-                interop.setdefault(id(node), (node, f"it uses {what} outside any test"))
-        elif isinstance(node, cst.Call) and _root(node.func) in local:
+                interop.setdefault(id(node), (node, node.name, node.name.value, f"it uses {used} outside any test"))
+        elif isinstance(node, cst.If):
+            # OpenNMT-py sru.py load_sru_mod: `if check_sru_requirement(): from cupy.cuda import
+            # function ... torch.device("cuda") ... torch.cuda.current_stream().cuda_stream`
+            for branch in (node.body, node.orelse.body if isinstance(node.orelse, cst.Else) else None):
+                used = _uses_unconditionally(branch, local, libraries, ctx.imports.names) if branch else None
+                if branch is not None and used is not None:
+                    api = f"if {ctx.code_for(node.test)}" + (":" if branch is node.body else ": ... else:")
+                    interop.setdefault(id(branch), (branch, node.test, api, f"its branch uses {used}"))
+        elif isinstance(node, cst.Call) and local and _root(node.func) in local:
             for arg in node.args:
                 function = functions.get(arg.value.value) if isinstance(arg.value, cst.Name) else None
                 if function is not None:
-                    interop.setdefault(id(function), (function, f"it is given to `{get_full_name_for_node(node.func)}`"))
-    for function, detail in interop.values():
-        if id(function) in ctx.kept or not _names_cuda(function, local, resolve):
+                    interop.setdefault(id(function), (function, function.name, function.name.value,
+                                                      f"it is given to `{get_full_name_for_node(node.func)}`"))
+    for code, where, api, detail in interop.values():
+        if id(code) in ctx.kept or not _names_cuda(code, local, resolve):
             continue
-        ctx.keep(function)
-        api = function.name.value
-        ctx.finding(rule, function.name, api=api, message=rule.render_message(api=api, detail=detail),
+        ctx.keep(code)
+        ctx.finding(rule, where, api=api, message=rule.render_message(api=api, detail=detail),
                     suggestion=rule.render_suggestion(api=api, detail=detail))
 
 
@@ -2363,16 +2369,26 @@ def _interop_module(qual: str, libraries: Iterable[str]) -> bool:
         "." not in m and m in qual.split(".")[1:] and m != "cuda") for m in libraries)
 
 
-def _uses_unconditionally(function: cst.FunctionDef, local: Set[str]) -> Optional[str]:
-    """The first name of `local` the function's body reads outside an `if` (and outside the
-    functions and classes defined in it)."""
-    stack: List[cst.CSTNode] = [function.body]
+def _uses_unconditionally(block: cst.BaseSuite, local: Set[str], libraries: Iterable[str],
+                          names: Dict[str, str]) -> Optional[str]:
+    """What of the libraries the block uses outside an `if` (and outside the functions and
+    classes defined in it): a name of `local` (bound by the module's imports: `names`), or an
+    import of one in the block itself (`from cupy.cuda import function`)."""
+    stack: List[cst.CSTNode] = [block]
     while stack:
         node = stack.pop()
         if isinstance(node, (cst.If, cst.IfExp, cst.FunctionDef, cst.ClassDef, cst.Lambda, cst.BooleanOperation)):
             continue
         if isinstance(node, cst.Name) and node.value in local:
-            return node.value
+            qual = names[node.value]
+            return f"`{node.value}` from {qual[:-len(node.value) - 1]}" if qual.endswith("." + node.value) else f"`{qual}`"
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            modules = [dotted_name(a.name) or "" for a in node.names] if isinstance(node, cst.Import) else (
+                [dotted_name(node)] if node.relative == () else [])
+            found = next((m for m in modules if m and _interop_module(m, libraries)), None)
+            if found is not None:
+                return f"`{found}`"
+            continue
         if isinstance(node, cst.Attribute):
             stack.append(node.value)  # (`torch.cuda`'s `cuda` is no use of a name `cuda`)
             continue
@@ -2380,10 +2396,10 @@ def _uses_unconditionally(function: cst.FunctionDef, local: Set[str]) -> Optiona
     return None
 
 
-def _names_cuda(function: cst.FunctionDef, local: Set[str], resolve) -> bool:
-    """Whether the torch pass would change something in the function: a `torch.cuda` name, a
+def _names_cuda(code: cst.CSTNode, local: Set[str], resolve) -> bool:
+    """Whether the torch pass would change something in `code`: a `torch.cuda` name, a
     `.cuda()`/`.is_cuda` of a tensor, a "cuda" device string."""
-    for node in subtree(function):
+    for node in subtree(code):
         if isinstance(node, cst.Attribute):
             qual = resolve(node)
             if qual is not None and (qual == "torch.cuda" or qual.startswith("torch.cuda.")):
