@@ -116,7 +116,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     try:
         verdict = python_verdict_of(text)
-        code = LazyCodeWords(verdict.tree, words, text) if verdict.tree is not None else None
+        code = (LazyCodeWords(verdict.tree, words, text, options.tensorflow2_project)
+                if verdict.tree is not None else None)
         if code is not None and _needs_nothing(text, options, rules, words, wants_modelarts,
                                                _used_frameworks(code, options.framework, rules)):
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in

@@ -72,6 +72,10 @@ class Options:
     # functions using numba.cuda/Triton/CuPy..., cpp_extension builds; project_values.py): a device
     # test in one module that opens such code of another stays CUDA (codemods/guards.py).
     cuda_only_code: Tuple[str, ...] = ()
+    # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
+    # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
+    # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.
+    tensorflow2_project: str = ""
     distributed: bool = False  # --distributed: one-device training scripts -> data-parallel on 8 NPUs
 
     @classmethod

@@ -123,6 +123,14 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
                                       if facts is not None else None, jobs=jobs, fingerprint=fingerprint)
+    if options.framework in ("auto", "tensorflow"):
+        from .targets.pins import tensorflow2_required
+
+        tensorflow2 = tensorflow2_required(project.paths or given)  # (the dependency files: a few reads)
+        if tensorflow2:
+            from dataclasses import replace
+
+            options = replace(options, tensorflow2_project=tensorflow2)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:

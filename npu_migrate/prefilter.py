@@ -488,7 +488,7 @@ class LazyCodeWords:
     follow it (engine.migrate_python) share them."""
 
     def __init__(self, tree: "ast.AST", text_words: Optional[AbstractSet[bytes]] = None,
-                 text: Optional[str] = None) -> None:
+                 text: Optional[str] = None, tensorflow2_project: str = "") -> None:
         self._tree = tree
         # words_of(the file's text), as the prefilter made them (None: not made): what
         # codemods/findings.py looks for before it walks the tree
@@ -496,7 +496,8 @@ class LazyCodeWords:
         self._text = text  # the file's text (tensorflow2_reason)
         self._words: Optional[CodeWords] = None
         self._imports: Optional[Tuple[FrozenSet[str], FrozenSet[str]]] = None
-        self._tensorflow2: Any = _NOT_YET
+        # (the project's requirements decide, when they say TF 2: options.tensorflow2_project)
+        self._tensorflow2: Any = tensorflow2_project or _NOT_YET
 
     def get(self) -> CodeWords:
         if self._words is None:

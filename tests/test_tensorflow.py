@@ -607,3 +607,60 @@ def test_tensorflow2_finding_once_per_run(run_cli, tmp_path):
     for name in ("a_model.py", "b_model.py"):
         assert (f"{name}: TensorFlow 1.15 rules not applied: TensorFlow 2 code (Keras subclassing; "
                 "no TensorFlow 1.x API)") in stderr.splitlines()
+
+
+TF1_GRAPH = '''import tensorflow as tf
+
+
+def build():
+    x = tf.compat.v1.placeholder(tf.float32, [None, 4])
+    return tf.compat.v1.Session(config=tf.compat.v1.ConfigProto(allow_soft_placement=True)), x
+'''
+
+
+@pytest.mark.parametrize("name, text, reason", [
+    ("setup.py", 'from setuptools import setup\nsetup(name="x", install_requires=["numpy", "tensorflow>=2.2"])\n',
+     "tensorflow>=2.2 in setup.py"),
+    ("requirements.txt", "numpy\ntensorflow-gpu==2.4.1\n", "tensorflow-gpu==2.4.1 in requirements.txt"),
+    ("pyproject.toml", '[project]\nname = "x"\ndependencies = ["tensorflow ~= 2.13"]\n',
+     "tensorflow ~= 2.13 in pyproject.toml"),
+    # another file's requirement allowing any TensorFlow does not make it 1.x
+    ("requirements.txt", "tensorflow\ntf-nightly>=2.16\n", "tf-nightly>=2.16 in requirements.txt"),
+    # a requirement allowing only TF 1.x: the files may be alternatives, the files decide
+    ("requirements.txt", "tensorflow>=2.2\ntensorflow-gpu<2\n", None),
+    ("requirements.txt", "tensorflow>=1.15\n", None),
+    ("requirements.txt", "tensorflow==1.15.5\n", None),
+    ("requirements.txt", "torch>=2.1\n", None),
+])
+def test_a_project_requiring_tensorflow2_gets_no_tensorflow115_rule(run_cli, tmp_path, name, text, reason):
+    """dopamine-rl 4.1.2 (install_requires tensorflow>=2.2): its tf.compat.v1 graph agent got
+    `from npu_bridge.npu_init import *` and npu_config_proto, the TF Adapter for 1.15, which a
+    TensorFlow 2 install does not have: the migrated module failed at its import. A project
+    whose requirements allow no TF 1.15 is TF 2 code in every file: NPU356 only, and --verbose
+    says why; a project that may be on 1.15 keeps the 1.15 rules (its file's own markers decide)."""
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "agent.py").write_text(TF1_GRAPH, encoding="utf-8")
+    done = run_cli(".", "--diff", "-v", "--no-cache", cwd=tmp_path)
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    if reason is None:
+        assert "from npu_bridge.npu_init import *" in stdout and "NPU356" not in stderr
+        assert "TensorFlow 1.15 rules not applied" not in stderr
+        return
+    assert done.returncode == 0 and stdout == ""  # (--diff: no change)
+    assert "agent.py:1:1: NPU356 [info] TensorFlow 2 code" in stderr
+    assert (f"agent.py: TensorFlow 1.15 rules not applied: the project requires TensorFlow 2 ({reason})"
+            in stderr.splitlines())
+    assert (tmp_path / "agent.py").read_text(encoding="utf-8") == TF1_GRAPH
+
+
+def test_tensorflow2_required_keys_the_cache(run_cli, tmp_path):
+    """The requirement decides what the run writes, so it is part of the cache key: a warm run
+    after the requirement changes is what a fresh run says."""
+    (tmp_path / "agent.py").write_text(TF1_GRAPH, encoding="utf-8")
+    (tmp_path / "requirements.txt").write_text("tensorflow>=2.2\n", encoding="utf-8")
+    env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / ".cache")}
+    first = run_cli(".", "--diff", cwd=tmp_path, env=env)
+    assert first.stdout == b"" and "NPU356" in first.stderr.decode()
+    (tmp_path / "requirements.txt").write_text("tensorflow==1.15.5\n", encoding="utf-8")
+    second = run_cli(".", "--diff", cwd=tmp_path, env=env)
+    assert "from npu_bridge.npu_init import *" in second.stdout.decode() and "NPU356" not in second.stderr.decode()

@@ -82,6 +82,45 @@ def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
     return pins
 
 
+
+# TensorFlow's packages (PEP 503 names): their requirements tell TensorFlow 2 projects apart.
+TENSORFLOW_PACKAGES = ("tensorflow", "tensorflow-gpu", "tensorflow-cpu", "tensorflow-macos", "intel-tensorflow",
+                       "tf-nightly")
+# Versions of TensorFlow 1 and 2, as samples of what a requirement allows (a SpecifierSet is
+# tested on versions, not compared as sets): every x.y.0-x.y.9 of 1.0-1.15 and 2.0-2.40.
+_TF1_VERSIONS = tuple(f"1.{minor}.{patch}" for minor in range(16) for patch in range(10))
+_TF2_VERSIONS = tuple(f"2.{minor}.{patch}" for minor in range(41) for patch in range(10))
+
+
+def tensorflow2_required(paths: Sequence[str]) -> str:
+    """Why the project's TensorFlow is TensorFlow 2 ("" when it may be 1.15): a requirement of
+    its dependency files allows no TF 1.x release (`tensorflow>=2.2`), and none allows only
+    TF 1.x (`tensorflow<2`: the files may be alternatives). The TF Adapter for TensorFlow 1.15,
+    npu_bridge, is not there on a TensorFlow 2 install: no file of the project gets its rules,
+    tf.compat.v1 code included (frameworks.tensorflow2_reason decides per file otherwise)."""
+    folder = project_folder(paths)
+    if folder is None:
+        return ""
+    without_tf1: List[str] = []
+    for rel in dependency_files(folder):
+        try:
+            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        if "tensorflow" not in text and "tf-nightly" not in text and "tf_nightly" not in text:
+            continue  # (most projects: no packaging import, no parse)
+        for requirement in _requirements_of(rel, text):
+            parsed = _parsed_requirement(requirement)
+            if parsed is None or _SEPARATORS.sub("-", parsed[0]).lower() not in TENSORFLOW_PACKAGES:
+                continue
+            specifiers = parsed[1]
+            if not any(specifiers.contains(v) for v in _TF2_VERSIONS):
+                return ""  # TF 1.x only: the project is not (only) TF 2
+            if not any(specifiers.contains(v) for v in _TF1_VERSIONS):
+                without_tf1.append(f"{requirement.strip()} in {rel}")
+    return f"the project requires TensorFlow 2 ({without_tf1[0]})" if without_tf1 else ""
+
 # `name`, or `name op version, op version ...`, and nothing else (no extras, markers, URL,
 # parentheses): how most pins are written. packaging's requirement parser reads each clause of such a line with
 # the specifier's own pattern, so the line is valid exactly when SpecifierSet takes its clauses,
