@@ -301,3 +301,24 @@ def test_the_reviewed_golden_migrations_run(run_on_standin, tmp_path):
     assert lines[2].startswith("epoch 0: ") and lines[2].endswith(" MiB (cuda)")
     assert lines[3:] == ["accuracy True", "visible cuda devices: ''", "using nccl", "cpu npu:0",
                          "model_cuda.pt ['bias', 'weight']"]
+
+
+def test_a_compiled_model_runs_on_the_standin(run_on_standin):
+    """torch.compile's tracing asks torch.accelerator for the current stream (torch >= 2.9's
+    dynamo streams.py); torch's own function asks the C++ backend, which the stand-in has not, so
+    every compiled model failed in a rehearsal (rl_games compiles by default): "PyTorch is not
+    linked with support for npu devices". The stand-in's torch.accelerator is torch.npu's.
+    (backend="eager": the tracing without a C++ compiler.)"""
+    code = """
+    import torch
+
+    model = torch.compile(torch.nn.Linear(4, 2).cuda(), backend="eager")
+    print(model(torch.ones(3, 4).cuda()).device)
+    with torch.accelerator.device_index(1):
+        print(torch.accelerator.current_device_index(), torch.accelerator.current_stream().device)
+    print(torch.accelerator.current_device_index())
+    """
+    done = run_on_standin(code, devices=2)
+    assert "torch.compile(torch.nn.Linear(4, 2).npu()" in done.migrated
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["cpu", "1 npu:1", "0"]

@@ -202,16 +202,39 @@ def _single_device_data_parallel():
 
 
 def _accelerator_api(npu_module):
-    """torch.accelerator sees the registered npu backend; its device functions are torch.npu's."""
+    """torch.accelerator sees the registered npu backend; its device and stream functions are
+    torch.npu's (torch's own ask the C++ backend, which the stand-in has not: torch.compile's
+    tracing asks for the current stream, and every compiled model failed in a rehearsal)."""
     acc = getattr(torch, "accelerator", None)
     if acc is None:
         return
     for name, function in (("current_device_index", npu_module.current_device),
                            ("current_device_idx", npu_module.current_device),
                            ("set_device_index", npu_module.set_device), ("set_device_idx", npu_module.set_device),
-                           ("synchronize", npu_module.synchronize)):
+                           ("synchronize", npu_module.synchronize),
+                           ("current_stream", npu_module.current_stream), ("set_stream", npu_module.set_stream),
+                           ("device_index", _device_index(npu_module))):
         if hasattr(acc, name):
             setattr(acc, name, function)
+
+
+def _device_index(npu_module):
+    """torch.accelerator.device_index(i): torch.npu's current device is i inside the block."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def device_index(device, /):
+        if device is None:
+            yield
+            return
+        before = npu_module.current_device()
+        npu_module.set_device(device)
+        try:
+            yield
+        finally:
+            npu_module.set_device(before)
+
+    return device_index
 
 
 def _autocast_args(args, kwargs):
