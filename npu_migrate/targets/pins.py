@@ -15,7 +15,7 @@ import functools
 import os
 import re
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import project_files
 from ..project_files import common_folder, read_pyproject, read_requirements_txt
@@ -67,14 +67,19 @@ def dependency_files(folder: str) -> List[str]:
     return [f for f in files if os.path.isfile(os.path.join(folder, f))]
 
 
-def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
-    pins: List[Pin] = []
+def dependency_texts(folder: str) -> Iterator[Tuple[str, str]]:
+    """(path relative to `folder`, text) of each dependency file of `folder` that can be read."""
     for rel in dependency_files(folder):
         try:
             with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
+                yield rel, fh.read()
         except OSError:
             continue
+
+
+def read_pins(folder: str, packages: Dict[str, str]) -> List[Pin]:
+    pins: List[Pin] = []
+    for rel, text in dependency_texts(folder):
         for requirement in _requirements_of(rel, text):
             pin = _pin(requirement, rel, packages)
             if pin is not None:
@@ -102,12 +107,7 @@ def tensorflow2_required(paths: Sequence[str]) -> str:
     if folder is None:
         return ""
     without_tf1: List[str] = []
-    for rel in dependency_files(folder):
-        try:
-            with open(os.path.join(folder, rel), encoding="utf-8", errors="replace") as fh:
-                text = fh.read()
-        except OSError:
-            continue
+    for rel, text in dependency_texts(folder):
         if "tensorflow" not in text and "tf-nightly" not in text and "tf_nightly" not in text:
             continue  # (most projects: no packaging import, no parse)
         for requirement in _requirements_of(rel, text):
@@ -120,6 +120,7 @@ def tensorflow2_required(paths: Sequence[str]) -> str:
             if not any(specifiers.contains(v) for v in _TF1_VERSIONS):
                 without_tf1.append(f"{requirement.strip()} in {rel}")
     return f"the project requires TensorFlow 2 ({without_tf1[0]})" if without_tf1 else ""
+
 
 # `name`, or `name op version, op version ...`, and nothing else (no extras, markers, URL,
 # parentheses): how most pins are written. packaging's requirement parser reads each clause of such a line with
