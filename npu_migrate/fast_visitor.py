@@ -284,13 +284,14 @@ def code_children(node: cst.CSTNode) -> List[cst.CSTNode]:
 
 
 def subtree(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    """`node` and every node under it (depth first, each child's subtree from the last child
-    back): for the analyses that only ask whether something is there."""
+    """`node` and every node of code under it (depth first, each child's subtree from the last
+    child back; no layout: code_children): for the analyses that only ask whether something is
+    there."""
     stack = [node]
     while stack:
         n = stack.pop()
         yield n
-        stack.extend(children(n))
+        stack.extend(code_children(n))
 
 
 def walk(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:

@@ -115,12 +115,28 @@ def test_a_word_in_any_case_is_found_where_the_case_insensitive_search_finds_it(
     words_sets = [["triton"], ["Triton", "cupy", "apex"], ["numba", "CuPy_"], ["ſ"], ["K"]]
     texts = ["", "import triton\n", "TritonKernel", "x = TRITON_OK", "tri ton", "import CUPY as c",
              "# apex", "numba", "cupy_x", "ſtriton", "s", "S", "k", "\u212a", "Kelvin \u212a triton",
-             "caf\u00e9 cupy", "\u017f", "num\u00adba"]
+             "caf\u00e9 cupy", "\u017f", "num\u00adba", "tr\u0130ton", "tr\u0131ton", "caf\u00e9 TRITON",
+             "\u00e9 nuMBA \u00e9", "\u0130mport x", "cu\u017fpy", "caf\u00e9 \u212a"]
     texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures" / "pytorch").glob("*.py"))[:20]]
     for words in words_sets:
         search = re.compile("(?i)" + "|".join(re.escape(w) for w in words))
         for text in texts:
             assert _in_any_case(words, text) == (search.search(text) is not None), (words, text[:40])
+
+
+@pytest.mark.slow
+def test_only_four_characters_outside_ascii_are_ascii_letters_in_any_case():
+    """guards._in_any_case lower-cases a non-ASCII text for ASCII words unless it holds one of
+    _ASCII_IN_ANY_CASE: over every code point, those are the characters `(?i)` takes for an
+    ASCII letter, or whose lower case holds an ASCII character (~1 s)."""
+    import re
+
+    from npu_migrate.codemods.guards import _ASCII_IN_ANY_CASE
+
+    letter = re.compile("(?i)[a-z]")
+    found = [c for c in map(chr, range(128, 0x110000))
+             if letter.fullmatch(c) or any(ch.isascii() for ch in c.lower())]
+    assert "".join(found) == _ASCII_IN_ANY_CASE
 
 
 def test_the_names_defined_are_those_of_a_word_led_search():

@@ -14,7 +14,7 @@ from typing import Callable, Iterator, List, Optional, Set, Tuple
 
 import libcst as cst
 
-from ..fast_visitor import children, subtree
+from ..fast_visitor import code_children, subtree
 from .strings import string_value
 
 Resolve = Callable[[cst.BaseExpression], Optional[str]]
@@ -127,7 +127,7 @@ def _returns(body: cst.CSTNode) -> Iterator[cst.Return]:
             yield n
         elif isinstance(n, (cst.FunctionDef, cst.Lambda, cst.ClassDef)) or isinstance(n, cst.BaseExpression):
             continue
-        stack.extend(children(n))
+        stack.extend(code_children(n))
 
 
 def device_bodies(node: cst.If, resolve: Resolve) -> Set[int]:
