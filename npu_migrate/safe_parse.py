@@ -82,21 +82,43 @@ def deeper_than(tree: ast.AST, text: str, limit: int) -> bool:
     less). tests/test_hostile_inputs.py compares the verdicts with the walk that enters every
     statement, at every limit from 3 up, on the fixtures and the test inputs.
     """
+    # (child_nodes and _byte_span written inline: this loop runs for every node it enters,
+    # 0.48 -> 0.40 CPU-s on transformers' 308 parsed files)
     starts = _line_starts(text)
+    lines = len(starts)
     stack = [(tree, 1)]
-    expr = ast.expr
+    expr, node_class = ast.expr, ast.AST
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             return True
         room = limit - depth
-        for child in child_nodes(node):
-            if isinstance(child, expr):
-                if _byte_span(child, starts) + 2 <= room:
-                    continue  # too short to reach the limit
-            elif hasattr(child, "end_col_offset") and 2 * _byte_span(child, starts) + 4 <= room:
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                found = value
+            elif isinstance(value, node_class):
+                found = [value]
+            else:
                 continue
-            stack.append((child, depth + 1))
+            for child in found:
+                if not isinstance(child, node_class):
+                    continue
+                line = getattr(child, "lineno", None)
+                if line is not None:  # (a node with a position: its span, as _byte_span)
+                    end_line, end_col = getattr(child, "end_lineno", None), getattr(child, "end_col_offset", None)
+                    if end_line is None or end_col is None or line > lines or end_line > lines:
+                        span = 1 << 30
+                    elif end_line == line:
+                        span = end_col - getattr(child, "col_offset", 0)
+                    else:
+                        span = (starts[end_line - 1] + end_col) - (starts[line - 1] + getattr(child, "col_offset", 0))
+                    if isinstance(child, expr):
+                        if span + 2 <= room:
+                            continue  # too short to reach the limit
+                    elif hasattr(child, "end_col_offset") and 2 * span + 4 <= room:
+                        continue
+                stack.append((child, depth + 1))  # (no position: walked, as _byte_span's unknown span)
     return False
 
 
