@@ -248,3 +248,24 @@ def test_fields_left_out_of_walks_hold_only_layout():
                         left_out += 1
             assert code_children(node) == [c for c in children(node) if not isinstance(c, _LAYOUT_BASES)], type(node)
     assert left_out > 10_000
+
+
+@pytest.mark.slow
+def test_telling_layout_classes_fills_no_abc_cache():
+    """fast_visitor tells layout classes by their MRO: issubclass() against libcst's abstract
+    bases (ABCs) cached every class it was asked about in each base and its subclasses, 4 MB
+    of every process (each worker's RSS) from the import on."""
+    import subprocess
+    import sys
+
+    code = (
+        "import _abc, libcst as cst\n"
+        "from npu_migrate import fast_visitor as fv\n"
+        "for c in vars(cst).values():\n"
+        "    if isinstance(c, type) and cst.CSTNode in c.__mro__ and fv._child_fields(c):\n"
+        "        fv._code_fields(c, fv._child_fields(c))\n"
+        "bases = [b for b in fv._LAYOUT_BASES + (cst.CSTNode,) if hasattr(b, '_abc_impl')]\n"
+        "print(sum(len(_abc._get_dump(b)[1]) + len(_abc._get_dump(b)[2]) for b in bases), len(bases))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout.split()
+    assert out[0] == "0" and int(out[1]) > 5, out
