@@ -666,3 +666,29 @@ def test_ranks_stopped_by_a_preemption_are_not_held_to_equal_parameters(tmp_path
                              ranks=[RankResult(rank=r, pid=r, sigterm=True) for r in range(2)], copies_in=[],
                              uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
     assert _distributed_checks(result, tmp_path, {r["rank"]: r for r in records}, []) == [] and result.checks == []
+
+
+PPE_MNIST = '''import torch
+import pytorch_pfn_extras as ppe
+import pytorch_pfn_extras.training.extensions as extensions
+
+model = torch.nn.Linear(4, 2).cuda()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2)
+my_extensions = [
+    extensions.LogReport(),
+    ppe.training.extensions.snapshot(saver_rank=0),
+    extensions.PrintReport(["epoch"]),
+]
+manager = ppe.training.ExtensionsManager(model, optimizer, 2, extensions=my_extensions, iters_per_epoch=4)
+'''
+
+
+def test_a_library_writer_made_on_every_rank_is_reported():
+    """ppe's LogReport writes result/log from inside the library, on every rank after
+    --distributed (a 2-process rehearsal of ppe's MNIST example: "files written by more than one
+    rank: result/log"); the rewrite only puts the script's own writes on rank 0. Reported
+    (NPU395); a snapshot given saver_rank and PrintReport (it writes nothing) are not."""
+    r = migrate_source(PPE_MNIST, "train.py", DIST)
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU395"] == [
+        ("NPU395", 9, 5, "LogReport")]

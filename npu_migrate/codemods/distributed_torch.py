@@ -48,6 +48,7 @@ from . import distributed_common as common
 from .distributed_torch_analysis import MODULE_API, Loader, Move, TorchAnalysis, moves_model, parameters_of
 from .syntax import is_main_guard, keyword_arg, leading_lines, sole_call
 from ..codes import emits
+from ..fast_visitor import subtree
 
 # ----------------------------------------------------------------------------- decisions
 
@@ -499,7 +500,35 @@ def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
             common.report(ctx, "NPU387", node, f"{model}.{attr}(...)", model=model, attr=attr)
 
 
-@emits("NPU160", "NPU161", "NPU162", "NPU163", "NPU384", "NPU386", "NPU388", "NPU391", "NPU392", "NPU393", "NPU394")
+# Library objects that write a file of a fixed name on every process they are made in (the
+# keyword that makes one rank the writer, if the library has one): pytorch-pfn-extras'
+# LogReport writes `<out>/log` on every rank (found by a 2-process rehearsal of ppe's MNIST
+# example after --distributed: "files written by more than one rank: result/log").
+_LIBRARY_WRITERS = {
+    "pytorch_pfn_extras.training.extensions.LogReport": None,
+    "pytorch_pfn_extras.training.extensions.PlotReport": None,
+    "pytorch_pfn_extras.training.extensions.snapshot": "saver_rank",
+    "pytorch_pfn_extras.training.extensions.snapshot_object": "saver_rank",
+}
+
+
+def _library_writers(ctx: Context) -> List[Tuple[cst.Call, str]]:
+    """The library writers the script makes (NPU395): the rewrite puts the script's own writes
+    under is_main_process() (NPU163), but a writer a library makes writes from inside it."""
+    if "pytorch_pfn_extras" not in ctx.text:
+        return []
+    found = []
+    for node in subtree(ctx.module):
+        if isinstance(node, cst.Call):
+            qual = ctx.imports.resolve(node.func)
+            if qual in _LIBRARY_WRITERS and not any(
+                    a.keyword is not None and a.keyword.value == _LIBRARY_WRITERS[qual] for a in node.args):
+                found.append((node, qual.rsplit(".", 1)[-1]))
+    return found
+
+
+@emits("NPU160", "NPU161", "NPU162", "NPU163", "NPU384", "NPU386", "NPU388", "NPU391", "NPU392", "NPU393", "NPU394",
+       "NPU395")
 def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "torch"):
         return module
@@ -556,6 +585,8 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         common.edit(ctx, "NPU163", stmt, "", "if is_main_process():")
     for node, api in original.unguarded_writes:
         common.report(ctx, "NPU391", node, api)
+    for call, api in _library_writers(ctx):
+        common.report(ctx, "NPU395", call, api)
     for stmt, name in p.shards:
         common.edit(ctx, "NPU162", stmt, "", f"{name} = rank_shard({name})")
     if not p.loaders and not p.shards:
