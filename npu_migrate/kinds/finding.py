@@ -115,6 +115,7 @@ class FindingSpec:
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
+    skip_type_tests: bool = False  # api findings: not where a class is only named by isinstance/issubclass
     once_per_file: bool = False  # framework api findings: report each listed name once per file
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (words.codemod_words)
     resolves: Tuple[str, ...] = ()  # ... and the qualified names that scan resolves through the imports
@@ -158,8 +159,9 @@ def _check(entry: Dict[str, Any], label: str, from_: str) -> None:
         _check_non_python_patterns(match_kind, names + entry.get("unless", []), label)
     elif "unless" in entry:
         raise RuleError(f"{label}: 'unless' is only for kind = \"requirement\" findings")
-    if "skip_logged" in entry and (match_kind != "api" or not isinstance(entry["skip_logged"], bool)):
-        raise RuleError(f"{label}: 'skip_logged' must be true or false, and only for kind = \"api\" findings")
+    for flag in ("skip_logged", "skip_type_tests"):
+        if flag in entry and (match_kind != "api" or not isinstance(entry[flag], bool)):
+            raise RuleError(f"{label}: '{flag}' must be true or false, and only for kind = \"api\" findings")
     if match_kind == "guard" and from_ not in GUARD_TRIGGERS:
         raise RuleError(f"{label}: a \"guard\" finding's 'api' must be one of {', '.join(sorted(GUARD_TRIGGERS))}")
     _check_python_finding(match_kind, entry, from_, label)
@@ -260,6 +262,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         unless=tuple(entry.get("unless", ())),
         context=entry.get("context", "any"),
         skip_logged=entry.get("skip_logged", False),
+        skip_type_tests=entry.get("skip_type_tests", False),
         once_per_file=bool(entry.get("once_per_file", False)),
         words=tuple(entry.get("words", ())),
         resolves=tuple(entry.get("resolves", ())),
@@ -422,7 +425,7 @@ KIND = register(Kind(
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
                                          "suffixes", "commands", "context", "framework", "once_per_file", "words",
                                          "resolves",
-                                         "skip_logged", "gates")),
+                                         "skip_logged", "skip_type_tests", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,
     new_index=FindingIndex,

@@ -126,6 +126,11 @@ class TorchTransformer(cst.CSTTransformer):
     def visit_Call(self, node: cst.Call) -> None:
         if is_display_call(node):
             self.state.shown += 1
+        if (isinstance(node.func, cst.Name) and node.func.value in ("isinstance", "issubclass") and len(node.args) == 2
+                and node.args[1].keyword is None and not node.args[1].star):
+            classes = node.args[1].value  # a class, or a tuple of them
+            named = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
+            self.state.type_tests.update(id(n) for n in named)
         if dc.is_foreign_callee(self._resolve(node.func)):
             self.state.foreign += 1
             keep_foreign_device_tests(self.ctx, node, self._resolve)

@@ -453,13 +453,16 @@ class ReferenceRewrites(TorchKind):
         """Report `qual` if a finding names it exactly (also when it is rewritten: the NPU twin
         may behave differently), or -- for a member of a module whose members are rewritten one
         by one -- if that member has no NPU twin (the module's own finding is the fallback).
-        Whether a finding covers it (one shown in a log call is covered, not reported)."""
+        Whether a finding covers it (one shown in a log call, or a class an isinstance test names,
+        is covered, not reported)."""
         rs = self.ctx.rules
         if not rewritten and self._report_target(qual, node):
             return True
         rule = rs.finding_api.get(qual)
         if rule is not None and not self._is_member_module(qual):
-            if not (FindingSpec.of(rule).skip_logged and self.state.shown):
+            spec = FindingSpec.of(rule)
+            if not (spec.skip_logged and self.state.shown) and not (spec.skip_type_tests
+                                                                  and id(node) in self.state.type_tests):
                 self.ctx.finding(rule, node, api=qual)
             return True
         if not rewritten and parent is not None and self._is_member_module(parent):

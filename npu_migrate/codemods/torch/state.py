@@ -9,7 +9,7 @@ kinds look at the same node. Nothing else is shared: mypy checks every use."""
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Type
+from typing import Callable, List, Optional, Set, Type
 
 import libcst as cst
 
@@ -22,7 +22,7 @@ class TorchState:
     deep the walk is in calls that only show their arguments or that take another library's
     device names. The walk updates the depths (visit_Call/leave_Call); kinds only read them."""
 
-    __slots__ = ("ctx", "imports", "resolve", "shown", "foreign")
+    __slots__ = ("ctx", "imports", "resolve", "shown", "foreign", "type_tests")
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
@@ -34,6 +34,9 @@ class TorchState:
         self.shown = 0
         # > 0 inside a call of a library with device names of its own (device_context.py).
         self.foreign = 0
+        # The classes an isinstance/issubclass test names (ids of the nodes): a type test is
+        # no use of the class (`skip_type_tests` api findings are not reported there).
+        self.type_tests: Set[int] = set()
 
 
 class TorchKind:
