@@ -171,7 +171,7 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
     replaced by doing its items here. Ctrl-C is the parent's: the child ignores it and is killed."""
     if len(items) < SPLIT_FROM or not sys.platform.startswith("linux"):
         return [one(item) for item in items]
-    import pickle  # noqa: F401 (imported before the fork: the child and _answer only look it up)
+    import pickle  # noqa: F401  # nosec B403 (imported before the fork: the child and _answer only look it up)
     import signal
 
     from .source import signals_deferred
@@ -220,10 +220,10 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
 
 def _answer(data: bytes, size: int) -> "Optional[Tuple[list, Dict[str, int]]]":
     """The child's (results, work counts) from what it sent, or None when that is not whole."""
-    import pickle
+    import pickle  # nosec B403 (bytes from this process's own forked child, over a pipe only they hold)
 
     try:
-        answer = pickle.loads(data)
+        answer = pickle.loads(data)  # nosec B301
     except Exception:  # noqa: BLE001 (cut short: the parent does the items itself)
         return None
     if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], list) and len(answer[0]) == size
@@ -235,7 +235,7 @@ def _answer(data: bytes, size: int) -> "Optional[Tuple[list, Dict[str, int]]]":
 def _child(job: "Callable[[], object]", read_end: int, write_end: int) -> None:
     """The forked half of _in_two: do `job`, send its result and work counts, exit; never return."""
     try:
-        import pickle
+        import pickle  # nosec B403 (it pickles its own results for the parent: _answer)
         import signal
 
         signal.signal(signal.SIGINT, signal.SIG_IGN)
