@@ -469,7 +469,7 @@ class _Places:
     """How a file the job wrote is named in the report: `name` (in the working folder),
     `/cache/name`, `../name` (elsewhere in the job folder), `~/name` or an absolute path; None for
     what is not the job's output (the rehearsal's own files, the OBS, the input copied into
-    /cache, bytecode, the generated code's markers, caches under ~/.cache)."""
+    /cache, bytecode, the generated code's markers, caches under ~/.cache, torch.compile's cache)."""
 
     def __init__(self, job: Path, code: Path, obs: Path, copies_in: List[Copy]) -> None:
         self.job, self.code = job, code
@@ -477,7 +477,7 @@ class _Places:
         self.inputs = [Path(c.dst).resolve() for c in copies_in]
         home = Path.home()
         self.home = home
-        self.caches = [Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache")]
+        self.caches = [Path(os.environ.get("XDG_CACHE_HOME") or home / ".cache"), _inductor_cache()]
 
     def name(self, file: str) -> Optional[str]:
         path = Path(os.path.abspath(file))
@@ -498,6 +498,23 @@ class _Places:
         if self.home in path.parents:
             return "~/" + path.relative_to(self.home).as_posix()
         return str(path)
+
+
+def _inductor_cache() -> Path:
+    """Where torch.compile keeps what it compiles (torch/_inductor/runtime/cache_dir_utils.py:
+    TORCHINDUCTOR_CACHE_DIR, else torchinductor_<user> in the temporary folder): a compiled
+    model's kernels and graphs, no output of the job's (rl_games compiles by default: 26 of its
+    files were listed as not reaching train_url)."""
+    import getpass
+
+    chosen = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    if chosen:
+        return Path(os.path.abspath(chosen))
+    try:
+        user = getpass.getuser()
+    except (KeyError, ModuleNotFoundError, OSError):
+        user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
+    return Path(tempfile.gettempdir()) / ("torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 def _written(places: _Places, before: Dict[str, Tuple[int, int]], records: Dict[int, dict],

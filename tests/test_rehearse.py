@@ -299,6 +299,34 @@ def test_files_written_outside_the_working_folder_are_named_not_missed(world, tm
                              "folder, never uploaded")
 
 
+
+@pytest.mark.parametrize("chosen", [True, False])
+def test_torch_compiles_cache_is_no_output_of_the_job(world, tmp_path, chosen):
+    """torch.compile keeps its kernels and graphs in TORCHINDUCTOR_CACHE_DIR, else in
+    torchinductor_<user> of the temporary folder: a rehearsal of rl_games (which compiles by
+    default) listed 26 of them as files that did not reach train_url. What the job saves is
+    still named (../outputs/model.bin)."""
+    import getpass
+    import shutil
+    import tempfile
+    import uuid
+
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")} if chosen else {}
+    default = os.path.join(tempfile.gettempdir(), "torchinductor_" + getpass.getuser())
+    sub = "npu-migrate-test-" + uuid.uuid4().hex  # (the default folder is shared: a folder of the test's own)
+    world.script("train.py", ADAPTED_HEAD + (
+        f"cache = os.environ.get('TORCHINDUCTOR_CACHE_DIR') or {default!r}\n"
+        f"os.makedirs(os.path.join(cache, {sub!r}, 'fxgraph'), exist_ok=True)\n"
+        f"open(os.path.join(cache, {sub!r}, 'fxgraph', 'graph.bin'), 'wb').write(b'g')\n"
+        "os.makedirs('../outputs', exist_ok=True)\n"
+        "open('../outputs/model.bin', 'wb').write(b'w')\n"))
+    try:
+        done = world.rehearse("train.py", env=env)
+    finally:
+        shutil.rmtree(os.path.join(default, sub), ignore_errors=True)
+    assert done.returncode == 1, report(done) + done.stderr.decode()
+    assert not_uploaded(done) == ["../outputs/model.bin"]
+
 def test_what_a_torch_job_saves_outside_its_folder_with_torch_and_numpy_is_seen(world, torch_python):
     world.script("train.py", ADAPTED_HEAD + (
         "import numpy as np, torch\n"
