@@ -52,7 +52,7 @@ _EXAMPLE_KEYS = {"before", "after", "flagged", "not_flagged", "add_import", "pat
 _EXAMPLE_OPTIONS = {**{f.name: type(f.default) for f in dataclasses.fields(Options)
                        if isinstance(f.default, (bool, str, tuple))}, **{name: str for name in TARGET_OPTIONS}}
 _STRING_KEYS = ("message", "suggestion", "from", "to", "api", "kind", "severity", "module", "after")
-_STRING_LIST_KEYS = ("members", "keywords", "functions", "methods", "patterns", "apis", "unless", "suffixes")
+_STRING_LIST_KEYS = ("members", "keywords", "functions", "second_functions", "methods", "patterns", "apis", "unless", "suffixes")
 
 
 # ----------------------------------------------------------------------------- the rule set

@@ -28,6 +28,12 @@ REWRITES = [
     ("from torch.cuda.amp import GradScaler, autocast\n", "from torch_npu.npu.amp import GradScaler, autocast\n"),
     ("import torch\nwith torch.cuda.amp.autocast():\n    pass\n", "import torch\nwith torch.npu.amp.autocast():\n    pass\n"),
     ("import torch\nstate = torch.cuda.get_rng_state()\n", "import torch\nstate = torch.npu.get_rng_state()\n"),
+    # the device argument of the renamed call moves with it: the second of set_rng_state, whose first is the state
+    ("import torch\ns = torch.cuda.get_rng_state('cuda')\ntorch.cuda.set_rng_state(s, 'cuda:0')\n",
+     "import torch\ns = torch.npu.get_rng_state('npu')\ntorch.npu.set_rng_state(s, 'npu:0')\n"),
+    ("import torch\ntorch.cuda.set_rng_state('cuda')\n", "import torch\ntorch.npu.set_rng_state('cuda')\n"),
+    ("from torch.cuda import set_rng_state\nset_rng_state(s, f'cuda:{rank}')\n",
+     "from torch.npu import set_rng_state\nset_rng_state(s, f'npu:{rank}')\n"),
     ("import torch\ntorch.cuda.manual_seed(0)\n", "import torch\ntorch.npu.manual_seed(0)\n"),
     ("import torch\ns = torch.cuda.Stream()\n", "import torch\ns = torch.npu.Stream()\n"),
     ("import torch\nm = torch.cuda.memory_allocated(0)\n", "import torch\nm = torch.npu.memory_allocated(0)\n"),

@@ -297,6 +297,8 @@ class LiteralRewrites(TorchKind):
             self.device_methods.update(where.methods)
             for f in where.functions:
                 self.device_functions[f] = 0
+            for f in where.second_functions:
+                self.device_functions[f] = 1
         self.backend_keywords: Set[str] = {"backend"}
         for r in rs.backend.values():
             self.backend_keywords.update(r.spec_of(Positions).keywords)
@@ -456,8 +458,8 @@ class LiteralRewrites(TorchKind):
         if dc.is_foreign_callee(qual):
             return out  # DALI's fn.resize(..., device="gpu"): that library's own device names
         positional = [a for a in call.args if a.keyword is None and a.star == ""]
-        if qual is not None and qual in self.device_functions and positional:
-            out.append((positional[0], "device"))
+        if qual is not None and len(positional) > self.device_functions.get(qual, len(positional)):
+            out.append((positional[self.device_functions[qual]], "device"))
         elif (
             qual is None
             and isinstance(func, cst.Attribute)
