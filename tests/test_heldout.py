@@ -1067,3 +1067,47 @@ def test_a_path_argument_defaulting_to_an_output_folder_is_an_output():
              and isinstance(node.func, ast.Name) and node.func.id == "modelarts_setup"]
     assert [{k.arg: ast.literal_eval(k.value) for k in call.keywords} for call in calls] == [
         {"data": ["val_dir"], "outputs": ["train_dir", "log_root"]}]
+
+
+# gpytorch 1.15.2 test/priors/test_normal_prior.py (and four more prior tests): a test moves a prior
+# to the GPU and asserts where its tensors went with unittest's assertEqual. `.cuda()` became
+# `.npu()` but the asserted "cuda" stayed: the migrated test failed on the NPU (device.type is
+# "npu" there). The assertion's literal now moves as in `x.device.type == "cuda"`; a literal
+# compared with something that is not a device (a name, a keyword argument) stays.
+PRIOR_TEST = """\
+import unittest
+
+import torch
+import torch.distributed as dist
+
+
+class TestNormalPrior(unittest.TestCase):
+    def test_normal_prior_to_gpu(self):
+        if torch.cuda.is_available():
+            prior = NormalPrior(0, 1).cuda()
+            self.assertEqual(prior.loc.device.type, "cuda")
+            self.assertEqual("cuda", prior.scale.device.type)
+            self.assertNotEqual(str(prior.loc.device), "cuda:1")
+            self.assertIn("cuda", str(prior.loc.device))
+            self.assertEqual(dist.get_backend(), "nccl")
+            self.assertEqual(prior.name, "cuda")
+            self.assertEqual(first=prior.loc.device.type, second="cuda")
+"""
+
+
+def test_unittest_assertions_on_a_device_move_with_the_device():
+    result = migrate_source(PRIOR_TEST, "test/priors/test_normal_prior.py", Options())
+    assert result.error is None
+    expected = PRIOR_TEST.replace("import torch.distributed as dist\n",
+                                  "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n")
+    expected = expected.replace("torch.cuda.", "torch.npu.").replace(".cuda()", ".npu()")
+    for before, after in (('type, "cuda")', 'type, "npu")'), ('("cuda", prior', '("npu", prior'),
+                          ('"cuda:1"', '"npu:1"'), ('assertIn("cuda"', 'assertIn("npu"'), ('"nccl"', '"hccl"')):
+        expected = expected.replace(before, after, 1)
+    assert result.new_text == expected
+    assert 'self.assertEqual(prior.name, "cuda")' in result.new_text
+    assert 'second="cuda")' in result.new_text
+    assert [(e.code, e.span.line) for e in result.edits] == [
+        ("NPU108", 5), ("NPU102", 9), ("NPU101", 10), ("NPU105", 11), ("NPU105", 12), ("NPU105", 13), ("NPU105", 14),
+        ("NPU106", 15)]
+    assert_partial_as_whole(PRIOR_TEST, "test_normal_prior.py")

@@ -34,6 +34,8 @@ FIELD_MAKERS = {"field", "Field", "ib", "attrib", "dataclasses.field", "attr.ib"
 # Other command-line libraries: click options take argparse's keywords (`type=click.Choice`);
 # absl flags are (name, default, [enum_values,] help).
 CLICK_OPTIONS = {"click.option", "click.argument"}
+# unittest's assertions that compare their first two arguments (`==`, `!=`, `in`, `not in`).
+UNITTEST_COMPARISONS = {"assertEqual", "assertEquals", "assertNotEqual", "assertIn", "assertNotIn"}
 ABSL_FLAGS = {
     "absl.flags.DEFINE_string": False, "absl.flags.DEFINE_enum": True, "absl.flags.DEFINE_list": False,
 }
@@ -578,12 +580,39 @@ class LiteralRewrites(TorchKind):
                 args=[first.with_changes(value=self.device_literal(original.args[0].value, first.value))]
                 + list(updated.args[1:])
             )
+        # self.assertEqual(x.device.type, "cuda"): unittest's comparison, as `==` (leave_Comparison)
+        if qual is None and isinstance(original.func, cst.Attribute) \
+                and original.func.attr.value in UNITTEST_COMPARISONS and len(original.args) >= 2:
+            updated = self._asserted_devices(original, updated)
         # argparse: parser.add_argument("--device", default="cuda", choices=[...]); click options.
         if _declares_option(original) or qual in CLICK_OPTIONS:
             updated = self._argparse_defaults(original, updated)
         # absl: flags.DEFINE_string("base_device", "cuda", ...), DEFINE_string("backend", "nccl", ...)
         if qual in ABSL_FLAGS:
             updated = self._absl_flag(original, updated, enum=ABSL_FLAGS[qual])
+        return updated
+
+    def _asserted_devices(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`self.assertEqual(prior.loc.device.type, "cuda")` (gpytorch's tests), `assertNotEqual`,
+        `assertIn("cuda", str(x.device))`: the literal compared with a device (or a backend) moves
+        as in `x.device.type == "cuda"`, or the migrated test asserts the device it no longer uses."""
+        first, second = original.args[0], original.args[1]
+        if first.keyword is not None or second.keyword is not None or first.star or second.star:
+            return updated
+        args = list(updated.args)
+        for index, other in ((0, second.value), (1, first.value)):
+            lit_o, lit_u = original.args[index].value, args[index].value
+            if not self._is_rewritable_literal(lit_u):
+                continue
+            if self.is_device_expr(other):
+                new = self.device_literal(lit_o, lit_u, variable=self._compared_variable(other))
+            elif self.is_backend_expr(other):
+                new = self.backend_literal(lit_o, lit_u)
+            else:
+                continue
+            if new is not lit_u:
+                args[index] = args[index].with_changes(value=new)
+                return updated.with_changes(args=args)
         return updated
 
     def _map_location_values(self, original: cst.Dict, updated: cst.Dict) -> cst.Dict:
