@@ -1111,3 +1111,34 @@ def test_unittest_assertions_on_a_device_move_with_the_device():
         ("NPU108", 5), ("NPU102", 9), ("NPU101", 10), ("NPU105", 11), ("NPU105", 12), ("NPU105", 13), ("NPU105", 14),
         ("NPU106", 15)]
     assert_partial_as_whole(PRIOR_TEST, "test_normal_prior.py")
+
+
+# gpytorch 1.15.2 gpytorch/kernels/multi_device_kernel.py: the multi-GPU kernel subclasses
+# DataParallel (its notebook Simple_MultiGPU_GP_Regression builds it over every device). NPU305
+# reported `DataParallel(model)` calls only, so the class that builds one on every instance went
+# unreported. A class base named by a call finding with no argument condition (NPU305, NPU302's
+# CUDAExtension) is now reported there; the explicit `DataParallel.__init__` is not a second one.
+MULTI_DEVICE_KERNEL = """\
+import torch
+from torch.nn.parallel import DataParallel
+
+from .kernel import Kernel
+
+
+class MultiDeviceKernel(DataParallel, Kernel):
+    def __init__(self, base_kernel, device_ids, output_device=None):
+        DataParallel.__init__(self, module=base_kernel, device_ids=device_ids, output_device=output_device, dim=-2)
+        self.output_device = output_device if output_device else device_ids[0]
+
+
+class Checked(torch.nn.parallel.DistributedDataParallel, metaclass=type):
+    pass
+"""
+
+
+def test_a_class_built_on_data_parallel_is_reported_at_its_base():
+    result = migrate_source(MULTI_DEVICE_KERNEL, "gpytorch/kernels/multi_device_kernel.py", Options())
+    assert result.error is None and result.new_text is None
+    assert [(f.code, f.severity, f.span.line, f.span.col) for f in result.findings] == [("NPU305", "error", 7, 25)]
+    assert "`torch.nn.parallel.DataParallel` is not supported" in result.findings[0].message
+    assert_partial_as_whole(MULTI_DEVICE_KERNEL, "multi_device_kernel.py")

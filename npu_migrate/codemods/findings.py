@@ -206,6 +206,19 @@ class FindingVisitor(cst.CSTVisitor):
                     self.ctx.finding(rule, node, api=f".{name}()")
 
 
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        # `class MultiDeviceKernel(DataParallel, Kernel)` (gpytorch): each instance is built by the
+        # base's __init__, as a call would build it; only rules that flag every call (no argument
+        # condition) apply, reported at the base.
+        for base in node.bases:
+            if base.keyword is not None or base.star:
+                continue
+            qual = self.ctx.imports.resolve(base.value)
+            for rule in self.rules.finding_call.get(qual, ()) if qual is not None else ():
+                spec = FindingSpec.of(rule)
+                if not spec.keywords and not spec.positions and self.applies(rule):
+                    self.ctx.finding(rule, base.value, api=qual)
+
     # -- error texts (kind "string") -----------------------------------------------------------
 
     def visit_Assign(self, node: cst.Assign) -> None:
