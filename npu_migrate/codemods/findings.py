@@ -214,7 +214,9 @@ class FindingVisitor(cst.CSTVisitor):
             if base.keyword is not None or base.star:
                 continue
             qual = self.ctx.imports.resolve(base.value)
-            for rule in self.rules.finding_call.get(qual, ()) if qual is not None else ():
+            if qual is None:
+                continue
+            for rule in self.rules.finding_call.get(qual, ()):
                 spec = FindingSpec.of(rule)
                 if not spec.keywords and not spec.positions and self.applies(rule):
                     self.ctx.finding(rule, base.value, api=qual)
