@@ -1142,3 +1142,43 @@ def test_a_class_built_on_data_parallel_is_reported_at_its_base():
     assert [(f.code, f.severity, f.span.line, f.span.col) for f in result.findings] == [("NPU305", "error", 7, 25)]
     assert "`torch.nn.parallel.DataParallel` is not supported" in result.findings[0].message
     assert_partial_as_whole(MULTI_DEVICE_KERNEL, "multi_device_kernel.py")
+
+
+# MindsporeTrainer 0.2.0 MindsporeTrainer/launcher.py: `--device_target` is declared in the same file
+# (default "Ascend") and read through a variable, `target = args.device_target`, passed to
+# set_context. `set_context(device_target=args.device_target)` was silent (the option's default is
+# the file's and moves: NPU142), but the variable drew NPU346 "comes from `target`, which this file
+# does not show" -- also inside `if target == "Ascend":`. A variable bound only to such an option
+# is now the option; one bound to something the file does not declare still draws NPU346.
+TRAINER_LAUNCHER = """\
+import argparse
+
+import mindspore as ms
+
+
+def build_argument_parser():
+    parser = argparse.ArgumentParser()
+    parser.add_argument('--device_target', type=str, default='GPU', choices=['Ascend', 'GPU', 'CPU'])
+    return parser
+
+
+def set_context(args):
+    target = args.device_target
+    if target == "CPU":
+        args.distribute = False
+    ms.context.set_context(mode=ms.context.PYNATIVE_MODE, device_target=target)
+
+
+def set_other(cfg):
+    target = cfg.backend_name
+    ms.context.set_context(device_target=target)
+"""
+
+
+def test_a_variable_holding_the_files_device_option_moves_with_its_default():
+    result = migrate_source(TRAINER_LAUNCHER, "MindsporeTrainer/launcher.py", Options())
+    assert result.error is None
+    assert result.new_text == TRAINER_LAUNCHER.replace("default='GPU'", "default='Ascend'")
+    assert [(e.code, e.span.line) for e in result.edits] == [("NPU142", 8)]
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU346", 21, 42)]
+    assert "`target`" in result.findings[0].message

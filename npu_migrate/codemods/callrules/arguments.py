@@ -70,12 +70,14 @@ class ArgumentPlanning(PlannerState):
                 for v, p in zip(bound, targets):
                     self._rewrite_literals(rule, p, self.value_paths.get(id(v), ()))
                 return
-        if (
-            isinstance(value, cst.Attribute)
-            and value.attr.value in spec.options
-            and value.attr.value in self.argparse_options
-        ):
-            return  # `args.device_target`: its argparse default is rewritten
+        def read_option(node: Optional[cst.BaseExpression]) -> bool:
+            return (isinstance(node, cst.Attribute) and node.attr.value in spec.options
+                    and node.attr.value in self.argparse_options)
+
+        if read_option(value) or (bound and len(bound) == len(values or ()) and all(map(read_option, bound))):
+            # `args.device_target`, or `target = args.device_target` (MindsporeTrainer's
+            # launcher): the option is this file's, and its argparse default is rewritten
+            return
         if spec.unknown_finding:
             source = self.source(value)
             if spec.unknown_contains and spec.unknown_contains.lower() not in source.lower():
