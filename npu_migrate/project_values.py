@@ -53,10 +53,15 @@ from .source import Source
 _TORCH_IMPORT = re.compile(rb"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b)", re.MULTILINE)
 # `_C.MODEL.DEVICE = "cuda"`, `DEVICE = 'cuda:0'` (the device strings the torch pass rewrites
 # when they are assigned to a name that says device).
-# `SUPPORTED_DEVICES = ["cpu", "cuda"]` too: a list or tuple of them on one line.
+# `SUPPORTED_DEVICES = ["cpu", "cuda"]` too: a list or tuple of them on one line; and a lookup
+# with a CUDA default, `DEVICE = os.environ.get("DEVICE", "cuda")`, or an `or "cuda"` fallback
+# (codemods/torch/literals.py moves those defaults as it moves the literal).
 _DEVICE_ASSIGNMENT = re.compile(
     rb"^([ \t]*)([A-Za-z_]\w*(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*)(?:[ \t]*:[^=\n]*)?[ \t]*=[ \t]*"
-    rb"(?:[rRuU]?(['\"])cuda(?::\d+)?\3|[\[(][^\n]*?(['\"])cuda(?::\d+)?\4[^\n]*?[\])])"
+    rb"(?:[rRuU]?(['\"])cuda(?::\d+)?\3|[\[(][^\n]*?(['\"])cuda(?::\d+)?\4[^\n]*?[\])]"
+    rb"|[^\n=]*?\b(?:get|pop|setdefault|getenv|getattr)[ \t]*\([^\n]*?,[ \t]*(?:default[ \t]*=[ \t]*)?"
+    rb"[rRuU]?(['\"])cuda(?::\d+)?\5[ \t]*\)[^\n#]*?"
+    rb"|[^\n=#]*?\bor[ \t]+[rRuU]?(['\"])cuda(?::\d+)?\6)"
     rb"[ \t]*(?:#.*)?$",
     re.MULTILINE)
 # `parser.add_argument("--device", default="cuda")` (open_clip's params.py imports no torch).

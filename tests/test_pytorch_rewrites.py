@@ -560,3 +560,69 @@ def test_the_values_a_string_annotation_lists_move_with_the_default():
     assert [(e.code, e.span.line, e.before, e.after) for e in result.edits if e.before.startswith('"')][:2] == [
         ("NPU105", 7, "\"Literal['cuda', 'cpu']\"", "\"Literal['npu', 'cpu']\""), ("NPU105", 7, '"cuda"', '"npu"')]
     assert not migrate_source(result.new_text, "runner.py", Options()).changed
+
+
+# A device setting looked up with a CUDA default (rl-games 1.6.5's `self.ppo_device =
+# config.get('device', 'cuda:0')`, left on CUDA and unreported before): the default moves where a
+# literal in its place would, and is reported (NPU326) where its value goes elsewhere.
+LOOKUP_DEFAULTS = [
+    ("self.ppo_device = config.get('device', 'cuda:0')\n", "self.ppo_device = config.get('device', 'npu:0')\n"),
+    ("self.device = kwargs.pop('device', 'cuda:0')\n", "self.device = kwargs.pop('device', 'npu:0')\n"),
+    ("device = getattr(args, 'device', 'cuda')\n", "device = getattr(args, 'device', 'npu')\n"),
+    ("import os\nDEVICE = os.environ.get('DEVICE', 'cuda')\n", "import os\nDEVICE = os.environ.get('DEVICE', 'npu')\n"),
+    ("import os\nDEVICE = os.getenv('DEVICE', default='cuda:1')\n", "import os\nDEVICE = os.getenv('DEVICE', default='npu:1')\n"),
+    ("from os import getenv\ndevice = getenv('DEV', f'cuda:{rank}')\n", "from os import getenv\ndevice = getenv('DEV', f'npu:{rank}')\n"),
+    # a variable passed as a device, whatever its name; a device argument, a parameter's default
+    ("d = cfg.setdefault('dev', 'cuda')\ny = x.to(d)\n", "d = cfg.setdefault('dev', 'npu')\ny = x.to(d)\n"),
+    ("import torch\nd = torch.device(cfg.get('device', 'cuda:0'))\n", "import torch\nd = torch.device(cfg.get('device', 'npu:0'))\n"),
+    ("y = torch.zeros(1, device=kwargs.get('device', 'cuda'))\n", "y = torch.zeros(1, device=kwargs.get('device', 'npu'))\n"),
+    ("def f(device=os.environ.get('DEVICE', 'cuda')):\n    pass\n", "def f(device=os.environ.get('DEVICE', 'npu')):\n    pass\n"),
+    # nested lookups, `str(...)`, `.strip()`, `or`, a conditional default, a list of them
+    ("device = str(a.get('device', b.get('device', 'cuda'))).strip() or 'cuda'\n",
+     "device = str(a.get('device', b.get('device', 'npu'))).strip() or 'npu'\n"),
+    ("import torch\ndevice = cfg.get('device', 'cuda' if torch.cuda.is_available() else 'cpu')\n",
+     "import torch\ndevice = cfg.get('device', 'npu' if torch.npu.is_available() else 'cpu')\n"),
+    ("device_ids = [r.get('device', 'cuda')]\n", "device_ids = [r.get('device', 'npu')]\n"),
+    # compared: the key names a device, as `cfg['device'] == 'cuda'`; the default moves with the literal
+    ("amp = cfg.get('device', 'cuda') == 'cuda'\n", "amp = cfg.get('device', 'npu') == 'npu'\n"),
+    ("ok = getattr(args, 'device', 'cpu') != 'cuda'\n", "ok = getattr(args, 'device', 'cpu') != 'npu'\n"),
+    ("if opts.get('device') == 'cuda':\n    pass\n", "if opts.get('device') == 'npu':\n    pass\n"),
+    # a backend the same way
+    ("import torch.distributed as dist\ndist.init_process_group(backend=os.getenv('BACKEND', 'nccl'))\n",
+     "import torch.distributed as dist\ndist.init_process_group(backend=os.getenv('BACKEND', 'hccl'))\n"),
+    ("backend = cfg.get('dist_backend', 'nccl')\n", "backend = cfg.get('dist_backend', 'hccl')\n"),
+]
+
+
+@pytest.mark.parametrize("before,after", LOOKUP_DEFAULTS)
+def test_a_lookups_cuda_default_moves_where_a_literal_would(before, after):
+    result = migrate_source(before, "t.py", Options(add_import=False))
+    assert result.new_text == after
+    assert [f.code for f in result.findings if f.code == "NPU326"] == []
+    assert not migrate_source(after, "t.py", Options(add_import=False)).changed  # idempotent
+
+
+LOOKUPS_LEFT = [
+    # read under a name that says no device: its comparison would not move with it (reported)
+    ("accel = cfg.get('device', 'cuda')\nif accel == 'cuda':\n    pass\n", ["1:9"]),
+    ("requested = getattr(args, 'device', 'cuda')\nif requested.startswith('cuda'):\n    pass\n", ["1:13"]),
+    # given to a function that is not known to take a device there
+    ("env = make_env(kwargs.pop('device', 'cuda:0'))\nd = pick(preferred=cfg.get('device_name', 'cuda'))\n",
+     ["1:16", "2:20"]),
+    ("import os\nos.environ.setdefault('DEVICE', 'cuda')\n", ["2:1"]),
+    # not reported: another library's device (NPU303 there), a display, a key that names no
+    # device, a default that is no CUDA device, an ignore comment for the rewrite
+    ("import ctranslate2\ndevice = cfg.get('device', 'cuda')\nt = ctranslate2.Translator(p, device=device)\n", []),
+    ("import ctranslate2\nt = ctranslate2.Translator(p, device=cfg.get('device', 'cuda'))\n", []),
+    ("print(cfg.get('device', 'cuda'))\nlog(f\"{cfg.get('device', 'cuda')}\")\n", []),
+    ("name = cfg.get('name', 'cuda')\nd = cfg.get('device', 'cpu')\n", []),
+    ("d = cfg.get('device', 'cuda')  # npu-migrate: ignore[NPU105]\n", []),
+]
+
+
+@pytest.mark.parametrize("src,where", LOOKUPS_LEFT)
+def test_a_lookups_cuda_default_that_cannot_move_stays_and_is_reported(src, where):
+    result = migrate_source(src, "t.py", Options(add_import=False))
+    assert not result.changed or result.new_text == src
+    found = [f"{f.span.line}:{f.span.col}" for f in result.findings if f.code == "NPU326"]
+    assert found == where

@@ -69,3 +69,29 @@ def test_torch_npu_imported_before_its_first_use_on_one_line(run_on_standin):
     assert done.returncode == 0, done.stderr
     assert done.migrated.startswith("import os; import torch; import torch_npu; x = torch.zeros(1).npu();")
     assert done.stdout == "[0.0]\n"
+
+
+def test_device_settings_looked_up_with_a_cuda_default_run_on_the_npu(run_on_standin):
+    """rl-games 1.6.5's `self.ppo_device = config.get('device', 'cuda:0')`: the default moves with
+    the code that reads the setting (a device argument, a comparison), so the program runs on the
+    NPU when the setting is not given, and takes the same branches as on CUDA."""
+    done = run_on_standin("""\
+        import os
+        import torch
+
+        class Agent:
+            def __init__(self, config, **kwargs):
+                self.ppo_device = config.get('device', 'cuda:0')
+                self.mixed = config.get('device', 'cuda') == 'cuda'
+                self.env_device = kwargs.pop('device', 'cuda:0')
+
+        agent = Agent({}, seed=1)
+        x = torch.zeros(2).to(agent.ppo_device)
+        y = torch.ones(2, device=os.environ.get('TRAIN_DEVICE', 'cuda'))
+        state = torch.cuda.get_rng_state('cuda')
+        torch.cuda.set_rng_state(state, 'cuda:0')
+        print(torch.device(agent.ppo_device).type, torch.device(agent.env_device).type, agent.mixed, (x + y).tolist())
+        """)
+    assert done.returncode == 0, done.stderr
+    assert "config.get('device', 'npu:0')" in done.migrated and "torch.npu.set_rng_state(state, 'npu:0')" in done.migrated
+    assert done.stdout.splitlines() == ["npu npu True [1.0, 1.0]"]

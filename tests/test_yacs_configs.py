@@ -135,6 +135,9 @@ CONFIG_PROJECTS = {
                         "    device: str = \"cuda:0\"\n", "import config\ncfg = config.Config()\n"),
     "set in __init__": ("class Config:\n    def __init__(self):\n        self.lr = 0.1\n        self.device = \"cuda\"\n",
                         "from .config import (\n    Config,\n)\ncfg = Config()\n"),
+    # a lookup with a CUDA default moves as the literal does (its readers with it)
+    "environment default": ("import os\n\n\nclass Config:\n    device = os.environ.get(\"DEVICE\", \"cuda\")\n",
+                            "from config import Config\ncfg = Config()\n"),
     "argparse default": ("import argparse\n\n\ndef get_args():\n    p = argparse.ArgumentParser()\n"
                          "    p.add_argument(\n        \"--device\", default=\"cuda\", help=\"where\")\n    return p.parse_args()\n",
                          "from config import get_args\ncfg = get_args()\n"),

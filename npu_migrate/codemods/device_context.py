@@ -27,6 +27,7 @@ NON_TORCH_LIBRARIES = frozenset({
     "faiss", "spacy", "thinc", "xgboost", "lightgbm", "catboost", "sklearn", "tritonclient", "dali",
     "ctranslate2", "faster_whisper",  # CTranslate2: "cpu", "cuda", "auto" (NPU303 where it is built)
     "isaacgym", "isaacgymenvs",  # Isaac Gym's sim_device/rl_device/graphics_device_id (NPU303 at its import)
+    "torchcule",  # NVIDIA CuLE's Atari environments: "cpu" or a CUDA device (NPU303 at its import)
 })
 # Values that name a device that is not CUDA: a function returning one of them returns devices.
 OTHER_DEVICES = {"cpu", "mps", "xla", "meta", "npu", "xpu", "hpu", "ipu"}

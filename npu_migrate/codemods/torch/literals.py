@@ -19,7 +19,7 @@ from ...fast_visitor import walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ..syntax import option_names
-from ...codes import applies
+from ...codes import applies, emits
 from .state import TorchKind, TorchState
 
 DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
@@ -70,9 +70,119 @@ def _literal_strings(node: cst.BaseExpression):
                     yield from _literal_strings(element.slice.value)
 
 
+# A value looked up with a default: `cfg.get("device", "cuda:0")`, `kwargs.pop("device", "cuda")`,
+# `os.environ.get("DEVICE", "cuda")`, `os.getenv("DEVICE", "cuda")`, `getattr(args, "device", "cuda")`.
+# Where the tool would move the default written in the lookup's place (an argument that is a
+# device, an assignment to a device variable, an argparse default, a comparison with a device),
+# it moves the lookup's default; a key named for a device makes the lookup one to compare with
+# (`cfg.get("device") == "cuda"`, as `cfg["device"] == "cuda"`).
+LOOKUP_METHODS = frozenset({"get", "pop", "setdefault", "getenv"})
+
+
+def lookup_parts(node: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, Optional[cst.Arg]]]:
+    """(the key, the default's argument or None) of a lookup (LOOKUP_METHODS, `getattr(o, k, d)`,
+    `getenv(k, d)`), None for any other expression. `devices.get(...)`, a method of a collection
+    named for devices, is no lookup: its key is an element (COLLECTION_METHODS)."""
+    if type(node) is not cst.Call or not node.args:  # (a libcst node class is final)
+        return None
+    func, args = node.func, node.args
+    if any(a.star for a in args):
+        return None
+    if isinstance(func, cst.Name):
+        if func.value == "getattr" and len(args) in (2, 3) and all(a.keyword is None for a in args):
+            return args[1].value, (args[2] if len(args) == 3 else None)
+        if func.value != "getenv":
+            return None
+    elif not isinstance(func, cst.Attribute) or func.attr.value not in LOOKUP_METHODS \
+            or (func.attr.value != "getenv" and _named_for_devices(func.value)):
+        return None
+    if len(args) > 2 or args[0].keyword is not None:
+        return None
+    if len(args) == 2 and args[1].keyword is not None and args[1].keyword.value != "default":
+        return None
+    return args[0].value, (args[1] if len(args) == 2 else None)
+
+
+def lookup_key(node: cst.BaseExpression) -> Optional[str]:
+    """The string key of a lookup (`cfg.get("device", ...)` -> "device"), None otherwise."""
+    parts = lookup_parts(node)
+    return string_value(parts[0]) if parts is not None else None
+
+
+# Calls that keep a device string what it is: `str(cfg.get("device", "cuda"))`, `.strip()`, `.lower()`.
+_SAME_TEXT_METHODS = frozenset({"strip", "lower"})
+
+
+def same_text_of(node: cst.Call) -> Optional[cst.BaseExpression]:
+    """X of `str(X)`, `X.strip()`, `X.lower()`; None for any other call."""
+    func, args = node.func, node.args
+    if isinstance(func, cst.Name) and func.value == "str" and len(args) == 1 and args[0].keyword is None \
+            and not args[0].star:
+        return args[0].value
+    if isinstance(func, cst.Attribute) and func.attr.value in _SAME_TEXT_METHODS and not args:
+        return func.value
+    return None
+
+
+def carried_lookups(node: cst.BaseExpression) -> List[cst.Call]:
+    """The lookups whose default is the value of `node` where it is not found: `node` itself,
+    the arms of a conditional or `or` expression, a lookup in a default, `str(...)` of one."""
+    found: List[cst.Call] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.IfExp):
+            stack += [n.body, n.orelse]
+        elif isinstance(n, cst.BooleanOperation):
+            stack += [n.left, n.right]
+        elif isinstance(n, (cst.List, cst.Tuple, cst.Set)):  # [cfg.get("device", "cuda")]
+            stack += [e.value for e in n.elements]
+        elif isinstance(n, cst.Dict):
+            stack += [e.value for e in n.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(n, cst.Call):
+            parts = lookup_parts(n)
+            if parts is not None:
+                found.append(n)
+                if parts[1] is not None:
+                    stack.append(parts[1].value)
+            else:
+                inner = same_text_of(n)
+                if inner is not None:
+                    stack.append(inner)
+    return found
+
+
+class LookupRewriter(LiteralRewriter):
+    """A LiteralRewriter that also rewrites the default of a lookup (`cfg.get("device", "cuda")`):
+    in a device position the default is a device as a literal there is."""
+
+    def rewrite(self, node: cst.BaseExpression, element: bool = False) -> Optional[cst.BaseExpression]:
+        if type(node) is cst.Call:
+            parts = lookup_parts(node)
+            if parts is not None:
+                default = parts[1]
+                if default is None:
+                    return None
+                new = self.rewrite(default.value)
+                if new is None:
+                    return None
+                return node.with_changes(args=[a.with_changes(value=new) if a is default else a for a in node.args])
+            inner = same_text_of(node)
+            if inner is not None and carried_lookups(inner):
+                new = self.rewrite(inner)
+                if new is None:
+                    return None
+                if isinstance(node.func, cst.Attribute):  # cfg.get("device", "cuda").lower()
+                    return node.with_changes(func=node.func.with_changes(value=new))
+                return node.with_changes(args=[node.args[0].with_changes(value=new)])  # str(...)
+        return super().rewrite(node, element)
+
+
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Name):
         return node.value
+    if type(node) is cst.Call:
+        return lookup_key(node)  # cfg.get("device", ...), getattr(args, "device", ...)
     if isinstance(node, cst.Attribute):
         return node.attr.value
     if isinstance(node, cst.Subscript):
@@ -267,7 +377,11 @@ def _display_elements(node: cst.BaseExpression) -> Optional[List[cst.BaseExpress
     return [e.value for e in node.elements]
 
 
+UNMOVED_DEFAULT = "NPU326"  # a device-named lookup's CUDA default left: its readers are not known
+
+
 @applies("device", "backend", "env", "api")
+@emits(UNMOVED_DEFAULT)
 class LiteralRewrites(TorchKind):
     """The applier of the device, backend and env kinds: the walk (codemods/torch/__init__.py)
     calls its `_parametrized_devices` and `_literal_arguments` from leave_Call, its visit_If
@@ -276,14 +390,14 @@ class LiteralRewrites(TorchKind):
     def __init__(self, state: TorchState) -> None:
         super().__init__(state)
         rs = self.ctx.rules
-        self.devices = LiteralRewriter({r.from_: r.to for r in rs.device.values()}, index=True)
+        self.devices = LookupRewriter({r.from_: r.to for r in rs.device.values()}, index=True)
         # Device rules with no positions of their own ("gpu") apply only to variables the
         # module passes as a device (the guide's `CALCULATE_DEVICE = "gpu:0"`): elsewhere "gpu"
         # is some other library's device name (DALI's `device="gpu"`).
-        self.positional_devices = LiteralRewriter(
+        self.positional_devices = LookupRewriter(
             {r.from_: r.to for r in rs.device.values() if r.spec_of(Positions).any}, index=True
         )
-        self.backends = LiteralRewriter(
+        self.backends = LookupRewriter(
             {r.from_: r.to for r in rs.backend.values()}, index=False, ignore_case=True
         )
         self.envs = LiteralRewriter({r.from_: r.to for r in rs.env.values()}, index=False)
@@ -316,6 +430,10 @@ class LiteralRewrites(TorchKind):
         # Whether the module imports a library with device names of its own (CTranslate2, cupy,
         # DALI...): only then may a device variable be that library's (_read_only_by_foreign_libraries)
         self.foreign_libraries = any(dc.is_foreign_callee(q) for q in self.ctx.imports.names.values())
+        # Lookups with a device-named key and a CUDA default (`cfg.get("device", "cuda:0")`) not
+        # moved (yet): id -> the node. What is left at the end of the walk is reported
+        # (UNMOVED_DEFAULT): its value reaches no place known to be a torch device.
+        self._unmoved_lookups: Dict[int, cst.Call] = {}
 
     def is_device_variable(self, name: str) -> bool:
         return name in self._usage(name).device_names
@@ -368,7 +486,41 @@ class LiteralRewrites(TorchKind):
         self._record_literal(rule, original, new, what)
         if rewriter is not self.envs:
             self.ctx.require_import("torch_npu")
+        if self._unmoved_lookups:
+            self._settled(original)
         return new
+
+    def _settled(self, node: cst.BaseExpression) -> None:
+        """The lookups `node` carries are decided (moved, or a foreign library's): not reported."""
+        for lookup in carried_lookups(node):
+            self._unmoved_lookups.pop(id(lookup), None)
+
+    def _note_lookup(self, original: cst.Call, updated: cst.Call) -> None:
+        """A lookup with a device-named key and a CUDA device default (`kwargs.pop("device",
+        "cuda:0")`), outside a display and another library's call: reported at the end of the
+        walk unless a rewrite moves it first (_settled). (Its default as it is now: `"cuda" if
+        torch.cuda.is_available() else "cpu"` moved already.)"""
+        if self.state.shown or self.state.foreign:
+            return
+        parts, now = lookup_parts(original), lookup_parts(updated)
+        if parts is None or now is None or now[1] is None:
+            return
+        key = string_value(parts[0])
+        if key is None or not DEVICE_NAME_RE.search(key) or self.positional_devices.rewrite(now[1].value) is None:
+            return
+        self._unmoved_lookups[id(original)] = original
+
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        rule = self.ctx.rules.analysis.get(UNMOVED_DEFAULT) if self._unmoved_lookups else None
+        if rule is None:
+            return updated
+        device_rule = next(iter(self.device_rule.values()), None)
+        for lookup in self._unmoved_lookups.values():
+            if device_rule is not None and self.ctx.suppressed(lookup, device_rule.code):
+                continue  # kept on purpose (a guard, an ignore comment for the rewrite)
+            api = self.ctx.code_for(lookup)
+            self.ctx.finding(rule, lookup, api=api)
+        return updated
 
     def device_literal(self, original, updated, what="device string", variable: bool = False):
         """`variable`: the literal is assigned to or compared with a variable the module passes
@@ -542,6 +694,8 @@ class LiteralRewrites(TorchKind):
     def _literal_arguments(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """Device and backend arguments, environment variable names, `device.startswith(...)`,
         argparse defaults of device/backend options."""
+        if type(original.func) is cst.Attribute or type(original.func) is cst.Name:
+            self._note_lookup(original, updated)
         special = {id(arg): kind for arg, kind in self.special_args(original)}
         if special:
             new_args = []
@@ -722,6 +876,12 @@ class LiteralRewrites(TorchKind):
                     new = self.device_literal(lit_o, lit_u, variable=self._compared_variable(other))
                 elif self.is_backend_expr(other):
                     new = self.backend_literal(lit_o, lit_u)
+                elif type(lit_o) is cst.Call and self.is_device_expr(lit_o):
+                    # `cfg.get("device", "cuda") == "cuda"`: the literal moves by the key, and so
+                    # does the default it is compared in place of
+                    new = self.device_literal(lit_o, lit_u)
+                elif type(lit_o) is cst.Call and self.is_backend_expr(lit_o):
+                    new = self.backend_literal(lit_o, lit_u)
                 if new is not lit_u:
                     operands_u[lit_index] = new
                     changed = True
@@ -760,22 +920,25 @@ class LiteralRewrites(TorchKind):
         """Whether a device or backend rewriter would change `node` (cheap: looks at literals only)."""
         return self.devices.rewrite(node) is not None or self.backends.rewrite(node) is not None
 
-    def _read_only_by_foreign_libraries(self, targets: Sequence[cst.BaseExpression]) -> bool:
+    def _read_only_by_foreign_libraries(self, targets: Sequence[cst.BaseExpression],
+                                        value: Optional[cst.BaseExpression] = None) -> bool:
         """`self.device = "cuda"` whose every read in the module is an argument of a library with
         device names of its own (OpenNMT-py's CTranslate2 engine: `ctranslate2.Translator(path,
         device=self.device)`): the string is that library's device name, and "npu" would be
         refused there. Any other read in the module (`torch.zeros(1, device=self.device)`,
         `engine.device`, `getattr(self, "device")`) leaves the value to move as a device. Reads
-        in other modules are not seen: such an attribute is the engine's own, set in its class."""
+        in other modules are not seen: such an attribute is the engine's own, set in its class.
+        The key of the `value` assigned (`device = cfg.get("device", "cuda")`) is no read of it."""
         if not self.foreign_libraries:
             return False
         keys = [_read_key(t) for t in targets]
         if not keys or None in keys:
             return False
+        own = self.ctx.code_for(value) if value is not None and carried_lookups(value) else ""
         for key in keys:
             assert key is not None
             given = self._usage(key.rsplit(".", 1)[-1]).foreign_reads.get(key, 0)
-            if not given or _reads_in_text(self.ctx.text, key) > given:
+            if not given or _reads_in_text(self.ctx.text, key) - _reads_in_text(own, key) > given:
                 return False
         return True
 
@@ -790,7 +953,8 @@ class LiteralRewrites(TorchKind):
             return updated_value
         device = any(self.is_device_expr(t) for t in targets)
         backend = any(self.is_backend_expr(t) for t in targets)
-        if device and self._read_only_by_foreign_libraries(targets):
+        if device and self._read_only_by_foreign_libraries(targets, original_value):
+            self._settled(original_value)  # another library's device (NPU303 at its import)
             return updated_value
         if device:
             variable = any(self.is_passed_device(t) for t in targets)
