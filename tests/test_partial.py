@@ -232,6 +232,13 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     # function bodies are cut into statements too: what a pass reads across them
     # a local device variable, assigned in a statement of its own
     "import torch\ndef f(x):\n    dev = 'gpu:0'\n    y = 1\n    return x.to(dev)\n",
+    # a lookup's CUDA default, moved with the device variable it is assigned to (or reported)
+    "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return x.to(d)\n",
+    "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return d == 'cpu'\n",
+    # Lightning's accelerator from an option whose default is declared in a statement left out
+    "import argparse\nimport pytorch_lightning as pl\ndef opts():\n    p = argparse.ArgumentParser()\n"
+    "    p.add_argument('--accelerator', default='gpu')\n    return p.parse_args()\n"
+    "def main(args):\n    return pl.Trainer(accelerator=args.accelerator)\n",
     # a function that returns devices: its `return 'cpu'` is in a statement left out
     "import torch\ndef pick(flag):\n    if flag:\n        return 'cuda'\n    x = 1\n    return 'cpu'\n",
     "import torch\ndef pick(flag):\n    def inner():\n        return 'cpu'\n    if flag:\n        return 'cuda'\n",

@@ -21,6 +21,7 @@ from ..context import Context
 from ..imports import dotted_name
 from ..kinds.finding import FindingSpec, names_of
 from .strings import string_value
+from .syntax import option_names
 from ..kinds.finding import call_words
 from ..local_modules import absolute_imports, is_local_import, submodule_pairs
 from ..model import Severity
@@ -88,6 +89,7 @@ class FindingVisitor(cst.CSTVisitor):
         self.rules = ctx.rules
         self._mappings: Optional[Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]]] = None
         self._commands: Optional[Dict[str, Optional[List[cst.BaseExpression]]]] = None
+        self._options: Dict[str, Optional[cst.BaseExpression]] = {}  # argparse option -> its default
         # (the commands of each call rule with `commands`, and the last words of its calls)
         self._command_calls: List[Tuple[Tuple[str, ...], FrozenSet[bytes]]] = []
         if ctx.partial is not None:
@@ -160,6 +162,7 @@ class FindingVisitor(cst.CSTVisitor):
             collector = _MappingAssignments()
             walk(self.ctx.module, collector)
             self._mappings, self._commands = collector.entries, collector.commands
+            self._options = collector.options
         entries = self._mappings.get(name)
         if entries is None and self.ctx.partial is not None and self.ctx.partial.elided_word(name):
             self.ctx.partial_misses.add(name)  # assigned in lines partial parsing left out
@@ -174,12 +177,36 @@ class FindingVisitor(cst.CSTVisitor):
             collector = _MappingAssignments()
             walk(self.ctx.module, collector)
             self._mappings, self._commands = collector.entries, collector.commands
+            self._options = collector.options
         partial = self.ctx.partial
         if partial is not None and partial.elided_word(name):
             self.ctx.partial_lines.update(
                 run for run in ((start, end) for start, end, _indent in partial.runs)
                 if any(c in partial.text_of(run) for c in commands) and name.encode() in words_of(partial.text_of(run)))
         return self._commands.get(name)
+
+    def _given_values(self, node: cst.BaseExpression) -> List[cst.BaseExpression]:
+        """What the file gives a variable or an option passed as an argument: the values every
+        assignment of `name` in it makes (strings, `'a' if c else 'b'`, displays; none when
+        anything else is assigned), or for `args.name` the default of the argparse option
+        `--name` it declares (`Trainer(accelerator=args.accelerator)` with `default="gpu"`)."""
+        if isinstance(node, cst.Name):
+            name = node.value
+        elif isinstance(node, cst.Attribute):
+            name = node.attr.value
+        else:
+            return []
+        if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
+            self.ctx.partial_misses.add(name)  # assigned or declared in lines partial parsing left out
+        if self._commands is None:
+            collector = _MappingAssignments()
+            walk(self.ctx.module, collector)
+            self._mappings, self._commands = collector.entries, collector.commands
+            self._options = collector.options
+        if isinstance(node, cst.Name):
+            return list(self._commands.get(name) or ())
+        default = self._options.get(name)
+        return [default] if default is not None else []
 
     def _imports_local_module(self, module: str) -> bool:
         local = self.ctx.options.local_modules
@@ -197,7 +224,8 @@ class FindingVisitor(cst.CSTVisitor):
         if qual is not None:
             for rule in self.rules.finding_call.get(qual, ()):
                 if self.applies(rule) and arguments_match(
-                        rule, node, self._mapping, functools.partial(self._command_values, commands=FindingSpec.of(rule).commands)):
+                        rule, node, self._mapping, functools.partial(self._command_values, commands=FindingSpec.of(rule).commands),
+                        self._given_values):
                     self.ctx.finding(rule, node, api=qual)
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
@@ -422,6 +450,14 @@ class _MappingAssignments(cst.CSTVisitor):
         super().__init__()
         self.entries: Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]] = {}
         self.commands: Dict[str, Optional[List[cst.BaseExpression]]] = {}
+        # argparse option (`--accelerator`, its dest) -> its default; None when declared twice
+        self.options: Dict[str, Optional[cst.BaseExpression]] = {}
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_argument":
+            default = next((a.value for a in node.args if a.keyword is not None and a.keyword.value == "default"), None)
+            for name in option_names(node):
+                self.options[name] = default if name not in self.options else None
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -457,7 +493,8 @@ def _mapping_entries(value: cst.BaseExpression) -> Optional[List[Tuple[str, cst.
 
 def arguments_match(rule: Rule, call: cst.Call,
                     mapping: Optional[Callable[[str], Optional[List[Tuple[str, cst.BaseExpression]]]]] = None,
-                    values: Optional[Callable[[str], Optional[List[cst.BaseExpression]]]] = None) -> bool:
+                    values: Optional[Callable[[str], Optional[List[cst.BaseExpression]]]] = None,
+                    given: Optional[Callable[[cst.BaseExpression], List[cst.BaseExpression]]] = None) -> bool:
     """Whether a call rule's argument condition holds for `call`.
 
     No `keywords`/`positions`: every call matches. Otherwise one of those arguments must be
@@ -467,7 +504,9 @@ def arguments_match(rule: Rule, call: cst.Call,
     Arguments passed through `*args` are unknown, so they never match; so are those of
     `**kwargs`, unless `mapping` knows the dict (`params = {"gpus": 2}`; `Trainer(**params)`).
     With `commands`, the argument must run one of those programs (_runs), written there or in
-    the values `values` knows a variable is assigned (`cmd = 'nvidia-smi -L | wc -l'`).
+    the values `values` knows a variable is assigned (`cmd = 'nvidia-smi -L | wc -l'`). With
+    `suffixes`, a variable or an option's value counts with what `given` knows it holds
+    (`accelerator = "gpu"`, `args.accelerator` of an option whose default is "gpu").
     """
     spec = FindingSpec.of(rule)
     if not spec.keywords and not spec.positions:
@@ -478,7 +517,9 @@ def arguments_match(rule: Rule, call: cst.Call,
             if any(_runs(v, spec.commands) for v in assigned or [value]):
                 return True
         elif spec.suffixes:
-            if any(_VERSION_TAIL_RE.sub("", s).endswith(spec.suffixes) for s in _string_literals(value)):
+            held = given(value) if given is not None and isinstance(value, (cst.Name, cst.Attribute)) else []
+            if any(_VERSION_TAIL_RE.sub("", s).endswith(spec.suffixes)
+                   for v in [value, *held] for s in _string_literals(v)):
                 return True
         elif not _is_empty_literal(value):
             return True
