@@ -90,7 +90,9 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                   jobs: int, on_done: Optional[Callable[[Outcome], None]], warn: Callable[[str], None]) -> List[Outcome]:
     """The files' outcomes, in their order: in worker processes, through the cache, with the
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
-    from .runner import run as run_files
+    import functools
+
+    from .runner import prepare as runner_prepare, run as run_files
 
     given = list(files)
     # The project scan reads every .py file: with a cache that has an index, it keeps what it
@@ -99,8 +101,6 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     facts = None
     fingerprint: Optional[Callable[[], str]] = None
     if not settings.no_cache:
-        import functools
-
         from .cache import ScanFacts, code_fingerprint, index_somewhere
 
         # (computed once a run, when first asked: the crossing facts' key and the cache's settings
@@ -118,11 +118,8 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     found: Optional[dict] = {} if facts is not None else None
     from . import work
 
-    with long_lived(), work.counting() as scan_work:  # (the project's values and the digests it read: the run's, startup.py)
-        options = with_project_values(with_local_modules(options, files, rules), files, rules, seen,
-                                      facts.load() if facts is not None else None, found,
-                                      crossing_facts=(lambda key: ScanFacts(key, facts_folder))
-                                      if facts is not None else None, jobs=jobs, fingerprint=fingerprint)
+    with long_lived():
+        options = with_local_modules(options, files, rules)
     if options.framework in ("auto", "tensorflow"):
         from .targets.pins import tensorflow2_required
 
@@ -131,6 +128,16 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             from dataclasses import replace
 
             options = replace(options, tensorflow2_project=tensorflow2)
+    # A cold run of enough files for forked workers prepares their common start (runner.prepare)
+    # while the scan's forked child reads files, not after the scan with one core idle.
+    prepared = prepares_early(jobs, len(given), settings.no_cache or seen is None)
+    meanwhile = functools.partial(runner_prepare, options, rules) if prepared else None
+    with long_lived(), work.counting() as scan_work:  # (the project's values and the digests it read: the run's, startup.py)
+        options = with_project_values(options, files, rules, seen,
+                                      facts.load() if facts is not None else None, found,
+                                      crossing_facts=(lambda key: ScanFacts(key, facts_folder))
+                                      if facts is not None else None, jobs=jobs, fingerprint=fingerprint,
+                                      meanwhile=meanwhile)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
@@ -161,7 +168,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
-                         keep_text=settings.keeps_original_text, cache=cache, seen=seen)
+                         keep_text=settings.keeps_original_text, cache=cache, seen=seen, prepared=prepared)
     if not kept:
         return outcomes
     for result in kept.values():
@@ -169,6 +176,18 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             on_done(Outcome(result))
     by_path = {o.result.path: o for o in outcomes}
     return [Outcome(kept[f]) if f in kept else by_path[f] for f in given]
+
+
+def prepares_early(jobs: int, files: int, cold: bool) -> bool:
+    """Whether the run prepares its workers' common start (runner.prepare) during the project
+    scan: when it surely prepares, a run of `files` (PREPARE_FROM or more) with -j above 1 on
+    Linux (forked workers), `cold` (no cache, or no index anywhere: every file goes to the
+    workers). A warm run may start no worker, and prepares when it does (runner.run)."""
+    import sys
+
+    from .runner import PREPARE_FROM
+
+    return cold and jobs > 1 and files >= max(2, PREPARE_FROM) and sys.platform.startswith("linux")
 
 
 def settings_read_outside(files: Sequence[str], project: Project, options: Options) -> "tuple[dict, Options]":
@@ -252,14 +271,16 @@ def with_local_modules(options: Options, files: Sequence[str], rules: RuleSet) -
 def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
                         found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None,
-                        jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None) -> Options:
+                        jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None,
+                        meanwhile: Optional[Callable[[], object]] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
     `seen`, `known`, `found`: project_values.scan's. `crossing_facts(key)`: the cache.ScanFacts
     that keeps crossing_moves' facts of the files (runs that write nothing). `jobs`: the run's -j
     (above 1 the scan takes a second process: it runs before any worker starts). `fingerprint`:
-    the run's cache.code_fingerprint (computed once)."""
+    the run's cache.code_fingerprint (computed once). `meanwhile`: what this process does
+    while the scan's forked child reads files (project_values.scan)."""
     import hashlib
     from dataclasses import replace
 
@@ -269,7 +290,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     from .kinds.finding import cuda_only_libraries
 
     code: List[str] = []
-    keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs)  # one read each
+    keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
+                          meanwhile)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if code and options.framework in ("auto", "torch"):

@@ -43,7 +43,7 @@ import os
 import re
 import stat
 import sys
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import work
 from .codes import emits
@@ -85,7 +85,8 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
 
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
-         code: Optional[List[str]] = None, jobs: int = 1) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None
+         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -107,7 +108,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     code and `gates`: pipeline.py keeps the facts in the cache
     folder, for runs that write nothing); `found` gets every such file's facts.
 
-    `jobs` (the run's -j): above 1, a forked process scans every other file meanwhile (_in_two)."""
+    `jobs` (the run's -j): above 1, a forked process shares the files (_in_two). `meanwhile`:
+    what this process does while the child starts on them (with jobs 1, first)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -117,7 +119,9 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     def one(path: str) -> "Optional[Tuple[str, Optional[str], Optional[Source], _Facts]]":
         return _scan_file(path, want_digest, seen is not None, known, gates, gates_re)
 
-    for scanned in _in_two(files, one) if jobs > 1 else map(one, files):
+    if meanwhile is not None and jobs <= 1:
+        meanwhile()
+    for scanned in _in_two(files, one, meanwhile) if jobs > 1 else map(one, files):
         if scanned is None:
             continue
         path, digest, source, facts = scanned
@@ -163,38 +167,72 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
     return path, digest, source, facts
 
 
-# Files from which `scan` gives every other one to a forked process: it runs serially before any
-# worker starts, so its wall time is the run's (transformers 4.46.3 src, 1,825 files: ~0.5 CPU-s
-# of reading, hashing, import-line searches and 20 parses). Below, a fork costs more than it saves.
+# Files from which `scan` shares them with a forked process: it runs serially before any worker
+# starts, so its wall time is the run's (transformers 4.46.3 src, 1,825 files: ~0.5 CPU-s of
+# reading, hashing, import-line searches and 20 parses). Below, a fork costs more than it saves.
 SPLIT_FROM = 200
+# The items are handed out in at most this many runs of consecutive ones, each claimed by one
+# 4-byte record read from a pipe: the records fit in the smallest pipe Linux makes (one page).
+CLAIMS = 1024
+_RECORD = 4
 
 
-def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
-    """[one(item) for item in items], the odd items done by a forked process meanwhile (Linux,
-    SPLIT_FROM items or more; pipeline.py passes -j): the same list, in the same order, and the
-    child's work counts (its parses) counted here. A child that fails (killed, an error) is
-    replaced by doing its items here. Ctrl-C is the parent's: the child ignores it and is killed."""
+def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Optional[Callable[[], object]]" = None
+            ) -> List[_T]:
+    """[one(item) for item in items], shared with a forked process (Linux, SPLIT_FROM items or
+    more; pipeline.py passes -j): the same list, in the same order, and the child's work counts
+    (its parses) counted here. `meanwhile`: what this process does first, while the child
+    starts on the items (runner.prepare: the workers' common start, pipeline.py).
+    The items are claimed a run of consecutive ones at a time, by whichever process is free
+    (each run's number is a record in a pipe both read: a read takes a whole record, and no
+    other process gets it), so both finish together however long `meanwhile` and each item
+    take (every other item to the child left the parent 0.30 CPU-s against its 0.19 on
+    transformers, and the parent idle). Items a child that fails (killed, an error) claimed,
+    or that nobody claimed, are done here. Ctrl-C is the parent's: the child ignores it and is
+    killed."""
     if len(items) < SPLIT_FROM or not sys.platform.startswith("linux"):
+        if meanwhile is not None:
+            meanwhile()
         return [one(item) for item in items]
     import pickle  # noqa: F401  # nosec B403 (imported before the fork: the child and _answer only look it up)
     import signal
 
     from .source import signals_deferred
 
+    size = -(-len(items) // CLAIMS)  # items per run
+    runs = -(-len(items) // size)
+    claims, write_claims = os.pipe()
+    try:
+        os.write(write_claims, b"".join(n.to_bytes(_RECORD, "little") for n in range(runs)))  # (< one page: never blocks)
+    finally:
+        os.close(write_claims)  # (before the fork: a read finds the end once every run is claimed)
     read_end, write_end = os.pipe()
     pid = 0
     answer = None
+
+    def claimed() -> Iterator[int]:
+        while True:
+            record = os.read(claims, _RECORD)
+            if len(record) != _RECORD:  # the end (or a record cut short: nobody's, done below)
+                return
+            yield int.from_bytes(record, "little")
+
+    def do(numbers: Iterable[int]) -> Dict[int, List[_T]]:
+        return {n: [one(item) for item in items[n * size:(n + 1) * size]] for n in numbers}
+
     try:
         try:
             with signals_deferred():  # (no Ctrl-C between the fork and the child ignoring it)
                 pid = os.fork()
                 if pid == 0:
-                    _child(lambda: [one(item) for item in items[1::2]], read_end, write_end)
+                    _child(lambda: do(claimed()), read_end, write_end)
         except OSError:  # no second process to be had (EAGAIN, ENOMEM): all of them here
             pid = 0
         os.close(write_end)
         write_end = -1
-        mine = [one(item) for item in items[0::2]]
+        if meanwhile is not None:
+            meanwhile()
+        done = do(claimed())
         if pid:
             with os.fdopen(read_end, "rb") as pipe:
                 read_end = -1
@@ -204,9 +242,10 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
             except ChildProcessError:  # reaped already (SIGCHLD ignored): a whole answer says it finished
                 status = 0
             pid = 0
-            answer = _answer(data, len(items) // 2) if status == 0 else None
+            answer = _answer(data, [len(items[n * size:(n + 1) * size]) for n in range(runs)], set(done)) \
+                if status == 0 else None
     finally:
-        for fd in (read_end, write_end):
+        for fd in (read_end, write_end, claims):
             if fd >= 0:
                 os.close(fd)
         if pid:
@@ -215,24 +254,28 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]") -> List[_T]:
                 os.waitpid(pid, 0)
             except ChildProcessError:
                 pass
-    theirs, counts = answer if answer is not None else ([one(item) for item in items[1::2]], {})
+    theirs, counts = answer if answer is not None else ({}, {})
     for step, n in counts.items():
         work.count(step, n)
-    out: List[_T] = [None] * len(items)  # type: ignore[list-item]
-    out[0::2], out[1::2] = mine, theirs
-    return out
+    done.update(theirs)
+    done.update(do(n for n in range(runs) if n not in done))  # (the child's, when it failed)
+    return [found for n in range(runs) for found in done[n]]
 
 
-def _answer(data: bytes, size: int) -> "Optional[Tuple[list, Dict[str, int]]]":
-    """The child's (results, work counts) from what it sent, or None when that is not whole."""
+def _answer(data: bytes, sizes: List[int], mine: Set[int]) -> "Optional[Tuple[Dict[int, list], Dict[str, int]]]":
+    """The child's (run number -> its results, work counts) from what it sent, or None when
+    that is not whole: runs of `sizes` (each run's number of items), each with its number of
+    results, none of them one this process did (`mine`)."""
     import pickle  # nosec B403 (bytes from this process's own forked child, over a pipe only they hold)
 
     try:
         answer = pickle.loads(data)  # nosec B301
     except Exception:  # noqa: BLE001 (cut short: the parent does the items itself)
         return None
-    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], list) and len(answer[0]) == size
-            and isinstance(answer[1], dict)):
+    if not (isinstance(answer, tuple) and len(answer) == 2 and isinstance(answer[0], dict)
+            and isinstance(answer[1], dict) and all(isinstance(n, int) and 0 <= n < len(sizes) and n not in mine
+                                                    and isinstance(found, list) and len(found) == sizes[n]
+                                                    for n, found in answer[0].items())):
         return None
     return answer
 

@@ -122,6 +122,7 @@ def run(
     keep_text: bool = True,
     cache: Optional[Cache] = None,  # cache.Cache, imported only when used
     seen: Optional[Dict[str, Source]] = None,
+    prepared: bool = False,
 ) -> List[Outcome]:
     """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
 
@@ -129,6 +130,7 @@ def run(
     back only the migrated text. `cache`: look results up there first and store new ones.
     `seen`: path -> the Source (digest, no text) of the bytes the project scan already read
     (project_values.scan): a file the cache's index answers for that digest is not read again.
+    `prepared`: prepare(options, rules) ran already (pipeline.py: during the project scan).
     """
     outcomes: List[Optional[Outcome]] = [None] * len(paths)
 
@@ -144,7 +146,7 @@ def run(
     if cache is not None:
         cache.index_later = True  # (saved below, whatever happens: a result that writes nothing goes there)
     try:
-        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm)
+        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm, prepared)
     finally:
         finished = [o for o in outcomes if o is not None]
         if cache is not None:
@@ -153,7 +155,8 @@ def run(
 
 
 def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done: Callable[[int, Outcome], None],
-         keep_text: bool, cache: Optional[Cache], seen: Optional[Dict[str, Source]], warm: Optional[Cache]) -> None:
+         keep_text: bool, cache: Optional[Cache], seen: Optional[Dict[str, Source]], warm: Optional[Cache],
+         prepared: bool = False) -> None:
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
@@ -172,7 +175,8 @@ def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done
             # Sorted by size, biggest first; half the workers take from the other end (next_batch).
             todo.sort(key=lambda i: -_size(paths[i]))
             if todo:
-                _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done)
+                _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done,
+                                                                                  prepared)
 
 
 def _indexed(index: int, path: str, cache: Cache, seen: Dict[str, Source], done: Callable[[int, Outcome], None]) -> bool:
@@ -376,10 +380,12 @@ def prepare(options: Options, rules: RuleSet) -> None:
     each worker no longer spends (transformers, -j 2: peak PSS about 6 MB lower). Only for a
     run with PREPARE_FROM files or more: a smaller one may parse nothing at all (a pre-commit
     hook on files without device code never imports libcst)."""
+    from . import work
     from .dispatch import migrate_source
 
-    for path, text in _PREPARE:
-        migrate_source(text, path, options, rules)
+    with work.apart():  # (for no file: not the project scan's work either, pipeline.py)
+        for path, text in _PREPARE:
+            migrate_source(text, path, options, rules)
     gc.collect()  # what a cycle held is not frozen into the workers (_start)
 
 
@@ -459,14 +465,15 @@ class _Pool:
             self._stop(spare, graceful=False)
         return self._start()
 
-    def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None]) -> None:
+    def run(self, tasks: List[Tuple[int, str]], done: Callable[[int, Outcome], None], prepared: bool = False) -> None:
+        """`prepared`: prepare() ran already, for these options and rules."""
         from multiprocessing import connection
 
         # Prepared, a new worker costs a fork: one whose heap stays big after a file makes way
         # for a new one (heap_trimmer); unprepared, it would import and build all again.
         # (Only where workers fork: a spawned one, macOS and Windows, starts from nothing.)
-        self.prepared = len(tasks) >= PREPARE_FROM and self.context.get_start_method() == "fork"
-        if self.prepared:
+        self.prepared = (prepared or len(tasks) >= PREPARE_FROM) and self.context.get_start_method() == "fork"
+        if self.prepared and not prepared:
             prepare(*self.args[:2])
         queue = deque(tasks)
         workers = [self._start() for _ in range(self.jobs)]

@@ -59,6 +59,18 @@ def counting() -> Iterator[Counter]:
             outer.update(inner)
 
 
+@contextmanager
+def apart() -> Iterator[None]:
+    """Count nothing of the steps taken inside the block, whatever block it is in (work done
+    for no file: runner.prepare, which may run during the project scan)."""
+    global _current
+    outer, _current = _current, None
+    try:
+        yield
+    finally:
+        _current = outer
+
+
 def total(counts) -> Dict[str, int]:
     """The sums of many files' counts, every step named (0 when none)."""
     out: "Counter[str]" = Counter()

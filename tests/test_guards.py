@@ -1096,7 +1096,7 @@ def test_the_project_scan_walks_only_definitions_that_may_name_a_gate_and_finds_
     assert sorted(walked) == ["Op", "dispatch", "g", "h", "kern", "launch"]  # not plain
 
 
-def _scan_in(files, jobs):
+def _scan_in(files, jobs, meanwhile=None):
     import npu_migrate.project_values as pv
     from npu_migrate import work
     from npu_migrate.kinds.finding import cuda_only_libraries
@@ -1105,18 +1105,20 @@ def _scan_in(files, jobs):
     found: dict = {}
     code: list = []
     with work.counting() as counts:
-        values = pv.scan(files, seen, None, found, cuda_only_libraries(RULES.findings), code, jobs)
+        values = pv.scan(files, seen, None, found, cuda_only_libraries(RULES.findings), code, jobs, meanwhile)
     return values, code, list(seen.items()), list(found.items()), dict(counts)
 
 
 def test_the_project_scan_in_two_processes_finds_what_it_finds_in_one(tmp_path, monkeypatch):
-    """-j 2: the scan (before any worker starts, so wall time) gives every other file to a forked
-    process (project_values._in_two): the same device keys, crossing files, CUDA-only code, Sources
-    and per-file facts, in the same order, and the child's parses counted (--stats, the budget).
-    The parent itself reads only its half; a child that fails, or cannot be forked, is replaced
-    by the parent; a child the system reaps (SIGCHLD ignored) still answers."""
+    """-j 2: the scan (before any worker starts, so wall time) shares the files with a forked
+    process (project_values._in_two), each taking the next ones when free: the same device
+    keys, crossing files, CUDA-only code, Sources and per-file facts, in the same order, the
+    child's parses counted (--stats, the budget), and each file read once. What the parent does
+    meanwhile (runner.prepare) first, the child's files go on; a child that fails, or cannot be
+    forked, is replaced by the parent; a child the system reaps (SIGCHLD ignored) still answers."""
     import pickle
     import signal
+    import time
 
     import npu_migrate.project_values as pv
 
@@ -1134,27 +1136,51 @@ def test_the_project_scan_in_two_processes_finds_what_it_finds_in_one(tmp_path, 
     assert serial[4] == {"ast": 2} and len(serial[2]) == len(serial[3]) == 8
     assert _scan_in(files, 2) == serial  # fewer than SPLIT_FROM files: one process
     monkeypatch.setattr(pv, "SPLIT_FROM", 2)
-    here: list = []
+    log = tmp_path.parent / f"{tmp_path.name}-read.log"  # (pid, file) of each file read, by either process
     real = pv._scan_file
-    monkeypatch.setattr(pv, "_scan_file", lambda path, *a: here.append(path) or real(path, *a))
+
+    def logged(path, *args):
+        with open(log, "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()} {path}\n")
+        return real(path, *args)
+
+    def read() -> dict:  # pid -> the files it read; the log starts again
+        by: dict = {}
+        for line in log.read_text(encoding="utf-8").splitlines() if log.exists() else ():
+            pid, path = line.split(" ", 1)
+            by.setdefault(int(pid), []).append(path)
+        log.unlink(missing_ok=True)
+        return by
+
+    monkeypatch.setattr(pv, "_scan_file", logged)
     assert _scan_in(files, 2) == serial
-    assert here == files[0::2]
-    here.clear()
+    by = read()
+    assert sorted(p for paths in by.values() for p in paths) == files and len(by) <= 2  # each file once
+
+    def child_reads_all() -> None:  # the parent busy until the child read every file
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (log.exists() and len(log.read_text().splitlines()) == 9):
+            time.sleep(0.01)
+        done.append(1)
+
+    done: list = []
+    assert _scan_in(files, 2, child_reads_all) == serial and done == [1]
+    by = read()
+    assert list(by) != [os.getpid()] and sorted(by[next(iter(by))]) == files  # the child, alone
     previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children reaped by the system
     try:
         assert _scan_in(files, 2) == serial
     finally:
         signal.signal(signal.SIGCHLD, previous)
-    assert here == files[0::2]
-    here.clear()
+    by = read()
+    assert sorted(p for paths in by.values() for p in paths) == files
     with monkeypatch.context() as patch:  # no process to be had: all of them here
         patch.setattr(os, "fork", lambda: (_ for _ in ()).throw(BlockingIOError(11, "Resource temporarily unavailable")))
-        assert _scan_in(files, 2) == serial
-    assert here == files[0::2] + files[1::2]
-    here.clear()
+        assert _scan_in(files, 2, lambda: done.append(2)) == serial and done == [1, 2]
+    assert read() == {os.getpid(): files}
     monkeypatch.setattr(pickle, "dumps", lambda *a, **k: 1 / 0)  # the child fails before it answers
     assert _scan_in(files, 2) == serial
-    assert here == files[0::2] + files[1::2]
+    assert sorted(read()[os.getpid()]) == files  # the parent read its own and the child's again
 
 
 # transformers 4.46.3 models/yoso/modeling_yoso.py: the extension is built by name and imported
