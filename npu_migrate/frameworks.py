@@ -32,8 +32,13 @@ FRAMEWORK_IMPORTS = (
 JAX_IMPORTS = ("jax", "flax")
 
 # The name a framework is always imported as, for files that get it through a star import:
-# BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`.
-STAR_IMPORTED_ALIASES = (("tf", "tensorflow", "tensorflow"),)  # (local name, module, framework)
+# BigGAN-Tensorflow's main.py (seed 000) uses `tf.Session` with `tf` from `from utils import *`;
+# fastai 2.8.12's torch_core.py and distributed.py use `torch.cuda.set_device` with `torch` from
+# `from .torch_imports import *` (left as it was beside a migrated `backend='hccl'`).
+STAR_IMPORTED_ALIASES = (  # (local name, module, framework)
+    ("tf", "tensorflow", "tensorflow"),
+    ("torch", "torch", "torch"),
+)
 
 # ----------------------------------------------------------------------------- PyTorch names
 # Where the PyTorch pass knows a device string, a backend name or an environment variable name
@@ -156,5 +161,6 @@ def star_imported_frameworks(text: str, imports: "ImportTable", wanted: Sequence
             continue
         if re.search(rf"(?<![\w.]){alias}\.[A-Za-z_]", text):
             imports.names[alias] = module
+            imports.star_bound.add(alias)
             found.append(framework)
     return found

@@ -47,6 +47,9 @@ class ImportTable(cst.CSTVisitor):
         # Modules imported outside any function or class body (module level, also inside
         # module-level `try:`/`if` blocks): what a file is written for, not what one helper uses.
         self.top_level_modules: Set[str] = set()
+        # Names bound as a framework's module because a star import must bring them
+        # (frameworks.star_imported_frameworks: `torch` after `from .torch_imports import *`).
+        self.star_bound: Set[str] = set()
         self._nested = 0
 
     @classmethod

@@ -1182,3 +1182,74 @@ def test_a_variable_holding_the_files_device_option_moves_with_its_default():
     assert [(e.code, e.span.line) for e in result.edits] == [("NPU142", 8)]
     assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU346", 21, 42)]
     assert "`target`" in result.findings[0].message
+
+
+# fastai 2.8.12 (fastai/torch_core.py, distributed.py, learner.py): `torch` comes from a star import,
+# `from .torch_imports import *` (torch_imports.py does `import torch`), beside `from torch.nn.parallel
+# import ...`. `torch` resolved to nothing, so `torch.cuda.set_device(gpu)` stayed while the same
+# function's `backend='nccl'` became 'hccl' (and `.cuda()` `.npu()`): setup_distrib was half
+# migrated, and default_device() and set_seed kept torch.cuda. A star import now brings `torch` as
+# it brings `tf` (frameworks.STAR_IMPORTED_ALIASES), and `import torch_npu` goes right after the
+# first star import (before any use), also where the file imports nothing of torch itself.
+FASTAI_TORCH_CORE = """\
+from .imports import *
+from .torch_imports import *
+
+
+def setup_distrib(gpu=None):
+    if gpu is None: return gpu
+    gpu = int(gpu)
+    torch.cuda.set_device(int(gpu))
+    if num_distrib() > 0: torch.distributed.init_process_group(backend='nccl', init_method='env://')
+    return gpu
+
+
+def default_device(use=True):
+    if use and torch.cuda.is_available(): return torch.device(torch.cuda.current_device())
+    return torch.device('cpu')
+
+
+def load_model(file, model, device=None):
+    if isinstance(device, int): device = torch.device('cuda', device)
+    return torch.load(file, map_location=device)
+
+
+from torch.nn.parallel import DistributedDataParallel
+"""
+FASTAI_TORCH_CORE_MIGRATED = FASTAI_TORCH_CORE.replace(
+    "from .imports import *\n", "from .imports import *\nimport torch_npu  # noqa: F401\n").replace(
+    "torch.cuda.", "torch.npu.").replace("'nccl'", "'hccl'").replace("'cuda', device", "'npu', device")
+
+
+def test_torch_from_a_star_import_is_torch():
+    result = migrate_source(FASTAI_TORCH_CORE, "fastai/torch_core.py", Options())
+    assert result.error is None
+    assert result.new_text == FASTAI_TORCH_CORE_MIGRATED
+    assert [(e.code, e.span.line) for e in result.edits] == [
+        ("NPU108", 2), ("NPU102", 8), ("NPU106", 9), ("NPU102", 14), ("NPU102", 14), ("NPU105", 19)]
+    again = migrate_source(result.new_text, "fastai/torch_core.py", Options())
+    assert again.error is None and not again.changed and again.edits == []
+    assert_partial_as_whole(FASTAI_TORCH_CORE, "torch_core.py")
+    # a file that binds `torch` itself, or never uses it, is migrated as before
+    own = "from .imports import *\nimport torch\n\ntorch.cuda.synchronize()\n"
+    assert migrate_source(own, "m.py", Options()).new_text == \
+        "from .imports import *\nimport torch\nimport torch_npu  # noqa: F401\n\ntorch.npu.synchronize()\n"
+    unused = "from .imports import *\n\nDEVICE = 'cuda'\n"  # (a config module's device: no torch_npu)
+    assert migrate_source(unused, "m.py", Options()).new_text == "from .imports import *\n\nDEVICE = 'npu'\n"
+
+
+@pytest.mark.slow
+def test_the_star_imported_torch_runs_on_the_npu(torch_python, tmp_path):
+    from torch_env import standin_env
+
+    package = tmp_path / "fa"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "imports.py").write_text("import os\n\n\ndef num_distrib():\n    return 0\n")
+    (package / "torch_imports.py").write_text("import torch\n")
+    (package / "torch_core.py").write_text(FASTAI_TORCH_CORE_MIGRATED)
+    done = subprocess.run(
+        [torch_python, "-c", "from fa.torch_core import *\nprint(setup_distrib(0), default_device(), "
+                             "torch.device('npu', 0).type, torch.npu.current_device())"],
+        cwd=tmp_path, capture_output=True, text=True, env=standin_env(tmp_path), timeout=300)
+    assert (done.returncode, done.stdout) == (0, "0 npu:0 npu 0\n"), done.stderr

@@ -144,6 +144,15 @@ class _InsertTorchNpu(cst.CSTTransformer):
             return out
         return None
 
+    def _insert_at(self, body: Sequence[cst.BaseStatement], index: int) -> List[cst.BaseStatement]:
+        new = cst.SimpleStatementLine(
+            body=[cst.Import(names=[cst.ImportAlias(name=cst.Name("torch_npu"))])],
+            trailing_whitespace=_with_noqa(cst.TrailingWhitespace()),
+        )
+        self.inserted = new
+        self.done = True
+        return [*body[:index], new, *body[index:]]
+
     def _insert_in_line(self, line: cst.SimpleStatementLine, hit: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
         small = list(line.body)
         at = small.index(hit) + 1
@@ -194,15 +203,26 @@ class _InsertTorchNpu(cst.CSTTransformer):
         return not self.done and not isinstance(node, cst.BaseExpression)
 
 
+def _after_first_star_import(body: Sequence[cst.BaseStatement]) -> Optional[int]:
+    """The index after the first module-level `from x import *` line, or None."""
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, cst.SimpleStatementLine) and any(
+                isinstance(s, cst.ImportFrom) and isinstance(s.names, cst.ImportStar) for s in stmt.body):
+            return i + 1
+    return None
+
+
 @applies("add_import")
 def add_torch_npu_import(module: cst.Module, ctx: Context, rule: Optional[Rule]) -> cst.Module:
     if rule is None or not ctx.options.add_import or not ctx.import_required("torch_npu"):
         return module
-    if not ctx.imports.imports_module("torch") or _imports_torch_npu(ctx):
+    star = _after_first_star_import(module.body) if "torch" in ctx.imports.star_bound else None
+    if (star is None and not ctx.imports.imports_module("torch")) or _imports_torch_npu(ctx):
         return module
-    # Prefer a module-level import of torch; fall back to the first one anywhere.
+    # `torch` from a star import (fastai's `from .torch_imports import *`): right after that
+    # import, before any use; else next to a module-level import of torch, or the first anywhere.
     inserter = _InsertTorchNpu(cst.SimpleStatementLine(body=[]))
-    body = inserter._insert(module.body)
+    body = inserter._insert_at(module.body, star) if star is not None else inserter._insert(module.body)
     if body is not None:
         new_module = module.with_changes(body=body)
     else:
