@@ -179,6 +179,12 @@ def test_import_torch_npu_added_once_after_import_torch():
     ("import torch\n\nimport torch.nn as nn\n", "import torch\nimport torch_npu  # noqa: F401\n\nimport torch.nn as nn\n"),
     ("import torch\nimport torch.nn as nn\nimport torch.npu\n",
      "import torch\nimport torch.nn as nn\nimport torch_npu  # noqa: F401\nimport torch.npu\n"),
+    # `from torch import device` first: torch_npu before 2.5 replaces torch.device at its import
+    # (an int is an NPU after it); bound before, `device(0)` stays torch's cuda:0. Both orders are isort's.
+    ("from torch import device\nimport torch\n", "import torch_npu  # noqa: F401\nfrom torch import device\nimport torch\n"),
+    ("# models\nfrom torch import Tensor, device as Device\n",
+     "# models\nimport torch_npu  # noqa: F401\nfrom torch import Tensor, device as Device\n"),
+    ("from torch import nn\nfrom torch import device\n", "from torch import nn\nimport torch_npu  # noqa: F401\nfrom torch import device\n"),
 ])
 def test_import_torch_npu_goes_where_isort_puts_it(imports, expected):
     use = "m = nn.Linear(2, 2).cuda()\n"

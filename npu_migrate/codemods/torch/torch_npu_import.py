@@ -1,6 +1,7 @@
 """The add_import kind (kinds/add_import.py) in the PyTorch pass: `import torch_npu` after the
 file's first import of torch and the `import torch.xxx` lines right after it (where isort puts
-it), where the pass migrated something to the NPU or found NPU code (its rewrites ask for it
+it; before it when that import needs torch_npu loaded first: `import torch.npu`, `from torch
+import device`), where the pass migrated something to the NPU or found NPU code (its rewrites ask for it
 with `ctx.require_import("torch_npu")`; codemods/add_imports.py).
 """
 
@@ -79,11 +80,18 @@ def _imports_torch_npu(ctx: Context) -> bool:
 
 
 def _needs_torch_npu_before(stmt: Union[cst.Import, cst.ImportFrom]) -> bool:
-    """`import torch.npu` / `from torch.npu import x` only work once torch_npu is imported."""
+    """`import torch.npu` / `from torch.npu import x` only work once torch_npu is imported; and
+    `from torch import device` (or `*`) binds the class torch_npu before 2.5 replaces at its
+    import (torch_npu/utils/_device.py's apply_device_patch: `torch.device(0)` is npu:0 after it):
+    bound before, the name keeps torch's own class, whose `device(0)` is cuda:0 on torch < 2.5
+    (an int meant CUDA until pytorch#129119 made it the current accelerator)."""
     if isinstance(stmt, cst.Import):
         names = [dotted_name(a.name) or "" for a in stmt.names]
     else:
         names = [dotted_name(stmt.module) or ""]
+        if names == ["torch"] and (isinstance(stmt.names, cst.ImportStar) or any(
+                isinstance(a.name, cst.Name) and a.name.value == "device" for a in stmt.names)):
+            return True
     return any(n == "torch.npu" or n.startswith("torch.npu.") for n in names)
 
 
