@@ -1253,3 +1253,39 @@ def test_the_star_imported_torch_runs_on_the_npu(torch_python, tmp_path):
                              "torch.device('npu', 0).type, torch.npu.current_device())"],
         cwd=tmp_path, capture_output=True, text=True, env=standin_env(tmp_path), timeout=300)
     assert (done.returncode, done.stdout) == (0, "0 npu:0 npu 0\n"), done.stderr
+
+
+# gpytorch 1.15.2: `.to_dense()` is the core method of linear_operator's LinearOperator (a kernel's
+# covariance, `model.covar_module(x).to_dense()`), and was NPU304 ("listed as unsupported": torch's
+# sparse Tensor.to_dense) at all 232 calls in 41 files, none on a tensor. A method finding's
+# `unless` names libraries whose objects have the method: not reported in a file that imports one
+# (anywhere in it: a partial parse keeps no `import gpytorch` statement, the file's imports say it).
+GP_TEST = """\
+import math
+import unittest
+
+import torch
+from linear_operator.operators import DiagLinearOperator
+
+from gpytorch.kernels import RBFKernel
+
+
+class TestRBFKernel(unittest.TestCase):
+    def test_computes_radial_basis_function(self):
+        kernel = RBFKernel().initialize(lengthscale=1.0)
+        a = torch.tensor([4, 2, 8], dtype=torch.float).view(3, 1)
+        res = kernel(a, a).to_dense()
+        diag = DiagLinearOperator(torch.ones(3)).to_dense()
+        self.assertLess(torch.norm(res - diag), math.inf)
+"""
+
+
+def test_to_dense_of_a_linear_operator_is_no_sparse_tensor_finding():
+    result = migrate_source(GP_TEST, "test/kernels/test_rbf_kernel.py", Options())
+    assert result.error is None and result.new_text is None and result.findings == []
+    assert_partial_as_whole(GP_TEST, "test_rbf_kernel.py")
+    # without those libraries, a sparse tensor's to_dense is still reported
+    sparse = GP_TEST.replace("from linear_operator.operators import DiagLinearOperator\n", "").replace(
+        "from gpytorch.kernels import RBFKernel\n", "from kernels import RBFKernel\n")
+    found = migrate_source(sparse, "test_rbf_kernel.py", Options())
+    assert [(f.code, f.span.line) for f in found.findings] == [("NPU304", 13), ("NPU304", 14)]

@@ -97,6 +97,7 @@ class FindingVisitor(cst.CSTVisitor):
                 commands = FindingSpec.of(rule).commands
                 if commands and any(c in ctx.text for c in commands):
                     self._command_calls.append((commands, frozenset(n.rsplit(".", 1)[-1].encode() for n in names_of(rule))))
+        self._all_imports: Optional[FrozenSet[str]] = None  # (_imports_any)
         self._in_context = {
             "any": True,
             "torch": "torch" in ctx.frameworks or ctx.imports.imports_module("torch"),
@@ -230,7 +231,7 @@ class FindingVisitor(cst.CSTVisitor):
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
             for rule in self.rules.finding_method.get(name, ()):
-                if self.applies(rule):
+                if self.applies(rule) and not self._imports_any(FindingSpec.of(rule).unless):
                     self.ctx.finding(rule, node, api=f".{name}()")
 
 
@@ -248,6 +249,18 @@ class FindingVisitor(cst.CSTVisitor):
                 spec = FindingSpec.of(rule)
                 if not spec.keywords and not spec.positions and self.applies(rule):
                     self.ctx.finding(rule, base.value, api=qual)
+
+    def _imports_any(self, modules: Tuple[str, ...]) -> bool:
+        """Whether the file imports one of `modules` (or a submodule), anywhere: from the
+        statements of the whole file (a partial parse's import table has only those it kept)."""
+        if not modules:
+            return False
+        if self._all_imports is None:
+            found = set(self.ctx.imports.modules)
+            if self.ctx.code is not None:
+                found.update(self.ctx.code.imports()[0])
+            self._all_imports = frozenset(found)
+        return any(m == root or m.startswith(root + ".") for m in self._all_imports for root in modules)
 
     # -- error texts (kind "string") -----------------------------------------------------------
 

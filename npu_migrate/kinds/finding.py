@@ -5,7 +5,9 @@
     api          any reference to the qualified name(s), resolved through imports
                  (codemods/torch/references.py, which knows which names it rewrites)
     import       an import of the module(s) or of one of their submodules (codemods/findings.py)
-    method       a call `.name(...)` on any receiver that is not an imported module
+    method       a call `.name(...)` on any receiver that is not an imported module; `unless`:
+                 not in a file that imports one of these modules (a library whose objects have
+                 a method of that name: linear_operator's LinearOperator.to_dense)
     call         a call of the qualified name(s); with `keywords`/`positions`, only when one of
                  those arguments is given and not None/False/empty (with `suffixes`: only when
                  it holds a string literal ending in one of them; with `commands`: only when it
@@ -112,7 +114,7 @@ class FindingSpec:
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
     commands: Tuple[str, ...] = ()  # call findings: the programs a command argument runs (`nvidia-smi`)
-    unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too
+    unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too; method: imported
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     skip_type_tests: bool = False  # api findings: not where a class is only named by isinstance/issubclass
@@ -157,8 +159,12 @@ def _check(entry: Dict[str, Any], label: str, from_: str) -> None:
                 raise RuleError(f"{label}: {n!r} is not a dotted Python name")
     if match_kind in NON_PYTHON_FINDING_KINDS:
         _check_non_python_patterns(match_kind, names + entry.get("unless", []), label)
+    elif match_kind == "method" and "unless" in entry:
+        if not isinstance(entry["unless"], list) or not all(isinstance(m, str) and QUALNAME_RE.match(m)
+                                                            for m in entry["unless"]):
+            raise RuleError(f"{label}: a \"method\" finding's 'unless' must be a list of module names")
     elif "unless" in entry:
-        raise RuleError(f"{label}: 'unless' is only for kind = \"requirement\" findings")
+        raise RuleError(f"{label}: 'unless' is only for kind = \"requirement\" or \"method\" findings")
     for flag in ("skip_logged", "skip_type_tests"):
         if flag in entry and (match_kind != "api" or not isinstance(entry[flag], bool)):
             raise RuleError(f"{label}: '{flag}' must be true or false, and only for kind = \"api\" findings")
