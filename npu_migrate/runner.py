@@ -253,6 +253,20 @@ def _size(path: str) -> int:
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_LIBC: list = []  # the C library, once loaded (_libc)
+
+
+def _libc():
+    """The C library through ctypes (prctl, malloc_trim), loaded once a process; OSError where
+    it cannot be. prepare() loads it before the workers fork, so they share it: imported in
+    each worker, ctypes took 15-54 ms of its start (a -j 2 cold run of transformers forks ~25
+    workers: they retire, heap_trimmer) and 1.3 MB of memory of its own."""
+    if not _LIBC:
+        import ctypes
+
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
 
 
 def _die_with_parent(parent: int) -> None:
@@ -262,9 +276,7 @@ def _die_with_parent(parent: int) -> None:
     once a second that the parent is still there."""
     if sys.platform.startswith("linux"):
         try:
-            import ctypes
-
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
             pass
     if os.getppid() != parent:  # it died before prctl took effect
@@ -338,9 +350,7 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
     Does nothing where there is no /proc or no glibc."""
     if resident is None or trim is None:
         try:
-            import ctypes
-
-            trim = trim or functools.partial(ctypes.CDLL(None).malloc_trim, 0)
+            trim = trim or functools.partial(_libc().malloc_trim, 0)
             resident = resident or _resident_bytes
             start = resident()
         except (OSError, AttributeError, ValueError):
@@ -375,7 +385,8 @@ def prepare(options: Options, rules: RuleSet) -> None:
     """Before the workers fork: migrate two lines of PyTorch and two of TensorFlow here and
     throw the results away, so that what each worker made on its first files -- libcst and
     the codemods imported, the prefilters, the statement filter, the checks of the 1,758
-    TensorFlow rules (4 MB) -- is made once and shared by all of them (copy-on-write).
+    TensorFlow rules (4 MB), ctypes and the C library (_libc) -- is made once and shared by
+    all of them (copy-on-write).
     migrate_source is a pure function: only its caches and imports stay. 0.3 s here, which
     each worker no longer spends (transformers, -j 2: peak PSS about 6 MB lower). Only for a
     run with PREPARE_FROM files or more: a smaller one may parse nothing at all (a pre-commit
@@ -386,6 +397,10 @@ def prepare(options: Options, rules: RuleSet) -> None:
     with work.apart():  # (for no file: not the project scan's work either, pipeline.py)
         for path, text in _PREPARE:
             migrate_source(text, path, options, rules)
+    try:
+        _libc()  # (what every worker calls at its start)
+    except OSError:  # pragma: no cover - no C library to load: the workers do without
+        pass
     gc.collect()  # what a cycle held is not frozen into the workers (_start)
 
 
