@@ -1289,3 +1289,38 @@ def test_to_dense_of_a_linear_operator_is_no_sparse_tensor_finding():
         "from gpytorch.kernels import RBFKernel\n", "from kernels import RBFKernel\n")
     found = migrate_source(sparse, "test_rbf_kernel.py", Options())
     assert [(f.code, f.span.line) for f in found.findings] == [("NPU304", 13), ("NPU304", 14)]
+
+
+# mmpretrain 1.2.0 (models/backbones/revvit.py, models/multimodal/ram/gradio_demo.py): a feature test
+# of torch.cuda guards the call it tests for. The call moved to torch.npu and the test stayed,
+# `if hasattr(torch.cuda, 'mem_get_info'): free = [torch.npu.mem_get_info(gpu) ...]`: it ran (the
+# CUDA module has the attribute on every build) but read half migrated. The module tested now moves
+# with the name where the name moves (same rule, name in the target); otherwise both stay.
+FEATURE_TEST = """\
+import torch
+
+
+def get_free_device(devices):
+    if hasattr(torch.cuda, 'mem_get_info'):
+        return max(torch.cuda.mem_get_info(gpu)[0] for gpu in devices)
+    if (hasattr(torch.cuda, 'default_generators')
+            and len(torch.cuda.default_generators) > 0):
+        return torch.cuda.default_generators[torch.cuda.current_device()].seed()
+    if hasattr(torch.cuda, "ipc_collect"):
+        torch.cuda.ipc_collect()
+    return getattr(torch.cuda, 'get_arch_list', None)
+"""
+
+
+def test_a_feature_test_of_torch_cuda_moves_with_the_name_it_tests():
+    result = migrate_source(FEATURE_TEST, "models/multimodal/ram/gradio_demo.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(FEATURE_TEST).replace("torch.cuda", "torch.npu").replace(
+        "getattr(torch.npu, 'get_arch_list'", "getattr(torch.cuda, 'get_arch_list'")
+    assert_partial_as_whole(FEATURE_TEST, "gradio_demo.py")
+    # torch_npu 2.5 has no torch.npu.ipc_collect: the call and its test both stay
+    older = migrate_source(FEATURE_TEST, "gradio_demo.py", Options.of(torch_npu_version="2.5"))
+    assert 'if hasattr(torch.cuda, "ipc_collect"):\n        torch.cuda.ipc_collect()' in older.new_text
+    assert "if hasattr(torch.npu, 'mem_get_info'):" in older.new_text
+    again = migrate_source(result.new_text, "gradio_demo.py", Options())
+    assert again.error is None and not again.changed

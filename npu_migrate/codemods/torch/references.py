@@ -585,13 +585,48 @@ class ReferenceRewrites(TorchKind):
         return replaced
 
     def _type_string_argument(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
-        """x.type("torch.cuda.FloatTensor"), torch.set_default_tensor_type("torch.cuda.FloatTensor")"""
+        """x.type("torch.cuda.FloatTensor"), torch.set_default_tensor_type("torch.cuda.FloatTensor");
+        hasattr(torch.cuda, "mem_get_info") (_feature_test)"""
+        if qual is None and isinstance(original.func, cst.Name) and original.func.value in ("hasattr", "getattr"):
+            return self._feature_test(original, updated)
         if len(updated.args) == 1 and (
             qual in TYPE_STRING_FUNCS
             or (qual is None and isinstance(original.func, cst.Attribute) and original.func.attr.value == "type")
         ):
             return self._tensor_type_string(original, updated)
         return updated
+
+    def _feature_test(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`hasattr(torch.cuda, "mem_get_info")` (mmpretrain's RAM demo, guarding a call that became
+        `torch.npu.mem_get_info`): the module tested moves with the name where that name moves
+        (the same rule, the name in the target), so the test and the code it guards name one
+        module. `getattr(torch.cuda, "X", default)` likewise."""
+        if len(original.args) < 2 or len(updated.args) != len(original.args):
+            return updated
+        module, name_arg = original.args[0], original.args[1]
+        if module.keyword is not None or name_arg.keyword is not None or module.star or name_arg.star:
+            return updated
+        name = string_value(name_arg.value)
+        if (not name or not name.isidentifier() or not isinstance(module.value, cst.Attribute)
+                or module.value.attr.value != "cuda" or self.resolve(module.value) != "torch.cuda"):
+            return updated
+        qualname = f"torch.cuda.{name}"
+        hit = self.ctx.rules.rewrite_api(qualname)
+        if hit is None:
+            return updated
+        prefix, to, rule = hit
+        new_qualname = to + qualname[len(prefix):]
+        if (new_qualname != f"torch.npu.{name}" or self.target.missing(new_qualname) is not None
+                or self.ctx.suppressed(module.value, rule.code)):
+            return updated
+        first = updated.args[0]
+        if not isinstance(first.value, cst.Attribute):
+            return updated
+        self.ctx.edit(rule, module.value, rule.render_message(before=qualname, after=new_qualname),
+                      "torch.cuda", "torch.npu")
+        self.ctx.require_import("torch_npu")
+        new_first = first.with_changes(value=first.value.with_changes(attr=cst.Name("npu")))
+        return updated.with_changes(args=[new_first, *updated.args[1:]])
 
     def _tensor_type_string(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         arg = updated.args[0]
