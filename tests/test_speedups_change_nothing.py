@@ -58,17 +58,18 @@ def test_the_npu_word_regex_finds_what_the_plain_one_does():
     import re
 
     from npu_migrate.codemods.guards import NPU_WORD_IN_TEXT
+    from npu_migrate.prefilter import compiled
 
     plain = re.compile(r"(?<![A-Za-z0-9])npu|npu(?![A-Za-z0-9])", re.IGNORECASE)
     texts = ["npu", "NPU", "Npu2", "2npu", "torch_npu", "npu_format_cast", "x.npu()", "input", "inputs",
              "anpua", "npnpu", "npunpu", "npuNPU", "1npu1", "\u212anpu\u212a", "\u0131npu", "x = input  # npu",
              "snpux npux", "", "np u", "npU!"]
-    found = [t for t in texts if NPU_WORD_IN_TEXT.search(t)]
+    found = [t for t in texts if compiled(NPU_WORD_IN_TEXT).search(t)]
     assert found == [t for t in texts if plain.search(t)]
     assert found == ["npu", "NPU", "Npu2", "2npu", "torch_npu", "npu_format_cast", "x.npu()", "npnpu", "npunpu",
                      "npuNPU", "\u0131npu", "x = input  # npu", "snpux npux", "npU!"]
     fixtures = [(ROOT / p).read_text(encoding="utf-8", errors="replace") for p in FIXTURES]
-    assert [bool(NPU_WORD_IN_TEXT.search(t)) for t in fixtures] == [bool(plain.search(t)) for t in fixtures]
+    assert [bool(compiled(NPU_WORD_IN_TEXT).search(t)) for t in fixtures] == [bool(plain.search(t)) for t in fixtures]
 
 
 def test_the_words_findings_look_for_are_those_of_a_search_of_the_text():
@@ -159,6 +160,7 @@ def test_a_comparison_with_cuda_is_found_where_the_search_finds_it():
     """guards._compared_with_cuda looks for _COMPARED_WITH_CUDA_RE's match from each quoted
     "cuda" (the part before it matched on the reversed text): the same answer as the search."""
     from npu_migrate.codemods.guards import _COMPARED_WITH_CUDA_RE, _compared_with_cuda
+    from npu_migrate.prefilter import compiled
 
     texts = ["", "x == 'cuda'", "x=='cuda:0'", 'd in ("cpu", "cuda")', "d in ['cpu',\n 'cuda']", "'cuda' == x",
              "'cuda' in d", "'cuda' not in d", "'cuda'cuda' == x", "'cuda' + x", "x = 'cuda'", "within 'cuda'",
@@ -166,7 +168,7 @@ def test_a_comparison_with_cuda_is_found_where_the_search_finds_it():
              "begin 'cuda'", "x in 'a', 'cuda'", "'cuda:0\" notx", "a == 'x\n', 'cuda'", "in  [ 'cuda' ]"]
     texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
     for text in texts:
-        assert _compared_with_cuda(text) == (_COMPARED_WITH_CUDA_RE.search(text) is not None), text[:40]
+        assert _compared_with_cuda(text) == (compiled(_COMPARED_WITH_CUDA_RE).search(text) is not None), text[:40]
 
 
 def test_the_walks_on_every_node_tell_libcst_types_without_abcmeta(monkeypatch):

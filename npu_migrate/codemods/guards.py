@@ -68,27 +68,32 @@ from .. import work
 from . import device_context as dc
 from ..codes import applies
 from ..kinds.finding import FindingSpec, cuda_only_libraries, names_of
+from ..prefilter import compiled
 from ..words import matches_at_word_start, words_of
 from ..rules import Rule
 from .findings import arguments_match
 from .strings import string_value
 from .syntax import option_names
 
+# The regular expressions here (the *_RE, _NPU_WORD, _GPU_FLAG, NPU_WORD_IN_TEXT patterns) are
+# compiled where first searched for (prefilter.compiled): compiling all of them at import took
+# ~3 ms of every start, and a run over a script or two uses few of them.
+
 # Words that make the test cheap: a file without any of them has nothing to plan.
 _TRIGGERS = ("is_cuda", "CUDA_HOME", "get_device_capability")
 # `None if torch.cuda.is_available() else "cpu"` (either way round): a map_location choice
 # (_Planner._map_location_choice)
-_NONE_ON_AVAILABILITY_RE = re.compile(r"None\s+if\s+(?:not\s+)?[\w.]*is_available\(\)|is_available\(\)\s+else\s+None\b")
+_NONE_ON_AVAILABILITY_RE = r"None\s+if\s+(?:not\s+)?[\w.]*is_available\(\)|is_available\(\)\s+else\s+None\b"
 # `if torch.cuda.is_available():` then, in the next lines, an `else:` and a map_location: the If
 # form (_Planner._map_location_branches; _if_map_location)
-_IF_AVAILABLE_RE = re.compile(r"is_available\(\)\s*:")
-_ELSE_RE = re.compile(r"\n[ \t]*else\s*:")
+_IF_AVAILABLE_RE = r"is_available\(\)\s*:"
+_ELSE_RE = r"\n[ \t]*else\s*:"
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
 # `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
-_EXTENSION_PART_RE = re.compile(r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$")
+_EXTENSION_PART_RE = r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 # An assert/raise message that says the code runs on CUDA only.
-_CUDA_ONLY_RE = re.compile(r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b")
+_CUDA_ONLY_RE = r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b"
 # What builds or loads a compiled extension (a CUDA_HOME test is a build gate only around these).
 _BUILD_WORDS = {"CUDAExtension", "CppExtension", "BuildExtension", "NpuExtension", "cythonize", "ext_modules",
                 "define_macros", "extra_compile_args", "load_inline", "load_ext", "get_extensions", "load_library"}
@@ -117,7 +122,7 @@ _PROPERTY_WITHOUT_NPU_VALUE = {
     "shared_memory_per_multiprocessor": "a CUDA shared-memory size",
 }
 # The text test for it (a file that only prints the properties is not walked for them).
-_PROPERTIES_VERSION_RE = re.compile(
+_PROPERTIES_VERSION_RE = (
     r"get_device_properties\([^()]*\)\s*\.\s*(?:" + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b"
     # ... or read through a variable (`prop = ...get_device_properties(d)` ... `prop.major`)
     r"|\b(\w+)\s*=\s*[\w.]*get_device_properties\((?s:.*?)\b\1\s*\.\s*(?:"
@@ -142,7 +147,7 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
 
 def _if_map_location(text: str) -> bool:
     """Whether an `is_available():` has an `else:` and a map_location in its next eight lines."""
-    for found in _IF_AVAILABLE_RE.finditer(text):
+    for found in compiled(_IF_AVAILABLE_RE).finditer(text):
         end = found.end()
         for _ in range(8):
             end = text.find("\n", end + 1)
@@ -150,7 +155,7 @@ def _if_map_location(text: str) -> bool:
                 end = len(text)
                 break
         window = text[found.end():end]
-        if "map_location" in window and _ELSE_RE.search(window):
+        if "map_location" in window and compiled(_ELSE_RE).search(window):
             return True
     return False
 
@@ -158,8 +163,8 @@ def _if_map_location(text: str) -> bool:
 def _plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
             "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
-            "get_device_properties" in ctx.text and _PROPERTIES_VERSION_RE.search(ctx.text)) and not (
-            "map_location" in ctx.text and (_NONE_ON_AVAILABILITY_RE.search(ctx.text)
+            "get_device_properties" in ctx.text and compiled(_PROPERTIES_VERSION_RE).search(ctx.text)) and not (
+            "map_location" in ctx.text and (compiled(_NONE_ON_AVAILABILITY_RE).search(ctx.text)
                                             or _if_map_location(ctx.text))):
         return
     kernels = _kernel_names(ctx)
@@ -178,17 +183,17 @@ def _kernel_names(ctx: Context) -> Set[str]:
         if isinstance(stmt, cst.Import):
             for alias in stmt.names:
                 full = dotted_name(alias.name) or ""
-                if any(_EXTENSION_PART_RE.search(p) for p in full.split(".")) and not _is_torch(full):
+                if any(compiled(_EXTENSION_PART_RE).search(p) for p in full.split(".")) and not _is_torch(full):
                     names.add(_local_name(alias, full.split(".", 1)[0]))
         elif not isinstance(stmt.names, cst.ImportStar):
             module = dotted_name(stmt.module) if stmt.module is not None else ""
             module = module or ""
-            in_module = any(_EXTENSION_PART_RE.search(p) for p in module.split(".") if p)
+            in_module = any(compiled(_EXTENSION_PART_RE).search(p) for p in module.split(".") if p)
             if not stmt.relative and _is_torch(module):
                 continue
             for alias in stmt.names:
                 name = dotted_name(alias.name) or ""
-                if in_module or _EXTENSION_PART_RE.search(name):
+                if in_module or compiled(_EXTENSION_PART_RE).search(name):
                     names.add(_local_name(alias, name))
     collector = _Definitions(ctx)
     walk(ctx.module, collector)
@@ -220,7 +225,7 @@ def _imports_extension(stmt: cst.CSTNode) -> bool:
         names = [dotted_name(stmt.module) or ""] if stmt.module is not None else []
         if not isinstance(stmt.names, cst.ImportStar):
             names += [dotted_name(a.name) or "" for a in stmt.names]
-    return any(_EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n) for part in n.split(".") if part)
+    return any(compiled(_EXTENSION_PART_RE).search(part) for n in names if not _is_torch(n) for part in n.split(".") if part)
 
 
 def _is_torch(module: str) -> bool:
@@ -640,8 +645,8 @@ class _Planner(cst.CSTVisitor):
             while isinstance(node, cst.If):
                 chain.append(node)
                 node = node.orelse
-            if (any(_names_device(b.test, _NPU_WORD, _is_npu_name) for b in chain)
-                    and not _names_device(branch.test, _NPU_WORD, _is_npu_name) and _tests_cuda_itself(branch.test)):
+            if (any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain)
+                    and not _names_device(branch.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(branch.test)):
                 return True
         return False
 
@@ -769,17 +774,16 @@ def _cuda_only_text(node: cst.CSTNode) -> bool:
     while stack:
         n = stack.pop()
         if isinstance(n, cst.SimpleString):
-            if _CUDA_ONLY_RE.search(n.value):
+            if compiled(_CUDA_ONLY_RE).search(n.value):
                 return True
         elif isinstance(n, cst.FormattedStringText):
-            if _CUDA_ONLY_RE.search(n.value):
+            if compiled(_CUDA_ONLY_RE).search(n.value):
                 return True
         stack.extend(code_children(n))
     return False
 
 
-_NPU_WORD = re.compile(r"(?:^|_)npu(?:_|$)", re.IGNORECASE)  # torch.npu, is_npu_available, torch_npu
-_CUDA_WORD = re.compile(r"(?:^|_)(?:cuda|gpu)(?:_|$)", re.IGNORECASE)  # torch.cuda, is_cuda_available
+_NPU_WORD = r"(?i)(?:^|_)npu(?:_|$)"  # torch.npu, is_npu_available, torch_npu
 
 
 def _is_npu_name(value: str) -> bool:
@@ -843,7 +847,7 @@ def _tests_cuda_itself(test: cst.CSTNode) -> bool:
 # character before the `npu` just matched). The literal first: the regex engine jumps between
 # the `npu`s of the text (`(?<!...)npu|...` tried every position: 5x slower on transformers,
 # where "input" puts `npu` in almost every file).
-NPU_WORD_IN_TEXT = re.compile(r"npu(?:(?![A-Za-z0-9])|(?<![A-Za-z0-9]npu))", re.IGNORECASE)
+NPU_WORD_IN_TEXT = r"(?i)npu(?:(?![A-Za-z0-9])|(?<![A-Za-z0-9]npu))"
 
 
 def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> None:
@@ -860,10 +864,10 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
             chain.append(branch)
             elifs.add(id(branch))
             branch = branch.orelse
-        if len(chain) < 2 or not any(_names_device(b.test, _NPU_WORD, _is_npu_name) for b in chain):
+        if len(chain) < 2 or not any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain):
             return
         for b in chain:
-            if not _names_device(b.test, _NPU_WORD, _is_npu_name) and _tests_cuda_itself(b.test):
+            if not _names_device(b.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(b.test):
                 ctx.keep(b.test)
                 ctx.keep(b.body)
         return
@@ -885,19 +889,19 @@ def keep_cuda_patched_with_npu(ctx: Context, node: cst.Assign, resolve) -> None:
     project's readers of that name do."""
     targets = [t.target for t in node.targets
                if isinstance(t.target, cst.Attribute) and (resolve(t.target) or "").startswith("torch.cuda.")]
-    if targets and _names_device(node.value, _NPU_WORD, _is_npu_name):
+    if targets and _names_device(node.value, compiled(_NPU_WORD), _is_npu_name):
         for target in targets:
             ctx.keep(target)
 
 
-_GPU_FLAG = re.compile(r"(?:^|_)(?:gpu|gpus|cuda)(?:_|$)", re.IGNORECASE)
+_GPU_FLAG = r"(?i)(?:^|_)(?:gpu|gpus|cuda)(?:_|$)"
 
 
 def keep_gpu_flag(ctx: Context, arg: cst.Arg) -> None:
     """`FaissKMeans(gpu=self.device.type == "cuda")`: a keyword that says GPU or CUDA given a test
     of the device asks the callee for its CUDA path (faiss-gpu, cupy); rewritten to "npu" the
     callee would take that path on the NPU. The argument stays as it is (False on the NPU)."""
-    if arg.keyword is None or not _GPU_FLAG.search(arg.keyword.value):
+    if arg.keyword is None or not compiled(_GPU_FLAG).search(arg.keyword.value):
         return
     stack: List[cst.CSTNode] = [arg.value]
     while stack:
@@ -927,10 +931,10 @@ def _is_cuda_string(node: cst.CSTNode) -> bool:
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
         return any(isinstance(e, cst.Element) and _is_cuda_string(e.value) for e in node.elements)
     value = string_value(node) if isinstance(node, cst.SimpleString) else None
-    return value is not None and (value == "cuda" or _CUDA_INDEX_RE.fullmatch(value) is not None)
+    return value is not None and (value == "cuda" or compiled(_CUDA_INDEX_RE).fullmatch(value) is not None)
 
 
-_CUDA_INDEX_RE = re.compile(r"cuda:\d+")
+_CUDA_INDEX_RE = r"cuda:\d+"
 
 
 def _names_npu(node: cst.CSTNode) -> bool:
@@ -939,35 +943,35 @@ def _names_npu(node: cst.CSTNode) -> bool:
         isinstance(e, cst.Element) and isinstance(e.value, cst.SimpleString)
         and (string_value(e.value) or "").split(":")[0] == "npu" for e in node.elements)
 # The text test for a comparison with "cuda" (`== "cuda"`, `in ("cuda", "xpu")`, `"cuda" != x`).
-_COMPARED_WITH_CUDA_RE = re.compile(r"""(?:==|!=|\bin)\s*[(\[{]?\s*(?:(?:'[^'\n]*'|"[^"\n]*")\s*,\s*)*['"]cuda(?::\d+)?['"]"""
+_COMPARED_WITH_CUDA_RE = (r"""(?:==|!=|\bin)\s*[(\[{]?\s*(?:(?:'[^'\n]*'|"[^"\n]*")\s*,\s*)*['"]cuda(?::\d+)?['"]"""
                                     r"""|['"]cuda(?::\d+)?['"]\s*(?:==|!=|in\b|not\b)""")
 # _COMPARED_WITH_CUDA_RE in parts, for _compared_with_cuda: the quoted "cuda"; what may follow
 # it; and what may come before it, reversed (matched on the reversed text)
-_QUOTED_CUDA_RE = re.compile(r"""['"]cuda(?::\d+)?['"]""")
-_COMPARED_AFTER_RE = re.compile(r"""\s*(?:==|!=|in\b|not\b)""")
-_COMPARED_BEFORE_REVERSED_RE = re.compile(r"""(?:\s*,\s*(?:'[^'\n]*'|"[^"\n]*"))*\s*[(\[{]?\s*(?:==|=!|ni\b)""")
+_QUOTED_CUDA_RE = r"""['"]cuda(?::\d+)?['"]"""
+_COMPARED_AFTER_RE = r"""\s*(?:==|!=|in\b|not\b)"""
+_COMPARED_BEFORE_REVERSED_RE = r"""(?:\s*,\s*(?:'[^'\n]*'|"[^"\n]*"))*\s*[(\[{]?\s*(?:==|=!|ni\b)"""
 
 
 def _compared_with_cuda(text: str) -> bool:
-    """Whether `_COMPARED_WITH_CUDA_RE.search(text)` finds a match, looked for from each quoted
+    """Whether `_COMPARED_WITH_CUDA_RE` finds a match in `text`, looked for from each quoted
     "cuda" (found by its letters): the operator after it, or the operator (and the other strings
     of a tuple) before it, matched backwards on the reversed text. The search itself tried every
     position of the file (no literal leads it): py-spy 1.5% of transformers' CPU."""
     reversed_text = ""
     at = 0
     while True:
-        found = _QUOTED_CUDA_RE.search(text, at)
+        found = compiled(_QUOTED_CUDA_RE).search(text, at)
         if found is None:
             return False
-        if _COMPARED_AFTER_RE.match(text, found.end()):
+        if compiled(_COMPARED_AFTER_RE).match(text, found.end()):
             return True
         reversed_text = reversed_text or text[::-1]
-        if _COMPARED_BEFORE_REVERSED_RE.match(reversed_text, len(text) - found.start()):
+        if compiled(_COMPARED_BEFORE_REVERSED_RE).match(reversed_text, len(text) - found.start()):
             return True
         at = found.start() + 1  # (the closing quote may open the next one: `'cuda'cuda'`)
 
 
-_CAMEL_RE = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CAMEL_RE = r"(?<=[a-z0-9])(?=[A-Z])"
 # Nodes whose Name children are not references to a value (`x.attr`'s attr, a keyword's name, ...).
 _NOT_REFERENCES = (cst.Import, cst.ImportFrom)
 
@@ -1076,7 +1080,7 @@ class _DeviceGates:
     # -- what is CUDA-only ------------------------------------------------------------------
 
     def _library_word(self, name: str) -> bool:
-        return self.word_re is not None and self.word_re.search(_CAMEL_RE.sub("_", name)) is not None
+        return self.word_re is not None and self.word_re.search(compiled(_CAMEL_RE).sub("_", name)) is not None
 
     def _cuda_module(self, qual: str) -> bool:
         return any(qual == m or qual.startswith(m + ".") for m in self.modules)
@@ -1117,7 +1121,7 @@ class _DeviceGates:
         if self._elided_imports():
             return True  # (a compiled extension imported in lines left out)
         if ("raise" in text or "assert" in text) and (
-                "NotImplementedError" in text or _CUDA_ONLY_RE.search(text) or _starts_word(_CUDA_KERNEL_TEXT_RE, text)):
+                "NotImplementedError" in text or compiled(_CUDA_ONLY_RE).search(text) or _starts_word(compiled(_CUDA_KERNEL_TEXT_RE), text)):
             # A refusal whose error says CUDA only (the commonest evidence: transformers' abstract
             # methods raise NotImplementedError): nothing else in the file is CUDA-only code, so
             # no name can be (_cuda_name) and no line left out can change a verdict (_ask_for)
@@ -1138,20 +1142,20 @@ class _DeviceGates:
                 for start, end, _indent in partial.runs:
                     text = partial.text_of((start, end))
                     # (an import statement holds the word: a substring test first, at C speed)
-                    if "import" not in text or not _IMPORT_TEXT_RE.search(text):
+                    if "import" not in text or not compiled(_IMPORT_TEXT_RE).search(text):
                         continue
                     for node in _statements_in(partial.left_out.get(start, [])):
                         if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
                             module = node.module or ""
                             names = [module] + [a.name for a in node.names]
                             if any(self._library_word(p) for p in module.split(".") if p) or any(
-                                    _EXTENSION_PART_RE.search(part) for n in names if not _is_torch(n)
+                                    compiled(_EXTENSION_PART_RE).search(part) for n in names if not _is_torch(n)
                                     for part in n.split(".") if part):
                                 found.update(a.asname or a.name for a in node.names)
                         elif isinstance(node, ast.Import):
                             for alias in node.names:
                                 parts = alias.name.split(".")
-                                if (not _is_torch(alias.name) and any(_EXTENSION_PART_RE.search(p) for p in parts if p)
+                                if (not _is_torch(alias.name) and any(compiled(_EXTENSION_PART_RE).search(p) for p in parts if p)
                                         or any(self._library_word(p) for p in parts)):
                                     found.add(alias.asname or parts[0])
             self._elided_names = found
@@ -1242,7 +1246,7 @@ class _DeviceGates:
                     text = partial.text_of((start, end))
                     names = _defined_names(text)
                     if not indent:
-                        names.update(_ASSIGNED_RE.findall(text))
+                        names.update(compiled(_ASSIGNED_RE).findall(text))
                     for name in names:
                         found.setdefault(name, []).append((start, end, indent))
             self._elided_defined = found
@@ -1890,7 +1894,7 @@ class _DeviceGates:
                 return ("refusal", found)
             self._note_elided(part)
         if assertion.msg is not None and (_cuda_only_text(assertion.msg) or any(
-                _CUDA_KERNEL_RE.search(t) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", t))
+                compiled(_CUDA_KERNEL_RE).search(t) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", t))
                 for t in _texts(assertion.msg))):
             return ("refusal", "its message says the code is CUDA-only")
         needs = self._module_needs()
@@ -1903,7 +1907,7 @@ class _DeviceGates:
             return True
         if not isinstance(small, cst.Raise) or small.exc is None:
             return False
-        return any(_CUDA_KERNEL_RE.search(text) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", text))
+        return any(compiled(_CUDA_KERNEL_RE).search(text) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", text))
                    for text in _texts(small.exc))
 
     def _rest_of_block(self, statement: cst.CSTNode) -> List[cst.CSTNode]:
@@ -2179,10 +2183,10 @@ def _module_file(place: str) -> str:
     return place.rsplit("/", 2)[-2] + ".py"
 
 
-_CUDA_KERNEL_RE = re.compile(r"(?i)\bcuda kernels?\b")
+_CUDA_KERNEL_RE = r"(?i)\bcuda kernels?\b"
 # The same, led by its letters (a leading `\\b` makes Python's regex engine try every position of a
 # whole file: 7.8 -> ~1 ms on modeling_utils.py); _starts_word checks the start
-_CUDA_KERNEL_TEXT_RE = re.compile(r"(?i)cuda kernels?(?!\w)")
+_CUDA_KERNEL_TEXT_RE = r"(?i)cuda kernels?(?!\w)"
 
 
 def _starts_word(pattern: "re.Pattern[str]", text: str) -> bool:
@@ -2220,7 +2224,7 @@ def _defined_names(text: str) -> Set[str]:
     searched from their letters (a leading `\\b` makes the regex engine try every position: 19 ->
     4 ms on modeling_utils.py), each match checked to start a word (else looked for again from
     its next character: `auto_class` then `def f` on the next line holds `def f`)."""
-    return {match.group(1) for match in matches_at_word_start(_DEFINED_RE, text)}
+    return {match.group(1) for match in matches_at_word_start(compiled(_DEFINED_RE), text)}
 
 
 def _written(text: str, names: Set[str], after: str) -> bool:
@@ -2237,9 +2241,9 @@ def _written(text: str, names: Set[str], after: str) -> bool:
 # Where an import statement can start in a run of lines left out (as partial._IMPORT_START)
 # What may define a name in lines left out (_DeviceGates._elided_definitions): a function or a
 # class at any depth; at module level, an assignment (`a = b = ...`, `x = 1; name = ...`)
-_DEFINED_RE = re.compile(r"(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")  # (a word before: _defined_names)
-_ASSIGNED_RE = re.compile(r"(?:^|[;=][ \t]*)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)", re.MULTILINE)
-_IMPORT_TEXT_RE = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
+_DEFINED_RE = r"(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)"  # (a word before: _defined_names)
+_ASSIGNED_RE = r"(?m)(?:^|[;=][ \t]*)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)"
+_IMPORT_TEXT_RE = r"(?m)(?:^|[;:])[ \t\f]*(?:import|from)\b"
 
 
 def _texts(node: cst.CSTNode) -> Iterator[str]:
@@ -2287,7 +2291,7 @@ def _definitions_in(statements: List[ast.stmt], name: str, module_level: bool) -
 
 
 _CUDA_VERSION_FACTS = {"torch.version.cuda", "torch.version.hip"}
-_CUDA_VERSION_RE = re.compile(r"version\.(?:cuda|hip)\b")  # the text test (most files never read them)
+_CUDA_VERSION_RE = r"version\.(?:cuda|hip)\b"  # the text test (most files never read them)
 
 
 def keep_is_available_over_cuda_versions(ctx: Context) -> None:
@@ -2297,7 +2301,7 @@ def keep_is_available_over_cuda_versions(ctx: Context) -> None:
     ROCm build, where the None fails (SpeechBrain's get_environment_description(), which every
     experiment calls: `"ROCm version:\\n" + torch.version.hip`, a TypeError). The test stays: False
     on the NPU, which takes the other branch, as it did before the migration."""
-    if "is_available" not in ctx.text or not _CUDA_VERSION_RE.search(ctx.text):
+    if "is_available" not in ctx.text or not compiled(_CUDA_VERSION_RE).search(ctx.text):
         return
     resolve = ctx.imports.resolve
     stack: List[cst.CSTNode] = [ctx.module]
@@ -2428,7 +2432,7 @@ def _names_cuda(code: cst.CSTNode, local: Set[str], resolve) -> bool:
 _COLLECTIVES = {"all_reduce", "all_gather", "all_gather_into_tensor", "broadcast", "reduce", "reduce_scatter",
                 "reduce_scatter_tensor", "all_to_all", "all_to_all_single", "scatter", "gather"}
 _DDP = "torch.nn.parallel.DistributedDataParallel"
-_NPU_WORD_RE = re.compile(r"\bnpu\b")  # `torch.npu.x`, `"npu:0"`, `.npu()`: an edit that moves to the NPU
+_NPU_WORD_RE = r"\bnpu\b"  # `torch.npu.x`, `"npu:0"`, `.npu()`: an edit that moves to the NPU
 
 
 @applies("finding:guard")
@@ -2442,7 +2446,7 @@ def report_gloo_for_device_tensors(ctx: Context) -> None:
     cannot; reported at the value (NPU325), after the pass's rewrites (their edits say
     whether the file moves something to the NPU). `new_group(backend="gloo")` (a CPU group
     beside the default one) is not this."""
-    if "gloo" not in ctx.text or not any(_NPU_WORD_RE.search(after) for after in ctx.edited_to()):
+    if "gloo" not in ctx.text or not any(compiled(_NPU_WORD_RE).search(after) for after in ctx.edited_to()):
         return  # (a backend's edit, "nccl" -> "hccl", moves no tensor)
     rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "gloo-device-collectives"), None)
     if rule is None:

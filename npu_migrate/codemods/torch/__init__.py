@@ -31,6 +31,7 @@ import libcst as cst
 
 from ...context import Context
 from ...fast_visitor import transform
+from ...prefilter import compiled
 from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
@@ -47,7 +48,6 @@ from .torch_npu_import import add_torch_npu_import, is_torch_npu_itself
 for _name in package_modules(__path__[0]):
     importlib.import_module(f"{__name__}.{_name}")  # a TorchKind in any module here registers
 
-_NPU_LETTERS = re.compile("npu", re.IGNORECASE)
 K = TypeVar("K", bound=TorchKind)
 
 
@@ -79,8 +79,8 @@ class TorchTransformer(cst.CSTTransformer):
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
-        self._names_npu = (_NPU_LETTERS.search(ctx.text) is not None
-                           and NPU_WORD_IN_TEXT.search(ctx.text) is not None)
+        self._names_npu = (compiled("(?i)npu").search(ctx.text) is not None
+                           and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
 
     def _kind(self, kind: Type[K]) -> K:

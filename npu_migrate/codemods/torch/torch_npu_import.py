@@ -15,6 +15,7 @@ import libcst as cst
 
 from ...context import Context
 from ...imports import dotted_name
+from ...prefilter import compiled
 from ...rules import Rule
 from ..syntax import leading_lines
 from ...codes import applies
@@ -31,13 +32,14 @@ def _with_noqa(trailing: cst.TrailingWhitespace) -> cst.TrailingWhitespace:
         return trailing.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(NOQA))
     if re.search(r"#\s*noqa(?!\s*:)", comment, re.IGNORECASE) or "F401" in comment:
         return trailing  # a bare noqa (no codes) silences every code already; or F401 is named
-    codes = _NOQA_CODES.search(comment)
+    codes = compiled(_NOQA_CODES).search(comment)
     if codes:  # flake8 reads the first noqa directive only: F401 joins its codes
         return trailing.with_changes(comment=cst.Comment(f"{comment[:codes.end()]}, F401{comment[codes.end():]}"))
     return trailing.with_changes(comment=cst.Comment(f"{comment}  {NOQA}"))
 
 
-_NOQA_CODES = re.compile(r"#\s*noqa\s*:\s*[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*", re.IGNORECASE)
+# (compiled where first used, prefilter.compiled: 1 ms of every start, for a file with a noqa comment)
+_NOQA_CODES = r"(?i)#\s*noqa\s*:\s*[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*"
 
 
 def _imports_torch(stmt: cst.CSTNode) -> Optional[Union[cst.Import, cst.ImportFrom]]:
