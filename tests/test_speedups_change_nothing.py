@@ -210,3 +210,33 @@ def test_the_walks_on_every_node_tell_libcst_types_without_abcmeta(monkeypatch):
     monkeypatch.undo()
     assert checks == []
     assert table.names == {"torch": "torch", "path": "os.path"}
+
+
+def test_a_name_written_is_looked_for_in_the_words_first(monkeypatch):
+    """guards._written (a CUDA-only call's name written, before `(` or not before a name
+    character) and keep_cuda_interop's test for cupy, numba.cuda, ... answer from the words of the
+    text (words.words_of) where the engine made them: the same answers and the same results as
+    the searches of the text they stand for -- a name only inside a longer word (`cupyx_like`,
+    `rmmod`, `bmm_fused`) is no name written."""
+    from npu_migrate.codemods import guards
+    from npu_migrate.words import words_of
+
+    names = {"mm", "bmm", "addmm", "index_cpu_to_gpu", "GpuIndexFlat"}
+    texts = ["", "mm(", "x = torch.bmm (a, b)", "bmm_fused(a)", "_mm(x)", "ébmm(x)", "mmé(x)", "2mm(x)", "mm", "mmmm(",
+             "f = faiss.GpuIndexFlat", "GpuIndexFlatL2(r, d)", "# addmm\n", "a.addmm\n(b)", "mm\t\n("]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    for text in texts:
+        for after in (r"\s*\(", r"(?!\w)"):
+            assert guards._written(text, names, after, words_of(text)) == guards._written(text, names, after), (text[:40], after)
+    assert not guards._all_words({"GpuIndex*"}) and guards._all_words(names)
+
+    interop = ("import torch\n{imports}\n\n\ndef alloc(size):\n    stream = torch.cuda.current_stream().cuda_stream\n"
+               "    return {call}(size, stream)\n")
+    cases = [interop.format(imports="import cupy", call="cupy.cuda.alloc"),
+             interop.format(imports="from numba import cuda as nc", call="nc.to_device"),
+             interop.format(imports="import cupyx_like as cl  # rmmod", call="cl.alloc"),
+             interop.format(imports="from pycuda_helpers import alloc", call="alloc")]
+    searched = [migrate_source(text, "alloc.py", Options(), RULES).to_dict() for text in cases]
+    monkeypatch.setattr(guards, "_may_be_written", lambda ctx, roots: any(root in ctx.text for root in roots))
+    assert [migrate_source(text, "alloc.py", Options(), RULES).to_dict() for text in cases] == searched
+    assert [[f["code"] for f in r["findings"] if f["code"] == "NPU319"] for r in searched] == [["NPU319"], ["NPU319"], [], []]
