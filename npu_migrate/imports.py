@@ -50,6 +50,9 @@ class ImportTable(cst.CSTVisitor):
         # Names bound as a framework's module because a star import must bring them
         # (frameworks.star_imported_frameworks: `torch` after `from .torch_imports import *`).
         self.star_bound: Set[str] = set()
+        # Every name a `from` import binds a local name to (`names` keeps the last): nnU-Net's
+        # `try: from torch import GradScaler / except ImportError: from torch.cuda.amp import GradScaler`.
+        self.from_bindings: Dict[str, Set[str]] = {}
         self._nested = 0
 
     @classmethod
@@ -121,6 +124,7 @@ class ImportTable(cst.CSTVisitor):
                 continue
             local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
             self.names[local] = f"{module}.{name}"
+            self.from_bindings.setdefault(local, set()).add(f"{module}.{name}")
         return False
 
     # -- queries ---------------------------------------------------------------------------

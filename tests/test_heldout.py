@@ -1324,3 +1324,49 @@ def test_a_feature_test_of_torch_cuda_moves_with_the_name_it_tests():
     assert "if hasattr(torch.npu, 'mem_get_info'):" in older.new_text
     again = migrate_source(result.new_text, "gradio_demo.py", Options())
     assert again.error is None and not again.changed
+
+
+# nnU-Net (nnunetv2 2.8.1, training/nnUNetTrainer/nnUNetTrainer.py): GradScaler is imported as
+# torch.GradScaler, or on torch < 2.3 as torch.cuda.amp.GradScaler (try/except ImportError), and
+# built `GradScaler("cuda") if not TORCH_HAS_OLD_GRADSCALER else GradScaler()` when
+# `self.device.type == 'cuda'`. The gate became 'npu', the scaler's "cuda" stayed (the import table
+# kept the second binding, whose first parameter is init_scale; torch.GradScaler was not among the
+# device functions): on the NPU the scaler was built for CUDA, warned and disabled itself -- fp16
+# training without loss scaling. A string literal given where another binding of the name takes
+# its device is that device; torch.GradScaler is a device function as torch.amp.GradScaler is.
+NNUNET_TRAINER = """\
+import torch
+try:
+   from torch import GradScaler           # torch >= 2.3
+   TORCH_HAS_OLD_GRADSCALER = False
+except ImportError:
+   from torch.cuda.amp import GradScaler  # torch < 2.3
+   TORCH_HAS_OLD_GRADSCALER = True
+
+
+class nnUNetTrainer(object):
+    def __init__(self, device: torch.device = torch.device('cuda')):
+        self.device = device
+        self.grad_scaler = (GradScaler("cuda") if not TORCH_HAS_OLD_GRADSCALER else GradScaler()) if self.device.type == 'cuda' else None
+        self.fixed = GradScaler(65536.0) if TORCH_HAS_OLD_GRADSCALER else None
+"""
+NNUNET_TRAINER_MIGRATED = with_torch_npu(NNUNET_TRAINER).replace(
+    "from torch.cuda.amp import GradScaler", "from torch_npu.npu.amp import GradScaler").replace(
+    "'cuda'", "'npu'").replace('GradScaler("cuda")', 'GradScaler("npu")')
+
+
+def test_a_grad_scaler_imported_two_ways_gets_the_npu_as_its_device():
+    result = migrate_source(NNUNET_TRAINER, "nnunetv2/training/nnUNetTrainer/nnUNetTrainer.py", Options())
+    assert result.error is None
+    assert result.new_text == NNUNET_TRAINER_MIGRATED
+    assert_partial_as_whole(NNUNET_TRAINER, "nnUNetTrainer.py")
+    plain = migrate_source("from torch import GradScaler\nscaler = GradScaler('cuda')\n", "m.py", Options())
+    assert "scaler = GradScaler('npu')" in plain.new_text
+
+
+@pytest.mark.slow
+def test_the_grad_scaler_of_the_migrated_trainer_is_enabled_on_the_npu(run_on_standin):
+    done = run_on_standin(NNUNET_TRAINER + "\nprint(nnUNetTrainer().grad_scaler.is_enabled())\n", migrate=False)
+    assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr  # as written: CUDA's, disabled
+    done = run_on_standin(NNUNET_TRAINER + "\nprint(nnUNetTrainer().grad_scaler.is_enabled())\n")
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr

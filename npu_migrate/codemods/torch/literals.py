@@ -614,6 +614,12 @@ class LiteralRewrites(TorchKind):
         positional = [a for a in call.args if a.keyword is None and a.star == ""]
         if qual is not None and len(positional) > self.device_functions.get(qual, len(positional)):
             out.append((positional[self.device_functions[qual]], "device"))
+        elif (qual is not None and isinstance(func, cst.Name) and positional
+              and self._other_binding_takes_a_device(func.value, qual, positional)):
+            # `GradScaler("cuda")` where GradScaler is torch.GradScaler, or on an older torch
+            # torch.cuda.amp.GradScaler (try/except ImportError): a device string is only ever
+            # the device of the binding that takes one
+            out.append((positional[0], "device"))
         elif (
             qual is None
             and isinstance(func, cst.Attribute)
@@ -645,6 +651,13 @@ class LiteralRewrites(TorchKind):
         if qual is None and _may_be_local(func) and any(self._is_rewritable_literal(a.value) for a in call.args):
             out.extend(self._local_parameter_args(call, {id(a) for a, _ in out}))
         return out
+
+    def _other_binding_takes_a_device(self, local: str, qual: str, positional: List[cst.Arg]) -> bool:
+        """Whether `local` is also imported as a function whose first positional argument is a
+        device (the position the call gives a string literal a device rule moves)."""
+        return any(other != qual and self.device_functions.get(other) == 0
+                   for other in self.ctx.imports.from_bindings.get(local, ())) \
+            and self._is_rewritable_literal(positional[0].value)
 
     def _local_parameter_args(self, call: cst.Call, taken: Set[int]) -> List[Tuple[cst.Arg, str]]:
         """The literal arguments of a call of the module's own function, class or method (`self.`)
