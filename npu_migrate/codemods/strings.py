@@ -121,17 +121,8 @@ class LiteralRewriter:
                 # DEVICES + ["cuda"]: a collection of devices, joined (its literal parts)
                 return self._rewrite_children(node, False, "left", "right")
             return None
-        if (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
-            and node.func.attr.value == "format"
-            and isinstance(node.func.value, cst.SimpleString)
-        ):
-            # "cuda:{}".format(rank)
-            new_value = self.rewrite(node.func.value)
-            if new_value is not None:
-                return node.with_changes(func=node.func.with_changes(value=new_value))
-            return None
+        if type(node) is cst.Call:
+            return self.rewrite_call(node)
         if isinstance(node, cst.Dict):
             # map_location={"cuda:1": "cuda:0"}, {"cuda": f, "cpu": g, "default": h}: keyed by
             # devices (a key that names one), not `{"from": "cuda"}`
@@ -160,6 +151,17 @@ class LiteralRewriter:
                         item = item.with_changes(value=v)
                 items.append(item)
             return node.with_changes(elements=items) if changed else None
+        return None
+
+
+    def rewrite_call(self, node: cst.Call) -> Optional[cst.BaseExpression]:
+        """`rewrite` of a call: `"cuda:{}".format(rank)` (a subclass adds more: the torch pass's
+        lookups with a default, codemods/torch/literals.py)."""
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "format" \
+                and isinstance(node.func.value, cst.SimpleString):
+            new_value = self.rewrite(node.func.value)
+            if new_value is not None:
+                return node.with_changes(func=node.func.with_changes(value=new_value))
         return None
 
 

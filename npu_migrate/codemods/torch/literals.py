@@ -156,26 +156,25 @@ class LookupRewriter(LiteralRewriter):
     """A LiteralRewriter that also rewrites the default of a lookup (`cfg.get("device", "cuda")`):
     in a device position the default is a device as a literal there is."""
 
-    def rewrite(self, node: cst.BaseExpression, element: bool = False) -> Optional[cst.BaseExpression]:
-        if type(node) is cst.Call:
-            parts = lookup_parts(node)
-            if parts is not None:
-                default = parts[1]
-                if default is None:
-                    return None
-                new = self.rewrite(default.value)
-                if new is None:
-                    return None
-                return node.with_changes(args=[a.with_changes(value=new) if a is default else a for a in node.args])
-            inner = same_text_of(node)
-            if inner is not None and carried_lookups(inner):
-                new = self.rewrite(inner)
-                if new is None:
-                    return None
-                if isinstance(node.func, cst.Attribute):  # cfg.get("device", "cuda").lower()
-                    return node.with_changes(func=node.func.with_changes(value=new))
-                return node.with_changes(args=[node.args[0].with_changes(value=new)])  # str(...)
-        return super().rewrite(node, element)
+    def rewrite_call(self, node: cst.Call) -> Optional[cst.BaseExpression]:
+        parts = lookup_parts(node)
+        if parts is not None:
+            default = parts[1]
+            if default is None:
+                return None
+            new = self.rewrite(default.value)
+            if new is None:
+                return None
+            return node.with_changes(args=[a.with_changes(value=new) if a is default else a for a in node.args])
+        inner = same_text_of(node)
+        if inner is not None and carried_lookups(inner):
+            new = self.rewrite(inner)
+            if new is None:
+                return None
+            if isinstance(node.func, cst.Attribute):  # cfg.get("device", "cuda").lower()
+                return node.with_changes(func=node.func.with_changes(value=new))
+            return node.with_changes(args=[node.args[0].with_changes(value=new)])  # str(...)
+        return super().rewrite_call(node)
 
 
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
@@ -707,7 +706,9 @@ class LiteralRewrites(TorchKind):
     def _literal_arguments(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
         """Device and backend arguments, environment variable names, `device.startswith(...)`,
         argparse defaults of device/backend options."""
-        if type(original.func) is cst.Attribute or type(original.func) is cst.Name:
+        func = original.func
+        if (type(func) is cst.Attribute and func.attr.value in LOOKUP_METHODS) \
+                or (type(func) is cst.Name and func.value in ("getattr", "getenv")):
             self._note_lookup(original, updated)
         special = {id(arg): kind for arg, kind in self.special_args(original)}
         if special:
