@@ -198,7 +198,9 @@ def _restore_signal_handler(previous: Any) -> None:
                    "other .txt files); the pre-commit hooks pass it.")
 @click.option("--respect-gitignore/--no-respect-gitignore", default=True, show_default=True,
               help="Skip what .gitignore files exclude.")
-@click.option("--jobs", "-j", type=_Count(min=0), default=0, help="Worker processes (default 0: all cores; 1 runs in-process).")
+@click.option("--jobs", "-j", type=_Count(min=0), default=0,
+              help="Worker processes at most (default 0: all cores; 1 runs in-process, and so does a run with "
+                   "little work: the project scan estimates it).")
 @click.option("--no-cache", is_flag=True,
               help="Neither read nor write the cache of results of unchanged files (folder: $NPU_MIGRATE_CACHE_DIR, else ~/.cache/npu-migrate on Linux).")
 @click.option("--stdin-filename", metavar="PATH", help="With `-`: the name of the file read from stdin.")

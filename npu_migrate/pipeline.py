@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
 
 from .diffs import patch_path, unified_diff
 from .model import ONCE_PER_RUN_CODES, FileResult, WriteBack
@@ -30,6 +30,9 @@ from .runner import Outcome
 from .settings import Settings
 from .source import Source
 from .startup import long_lived
+
+if TYPE_CHECKING:
+    from .project_values import Workload
 
 
 @dataclass(frozen=True)
@@ -132,12 +135,16 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     # while the scan's forked child reads files, not after the scan with one core idle.
     prepared = prepares_early(jobs, len(given), settings.no_cache or seen is None)
     meanwhile = functools.partial(runner_prepare, options, rules) if prepared else None
+    from .project_values import Workload
+
+    workload = Workload(IN_PROCESS_UP_TO) if jobs > 1 else None
     with long_lived(), work.counting() as scan_work:  # (the project's values and the digests it read: the run's, startup.py)
         options = with_project_values(options, files, rules, seen,
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
                                       if facts is not None else None, jobs=jobs, fingerprint=fingerprint,
-                                      meanwhile=meanwhile)
+                                      meanwhile=meanwhile, workload=workload)
+    jobs = workers_for(jobs, workload)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
@@ -178,16 +185,52 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     return [Outcome(kept[f]) if f in kept else by_path[f] for f in given]
 
 
+# The estimated work (project_values.Workload: about microseconds of CPU at -j 1) up to which a
+# run migrates its files in this process whatever -j says: there the workers' start (runner.
+# prepare's eager build for them, the forks, the pipes) costs about what the second core saves.
+# Measured side by side, cold --check, -j 1 against -j 2, three rounds each (load 11-14, so
+# from CPU: a quiet 2-core machine's time taken as the main process's CPU, for -j 2 up to the
+# pool plus half the workers' and the pool's): rl_games 1.6.5 (estimate 0.22 s) 0.45 against
+# 0.43 s, avalanche-lib 0.6.0 (0.26) 0.47 / 0.45, diffusers' models/ (0.36) 0.79 / 0.60,
+# kornia's geometry/ (0.66) 1.05 / 0.73, kornia 0.9.0 (1.83) 2.01 / 1.35; lightly 1.6.0
+# (0.07) 0.29 / 0.31. That model leaves out each process's start and hand-offs: on a loaded
+# machine they make -j 2 the slower even past 1 s (wall, load 7-12: lightly 0.67 / 1.05 s,
+# rl_games 1.07 / 1.58, kornia's geometry/ 2.81 / 3.28). So about where the quiet gain starts.
+IN_PROCESS_UP_TO = 300_000
+
+
+def workers_for(jobs: int, workload: "Optional[Workload]") -> int:
+    """The worker processes a run starts, at most `jobs` (-j): none (1, this process) when the
+    project scan's estimate of the files' work (`workload`) is IN_PROCESS_UP_TO or less. The
+    output is the same either way (runner.run); only the time differs."""
+    if jobs > 1 and workload is not None and workload.micros <= workload.enough:
+        return 1
+    return jobs
+
+
+# Files from which a cold run with -j above 1 prepares its workers' start during the project scan,
+# before the scan's estimate says whether it starts any (workers_for): the scan of fewer takes
+# less time than runner.prepare (~0.27 CPU-s; the scan ~0.27 ms a file, transformers 4.46.3's
+# 1,825 files ~0.5 CPU-s), so the overlap saves at most half the scan (~0.03 s for 500 files),
+# while a run of few busy files among many others (rl_games 1.6.5: 70 .py files among ~250,
+# estimate 0.22 s) would prepare for workers it never starts: the TensorFlow rules' checks and
+# what only a forked worker shares (+0.09 CPU-s against -j 1, 5 runs each, load 12).
+PREPARE_EARLY_FROM = 1000
+
+
 def prepares_early(jobs: int, files: int, cold: bool) -> bool:
     """Whether the run prepares its workers' common start (runner.prepare) during the project
-    scan: when it surely prepares, a run of `files` (PREPARE_FROM or more) with -j above 1 on
-    Linux (forked workers), `cold` (no cache, or no index anywhere: every file goes to the
-    workers). A warm run may start no worker, and prepares when it does (runner.run)."""
+    scan: a run of `files` (PREPARE_EARLY_FROM or more: fewer are scanned sooner than prepared,
+    and their run may start no worker at all, workers_for) with -j above 1 on Linux (forked
+    workers), `cold` (no cache, or no index anywhere: every file goes to the workers). The
+    others prepare when they start workers (runner.run)."""
     import sys
 
+    from .project_values import SPLIT_FROM
     from .runner import PREPARE_FROM
 
-    return cold and jobs > 1 and files >= max(2, PREPARE_FROM) and sys.platform.startswith("linux")
+    return (cold and jobs > 1 and files >= max(2, PREPARE_FROM, SPLIT_FROM, PREPARE_EARLY_FROM)
+            and sys.platform.startswith("linux"))
 
 
 def settings_read_outside(files: Sequence[str], project: Project, options: Options) -> "tuple[dict, Options]":
@@ -272,7 +315,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         seen: Optional[dict] = None, known: Optional[dict] = None,
                         found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None,
                         jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None,
-                        meanwhile: Optional[Callable[[], object]] = None) -> Options:
+                        meanwhile: Optional[Callable[[], object]] = None,
+                        workload: "Optional[Workload]" = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
@@ -280,7 +324,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     that keeps crossing_moves' facts of the files (runs that write nothing). `jobs`: the run's -j
     (above 1 the scan takes a second process: it runs before any worker starts). `fingerprint`:
     the run's cache.code_fingerprint (computed once). `meanwhile`: what this process does
-    while the scan's forked child reads files (project_values.scan)."""
+    while the scan's forked child reads files (project_values.scan). `workload`: gets the
+    scan's estimate of the files' work (workers_for)."""
     import hashlib
     from dataclasses import replace
 
@@ -291,7 +336,7 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
 
     code: List[str] = []
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile)
+                          meanwhile, workload)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if code and options.framework in ("auto", "torch"):

@@ -43,6 +43,7 @@ import os
 import re
 import stat
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, TypeVar
 
 from . import work
@@ -83,10 +84,37 @@ def device_config_keys(files: Sequence[str]) -> Tuple[str, ...]:
     return scan(files)[0]
 
 
+@dataclass
+class Workload:
+    """What migrating the files of a run will cost, as `scan` estimates it from the bytes it
+    reads anyway: `micros`, about the microseconds of CPU (weight() of each file), counted
+    exactly up to `enough`. Past it a process stops weighing (the searches cost ~0.07 CPU-s on
+    transformers' 44 MB), so `micros > enough` says only that the run has more work than
+    `enough` (pipeline.workers_for: whether forked workers pay for themselves)."""
+
+    enough: int
+    micros: int = 0
+
+
+# A file that mentions CUDA (cuda, cudnn), NCCL, TensorFlow or MindSpore may be parsed and
+# rewritten by the passes: 0.4-2 us of CPU per byte (-j 1, seven projects from rl_games to
+# diffusers; most of it libcst); any other file is read and prefiltered, 0.02-0.1 us per byte
+# (a twentieth is counted). An estimate within about 2x on those projects, for a decision.
+_BUSY = (b"cud", b"nccl", b"tensorflow", b"mindspore")
+_IDLE_SHARE = 20
+
+
+def weight(text: bytes) -> int:
+    """The estimated microseconds of CPU migrating a file of these bytes takes (Workload)."""
+    if any(word in text for word in _BUSY):
+        return len(text)
+    return len(text) // _IDLE_SHARE
+
+
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
-         code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None
-         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
+         workload: Optional[Workload] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -109,22 +137,32 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     folder, for runs that write nothing); `found` gets every such file's facts.
 
     `jobs` (the run's -j): above 1, a forked process shares the files (_in_two). `meanwhile`:
-    what this process does while the child starts on them (with jobs 1, first)."""
+    what this process does while the child starts on them (with jobs 1, first).
+
+    `workload`: gets the files' estimated cost (Workload: each process weighs its files until
+    its own total passes `workload.enough`)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
     cuda_code: Set[str] = set()
     want_digest = seen is not None or found is not None or bool(known)
+    weighed = [0]  # by this process (a forked child has its own)
 
-    def one(path: str) -> "Optional[Tuple[str, Optional[str], Optional[Source], _Facts]]":
-        return _scan_file(path, want_digest, seen is not None, known, gates, gates_re)
+    def one(path: str) -> "Optional[Tuple[str, Optional[str], Optional[Source], _Facts, int]]":
+        scanned = _scan_file(path, want_digest, seen is not None, known, gates, gates_re,
+                             workload is not None and weighed[0] <= workload.enough)
+        if scanned is not None:
+            weighed[0] += scanned[4]
+        return scanned
 
     if meanwhile is not None and jobs <= 1:
         meanwhile()
     for scanned in _in_two(files, one, meanwhile) if jobs > 1 else map(one, files):
         if scanned is None:
             continue
-        path, digest, source, facts = scanned
+        path, digest, source, facts, cost = scanned
+        if workload is not None:
+            workload.micros += cost
         if source is not None and seen is not None:
             seen[path] = source
         if digest is not None and found is not None:
@@ -146,10 +184,11 @@ _Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
-               gates: Sequence[str], gates_re: "Optional[re.Pattern[bytes]]"
-               ) -> "Optional[Tuple[str, Optional[str], Optional[Source], _Facts]]":
+               gates: Sequence[str], gates_re: "Optional[re.Pattern[bytes]]", weigh: bool = False
+               ) -> "Optional[Tuple[str, Optional[str], Optional[Source], _Facts, int]]":
     """(path, the sha256 of its bytes when read whole and wanted, its Source when wanted too,
-    its facts) of one file of `scan`, or None when it is not a .py file that can be read."""
+    its facts, its weight() when `weigh`, else 0) of one file of `scan`, or None when it is not
+    a .py file that can be read."""
     read = _read_with_stat(path)
     if read is None:
         return None
@@ -164,7 +203,7 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
         facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re),)
-    return path, digest, source, facts
+    return path, digest, source, facts, weight(text) if weigh else 0
 
 
 # Files from which `scan` shares them with a forked process: it runs serially before any worker

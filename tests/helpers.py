@@ -152,7 +152,8 @@ def cli_in_process(*args, cwd=None, input=None, env=None) -> CliResult:
     the process's would-be one, an unexpected exception is a traceback on stderr and exit 1.
 
     The one difference: the default number of workers is 1 (the file runs in this process, so the
-    prefilter check of conftest.py sees it); a test that passes `-j N` gets N forked workers.
+    prefilter check of conftest.py sees it); a test that passes `-j N` gets up to N forked workers
+    (none when the project scan estimates little work: pipeline.workers_for).
     Signal handlers the run installs are put back afterwards."""
     import signal
     import traceback

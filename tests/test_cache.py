@@ -884,7 +884,10 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
         (src / f"clean{n}.py").write_text(f"import os\nx = {n}\n", encoding="utf-8")
     (src / "train.py").write_text(GPU, encoding="utf-8")
     env = {"NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    import npu_migrate.pipeline as pipeline
     import npu_migrate.project_values as project_values
+
+    monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", -1)  # -j 2 starts workers, however little the work
 
     kept = []
     real_scan = project_values.scan

@@ -25,6 +25,8 @@ from helpers import GPU, invoke
 
 from npu_migrate import dispatch
 from npu_migrate.dispatch import migrate_source
+from npu_migrate.pipeline import IN_PROCESS_UP_TO, workers_for
+from npu_migrate.project_values import Workload, scan
 
 # Each test runs a job or the command line in processes of its own (conftest.py: slow).
 pytestmark = pytest.mark.slow
@@ -44,7 +46,12 @@ def training_script(i: int) -> str:
         f"    return y.sum() * {i}\n\n"
         for k in range(4)
     )
-    return f'"""Script {i}."""\nimport torch\n\nmodel = Net().cuda()\n\n{body}'
+    return f'"""Script {i}.\n\n{NOTES}"""\nimport torch\n\nmodel = Net().cuda()\n\n{body}'
+
+
+# Lines of each script's docstring: enough bytes that the run's estimated work is more than a run
+# does in its main process whatever -j says (pipeline.workers_for): these runs start workers.
+NOTES = "A training script of the interrupt test: its bytes make the run start worker processes.\n" * 16
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +74,9 @@ def pristine(tmp_path_factory):
         (root / rel).write_text(text, encoding="utf-8")
         old[rel] = text.encode()
         new[rel] = result.new_text.replace(str(sentinel), str(i)).encode()
+    workload = Workload(IN_PROCESS_UP_TO)
+    scan(sorted(str(root / rel) for rel in old), workload=workload)
+    assert workers_for(2, workload) == 2  # (the runs of -j 2 start workers)
     return root, old, new
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 from pathlib import Path
 
 import pytest
@@ -365,3 +366,89 @@ def test_prepare_leaves_the_tensorflow_findings_filter_to_the_workers_that_need_
     runner.prepare(Options(), RULES)
     assert (RULES.fingerprint, "") in partial._FILTERS
     assert (RULES.fingerprint, "tensorflow") not in partial._FILTERS
+
+
+# -- how many workers a run starts: by the work the project scan estimates (pipeline.workers_for) --
+
+
+def test_the_scan_estimates_the_work_and_stops_weighing_past_enough(tmp_path, monkeypatch):
+    """project_values.Workload: the scan adds weight() of every .py file it reads (its length when
+    it mentions CUDA (cudnn too), NCCL, TensorFlow or MindSpore, a twentieth of it otherwise),
+    exactly up to `enough`; past it a process weighs no more (so `micros > enough` is all it
+    says), in one process as with the forked child sharing the files (each weighs its own)."""
+    from npu_migrate import project_values as pv
+
+    texts = {"gpu.py": "import torch\nx = t.cuda()\n", "dnn.py": "torch.backends.cudnn.benchmark = True\n",
+             "tf.py": "import tensorflow as tf\n", "ms.py": "import mindspore\n", "nccl.py": "b = 'nccl'\n",
+             "plain.py": "import os\n" * 40, "notes.txt": "cuda " * 100}
+    for name, text in texts.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    files = sorted(str(tmp_path / n) for n in texts)
+    busy = sum(len(t) for n, t in texts.items() if n not in ("plain.py", "notes.txt"))
+    exact = busy + len(texts["plain.py"]) // 20
+    assert pv.weight(texts["plain.py"].encode()) == len(texts["plain.py"]) // 20 and pv.weight(b"x.cuda()") == 8
+    for jobs, split in ((1, pv.SPLIT_FROM), (2, 2)):
+        monkeypatch.setattr(pv, "SPLIT_FROM", split)
+        plain = pv.scan(files, jobs=jobs)
+        workload = pv.Workload(exact)
+        assert pv.scan(files, jobs=jobs, workload=workload) == plain  # (the facts as without it)
+        assert workload.micros == exact  # all of it, up to enough
+        weighed = []
+        real = pv.weight
+        monkeypatch.setattr(pv, "weight", lambda text: weighed.append(text) or real(text))
+        small = pv.Workload(0)
+        pv.scan(files, workload=small)  # one process: the first file passes 0, no file is weighed after it
+        assert small.micros > 0 and len(weighed) == 1
+        monkeypatch.setattr(pv, "weight", real)
+
+
+def test_a_run_with_little_work_starts_no_worker_whatever_j_says(tmp_path, monkeypatch):
+    """pipeline.workers_for: -j 2 on a project whose estimated work is IN_PROCESS_UP_TO or less
+    migrates in this process (no pool, nothing prepared), with exactly -j 1's output; with more,
+    it starts the workers (here: the bound set to 0). Cold and warm alike."""
+    from helpers import cli_in_process
+
+    from npu_migrate import pipeline, runner
+
+    for i in range(3):
+        (tmp_path / f"gpu_{i}.py").write_text(GPU.replace("2", str(i + 2)), encoding="utf-8")
+        (tmp_path / f"plain_{i}.py").write_text(PLAIN, encoding="utf-8")
+    pools = []
+    real_pool = runner._Pool
+
+    def pool(jobs, *args, **kwargs):
+        pools.append(jobs)
+        return real_pool(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_Pool", pool)
+    one = cli_in_process(".", "--check", "-j", "1", "--no-cache", cwd=tmp_path)
+    assert one.returncode == 1 and pools == []
+    for cache in ("--no-cache", None, None):  # (without a cache, cold, warm)
+        two = cli_in_process(".", "--check", "-j", "2", *([cache] if cache else []), cwd=tmp_path)
+        assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+    assert pools == []
+    monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", 0)
+    two = cli_in_process(".", "--check", "-j", "2", "--no-cache", cwd=tmp_path)
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+    assert pools == [2]
+
+
+def test_workers_for():
+    from npu_migrate.pipeline import workers_for
+    from npu_migrate.project_values import Workload
+
+    assert workers_for(2, Workload(100, 100)) == 1
+    assert workers_for(4, Workload(100, 101)) == 4
+    assert workers_for(1, Workload(100, 10**9)) == 1
+    assert workers_for(3, None) == 3  # (no estimate: -j as given)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
+def test_only_a_cold_run_of_many_files_prepares_before_it_knows_whether_it_starts_workers():
+    """pipeline.prepares_early: during the scan only from PREPARE_EARLY_FROM files (a smaller
+    project is scanned sooner than prepared, and may start no worker: workers_for)."""
+    from npu_migrate.pipeline import PREPARE_EARLY_FROM, prepares_early
+
+    assert prepares_early(2, PREPARE_EARLY_FROM, cold=True)
+    assert not prepares_early(2, PREPARE_EARLY_FROM - 1, cold=True)
+    assert not prepares_early(1, PREPARE_EARLY_FROM, cold=True) and not prepares_early(2, PREPARE_EARLY_FROM, cold=False)
