@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
@@ -535,7 +536,8 @@ class LazyCodeWords:
                 self._imports = (self._words.import_modules, self._words.top_level_modules)
             else:
                 body = getattr(self._tree, "body", ())
-                self._imports = (frozenset(_import_modules(body)), frozenset(_top_level_modules(body)))
+                lines = _import_lines(self._text) if self._text is not None else None
+                self._imports = (frozenset(_import_modules(body, lines)), frozenset(_top_level_modules(body, lines)))
         return self._imports
 
 
@@ -721,21 +723,43 @@ def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[
     return {n.encode("utf-8", "replace") for n in found}
 
 
-def _import_modules(statements) -> Set[str]:
+def _import_modules(statements, import_lines: Optional[List[int]] = None) -> Set[str]:
     """What CodeWords.import_modules holds, from a walk of the statements only (every import
-    is a statement, in a body of some statement)."""
-    return _imported_modules(statements, into_definitions=True)
+    is a statement, in a body of some statement). `import_lines`: _import_lines of the text."""
+    return _imported_modules(statements, into_definitions=True, import_lines=import_lines)
 
 
-def _top_level_modules(statements) -> Set[str]:
+def _top_level_modules(statements, import_lines: Optional[List[int]] = None) -> Set[str]:
     """What ImportTable.top_level_modules holds: modules imported outside function and class
     bodies (module level, and inside module-level `if`/`try`/`with` blocks)."""
-    return _imported_modules(statements, into_definitions=False)
+    return _imported_modules(statements, into_definitions=False, import_lines=import_lines)
 
 
-def _imported_modules(statements, into_definitions: bool) -> Set[str]:
+def _import_lines(text: str) -> Optional[List[int]]:
+    """The lines (1-based, ascending, as Python's parser numbers them) that hold `import`, in
+    code, strings or comments; None for a text with a `\r` (then only `\n` would be counted)."""
+    if "\r" in text:
+        return None
+    lines: List[int] = []
+    line, last = 1, 0
+    at = text.find("import")
+    while at >= 0:
+        line += text.count("\n", last, at)
+        last = at
+        if not lines or lines[-1] != line:
+            lines.append(line)
+        at = text.find("import", at + 6)
+    return lines
+
+
+def _imported_modules(statements, into_definitions: bool, import_lines: Optional[List[int]] = None) -> Set[str]:
     """The absolute modules `import` and `from ... import` statements name, walking the bodies
-    of compound statements (those of functions and classes only with `into_definitions`)."""
+    of compound statements (those of functions and classes only with `into_definitions`).
+
+    `import_lines` (_import_lines of the text parsed): a compound statement none of whose lines
+    holds the word is not entered -- an import statement inside it would write `import` on one of
+    its lines (from its first to its last, `end_lineno`). The walk entered every statement of
+    every function: 0.36 -> 0.11 s over transformers' 308 parsed files, the same modules."""
     import ast
 
     definitions = () if into_definitions else (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -750,6 +774,12 @@ def _imported_modules(statements, into_definitions: bool) -> Set[str]:
             if not node.level and node.module:
                 found.add(node.module)
         elif kind not in definitions:
+            if import_lines is not None:
+                end = getattr(node, "end_lineno", None)  # (a match_case has no position: entered)
+                if end is not None:
+                    at = bisect_left(import_lines, node.lineno)
+                    if at == len(import_lines) or import_lines[at] > end:
+                        continue  # (no line of it holds `import`)
             for name in ("body", "handlers", "orelse", "finalbody", "cases"):
                 part = getattr(node, name, None)
                 if type(part) is list:

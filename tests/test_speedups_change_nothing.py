@@ -240,3 +240,26 @@ def test_a_name_written_is_looked_for_in_the_words_first(monkeypatch):
     monkeypatch.setattr(guards, "_may_be_written", lambda ctx, roots: any(root in ctx.text for root in roots))
     assert [migrate_source(text, "alloc.py", Options(), RULES).to_dict() for text in cases] == searched
     assert [[f["code"] for f in r["findings"] if f["code"] == "NPU319"] for r in searched] == [["NPU319"], ["NPU319"], [], []]
+
+
+def test_the_imports_are_found_without_entering_statements_whose_lines_hold_no_import():
+    """prefilter._imported_modules enters a compound statement only when one of its lines holds
+    `import` (prefilter._import_lines): the modules of the walk that enters every statement."""
+    import ast
+
+    from npu_migrate.prefilter import LazyCodeWords, _import_modules, _top_level_modules
+
+    texts = ["import a\n", "def f():\n    import b\n", "def f():\n    x = 1\n\n\nclass C:\n    def g(self):\n        from c.d import e\n",
+             "if x:import y\n", "from .import z\nfrom . import w\nfrom ..v import u\n", "try:\n    pass\nexcept E:\n    from t import s\n",
+             "def f():\n    return (1,\n            2)\nimport late\n", "x = '''\nimport fake\n'''\ndef f():\n    pass\n",
+             "match p:\n    case 1:\n        import m1\n    case _:\n        pass\n", "def f():\n    import r\r\n",
+             "class A:\n    class B:\n        def c(self):\n            from deep.er import f; import g.h as i\n",
+             "from a import (\n    b,\n    c)\nwith x:\n    for i in y:\n        while z:\n            import inner\n"]
+    texts += [p.read_text(encoding="utf-8") for p in sorted((ROOT / "fixtures").rglob("*.py"))]
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        assert LazyCodeWords(tree, text=text).imports() == (
+            frozenset(_import_modules(tree.body)), frozenset(_top_level_modules(tree.body))), text[:40]
