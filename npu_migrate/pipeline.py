@@ -187,16 +187,14 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
 
 # The estimated work (project_values.Workload: about microseconds of CPU at -j 1) up to which a
 # run migrates its files in this process whatever -j says: there the workers' start (runner.
-# prepare's eager build for them, the forks, the pipes) costs about what the second core saves.
-# Measured side by side, cold --check, -j 1 against -j 2, three rounds each (load 11-14, so
-# from CPU: a quiet 2-core machine's time taken as the main process's CPU, for -j 2 up to the
-# pool plus half the workers' and the pool's): rl_games 1.6.5 (estimate 0.22 s) 0.45 against
-# 0.43 s, avalanche-lib 0.6.0 (0.26) 0.47 / 0.45, diffusers' models/ (0.36) 0.79 / 0.60,
-# kornia's geometry/ (0.66) 1.05 / 0.73, kornia 0.9.0 (1.83) 2.01 / 1.35; lightly 1.6.0
-# (0.07) 0.29 / 0.31. That model leaves out each process's start and hand-offs: on a loaded
-# machine they make -j 2 the slower even past 1 s (wall, load 7-12: lightly 0.67 / 1.05 s,
-# rl_games 1.07 / 1.58, kornia's geometry/ 2.81 / 3.28). So about where the quiet gain starts.
-IN_PROCESS_UP_TO = 300_000
+# prepare's eager build for them, the forks, the pipes, each worker's start) costs about what
+# the second core saves. Measured side by side on a quiet 2-core machine (load 0.3-1.5), cold
+# --check, -j 1 against -j 2 (before this bound), wall medians of 5: lightly 1.6.0 (estimate
+# 0.07 s) 0.27 / 0.36 s, rl_games 1.6.5 (0.22) 0.44 / 0.48, avalanche-lib 0.6.0 (0.26) 0.47 /
+# 0.49, diffusers 0.31.0's models/ (0.36) 0.78 / 0.80, kornia 0.9.0's geometry/ (0.66) 1.04 /
+# 1.03, kornia (1.83) 1.82 / 1.29, diffusers (6.8) 2.77 / 1.72. On a loaded machine -j 2 is
+# the slower still past 1 s (load 7-12: rl_games 1.25 / 2.04 s, kornia's geometry/ 2.81 / 3.28).
+IN_PROCESS_UP_TO = 600_000
 
 
 def workers_for(jobs: int, workload: "Optional[Workload]") -> int:

@@ -51,7 +51,7 @@ def training_script(i: int) -> str:
 
 # Lines of each script's docstring: enough bytes that the run's estimated work is more than a run
 # does in its main process whatever -j says (pipeline.workers_for): these runs start workers.
-NOTES = "A training script of the interrupt test: its bytes make the run start worker processes.\n" * 16
+NOTES = "A training script of the interrupt test: its bytes make the run start worker processes.\n" * 40
 
 
 @pytest.fixture(scope="module")
