@@ -185,6 +185,19 @@ def test_imports_that_stay_need_no_walk_and_no_second_attempt():
     assert result.work == {"ast": 1, "partial": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
 
 
+def test_a_string_annotation_without_literal_asks_for_no_statements():
+    """`model: "PreTrainedModel"` (transformers' quantizers, onnx/convert.py, image processors)
+    lists no values, so whether `model` is a device variable is never asked: no walk of the
+    module for device variables, and no second attempt with the statements that use `model`
+    (here all of them: the file was parsed whole, 2 walks and 2 transforms, before)."""
+    text = ('import torch\n\n\ndef load(model: "PreTrainedModel"):\n    return model.cuda()\n\n\n'
+            'def other(model):\n    return model.eval()\n')
+    result = migrate_source(text, "m.py")
+    assert result.new_text == text.replace("model.cuda()", "model.npu()").replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert result.work == {"ast": 1, "partial": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
+
+
 def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypatch):
     """transformers' tokenization_utils_base.py, pipelines/, image_transforms.py: TensorFlow
     imported where it is available, and `device` (the last word of NPU127's

@@ -1068,8 +1068,11 @@ class LiteralRewrites(TorchKind):
         for PEP 563): the values the Literal in the string lists move as in an annotation
         written out (_literal_values), read from the string's text; one edit for the string."""
         text = string_value(original)
+        if text is None or "Literal" not in text:
+            return updated  # (asked first: is_device_expr may walk the module, and in a partial
+            # text ask for the statements that use the name: `model: "PreTrainedModel"`)
         device, backend = self.is_device_expr(target), self.is_backend_expr(target)
-        if text is None or "Literal" not in text or not (device or backend):
+        if not (device or backend):
             return updated
         try:
             expr = cst.parse_expression(text)
