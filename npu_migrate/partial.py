@@ -199,12 +199,24 @@ class PartialText:
     left_out: Dict[int, List[ast.stmt]] = field(default_factory=dict)
     migrated: Optional[str] = None  # the migrated partial text, once restored (engine._verified parses it)
     _elided_words: Optional[Set[bytes]] = None
+    _run_words: Optional[List[Set[bytes]]] = None  # each run's words (elided_with)
 
     def elided_word(self, word: str) -> bool:
         """Whether `word` appears in a line left out (then some use of it is not parsed)."""
         if self._elided_words is None:
             self._elided_words = words_of("".join("".join(self.lines[a:b]) for a, b, _ in self.runs))
         return word.encode() in self._elided_words
+
+    def elided_with(self, word: str, others: Iterable[str]) -> bool:
+        """Whether a run of lines left out holds `word` and one of `others` (then a statement
+        there may use both; a run holds whole statements)."""
+        if not self.elided_word(word):
+            return False
+        if self._run_words is None:
+            self._run_words = [words_of("".join(self.lines[a:b])) for a, b, _ in self.runs]
+        found = word.encode()
+        wanted = {other.encode() for other in others}
+        return any(found in words and not wanted.isdisjoint(words) for words in self._run_words)
 
     def elided_in(self, block, word: str) -> List[Tuple[int, int]]:
         """The runs left out of `block` (a libcst suite: its own statements, not those of the

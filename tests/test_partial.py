@@ -232,6 +232,13 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     # function bodies are cut into statements too: what a pass reads across them
     # a local device variable, assigned in a statement of its own
     "import torch\ndef f(x):\n    dev = 'gpu:0'\n    y = 1\n    return x.to(dev)\n",
+    # a device attribute passed to a library with device names of its own in a statement left
+    # out (the library imported at the top, or in a function): asked for, stays as it is
+    "import torch\nimport ctranslate2\n\n\nclass Engine:\n    def __init__(self):\n        self.first_device = 'cuda:0'\n\n"
+    "    def load(self, path):\n        y = 1\n        return ctranslate2.Translator(path, self.first_device)\n",
+    "import torch\n\n\ndef load_tf(path):\n    import tensorflow as tf\n    return tf.train.list_variables(path)\n\n\n"
+    "class Stack:\n    def parallelize(self):\n        self.first_device = 'cuda:0'\n\n    def first(self):\n"
+    "        return tf.identity(self.first_device)\n",
     # a lookup's CUDA default, moved with the device variable it is assigned to (or reported)
     "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return x.to(d)\n",
     "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return d == 'cpu'\n",

@@ -447,11 +447,30 @@ class LiteralRewrites(TorchKind):
             # Used in a statement not parsed: the answer below may be wrong, and the engine
             # migrates the file again with those statements (all such names at once).
             self.ctx.partial_misses.add(name)
+        return self._walked()
+
+    def _walked(self) -> DeviceVariables:
         if self._variables is None:
             self._variables = DeviceVariables(self)
             walk(self.ctx.module, self._variables)
             del self._variables.t  # the walk is over: no reference cycle holding the tree
         return self._variables
+
+    def _foreign_reads(self, key: str) -> int:
+        """How often the module passes `key` to a library with device names of its own
+        (DeviceVariables.foreign_reads): _usage for that count alone. Such a read is an
+        argument of a call whose callee starts at a name an import binds to the library, so
+        a statement left out can hold one only where its lines hold the name and that binding
+        or the library's own name (an import of it left out): only then is the file migrated
+        again with the statements that use `key` (transformers' t5/gpt2 `self.first_device =
+        "cuda:0"` in modules that import TensorFlow in a function: asked for nothing more)."""
+        name = key.rsplit(".", 1)[-1]
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            foreign = {local for local, qualified in self.ctx.imports.names.items() if dc.is_foreign_callee(qualified)}
+            if partial.elided_with(name, foreign | dc.NON_TORCH_LIBRARIES):
+                self.ctx.partial_misses.add(name)
+        return self._walked().foreign_reads.get(key, 0)
 
     def _record_literal(self, rule: Rule, original: cst.CSTNode, new: cst.CSTNode, what: str) -> None:
         before = self.ctx.code_for(original)
@@ -951,7 +970,7 @@ class LiteralRewrites(TorchKind):
         own = self.ctx.code_for(value) if value is not None and carried_lookups(value) else ""
         for key in keys:
             assert key is not None
-            given = self._usage(key.rsplit(".", 1)[-1]).foreign_reads.get(key, 0)
+            given = self._foreign_reads(key)
             if not given or _reads_in_text(self.ctx.text, key) - _reads_in_text(own, key) > given:
                 return False
         return True
