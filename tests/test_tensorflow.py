@@ -271,10 +271,36 @@ def test_tf_train_batch_is_a_queue_api_not_a_dataset():
 # ---------------------------------------------------------------------------- Horovod and Keras
 
 
-def test_horovod_import_stays_while_an_unmapped_call_uses_it():
+def test_horovod_stays_whole_while_an_unmapped_call_uses_it():
+    """Horovod moves whole or not at all: `hvd.rank()` -> `get_npu_rank_id()` beside a kept
+    `hvd.allreduce(t)` would read the NPU's rank while Horovod, which the allreduce needs, was
+    never set up on the NPU."""
     text = "import horovod.tensorflow as hvd\nr = hvd.rank()\nv = hvd.allreduce(t)\n"
-    assert after(text) == "from npu_bridge.npu_init import *\nimport horovod.tensorflow as hvd\nr = get_npu_rank_id()\nv = hvd.allreduce(t)\n"
-    assert findings(text) == [("NPU335", 3, 5)]
+    result = migrate(text)
+    assert not result.changed
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in result.findings] == [
+        ("NPU357", 2, 5, "`horovod.tensorflow.rank(...)` was not rewritten to `get_npu_rank_id`: `horovod.tensorflow`"
+                         " moves to the NPU whole or not at all in a file, and `hvd.allreduce` at line 3 is kept."),
+        ("NPU335", 3, 5, "`horovod.tensorflow.allreduce` has no NPU counterpart in the TF Adapter's helpers"),
+    ]
+
+
+def test_deepxde_horovod_setup_stays_whole_while_the_module_tests_its_hvd():
+    """deepxde 1.15.0's config.py (real code, trimmed): `hvd` is set to None and tested; its
+    init/size/rank were rewritten while `hvd` stayed Horovod for the code that tests it."""
+    text = (
+        "import os\n\nhvd = None\nworld_size = 1\nrank = 0\n"
+        "if \"OMPI_COMM_WORLD_SIZE\" in os.environ:\n"
+        "    import horovod.tensorflow as hvd\n\n"
+        "    hvd.init()\n    world_size = hvd.size()\n"
+        "    if world_size > 1:\n        rank = hvd.rank()\n    else:\n        hvd = None\n"
+    )
+    result = migrate(text)
+    assert not result.changed
+    assert [(f.code, f.span.line) for f in result.findings] == [
+        ("NPU335", 3), ("NPU357", 9), ("NPU357", 10), ("NPU357", 12), ("NPU335", 14)]
+    assert {f.message.split(": ", 1)[1] for f in result.findings if f.code == "NPU357"} == {
+        "`horovod.tensorflow` moves to the NPU whole or not at all in a file, and `hvd` at line 3 is kept."}
 
 
 def test_hvd_init_inside_an_expression_is_reported():

@@ -1,5 +1,7 @@
 """`[[remove_import]]` (framework rules, kinds/calls.py): imports of `modules` are removed once
-every reference to them was rewritten.
+every reference to them was rewritten. The rewrites of the calls into `modules` go together in a
+file: while one reference stays, none is made, and each call that would have been rewritten is
+reported with `unknown_finding` (callrules/program.py, _plan_whole_modules).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ KIND = register(call_kind(
     "remove_import",
     RemoveImportSpec,
     ("modules",),
-    (),
+    ("unknown_finding",),
     "an import removed once nothing uses it",
     _check,
     _requirements,

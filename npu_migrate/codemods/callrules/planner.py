@@ -56,6 +56,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._module_refs: Dict[str, List[int]] = {}
         self._imports: List[Tuple[cst.CSTNode, str, Rule, Optional[int], int]] = []  # ... and its scope
         self._scope_refs: Dict[Tuple[str, int], List[int]] = {}  # (module, scope) -> [seen, rewritten]
+        self._kept_refs: Dict[str, cst.CSTNode] = {}  # module -> its first reference not rewritten
         # entry_setup bookkeeping
         self._used: Set[str] = set()  # canonical references seen
         self._called_methods: Dict[str, cst.Call] = {}
@@ -214,6 +215,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
                                    self._scope_refs.setdefault((module, self.scope), [0, 0])):
                         counts[0] += 1
                         counts[1] += id(node) in self._rewritten_refs
+                    if id(node) not in self._rewritten_refs:
+                        self._kept_refs.setdefault(module, node)
         if id(node) in self._rewritten_refs or id(node) in self._reported_refs:
             return
         found = FrameworkRules.listed_prefix(self.rules.finding_api, qual)
@@ -344,5 +347,6 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
             self.scopes.append(scope)
             self._reference(reference)
             self.scopes.pop()
+        self._plan_whole_modules()
         self._plan_import_removals()
         self._plan_entry_setups()

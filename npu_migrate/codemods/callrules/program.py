@@ -5,6 +5,8 @@ that can go once every use is rewritten (remove_import), and the setup an entry 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
 from ...imports import dotted_name
@@ -64,6 +66,72 @@ class ProgramPlanning(PlannerState):
                     for g in given[:1]:
                         if isinstance(g, cst.Name):
                             self._main_functions.add(g.value)
+
+    def _plan_whole_modules(self) -> None:
+        """The rewrites of what a remove_import rule's module provides go together in a file:
+        all of them (and the import goes), or none. Horovod's `hvd.init()` -> `init_resource()`
+        beside a kept `hvd.allreduce(t)` would start the NPU's collective communication and
+        leave Horovod uninitialised for the call that still needs it (a value and the code that
+        reads it move together). So when a reference to the module stays -- a call with no NPU
+        counterpart, one whose arguments do not fit, a test of the name -- every
+        rewrite planned for the module's calls is dropped, and each dropped call is reported
+        (the rule's `unknown_finding`) with why."""
+        for rule in self.rules.remove_import:
+            spec = rule.spec_of(RemoveImportSpec)
+            for module in spec.modules:
+                counts = self._module_refs.get(module)
+                if counts is None or counts[1] == 0:
+                    continue
+                why = self._why_kept(module, counts)
+                if why is not None:
+                    self._drop_rewrites(module, rule, why)
+
+    def _why_kept(self, module: str, counts: list) -> Optional[str]:
+        """Why `module`'s uses stay in this file (None: every one is rewritten)."""
+        if counts[0] != counts[1]:
+            kept = self._kept_refs[module]
+            where = ""
+            if self.report and self._original_tree:
+                position = self.ctx.position(kept)
+                where = f" at line {position.start.line}" if position is not None else ""
+            return f"`{self.source(kept)}`{where} is kept"
+        return None
+
+    def _drop_rewrites(self, module: str, rule: Rule, why: str) -> None:
+        """Undo every rewrite planned for a call into `module` and report each (_plan_whole_modules)."""
+        def into(q: Optional[str]) -> bool:
+            return q is not None and (q == module or q.startswith(module + "."))
+
+        def ours(r: Rule) -> bool:
+            return bool(r.call_spec is not None and r.call_spec.apis) and all(into(a) for a in r.call_spec.apis)
+
+        plans = self.plans
+        for node, scope, _block, _path in self._calls:
+            plan = plans.calls.get(id(node))
+            if plan is None:
+                continue
+            self.scopes.append(scope)
+            qual = self.qual(node.func)
+            self.scopes.pop()
+            if not into(qual):
+                continue
+            del plans.calls[id(node)]
+            self._rewritten_refs.discard(id(node.func))
+            self._reported_refs.add(id(node.func))
+            rewritten = next((r for r in (plan.replace, plan.rename, plan.config) if r is not None), None)
+            to = getattr(rewritten.call_spec, "to", "") if rewritten is not None else ""
+            self.codemod_finding(rule.call.unknown_finding, node, qual or "",
+                                 f"`{qual}(...)` was not rewritten to `{to}`: `{module}` moves to the NPU whole or"
+                                 f" not at all in a file, and {why}.")
+        plans.statements = {k: r for k, r in plans.statements.items() if not ours(r)}
+        plans.cleanups = {k: kept for k, v in plans.cleanups.items() if (kept := [e for e in v if not ours(e[0])])}
+        plans.after_lines = {k: v for k, v in plans.after_lines.items() if not ours(v[0])}
+        if plans.needs_atexit is not None and ours(plans.needs_atexit):
+            plans.needs_atexit = None
+        plans.needs_import = any(p.rename or p.replace or p.config for p in plans.calls.values())
+        for (m, _scope), counts in self._scope_refs.items():
+            if m == module:
+                counts[1] = 0
 
     def _plan_import_removals(self) -> None:
         """An import goes when every use it binds was rewritten: the uses in its function (and

@@ -31,6 +31,8 @@ class PlannerState(Bindings):
     _module_refs: Dict[str, List[int]]
     _imports: List[Tuple[cst.CSTNode, str, Rule, Optional[int], int]]
     _scope_refs: Dict[Tuple[str, int], List[int]]
+    _kept_refs: Dict[str, cst.CSTNode]
+    _calls: List[Tuple[cst.Call, int, int, Tuple[int, ...]]]
     _used: Set[str]
     _called_methods: Dict[str, cst.Call]
     _called: Set[str]
