@@ -72,6 +72,11 @@ class Options:
     # functions using numba.cuda/Triton/CuPy..., cpp_extension builds; project_values.py): a device
     # test in one module that opens such code of another stays CUDA (codemods/guards.py).
     cuda_only_code: Tuple[str, ...] = ()
+    # Module-level names bound to a module whose rewrites go whole or not at all (a remove_import
+    # rule's: `hvd` of `import horovod.tensorflow as hvd`) that another module of the run imports
+    # ("<module path without .py>::<name>::<the reader's path>": project_values.py): the calls
+    # through that name stay there, so the module's own stay too (callrules/program.py).
+    exported_names: Tuple[str, ...] = ()
     # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
     # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
     # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.

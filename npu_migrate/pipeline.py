@@ -16,9 +16,10 @@ use the same function.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .diffs import patch_path, unified_diff
 from .model import ONCE_PER_RUN_CODES, FileResult, WriteBack
@@ -143,7 +144,9 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
                                       if facts is not None else None, jobs=jobs, fingerprint=fingerprint,
-                                      meanwhile=meanwhile, workload=workload)
+                                      meanwhile=meanwhile, workload=workload,
+                                      outside=None if all(os.path.isdir(p) for p in project.paths)
+                                      else lambda: other_files(files, project))
     jobs = workers_for(jobs, workload)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
@@ -241,19 +244,25 @@ def settings_read_outside(files: Sequence[str], project: Project, options: Optio
     other files are looked at only here: a run with no device setting reads nothing more."""
     from dataclasses import replace
 
-    from .project_files import common_folder
     from .project_values import left_settings, readers_outside
+
+    readers = readers_outside(options.device_config_keys, other_files(files, project))
+    kept = {path: FileResult(path=path, findings=findings) for path, findings in left_settings(files, readers).items()}
+    keys = tuple(k for k in options.device_config_keys if k not in readers)
+    return kept, replace(options, device_config_keys=keys)
+
+
+def other_files(files: Sequence[str], project: Project) -> Iterator[str]:
+    """The project's .py files that are not among `files` (a run given files: below the files'
+    common folder, or the git repository the run starts in, with the run's excludes)."""
+    from .project_files import common_folder
 
     folder = common_folder(project.paths)
     here = os.getcwd()
     if os.path.isdir(os.path.join(here, ".git")) and (folder + os.sep).startswith(here.rstrip(os.sep) + os.sep):
         folder = here  # pre-commit runs at the repository's root and names files below it
     run = {os.path.realpath(f) for f in files}
-    others = (p for p in project.files(folder, wanted=_is_py) if os.path.realpath(p) not in run)
-    readers = readers_outside(options.device_config_keys, others)
-    kept = {path: FileResult(path=path, findings=findings) for path, findings in left_settings(files, readers).items()}
-    keys = tuple(k for k in options.device_config_keys if k not in readers)
-    return kept, replace(options, device_config_keys=keys)
+    return (p for p in project.files(folder, wanted=_is_py) if os.path.realpath(p) not in run)
 
 
 def _is_py(name: str) -> bool:
@@ -314,7 +323,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         found: Optional[dict] = None, crossing_facts: Optional[Callable[[str], Any]] = None,
                         jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None,
                         meanwhile: Optional[Callable[[], object]] = None,
-                        workload: "Optional[Workload]" = None) -> Options:
+                        workload: "Optional[Workload]" = None,
+                        outside: Optional[Callable[[], Iterable[str]]] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
@@ -323,7 +333,9 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     (above 1 the scan takes a second process: it runs before any worker starts). `fingerprint`:
     the run's cache.code_fingerprint (computed once). `meanwhile`: what this process does
     while the scan's forked child reads files (project_values.scan). `workload`: gets the
-    scan's estimate of the files' work (workers_for)."""
+    scan's estimate of the files' work (workers_for). `outside`: the project's other .py files, for
+    a run given files (other_files): a module-level Horovod name one of them imports keeps the
+    module that binds it on Horovod (project_values.exported_names)."""
     import hashlib
     from dataclasses import replace
 
@@ -333,10 +345,17 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     from .kinds.finding import cuda_only_libraries
 
     code: List[str] = []
+    bound: Dict[str, Tuple[str, ...]] = {}
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload)
+                          meanwhile, workload, bound)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
+    if bound and options.framework in ("auto", "tensorflow"):
+        from .project_values import exported_names
+
+        exported = exported_names(bound, itertools.chain(files, outside() if outside is not None else ()))
+        if exported:
+            options = replace(options, exported_names=exported)
     if code and options.framework in ("auto", "torch"):
         options = replace(options, cuda_only_code=tuple(code))
     dispatch = [rule for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"

@@ -31,6 +31,11 @@ find no CUDA setting left to follow.
   library are parsed (Python's ast; a function that tests the device itself dispatches and
   is not one).
 
+* `exported_names`: the names a module binds at module level to a module whose rewrites go
+  whole or not at all (`hvd` of `import horovod.tensorflow as hvd` in deepxde's config.py) that
+  another module reads (`from ...config import hvd`, `config.hvd.broadcast_global_variables(0)`):
+  the calls there stay Horovod's, so the binding module's stay too (callrules/program.py, NPU357).
+
 Read statically: bytes and regular expressions (Python's ast for the few files importing a
 CUDA-only library), each file read once, nothing imported.
 """
@@ -114,7 +119,8 @@ def weight(text: bytes) -> int:
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
-         workload: Optional[Workload] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None
+         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -140,7 +146,11 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     what this process does while the child starts on them (with jobs 1, first).
 
     `workload`: gets the files' estimated cost (Workload: each process weighs its files until
-    its own total passes `workload.enough`)."""
+    its own total passes `workload.enough`).
+
+    `bound`, when given, gets path -> the names each file binds at module level to a module
+    whose rewrites go whole or not at all (WHOLE_MODULES: `hvd` of `import horovod.tensorflow
+    as hvd`), for the files that bind one (exported_names then looks for their readers)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -166,9 +176,12 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
         if source is not None and seen is not None:
             seen[path] = source
         if digest is not None and found is not None:
-            found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]]]
+            found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]],
+                                            list(facts[3])]
         if facts[0]:
             crossing.append(path)
+        if bound is not None and facts[3]:
+            bound[path] = facts[3]
         keys.update(facts[1])
         if code is not None and facts[2]:
             module = os.path.splitext(os.path.abspath(path))[0]
@@ -180,7 +193,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     return tuple(sorted(keys)), tuple(crossing)
 
 
-_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...]]
+_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
@@ -202,7 +215,7 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
     if digest is not None and known:
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
-        facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re),)
+        facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text))
     return path, digest, source, facts, weight(text) if weigh else 0
 
 
@@ -373,14 +386,65 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
     return False
 
 
-def _known_facts(entry: Any, digest: str) -> Optional[Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...]]]:
+def _known_facts(entry: Any, digest: str) -> Optional[_Facts]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] == digest and isinstance(entry[1], bool)
+    if not (isinstance(entry, list) and len(entry) == 5 and entry[0] == digest and isinstance(entry[1], bool)
             and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
             and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
-                                                   and all(isinstance(p, str) for p in c) for c in entry[3])):
+                                                   and all(isinstance(p, str) for p in c) for c in entry[3])
+            and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])):
         return None
-    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3])
+    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4])
+
+
+# -- modules that move whole: their module-level names read by other modules ---------------------
+
+# The modules whose rewrites go whole or not at all in a file (the `[[remove_import]]` rules'
+# modules, rules/tensorflow.toml; a test of tests/test_tensorflow.py holds them equal), and a line that binds
+# one to a name: `import horovod.tensorflow as hvd`, `import horovod.tensorflow.keras as hvd`.
+WHOLE_MODULES = ("horovod.tensorflow",)
+_WHOLE_WORDS = tuple(m.split(".", 1)[0].encode() for m in WHOLE_MODULES)
+_WHOLE_BINDING = re.compile(
+    rb"^[ \t]*import[ \t]+(?:" + b"|".join(re.escape(m.encode()) for m in WHOLE_MODULES)
+    + rb")(?:\.[\w.]+)?[ \t]+as[ \t]+([A-Za-z_]\w*)[ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _whole_bindings(text: bytes) -> Tuple[str, ...]:
+    """The names the module binds at module level (in its `if`/`try` blocks too, not in a
+    function or class) to one of WHOLE_MODULES, sorted."""
+    if not any(w in text for w in _WHOLE_WORDS):
+        return ()
+    return tuple(sorted({m.group(1).decode("ascii") for m in _WHOLE_BINDING.finditer(text)
+                         if not any(True for _ in _enclosing(text, m.start(), ""))}))
+
+
+def exported_names(bound: Dict[str, Tuple[str, ...]], files: Iterable[str]) -> Tuple[str, ...]:
+    """"<module path without .py>::<name>::<reader>" for each name of `bound` (scan's) that
+    another of the .py `files` reads (`from ...config import hvd`, `config.hvd`), sorted: the
+    calls made through it there are not rewritten, so the module's own must not be either
+    (callrules/program.py). Reads the files again, only when some file binds such a name."""
+    if not bound:
+        return ()
+    keys = {f"{_module_name(path)}.{name}": (path, name) for path, names in bound.items() for name in names}
+    found: Dict[Tuple[str, str], str] = {}
+    for reader in files:
+        if len(found) == len(keys):
+            break
+        text = _read(reader)
+        if text is None:
+            continue
+        for key, (path, name) in keys.items():
+            if (path, name) in found or os.path.abspath(reader) == os.path.abspath(path) or name.encode() not in text:
+                continue
+            if reads_device_key(text.decode("utf-8", "replace"), (key,)):
+                found[(path, name)] = reader
+    out = []
+    for (path, name), reader in found.items():
+        module = os.path.splitext(os.path.abspath(path))[0]
+        if os.path.basename(module) == "__init__":
+            module = os.path.dirname(module)
+        out.append(f"{module}::{name}::{reader}")
+    return tuple(sorted(out))
 
 
 def facts_key(gates: Sequence[str] = ()) -> str:

@@ -690,3 +690,60 @@ def test_tensorflow2_required_keys_the_cache(run_cli, tmp_path):
     (tmp_path / "requirements.txt").write_text("tensorflow==1.15.5\n", encoding="utf-8")
     second = run_cli(".", "--diff", cwd=tmp_path, env=env)
     assert "from npu_bridge.npu_init import *" in second.stdout.decode() and "NPU356" not in second.stderr.decode()
+
+
+DEEPXDE_CONFIG = "import horovod.tensorflow as hvd\n\nhvd.init()\nworld_size = hvd.size()\nrank = hvd.rank()\n"
+DEEPXDE_OPTIMIZERS = (
+    "import tensorflow as tf\n\nfrom ..config import hvd\n\n\n"
+    "def get(optim):\n"
+    "    return hvd.DistributedOptimizer(optim, compression=hvd.Compression.none, backward_passes_per_step=1)\n"
+)
+DEEPXDE_MODEL = "import tensorflow as tf\n\nfrom . import config\n\n\ndef sync():\n    return config.hvd.broadcast_global_variables(0)\n"
+
+
+@pytest.mark.parametrize("reader", ["optimizers/compat.py", "model.py"])
+def test_horovod_names_another_module_imports_keep_their_module_on_horovod(tmp_path, run_cli, reader):
+    """deepxde 1.15.0's layout (trimmed): config.py sets Horovod up and binds `hvd` at module
+    level; optimizers/.../optimizers.py does `from ...config import hvd` and wraps the optimizer
+    with Horovod's own options, model.py calls `config.hvd.broadcast_global_variables(0)`. Those
+    calls stay Horovod's, so config.py's `hvd.init()` must too (rewritten, Horovod was never
+    initialised for them; and the import went, so `from ..config import hvd` failed). Given
+    alone (the pre-commit hook), config.py looks for its readers in the project too."""
+    (tmp_path / "pkg/optimizers").mkdir(parents=True)
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/optimizers/__init__.py").write_text("")
+    (tmp_path / "pkg/config.py").write_text(DEEPXDE_CONFIG)
+    text = DEEPXDE_OPTIMIZERS if reader.startswith("optimizers") else DEEPXDE_MODEL
+    (tmp_path / "pkg" / reader).write_text(text)
+    for given in ("pkg", "pkg/config.py"):
+        r = run_cli("--write", "--no-cache", given, cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / "pkg/config.py").read_text() == DEEPXDE_CONFIG
+        assert (tmp_path / "pkg" / reader).read_text() == text
+        lines = [line for line in r.stdout.decode().splitlines() if ": NPU357 [" in line]
+        assert [line.split(" [")[0] for line in lines] == [
+            "pkg/config.py:3:1: NPU357", "pkg/config.py:4:14: NPU357", "pkg/config.py:5:8: NPU357"]
+        assert f"`horovod.tensorflow` moves to the NPU whole or not at all in a file, and {reader} (from this" \
+               " file's folder) imports its `hvd` and uses it there." in lines[0]
+    # Without the reader, config.py moves whole: the import goes.
+    (tmp_path / "pkg" / reader).unlink()
+    r = run_cli("--write", "--no-cache", "pkg", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "pkg/config.py").read_text() == (
+        "\nfrom npu_bridge.npu_init import *\nnpu_sess, npu_shutdown = init_resource()\n"
+        "world_size = get_npu_rank_size()\nrank = get_npu_rank_id()\n"
+        "shutdown_resource(npu_sess, npu_shutdown)\nclose_session(npu_sess)\n")
+    r = run_cli("--check", "--no-cache", "pkg", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout  # a second run changes nothing
+
+
+def test_the_project_scan_looks_for_the_modules_that_move_whole():
+    """project_values.WHOLE_MODULES (whose module-level names another module may import) are the
+    modules of the `[[remove_import]]` rules, whose rewrites go whole or not at all."""
+    from npu_migrate.kinds.remove_import import RemoveImportSpec
+    from npu_migrate.project_values import WHOLE_MODULES
+    from npu_migrate.rules import load_rules
+
+    rules = load_rules()
+    modules = {m for r in rules.rules if r.kind == "remove_import" for m in r.spec_of(RemoveImportSpec).modules}
+    assert set(WHOLE_MODULES) == modules

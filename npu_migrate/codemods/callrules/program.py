@@ -5,7 +5,8 @@ that can go once every use is rewritten (remove_import), and the setup an entry 
 
 from __future__ import annotations
 
-from typing import Optional
+import os
+from typing import List, Optional
 
 import libcst as cst
 
@@ -73,7 +74,8 @@ class ProgramPlanning(PlannerState):
         beside a kept `hvd.allreduce(t)` would start the NPU's collective communication and
         leave Horovod uninitialised for the call that still needs it (a value and the code that
         reads it move together). So when a reference to the module stays -- a call with no NPU
-        counterpart, one whose arguments do not fit, a test of the name -- every
+        counterpart, one whose arguments do not fit, a test of the name, or a module-level name
+        another module of the run imports (Options.exported_names, project_values.py) -- every
         rewrite planned for the module's calls is dropped, and each dropped call is reported
         (the rule's `unknown_finding`) with why."""
         for rule in self.rules.remove_import:
@@ -86,7 +88,7 @@ class ProgramPlanning(PlannerState):
                 if why is not None:
                     self._drop_rewrites(module, rule, why)
 
-    def _why_kept(self, module: str, counts: list) -> Optional[str]:
+    def _why_kept(self, module: str, counts: List[int]) -> Optional[str]:
         """Why `module`'s uses stay in this file (None: every one is rewritten)."""
         if counts[0] != counts[1]:
             kept = self._kept_refs[module]
@@ -95,7 +97,27 @@ class ProgramPlanning(PlannerState):
                 position = self.ctx.position(kept)
                 where = f" at line {position.start.line}" if position is not None else ""
             return f"`{self.source(kept)}`{where} is kept"
+        exported = {e.split("::", 2)[1]: e.split("::", 2)[2] for e in self.ctx.options.exported_names
+                    if e.split("::", 1)[0] == self._module_path()}
+        if not exported:
+            return None
+        for node, imported, _rule, alias_index, scope in self._imports:
+            if scope != MODULE_SCOPE or not isinstance(node, cst.Import) or alias_index is None or not (
+                    imported == module or imported.startswith(module + ".")):
+                continue
+            alias = node.names[alias_index]
+            bound = (alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                     else imported.split(".", 1)[0])
+            if bound in exported:
+                reader = os.path.relpath(exported[bound], os.path.dirname(os.path.abspath(self.ctx.path)))
+                return f"{reader} (from this file's folder) imports its `{bound}` and uses it there"
         return None
+
+    def _module_path(self) -> str:
+        """This file's module as project_values names it: its absolute path without `.py` (a
+        package's folder for its `__init__.py`)."""
+        module = os.path.splitext(os.path.abspath(self.ctx.path))[0]
+        return os.path.dirname(module) if os.path.basename(module) == "__init__" else module
 
     def _drop_rewrites(self, module: str, rule: Rule, why: str) -> None:
         """Undo every rewrite planned for a call into `module` and report each (_plan_whole_modules)."""
@@ -103,7 +125,8 @@ class ProgramPlanning(PlannerState):
             return q is not None and (q == module or q.startswith(module + "."))
 
         def ours(r: Rule) -> bool:
-            return bool(r.call_spec is not None and r.call_spec.apis) and all(into(a) for a in r.call_spec.apis)
+            spec = r.call_spec
+            return spec is not None and bool(spec.apis) and all(into(a) for a in spec.apis)
 
         plans = self.plans
         for node, scope, _block, _path in self._calls:
