@@ -1370,3 +1370,68 @@ def test_the_grad_scaler_of_the_migrated_trainer_is_enabled_on_the_npu(run_on_st
     assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr  # as written: CUDA's, disabled
     done = run_on_standin(NNUNET_TRAINER + "\nprint(nnUNetTrainer().grad_scaler.is_enabled())\n")
     assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+
+
+# mmsegmentation 1.2.2 tests/test_models/test_heads: a test moves the head and its inputs with
+# the package's own helper `to_cuda` (utils.py, plain `.cuda()` calls) behind
+# `torch.cuda.is_available()`. The helper's name was taken for a compiled extension's
+# (`deform_conv_cuda`), so the gate stayed CUDA and was reported as opening CUDA-only code
+# (NPU315, 48 times in 23 files) while the run migrated the helper's `.cuda()` calls: on the NPU
+# the tests never took the device path. Run as a project, the gate and the helper move together.
+HEAD_TEST_UTILS = """\
+def to_cuda(module, data):
+    module = module.cuda()
+    if isinstance(data, list):
+        for i in range(len(data)):
+            data[i] = data[i].cuda()
+    return module, data
+
+
+def list_to_cuda(data):
+    if isinstance(data, list):
+        for i in range(len(data)):
+            data[i] = list_to_cuda(data[i])
+        return data
+    else:
+        return data.cuda()
+"""
+
+HEAD_TEST = """\
+import torch
+
+from .utils import list_to_cuda, to_cuda
+
+
+def test_ann_head(head, inputs):
+    if torch.cuda.is_available():
+        head, inputs = to_cuda(head, inputs)
+    return head(inputs)
+
+
+def test_list(inputs):
+    if torch.cuda.is_available():
+        inputs = list_to_cuda(inputs)
+    return inputs
+"""
+
+
+def test_a_helper_moving_tensors_to_cuda_is_no_compiled_extension(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    (tmp_path / "heads").mkdir()
+    (tmp_path / "heads" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "heads" / "utils.py").write_text(HEAD_TEST_UTILS, encoding="utf-8")
+    (tmp_path / "heads" / "test_ann_head.py").write_text(HEAD_TEST, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["heads", "--write", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert "NPU315" not in result.output
+    assert (tmp_path / "heads" / "utils.py").read_text(encoding="utf-8") == HEAD_TEST_UTILS.replace(".cuda()", ".npu()")
+    assert (tmp_path / "heads" / "test_ann_head.py").read_text(encoding="utf-8") == with_torch_npu(HEAD_TEST).replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()")
+    # a compiled extension's name still keeps its gate
+    ext = "import torch\nfrom . import deform_conv_cuda\n\n\ndef f(x):\n    if torch.cuda.is_available():\n        return deform_conv_cuda.forward(x)\n    return x\n"
+    kept = migrate_source(ext, "deform.py", Options())
+    assert kept.new_text is None and [f.code for f in kept.findings] == ["NPU315"]  # unchanged

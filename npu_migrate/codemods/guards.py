@@ -89,8 +89,10 @@ _NONE_ON_AVAILABILITY_RE = r"None\s+if\s+(?:not\s+)?[\w.]*is_available\(\)|is_av
 _IF_AVAILABLE_RE = r"is_available\(\)\s*:"
 _ELSE_RE = r"\n[ \t]*else\s*:"
 # A module (or a name imported from one) that is a compiled extension: `_C`, `deform_conv_cuda`,
-# `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`.
-_EXTENSION_PART_RE = r"^_C$|^_ext$|_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
+# `nms_ext`, `_ext`, `box_cuda_ext`, `roi_align_kernel_cuda`; not a helper that moves its
+# arguments to the device (`to_cuda`, `list_to_cuda`: mmsegmentation 1.2.2's tests, whose
+# `.cuda()` calls the run migrates).
+_EXTENSION_PART_RE = r"^_C$|^_ext$|(?<!^to)(?<!_to)_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
 # An assert/raise message that says the code runs on CUDA only.
 _CUDA_ONLY_RE = r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b"
