@@ -22,9 +22,10 @@ def entry() -> None:
         # then frozen out of its reach (as startup.long_lived does; startup.py's own imports too).
         gc.disable()
         try:
-            from .startup import compile_dataclasses_once, keep_rule_sets
+            from .startup import compile_dataclasses_once, compile_patterns_once, keep_rule_sets
 
             compiled = compile_dataclasses_once()  # (before the first dataclass: see startup.py)
+            patterns = compile_patterns_once()
             kept_rules = keep_rule_sets()
             from .cli import main
         finally:
@@ -40,6 +41,7 @@ def entry() -> None:
                 sys.stdout.flush()
                 sys.stderr.flush()
             compiled.save()  # (after the output: it is not part of the result)
+            patterns.save()
             kept_rules.save()
         except KeyboardInterrupt:
             _interrupted()

@@ -403,3 +403,167 @@ def keep_rule_sets() -> KeptRuleSet:
     if KEPT_RULES is None:
         KEPT_RULES = KeptRuleSet(code_path("rule_set", ".pickle"))
     return KEPT_RULES
+
+
+class CompiledPatterns:
+    """`re`'s compilation of a pattern, kept across processes. `re` parses a pattern in Python
+    and hands the result (its flags, code and groups) to `_sre.compile`: the ~160 patterns a
+    run compiles (the rules' and the prefilter's, the gitignore patterns, tomllib's, libcst's ...)
+    were ~25 ms of every run. This keeps `_sre.compile`'s arguments for each (pattern, flags)
+    compiled, so that a later process builds the same pattern object from them without parsing;
+    a pattern it does not know is compiled as `re` compiles it. What the arguments depend on
+    beyond the pattern and flags is the interpreter (its `re` and `_sre`, its Unicode tables):
+    the file is headed by this interpreter's magic number and names `sys.version` and
+    `_sre.MAGIC`, and is used only when they are this process's. A pattern whose compilation
+    warned (`re` warns of a nested set, a bad escape) is not kept: its warning is given each time.
+
+    The file lives beside the compiled dataclass texts, read and written under the same
+    conditions (`_read_ours`, `_keep`); it holds what one run compiled plus what it had, at most
+    MAX_PATTERNS (beyond: the patterns this run used), and is rewritten only by a run that
+    compiled a pattern it did not hold."""
+
+    MAX_PATTERNS = 4000
+
+    def __init__(self, path: Optional[str]) -> None:
+        import _sre  # type: ignore[import-not-found]
+
+        self.path = path
+        self.sre: Any = _sre
+        self.stamp = (sys.version, _sre.MAGIC)
+        self.known: Dict[Tuple[Any, int], tuple] = self._read() if path else {}
+        self.new: Dict[Tuple[Any, int], tuple] = {}
+        self.used: Set[Tuple[Any, int]] = set()
+        self.compiled = 0  # patterns this process compiled and keeps (a second run compiles none)
+        self.pid = os.getpid()  # (a forked worker's patterns are its own: only this process saves)
+        self.original: Any = None  # re's compiler module's `compile`, once installed
+        from _thread import _local
+
+        self.noted: Any = _local()  # (per thread) the arguments of `_sre.compile` of the pattern compiled now
+
+    def _read(self) -> Dict[Tuple[Any, int], tuple]:
+        assert self.path is not None
+        data = _read_ours(self.path)
+        if data is None:
+            return {}
+        try:
+            entry = marshal.loads(data)  # nosec B302 (data only; a file of the user's own: _ours)
+        except (EOFError, ValueError, TypeError):
+            return {}
+        if type(entry) is not tuple or len(entry) != 2 or entry[0] != self.stamp or type(entry[1]) is not dict:
+            return {}
+        return entry[1]
+
+    def compile(self, p: Any, flags: int = 0) -> Any:
+        """re's compiler module's `compile`, answered from the kept arguments when it can."""
+        kind = type(p)
+        if (kind is not str and kind is not bytes) or type(flags) is not int or flags & 128:  # 128: re.DEBUG prints
+            return self.original(p, flags)
+        key = (p, flags)
+        args = self.known.get(key) or self.new.get(key)
+        if args is not None:
+            self.used.add(key)
+            pattern, final_flags, code, groups, groupindex, indexgroup = args
+            return self.sre.compile(pattern, final_flags, _code_list(code), groups, groupindex, indexgroup)
+        import warnings
+
+        noted: List[tuple] = []
+        self.noted.args = noted
+        try:
+            with warnings.catch_warnings(record=True) as warned:
+                warnings.simplefilter("always")
+                pattern = self.original(p, flags)
+        finally:
+            self.noted.args = None
+        if warned or len(noted) != 1:
+            return self.original(p, flags)  # (again, its warnings given as the filters say)
+        args = self._plain(noted[0])
+        if args is not None:
+            self.new[key] = args
+            self.used.add(key)
+            self.compiled += 1
+        return pattern
+
+    @staticmethod
+    def _plain(args: tuple) -> Optional[tuple]:
+        """The arguments as they are kept (plain ints for re's opcodes, which are int subclasses;
+        the code as the bytes of 32-bit words, a quarter of the memory of a list), or None when
+        they are of another shape than `_sre.compile`'s of Python 3.9-3.13."""
+        if len(args) != 6:
+            return None
+        pattern, flags, code, groups, groupindex, indexgroup = args
+        if not (type(pattern) in (str, bytes) and isinstance(flags, int) and type(code) is list
+                and all(isinstance(c, int) for c in code) and isinstance(groups, int) and type(groupindex) is dict
+                and all(type(k) is str and isinstance(v, int) for k, v in groupindex.items())
+                and type(indexgroup) is tuple and all(i is None or type(i) is str for i in indexgroup)):
+            return None
+        from array import array
+
+        words = array("I")
+        if words.itemsize != 4:
+            return None
+        try:
+            words.extend(code)
+        except OverflowError:  # (a code word past 32 bits: not this interpreter's _sre)
+            return None
+        return (pattern, int(flags), words.tobytes(), int(groups), {k: int(v) for k, v in groupindex.items()}, indexgroup)
+
+    def install(self) -> None:
+        """re calls its compiler module's `compile` by name: that name is this, for the process,
+        and the module's `_sre` a copy of `_sre` whose `compile` also notes its arguments."""
+        import re
+        import types
+
+        module: Any = getattr(re, "_compiler", None)
+        if module is None:  # Python < 3.11
+            import sre_compile as module
+        sre = self.sre
+        if not callable(getattr(module, "compile", None)) or id(getattr(module, "_sre", None)) != id(sre):
+            return
+        noting: Any = types.ModuleType(sre.__name__)
+        noting.__dict__.update(sre.__dict__)
+        real, local = sre.compile, self.noted
+
+        def compile_noting(*args: Any) -> Any:
+            noted = getattr(local, "args", None)
+            if noted is not None:
+                noted.append(args)
+            return real(*args)
+
+        noting.compile = compile_noting
+        self.original = module.compile
+        module._sre = noting
+        module.compile = self.compile
+
+    def save(self) -> None:
+        """Keep the patterns this run compiled, if any (atomically; one run's file or another's)."""
+        if not self.compiled or self.path is None or sys.dont_write_bytecode or os.getpid() != self.pid:
+            return
+        patterns = {**self.known, **self.new}
+        if len(patterns) > self.MAX_PATTERNS:
+            patterns = {key: args for key, args in patterns.items() if key in self.used}
+        try:
+            data = MAGIC_NUMBER + marshal.dumps((self.stamp, patterns))
+        except ValueError:
+            return
+        if _keep(self.path, data):
+            self.known, self.new = patterns, {}
+
+
+def _code_list(words: bytes) -> List[int]:
+    from array import array
+
+    code = array("I")
+    code.frombytes(words)
+    return code.tolist()
+
+
+PATTERNS: Optional[CompiledPatterns] = None
+
+
+def compile_patterns_once() -> CompiledPatterns:
+    """Install the process's kept patterns (once); `__main__.entry` saves them when the run ends."""
+    global PATTERNS
+    if PATTERNS is None:
+        PATTERNS = CompiledPatterns(code_path("regex_code"))
+        PATTERNS.install()
+    return PATTERNS

@@ -742,7 +742,8 @@ from npu_migrate import startup
 print(json.dumps({"exit": code, "compiled": startup.COMPILED.compiled, "path": startup.COMPILED.path,
                   "kept rule sets": startup.KEPT_RULES.hits, "rule set path": startup.KEPT_RULES.path,
                   "kept views": startup.KEPT_RULES.view_hits, "tomllib": "tomllib" in sys.modules and not TOMLLIB_BEFORE,
-                  "libcst texts": startup.COMPILED.libcst is not None, "libcst path": startup.COMPILED.libcst_path}))
+                  "libcst texts": startup.COMPILED.libcst is not None, "libcst path": startup.COMPILED.libcst_path,
+                  "patterns compiled": startup.PATTERNS.compiled, "patterns path": startup.PATTERNS.path}))
 """
 
 
@@ -776,6 +777,110 @@ def test_the_dataclasses_methods_are_compiled_by_the_first_run_only(tmp_path):
     # a run that imports less (the command line, not libcst) keeps what the file had
     assert _entry(tmp_path, "--version")[0]["compiled"] == 0
     assert _entry(tmp_path, "train.py", "--check", "--no-cache")[0]["compiled"] == 0
+
+
+@pytest.mark.slow
+def test_the_regular_expressions_are_compiled_by_the_first_run_only(tmp_path):
+    """`re` parses each pattern in Python at every start: the ~170 of a run (the rules', the
+    prefilter's, tomllib's, libcst's) were ~25 ms of a one-script run. The first run keeps their
+    compiled form beside the dataclasses' code (startup.CompiledPatterns); the next compiles none
+    and answers the same."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    first, out, err = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert first["exit"] == 1 and first["patterns compiled"] > 100
+    assert first["patterns path"].startswith(str(tmp_path / "pycache")) and os.path.isfile(first["patterns path"])
+    second, out2, err2 = _entry(tmp_path, "train.py", "--check", "--no-cache")
+    assert (second["exit"], second["patterns compiled"], out2, err2) == (1, 0, out, err)
+    assert _entry(tmp_path, "--version")[0]["patterns compiled"] == 0
+    # with PYTHONDONTWRITEBYTECODE the patterns are compiled and not written, as the .pyc files
+    os.unlink(first["patterns path"])
+    third, out3, err3 = _entry(tmp_path, "train.py", "--check", "--no-cache", write_bytecode=False)
+    assert (third["patterns compiled"] > 100, out3, err3) == (True, out, err)
+    assert not os.path.exists(first["patterns path"])
+
+
+PATTERNS = [  # (pattern, flags): what re's parser and compiler each make something of
+    ("", 0), ("a|b|cd", 0), (r"(?P<name>\w+)\s*=\s*(?P<value>[^#\n]*)(?:#.*)?$", 0), (r"(?i)cuda:\d+", 0),
+    (r"\b(?:cuda|nccl|cudnn)\b", 2 | 64), (r"(?<=x)y(?=z)(?!q)", 0), (r"[^\W\d_]+\u00e9\U0001f600", 0),
+    (rb"\x00[\x80-\xff]+(?P<tail>.)", 0), (r"(a)(b)?(?(2)c|d)\1", 0), (r"x{2,5}?y*+z++", 0),
+    ("|".join(f"name{i}" for i in range(300)), 0), (r"\d+(?#comment)", 8 | 16), (r"ß|ǅ|ſ", 2), (r"(?a)\w", 0),
+]
+
+
+def _compiled_patterns(monkeypatch, path):
+    """A CompiledPatterns on `path`, installed into `re` for the test only."""
+    import re
+
+    from npu_migrate.startup import CompiledPatterns
+
+    module = getattr(re, "_compiler", None) or __import__("sre_compile")
+    monkeypatch.setattr(module, "compile", module.compile)
+    monkeypatch.setattr(module, "_sre", module._sre)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)  # (as a run of the command line that keeps them)
+    kept = CompiledPatterns(str(path))
+    kept.install()
+    assert module.compile == kept.compile
+    return kept
+
+
+def test_a_kept_pattern_is_the_pattern_re_compiles(tmp_path, monkeypatch):
+    """A pattern built from its kept arguments is the one `re` compiles from its text: equal (a
+    Pattern compares its text, flags and code), with the same groups, and matching the same."""
+    path = tmp_path / "regex_code.marshal"
+    first = _compiled_patterns(monkeypatch, path)
+    made = [first.compile(p, flags) for p, flags in PATTERNS]
+    assert first.compiled == len(PATTERNS)
+    first.save()
+    monkeypatch.undo()
+    second = _compiled_patterns(monkeypatch, path)
+    assert len(second.known) == len(PATTERNS)
+    for (p, flags), before in zip(PATTERNS, made):
+        kept = second.compile(p, flags)
+        fresh = second.original(p, flags)
+        assert kept == fresh == before, p
+        assert (kept.flags, kept.groups, kept.groupindex, kept.pattern) == (fresh.flags, fresh.groups, fresh.groupindex, p)
+        sample = p if isinstance(p, str) else p.decode("latin-1")
+        for text in ("", "abcd", "x = 1 # c", "CUDA:0 nccl", "xyz", "Straße ǅ", "name299 name7", "aabc", sample):
+            data = text if isinstance(p, str) else text.encode("latin-1", "replace")
+            assert [m.span() for m in kept.finditer(data)] == [m.span() for m in fresh.finditer(data)]
+    assert second.compiled == 0  # (every one from the file)
+    second.save()  # (nothing new: not written again)
+
+
+def test_a_pattern_whose_compilation_warns_is_not_kept_and_warns_each_time(tmp_path, monkeypatch):
+    """A hit would skip the parse that warns: such a pattern is compiled by `re` every time."""
+    kept = _compiled_patterns(monkeypatch, tmp_path / "regex_code.marshal")
+    for _ in range(2):
+        with pytest.warns(FutureWarning, match="nested set"):
+            kept.compile("[[a]", 0)
+    assert ("[[a]", 0) not in kept.new and ("[[a]", 0) not in kept.known
+
+
+def test_kept_patterns_of_another_interpreter_or_not_ours_are_not_read(tmp_path, monkeypatch):
+    """Another Python's (its version, its `_sre`), a broken file, one of another shape or one
+    others may write is not read: every pattern is compiled by `re`."""
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    path = tmp_path / "regex_code.marshal"
+    kept = _compiled_patterns(monkeypatch, path)
+    kept.compile("abc", 0)
+    kept.save()
+    data = path.read_bytes()
+    stamp, patterns = marshal.loads(data[len(MAGIC_NUMBER):])
+    assert len(patterns) == 1 and stamp == kept.stamp
+    for content in (MAGIC_NUMBER + marshal.dumps((("3.0.0", stamp[1]), patterns)),
+                    MAGIC_NUMBER + marshal.dumps(((stamp[0], stamp[1] + 1), patterns)),
+                    b"\x00\x00\x00\x00" + data[len(MAGIC_NUMBER):], MAGIC_NUMBER + b"garbage", MAGIC_NUMBER + marshal.dumps([1])):
+        path.write_bytes(content)
+        monkeypatch.undo()
+        assert not _compiled_patterns(monkeypatch, path).known, content
+    path.write_bytes(data)
+    monkeypatch.undo()
+    assert _compiled_patterns(monkeypatch, path).known
+    os.chmod(path, 0o666)  # (others may write it)
+    monkeypatch.undo()
+    assert not _compiled_patterns(monkeypatch, path).known
 
 
 @pytest.mark.slow
