@@ -1404,3 +1404,66 @@ def test_the_project_scan_parses_no_file_whose_imports_name_no_cuda_only_library
     for line in (b"import cupy\n", b"from numba import cuda\n", b"import cuda.bindings\n"):
         project_values._cuda_only_code(line + script, gates, worth)
     assert parsed == [1, 1, 1]
+
+
+CONSOLE_PROBE = r"""
+import atexit, os, sys, threading, time
+mode = sys.argv.pop(1)
+
+class Teardown:  # (its __del__ runs only when Python takes the modules apart; stdout is flushed by then)
+    def __del__(self, write=os.write):  # (the module's globals may be gone by then)
+        write(1, b"teardown\n")
+
+kept = Teardown()
+atexit.register(lambda: sys.stdout.write("atexit\n"))
+if mode == "thread":  # a thread that is not a daemon, still running when the run ends: Python waits for it
+    import npu_migrate.cli as cli
+    ended, real_main = threading.Event(), cli.main
+    def main(*args, **kwargs):
+        try:
+            return real_main(*args, **kwargs)
+        finally:
+            ended.set()
+    cli.main = main
+    threading.Thread(target=lambda: (ended.wait(), time.sleep(1), sys.stdout.write("thread done\n"))).start()
+if mode == "traced":
+    sys.settrace(lambda *args: None)
+from npu_migrate.__main__ import console
+sys.argv = ["npu-migrate", *sys.argv[1:]]
+console()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["plain", "thread", "traced"])
+def test_the_console_script_ends_after_pythons_exit_steps_without_the_teardown(tmp_path, mode):
+    """`npu-migrate` (__main__.console) ends the process once Python's exit has run the atexit
+    functions and flushed the output, without taking the heap apart; with a thread still running
+    that is not a daemon, or a tracer or profiler on, Python ends it as usual. The output and the
+    exit code are the run's either way."""
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    done = subprocess.run([sys.executable, "-c", CONSOLE_PROBE, mode, "train.py", "--check"], cwd=tmp_path,
+                          capture_output=True, env=env, timeout=600)
+    plain = subprocess.run([sys.executable, "-c", "import sys; from npu_migrate.__main__ import entry; "
+                            "sys.argv = ['npu-migrate', *sys.argv[1:]]; entry()", "train.py", "--check"],
+                           cwd=tmp_path, capture_output=True, env=env, timeout=600)
+    assert (done.returncode, done.stderr) == (plain.returncode, plain.stderr) == (1, plain.stderr)
+    lines = done.stdout.decode().splitlines()
+    assert "\n".join(line for line in lines if line not in ("atexit", "teardown", "thread done")) == \
+        plain.stdout.decode().rstrip("\n")
+    ends = [line for line in lines if line in ("atexit", "teardown", "thread done")]
+    assert ends == {"plain": ["atexit"], "thread": ["thread done", "atexit", "teardown"],
+                    "traced": ["atexit", "teardown"]}[mode]
+
+
+@pytest.mark.slow
+def test_the_console_scripts_exit_code_is_the_runs(tmp_path):
+    (tmp_path / "clean.py").write_text("print('hello')\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text(SCRIPT, encoding="utf-8")
+    env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(tmp_path / "cache"), "NO_COLOR": "1"}
+    for args, code in ((["clean.py", "--check"], 0), (["train.py", "--check"], 1), (["missing.py"], 2),
+                       (["--bogus-option"], 2), (["--version"], 0)):
+        done = subprocess.run([sys.executable, "-m", "npu_migrate", *args], cwd=tmp_path, capture_output=True,
+                              env=env, timeout=600)
+        assert done.returncode == code, (args, done.stderr)
