@@ -22,6 +22,7 @@ import libcst as cst
 from ..context import Context
 from ..fast_visitor import transform, walk
 from ..partial import NeedsWholeModule
+from ..prefilter import LazyCodeWords
 from ..rules import Rule
 from .strings import string_value
 from .syntax import leading_lines
@@ -165,6 +166,14 @@ class _Apply(cst.CSTTransformer):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
 
 
+def reads_whole(code: LazyCodeWords) -> bool:
+    """Whether apply_npu_ops reads the whole module of a file parsed partially: where a
+    function may be a hand-written gelu (one of _GELU_NAMES among the identifiers of `code`,
+    the file's words). The engine asks first (engine._migrate_partially): such a TF 1.x file
+    is parsed whole at once, not partially and then whole (transformers' activations_tf.py)."""
+    return not code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES)
+
+
 @emits("NPU129", "NPU351")
 def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[Rule]) -> Tuple[cst.Module, bool]:
     """Rewrite (with --npu-ops) or offer (NPU351) the NPU operators. Returns the tree and
@@ -174,8 +183,7 @@ def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[R
     On a partial parse (engine.py: a TF 1.x file whose findings alone can match) a hand-written
     gelu is read whole (its body is the test) and a rewrite adds the import before the file's
     first import: both ask for the whole module."""
-    if ctx.partial is not None and ctx.code is not None and \
-            not ctx.code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES):
+    if ctx.partial is not None and ctx.code is not None and reads_whole(ctx.code):
         raise NeedsWholeModule("gelu")
     plan = _Plan(ctx, canonical)
     walk(ctx.module, plan)
