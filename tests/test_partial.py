@@ -239,6 +239,11 @@ def test_a_large_file_is_parsed_partially_with_the_same_result(parsed):
     "import torch\n\n\ndef load_tf(path):\n    import tensorflow as tf\n    return tf.train.list_variables(path)\n\n\n"
     "class Stack:\n    def parallelize(self):\n        self.first_device = 'cuda:0'\n\n    def first(self):\n"
     "        return tf.identity(self.first_device)\n",
+    # "gpu" compared with a parameter used in a statement left out: whether it is a device
+    # variable the module assigns "gpu" to decides (asked: a second attempt)
+    "import torch\n\n\ndef check(dev):\n    if dev == 'gpu':\n        return 1\n\n\ndef other(dev):\n"
+    "    return torch.zeros(1, device=dev)\n",
+    "import torch\nDEV = 'gpu:0'\n\n\ndef check():\n    return DEV == 'gpu:0'\n\n\ndef other(x):\n    return x.to(DEV)\n",
     # a lookup's CUDA default, moved with the device variable it is assigned to (or reported)
     "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return x.to(d)\n",
     "import torch\nd = cfg.get('device', 'cuda')\ndef f():\n    pass\ndef g(x):\n    return d == 'cpu'\n",

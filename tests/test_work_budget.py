@@ -215,6 +215,23 @@ def test_a_device_attribute_read_where_no_foreign_library_is_named_asks_for_noth
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
 
 
+@pytest.mark.parametrize("text", [
+    # transformers' conversion scripts: `device = "cuda"`, `device` a parameter elsewhere
+    "import torch\n\n\ndef convert(path):\n    device = 'cuda'\n    return torch.load(path, map_location=device)\n\n\n"
+    "def save(model, device):\n    return model.save(device)\n",
+    "import torch\n\n\ndef check(device):\n    if device == 'cuda':\n        return 1\n\n\ndef other(device):\n    return device\n",
+])
+def test_a_literal_every_device_rule_moves_alike_asks_nothing_of_its_variable(text):
+    """Whether a variable is one the module passes as a device decides only for literals the
+    variable-only rules ("gpu") move otherwise than the rest: for "cuda" it is not asked (no walk
+    for device variables, no second attempt with the lines that use `device`; before, the file
+    was parsed partially, then whole)."""
+    result = migrate_source(text, "m.py")
+    assert result.new_text == text.replace("'cuda'", "'npu'").replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert result.work == {"ast": 1, "partial": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
+
+
 def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypatch):
     """transformers' tokenization_utils_base.py, pipelines/, image_transforms.py: TensorFlow
     imported where it is available, and `device` (the last word of NPU127's

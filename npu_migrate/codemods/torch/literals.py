@@ -546,6 +546,17 @@ class LiteralRewrites(TorchKind):
         rewriter = self.devices if variable else self.positional_devices
         return self._rewrite_literal(rewriter, self.device_rule, original, updated, what)
 
+    def _variable_decides(self, literal: cst.BaseExpression) -> bool:
+        """Whether device_literal's `variable` can change what `literal` becomes: where the
+        variable-only rules ("gpu") rewrite it otherwise than the others. Asked before whether
+        a variable is passed as a device (_usage: a walk of the module, and with partial parsing
+        another attempt where the name is used in lines left out: transformers' conversion
+        scripts' `device = "cuda"`)."""
+        by_variable, by_position = self.devices.rewrite(literal), self.positional_devices.rewrite(literal)
+        if by_variable is None or by_position is None:
+            return by_variable is not by_position
+        return not by_variable.deep_equals(by_position)
+
     def is_passed_device(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Name) and self.is_device_variable(node.value)
 
@@ -792,7 +803,8 @@ class LiteralRewrites(TorchKind):
             if not self._is_rewritable_literal(lit_u):
                 continue
             if self.is_device_expr(other):
-                new = self.device_literal(lit_o, lit_u, variable=self._compared_variable(other))
+                new = self.device_literal(lit_o, lit_u, variable=self._variable_decides(lit_u)
+                                         and self._compared_variable(other))
             elif self.is_backend_expr(other):
                 new = self.backend_literal(lit_o, lit_u)
             else:
@@ -906,7 +918,8 @@ class LiteralRewrites(TorchKind):
                 elif isinstance(target.operator, (cst.In, cst.NotIn)) and lit_index == i and self.is_environ(other):
                     new = self.env_literal(lit_o, lit_u)
                 elif self.is_device_expr(other):
-                    new = self.device_literal(lit_o, lit_u, variable=self._compared_variable(other))
+                    new = self.device_literal(lit_o, lit_u, variable=self._variable_decides(lit_u)
+                                         and self._compared_variable(other))
                 elif self.is_backend_expr(other):
                     new = self.backend_literal(lit_o, lit_u)
                 elif type(lit_o) is cst.Call and self.is_device_expr(lit_o):
@@ -985,14 +998,13 @@ class LiteralRewrites(TorchKind):
         if not self._is_rewritable_literal(updated_value):
             return updated_value
         device = any(self.is_device_expr(t) for t in targets)
-        backend = any(self.is_backend_expr(t) for t in targets)
         if device and self._read_only_by_foreign_libraries(targets, original_value):
             self._settled(original_value)  # another library's device (NPU303 at its import)
             return updated_value
         if device:
-            variable = any(self.is_passed_device(t) for t in targets)
+            variable = self._variable_decides(updated_value) and any(self.is_passed_device(t) for t in targets)
             return self.device_literal(original_value, updated_value, variable=variable)
-        if backend:
+        if any(self.is_backend_expr(t) for t in targets):
             return self.backend_literal(original_value, updated_value)
         return updated_value
 
