@@ -43,7 +43,8 @@ class Requirement:
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
     ("star_import", "")      `import *`;   ("attr_of", a)  `a.`;
-    ("decorator", n)         `@n` (a decorator that is the name itself, called or not).
+    ("decorator", n)         `@n` (a decorator that is the name itself, called or not);
+    ("index_call", n)        `n(0)`: called with an integer literal alone.
     """
 
     words: FrozenSet[Word]

@@ -193,6 +193,35 @@ def test_import_torch_npu_goes_where_isort_puts_it(imports, expected):
     assert not migrate_source(out, "t.py").changed
 
 
+@pytest.mark.parametrize("source", [
+    "from torch import device\n\nDEVICE = device(0)\n",
+    "import torch\nfrom torch import device\n\n\ndef place(m):\n    return m.to(device(1))\n",
+    "import torch\n\nDEVICE = torch.device( 0 )\n",
+])
+def test_a_device_given_an_index_alone_gets_torch_npu_before_its_import(source):
+    """`device(0)` names the accelerator: the NPU only where torch_npu is loaded (before 2.5 it
+    patches torch.device at import, so a `from torch import device` bound before it keeps
+    CUDA's class: cuda:0). A file doing nothing else on the device got no import and no
+    finding (fifteenth session's defaults note); now it gets the import, before the name."""
+    out = migrate_source(source, "t.py")
+    if source.startswith("from torch import device"):
+        assert out.new_text == "import torch_npu  # noqa: F401\n" + source
+    else:
+        assert out.new_text == source.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert [e.code for e in out.edits] == ["NPU108"] and out.findings == []
+    assert not migrate_source(out.new_text, "t.py").changed
+
+
+@pytest.mark.parametrize("source", [
+    "from torch import device\nd = device(rank)\n",  # (an index or a name: not told)
+    "import torch\nd = torch.device('cpu')\n",
+    "import torch\nd = torch.device(0)  # npu-migrate: ignore\n",
+    "from jax import device\nd = device(0)\n",
+])
+def test_a_device_not_given_an_index_alone_gets_nothing(source):
+    assert not migrate_source(source, "t.py").changed
+
+
 def test_import_torch_npu_in_try_block_and_function():
     src = "try:\n    import torch\nexcept ImportError:\n    torch = None\n\nx = t.cuda()\n"
     assert migrate_source(src, "t.py").new_text == (

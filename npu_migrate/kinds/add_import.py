@@ -47,8 +47,13 @@ def _requirements(rule: Rule) -> List[Requirement]:
     # `import torch_npu` is added where NPU APIs are used: the rewrites of the other kinds, or
     # code that already uses them (`.npu()`, `torch.npu.*`, `torch.npu_*`), in a file
     # importing `after`.
-    root = Word(rule.from_.split(".", 1)[0])
-    return [Requirement(frozenset({root, Word("npu", prefix=True)}), leaf=Word("npu", prefix=True))]
+    # And where `torch.device` is given an index alone (`device(0)`): the accelerator, which is
+    # the NPU only with torch_npu loaded (codemods/torch/__init__.py).
+    root = rule.from_.split(".", 1)[0]
+    return [Requirement(frozenset({Word(root), Word("npu", prefix=True)}), leaf=Word("npu", prefix=True)),
+            Requirement(frozenset({Word(root), Word("device")}),
+                        frozenset({("link", f"{root}.device"), ("index_call", "device")}), leaf=Word("device"),
+                        name=f"{root}.device")]
 
 
 def _spec(entry: Dict[str, Any], label: str, framework: str) -> Optional[AddImportSpec]:

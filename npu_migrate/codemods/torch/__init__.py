@@ -155,10 +155,26 @@ class TorchTransformer(cst.CSTTransformer):
             self.state.shown -= 1
         if dc.is_foreign_callee(qual):
             self.state.foreign -= 1
+        if qual == "torch.device" and _device_index_only(original) and not self.ctx.suppressed(original, "NPU108"):
+            # `torch.device(0)` / `device(0)`: an index alone names the accelerator, which is the
+            # NPU only where torch_npu is loaded (before 2.5 it patches torch.device: without it,
+            # cuda:0); `import torch_npu` goes before `from torch import device`
+            # (torch_npu_import.py).
+            self.ctx.require_import("torch_npu")
         updated = self.literals._parametrized_devices(original, updated)
         updated = self.methods._rename_method(original, updated, qual)
         updated = self.literals._literal_arguments(original, updated, qual)
         return self.references._type_string_argument(original, updated, qual)
+
+
+def _device_index_only(call: cst.Call) -> bool:
+    """`device(0)`, `torch.device(1)`: one positional argument, an integer literal, and the
+    callee written `device` (what the add_import rule's prefilter looks for: `index_call`; an
+    alias, `Device(0)`, is not followed)."""
+    func = call.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    return (name == "device" and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+            and isinstance(call.args[0].value, cst.Integer))
 
 
 _HOOK = re.compile(r"(visit|leave)_[A-Z][A-Za-z]*$")
