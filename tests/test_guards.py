@@ -1574,3 +1574,42 @@ def test_a_branch_that_imports_a_cuda_interop_library_stays_whole():
     assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU319"] == [
         ("NPU319", 15, 8, "if check_sru_requirement():")]
     assert "(its branch uses `function` from cupy.cuda)" in next(f.message for f in r.findings if f.code == "NPU319")
+
+
+# nnU-Net 2.8.1 nnunetv2/run/run_training.py (held out, trimmed): the assertion's message says
+# "only implemented for cuda devices", and what it protects is DDP through a function of the
+# module, whose process group and set_device the migration moves to hccl and torch.npu.
+NNUNET_DDP = (
+    "import os\n\nimport torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+    "def setup_ddp(rank, world_size):\n    dist.init_process_group(\"nccl\", rank=rank, world_size=world_size)\n\n\n"
+    "def run_ddp(rank, world_size):\n    setup_ddp(rank, world_size)\n"
+    "    torch.cuda.set_device(torch.device('cuda', dist.get_rank()))\n    dist.destroy_process_group()\n\n\n"
+    "def run_training(num_gpus: int = 1, device: torch.device = torch.device('cuda')):\n"
+    "    if num_gpus > 1:\n"
+    "        assert device.type == 'cuda', f\"DDP training (triggered by num_gpus > 1) is only implemented for cuda"
+    " devices. Your device: {device}\"\n"
+    "        os.environ['MASTER_ADDR'] = 'localhost'\n"
+    "        mp.spawn(run_ddp, args=(num_gpus,), nprocs=num_gpus, join=True)\n")
+
+
+def test_an_assertion_saying_cuda_only_before_code_the_migration_ports_moves_with_it():
+    """nnU-Net: the assertion was kept (NPU315 error, "port the CUDA-only code it protects")
+    while the DDP path it protects was migrated whole and the device default became "npu":
+    multi-NPU training raised at the assertion. Its message speaks of the code before the
+    migration; the test moves with the code (the message, a string, stays as written)."""
+    result = migrate_source(NNUNET_DDP, "run_training.py", Options(), RULES)
+    assert result.new_text == NNUNET_DDP.replace("as mp\n", "as mp\nimport torch_npu  # noqa: F401\n").replace(
+        '"nccl"', '"hccl"').replace("torch.cuda.set_device(torch.device('cuda',", "torch.npu.set_device(torch.device('npu',").replace(
+        "torch.device('cuda'))", "torch.device('npu'))").replace("assert device.type == 'cuda'", "assert device.type == 'npu'")
+    assert [f.code for f in result.findings] == []
+    assert not migrate_source(result.new_text, "run_training.py", Options(), RULES).changed
+    assert_partial_as_whole(NNUNET_DDP)
+
+
+def test_an_assertion_saying_cuda_only_before_code_it_cannot_see_stays():
+    """The same message before code the migration does not touch (a call into another module):
+    nothing says the code was ported, so the refusal stays, as its message says (NPU315)."""
+    text = NNUNET_DDP.replace("mp.spawn(run_ddp, args=(num_gpus,), nprocs=num_gpus, join=True)", "launch_ddp(num_gpus)")
+    result = migrate_source(text, "run_training.py", Options(), RULES)
+    assert "assert device.type == 'cuda'" in result.new_text
+    assert _npu315(result) == [("NPU315", "error", 20, 16, "device.type == 'cuda'")]

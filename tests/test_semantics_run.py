@@ -95,3 +95,56 @@ def test_device_settings_looked_up_with_a_cuda_default_run_on_the_npu(run_on_sta
     assert done.returncode == 0, done.stderr
     assert "config.get('device', 'npu:0')" in done.migrated and "torch.npu.set_rng_state(state, 'npu:0')" in done.migrated
     assert done.stdout.splitlines() == ["npu npu True [1.0, 1.0]"]
+
+
+def test_nnunet_ddp_behind_an_assertion_saying_cuda_only_trains_on_two_npus(run_on_standin):
+    """nnU-Net 2.8.1 run_training.py's shape: `assert device.type == 'cuda', "DDP training ... is only
+    implemented for cuda devices"` before `mp.spawn(run_ddp, ...)`, whose process group and set_device
+    the migration moves to hccl and torch.npu. Kept on CUDA (before), the migrated program raised at
+    the assertion; moved with the code it protects, two NPU processes all-reduce. Over 1 CPU-s: two
+    spawned processes each import torch (~2 CPU-s each)."""
+    done = run_on_standin("""\
+        import os
+        import socket
+
+        import torch
+        import torch.distributed as dist
+        import torch.multiprocessing as mp
+
+
+        def find_free_network_port() -> int:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+            s.close()
+            return port
+
+
+        def setup_ddp(rank, world_size):
+            dist.init_process_group("nccl", rank=rank, world_size=world_size)
+
+
+        def run_ddp(rank, world_size):
+            setup_ddp(rank, world_size)
+            torch.cuda.set_device(torch.device('cuda', dist.get_rank()))
+            t = torch.ones(1, device=torch.device('cuda', rank))
+            dist.all_reduce(t)
+            if rank == 0:
+                print(dist.get_world_size(), dist.get_backend(), t.item(), flush=True)
+            dist.destroy_process_group()
+
+
+        def run_training(num_gpus: int = 1, device: torch.device = torch.device('cuda')):
+            if num_gpus > 1:
+                assert device.type == 'cuda', f"DDP training (triggered by num_gpus > 1) is only implemented for cuda devices. Your device: {device}"
+                os.environ['MASTER_ADDR'] = 'localhost'
+                os.environ['MASTER_PORT'] = str(find_free_network_port())
+                mp.spawn(run_ddp, args=(num_gpus,), nprocs=num_gpus, join=True)
+
+
+        if __name__ == "__main__":
+            run_training(2)
+        """, devices=2)
+    assert "assert device.type == 'npu'" in done.migrated
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["2 hccl 2.0"]

@@ -1890,19 +1890,49 @@ class _DeviceGates:
         if named is not None:
             return ("refusal", named)
         line = self.parent.get(id(assertion))
-        for part in self._rest_of_block(line) if line is not None else []:
+        rest = self._rest_of_block(line) if line is not None else []
+        for part in rest:
             found = self._cuda_only_in(part)
             if found is not None:
                 return ("refusal", found)
             self._note_elided(part)
         if assertion.msg is not None and (_cuda_only_text(assertion.msg) or any(
                 compiled(_CUDA_KERNEL_RE).search(t) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", t))
-                for t in _texts(assertion.msg))):
+                for t in _texts(assertion.msg))) and not self._ported(rest):
             return ("refusal", "its message says the code is CUDA-only")
         needs = self._module_needs()
         if needs is not None:
             return ("refusal", f"the module imports {needs} unconditionally")
         return None
+
+    def _ported(self, parts: List[cst.CSTNode]) -> bool:
+        """Whether the code an assertion protects (the rest of its block; nothing CUDA-only in
+        it) is device code this migration moves to the NPU -- a `torch.cuda` name, an "nccl"
+        backend, a `.cuda()` call -- there or in the module's functions it names (two levels
+        down): nnU-Net's `assert device.type == 'cuda', "DDP training ... is only implemented
+        for cuda devices"` before `mp.spawn(run_ddp, ...)`, whose process group and
+        `torch.cuda.set_device` become hccl and torch.npu. The message then speaks of the code
+        as it was: kept on CUDA, the assertion would refuse the NPU the very path migrated for
+        it (a value and the code that reads it move together), so the test moves too."""
+        todo, seen = list(parts), set()
+        for _level in range(3):
+            names: List[cst.CSTNode] = []
+            for node in todo:
+                for n in subtree(node):
+                    if type(n) is cst.Attribute:
+                        if (self.ctx.imports.resolve(n) or "").startswith("torch.cuda."):
+                            return True
+                    elif type(n) is cst.Call and isinstance(n.func, cst.Attribute) and n.func.attr.value == "cuda":
+                        return True
+                    elif type(n) is cst.SimpleString and (string_value(n) or "").lower() == "nccl":
+                        return True
+                    elif type(n) is cst.Name and n.value in self.definitions and n.value not in seen:
+                        seen.add(n.value)
+                        names.append(self.definitions[n.value])
+            if not names:
+                return False
+            todo = names
+        return False
 
     def _raises_cuda_only(self, small: cst.BaseSmallStatement) -> bool:
         if _raises_cuda_only(small):
