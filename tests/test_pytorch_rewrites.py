@@ -652,7 +652,27 @@ LOOKUPS_LEFT = [
     ("print(cfg.get('device', 'cuda'))\nlog(f\"{cfg.get('device', 'cuda')}\")\n", []),
     ("name = cfg.get('name', 'cuda')\nd = cfg.get('device', 'cpu')\n", []),
     ("d = cfg.get('device', 'cuda')  # npu-migrate: ignore[NPU105]\n", []),
+    # the same for a backend whose NCCL default nothing moves (public code: a `Dist(...)` class of
+    # another module given `cfg.get("pipeline", {}).get("dist_backend", "nccl")`, Lightning's
+    # `DDPStrategy(process_group_backend=cfg.opt.get("dist_backend", "nccl"))`)
+    ("d = Dist(cfg.get('pipeline', {}).get('dist_backend', 'nccl'))\n", ["1:10"]),
+    ("from lightning.pytorch.strategies import DDPStrategy\n"
+     "s = DDPStrategy(process_group_backend=cfg.opt.get('dist_backend', 'nccl'))\n", ["2:39"]),
+    # ... and not a key that names no backend, nor under an ignore comment for the rewrite (where
+    # it moves: LOOKUP_DEFAULTS)
+    ("name = cfg.get('name', 'nccl')\nb = cfg.get('backend', 'gloo')\n", []),
+    ("d = Dist(cfg.get('dist_backend', 'nccl'))  # npu-migrate: ignore[NPU106]\n", []),
 ]
+
+
+def test_a_backend_lookups_nccl_default_that_cannot_move_says_nccl():
+    src = "d = Dist(cfg.get('pipeline', {}).get('dist_backend', 'nccl'))\n"
+    (finding,) = migrate_source(src, "t.py", Options(add_import=False)).findings
+    assert (finding.code, finding.message, finding.suggestion) == (
+        "NPU326", "`cfg.get('pipeline', {}).get('dist_backend', 'nccl')` falls back to NCCL and is left as it is: its"
+        " value reaches no place known to be a torch.distributed backend, and what reads it would not move with it",
+        "Set the default to HCCL (\"hccl\") together with the code that reads and compares the value, or give the"
+        " setting explicitly.")
 
 
 @pytest.mark.parametrize("src,where", LOOKUPS_LEFT)

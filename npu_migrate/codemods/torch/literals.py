@@ -524,20 +524,32 @@ class LiteralRewrites(TorchKind):
         if parts is None or now is None or now[1] is None:
             return
         key = string_value(parts[0])
-        if key is None or not DEVICE_NAME_RE.search(key) or self.positional_devices.rewrite(now[1].value) is None:
+        if key is None:
             return
-        self._unmoved_lookups[id(original)] = original
+        if DEVICE_NAME_RE.search(key) and self.positional_devices.rewrite(now[1].value) is not None:
+            self._unmoved_lookups[id(original)] = original
+        elif BACKEND_NAME_RE.search(key) and self.backends.rewrite(now[1].value) is not None:
+            # the same for a backend (`cfg.get("dist_backend", "nccl")` handed to another
+            # module's class): the default and the code that reads it would disagree
+            self._unmoved_lookups[id(original)] = original
 
     def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
         rule = self.ctx.rules.analysis.get(UNMOVED_DEFAULT) if self._unmoved_lookups else None
         if rule is None:
             return updated
         device_rule = next(iter(self.device_rule.values()), None)
+        backend_rule = next(iter(self.backend_rule.values()), None)
         for lookup in self._unmoved_lookups.values():
-            if device_rule is not None and self.ctx.suppressed(lookup, device_rule.code):
+            key = string_value(lookup_parts(lookup)[0])  # type: ignore[index]  # (noted only with parts)
+            backend = not DEVICE_NAME_RE.search(key or "")
+            moving = backend_rule if backend else device_rule
+            if moving is not None and self.ctx.suppressed(lookup, moving.code):
                 continue  # kept on purpose (a guard, an ignore comment for the rewrite)
             api = self.ctx.code_for(lookup)
-            self.ctx.finding(rule, lookup, api=api)
+            what = (dict(fallback="NCCL", place="a torch.distributed backend", npu='HCCL ("hccl")') if backend
+                    else dict(fallback="CUDA", place="a torch device", npu='the NPU ("npu", "npu:0")'))
+            self.ctx.finding(rule, lookup, api=api, message=rule.render_message(api=api, **what),
+                             suggestion=rule.render_suggestion(api=api, **what))
         return updated
 
     def device_literal(self, original, updated, what="device string", variable: bool = False):
