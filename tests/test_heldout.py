@@ -1435,3 +1435,39 @@ def test_a_helper_moving_tensors_to_cuda_is_no_compiled_extension(tmp_path, monk
     ext = "import torch\nfrom . import deform_conv_cuda\n\n\ndef f(x):\n    if torch.cuda.is_available():\n        return deform_conv_cuda.forward(x)\n    return x\n"
     kept = migrate_source(ext, "deform.py", Options())
     assert kept.new_text is None and [f.code for f in kept.findings] == ["NPU315"]  # unchanged
+
+
+# mesh-tensorflow 0.1.21 transformer/utils.py: the TPUEstimator is imported from TF 1.15's
+# tensorflow/python/tpu/tpu_estimator.py (which re-exports tensorflow_estimator's). Not known
+# by that name, it stayed as it was (trained on the CPU of the NPU machine) while the
+# EstimatorSpec its model_fn returns became NPUEstimatorSpec.
+MTF_ESTIMATOR = """\
+import tensorflow.compat.v1 as tf
+from tensorflow.python.tpu import tpu_config  # pylint: disable=g-direct-tensorflow-import
+from tensorflow.python.tpu import tpu_estimator  # pylint: disable=g-direct-tensorflow-import
+
+
+def get_estimator(model_fn, model_dir, batch_size, use_tpu, cluster):
+  run_config = tpu_config.RunConfig(
+      cluster=cluster,
+      model_dir=model_dir,
+      tpu_config=tpu_config.TPUConfig(iterations_per_loop=100))
+  estimator = tpu_estimator.TPUEstimator(
+      model_fn=model_fn,
+      config=run_config,
+      train_batch_size=batch_size,
+      use_tpu=use_tpu,
+      export_to_tpu=False,
+      params={})
+  return estimator
+"""
+
+
+def test_the_tpu_estimator_of_tensorflow_python_tpu_runs_on_the_npu():
+    result = migrate_source(MTF_ESTIMATOR, "utils.py", Options())
+    assert result.error is None
+    assert result.new_text == "from npu_bridge.npu_init import *\n" + MTF_ESTIMATOR.replace(
+        "      config=run_config,\n", "      config=npu_run_config_init(run_config=run_config),\n").replace(
+        "      use_tpu=use_tpu,\n", "      use_tpu=False,\n").replace(
+        "      params={})\n", "      params={},\n      eval_on_tpu=False)\n")
+    assert sorted(e.code for e in result.edits) == ["NPU120", "NPU128", "NPU128", "NPU128"]
