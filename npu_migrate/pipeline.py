@@ -178,7 +178,8 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
         if cache.problem and not settings.quiet:
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
-                         keep_text=settings.keeps_original_text, cache=cache, seen=seen, prepared=prepared)
+                         keep_text=settings.keeps_original_text, cache=cache, seen=seen, prepared=prepared,
+                         in_process_up_to=IN_PROCESS_UP_TO)
     if not kept:
         return outcomes
     for result in kept.values():

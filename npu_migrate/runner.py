@@ -123,6 +123,7 @@ def run(
     cache: Optional[Cache] = None,  # cache.Cache, imported only when used
     seen: Optional[Dict[str, Source]] = None,
     prepared: bool = False,
+    in_process_up_to: int = -1,
 ) -> List[Outcome]:
     """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
 
@@ -131,6 +132,8 @@ def run(
     `seen`: path -> the Source (digest, no text) of the bytes the project scan already read
     (project_values.scan): a file the cache's index answers for that digest is not read again.
     `prepared`: prepare(options, rules) ran already (pipeline.py: during the project scan).
+    `in_process_up_to`: with `jobs` above 1, the files left to migrate (a warm run's misses) are
+    migrated in this process when their sizes add up to this many bytes or fewer (pipeline.py).
     """
     outcomes: List[Optional[Outcome]] = [None] * len(paths)
 
@@ -146,7 +149,7 @@ def run(
     if cache is not None:
         cache.index_later = True  # (saved below, whatever happens: a result that writes nothing goes there)
     try:
-        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm, prepared)
+        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm, prepared, in_process_up_to)
     finally:
         finished = [o for o in outcomes if o is not None]
         if cache is not None:
@@ -156,7 +159,7 @@ def run(
 
 def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done: Callable[[int, Outcome], None],
          keep_text: bool, cache: Optional[Cache], seen: Optional[Dict[str, Source]], warm: Optional[Cache],
-         prepared: bool = False) -> None:
+         prepared: bool = False, in_process_up_to: int = -1) -> None:
     with collecting_rarely():
         if jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
@@ -172,8 +175,15 @@ def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done
             todo = [i for i, path in enumerate(paths)
                     if not (warm and ((seen and _indexed(i, path, warm, seen, done))
                                       or _answered(i, path, warm, keep_text, done, seen)))]
+            sizes = {i: _size(paths[i]) for i in todo}
+            if todo and sum(sizes.values()) <= in_process_up_to:
+                # Little left (a warm run's few misses): no worker is worth its start. A file's
+                # weight (project_values.weight, what the bound is of) is at most its size.
+                for i in todo:
+                    done(i, migrate_file(paths[i], options, rules, keep_text, cache))
+                return
             # Sorted by size, biggest first; half the workers take from the other end (next_batch).
-            todo.sort(key=lambda i: -_size(paths[i]))
+            todo.sort(key=lambda i: -sizes[i])
             if todo:
                 _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done,
                                                                                   prepared)

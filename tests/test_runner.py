@@ -433,6 +433,44 @@ def test_a_run_with_little_work_starts_no_worker_whatever_j_says(tmp_path, monke
     assert pools == [2]
 
 
+def test_a_warm_run_migrates_few_misses_in_this_process_whatever_the_projects_estimate(tmp_path, monkeypatch):
+    """runner.run: with -j 2 on a project big enough for workers, a warm run whose misses add up to
+    IN_PROCESS_UP_TO bytes or less (one file edited) migrates them here, with -j 1's output; more
+    misses start the workers, as a cold run does."""
+    from helpers import cli_in_process
+
+    from npu_migrate import pipeline, runner
+
+    for i in range(3):
+        (tmp_path / f"gpu_{i}.py").write_text(GPU.replace("2", str(i + 2)), encoding="utf-8")
+        (tmp_path / f"plain_{i}.py").write_text(PLAIN, encoding="utf-8")
+    # the scan's estimate of the three GPU files is past the bound; one file's size is not
+    monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", len(GPU.encode()) + 40)
+    pools = []
+    real_pool = runner._Pool
+
+    def pool(jobs, *args, **kwargs):
+        pools.append(jobs)
+        return real_pool(jobs, *args, **kwargs)
+
+    monkeypatch.setattr(runner, "_Pool", pool)
+
+    def same_as_one_process() -> None:
+        two = cli_in_process(".", "--check", "-j", "2", cwd=tmp_path)
+        one = cli_in_process(".", "--check", "-j", "1", "--no-cache", cwd=tmp_path)
+        assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+
+    same_as_one_process()  # cold: every file to the workers
+    assert pools == [2]
+    (tmp_path / "gpu_1.py").write_text(GPU.replace("2", "7") + "x = 1\n", encoding="utf-8")
+    same_as_one_process()  # one miss
+    assert pools == [2]
+    for i in range(3):
+        (tmp_path / f"gpu_{i}.py").write_text(GPU.replace("2", str(i + 8)), encoding="utf-8")
+    same_as_one_process()  # three misses: past the bound
+    assert pools == [2, 2]
+
+
 def test_workers_for():
     from npu_migrate.pipeline import workers_for
     from npu_migrate.project_values import Workload
