@@ -77,6 +77,10 @@ class Options:
     # ("<module path without .py>::<name>::<the reader's path>": project_values.py): the calls
     # through that name stay there, so the module's own stay too (callrules/program.py).
     exported_names: Tuple[str, ...] = ()
+    # Attributes the attribute rules rename (`is_cuda`) that a class of the run's files defines as
+    # its own (torch_geometric's `Data.is_cuda` property; project_values.py): every module keeps
+    # its reads, as the defining module does (codemods/torch/methods.py).
+    own_attributes: Tuple[str, ...] = ()
     # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
     # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
     # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.

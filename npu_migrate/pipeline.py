@@ -19,7 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 from .diffs import patch_path, unified_diff
 from .model import ONCE_PER_RUN_CODES, FileResult, WriteBack
@@ -347,10 +347,13 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
 
     code: List[str] = []
     bound: Dict[str, Tuple[str, ...]] = {}
+    own: Set[str] = set()
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload, bound)
+                          meanwhile, workload, bound, own)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
+    if own and options.framework in ("auto", "torch"):
+        options = replace(options, own_attributes=tuple(sorted(own)))
     if bound and options.framework in ("auto", "tensorflow"):
         from .project_values import exported_names
 

@@ -36,6 +36,13 @@ find no CUDA setting left to follow.
   another module reads (`from ...config import hvd`, `config.hvd.broadcast_global_variables(0)`):
   the calls there stay Horovod's, so the binding module's stay too (callrules/program.py, NPU357).
 
+* `own_attributes`: the attributes the attribute rules rename on any receiver (`x.is_cuda`) that
+  a class of the project defines as its own (`def is_cuda(self)`, torch_geometric's
+  `Data.is_cuda` property): a module keeps its `.is_cuda` reads when it declares the attribute
+  (codemods/torch/methods.declares_attribute), and so does every module of the run when one of
+  them defines it (loader/utils.py's `data.is_cuda` of a Data object; renamed, it was an
+  AttributeError there).
+
 Read statically: bytes and regular expressions (Python's ast for the few files importing a
 CUDA-only library), each file read once, nothing imported.
 """
@@ -119,8 +126,8 @@ def weight(text: bytes) -> int:
 def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: Optional[Dict[str, Any]] = None,
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
-         workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None
-         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None,
+         own: Optional[Set[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -150,7 +157,9 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
 
     `bound`, when given, gets path -> the names each file binds at module level to a module
     whose rewrites go whole or not at all (WHOLE_MODULES: `hvd` of `import horovod.tensorflow
-    as hvd`), for the files that bind one (exported_names then looks for their readers)."""
+    as hvd`), for the files that bind one (exported_names then looks for their readers).
+
+    `own`, when given, gets the attributes of OWN_ATTRIBUTES a class of the files defines."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -181,11 +190,13 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             seen[path] = source
         if digest is not None and found is not None:
             found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]],
-                                            list(facts[3])]
+                                            list(facts[3]), list(facts[4])]
         if facts[0]:
             crossing.append(path)
         if bound is not None and facts[3]:
             bound[path] = facts[3]
+        if own is not None:
+            own.update(facts[4])
         keys.update(facts[1])
         if code is not None and facts[2]:
             module = os.path.splitext(os.path.abspath(path))[0]
@@ -197,7 +208,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     return tuple(sorted(keys)), tuple(crossing)
 
 
-_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...]]
+_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
@@ -219,7 +230,8 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
     if digest is not None and known:
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
-        facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text))
+        facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text),
+                                      _own_attributes(text))
     return path, digest, source, facts, weight(text) if weigh else 0
 
 
@@ -392,13 +404,31 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
 
 def _known_facts(entry: Any, digest: str) -> Optional[_Facts]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 5 and entry[0] == digest and isinstance(entry[1], bool)
+    if not (isinstance(entry, list) and len(entry) == 6 and entry[0] == digest and isinstance(entry[1], bool)
             and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
             and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
                                                    and all(isinstance(p, str) for p in c) for c in entry[3])
-            and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])):
+            and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])
+            and isinstance(entry[5], list) and all(isinstance(n, str) for n in entry[5])):
         return None
-    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4])
+    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4]), tuple(entry[5])
+
+
+# -- attributes a class of the project defines --------------------------------------------------
+
+# The attributes the attribute rules rename on any receiver (rules/torch.toml's [[attribute]]:
+# `x.is_cuda`; tests/test_heldout.py holds them equal), and a method of a class that defines one
+# (`def is_cuda(self)` under `@property`): torch_geometric's public `Data.is_cuda`.
+OWN_ATTRIBUTES = ("is_cuda",)
+_OWN_DEFINITION = re.compile(rb"^[ \t]+def[ \t]+(" + b"|".join(a.encode() for a in OWN_ATTRIBUTES) + rb")[ \t]*\(",
+                             re.MULTILINE)
+
+
+def _own_attributes(text: bytes) -> Tuple[str, ...]:
+    """The attributes of OWN_ATTRIBUTES a class of the file defines (a method or property), sorted."""
+    if not any(a.encode() in text for a in OWN_ATTRIBUTES):
+        return ()
+    return tuple(sorted({m.group(1).decode("ascii") for m in _OWN_DEFINITION.finditer(text)}))
 
 
 # -- modules that move whole: their module-level names read by other modules ---------------------

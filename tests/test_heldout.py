@@ -1471,3 +1471,68 @@ def test_the_tpu_estimator_of_tensorflow_python_tpu_runs_on_the_npu():
         "      use_tpu=use_tpu,\n", "      use_tpu=False,\n").replace(
         "      params={})\n", "      params={},\n      eval_on_tpu=False)\n")
     assert sorted(e.code for e in result.edits) == ["NPU120", "NPU128", "NPU128", "NPU128"]
+
+
+# torch_geometric 2.8.1: `Data.is_cuda` is pyg's own property (data/data.py, whose `.is_cuda`
+# reads stay: methods.declares_attribute), read in another module, loader/utils.py's
+# infer_filter_per_worker (NodeLoader/LinkLoader call it by default). Renamed there alone,
+# `data.is_npu` raised AttributeError (Data forwards unknown names to its storage): the reads of
+# an attribute a class of the run defines stay in every module.
+PYG_DATA = """\
+import torch
+from torch import Tensor
+
+
+class Data:
+    def __init__(self, **tensors):
+        self.stores = [tensors]
+
+    @property
+    def is_cuda(self) -> bool:
+        for store in self.stores:
+            for value in store.values():
+                if isinstance(value, Tensor) and value.is_cuda:
+                    return True
+        return False
+"""
+
+PYG_LOADER_UTILS = """\
+import torch
+
+from .data import Data
+
+
+def infer_filter_per_worker(data):
+    out = True
+    if isinstance(data, Data) and data.is_cuda:
+        out = False
+    return out
+
+
+def to_device(x):
+    return x.cuda()
+"""
+
+
+def test_an_attribute_a_class_of_the_run_defines_keeps_its_readers_in_every_module(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from npu_migrate import project_values
+    from npu_migrate.cli import main
+
+    from npu_migrate.rules import default_rules
+
+    assert set(project_values.OWN_ATTRIBUTES) == set(default_rules().attribute)  # the attribute rules' names
+    (tmp_path / "pyg").mkdir()
+    (tmp_path / "pyg" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "pyg" / "data.py").write_text(PYG_DATA, encoding="utf-8")
+    (tmp_path / "pyg" / "utils.py").write_text(PYG_LOADER_UTILS, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["pyg", "--write", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "pyg" / "data.py").read_text(encoding="utf-8") == PYG_DATA
+    assert (tmp_path / "pyg" / "utils.py").read_text(encoding="utf-8") == with_torch_npu(PYG_LOADER_UTILS).replace(
+        "x.cuda()", "x.npu()")
+    # alone (no class of the file or run defines it), the module renames the read
+    alone = migrate_source(PYG_LOADER_UTILS, "utils.py", Options())
+    assert "data.is_npu" in alone.new_text

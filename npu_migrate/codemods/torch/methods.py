@@ -74,8 +74,12 @@ class MethodRewrites(TorchKind):
         self._declared: Dict[str, bool] = {}  # attribute -> declares_attribute(text, attribute)
 
     def _declared_here(self, attribute: str) -> bool:
+        """The file makes the attribute its own (declares_attribute), or a class of the run's
+        files defines it (Options.own_attributes: pyg's `Data.is_cuda`, read as `data.is_cuda`
+        in loader/utils.py): its readers here are not certainly a tensor's."""
         if attribute not in self._declared:
-            self._declared[attribute] = declares_attribute(self.ctx.text, attribute)
+            self._declared[attribute] = (attribute in self.ctx.options.own_attributes
+                                         or declares_attribute(self.ctx.text, attribute))
         return self._declared[attribute]
 
     def _rename_method(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
