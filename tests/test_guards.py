@@ -1620,3 +1620,24 @@ def test_an_assertion_saying_cuda_only_before_code_it_cannot_see_stays():
     result = migrate_source(text, "run_training.py", Options(), RULES)
     assert "assert device.type == 'cuda'" in result.new_text
     assert _npu315(result) == [("NPU315", "error", 20, 16, "device.type == 'cuda'")]
+
+
+def test_a_refusal_saying_cuda_only_before_code_the_migration_ports_moves_with_it():
+    """The `if ...: raise` form of the nnU-Net assertion: the error says CUDA only, the code after
+    it is the DDP path the migration moves to hccl/torch.npu, so the test moves with it; before a
+    call into code it cannot see, the refusal stays (NPU315)."""
+    text = (
+        "import torch\nimport torch.distributed as dist\nimport torch.multiprocessing as mp\n\n\n"
+        "def run_ddp(rank, world_size):\n    dist.init_process_group(\"nccl\", rank=rank, world_size=world_size)\n"
+        "    torch.cuda.set_device(rank)\n\n\n"
+        "def run_training(num_gpus, device):\n    if num_gpus > 1:\n        if device.type != 'cuda':\n"
+        "            raise NotImplementedError(f\"DDP training is only implemented for cuda devices. Your device: {device}\")\n"
+        "        mp.spawn(run_ddp, args=(num_gpus,), nprocs=num_gpus, join=True)\n\n\n"
+        "def other(x):\n    if x.device.type != 'cuda':\n"
+        "        raise ValueError(\"x must be a CUDA tensor: the kernel is CUDA only\")\n    return launch(x)\n")
+    result = migrate_source(text, "run_training.py", Options(), RULES)
+    assert result.new_text == text.replace("as mp\n", "as mp\nimport torch_npu  # noqa: F401\n").replace(
+        '"nccl"', '"hccl"').replace("torch.cuda.set_device", "torch.npu.set_device").replace(
+        "if device.type != 'cuda'", "if device.type != 'npu'")
+    assert _npu315(result) == [("NPU315", "error", 19, 8, "x.device.type != 'cuda'")]
+    assert_partial_as_whole(text)

@@ -1847,7 +1847,7 @@ class _DeviceGates:
                 return ("refusal" if refusal else "gate", found)
             self._note_elided(part)
         if refusal and isinstance(statement, cst.If) and any(
-                self._raises_cuda_only(s) for s in suite_small_statements(statement.body)):
+                self._raises_cuda_only(s) for s in suite_small_statements(statement.body)) and not self._ported(side):
             return ("refusal", "the error it raises says the code is CUDA-only")
         needs = self._module_needs() if refusal else None
         if needs is not None:
@@ -1906,8 +1906,8 @@ class _DeviceGates:
         return None
 
     def _ported(self, parts: List[cst.CSTNode]) -> bool:
-        """Whether the code an assertion protects (the rest of its block; nothing CUDA-only in
-        it) is device code this migration moves to the NPU -- a `torch.cuda` name, an "nccl"
+        """Whether the code an assertion or a refusal protects (the rest of its block; nothing
+        CUDA-only in it) is device code this migration moves to the NPU -- a `torch.cuda` name, an "nccl"
         backend, a `.cuda()` call -- there or in the module's functions it names (two levels
         down): nnU-Net's `assert device.type == 'cuda', "DDP training ... is only implemented
         for cuda devices"` before `mp.spawn(run_ddp, ...)`, whose process group and
