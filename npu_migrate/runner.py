@@ -332,8 +332,17 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
 
 TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before it trims its heap
 # Bytes a worker may keep past its size at start, after a trim, before it makes way for a new
-# one (at the end of its batch; heap_trimmer says why).
-RETIRE_ABOVE = 8 << 20
+# one (at the end of its batch; heap_trimmer says why). 16 MB rather than 8 since PRIVATE_ABOVE
+# bounds what a worker holds: the worker on the big files retired after nearly every big file
+# (a cold -j 2 run of transformers forked 30-33 workers, 23-25 now; a new one re-does what the
+# old one had built: 44 regexes, the TF statement filter, ~0.28 G instructions more than a warm
+# one over 200 small files).
+RETIRE_ABOVE = 16 << 20
+# Private bytes (USS: its own pages and those of the main process it wrote to) a worker may hold
+# before it makes way for a new one, looked at every CHECK_EVERY files and after each trim
+# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why).
+PRIVATE_ABOVE = 24 << 20
+CHECK_EVERY = 16
 RETIRED = "retired"  # added to a worker's last answer
 
 
@@ -342,8 +351,16 @@ def _resident_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _private_bytes() -> int:
+    """The pages of this process no other maps (smaps_rollup's Private_Clean + Private_Dirty):
+    ~0.3 ms to read (the kernel walks the page tables), so not after every file."""
+    with open("/proc/self/smaps_rollup", "rb") as f:
+        return sum(int(line.split()[1]) for line in f if line.startswith(b"Private_")) << 10
+
+
 def heap_trimmer(resident: Optional[Callable[[], int]] = None,
-                 trim: Optional[Callable[[], object]] = None) -> Callable[[], bool]:
+                 trim: Optional[Callable[[], object]] = None,
+                 private: Optional[Callable[[], int]] = None) -> Callable[[], bool]:
     """What a worker calls after each file: when it has grown more than TRIM_ABOVE past its
     size at start (or after its last trim), glibc's malloc_trim gives the free memory of the C heap back to the system.
     libcst's parser (native code) takes ~65 MB for a 270 KB file and frees it, but the heap
@@ -357,7 +374,15 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
     after them). So give_back() is True when, after a trim, the worker is still more than
     RETIRE_ABOVE past its start: it then ends after its batch and the pool forks a new one,
     which starts from the main process's pages (runner.prepare made what it needs).
-    Does nothing where there is no /proc or no glibc."""
+    The resident size misses what a worker copies of the main process's pages by writing to
+    them (reference counts, the parent's free heap reused: those pages were resident already),
+    most of what the worker on the small files holds: its private memory grew from 2 to 30 MB in
+    the first 7 s and 44 MB by the end while its resident size grew 11 MB, and it never trimmed
+    (transformers, -j 2; a trim gives back ~1 MB of it: it is live). So every CHECK_EVERY files
+    and after a trim, give_back() is also True when the worker's private memory is more than
+    PRIVATE_ABOVE. (A worker's share of what it touches is ~20 MB whatever it does first: a
+    bound much lower makes the worker on the small files retire every hundred files.)
+    Does nothing where there is no /proc or no glibc (nor the private check without smaps_rollup)."""
     if resident is None or trim is None:
         try:
             trim = trim or functools.partial(_libc().malloc_trim, 0)
@@ -365,17 +390,30 @@ def heap_trimmer(resident: Optional[Callable[[], int]] = None,
             start = resident()
         except (OSError, AttributeError, ValueError):
             return lambda: False
+        if private is None:
+            try:
+                _private_bytes()
+                private = _private_bytes
+            except (OSError, ValueError, IndexError):
+                private = None
     else:
         start = resident()
-    measure, release = resident, trim
+    measure, release, own = resident, trim, private
     floor = [start]  # the size after the last trim: what the heap could not give back stays
+    files = [0]  # since the private memory was last looked at
 
     def give_back() -> bool:
+        files[0] += 1
         if measure() > floor[0] + TRIM_ABOVE:
             release()
             floor[0] = measure()
-            return floor[0] > start + RETIRE_ABOVE
-        return False
+            if floor[0] > start + RETIRE_ABOVE:
+                return True
+            files[0] = CHECK_EVERY
+        if own is None or files[0] < CHECK_EVERY:
+            return False
+        files[0] = 0
+        return own() > PRIVATE_ABOVE
 
     return give_back
 

@@ -356,6 +356,70 @@ def test_heap_trimmer_says_when_the_heap_stays_big():
     assert give_back() is True
 
 
+
+def test_heap_trimmer_retires_a_worker_whose_private_memory_passed_the_bound():
+    """give_back() also looks at the worker's private memory (USS: what it copied of the main
+    process's pages by writing to them, which its resident size does not show), every
+    CHECK_EVERY files and after a trim, and is True once that is more than PRIVATE_ABOVE."""
+    from npu_migrate.runner import CHECK_EVERY, PRIVATE_ABOVE, TRIM_ABOVE, heap_trimmer
+
+    start = 100 << 20
+    sizes, own, looked = [start], [PRIVATE_ABOVE + 1], []
+
+    def private():
+        looked.append(sizes[0])
+        return own[0]
+
+    def trim():
+        sizes[0] = start + 1  # all given back
+
+    give_back = heap_trimmer(lambda: sizes[0], trim, private)
+    assert [give_back() for _ in range(CHECK_EVERY - 1)] == [False] * (CHECK_EVERY - 1) and looked == []
+    assert give_back() is True and len(looked) == 1  # the CHECK_EVERY-th file
+    own[0] = PRIVATE_ABOVE  # not more than the bound
+    assert [give_back() for _ in range(CHECK_EVERY)] == [False] * CHECK_EVERY and len(looked) == 2
+    own[0] = PRIVATE_ABOVE + 1
+    give_back()  # the count starts again after each look ...
+    assert len(looked) == 2
+    sizes[0] = start + TRIM_ABOVE + 1  # ... and a trim that leaves the heap small looks at once
+    assert give_back() is True and looked == [start, start, start + 1]
+
+
+def test_heap_trimmer_reads_this_process_private_memory():
+    """On this machine (Linux with smaps_rollup in CI) the private memory is read, and it is
+    the kind of number the bound speaks of: more than nothing, less than the resident size."""
+    from npu_migrate.runner import _private_bytes, _resident_bytes
+
+    assert 0 < _private_bytes() <= _resident_bytes()
+
+
+def test_a_worker_retires_once_its_private_memory_passes_the_bound(tree, monkeypatch):
+    """The real measure in real workers: with the bound at 0 and a look after every file, each
+    prepared worker retires after its first file (its private memory is never 0), the pool
+    forks one per file, and the results are those of -j 1."""
+    from npu_migrate import runner
+
+    one = run(tree, Options(), RULES, jobs=1)
+    monkeypatch.setattr(runner, "PREPARE_FROM", 1)
+    monkeypatch.setattr(runner, "PRIVATE_ABOVE", 0)
+    monkeypatch.setattr(runner, "CHECK_EVERY", 1)
+    real = dispatch.migrate_source
+
+    def tagged(text, path, options, rules):
+        result = real(text, path, options, rules)
+        result.skipped = str(os.getpid())
+        return result
+
+    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    many = run(tree, Options(), RULES, jobs=2)
+    assert len({o.result.skipped for o in many}) == len(tree)  # one process per file
+    for outcome in many:
+        outcome.result.skipped = None
+    assert _dicts(many) == _dicts(one)
+    monkeypatch.setattr(runner, "PRIVATE_ABOVE", 1 << 40)  # a bound never reached: two workers
+    monkeypatch.setattr(runner, "TRIM_ABOVE", 1 << 40)
+    assert len({o.result.skipped for o in run(tree, Options(), RULES, jobs=2)}) == 2
+
 def test_prepare_leaves_the_tensorflow_findings_filter_to_the_workers_that_need_it(monkeypatch):
     """runner.prepare builds what every worker needs before they fork; not the TF findings'
     statement filter (3 MB, partial.statement_filter(rules, "tensorflow")): built there, each
