@@ -1536,3 +1536,37 @@ def test_an_attribute_a_class_of_the_run_defines_keeps_its_readers_in_every_modu
     # alone (no class of the file or run defines it), the module renames the read
     alone = migrate_source(PYG_LOADER_UTILS, "utils.py", Options())
     assert "data.is_npu" in alone.new_text
+
+
+# torch_geometric 2.8.1 nn/conv/cugraph/base.py: cuGraph's GNN operators (pylibcugraphops, RAPIDS,
+# NVIDIA GPUs only), which no rule named: the refusal `if not row.is_cuda: raise` became
+# `row.is_npu`, letting NPU tensors into the CUDA-only operator. Now the import is NPU303 (info:
+# optional) and the refusal stays, NPU315, as for any CUDA-only library.
+PYG_CUGRAPH = """\
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+try:  # pragma: no cover
+    LEGACY_MODE = False
+    from pylibcugraphops.pytorch import CSC, HeteroCSC
+    HAS_PYLIBCUGRAPHOPS = True
+except ImportError:
+    HAS_PYLIBCUGRAPHOPS = False
+
+
+class CuGraphModule(torch.nn.Module):
+    def get_cugraph(self, colptr: Tensor, row: Tensor, num_src_nodes: int, max_num_neighbors: Optional[int] = None):
+        if not row.is_cuda:
+            raise RuntimeError(f"'{self.__class__.__name__}' requires GPU-"
+                               f"based processing (got CPU tensor)")
+        return CSC(colptr, row, num_src_nodes, dst_max_in_degree=max_num_neighbors)
+"""
+
+
+def test_cugraph_ops_are_rapids_and_their_refusal_stays():
+    result = migrate_source(PYG_CUGRAPH, "base.py", Options())
+    assert result.error is None and result.new_text is None  # unchanged
+    assert [(f.code, f.severity.value, f.span.line, f.api) for f in result.findings] == [
+        ("NPU303", "info", 8, "pylibcugraphops"), ("NPU315", "error", 16, "row.is_cuda")]
