@@ -414,6 +414,9 @@ class LiteralRewrites(TorchKind):
                 self.device_functions[f] = 0
             for f in where.second_functions:
                 self.device_functions[f] = 1
+        # the words the variable-only device rules move otherwise than the others ("gpu")
+        self._variable_only_words = [word for word, to in self.devices.mapping.items()
+                                     if self.positional_devices.mapping.get(word) != to]
         self.backend_keywords: Set[str] = {"backend"}
         for r in rs.backend.values():
             self.backend_keywords.update(r.spec_of(Positions).keywords)
@@ -564,6 +567,9 @@ class LiteralRewrites(TorchKind):
         a variable is passed as a device (_usage: a walk of the module, and with partial parsing
         another attempt where the name is used in lines left out: transformers' conversion
         scripts' `device = "cuda"`)."""
+        if type(literal) is cst.SimpleString:  # (the common case, without rewriting it twice: a
+            # string's words are its source's, escapes aside, which no rewriter takes: string_value)
+            return any(word in literal.value for word in self._variable_only_words)
         by_variable, by_position = self.devices.rewrite(literal), self.positional_devices.rewrite(literal)
         if by_variable is None or by_position is None:
             return by_variable is not by_position
