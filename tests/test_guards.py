@@ -1641,3 +1641,71 @@ def test_a_refusal_saying_cuda_only_before_code_the_migration_ports_moves_with_i
         "if device.type != 'cuda'", "if device.type != 'npu'")
     assert _npu315(result) == [("NPU315", "error", 19, 8, "x.device.type != 'cuda'")]
     assert_partial_as_whole(text)
+
+
+ATTEND = '''\
+from collections import namedtuple
+
+import torch
+from torch import nn
+import torch.nn.functional as F
+
+AttentionConfig = namedtuple('AttentionConfig', ['enable_flash', 'enable_math', 'enable_mem_efficient'])
+
+
+class Attend(nn.Module):
+    def __init__(self, flash = False):
+        super().__init__()
+        self.cpu_config = AttentionConfig(True, True, True)
+        self.cuda_config = None
+
+        if not torch.cuda.is_available() or not flash:
+            return
+
+        device_properties = torch.cuda.get_device_properties(torch.device('cuda'))
+
+        if device_properties.major == 8 and device_properties.minor == 0:
+            self.cuda_config = AttentionConfig(True, False, False)
+        else:
+            self.cuda_config = AttentionConfig(False, True, True)
+
+    def flash_attn(self, q, k, v):
+        _, heads, q_len, _, k_len, is_cuda, device = *q.shape, k.shape[-2], q.is_cuda, q.device
+
+        config = self.cuda_config if is_cuda else self.cpu_config
+
+        with torch.backends.cuda.sdp_kernel(**config._asdict()):
+            out = F.scaled_dot_product_attention(q, k, v)
+        return out
+
+
+class Plain(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cpu_config = AttentionConfig(True, True, True)
+        self.cuda_config = AttentionConfig(True, False, False)
+
+    def config(self, q):
+        is_cuda = q.is_cuda
+        return self.cuda_config if is_cuda else self.cpu_config
+'''
+
+
+def test_an_is_cuda_test_selecting_what_only_a_kept_cuda_gate_builds_stays_cuda():
+    """lucidrains' Attend (denoising-diffusion-pytorch 2.3.4 attend.py; x-transformers < 2,
+    imagen-pytorch, ...): `self.cuda_config` is built only after `if not torch.cuda.is_available()
+    ...: return`, which stays CUDA (it opens a compute-capability check, NPU307). `q.is_cuda` as
+    `q.is_npu` selected it on the NPU: `None._asdict()`, AttributeError (shown on the stand-in
+    with is_npu True). The test that selects it stays CUDA too (the NPU takes cpu_config) and is
+    reported; a class that builds its cuda_config unconditionally (Plain) still migrates."""
+    r = migrate_source(ATTEND, "denoising_diffusion_pytorch/attend.py")
+    assert r.error is None
+    assert r.new_text == ATTEND.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "        is_cuda = q.is_cuda\n", "        is_cuda = q.is_npu\n")
+    assert _npu315(r) == [("NPU315", "warning", 16, 16, "torch.cuda.is_available()"),
+                          ("NPU315", "warning", 27, 77, "q.is_cuda")]
+    assert [f.message for f in r.findings if f.code == "NPU315"][1] == (
+        "`q.is_cuda` opens CUDA-only code (`self.cuda_config`, which only code kept on CUDA assigns (line 22): "
+        "None on the NPU); it is left as it is, so on the NPU it is False and the code takes its other path")
+    assert not migrate_source(r.new_text, "denoising_diffusion_pytorch/attend.py").changed  # idempotent
+    assert_partial_as_whole(ATTEND, "attend.py")

@@ -1388,6 +1388,64 @@ class _DeviceGates:
                     return f"`self.{attribute}`, which is {found}"
         return None
 
+    def _kept_attribute(self, node: cst.CSTNode) -> Optional[str]:
+        """`self.cuda_config` read in `node` (the side of a device test that runs on CUDA) where
+        the class assigns that attribute a value other than None only in code kept on CUDA
+        (lucidrains' Attend: `self.cuda_config = None`, then after the kept `if not
+        torch.cuda.is_available() or not flash: return` the configs; `config = self.cuda_config
+        if is_cuda else self.cpu_config`): on the NPU the attribute stays None, so the test that
+        selects it stays CUDA too (a value and the code that reads it move together). Decided
+        when the kept code's gate comes first in the file (a class's __init__)."""
+        if not self.ctx.kept:
+            return None
+        attributes = [n.attr.value for n in subtree(node) if isinstance(n, cst.Attribute)
+                      and isinstance(n.value, cst.Name) and n.value.value == "self"]
+        if not attributes:
+            return None
+        owner = self.parent.get(id(node))
+        while owner is not None and not isinstance(owner, cst.ClassDef):
+            owner = self.parent.get(id(owner))
+        if owner is None:
+            return None
+        wanted = set(attributes)
+        partial = self.ctx.partial
+        if partial is not None:
+            # assignments of them left out of the class's methods: parsed first, then judged
+            assigns = re.compile(r"\bself\s*\.\s*(%s)\s*(?::[^=\n]*)?[-+*/@%%&|^<>]*=(?!=)"
+                                 % "|".join(re.escape(a) for a in sorted(wanted)))
+            for run in self._runs_in(owner):
+                if run not in self.ctx.partial_lines:
+                    left_out = set(assigns.findall(partial.text_of(run)))
+                    if left_out:
+                        self.ctx.partial_lines.add(run)
+                        wanted -= left_out
+        work.count("walk")
+        kept = self.ctx.kept
+        inside: Dict[str, List[cst.CSTNode]] = {}
+        elsewhere: Set[str] = set()
+        for n in subtree(owner.body):
+            if isinstance(n, cst.Assign):
+                targets = [t.target for t in n.targets]
+            elif isinstance(n, (cst.AnnAssign, cst.AugAssign)):
+                targets = [n.target]
+            else:
+                continue
+            for t in targets:
+                if not (isinstance(t, cst.Attribute) and t.attr.value in wanted
+                        and isinstance(t.value, cst.Name) and t.value.value == "self"):
+                    continue
+                if id(n) in kept:
+                    inside.setdefault(t.attr.value, []).append(n)
+                elif not (isinstance(n, (cst.Assign, cst.AnnAssign)) and isinstance(n.value, cst.Name)
+                          and n.value.value == "None"):
+                    elsewhere.add(t.attr.value)
+        for attribute in dict.fromkeys(attributes):
+            if attribute in inside and attribute not in elsewhere and attribute in wanted:
+                lines = [r.start.line for r in map(self.ctx.position, inside[attribute]) if r is not None]
+                where = f" (line {min(lines)})" if lines else ""
+                return f"`self.{attribute}`, which only code kept on CUDA assigns{where}: None on the NPU"
+        return None
+
     def _assigned_to_self(self, owner: cst.ClassDef, attribute: str) -> List[cst.BaseExpression]:
         """The values the methods of `owner` assign to `self.<attribute>`; with partial parsing,
         the lines left out of them that assign it and hold CUDA-only code are asked for."""
@@ -1796,6 +1854,8 @@ class _DeviceGates:
             return self._returned(parent, negative, depth, seen, test)
         if isinstance(parent, cst.Arg) and parent.value is test:
             return self._argument(parent, negative, depth, seen)
+        if isinstance(parent, cst.Element) and parent.value is test:
+            return self._unpacked(parent, negative, depth, seen)
         if isinstance(parent, (cst.Assign, cst.AnnAssign)) and parent.value is test:
             named = self._names_library(test)
             targets = ([t.target for t in parent.targets] if isinstance(parent, cst.Assign) else [parent.target])
@@ -1808,6 +1868,31 @@ class _DeviceGates:
                     return verdict
             return None
         return None
+
+    def _unpacked(self, element: cst.Element, negative: bool, depth: int,
+                  seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test unpacked into a variable (`_, heads, is_cuda, device = *q.shape,
+        q.is_cuda, q.device`): the variable at the same place, counted from the end after a
+        starred element, decides as for `is_cuda = q.is_cuda`."""
+        values = self.parent.get(id(element))
+        assign = self.parent.get(id(values)) if isinstance(values, (cst.Tuple, cst.List)) else None
+        if not (isinstance(assign, cst.Assign) and assign.value is values and len(assign.targets) == 1
+                and isinstance(assign.targets[0].target, (cst.Tuple, cst.List))):
+            return None
+        assert isinstance(values, (cst.Tuple, cst.List))
+        sources, targets = list(values.elements), list(assign.targets[0].target.elements)
+        i = next(k for k, e in enumerate(sources) if e is element)
+        starred = (cst.StarredElement,)
+        if not any(isinstance(e, starred) for e in sources[:i] + targets[:i + 1]) and i < len(targets):
+            target = targets[i]
+        elif (not any(isinstance(e, starred) for e in sources[i:] + targets[len(targets) - (len(sources) - i):])
+              and len(sources) - i <= len(targets)):
+            target = targets[len(targets) - (len(sources) - i)]
+        else:
+            return None
+        if not isinstance(target, cst.Element) or not isinstance(target.value, cst.Name):
+            return None
+        return self._variable(assign, target.value.value, negative, depth, seen)
 
     def _all_or_any(self, comprehension: Optional[cst.CSTNode], element: cst.CSTNode) -> Optional[cst.Call]:
         """`all(<element> for ...)` / `any(...)` (the builtins: not a name of the module) around a
@@ -1829,11 +1914,11 @@ class _DeviceGates:
                 self.parent[id(part)] = statement  # (_cuda_only_attribute looks for the class)
         if isinstance(statement, cst.IfExp):
             side: List[cst.CSTNode] = [statement.orelse if negative else statement.body]
-            found = self._cuda_only_in(side[0])
+            found = self._cuda_only_in(side[0]) or self._kept_attribute(side[0])
             return ("gate", found) if found is not None else None
         assert isinstance(statement, (cst.If, cst.While))
         if not negative:
-            found = self._cuda_only_in(statement.body)
+            found = self._cuda_only_in(statement.body) or self._kept_attribute(statement.body)
             self._note_elided(statement.body)
             return ("gate", found) if found is not None else None
         side = [statement.orelse] if statement.orelse is not None else []
