@@ -81,6 +81,10 @@ class Options:
     # its own (torch_geometric's `Data.is_cuda` property; project_values.py): every module keeps
     # its reads, as the defining module does (codemods/torch/methods.py).
     own_attributes: Tuple[str, ...] = ()
+    # The per-device class families a class of the run's files is the NPU member of
+    # (`class NpuAccelerator`: "Accelerator"; project_values.npu_families): their CUDA member
+    # (`class CudaAccelerator`) keeps its CUDA code (codemods/guards.keep_cuda_twin_of_npu_class).
+    npu_families: Tuple[str, ...] = ()
     # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
     # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
     # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.

@@ -348,12 +348,15 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     code: List[str] = []
     bound: Dict[str, Tuple[str, ...]] = {}
     own: Set[str] = set()
+    families: Set[str] = set()
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload, bound, own)
+                          meanwhile, workload, bound, own, families)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if own and options.framework in ("auto", "torch"):
         options = replace(options, own_attributes=tuple(sorted(own)))
+    if families and options.framework in ("auto", "torch"):
+        options = replace(options, npu_families=tuple(sorted(families)))
     if bound and options.framework in ("auto", "tensorflow"):
         from .project_values import exported_names
 

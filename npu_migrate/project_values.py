@@ -43,6 +43,14 @@ find no CUDA setting left to follow.
   them defines it (loader/utils.py's `data.is_cuda` of a Data object; renamed, it was an
   AttributeError there).
 
+* `npu_families`: the families of per-device classes the project already has an NPU member of
+  (`class NpuAccelerator`, `class NPU_Accelerator`: "Accelerator", "_Accelerator"): the CUDA
+  member of such a family (colossalai's CudaAccelerator, deepspeed's CUDA_Accelerator), which
+  the project picks on CUDA and its own NPU class on the NPU, keeps its CUDA code
+  (guards.keep_cuda_twin_of_npu_class); migrated, it became a second NPU class that
+  colossalai's registry (`OrderedDict(cuda=CudaAccelerator, npu=NpuAccelerator)`, the first
+  available wins) chose on the NPU, named "cuda".
+
 Read statically: bytes and regular expressions (Python's ast for the few files importing a
 CUDA-only library), each file read once, nothing imported.
 """
@@ -127,7 +135,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
          workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None,
-         own: Optional[Set[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         own: Optional[Set[str]] = None, families: Optional[Set[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -159,7 +167,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     whose rewrites go whole or not at all (WHOLE_MODULES: `hvd` of `import horovod.tensorflow
     as hvd`), for the files that bind one (exported_names then looks for their readers).
 
-    `own`, when given, gets the attributes of OWN_ATTRIBUTES a class of the files defines."""
+    `own`, when given, gets the attributes of OWN_ATTRIBUTES a class of the files defines;
+    `families`, the families a class of the files is the NPU member of (npu_families)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -190,13 +199,15 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             seen[path] = source
         if digest is not None and found is not None:
             found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]],
-                                            list(facts[3]), list(facts[4])]
+                                            list(facts[3]), list(facts[4]), list(facts[5])]
         if facts[0]:
             crossing.append(path)
         if bound is not None and facts[3]:
             bound[path] = facts[3]
         if own is not None:
             own.update(facts[4])
+        if families is not None:
+            families.update(facts[5])
         keys.update(facts[1])
         if code is not None and facts[2]:
             module = os.path.splitext(os.path.abspath(path))[0]
@@ -208,7 +219,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     return tuple(sorted(keys)), tuple(crossing)
 
 
-_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...]]
+_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
@@ -231,7 +242,7 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
         facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text),
-                                      _own_attributes(text))
+                                      _own_attributes(text), npu_families(text))
     return path, digest, source, facts, weight(text) if weigh else 0
 
 
@@ -404,14 +415,16 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
 
 def _known_facts(entry: Any, digest: str) -> Optional[_Facts]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 6 and entry[0] == digest and isinstance(entry[1], bool)
+    if not (isinstance(entry, list) and len(entry) == 7 and entry[0] == digest and isinstance(entry[1], bool)
             and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
             and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
                                                    and all(isinstance(p, str) for p in c) for c in entry[3])
             and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])
-            and isinstance(entry[5], list) and all(isinstance(n, str) for n in entry[5])):
+            and isinstance(entry[5], list) and all(isinstance(n, str) for n in entry[5])
+            and isinstance(entry[6], list) and all(isinstance(n, str) for n in entry[6])):
         return None
-    return entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4]), tuple(entry[5])
+    return (entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4]), tuple(entry[5]),
+            tuple(entry[6]))
 
 
 # -- attributes a class of the project defines --------------------------------------------------
@@ -429,6 +442,22 @@ def _own_attributes(text: bytes) -> Tuple[str, ...]:
     if not any(a.encode() in text for a in OWN_ATTRIBUTES):
         return ()
     return tuple(sorted({m.group(1).decode("ascii") for m in _OWN_DEFINITION.finditer(text)}))
+
+
+# -- per-device class families the project has an NPU member of ----------------------------------
+
+# `class NpuAccelerator(`, `class NPU_Accelerator:`: the family is what follows the device's name
+# (a capital or `_` next: `class Npus` or `class NPUtils` names no device). CUDA_FAMILY_CLASS is
+# its CUDA member (guards.keep_cuda_twin_of_npu_class).
+_NPU_FAMILY_CLASS = re.compile(rb"^[ \t]*class[ \t]+(?:Npu|NPU)(_?[A-Z][A-Za-z0-9_]*)[ \t]*[(:]", re.MULTILINE)
+CUDA_FAMILY_CLASS = r"^(?:Cuda|CUDA)(_?[A-Z][A-Za-z0-9_]*)$"
+
+
+def npu_families(text: bytes) -> Tuple[str, ...]:
+    """The families a class of the file is the NPU member of (NpuAccelerator: "Accelerator"), sorted."""
+    if b"class Npu" not in text and b"class NPU" not in text:
+        return ()
+    return tuple(sorted({m.group(1).decode("ascii") for m in _NPU_FAMILY_CLASS.finditer(text)}))
 
 
 # -- modules that move whole: their module-level names read by other modules ---------------------

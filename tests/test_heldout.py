@@ -1570,3 +1570,82 @@ def test_cugraph_ops_are_rapids_and_their_refusal_stays():
     assert result.error is None and result.new_text is None  # unchanged
     assert [(f.code, f.severity.value, f.span.line, f.api) for f in result.findings] == [
         ("NPU303", "info", 8, "pylibcugraphops"), ("NPU315", "error", 16, "row.is_cuda")]
+
+
+# colossalai 0.5.0 accelerator/: one class per device, and api.py's registry
+# `OrderedDict(cuda=CudaAccelerator, npu=NpuAccelerator, cpu=CpuAccelerator)` takes the first whose
+# is_available() is True. Migrated, cuda_accelerator.py became a second NPU accelerator that won on
+# the NPU, named "cuda" (every `get_accelerator().name == "cuda"` branch then took CUDA paths).
+# The project selects the NPU already: the CUDA member of a family with an NPU member in another
+# module of the run stays as it is (NPU328, info); the rest of the project is migrated as before.
+COLOSSAL_CUDA = """\
+import torch
+
+from .base_accelerator import BaseAccelerator
+
+
+class CudaAccelerator(BaseAccelerator):
+    def __init__(self):
+        super().__init__(name="cuda", communication_backend="nccl", is_synchronous=False)
+
+    def get_current_device(self) -> torch.device:
+        return torch.device(f"cuda:{torch.cuda.current_device()}")
+
+    def is_available(self):
+        return torch.cuda.is_available()
+
+    def manual_seed(self, seed: int) -> None:
+        torch.cuda.manual_seed(seed)
+"""
+
+COLOSSAL_NPU = """\
+import torch
+
+from .base_accelerator import BaseAccelerator
+
+try:
+    import torch_npu  # noqa
+except ImportError:
+    pass
+
+
+class NpuAccelerator(BaseAccelerator):
+    def __init__(self):
+        super().__init__(name="npu", communication_backend="hccl", is_synchronous=False)
+
+    def is_available(self):
+        return torch.npu.is_available()
+"""
+
+COLOSSAL_TRAIN = """\
+import torch
+
+
+def step(model, x):
+    return model(x.cuda())
+"""
+
+
+def test_the_cuda_member_of_a_class_family_with_an_npu_member_stays_cuda(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    acc = tmp_path / "colossalai" / "accelerator"
+    acc.mkdir(parents=True)
+    (acc / "__init__.py").write_text("", encoding="utf-8")
+    (acc / "cuda_accelerator.py").write_text(COLOSSAL_CUDA, encoding="utf-8")
+    (acc / "npu_accelerator.py").write_text(COLOSSAL_NPU, encoding="utf-8")
+    (tmp_path / "colossalai" / "train.py").write_text(COLOSSAL_TRAIN, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["colossalai", "--write", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert (acc / "cuda_accelerator.py").read_text(encoding="utf-8") == COLOSSAL_CUDA
+    assert (acc / "npu_accelerator.py").read_text(encoding="utf-8") == COLOSSAL_NPU
+    assert (tmp_path / "colossalai" / "train.py").read_text(encoding="utf-8") == with_torch_npu(
+        COLOSSAL_TRAIN).replace("x.cuda()", "x.npu()")
+    assert ("cuda_accelerator.py:6:7: NPU328 [info] `CudaAccelerator` is left on CUDA: the project has its own"
+            " NPU class of the same family (`NpuAccelerator`)") in result.output
+    # alone (no NPU member in the run), the CUDA class is migrated as before
+    alone = migrate_source(COLOSSAL_CUDA, "cuda_accelerator.py", Options())
+    assert "torch.npu.current_device()" in alone.new_text and "NPU328" not in {f.code for f in alone.findings}

@@ -66,7 +66,7 @@ from ..imports import dotted_name, imported_names
 from ..fast_visitor import code_children, subtree, walk
 from .. import work
 from . import device_context as dc
-from ..codes import applies
+from ..codes import applies, emits
 from ..kinds.finding import FindingSpec, cuda_only_libraries, names_of
 from ..prefilter import compiled
 from ..words import matches_at_word_start, words_of
@@ -882,6 +882,41 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
     names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
     if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
         ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too
+
+
+TWIN_OF_NPU_CLASS = "NPU328"
+_CUDA_CLASS_LINE = r"(?m)^class[ \t]+(?:Cuda|CUDA)_?[A-Z]"
+
+
+@emits(TWIN_OF_NPU_CLASS)
+def keep_cuda_twin_of_npu_class(ctx: Context) -> None:
+    """The CUDA member of a per-device class family the project already has an NPU member of
+    (colossalai's CudaAccelerator beside its NpuAccelerator, deepspeed's CUDA_Accelerator beside
+    NPU_Accelerator: a class of the run's files, Options.npu_families, or of this file) is code
+    that selects the NPU already: the project picks that NPU class on the NPU. Migrated, it
+    became a second NPU class, and colossalai's registry (`OrderedDict(cuda=CudaAccelerator,
+    npu=NpuAccelerator)`, the first available wins) took it, named "cuda", on the NPU. The class
+    (module level) is kept whole and reported (info)."""
+    if compiled(_CUDA_CLASS_LINE).search(ctx.text) is None:
+        return
+    from ..project_values import CUDA_FAMILY_CLASS, npu_families
+
+    families = set(ctx.options.npu_families) | set(npu_families(ctx.text.encode("utf-8", "surrogateescape")))
+    if not families:
+        return
+    rule = ctx.rules.analysis.get(TWIN_OF_NPU_CLASS)
+    for node in ctx.module.body:
+        if not isinstance(node, cst.ClassDef):
+            continue
+        found = compiled(CUDA_FAMILY_CLASS).match(node.name.value)
+        if found is None or found.group(1) not in families:
+            continue
+        ctx.keep(node)
+        if rule is not None:
+            api = node.name.value
+            detail = ("NPU" if api.startswith("CUDA") else "Npu") + found.group(1)
+            ctx.finding(rule, node.name, api=api, message=rule.render_message(api=api, detail=detail),
+                        suggestion=rule.render_suggestion(api=api, detail=detail))
 
 
 def keep_cuda_patched_with_npu(ctx: Context, node: cst.Assign, resolve) -> None:
