@@ -217,8 +217,14 @@ def test_pytorch_fixture_passes_on_the_standin(world, torch_python):
     world.adapted_fixture("train_in_main.py")
     done = world.rehearse("train_in_main.py", "--data", str(world.data), "--nproc", "2", "--python", torch_python)
     assert done.returncode == 0, report(done) + done.stderr.decode()
-    assert uploaded(done) == ["metrics.json"]
-    assert '"device": "npu"' in (world.job / "obs/rehearsal/out/metrics.json").read_text()
+    # Both ranks write metrics.json (the fixture is that simple), so when rank 0 copies it at its exit
+    # rank 1 may still hold it open: then it goes as NAME.incomplete and rank 0 says so (the runtime's
+    # rule for a file being written; the rehearsal's verdict stands). The scheduler picks which.
+    name = uploaded(done)[0] if uploaded(done) == ["metrics.json.incomplete"] else "metrics.json"
+    if name != "metrics.json":
+        assert "metrics.json.incomplete, not under its own name" in done.stderr.decode()
+    assert uploaded(done) == [name]
+    assert '"device": "npu"' in (world.job / "obs/rehearsal/out" / name).read_text()
 
 
 @pytest.mark.parametrize("name", ["train_no_data_arg.py", "train_no_parser.py"])
