@@ -1398,6 +1398,13 @@ class _DeviceGates:
             return fixed
         return self._project_attribute(node) or self._cuda_only_attribute(node)
 
+    def _enclosing_class(self, node: cst.CSTNode) -> Optional[cst.ClassDef]:
+        """The class whose body holds `node`, at any depth (None outside any class)."""
+        owner = self.parent.get(id(node))
+        while owner is not None and not isinstance(owner, cst.ClassDef):
+            owner = self.parent.get(id(owner))
+        return owner
+
     def _cuda_only_attribute(self, node: cst.CSTNode) -> Optional[str]:
         """`self.loss(...)` where the class assigns `self.loss = Transducer.apply` (an autograd
         Function launching numba.cuda kernels), or `self.kernel[grid](...)` where it assigns a
@@ -1411,9 +1418,7 @@ class _DeviceGates:
                       and isinstance(f.value, cst.Name) and f.value.value == "self"]
         if not attributes:
             return None
-        owner = self.parent.get(id(node))
-        while owner is not None and not isinstance(owner, cst.ClassDef):
-            owner = self.parent.get(id(owner))
+        owner = self._enclosing_class(node)
         if owner is None:
             return None
         for attribute in dict.fromkeys(attributes):
@@ -1437,9 +1442,7 @@ class _DeviceGates:
                       and isinstance(n.value, cst.Name) and n.value.value == "self"]
         if not attributes:
             return None
-        owner = self.parent.get(id(node))
-        while owner is not None and not isinstance(owner, cst.ClassDef):
-            owner = self.parent.get(id(owner))
+        owner = self._enclosing_class(node)
         if owner is None:
             return None
         wanted = set(attributes)
