@@ -210,13 +210,18 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             families.update(facts[5])
         keys.update(facts[1])
         if code is not None and facts[2]:
-            module = os.path.splitext(os.path.abspath(path))[0]
-            if os.path.basename(module) == "__init__":
-                module = os.path.dirname(module)
+            module = module_path(path)
             cuda_code.update(f"{module}::{name}::{what}" for name, what in facts[2])
     if code is not None:
         code.extend(sorted(cuda_code))
     return tuple(sorted(keys)), tuple(crossing)
+
+
+def module_path(path: str) -> str:
+    """How the cross-module entries of Options name a file's module: its absolute path without
+    `.py`, a package's folder for its `__init__.py` (cuda_only_code, exported_names)."""
+    module = os.path.splitext(os.path.abspath(path))[0]
+    return os.path.dirname(module) if os.path.basename(module) == "__init__" else module
 
 
 _Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]
@@ -503,10 +508,7 @@ def exported_names(bound: Dict[str, Tuple[str, ...]], files: Iterable[str]) -> T
                 found[(path, name)] = reader
     out = []
     for (path, name), reader in found.items():
-        module = os.path.splitext(os.path.abspath(path))[0]
-        if os.path.basename(module) == "__init__":
-            module = os.path.dirname(module)
-        out.append(f"{module}::{name}::{reader}")
+        out.append(f"{module_path(path)}::{name}::{reader}")
     return tuple(sorted(out))
 
 

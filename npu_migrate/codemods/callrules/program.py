@@ -13,6 +13,7 @@ import libcst as cst
 from ...imports import dotted_name
 from ...kinds.entry_setup import EntrySetupSpec
 from ...kinds.remove_import import RemoveImportSpec
+from ...project_values import module_path
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE
 from .apply import returns_early
@@ -116,8 +117,7 @@ class ProgramPlanning(PlannerState):
     def _module_path(self) -> str:
         """This file's module as project_values names it: its absolute path without `.py` (a
         package's folder for its `__init__.py`)."""
-        module = os.path.splitext(os.path.abspath(self.ctx.path))[0]
-        return os.path.dirname(module) if os.path.basename(module) == "__init__" else module
+        return module_path(self.ctx.path)
 
     def _drop_rewrites(self, module: str, rule: Rule, why: str) -> None:
         """Undo every rewrite planned for a call into `module` and report each (_plan_whole_modules)."""
