@@ -1709,3 +1709,113 @@ def test_an_is_cuda_test_selecting_what_only_a_kept_cuda_gate_builds_stays_cuda(
         "None on the NPU); it is left as it is, so on the NPU it is False and the code takes its other path")
     assert not migrate_source(r.new_text, "denoising_diffusion_pytorch/attend.py").changed  # idempotent
     assert_partial_as_whole(ATTEND, "attend.py")
+
+
+# torchrl 0.14.1 sota-implementations/dreamer_v3/dreamer_v3_utils.py (held out, session 16): the
+# refusal's message says "requires a CUDA training device" (an article before CUDA), and the flag
+# it refuses is on by default when the device test above it says CUDA.
+DREAMER_V3 = (
+    "import torch\n"
+    "\n"
+    "\n"
+    "def _compile_settings(cfg, device):\n"
+    "    strategy = cfg.optimization.compile\n"
+    "    fast = strategy == \"auto\" and device.type == \"cuda\"\n"
+    "    train_step = cfg.optimization.compile_train_step\n"
+    "    train_step = fast if train_step is None else bool(train_step)\n"
+    "    cudagraph = cfg.optimization.cudagraph_train_step\n"
+    "    cudagraph = fast if cudagraph is None else bool(cudagraph)\n"
+    "    if cudagraph and device.type != \"cuda\":\n"
+    "        raise ValueError(\n"
+    "            \"optimization.cudagraph_train_step requires a CUDA training device.\"\n"
+    "        )\n"
+    "    return train_step, cudagraph\n"
+)
+
+
+def test_a_refusal_that_requires_a_cuda_device_and_the_flag_it_refuses_stay_cuda():
+    """Migrated before, `device.type != "npu"` let cudagraph through on the NPU (tensordict's
+    CudaGraphModule, torch.cuda graphs, failed deep inside) and `fast` turned it on by default.
+    Now the refusal stays (its message says CUDA only) and so does the test that sets the flag
+    it refuses: on the NPU `fast` is False (no CUDA graphs), the file is unchanged, both reported."""
+    r = migrate_source(DREAMER_V3, "dreamer_v3_utils.py")
+    assert r.error is None
+    assert not r.changed
+    assert _npu315(r) == [("NPU315", "warning", 6, 35, 'device.type == "cuda"'),
+                          ("NPU315", "error", 11, 22, 'device.type != "cuda"')]
+    assert [f.message for f in r.findings if f.code == "NPU315"][0] == (
+        "`device.type == \"cuda\"` opens CUDA-only code (when it is on, the check at line 11 refuses every "
+        "device but CUDA); it is left as it is, so on the NPU it is False and the code takes its other path")
+    assert_partial_as_whole(DREAMER_V3, "dreamer_v3_utils.py")
+    # without the refusal, the flag is plain device code and moves
+    plain = DREAMER_V3.replace("requires a CUDA training device", "is not available")
+    assert migrate_source(plain, "dreamer_v3_utils.py").new_text == plain.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace('"cuda"', '"npu"')
+
+
+def test_cuda_only_messages_with_an_article_or_a_gpu_are_refusals_and_either_device_is_not():
+    from npu_migrate.codemods import guards
+    says = guards.compiled(guards._CUDA_ONLY_RE).search
+    for text in ("requires a CUDA training device.", "needs an NVIDIA GPU", "requires CUDA", "Requires the CUDA runtime",
+                 "only supported on CUDA", "this op needs a GPU", "need GPUs"):
+        assert says(text), text
+    for text in ("need a GPU or a TPU", "requires GPU-based processing", "x must be on the GPU", "requires cudnn",
+                 "needs gpustat"):
+        assert not says(text), text
+
+
+# torchrl 0.14.1 benchmarks/test_rnn_reset_backends_benchmark.py:340: pytest.skip refuses like a raise
+RNN_BENCH = (
+    "import pytest\n"
+    "import torch\n"
+    "\n"
+    "\n"
+    "def _sync(device):\n"
+    "    if device.type == \"cuda\":\n"
+    "        torch.cuda.synchronize(device)\n"
+    "\n"
+    "\n"
+    "def test_rnn_rollout(backend, rnn_shape):\n"
+    "    device = torch.device(\"cuda:0\" if torch.cuda.device_count() else \"cpu\")\n"
+    "    if backend == \"triton\" and device.type != \"cuda\":\n"
+    "        pytest.skip(\"triton recurrent backend requires CUDA\")\n"
+    "    module = _make_module(backend, device, rnn_shape)\n"
+    "    module(torch.zeros(rnn_shape, device=device))\n"
+    "    _sync(device)\n"
+)
+
+
+def test_a_pytest_skip_that_names_a_cuda_only_library_stays_cuda():
+    """Migrated, `device.type != "npu"` ran the Triton backend on the NPU instead of skipping it;
+    the rest of the test (other backends, synchronize) moves as before."""
+    r = migrate_source(RNN_BENCH, "benchmarks/test_rnn_reset_backends_benchmark.py")
+    assert r.error is None
+    assert r.new_text == RNN_BENCH.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        '    if device.type == "cuda":\n        torch.cuda.synchronize', '    if device.type == "npu":\n        torch.npu.synchronize').replace(
+        '"cuda:0" if torch.cuda.device_count()', '"npu:0" if torch.npu.device_count()')
+    assert _npu315(r) == [("NPU315", "error", 12, 32, 'device.type != "cuda"')]
+    assert "(the error it raises names `triton`, a CUDA-only library)" in r.findings[0].message
+    assert not migrate_source(r.new_text, "benchmarks/test_rnn_reset_backends_benchmark.py").changed
+    assert_partial_as_whole(RNN_BENCH, "test_rnn_reset_backends_benchmark.py")
+    # a skip whose message says CUDA only, before code nothing moves: the same refusal
+    skip = ("import pytest\nimport torch\n\n\ndef test_kernel(x):\n    if x.device.type != 'cuda':\n"
+            "        pytest.skip('the fused kernel requires a GPU')\n    run_fused(x)\n")
+    r = migrate_source(skip, "test_kernel.py")
+    assert (r.changed, _npu315(r)) == (False, [("NPU315", "error", 6, 8, "x.device.type != 'cuda'")])
+
+
+def test_a_ray_gpu_count_chosen_by_a_device_test_stays_and_is_reported():
+    """torchrl 0.14.1 benchmarks/ecosystem/vmas_rllib_vs_torchrl_sampling_performance.py:109:
+    `num_gpus` is what Ray reserves; as "npu" Ray asked for 0.5 GPU on a machine with none and
+    the trial never started. The torch device passed elsewhere still moves."""
+    source = ("import torch\nfrom ray import tune\n\n\ndef run(device):\n"
+              "    num_gpus = 0.5 if device == \"cuda\" else 0\n"
+              "    tune.run(\"PPO\", config={\"num_gpus\": num_gpus, \"num_gpus_per_worker\": 0.5 if device == \"cuda\" else 0})\n"
+              "\n\nrun(device=\"cuda\")\n")
+    r = migrate_source(source, "vmas_rllib_vs_torchrl_sampling_performance.py")
+    assert r.error is None
+    assert r.new_text == source.replace('run(device="cuda")', 'run(device="npu")').replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert _npu315(r) == [("NPU315", "warning", 6, 23, 'device == "cuda"'),
+                          ("NPU315", "warning", 7, 81, 'device == "cuda"')]
+    assert "(it picks `num_gpus`, the GPUs a scheduler such as Ray reserves, not a torch device)" in r.findings[0].message

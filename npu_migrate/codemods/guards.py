@@ -94,8 +94,14 @@ _ELSE_RE = r"\n[ \t]*else\s*:"
 # `.cuda()` calls the run migrates).
 _EXTENSION_PART_RE = r"^_C$|^_ext$|(?<!^to)(?<!_to)_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
-# An assert/raise message that says the code runs on CUDA only.
-_CUDA_ONLY_RE = r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b|\brequires? cuda\b"
+# An assert/raise/skip message that says the code runs on CUDA only: "CUDA only", "only
+# supported on CUDA", "requires CUDA", "requires a CUDA training device" (torchrl 0.14.1
+# dreamer_v3), "needs an NVIDIA GPU", "requires a GPU" (not "needs a GPU or a TPU": either will do).
+_CUDA_ONLY_RE = (r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b"
+                 r"|\b(?:requires?|needs?)\s+(?:an?\s+|the\s+)?(?:cuda|nvidia)\b"
+                 r"|\b(?:requires?|needs?)\s+(?:an?\s+|the\s+)?gpus?\b(?![-\w]|\s+or\b)")
+# A call that ends a test like `raise`: pytest's skip, unittest's skipTest (its message read alike).
+_SKIPS = {"pytest.skip", "self.skipTest"}
 # What builds or loads a compiled extension (a CUDA_HOME test is a build gate only around these).
 _BUILD_WORDS = {"CUDAExtension", "CppExtension", "BuildExtension", "NpuExtension", "cythonize", "ext_modules",
                 "define_macros", "extra_compile_args", "load_inline", "load_ext", "get_extensions", "load_library"}
@@ -763,7 +769,16 @@ def suite_small_statements(suite: cst.BaseSuite) -> Iterator[cst.BaseSmallStatem
             yield from stmt.body
 
 
+def _skip_call(small: cst.CSTNode) -> Optional[cst.Call]:
+    """`pytest.skip("... requires CUDA")` as a statement: it raises (the test stops there)."""
+    value = small.value if isinstance(small, cst.Expr) else None
+    return value if isinstance(value, cst.Call) and dotted_name(value.func) in _SKIPS else None
+
+
 def _raises_cuda_only(small: cst.BaseSmallStatement) -> bool:
+    skip = _skip_call(small)
+    if skip is not None:
+        return any(_cuda_only_text(a.value) for a in skip.args if a.keyword is None or a.keyword.value in ("reason", "msg"))
     if not isinstance(small, cst.Raise) or small.exc is None:
         return False
     exc = small.exc
@@ -1018,12 +1033,12 @@ def _exits(suite: cst.BaseSuite) -> bool:
     last = list(suite_small_statements(suite))
     if isinstance(suite, cst.IndentedBlock) and suite.body and not isinstance(suite.body[-1], cst.SimpleStatementLine):
         return False
-    return bool(last) and isinstance(last[-1], (cst.Raise, cst.Return))
+    return bool(last) and (isinstance(last[-1], (cst.Raise, cst.Return)) or _skip_call(last[-1]) is not None)
 
 
 def _raises(suite: cst.BaseSuite) -> bool:
     last = list(suite_small_statements(suite))
-    return _exits(suite) and isinstance(last[-1], cst.Raise)
+    return _exits(suite) and not isinstance(last[-1], cst.Return)
 
 
 @applies("finding:guard")
@@ -1157,7 +1172,9 @@ class _DeviceGates:
             return True
         if self._elided_imports():
             return True  # (a compiled extension imported in lines left out)
-        if ("raise" in text or "assert" in text) and (
+        if "num_gpus" in text:
+            return True  # (a GPU count a device test picks: _gpu_count)
+        if ("raise" in text or "assert" in text or "skip" in text) and (
                 "NotImplementedError" in text or compiled(_CUDA_ONLY_RE).search(text) or _starts_word(compiled(_CUDA_KERNEL_TEXT_RE), text)):
             # A refusal whose error says CUDA only (the commonest evidence: transformers' abstract
             # methods raise NotImplementedError): nothing else in the file is CUDA-only code, so
@@ -1873,6 +1890,10 @@ class _DeviceGates:
                 negative = negative != flips
                 child, parent = parent, self.parent.get(id(parent))
                 continue
+            if isinstance(parent, cst.IfExp) and parent.test is not child:
+                # `cudagraph = fast if cudagraph is None else bool(cudagraph)`: the value goes on
+                child, parent = parent, self.parent.get(id(parent))
+                continue
             call = self._all_or_any(parent, child)
             if call is None:
                 break
@@ -1951,12 +1972,16 @@ class _DeviceGates:
             if part is not None:
                 self.parent[id(part)] = statement  # (_cuda_only_attribute looks for the class)
         if isinstance(statement, cst.IfExp):
+            counted = self._gpu_count(statement)
+            if counted is not None:
+                return ("gate", f"it picks `{counted}`, the GPUs a scheduler such as Ray reserves, not a torch device")
             side: List[cst.CSTNode] = [statement.orelse if negative else statement.body]
             found = self._cuda_only_in(side[0]) or self._kept_attribute(side[0])
             return ("gate", found) if found is not None else None
         assert isinstance(statement, (cst.If, cst.While))
         if not negative:
-            found = self._cuda_only_in(statement.body) or self._kept_attribute(statement.body)
+            found = (self._cuda_only_in(statement.body) or self._kept_attribute(statement.body)
+                     or self._refused_elsewhere(statement))
             self._note_elided(statement.body)
             return ("gate", found) if found is not None else None
         side = [statement.orelse] if statement.orelse is not None else []
@@ -1969,13 +1994,60 @@ class _DeviceGates:
             if found is not None:
                 return ("refusal" if refusal else "gate", found)
             self._note_elided(part)
-        if refusal and isinstance(statement, cst.If) and any(
-                self._raises_cuda_only(s) for s in suite_small_statements(statement.body)) and not self._ported(side):
-            return ("refusal", "the error it raises says the code is CUDA-only")
+        if refusal and isinstance(statement, cst.If):
+            named = next((w for s in suite_small_statements(statement.body) for w in self._library_in_message(s)), None)
+            if named is not None:
+                # (torchrl 0.14.1's `if backend == "triton" and device.type != "cuda":
+                # pytest.skip("triton recurrent backend requires CUDA")`: whatever else the rest
+                # of the block moves, the library it names stays CUDA-only)
+                return ("refusal", f"the error it raises names `{named}`, a CUDA-only library")
+            if any(self._raises_cuda_only(s) for s in suite_small_statements(statement.body)) and not self._ported(side):
+                return ("refusal", "the error it raises says the code is CUDA-only")
         needs = self._module_needs() if refusal else None
         if needs is not None:
             return ("refusal", f"the module imports {needs} unconditionally")
         return None
+
+    def _refused_elsewhere(self, statement: cst.CSTNode) -> Optional[str]:
+        """`if cudagraph and device.type != "cuda": raise ValueError("... requires a CUDA
+        training device.")` (torchrl 0.14.1 dreamer_v3): the flag tested beside a refusal that
+        stays CUDA must be off on every other device, or the refusal fires there."""
+        if not (isinstance(statement, cst.If) and isinstance(statement.test, cst.BooleanOperation)
+                and _raises(statement.body)
+                and any(self._raises_cuda_only(s) for s in suite_small_statements(statement.body))):
+            return None
+        operands: List[cst.BaseExpression] = []
+        stack: List[cst.BaseExpression] = [statement.test]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.And):
+                stack += [n.right, n.left]
+            else:
+                operands.append(n)
+        for test in operands:
+            if (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+                    and isinstance(test.comparisons[0].operator, (cst.NotEqual, cst.NotIn))
+                    and any(_is_cuda_string(o) for o in self._operands(test)) and self._tests_a_device(test)
+                    and self._judge(test, True, 3, set()) is not None):
+                where = self.ctx.position(test)
+                at = f" at line {where.start.line}" if where is not None else ""
+                return f"when it is on, the check{at} refuses every device but CUDA"
+        return None
+
+    def _gpu_count(self, choice: cst.IfExp) -> Optional[str]:
+        """The name of the GPU count a conditional expression gives, assigned or passed
+        (`num_gpus = 0.5 if device == "cuda" else 0`, `num_gpus_per_worker=...`, `{"num_gpus": ...}`):
+        Ray asks its scheduler for GPUs by that number; on an NPU machine it has none, and the
+        trial never starts (Ray names NPUs `resources={"NPU": n}`)."""
+        holder = self.parent.get(id(choice))
+        names: List[str] = []
+        if isinstance(holder, cst.Assign) and holder.value is choice:
+            names = [t.target.value for t in holder.targets if isinstance(t.target, cst.Name)]
+        elif isinstance(holder, cst.Arg) and holder.value is choice and holder.keyword is not None:
+            names = [holder.keyword.value]
+        elif isinstance(holder, cst.DictElement) and holder.value is choice and isinstance(holder.key, cst.SimpleString):
+            names = [string_value(holder.key) or ""]  # `config={"num_gpus": ...}`
+        return next((n for n in names if n.startswith("num_gpus")), None)
 
     def _module_needs(self) -> Optional[str]:
         """A CUDA-only library the module imports at its top level, outside any `try`/`if`: the
@@ -2057,13 +2129,25 @@ class _DeviceGates:
             todo = names
         return False
 
+    def _library_in_message(self, small: cst.BaseSmallStatement) -> Iterator[str]:
+        """The CUDA-only libraries a CUDA-only message of a raise or skip names ("triton
+        recurrent backend requires CUDA")."""
+        if not _raises_cuda_only(small):
+            return
+        message = small.exc if isinstance(small, cst.Raise) else _skip_call(small)
+        for text in _texts(message) if message is not None else ():
+            for word in re.findall(r"[A-Za-z_]+", text):
+                if self._library_word(word):
+                    yield word
+
     def _raises_cuda_only(self, small: cst.BaseSmallStatement) -> bool:
         if _raises_cuda_only(small):
             return True
-        if not isinstance(small, cst.Raise) or small.exc is None:
+        message = small.exc if isinstance(small, cst.Raise) else _skip_call(small)
+        if message is None:
             return False
         return any(compiled(_CUDA_KERNEL_RE).search(text) or any(self._library_word(w) for w in re.findall(r"[A-Za-z_]+", text))
-                   for text in _texts(small.exc))
+                   for text in _texts(message))
 
     def _rest_of_block(self, statement: cst.CSTNode) -> List[cst.CSTNode]:
         block = self.parent.get(id(statement))
