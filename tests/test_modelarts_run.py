@@ -313,7 +313,8 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     job.put("obs://bucket/data", {"s1": "", "s2": ""})
     copied = job.root / "copied"  # the copy in lasts until this file exists
     procs = [job.start(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out",
-                       RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), FAKE_OBS_HOLD=str(copied))
+                       RANK=str(rank), WORLD_SIZE="3", LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="3",
+                       FAKE_OBS_HOLD=str(copied))
              for rank in range(3)]
     # Each process says what it does first: one copies (and holds), the other two wait for it.
     first = sorted(read_until(p, 1, "stderr")[0] for p in procs)
@@ -326,14 +327,86 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
     copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
     assert len(copies_in) == 1
     assert [row[0] for row in copies_out] == [str(procs[0].pid)]
-    # Every rank writes this file (the fixture is that simple), so when rank 0 copies it at its exit
-    # rank 1 or 2 may still hold it open: then it goes as NAME.incomplete and rank 0 says so (the
-    # runtime's rule for a file being written). Which of the two happens is the scheduler's choice.
-    if job.listing("obs://bucket/out") == ["step000.ckpt.incomplete"]:
-        assert "step000.ckpt.incomplete, not under its own name" in results[0][1]
-    else:
-        assert job.listing("obs://bucket/out") == ["step000.ckpt"]
+    # Every rank writes this file (the fixture is that simple): rank 0 copies it at its exit once
+    # ranks 1 and 2 have ended, whole and under its own name, however the three were scheduled.
+    assert job.listing("obs://bucket/out") == ["step000.ckpt"]
+    assert ".incomplete" not in results[0][1]
     # Each read the whole copy.
+    assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
+
+
+@pytest.mark.parametrize("rank1, rank0", [("closes", "waits"), ("is killed", "waits"), ("closes", "gets SIGTERM"),
+                                          ("closes", "has no time to wait"), ("closes", "fails")])
+def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, rank1, rank0):
+    """The race of a shared output, forced: rank 1 holds step000.ckpt open, half written, until the
+    test tells it (a line on its stdin); rank 0 wrote it too and ends. Rank 0 waits for rank 1 and
+    then copies the whole file under its own name (rank 1 finished it, or died: either way it
+    holds nothing any more); SIGTERM while it waits, or a bound of 0 s, make it copy at once,
+    and the file still being written goes as NAME.incomplete. So does an exception of rank 0's
+    own: the others may be waiting for it (a collective), and its launcher stops them once it
+    has ended."""
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    write = "        f.write(','.join(samples))\n"
+    assert text.count(write) == 1
+    script.write_text(text.replace(write, (
+        "        if os.environ['RANK'] == '1':\n"
+        "            f.write(','.join(samples)[:3])\n"
+        "            f.flush()\n"
+        "            print('writing', flush=True)\n"
+        "            sys.stdin.readline()\n"
+        "            f.write(','.join(samples)[3:])\n"
+        "        else:\n" + "    " + write + (
+        "    if os.environ['RANK'] == '0' and os.environ.get('FAIL'):\n"
+        "        raise RuntimeError('diverged')\n"))))
+    job.put("obs://bucket/data", {"s1": "", "s2": ""})
+
+    def start(rank, **env):
+        return subprocess.Popen(job.command(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"),
+                                cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=job.env(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank),
+                                                       LOCAL_WORLD_SIZE="2", **env))
+
+    one = start(1)
+    assert read_until(one, "writing") == ["writing\n"]  # step000.ckpt open, 3 of its 5 bytes written
+    zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"}, "fails": {"FAIL": "1"}}.get(rank0, {}))
+    if rank0 in ("has no time to wait", "fails"):
+        out0, err0 = zero.communicate(timeout=CEILING)
+    else:
+        waiting = read_until(zero, "[modelarts] waiting up to 300 s for 1 other process of the job on this node "
+                                   "to end before the final copy", "stderr")
+        assert waiting[-1] == "[modelarts] waiting up to 300 s for 1 other process of the job on this node to end " \
+                              f"before the final copy (pid {one.pid})\n"
+        assert zero.poll() is None
+        if rank0 == "gets SIGTERM":
+            zero.send_signal(signal.SIGTERM)
+            out0, err0 = zero.communicate(timeout=CEILING)
+    if rank1 == "is killed":
+        one.kill()
+    else:
+        one.stdin.write("\n")
+        one.stdin.flush()
+    out1, err1 = one.communicate(timeout=CEILING)
+    if rank0 == "waits":
+        out0, err0 = zero.communicate(timeout=CEILING)
+    assert zero.returncode == (1 if rank0 == "fails" else 0), err0
+    assert one.returncode == (-signal.SIGKILL if rank1 == "is killed" else 0), err1
+    if rank0 == "waits":  # whole, under its own name
+        assert job.listing("obs://bucket/out") == ["step000.ckpt"]
+        assert (job.obs / "bucket/out/step000.ckpt").read_text() == "s1,s2"
+        assert ".incomplete" not in err0
+    else:
+        assert job.listing("obs://bucket/out") == ["step000.ckpt.incomplete"]
+        assert f"[modelarts] {job.work / 'ckpt/step000.ckpt'} was being written when the job ended: copied as " \
+               "step000.ckpt.incomplete, not under its own name\n" in err0
+        said = {"gets SIGTERM": "[modelarts] SIGTERM: the final copy starts now, without waiting any longer\n",
+                "has no time to wait": f"[modelarts] 1 other process of the job on this node did not end within 0 s "
+                                       f"(pid {one.pid}): the final copy starts now (a file one of them still writes "
+                                       "goes as NAME.incomplete; NPU_MIGRATE_MODELARTS_WAIT sets the bound in "
+                                       "seconds)\n",
+                "fails": "[modelarts] this process failed: the final copy starts now, without waiting for 1 other "
+                         "process of the job on this node\n"}
+        assert said[rank0] in err0
     assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
 
 

@@ -175,24 +175,12 @@ def test_sigterm_after_a_time_is_a_preemption_too(world):
     assert verdict(done) == "OK: every rank succeeded and 1 file reached train_url"
 
 
-FINISHED_TOGETHER = (
-    "\n_finished = os.path.abspath(__file__) + '.finished-rank'\n"
-    "os.mkdir(_finished + os.environ['RANK'])\n"
-    "if os.environ['RANK'] == '0':\n"
-    "    import time\n"
-    "    while not all(os.path.isdir(_finished + str(r)) for r in range(int(os.environ['WORLD_SIZE']))):\n"
-    "        time.sleep(0.05)\n"
-)
-
-
 @pytest.mark.parametrize("nproc", [1, 2])
 def test_helper_and_mindspore_and_tensorflow_fixtures_pass(world, nproc):
+    # Two ranks save under the same name in the node's shared folder; rank 0 uploads at its exit
+    # once the other has ended (the generated runtime waits for it), so the file is whole.
     for name in ("train_helper.py", "mindspore_8card.py", "tf115_biggan.py"):
-        script = world.adapted_fixture(name)
-        # Two ranks save under the same name in the node's shared folder, and rank 0 uploads at
-        # its exit: a rank 1 still writing then would make it go as NAME.incomplete (by design).
-        # So rank 0 ends only once every rank has finished (an event, not a time).
-        script.write_text(script.read_text() + FINISHED_TOGETHER)
+        world.adapted_fixture(name)
     (world.code / "dataset" / "celebA").mkdir(parents=True)  # BigGAN reads ./dataset/<name>
     (world.code / "dataset" / "celebA" / "img0.png").write_text("")
     shards = world.data.parent / "shards"  # MindSpore's 8-card layout: a folder per device
@@ -201,30 +189,26 @@ def test_helper_and_mindspore_and_tensorflow_fixtures_pass(world, nproc):
         (shards / str(device) / f"batch{device}.bin").write_text("")
     expected = {
         "train_helper.py": ["step000.ckpt"],
-        # Only global rank 0 uploads, at its own exit: rank 1's checkpoint arrives only when rank 1
-        # saved it before (a race the rehearsal shows: "did not reach train_url").
-        "mindspore_8card.py": ["resnet-0.ckpt"],
+        # Only global rank 0 uploads, at its exit, after rank 1's: rank 1's checkpoint too.
+        "mindspore_8card.py": [f"resnet-{device}.ckpt" for device in range(nproc)],
         "tf115_biggan.py": ["BigGAN.model-1"],
     }
     for name, files in expected.items():
         data = shards if name.startswith("mindspore") else world.data
         done = world.rehearse(name, "--data", str(data), "--nproc", str(nproc))
         assert done.returncode == 0, name + "\n" + report(done) + done.stderr.decode()
-        assert uploaded(done)[:1] == files, name
+        assert uploaded(done) == files, name
 
 
 def test_pytorch_fixture_passes_on_the_standin(world, torch_python):
     world.adapted_fixture("train_in_main.py")
     done = world.rehearse("train_in_main.py", "--data", str(world.data), "--nproc", "2", "--python", torch_python)
     assert done.returncode == 0, report(done) + done.stderr.decode()
-    # Both ranks write metrics.json (the fixture is that simple), so when rank 0 copies it at its exit
-    # rank 1 may still hold it open: then it goes as NAME.incomplete and rank 0 says so (the runtime's
-    # rule for a file being written; the rehearsal's verdict stands). The scheduler picks which.
-    name = uploaded(done)[0] if uploaded(done) == ["metrics.json.incomplete"] else "metrics.json"
-    if name != "metrics.json":
-        assert "metrics.json.incomplete, not under its own name" in done.stderr.decode()
-    assert uploaded(done) == [name]
-    assert '"device": "npu"' in (world.job / "obs/rehearsal/out" / name).read_text()
+    # Both ranks write metrics.json (the fixture is that simple): rank 0 copies it at its exit once
+    # rank 1 has ended, whole and under its own name, however the two were scheduled.
+    assert uploaded(done) == ["metrics.json"]
+    assert ".incomplete" not in done.stderr.decode()
+    assert '"device": "npu"' in (world.job / "obs/rehearsal/out/metrics.json").read_text()
 
 
 @pytest.mark.parametrize("name", ["train_no_data_arg.py", "train_no_parser.py"])
@@ -431,8 +415,7 @@ def test_a_crash_on_the_arguments_the_platform_adds(world):
 
 def test_one_rank_failing_fails_the_job(world):
     world.adapted_fixture("train_module_level.py")
-    # Rank 1 fails before it saves: both ranks share the node's code folder, so a rank 1 still
-    # writing epoch0.ckpt when rank 0 ends would make rank 0 upload it as .incomplete (by design).
+    # Rank 1 fails before it saves (rank 0 waits at its exit for it to end either way).
     text = (world.code / "train_module_level.py").read_text().replace(
         "if args.crash:", "if False:").replace(
         "os.makedirs(args.save_dir", "if args.crash and os.environ['RANK'] == '1':\n"

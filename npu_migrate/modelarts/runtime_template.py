@@ -15,7 +15,15 @@ what its parser returned, and names its own data and output arguments:
   the local output folder (/cache/output, emptied at start); at exit, after an exception,
   on SIGTERM and, if asked, every few minutes; each file only when it changed, and never
   under its own name while a process is writing it (a checkpoint cut short by SIGTERM
-  goes as NAME.incomplete; train_url keeps the last complete copy under NAME).
+  goes as NAME.incomplete; train_url keeps the last complete copy under NAME);
+* at its plain exit, rank 0 first waits for the job's other processes on its node to end
+  (each holds a lock of its own in the node's cache folder from modelarts_setup() to its
+  end, however it ends: an exception, a crash, SIGKILL), so that an output several ranks
+  write reaches train_url whole and under its own name; at most WAIT_FOR_OTHERS seconds
+  (NPU_MIGRATE_MODELARTS_WAIT), after which, or on SIGTERM, it copies at once and a file
+  still being written goes as NAME.incomplete, with a log line saying so. It does not
+  wait in a single-process job, nor after an exception of its own (the others may be
+  waiting for it: it ends, and the launcher stops them).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -28,6 +36,7 @@ import hashlib
 import json
 import multiprocessing
 import os
+import select
 import shutil
 import signal
 import sys
@@ -54,6 +63,11 @@ MAX_LISTED = 5000
 # Set by a generated boot file: where the script leaves what it watches, for the boot file to
 # copy if the script dies without running its exit handlers.
 BOOT_FILE_OUTPUTS = "NPU_MIGRATE_MODELARTS_OUTPUTS"
+# Seconds global rank 0 waits at its exit for the job's other processes on its node to end
+# before its final copy (a file one of them still writes then goes as NAME.incomplete);
+# NPU_MIGRATE_MODELARTS_WAIT sets another bound.
+WAIT_FOR_OTHERS = 300
+WAIT_VARIABLE = "NPU_MIGRATE_MODELARTS_WAIT"
 
 
 def modelarts_setup(
@@ -91,6 +105,8 @@ def modelarts_setup(
         job.watch(args, outputs, ignore, data, output_dir, resume)
         if _is_uploader():
             job.upload_at_exit(sync_every)
+        elif job.others is not None:
+            job.others.join()  # rank 0 waits for this process to end before its final copy
     return parsed
 
 
@@ -152,6 +168,8 @@ class Job:
         self.finished = False
         self.copying = None  # the thread copying now
         self.previous_sigterm = None
+        self.others = None  # the other processes of the job on this node (_Others)
+        self.waking = None  # the pipe that ends the wait for them (SIGTERM writes)
         self.lock = threading.Lock()
 
     @classmethod
@@ -214,6 +232,8 @@ class Job:
             s for s in skipped if not any(_inside(w, s) for w, _ in self.watched)
         ]
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else self.cwd
+        if _world_size() > 1 and fcntl is not None and _is_main_process():
+            self.others = _Others(local)
         with _Once(local, "output") as once:
             if not once.done():
                 if not _inside(self.cwd, local) and not _inside(script, local):
@@ -221,6 +241,8 @@ class Job:
                 os.makedirs(local, exist_ok=True)
                 if resume:
                     _restore(self.train_url, main)
+                if self.others is not None:
+                    self.others.forget_earlier_runs()
                 once.mark()
 
     def files(self):
@@ -245,6 +267,7 @@ class Job:
                 s
                 for s in sorted(subfolders)
                 if s not in SKIPPED_FOLDERS
+                and ".modelarts-" not in s  # this code's own (an input copy, the locks)
                 and not any(_inside(os.path.join(folder, s), x) for x in self.skipped)
             ]
             for name in sorted(files):
@@ -305,6 +328,12 @@ class Job:
             self.upload()
 
     def _on_sigterm(self, signum, frame):
+        waking = self.waking
+        if waking is not None:
+            # Waiting at exit for the other processes: stop, and copy what there is now.
+            self.waking = None
+            os.write(waking, b"x")
+            return
         if self.copying is threading.current_thread():
             return  # the process is already ending and copying: let the copy finish
         self.upload(final=True, interrupted=True)
@@ -322,6 +351,12 @@ class Job:
         signal, which may have stopped this process in the middle of writing a file."""
         if self.pid != os.getpid() or self.sent is None:
             return  # a forked child, or a process that copies nothing
+        if final and not interrupted and self.others is not None and not self.finished:
+            try:
+                self._wait_for_others()
+            # Ctrl-C, or a SIGTERM handler of the script's own that raised
+            except BaseException as exc:
+                log(f"the wait for the other processes ended with {exc!r}: copying now")
         with self.lock:
             if self.finished:
                 return
@@ -341,6 +376,51 @@ class Job:
                 if boot_file and self is Job._current and os.path.exists(boot_file):
                     # Copied: nothing left for the boot file to do.
                     open(boot_file, "w").close()
+
+    def _wait_for_others(self):
+        """At a plain exit, before the final copy: wait until the job's other processes on
+        this node have ended (their files are then whole), at most WAIT_FOR_OTHERS seconds;
+        not after an exception of this process (the others may be waiting for it)."""
+        others, self.others = self.others, None
+        running = others.running()
+        if not running:
+            others.forget()
+            return
+        if getattr(sys, "last_value", None) is not None:
+            # An uncaught exception: end now. The others may be waiting for this process,
+            # and its launcher stops them once it has ended.
+            log(
+                f"this process failed: the final copy starts now, without waiting for "
+                f"{_count(running, 'other process')} of the job on this node"
+            )
+            return
+        bound = _wait_bound()
+        read, write = os.pipe()
+        self.waking = write  # from here on, SIGTERM ends the wait
+        waiter = threading.Thread(target=others.wait, args=(write,), daemon=True)
+        waiter.start()
+        log(
+            f"waiting up to {bound:g} s for {_count(running, 'other process')} of the job "
+            f"on this node to end before the final copy ({', '.join(running)})"
+        )
+        ready = select.select([read], [], [], bound)[0]
+        self.waking = None
+        if ready and not others.ended_all:
+            log("SIGTERM: the final copy starts now, without waiting any longer")
+        elif not ready:
+            running = others.running(block=False)
+            log(
+                f"{_count(running, 'other process')} of the job on this node did not end "
+                f"within {bound:g} s ({', '.join(running)}): the final copy starts now (a "
+                f"file one of them still writes goes as NAME.incomplete; {WAIT_VARIABLE} "
+                "sets the bound in seconds)"
+            )
+        if others.ended_all:
+            waiter.join()  # it has written to the pipe: both ends can be closed
+            os.close(read)
+            os.close(write)
+            others.forget()
+        # else the waiting thread may still write to the pipe: it stays open to the end
 
     def _upload(self, final, interrupted):
         changed = []
@@ -461,8 +541,7 @@ def _job_id():
 
 def _run_id():
     """This job, and the launcher that started the processes of this run of it."""
-    size = os.environ.get("WORLD_SIZE", os.environ.get("RANK_SIZE", "1")).strip()
-    pid = os.getppid() if size.isdigit() and int(size) > 1 else os.getpid()
+    pid = os.getppid() if _world_size() > 1 else os.getpid()
     return _digest(f"{_job_id()} {pid} {_started(pid)}")
 
 
@@ -690,9 +769,133 @@ def _stamp(path):
     return (stat.st_mtime, stat.st_size)
 
 
+def _is_main_process():
+    # not a worker started by the script itself (multiprocessing, a data loader's)
+    return multiprocessing.current_process().name == "MainProcess"
+
+
+def _world_size():
+    """How many processes the job has (torchrun, Ascend launchers, mpirun)."""
+    for name in ("WORLD_SIZE", "RANK_SIZE", "OMPI_COMM_WORLD_SIZE"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 1
+
+
+def _node_size():
+    """How many of them run on this node, when the launcher says (None when it does not)."""
+    env = os.environ
+    for name in ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"):
+        value = env.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    size = _world_size()
+    for name in ("VC_WORKER_NUM", "MA_NUM_HOSTS"):  # ModelArts: the nodes of the job
+        nodes = env.get(name, "").strip()
+        if nodes.isdigit() and int(nodes) > 0 and size % int(nodes) == 0:
+            return size // int(nodes)
+    return None
+
+
+def _wait_bound():
+    value = os.environ.get(WAIT_VARIABLE, "").strip()
+    try:
+        return max(0.0, float(value)) if value else float(WAIT_FOR_OTHERS)
+    except ValueError:
+        log(f"{WAIT_VARIABLE}={value}: not seconds ({WAIT_FOR_OTHERS} used)")
+        return float(WAIT_FOR_OTHERS)
+
+
+def _count(items, what):
+    return f"{len(items)} {what}" + ("" if len(items) == 1 else "es")
+
+
+class _Others:
+    """The processes of this job on this node, as global rank 0 waits for them at its exit.
+
+    Each process other than rank 0 holds a lock on a file of its own (named by its pid) in a
+    folder of this run beside the local output folder, from modelarts_setup() to its end: the
+    system lets go of the lock however the process ends (its exit, an exception, a crash,
+    SIGKILL), after it has closed its files. Rank 0 waits for each lock, and for as many
+    processes as the launcher says run on the node (one that has not reached
+    modelarts_setup() yet is looked for again every 50 ms)."""
+
+    def __init__(self, folder):
+        parent, name = os.path.split(folder.rstrip("/\\"))
+        self.base = os.path.join(parent, f".{name}.modelarts-ranks-")
+        self.folder = self.base + _run_id()
+        self.expected = None if _node_size() is None else _node_size() - 1
+        self.ended = set()
+        self.ended_all = False
+        self.held = None
+
+    def forget_earlier_runs(self):
+        parent, prefix = os.path.split(self.base)
+        for name in os.listdir(parent):
+            path = os.path.join(parent, name)
+            if name.startswith(prefix) and path != self.folder:
+                _remove(path)  # only this run's processes are waited for
+
+    def join(self):
+        """This process is one of them: hold its lock until it ends."""
+        path = os.path.join(self.folder, str(os.getpid()))
+        try:
+            os.makedirs(self.folder, exist_ok=True)
+            # Locked before it gets its name: rank 0 never finds it unlocked while this runs.
+            self.held = open(path + ".new", "w")
+            fcntl.flock(self.held.fileno(), fcntl.LOCK_EX)
+            os.replace(path + ".new", path)
+        except OSError as exc:
+            log(f"rank 0 will not wait for this process at its end: {path}: {exc}")
+
+    def _names(self):
+        try:
+            names = os.listdir(self.folder)
+        except OSError:
+            return []
+        return sorted(n for n in names if n.isdigit() and n != str(os.getpid()))
+
+    def _end(self, name, block):
+        """Whether the process `name` has ended (with `block`, wait until it has)."""
+        if name in self.ended:
+            return True
+        try:
+            with open(os.path.join(self.folder, name)) as lock:
+                flags = fcntl.LOCK_SH | (0 if block else fcntl.LOCK_NB)
+                fcntl.flock(lock.fileno(), flags)
+        except OSError:
+            if not block and os.path.exists(os.path.join(self.folder, name)):
+                return False
+        self.ended.add(name)
+        return True
+
+    def running(self, block=False):
+        """What is still running: 'pid N' each, and how many have not started yet."""
+        names = [n for n in self._names() if not self._end(n, block)]
+        missing = 0 if self.expected is None else self.expected - len(self._names())
+        running = [f"pid {n}" for n in names]
+        return running + ([f"{missing} not started yet"] if missing > 0 else [])
+
+    def wait(self, done):
+        """In a thread: until every other process has ended; then a byte to `done`."""
+        while True:
+            names = self._names()
+            for name in names:
+                self._end(name, True)
+            if len(self._names()) == len(names) and len(names) >= (self.expected or 0):
+                break
+            time.sleep(0.05)  # a process that has not reached modelarts_setup() yet
+        self.ended_all = True
+        os.write(done, b"x")
+
+    def forget(self):
+        _remove(self.folder)
+
+
 def _is_uploader():
     """Only one process of the whole job copies the outputs: global rank 0."""
-    if multiprocessing.current_process().name != "MainProcess":
+    if not _is_main_process():
         return False  # a worker started by the script itself
     env = os.environ
     # torchrun; Ascend launchers (MindSpore, HCCL); mpirun (Horovod)
