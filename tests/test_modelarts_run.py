@@ -410,6 +410,49 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
     assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
 
 
+# A launcher that says N processes run on the node (torchrun's variables) and starts the first M.
+LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "n, started = int(sys.argv[1]), int(sys.argv[2])\n"
+    "procs = [subprocess.Popen([sys.executable] + sys.argv[3:], env=dict(os.environ, RANK=str(r), LOCAL_RANK=str(r),\n"
+    "                          WORLD_SIZE=str(n), LOCAL_WORLD_SIZE=str(n))) for r in range(started)]\n"
+    "sys.exit(max(p.wait() for p in procs))\n"
+)
+
+
+@pytest.mark.parametrize("late", [False, True])
+def test_rank_0_waits_for_a_rank_that_has_not_started_only_while_it_may_still(job, late):
+    """The launcher says two processes run on the node. With `late`, it starts both, and rank 1
+    has not reached modelarts_setup() when rank 0 ends (it waits for a line on its stdin first):
+    rank 0 waits for it, and rank 1's own file reaches train_url. Without, it starts only rank 0
+    (as a script that starts its workers itself, torch.multiprocessing.spawn, looks): rank 0
+    does not wait for a process that cannot come."""
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n    sys.stdin.readline()\n" + text.replace(
+        end, "    with open(os.path.join(args.checkpoint_dir, 'rank%s.txt' % os.environ['RANK']), 'w') as f:\n"
+             "        f.write('done')\n" + end))
+    (job.work / "launch.py").write_text(LAUNCHER)
+    job.put("obs://bucket/data", {"s1": ""})
+    launcher = subprocess.Popen(
+        [sys.executable, str(job.work / "launch.py"), "2", "2" if late else "1", str(script),
+         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+    if late:
+        waiting = read_until(launcher, "[modelarts] waiting up to", "stderr")
+        assert waiting[-1] == "[modelarts] waiting up to 300 s for 1 other process of the job on this node to end " \
+                              "before the final copy (1 not started yet)\n"
+        launcher.stdin.write("\n")
+        launcher.stdin.flush()
+    out, err = launcher.communicate(timeout=CEILING)
+    assert launcher.returncode == 0, err
+    assert "waiting" not in err  # (when late, read above)
+    expected = ["rank0.txt", "rank1.txt", "step000.ckpt"] if late else ["rank0.txt", "step000.ckpt"]
+    assert job.listing("obs://bucket/out") == expected
+
+
 def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
     script = job.adapt("train_helper.py")
     job.put("obs://bucket/data", {"old": "", "gone": ""})

@@ -818,8 +818,10 @@ class _Others:
     folder of this run beside the local output folder, from modelarts_setup() to its end: the
     system lets go of the lock however the process ends (its exit, an exception, a crash,
     SIGKILL), after it has closed its files. Rank 0 waits for each lock, and for as many
-    processes as the launcher says run on the node (one that has not reached
-    modelarts_setup() yet is looked for again every 50 ms)."""
+    processes as the launcher says run on the node while one that may still join is alive
+    (started by the same launcher, running this interpreter, and not joined yet: looked for
+    again every 50 ms). A process started by the script itself (torch.multiprocessing.spawn,
+    a data loader's worker) is none of them: it ends before the script does."""
 
     def __init__(self, folder):
         parent, name = os.path.split(folder.rstrip("/\\"))
@@ -870,12 +872,18 @@ class _Others:
         self.ended.add(name)
         return True
 
+    def _missing(self):
+        """How many of the processes the launcher said have not joined yet, and may still."""
+        names = self._names()
+        missing = 0 if self.expected is None else self.expected - len(names)
+        return min(missing, len(_siblings(names))) if missing > 0 else 0
+
     def running(self, block=False):
         """What is still running: 'pid N' each, and how many have not started yet."""
         names = [n for n in self._names() if not self._end(n, block)]
-        missing = 0 if self.expected is None else self.expected - len(self._names())
+        missing = self._missing()
         running = [f"pid {n}" for n in names]
-        return running + ([f"{missing} not started yet"] if missing > 0 else [])
+        return running + ([f"{missing} not started yet"] if missing else [])
 
     def wait(self, done):
         """In a thread: until every other process has ended; then a byte to `done`."""
@@ -883,7 +891,7 @@ class _Others:
             names = self._names()
             for name in names:
                 self._end(name, True)
-            if len(self._names()) == len(names) and len(names) >= (self.expected or 0):
+            if len(self._names()) == len(names) and not self._missing():
                 break
             time.sleep(0.05)  # a process that has not reached modelarts_setup() yet
         self.ended_all = True
@@ -891,6 +899,28 @@ class _Others:
 
     def forget(self):
         _remove(self.folder)
+
+
+def _siblings(joined):
+    """Other processes started by this one's launcher that run this interpreter, alive, not
+    among `joined` (pids)."""
+    found = []
+    try:
+        exe, pids = os.path.realpath("/proc/self/exe"), os.listdir("/proc")
+    except OSError:
+        return found
+    parent, me = os.getppid(), str(os.getpid())
+    for pid in pids:
+        if not pid.isdigit() or pid == me or pid in joined:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            if ppid == parent and os.path.realpath(f"/proc/{pid}/exe") == exe:
+                found.append(pid)
+        except (OSError, IndexError, ValueError):
+            continue  # ended, another user's, or a zombie (no exe)
+    return found
 
 
 def _is_uploader():
