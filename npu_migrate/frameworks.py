@@ -62,8 +62,9 @@ TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
 # Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
 DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
 # Packages the PyTorch pass resolves names of besides those the rules name: partial.py keeps
-# every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var).
-RESOLVED_PACKAGES = {"os", "re", "absl", "click", "pytest"} | {  # re: codemods/findings.py matches re.search(...) texts
+# every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var;
+# `from functools import partial` makes `partial(autocast, "cuda")` a device argument).
+RESOLVED_PACKAGES = {"os", "re", "absl", "click", "pytest", "functools"} | {  # re: codemods/findings.py matches re.search(...) texts
     name.split(".", 1)[0]
     for name in [*ENV_FUNCS, *BACKEND_FUNCS, *BACKEND_GETTERS, *TYPE_STRING_FUNCS, *DEVICE_KEYWORDS_OF]
 }

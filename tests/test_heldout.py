@@ -1649,3 +1649,57 @@ def test_the_cuda_member_of_a_class_family_with_an_npu_member_stays_cuda(tmp_pat
     # alone (no NPU member in the run), the CUDA class is migrated as before
     alone = migrate_source(COLOSSAL_CUDA, "cuda_accelerator.py", Options())
     assert "torch.npu.current_device()" in alone.new_text and "NPU328" not in {f.code for f in alone.findings}
+
+
+# vector-quantize-pytorch 1.32.0 finite_scalar_quantization.py / lookup_free_quantization.py: the
+# quantizer keeps its arithmetic in float32 with `partial(autocast, 'cuda', enabled = False)`,
+# while residual_fsq.py's `with autocast('cuda', enabled = False):` (the same project) moved.
+# The partial stayed CUDA: on the NPU it disables CUDA's autocast, not the NPU's, so under an
+# NPU autocast region the "float32" quantization ran in bfloat16. The arguments after the
+# function are its first positional ones: the device moves as in a direct call.
+VQ_FSQ = """\
+import functools
+from functools import partial
+from contextlib import nullcontext
+
+import torch
+from torch.amp import autocast
+
+
+def quantize(z, force_f32=True):
+    quantization_context = partial(autocast, 'cuda', enabled = False) if force_f32 else nullcontext
+    with quantization_context():
+        return z.float() @ z.float()
+
+
+restore = functools.partial(torch.cuda.set_rng_state, state, 'cuda:0')
+shown = partial(print, 'cuda')
+"""
+
+
+def test_a_device_given_through_functools_partial_moves_as_in_a_direct_call():
+    result = assert_partial_as_whole(VQ_FSQ, "finite_scalar_quantization.py")
+    assert result.error is None
+    migrated = with_torch_npu(VQ_FSQ).replace(
+        "partial(autocast, 'cuda'", "partial(autocast, 'npu'").replace(
+        "functools.partial(torch.cuda.set_rng_state, state, 'cuda:0')",
+        "functools.partial(torch.npu.set_rng_state, state, 'npu:0')")
+    assert result.new_text == migrated + PARTIAL_PADDING
+    assert sorted(e.code for e in result.edits) == ["NPU102", "NPU105", "NPU105", "NPU108"]
+
+
+@pytest.mark.slow
+def test_the_float32_region_of_a_partial_autocast_holds_under_npu_autocast(run_on_standin):
+    run = """\
+with torch.autocast('cuda', dtype=torch.bfloat16):
+    z = torch.ones(2, 2, device='cuda')
+    print(quantize(z).dtype)
+"""
+    source = VQ_FSQ.split("\n\nrestore =")[0] + "\n\n" + run
+    done = run_on_standin(source)
+    assert "partial(autocast, 'npu'" in done.migrated
+    assert (done.returncode, done.stdout) == (0, "torch.float32\n"), done.stderr
+    # as it was migrated before: the NPU region is not disabled, the matmul runs in bfloat16
+    half = done.migrated.replace("partial(autocast, 'npu'", "partial(autocast, 'cuda'")
+    done = run_on_standin(half, migrate=False)
+    assert (done.returncode, done.stdout) == (0, "torch.bfloat16\n"), done.stderr

@@ -685,6 +685,12 @@ class LiteralRewrites(TorchKind):
             # devices.append("cuda") beside `"cuda" in devices`: the collection's elements move
             # with the membership tests that read them (a half-migration otherwise)
             out.append((positional[COLLECTION_METHODS[func.attr.value]], "device"))
+        elif qual == "functools.partial" and positional:
+            # `partial(autocast, "cuda", enabled=False)` (vector-quantize-pytorch 1.32.0's FSQ and
+            # LFQ): the arguments after the function are its first positional ones
+            index = self.device_functions.get(self.resolve(positional[0].value) or "")
+            if index is not None and len(positional) > index + 1:
+                out.append((positional[index + 1], "device"))
         if qual is not None and qual in BACKEND_FUNCS and BACKEND_FUNCS[qual] is not None and positional:
             out.append((positional[BACKEND_FUNCS[qual]], "backend"))  # type: ignore[index]
         own_keywords = DEVICE_KEYWORDS_OF.get(qual or "", set())
