@@ -340,9 +340,10 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
 def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, rank1, rank0):
     """The race of a shared output, forced: rank 1 holds step000.ckpt open, half written, until the
     test tells it (a line on its stdin); rank 0 wrote it too and ends. Rank 0 waits for rank 1 and
-    then copies the whole file under its own name (rank 1 finished it, or died: either way it
-    holds nothing any more); SIGTERM while it waits, or a bound of 0 s, make it copy at once,
-    and the file still being written goes as NAME.incomplete. So does an exception of rank 0's
+    then copies the whole file under its own name; when rank 1 is killed instead, the file it was
+    writing may be cut short, and goes as NAME.incomplete (train_url keeps its last complete copy
+    under NAME). SIGTERM while it waits, or a bound of 0 s, make it copy at once, and the file
+    still being written goes as NAME.incomplete. So does an exception of rank 0's
     own: the others may be waiting for it (a collective), and its launcher stops them once it
     has ended."""
     script = job.adapt("train_helper.py")
@@ -391,7 +392,7 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         out0, err0 = zero.communicate(timeout=CEILING)
     assert zero.returncode == (1 if rank0 == "fails" else 0), err0
     assert one.returncode == (-signal.SIGKILL if rank1 == "is killed" else 0), err1
-    if rank0 == "waits":  # whole, under its own name
+    if (rank0, rank1) == ("waits", "closes"):  # whole, under its own name
         assert job.listing("obs://bucket/out") == ["step000.ckpt"]
         assert (job.obs / "bucket/out/step000.ckpt").read_text() == "s1,s2"
         assert ".incomplete" not in err0
@@ -399,7 +400,9 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         assert job.listing("obs://bucket/out") == ["step000.ckpt.incomplete"]
         assert f"[modelarts] {job.work / 'ckpt/step000.ckpt'} was being written when the job ended: copied as " \
                "step000.ckpt.incomplete, not under its own name\n" in err0
-        said = {"gets SIGTERM": "[modelarts] SIGTERM: the final copy starts now, without waiting any longer\n",
+        said = {"waits": f"[modelarts] pid {one.pid} ended without its exit handlers (killed, or it crashed) while it "
+                         f"was writing {job.work / 'ckpt/step000.ckpt'}\n",
+                "gets SIGTERM": "[modelarts] SIGTERM: the final copy starts now, without waiting any longer\n",
                 "has no time to wait": f"[modelarts] 1 other process of the job on this node did not end within 0 s "
                                        f"(pid {one.pid}): the final copy starts now (a file one of them still writes "
                                        "goes as NAME.incomplete; NPU_MIGRATE_MODELARTS_WAIT sets the bound in "

@@ -21,9 +21,11 @@ what its parser returned, and names its own data and output arguments:
   end, however it ends: an exception, a crash, SIGKILL), so that an output several ranks
   write reaches train_url whole and under its own name; at most WAIT_FOR_OTHERS seconds
   (NPU_MIGRATE_MODELARTS_WAIT), after which, or on SIGTERM, it copies at once and a file
-  still being written goes as NAME.incomplete, with a log line saying so. It does not
-  wait in a single-process job, nor after an exception of its own (the others may be
-  waiting for it: it ends, and the launcher stops them).
+  still being written goes as NAME.incomplete, with a log line saying so; so does a file
+  one of them was writing when it was killed (it ended without its exit handlers: a
+  crash, SIGKILL, os._exit). It does not wait in a single-process job, nor after an
+  exception of its own (the others may be waiting for it: it ends, and the launcher stops
+  them).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -170,6 +172,7 @@ class Job:
         self.previous_sigterm = None
         self.others = None  # the other processes of the job on this node (_Others)
         self.waking = None  # the pipe that ends the wait for them (SIGTERM writes)
+        self.cut_short = set()  # files one of them was writing when it was killed
         self.lock = threading.Lock()
 
     @classmethod
@@ -399,12 +402,24 @@ class Job:
         self.waking = write  # from here on, SIGTERM ends the wait
         waiter = threading.Thread(target=others.wait, args=(write,), daemon=True)
         waiter.start()
+        # What each of them is writing now: cut short if it is killed before it ends.
+        writing = _writers([path for path, _ in self.files()], False, others.names())
         log(
             f"waiting up to {bound:g} s for {_count(running, 'other process')} of the job "
             f"on this node to end before the final copy ({', '.join(running)})"
         )
         ready = select.select([read], [], [], bound)[0]
         self.waking = None
+        for path, pids in writing.items():
+            if pids & others.killed:
+                self.cut_short.add(path)
+        for pid in sorted(others.killed):
+            files = sorted(p for p, pids in writing.items() if pid in pids)
+            if files:
+                log(
+                    f"pid {pid} ended without its exit handlers (killed, or it crashed) "
+                    f"while it was writing {', '.join(files)}"
+                )
         if ready and not others.ended_all:
             log("SIGTERM: the final copy starts now, without waiting any longer")
         elif not ready:
@@ -435,6 +450,8 @@ class Job:
         # process writes nothing any more: the files it left open are whole.
         own = interrupted or not final
         busy = _open_for_writing((path for path, _, _ in changed), own)
+        if final:  # and those another process of the job was writing when it was killed
+            busy |= self.cut_short
         if not final:
             changed = [c for c in changed if c[0] not in busy]
         for i, (path, name, stamp) in enumerate(changed):
@@ -728,14 +745,22 @@ def _open_for_writing(paths, own=True):
     """Those of `paths` that a process of this machine (this one too if `own`) has open for
     writing other than appending (a log's lines so far are whole); /proc tells, and where
     there is none, no file is."""
+    return set(_writers(paths, own))
+
+
+def _writers(paths, own=True, among=None):
+    """{path: the pids that have it open for writing} for those of `paths` open so, by any
+    process of this machine or by those `among` (pids)."""
     wanted = {os.path.realpath(p): p for p in paths}
-    busy = set()
+    busy = {}
     try:
         pids = [pid for pid in os.listdir("/proc") if pid.isdigit()]
     except OSError:
         return busy
     if not own:
         pids = [pid for pid in pids if pid != str(os.getpid())]
+    if among is not None:
+        pids = [pid for pid in pids if pid in among]
     for pid in pids:
         try:
             fds = os.listdir(f"/proc/{pid}/fd")
@@ -745,7 +770,7 @@ def _open_for_writing(paths, own=True):
             try:
                 path = wanted.get(os.readlink(f"/proc/{pid}/fd/{fd}"))
                 if path is not None and _writable(f"/proc/{pid}/fdinfo/{fd}"):
-                    busy.add(path)
+                    busy.setdefault(path, set()).add(pid)
             except OSError:
                 continue
     return busy
@@ -829,8 +854,10 @@ class _Others:
         self.folder = self.base + _run_id()
         self.expected = None if _node_size() is None else _node_size() - 1
         self.ended = set()
+        self.killed = set()  # of those ended: without running their exit handlers
         self.ended_all = False
         self.held = None
+        self.pid = None  # the process that joined
 
     def forget_earlier_runs(self):
         parent, prefix = os.path.split(self.base)
@@ -841,7 +868,8 @@ class _Others:
 
     def join(self):
         """This process is one of them: hold its lock until it ends."""
-        path = os.path.join(self.folder, str(os.getpid()))
+        self.pid = os.getpid()
+        path = os.path.join(self.folder, str(self.pid))
         try:
             os.makedirs(self.folder, exist_ok=True)
             # Locked before it gets its name: rank 0 never finds it unlocked while this runs.
@@ -850,6 +878,22 @@ class _Others:
             os.replace(path + ".new", path)
         except OSError as exc:
             log(f"rank 0 will not wait for this process at its end: {path}: {exc}")
+            return
+        atexit.register(self._ended)  # registered early: it runs after the script's own
+
+    def _ended(self):
+        """At exit: say that this process ended normally (not killed while writing)."""
+        if os.getpid() != self.pid:
+            return  # a child forked from it
+        try:
+            self.held.write("ended\n")
+            self.held.flush()
+        except (OSError, ValueError):
+            pass
+
+    def names(self):
+        """The pids of those that joined and have not been seen to end."""
+        return {n for n in self._names() if n not in self.ended}
 
     def _names(self):
         try:
@@ -866,6 +910,8 @@ class _Others:
             with open(os.path.join(self.folder, name)) as lock:
                 flags = fcntl.LOCK_SH | (0 if block else fcntl.LOCK_NB)
                 fcntl.flock(lock.fileno(), flags)
+                if lock.read() != "ended\n":
+                    self.killed.add(name)
         except OSError:
             if not block and os.path.exists(os.path.join(self.folder, name)):
                 return False
