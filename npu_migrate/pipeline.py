@@ -147,7 +147,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                                       meanwhile=meanwhile, workload=workload,
                                       outside=None if all(os.path.isdir(p) for p in project.paths)
                                       else lambda: other_files(files, project))
-    jobs = workers_for(jobs, workload)
+    requested, jobs = jobs, workers_for(jobs, workload)
     if (settings.verbose or settings.stats) and +scan_work:
         warn(work.scan_summary(scan_work))  # (the files' own work: cli.py, after the run)
     if facts is not None and found:
@@ -179,7 +179,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
                          keep_text=settings.keeps_original_text, cache=cache, seen=seen, prepared=prepared,
-                         in_process_up_to=IN_PROCESS_UP_TO)
+                         in_process_up_to=IN_PROCESS_UP_TO, in_two=jobs < requested)
     if not kept:
         return outcomes
     for result in kept.values():

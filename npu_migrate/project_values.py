@@ -261,10 +261,10 @@ CLAIMS = 1024
 _RECORD = 4
 
 
-def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Optional[Callable[[], object]]" = None
-            ) -> List[_T]:
+def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Optional[Callable[[], object]]" = None,
+            split_from: Optional[int] = None) -> List[_T]:
     """[one(item) for item in items], shared with a forked process (Linux, SPLIT_FROM items or
-    more; pipeline.py passes -j): the same list, in the same order, and the child's work counts
+    more, or `split_from` (runner.py); pipeline.py passes -j): the same list, in the same order, and the child's work counts
     (its parses) counted here. `meanwhile`: what this process does first, while the child
     starts on the items (runner.prepare: the workers' common start, pipeline.py).
     The items are claimed a run of consecutive ones at a time, by whichever process is free
@@ -274,7 +274,7 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Option
     transformers, and the parent idle). Items a child that fails (killed, an error) claimed,
     or that nobody claimed, are done here. Ctrl-C is the parent's: the child ignores it and is
     killed."""
-    if len(items) < SPLIT_FROM or not sys.platform.startswith("linux"):
+    if len(items) < max(2, SPLIT_FROM if split_from is None else split_from) or not sys.platform.startswith("linux"):
         if meanwhile is not None:
             meanwhile()
         return [one(item) for item in items]

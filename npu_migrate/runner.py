@@ -124,6 +124,7 @@ def run(
     seen: Optional[Dict[str, Source]] = None,
     prepared: bool = False,
     in_process_up_to: int = -1,
+    in_two: bool = False,
 ) -> List[Outcome]:
     """Migrate `paths`; outcomes come back in the same order whatever `jobs` is.
 
@@ -134,6 +135,9 @@ def run(
     `prepared`: prepare(options, rules) ran already (pipeline.py: during the project scan).
     `in_process_up_to`: with `jobs` above 1, the files left to migrate (a warm run's misses) are
     migrated in this process when their sizes add up to this many bytes or fewer (pipeline.py).
+    `in_two`: with `jobs` 1 (the run's -j was above 1, its estimated work too little for workers:
+    pipeline.workers_for), a forked copy of this process shares the files once libcst is
+    imported (_shared).
     """
     outcomes: List[Optional[Outcome]] = [None] * len(paths)
 
@@ -149,7 +153,7 @@ def run(
     if cache is not None:
         cache.index_later = True  # (saved below, whatever happens: a result that writes nothing goes there)
     try:
-        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm, prepared, in_process_up_to)
+        _run(paths, options, rules, jobs, done, keep_text, cache, seen, warm, prepared, in_process_up_to, in_two)
     finally:
         finished = [o for o in outcomes if o is not None]
         if cache is not None:
@@ -159,9 +163,14 @@ def run(
 
 def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done: Callable[[int, Outcome], None],
          keep_text: bool, cache: Optional[Cache], seen: Optional[Dict[str, Source]], warm: Optional[Cache],
-         prepared: bool = False, in_process_up_to: int = -1) -> None:
+         prepared: bool = False, in_process_up_to: int = -1, in_two: bool = False) -> None:
     with collecting_rarely():
-        if jobs <= 1 or len(paths) < 2:
+        if jobs <= 1 and in_two and len(paths) >= 2:
+            _shared(paths, [i for i, path in enumerate(paths)
+                            if not (warm and seen and (_indexed(i, path, warm, seen, done)
+                                                       or _recalled(i, path, warm, keep_text, done, seen)))],
+                    options, rules, keep_text, cache, done)
+        elif jobs <= 1 or len(paths) < 2:
             for i, path in enumerate(paths):
                 if not (warm and seen and (_indexed(i, path, warm, seen, done)
                                            or _recalled(i, path, warm, keep_text, done, seen))):
@@ -187,6 +196,33 @@ def _run(paths: Sequence[str], options: Options, rules: RuleSet, jobs: int, done
             if todo:
                 _Pool(min(jobs, len(todo)), options, rules, keep_text, cache).run([(i, paths[i]) for i in todo], done,
                                                                                   prepared)
+
+
+def _shared(paths: Sequence[str], todo: List[int], options: Options, rules: RuleSet, keep_text: bool,
+            cache: Optional[Cache], done: Callable[[int, Outcome], None]) -> None:
+    """Migrate the files `todo` (indexes of `paths`) in this process until one has imported
+    libcst (the first that a pass parses), then the rest shared with a forked copy of this
+    process (project_values._in_two: each takes the next file when free; the same outcomes, in
+    the same order). The run's estimated work was too little for worker processes
+    (pipeline.workers_for: their start, runner.prepare's eager build and each worker's own,
+    costs about what the second core saves), yet its parses are most of its time, done one
+    after the other on one core (gpytorch 1.15.2: 26 partial parses and their passes, ~0.3 of
+    its ~0.5 CPU-s): one fork after libcst is imported (~65 ms of the start, then shared
+    copy-on-write, not imported twice) puts them on both cores. A run that parses nothing never
+    forks; nor does one whose last file is the first parsed."""
+    from .project_values import _in_two
+
+    left = iter(todo)
+    for i in left:
+        done(i, migrate_file(paths[i], options, rules, keep_text, cache))
+        if "libcst" in sys.modules:
+            break
+    rest = list(left)
+    gc.freeze()  # (what this process made since, libcst's modules: the child's collections leave it alone, _Pool._start)
+    outcomes = _in_two([paths[i] for i in rest], lambda path: migrate_file(path, options, rules, keep_text, cache),
+                       split_from=2)
+    for i, outcome in zip(rest, outcomes):
+        done(i, outcome)
 
 
 def _indexed(index: int, path: str, cache: Cache, seen: Dict[str, Source], done: Callable[[int, Outcome], None]) -> bool:

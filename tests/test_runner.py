@@ -497,6 +497,53 @@ def test_a_run_with_little_work_starts_no_worker_whatever_j_says(tmp_path, monke
     assert pools == [2]
 
 
+def test_a_run_with_little_work_shares_its_files_with_one_forked_process_once_libcst_is_imported(tmp_path, monkeypatch):
+    """runner._shared: -j 2 on a project too small for workers (pipeline.workers_for) migrates
+    here until a file has imported libcst, then shares the rest with one forked process
+    (project_values._in_two): -j 1's output exactly, cold and warm; -j 1 never forks."""
+    import os
+    import sys
+
+    from helpers import cli_in_process
+
+    from npu_migrate import project_values as pv, runner
+
+    names = []
+    for i in range(3):
+        for name, text in ((f"gpu_{i}.py", GPU.replace("2", str(i + 2))), (f"plain_{i}.py", PLAIN)):
+            (tmp_path / name).write_text(text, encoding="utf-8")
+            names.append(name)
+    shared, forks = [], []
+    real_in_two, real_fork = pv._in_two, os.fork
+
+    def in_two(items, one, meanwhile=None, split_from=None):
+        if split_from is not None:  # (not the project scan's: project_values.scan)
+            shared.append([os.path.basename(p) for p in items])
+        return real_in_two(items, one, meanwhile, split_from)
+
+    def fork():
+        pid = real_fork()
+        if pid:
+            forks.append(pid)
+        return pid
+
+    monkeypatch.setattr(pv, "_in_two", in_two)
+    monkeypatch.setattr(os, "fork", fork)
+    one = cli_in_process(".", "--check", "-j", "1", "--no-cache", cwd=tmp_path)
+    assert one.returncode == 1 and shared == [] and forks == []
+    assert "libcst" in sys.modules  # (imported in this process: the first file is done here, the rest shared)
+    for cache in ("--no-cache", None, None):  # (without a cache, cold, warm)
+        two = cli_in_process(".", "--check", "-j", "2", *([cache] if cache else []), cwd=tmp_path)
+        assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+    cold = sorted(names)[1:]  # (the first file done here: libcst is imported already)
+    assert shared[:2] == [cold, cold] and len(forks) == 2  # (the warm run: every file from the cache, no fork)
+    assert shared[2:] in ([], [[]]) and len(forks) == 2
+    outcomes = runner.run([str(tmp_path / n) for n in sorted(names)], Options(), RULES, in_two=True)
+    assert [o.result.to_dict() for o in outcomes] == [
+        runner.migrate_file(str(tmp_path / n), Options(), RULES).result.to_dict() for n in sorted(names)]
+    assert len(forks) == 3
+
+
 def test_a_warm_run_migrates_few_misses_in_this_process_whatever_the_projects_estimate(tmp_path, monkeypatch):
     """runner.run: with -j 2 on a project big enough for workers, a warm run whose misses add up to
     IN_PROCESS_UP_TO bytes or less (one file edited) migrates them here, with -j 1's output; more
