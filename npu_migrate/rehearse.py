@@ -18,7 +18,8 @@ on PYTHONPATH. The verdict: every process succeeded and at least one file reache
 and what a distributed job must hold (from each process's record, records/): every rank ends
 with the same parameters in its DistributedDataParallel models, the ranks' DistributedSamplers
 drew (and rank_shard kept) disjoint parts of the data, each output file had one writer, and no
-uploaded file is truncated (NAME.incomplete, what a preemption cut short, says so: not a failure).
+uploaded file is truncated (NAME.incomplete, what a preemption cut short, says so: not a failure; without a
+preemption or a failed rank, an output that arrived only so was not delivered, and fails the job).
 The files the job wrote are known from the job folder (before and
 after) and from each process's record of the files it opened for writing anywhere (`../x`,
 `~/x`, `/abs/x`). Where the records cannot show whether outputs reached train_url (a program or
@@ -734,6 +735,14 @@ def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]
         problems.append(f"rank{'s' if len(failed) > 1 else ''} {', '.join(str(r.rank) for r in failed)} failed "
                         f"(exit status {_status(first.returncode)}; see {first.log}): "
                         + _explain_missing(_last_error(first.log), result.options.python))
+    # An output that reached train_url only as NAME.incomplete although no process was stopped and
+    # none failed: rank 0's final copy found another process still writing it (the runtime's wait
+    # for the other ranks ran out, or a process it does not wait for held it). Not delivered.
+    cut = [_without_incomplete(name) for name, _ in result.uploaded if name.endswith(INCOMPLETE)]
+    if cut and not failed and not any(r.sigterm or r.killed for r in result.ranks):
+        problems.append(_names(cut) + " reached train_url only as NAME" + INCOMPLETE + ": a process was still "
+                        f"writing {'it' if len(cut) == 1 else 'them'} at rank 0's final copy (see "
+                        f"{result.ranks[0].log})")
     per_source: Dict[str, List[Copy]] = {}
     for c in result.copies_in:
         per_source.setdefault(c.src.rstrip("/"), []).append(c)

@@ -211,6 +211,37 @@ def test_pytorch_fixture_passes_on_the_standin(world, torch_python):
     assert '"device": "npu"' in (world.job / "obs/rehearsal/out/metrics.json").read_text()
 
 
+def test_an_output_that_arrives_only_as_incomplete_without_a_preemption_fails_the_job(world):
+    # Rank 1 still writes late.bin when rank 0 ends, and rank 0 does not wait for it (a bound of 0 s):
+    # late.bin reaches train_url only as late.bin.incomplete. Both ranks succeed and nothing was
+    # stopped, so the job did not deliver it. The ranks meet at events (folders), not times.
+    script = world.adapted_fixture("train_helper.py")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1 and "import os\n" in text
+    script.write_text(text.replace(end, (
+        "    import time\n"
+        "    if os.environ['RANK'] == '1':\n"
+        "        late = open('late.bin', 'w')\n"
+        "        late.write('x')\n"
+        "        late.flush()\n"
+        "        os.mkdir('late-open')\n"
+        "        sent = os.path.join(os.environ['NPU_MIGRATE_REHEARSAL_OBS'], 'rehearsal/out/late.bin.incomplete')\n"
+        "        while not os.path.exists(sent):\n"
+        "            time.sleep(0.05)\n"
+        "        late.close()\n"
+        "    else:\n"
+        "        while not os.path.isdir('late-open'):\n"
+        "            time.sleep(0.05)\n") + end))
+    done = world.rehearse("train_helper.py", "--data", str(world.data), "--nproc", "2", "--timeout", "300",
+                          env={"NPU_MIGRATE_MODELARTS_WAIT": "0"})
+    assert done.returncode == 1, report(done) + done.stderr.decode()
+    assert uploaded(done) == ["late.bin.incomplete", "step000.ckpt"]
+    assert re.match(r"FAILED: `late\.bin` reached train_url only as NAME\.incomplete: a process was still writing it "
+                    r"at rank 0's final copy \(see \S+rank0\.log\)$", verdict(done)), verdict(done)
+    assert "did not end within 0 s" in (world.job / "logs/rank0.log").read_text()
+
+
 @pytest.mark.parametrize("name", ["train_no_data_arg.py", "train_no_parser.py"])
 def test_fixtures_without_an_output_argument_upload_their_outputs(world, name):
     world.adapted_fixture(name)
