@@ -336,14 +336,16 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
 
 
 @pytest.mark.parametrize("rank1, rank0", [("closes", "waits"), ("is killed", "waits"), ("closes", "gets SIGTERM"),
-                                          ("closes", "has no time to wait"), ("closes", "fails")])
+                                          ("closes", "has no time to wait"), ("closes", "fails"),
+                                          ("closes", "gets SIGTERM past a handler of its own")])
 def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, rank1, rank0):
     """The race of a shared output, forced: rank 1 holds step000.ckpt open, half written, until the
     test tells it (a line on its stdin); rank 0 wrote it too and ends. Rank 0 waits for rank 1 and
     then copies the whole file under its own name; when rank 1 is killed instead, the file it was
     writing may be cut short, and goes as NAME.incomplete (train_url keeps its last complete copy
     under NAME). SIGTERM while it waits, or a bound of 0 s, make it copy at once, and the file
-    still being written goes as NAME.incomplete. So does an exception of rank 0's
+    still being written goes as NAME.incomplete (also past a SIGTERM handler the script set since,
+    one that only notes it: waiting on would end in SIGKILL). So does an exception of rank 0's
     own: the others may be waiting for it (a collective), and its launcher stops them once it
     has ended."""
     script = job.adapt("train_helper.py")
@@ -359,7 +361,10 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         "            f.write(','.join(samples)[3:])\n"
         "        else:\n" + "    " + write + (
         "    if os.environ['RANK'] == '0' and os.environ.get('FAIL'):\n"
-        "        raise RuntimeError('diverged')\n"))))
+        "        raise RuntimeError('diverged')\n"
+        "    if os.environ.get('OWN_HANDLER'):\n"
+        "        import signal\n"
+        "        signal.signal(signal.SIGTERM, lambda signum, frame: print('noted', flush=True))\n"))))
     job.put("obs://bucket/data", {"s1": "", "s2": ""})
 
     def start(rank, **env):
@@ -370,7 +375,8 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
 
     one = start(1)
     assert read_until(one, "writing") == ["writing\n"]  # step000.ckpt open, 3 of its 5 bytes written
-    zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"}, "fails": {"FAIL": "1"}}.get(rank0, {}))
+    zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"}, "fails": {"FAIL": "1"},
+                       "gets SIGTERM past a handler of its own": {"OWN_HANDLER": "1"}}.get(rank0, {}))
     if rank0 in ("has no time to wait", "fails"):
         out0, err0 = zero.communicate(timeout=CEILING)
     else:
@@ -379,7 +385,7 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         assert waiting[-1] == "[modelarts] waiting up to 300 s for 1 other process of the job on this node to end " \
                               f"before the final copy (pid {one.pid})\n"
         assert zero.poll() is None
-        if rank0 == "gets SIGTERM":
+        if rank0.startswith("gets SIGTERM"):
             zero.send_signal(signal.SIGTERM)
             out0, err0 = zero.communicate(timeout=CEILING)
     if rank1 == "is killed":
@@ -403,6 +409,8 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         said = {"waits": f"[modelarts] pid {one.pid} ended without its exit handlers (killed, or it crashed) while it "
                          f"was writing {job.work / 'ckpt/step000.ckpt'}\n",
                 "gets SIGTERM": "[modelarts] SIGTERM: the final copy starts now, without waiting any longer\n",
+                "gets SIGTERM past a handler of its own": "[modelarts] SIGTERM: the final copy starts now, without "
+                                                          "waiting any longer\n",
                 "has no time to wait": f"[modelarts] 1 other process of the job on this node did not end within 0 s "
                                        f"(pid {one.pid}): the final copy starts now (a file one of them still writes "
                                        "goes as NAME.incomplete; NPU_MIGRATE_MODELARTS_WAIT sets the bound in "

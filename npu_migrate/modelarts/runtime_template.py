@@ -171,7 +171,6 @@ class Job:
         self.copying = None  # the thread copying now
         self.previous_sigterm = None
         self.others = None  # the other processes of the job on this node (_Others)
-        self.waking = None  # the pipe that ends the wait for them (SIGTERM writes)
         self.cut_short = set()  # files one of them was writing when it was killed
         self.lock = threading.Lock()
 
@@ -331,12 +330,6 @@ class Job:
             self.upload()
 
     def _on_sigterm(self, signum, frame):
-        waking = self.waking
-        if waking is not None:
-            # Waiting at exit for the other processes: stop, and copy what there is now.
-            self.waking = None
-            os.write(waking, b"x")
-            return
         if self.copying is threading.current_thread():
             return  # the process is already ending and copying: let the copy finish
         self.upload(final=True, interrupted=True)
@@ -399,7 +392,18 @@ class Job:
             return
         bound = _wait_bound()
         read, write = os.pipe()
-        self.waking = write  # from here on, SIGTERM ends the wait
+        stopped = []
+
+        def on_sigterm(signum, frame):
+            stopped.append(signum)
+            os.write(write, b"x")
+
+        # From here on, SIGTERM ends the wait, whatever handler the script has set since (one
+        # that only notes it would leave this process waiting until SIGKILL, copying nothing).
+        try:
+            previous = signal.signal(signal.SIGTERM, on_sigterm)
+        except ValueError:  # not the main thread: SIGTERM keeps its handler
+            previous = None
         waiter = threading.Thread(target=others.wait, args=(write,), daemon=True)
         waiter.start()
         # What each of them is writing now: cut short if it is killed before it ends.
@@ -408,8 +412,11 @@ class Job:
             f"waiting up to {bound:g} s for {_count(running, 'other process')} of the job "
             f"on this node to end before the final copy ({', '.join(running)})"
         )
-        ready = select.select([read], [], [], bound)[0]
-        self.waking = None
+        try:
+            ready = select.select([read], [], [], bound)[0]
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
         for path, pids in writing.items():
             if pids & others.killed:
                 self.cut_short.add(path)
@@ -420,7 +427,7 @@ class Job:
                     f"pid {pid} ended without its exit handlers (killed, or it crashed) "
                     f"while it was writing {', '.join(files)}"
                 )
-        if ready and not others.ended_all:
+        if stopped:
             log("SIGTERM: the final copy starts now, without waiting any longer")
         elif not ready:
             running = others.running(block=False)
