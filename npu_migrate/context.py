@@ -66,6 +66,9 @@ class Context:
     # Ids of original nodes the rewrites must leave as they are (Context.keep): a guard that
     # sends tensors to a CUDA kernel, a line the tool itself would break (codemods/guards.py).
     kept: Set[int] = field(default_factory=set)
+    # Ids of original nodes whose findings are not reported, but those of the one code named
+    # (Context.quiet: a CUDA class kept whole, whose NPU328 finding says why).
+    quieted: Dict[int, str] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
@@ -95,6 +98,16 @@ class Context:
             n = stack.pop()
             self.kept.add(id(n))
             stack.extend(children(n))
+
+    def quiet(self, node: cst.CSTNode, but: str) -> None:
+        """Report nothing found in `node` but findings of the code `but` (which says why)."""
+        stack = [node]
+        while stack:
+            n = stack.pop()
+            self.quieted[id(n)] = but
+            stack.extend(children(n))
+        self._pending = [p for p in self._pending
+                         if p.finding is None or self.quieted.get(id(p.node), p.finding.code) == p.finding.code]
 
     def suppressed(self, node: cst.CSTNode, code: str) -> bool:
         """Whether this node must not be rewritten: a `# npu-migrate: ignore` comment covers it
@@ -173,6 +186,8 @@ class Context:
     ) -> None:
         check_emitter(rule.code, rule.applier_key())
         if (module is None or module is self.module) and self.comment_suppressed(node, rule.code):
+            return
+        if self.quieted.get(id(node), rule.code) != rule.code:
             return
         self._pending.append(
             _Pending(

@@ -63,7 +63,7 @@ def source_tree(name: str) -> Path:
         pytest.skip(f"PyPI is not reachable, corpus not checked: {exc}")
 
 
-@pytest.mark.parametrize("name, only, least_edits", [("timm", None, 39), ("deepspeed", DEEPSPEED_SLICE, 14)])
+@pytest.mark.parametrize("name, only, least_edits", [("timm", None, 39), ("deepspeed", DEEPSPEED_SLICE, 12)])
 def test_corpus_migrates_without_damage(name, only, least_edits):
     result = corpus_check.check_tree(name, source_tree(name), jobs=2, only=only)
     print(corpus_check.table([result]))
@@ -72,8 +72,9 @@ def test_corpus_migrates_without_damage(name, only, least_edits):
     # (edits: timm's 39 since 9ede4d4: data/loader.py's `self.is_cuda = torch.cuda.is_available() and ...`
     # keeps the attribute's name, its value moves; it was renamed self.is_npu with its reader, one edit more;
     # deepspeed's 14 since ca913e0: CUDA_Accelerator and CUDAOpBuilder, the CUDA members of families deepspeed
-    # has NPU members of, stay as they are, NPU328: 25 edits fewer)
-    assert result.files > 100 and result.changed >= 8 and result.edits >= least_edits
+    # has NPU members of, stay as they are, NPU328: 25 edits fewer; 12 since 93c4d32: the module-level
+    # `import torch.cuda` of accelerator/cuda_accelerator.py stays with its twin class, NPU102 + NPU108 fewer)
+    assert result.files > 100 and result.changed >= 7 and result.edits >= least_edits  # (deepspeed: 7 since 93c4d32)
 
 
 def test_the_checker_catches_damage(tmp_path):

@@ -1703,3 +1703,46 @@ with torch.autocast('cuda', dtype=torch.bfloat16):
     half = done.migrated.replace("partial(autocast, 'npu'", "partial(autocast, 'cuda'")
     done = run_on_standin(half, migrate=False)
     assert (done.returncode, done.stdout) == (0, "torch.bfloat16\n"), done.stderr
+
+
+# deepspeed 0.15.4 accelerator/cuda_accelerator.py: the CUDA member of the family whose NPU member
+# is accelerator/npu_accelerator.py's NPU_Accelerator.
+DEEPSPEED_CUDA = '''\
+import sys
+
+from .abstract_accelerator import DeepSpeedAccelerator
+# During setup stage torch may not be installed, pass on no torch will
+# allow op builder related API to be executed.
+try:
+    import torch.cuda
+except ImportError:
+    pass
+
+
+class CUDA_Accelerator(DeepSpeedAccelerator):
+
+    def __init__(self):
+        self._name = 'cuda'
+        self._communication_backend_name = 'nccl' if sys.platform != 'win32' else 'gloo'
+
+    def range_push(self, msg):
+        if hasattr(torch.cuda.nvtx, 'range_push'):
+            return torch.cuda.nvtx.range_push(msg)
+
+    def lazy_call(self, callback):
+        return torch.cuda._lazy_call(callback)
+'''
+
+
+def test_a_kept_cuda_twin_class_reports_only_why_and_its_module_import_stays():
+    """Kept whole for NPU_Accelerator (NPU328), CUDA_Accelerator still drew NPU301 errors
+    (torch.cuda.nvtx, _lazy_call) for code that never runs on the NPU, and its module's `try:
+    import torch.cuda` became `import torch_npu` + `import torch.npu`. Now the file is
+    unchanged and NPU328 is its one finding; without the NPU member, both are as before."""
+    options = Options(npu_families=("_Accelerator",))
+    r = migrate_source(DEEPSPEED_CUDA, "accelerator/cuda_accelerator.py", options)
+    assert r.error is None and not r.changed
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings] == [("NPU328", 12, 7, "CUDA_Accelerator")]
+    alone = migrate_source(DEEPSPEED_CUDA, "accelerator/cuda_accelerator.py", Options())
+    assert "    import torch_npu  # noqa: F401\n    import torch.npu\n" in alone.new_text
+    assert [f.code for f in alone.findings].count("NPU301") == 3  # torch.cuda.nvtx on two lines, _lazy_call

@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Optional, Set, Tuple
+from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -920,6 +920,7 @@ def keep_cuda_twin_of_npu_class(ctx: Context) -> None:
     if not families:
         return
     rule = ctx.rules.analysis.get(TWIN_OF_NPU_CLASS)
+    kept = False
     for node in ctx.module.body:
         if not isinstance(node, cst.ClassDef):
             continue
@@ -927,11 +928,40 @@ def keep_cuda_twin_of_npu_class(ctx: Context) -> None:
         if found is None or found.group(1) not in families:
             continue
         ctx.keep(node)
+        kept = True
         if rule is not None:
+            ctx.quiet(node, but=rule.code)  # (code that never runs on the NPU: NPU328 says so)
             api = node.name.value
             detail = ("NPU" if api.startswith("CUDA") else "Npu") + found.group(1)
             ctx.finding(rule, node.name, api=api, message=rule.render_message(api=api, detail=detail),
                         suggestion=rule.render_suggestion(api=api, detail=detail))
+    if kept:
+        # deepspeed's cuda_accelerator.py `try: import torch.cuda` (module level, for the class):
+        # an import of torch.cuda works on the NPU too; rewritten, the file gained `import
+        # torch_npu` and `import torch.npu` for a class that never runs there.
+        for statement in _module_level(ctx.module.body):
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if isinstance(small, cst.Import) and all(
+                        a.asname is None and (dotted_name(a.name) or "").split(".")[:2] == ["torch", "cuda"]
+                        for a in small.names):
+                    ctx.keep(statement)
+
+
+def _module_level(body: Sequence[cst.CSTNode]) -> Iterator[cst.CSTNode]:
+    """The statements run at module level: those of `try`/`if` blocks too, not of a def/class."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (cst.Try, cst.If)):
+            blocks = [statement.body, getattr(statement, "orelse", None), getattr(statement, "finalbody", None)]
+            blocks += [h.body for h in getattr(statement, "handlers", ())]
+            for block in blocks:
+                if isinstance(block, (cst.Else, cst.Finally)):
+                    block = block.body
+                elif isinstance(block, cst.If):  # elif
+                    yield from _module_level([block])
+                    continue
+                if isinstance(block, cst.IndentedBlock):
+                    yield from _module_level(block.body)
 
 
 def keep_cuda_patched_with_npu(ctx: Context, node: cst.Assign, resolve) -> None:
