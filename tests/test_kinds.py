@@ -52,6 +52,11 @@ def test_a_kind_checks_its_own_keys():
         build_ruleset([("x.toml", {"finding": [{"code": "NPU999", "message": "m", "kind": "call", "severity": "info",
                                                 "api": "a.b", "methods": ["c"],
                                                 "examples": [{"flagged": "a.b()"}]}]})])
+    # `unless_named` is read only by framework api findings (callrules' planner)
+    with pytest.raises(RuleError, match=r"'unless_named' must be a list of name prefixes"):
+        build_ruleset([("x.toml", {"finding": [{"code": "NPU999", "message": "m", "kind": "call", "severity": "info",
+                                                "api": "a.b", "unless_named": ["aclnn"],
+                                                "examples": [{"flagged": "a.b()"}]}]})])
     # [[backend]] applies `keywords` only: a `functions` key would be silently ignored
     with pytest.raises(RuleError, match=r"unknown key 'functions'"):
         build_ruleset([("x.toml", {"backend": [{"code": "NPU999", "message": "m", "from": "nccl", "to": "hccl",

@@ -43,7 +43,8 @@
 `context` narrows a Python finding to files that import torch (`"torch"`) or that use the
 device (`"device"`). With `framework`, a finding (kinds api, import, call, codemod) belongs to
 that framework's pass; `once_per_file = true` reports each listed name of an `api` finding once
-per file; `words` (kind `codemod`) say what a codemod's own scan looks for (the prefilter's:
+per file, and `unless_named = ["aclnn"]` leaves out a call whose first argument is a string
+literal starting with one of them (an Ascend-native ACLNN operator in `ops.Custom("aclnn...")`); `words` (kind `codemod`) say what a codemod's own scan looks for (the prefilter's:
 words.codemod_words),
 and (kind `guard`) the library names that mark an identifier as asking for a CUDA-only library
 (`_TRITON_AVAILABLE`); `gates` (kind `guard`) the codes whose import and call findings mark code
@@ -119,6 +120,7 @@ class FindingSpec:
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
     skip_type_tests: bool = False  # api findings: not where a class is only named by isinstance/issubclass
     once_per_file: bool = False  # framework api findings: report each listed name once per file
+    unless_named: Tuple[str, ...] = ()  # framework api findings: not a call whose first argument is a string starting so
     words: Tuple[str, ...] = ()  # codemod findings a codemod raises by its own scan: prefilter words (words.codemod_words)
     resolves: Tuple[str, ...] = ()  # ... and the qualified names that scan resolves through the imports
     gates: Tuple[str, ...] = ()  # guard findings: codes whose import/call findings mark CUDA-only code
@@ -258,6 +260,9 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
     if "once_per_file" in entry and (not isinstance(entry["once_per_file"], bool) or not framework
                                      or match_kind != "api"):
         raise RuleError(f"{label}: 'once_per_file' must be true or false, for kind = \"api\" findings with 'framework'")
+    if "unless_named" in entry and (not framework or match_kind != "api" or not isinstance(entry["unless_named"], list)
+                                    or not all(isinstance(p, str) and p for p in entry["unless_named"])):
+        raise RuleError(f"{label}: 'unless_named' must be a list of name prefixes, for kind = \"api\" findings with 'framework'")
     return FindingSpec(
         match_kind=entry["kind"],
         patterns=tuple(entry.get("patterns", entry.get("apis", ()))),
@@ -270,6 +275,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         skip_logged=entry.get("skip_logged", False),
         skip_type_tests=entry.get("skip_type_tests", False),
         once_per_file=bool(entry.get("once_per_file", False)),
+        unless_named=tuple(entry.get("unless_named", ())),
         words=tuple(entry.get("words", ())),
         resolves=tuple(entry.get("resolves", ())),
         gates=tuple(entry.get("gates", ())),
@@ -430,7 +436,7 @@ KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
                                          "suffixes", "commands", "context", "framework", "once_per_file", "words",
-                                         "resolves",
+                                         "resolves", "unless_named",
                                          "skip_logged", "skip_type_tests", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
     requirements=_requirements,

@@ -17,6 +17,7 @@ from ...kinds.finding import FindingSpec
 from ...kinds.remove_import import RemoveImportSpec
 from ...rules import Rule
 from ..bindings import MODULE_SCOPE, Bindings
+from ..strings import string_value
 from ..syntax import is_main_guard, is_none
 from .apply import CallPlan, Plans
 from .arguments import ArgumentPlanning
@@ -48,6 +49,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._inner: Set[int] = set()  # Name/Attribute nodes that are part of a longer reference
         self._rewritten_refs: Set[int] = set()  # callee references replaced by a rewrite
         self._reported_refs: Set[int] = set()  # callee references of calls already reported
+        self._named_calls: Dict[int, str] = {}  # callee reference -> the string its call's first argument is
         self._reported_once: Set[str] = set()  # listed names of once_per_file findings reported
         self._statement_calls: Dict[int, cst.Expr] = {}
         self._blocks: List[int] = [MODULE_SCOPE]
@@ -222,6 +224,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         found = FrameworkRules.listed_prefix(self.rules.finding_api, qual)
         if found is not None:
             listed, rule = found
+            if id(node) in self._named_calls and self._named_calls[id(node)].startswith(FindingSpec.of(rule).unless_named or ("\0",)):
+                return  # `ops.Custom("aclnnDenseLightningIndexerGradKLLoss", ...)`: Ascend's own operator
             if FindingSpec.of(rule).once_per_file:
                 if listed in self._reported_once:
                     return
@@ -274,6 +278,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         elif isinstance(func, cst.Attribute):
             self._called_methods.setdefault(func.attr.value, node)
         self._calls.append((node, self.scope, self._blocks[-1], tuple(self.path)))
+        if node.args and node.args[0].keyword is None and isinstance(node.args[0].value, cst.SimpleString):
+            self._named_calls[id(func)] = string_value(node.args[0].value) or ""
 
     def _plan_call(self, node: cst.Call) -> None:
         func = node.func
