@@ -95,11 +95,13 @@ class Chunk:
 
 # Refs (prefilter.Requirement) that hold in the statement holding the match: `.cuda`,
 # `'cuda`, `nn.Transformer` -- the last except through an alias, which StatementFilter adds;
-# `device(0)` (index_call);
+# `device(0)` (index_call); `import device as Device` (import_as: its uses hold the alias, which
+# StatementFilter keeps as an alias word);
 # `.image` or `import ... image` (a framework name: words.framework_name) -- except where the
 # name is written alone, which resolves only where an import binds it (imports.ImportTable):
 # in a file where one does, or a star import may, the word alone keeps a statement (left_out).
-_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "link", "attr_or_import", "index_call"}
+_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "link", "attr_or_import", "index_call",
+                   "import_as"}
 
 
 class StatementFilter:

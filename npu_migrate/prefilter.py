@@ -135,6 +135,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (rf"@(?:[ \t\f\r\n\\(]|{_COMMENT})*{n}\b",)
     if kind == "index_call":  # `device(0)`: called with an integer literal alone
         return (rf"{n}{_CHAIN_GAP}\({_CHAIN_GAP}\d+{_CHAIN_GAP}\)",)
+    if kind == "import_as":  # `from torch import device as Device`
+        return (rf"import{_LINE_GAP}*{_IMPORT_LIST}\b{n}{_LINE_GAP}+as\b",)
     if kind == "import":
         item = rf"[\w.]+(?:{_LINE_GAP}+as{_LINE_GAP}+\w+)?"
         return (rf"from{_LINE_GAP}+{n}\b", rf"import{_LINE_GAP}+(?:{item}{_LINE_GAP}*,{_LINE_GAP}*)*{n}\b")

@@ -44,7 +44,8 @@ class Requirement:
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
     ("star_import", "")      `import *`;   ("attr_of", a)  `a.`;
     ("decorator", n)         `@n` (a decorator that is the name itself, called or not);
-    ("index_call", n)        `n(0)`: called with an integer literal alone.
+    ("index_call", n)        `n(0)`: called with an integer literal alone;
+    ("import_as", n)         `n` imported under another name (`from torch import device as Device`).
     """
 
     words: FrozenSet[Word]

@@ -1746,3 +1746,21 @@ def test_a_kept_cuda_twin_class_reports_only_why_and_its_module_import_stays():
     alone = migrate_source(DEEPSPEED_CUDA, "accelerator/cuda_accelerator.py", Options())
     assert "    import torch_npu  # noqa: F401\n    import torch.npu\n" in alone.new_text
     assert [f.code for f in alone.findings].count("NPU301") == 3  # torch.cuda.nvtx on two lines, _lazy_call
+
+
+def test_an_aliased_torch_device_given_an_index_and_lightnings_process_group_backend_move():
+    """horovod16's leftovers: `from torch import device as Device; Device(0)` names the
+    accelerator, the NPU only with torch_npu loaded (the alias was not followed: no import);
+    Lightning's `DDPStrategy(process_group_backend="nccl")` written as a literal was neither moved
+    nor reported (its lookup form is NPU326)."""
+    source = ("import os\nfrom torch import device as Device\n\n\ndef pick(rank):\n"
+              "    os.environ['RANK'] = str(rank)\n    return Device(0)\n")
+    r = assert_partial_as_whole(source, "pick.py", Options(add_import=True))
+    assert r.new_text.startswith("import os\nimport torch_npu  # noqa: F401\nfrom torch import device as Device\n")
+    assert [e.code for e in r.edits] == ["NPU108"]
+    named = source.replace("Device(0)", "Device('cpu')")
+    assert not migrate_source(named + PARTIAL_PADDING, "pick.py", Options(add_import=True)).changed
+    trainer = ("import lightning as L\nfrom lightning.pytorch.strategies import DDPStrategy\n"
+               "trainer = L.Trainer(strategy=DDPStrategy(process_group_backend=\"nccl\", find_unused_parameters=True))\n")
+    r = assert_partial_as_whole(trainer, "train.py", Options(add_import=True))
+    assert r.new_text.startswith(trainer.replace('"nccl"', '"hccl"'))

@@ -612,6 +612,11 @@ LOOKUP_DEFAULTS = [
     ("import torch\nd = torch.device(cfg.get('device', 'cuda:0'))\n", "import torch\nd = torch.device(cfg.get('device', 'npu:0'))\n"),
     ("y = torch.zeros(1, device=kwargs.get('device', 'cuda'))\n", "y = torch.zeros(1, device=kwargs.get('device', 'npu'))\n"),
     ("def f(device=os.environ.get('DEVICE', 'cuda')):\n    pass\n", "def f(device=os.environ.get('DEVICE', 'npu')):\n    pass\n"),
+    # Lightning's DDPStrategy hands process_group_backend to init_process_group (was NPU326, 127305c)
+    ("from lightning.pytorch.strategies import DDPStrategy\n"
+     "s = DDPStrategy(process_group_backend=cfg.opt.get('dist_backend', 'nccl'))\n",
+     "from lightning.pytorch.strategies import DDPStrategy\n"
+     "s = DDPStrategy(process_group_backend=cfg.opt.get('dist_backend', 'hccl'))\n"),
     # nested lookups, `str(...)`, `.strip()`, `or`, a conditional default, a list of them
     ("device = str(a.get('device', b.get('device', 'cuda'))).strip() or 'cuda'\n",
      "device = str(a.get('device', b.get('device', 'npu'))).strip() or 'npu'\n"),
@@ -653,11 +658,9 @@ LOOKUPS_LEFT = [
     ("name = cfg.get('name', 'cuda')\nd = cfg.get('device', 'cpu')\n", []),
     ("d = cfg.get('device', 'cuda')  # npu-migrate: ignore[NPU105]\n", []),
     # the same for a backend whose NCCL default nothing moves (public code: a `Dist(...)` class of
-    # another module given `cfg.get("pipeline", {}).get("dist_backend", "nccl")`, Lightning's
-    # `DDPStrategy(process_group_backend=cfg.opt.get("dist_backend", "nccl"))`)
+    # another module given `cfg.get("pipeline", {}).get("dist_backend", "nccl")`; Lightning's
+    # `DDPStrategy(process_group_backend=...)` is a backend keyword since b6ad646: LOOKUP_DEFAULTS)
     ("d = Dist(cfg.get('pipeline', {}).get('dist_backend', 'nccl'))\n", ["1:10"]),
-    ("from lightning.pytorch.strategies import DDPStrategy\n"
-     "s = DDPStrategy(process_group_backend=cfg.opt.get('dist_backend', 'nccl'))\n", ["2:39"]),
     # ... and not a key that names no backend, nor under an ignore comment for the rewrite (where
     # it moves: LOOKUP_DEFAULTS)
     ("name = cfg.get('name', 'nccl')\nb = cfg.get('backend', 'gloo')\n", []),

@@ -53,7 +53,11 @@ def _requirements(rule: Rule) -> List[Requirement]:
     return [Requirement(frozenset({Word(root), Word("npu", prefix=True)}), leaf=Word("npu", prefix=True)),
             Requirement(frozenset({Word(root), Word("device")}),
                         frozenset({("link", f"{root}.device"), ("index_call", "device")}), leaf=Word("device"),
-                        name=f"{root}.device")]
+                        name=f"{root}.device"),
+            # ... under another name (`from torch import device as Device`; `Device(0)`): partial
+            # parsing keeps the alias's statements (partial.StatementFilter's alias words)
+            Requirement(frozenset({Word(root), Word("device")}), frozenset({("import_as", "device")}),
+                        leaf=Word("device"), name=f"{root}.device")]
 
 
 def _spec(entry: Dict[str, Any], label: str, framework: str) -> Optional[AddImportSpec]:

@@ -170,12 +170,11 @@ class TorchTransformer(cst.CSTTransformer):
 
 
 def _device_index_only(call: cst.Call) -> bool:
-    """`device(0)`, `torch.device(1)`: one positional argument, an integer literal, and the
-    callee written `device` (what the add_import rule's prefilter looks for: `index_call`; an
-    alias, `Device(0)`, is not followed)."""
-    func = call.func
-    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
-    return (name == "device" and len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
+    """`device(0)`, `torch.device(1)`, `Device(0)` after `from torch import device as Device`
+    (the caller resolved it to torch.device): one positional argument, an integer literal. The
+    prefilter lets such a file through by the import (`link torch.device`), partial parsing keeps
+    the alias's statements (partial.StatementFilter's alias words)."""
+    return (len(call.args) == 1 and call.args[0].keyword is None and not call.args[0].star
             and isinstance(call.args[0].value, cst.Integer))
 
 
