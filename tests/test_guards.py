@@ -1819,3 +1819,22 @@ def test_a_ray_gpu_count_chosen_by_a_device_test_stays_and_is_reported():
     assert _npu315(r) == [("NPU315", "warning", 6, 23, 'device == "cuda"'),
                           ("NPU315", "warning", 7, 81, 'device == "cuda"')]
     assert "(it picks `num_gpus`, the GPUs a scheduler such as Ray reserves, not a torch device)" in r.findings[0].message
+
+
+# pytorch-lightning 1.9.5 lightning_fabric/accelerators/cuda.py:175: the test is a branch of a
+# conditional expression whose other branch reads NVML through ctypes (CUDA-only code).
+LIGHTNING_IS_CUDA_AVAILABLE = (
+    "import torch\n\n\ndef _raw_device_count_nvml():\n    from ctypes import byref, c_int, CDLL\n\n"
+    "    nvml_h = CDLL(\"libnvidia-ml.so.1\")\n    return nvml_h.nvmlInit()\n\n\n"
+    "def num_cuda_devices():\n    return _raw_device_count_nvml()\n\n\n"
+    "def is_cuda_available():\n    return torch.cuda.is_available() if _TORCH_GREATER_EQUAL_2_0 else num_cuda_devices() > 0\n")
+
+
+def test_a_device_test_in_a_returned_conditional_is_judged_by_itself_not_by_the_other_branch():
+    """ef24058 followed a test through a conditional expression and then read the whole
+    expression, the NVML branch too: a whole parse kept `torch.cuda.is_available()` (NPU315), a
+    partial parse (which leaves the NVML functions out) rewrote it. Only an assignment carries the
+    test on to its variable's readers; returned, it migrates as it did before."""
+    r = assert_partial_as_whole(LIGHTNING_IS_CUDA_AVAILABLE, "lightning_fabric/accelerators/cuda.py")
+    assert "    return torch.npu.is_available() if _TORCH_GREATER_EQUAL_2_0 else" in r.new_text
+    assert _npu315(r) == []

@@ -1922,8 +1922,9 @@ class _DeviceGates:
                 continue
             if isinstance(parent, cst.IfExp) and parent.test is not child:
                 # `cudagraph = fast if cudagraph is None else bool(cudagraph)`: the value goes on
-                child, parent = parent, self.parent.get(id(parent))
-                continue
+                # into the variable, whose readers decide (only there: what the other branch
+                # holds says nothing of this test)
+                return self._chosen(parent, negative, depth, seen)
             call = self._all_or_any(parent, child)
             if call is None:
                 break
@@ -1956,6 +1957,20 @@ class _DeviceGates:
                 if verdict is not None:
                     return verdict
             return None
+        return None
+
+    def _chosen(self, choice: cst.IfExp, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test that is a branch of a conditional expression assigned to a variable
+        (`cudagraph = fast if cudagraph is None else bool(cudagraph)`): the variable decides,
+        as for `cudagraph = fast`. Elsewhere (returned, passed) it migrates, as before."""
+        assign = self.parent.get(id(choice))
+        if not isinstance(assign, cst.Assign) or assign.value is not choice:
+            return None
+        for target in assign.targets:
+            if isinstance(target.target, cst.Name):
+                verdict = self._variable(assign, target.target.value, negative, depth, seen)
+                if verdict is not None:
+                    return verdict
         return None
 
     def _unpacked(self, element: cst.Element, negative: bool, depth: int,
