@@ -51,6 +51,7 @@ OPTION_SETS: Dict[str, Dict[str, object]] = {
     "distributed": {"distributed": True},
     "all": {"modelarts": True, "distributed": True, "npu_ops": True},
     "tensorflow": {"framework": "tensorflow"},
+    "mindspore": {"framework": "mindspore"},
     "torch": {"framework": "torch"},
 }
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "build", "dist", ".mypy_cache", ".pytest_cache"}

@@ -99,6 +99,19 @@ def plain_words(*names: str, ignore_case: bool = False) -> List[Requirement]:
     return [Requirement(frozenset({Word(n, ignore_case)}), in_strings=True) for n in names if n]
 
 
+def options_with_literal(names, literal: str) -> List[Requirement]:
+    """One requirement per option name, each with `literal` written as a string literal (its
+    first word quoted: `"GPU"`): what an argparse default or a comparison of that option with
+    the literal needs (kinds/argument.py, kinds/device_dispatch.py: their rewrites and reports
+    take only a plain string literal equal to `literal`, codemods/strings.string_value, which
+    refuses escapes). An option name written without the literal can match nothing (mindformers
+    2.1.0 writes `device`/`target` in 79 of its 98 MindSpore files, "GPU" in 3)."""
+    if not literal or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", literal):
+        return plain_words(*names)  # (not one word: the option names alone, as before)
+    ref = frozenset({("quoted", literal)})
+    return [Requirement(frozenset({Word(n), Word(literal)}), ref, in_strings=True) for n in names if n]
+
+
 def codemod_words(entries, ignore_case: bool = True) -> List[Requirement]:
     """The requirements of what a framework codemod's own scan looks for (a `[[finding]]` of
     kind `codemod`: its `words`), one of which a file must meet for the scan to find anything.

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .base import CallSpec, register, Rule, RuleError
-from ..words import plain_words
+from ..words import Requirement, options_with_literal, plain_words
 from .calls import Entry, Ints, Lists, call_kind, call_requirements, needs_apis
 from .regex_bound import check_pattern
 
@@ -54,6 +54,16 @@ class ArgumentSpec(CallSpec):
     unknown_contains: str = ""
 
 
+def _requirements(rule: Rule) -> List[Requirement]:
+    """Calls of `apis`, and the argparse `options` (codemods/callrules/arguments.py
+    `_plan_argparse`): a default is rewritten only where it is a string literal equal to
+    `from` (or matching `pattern`), so with `from` an option needs that literal written too."""
+    spec = rule.spec_of(ArgumentSpec)
+    if spec.pattern or not spec.literal:
+        return call_requirements(rule) + plain_words(*spec.options)
+    return call_requirements(rule) + options_with_literal(spec.options, spec.literal)
+
+
 KIND = register(call_kind(
     "argument",
     ArgumentSpec,
@@ -61,7 +71,7 @@ KIND = register(call_kind(
     ("from", "pattern", "position", "options", "unknown_finding", "unknown_contains"),
     "a string argument of an API call becomes another",
     _check,
-    lambda rule: call_requirements(rule) + plain_words(*rule.spec_of(ArgumentSpec).options),
+    _requirements,
     new_index=ArgumentIndex,
     index=_index,
 ))

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from ..words import Requirement, plain_words
+from ..words import Requirement, options_with_literal
 from .base import append, CallSpec, new_list, register, Rule
 from .calls import Entry, Ints, Lists, call_kind
 
@@ -19,8 +19,12 @@ def _check(entry: Entry, label: str, lists: Lists, ints: Ints) -> None:
 
 
 def _requirements(rule: Rule) -> List[Requirement]:
-    # The option names (plain words: they are strings in `add_argument`).
-    return plain_words(*rule.spec_of(DeviceDispatchSpec).options)
+    # The option names (plain words: they are strings in `add_argument`), each with the literal
+    # `from` ("GPU"): codemods/device_dispatch.analyse rewrites and reports only where a plain
+    # string literal equal to it is written (a default, a choice, a comparison, a parameter's
+    # default), and the pass runs only then.
+    spec = rule.spec_of(DeviceDispatchSpec)
+    return options_with_literal(spec.options, spec.literal)
 
 
 @dataclass(frozen=True)
