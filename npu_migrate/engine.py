@@ -245,28 +245,41 @@ def _used_frameworks(code: LazyCodeWords, framework: str, rules: RuleSet) -> Opt
     return frozenset(found or {name for _alias, _module, name in STAR_IMPORTED_ALIASES})
 
 
+# The frameworks whose findings each hold in the statement they point at, so a file of one of
+# them where only findings can match is parsed partially (_partial_framework): TensorFlow's
+# (Huawei's support list, `tf.float64`, computed GPU names) and MindSpore's (GPU-only operators
+# and ops.Custom: calls resolved through the imports, which a partial text keeps; set_context
+# keys its target deprecates).
+_FINDINGS_HOLD_IN_STATEMENTS = ("tensorflow", "mindspore")
+
+
 def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
     """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
     from the parsed imports, here from Python's tree): then a partial parse would be thrown
     away. Only saves work: a partial parse that needs the whole module asks for it anyway.
     The words of the whole code are collected only for a file of such a framework.
 
-    TensorFlow's rewrites follow bindings from statement to statement (a config built above
-    the session that takes it); its findings (Huawei's support list, `tf.float64`, computed GPU
-    names) each hold in the statement they point at, so a TF 1.x file where only findings can
-    match is parsed partially (_partial_framework)."""
-    return any(
-        prefilter.framework_rules_may_apply(rules, code.get(), name, rewrites_only=name == "tensorflow")
-        for name in _frameworks_of(code) if name != "torch"
-    )
+    TensorFlow's and MindSpore's rewrites follow bindings from statement to statement (a config
+    built above the session that takes it; a device target's option, its comparisons and the
+    branches they select); their findings each hold in the statement they point at, so a file
+    where only the findings of one of them can match is parsed partially (_partial_framework).
+    A file where the findings of both can match is parsed whole (a partial text keeps the
+    statements of one framework's findings)."""
+    frameworks = [name for name in _frameworks_of(code) if name != "torch"]
+    if any(prefilter.framework_rules_may_apply(rules, code.get(), name,
+                                               rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS)
+           for name in frameworks):
+        return True
+    return sum(prefilter.framework_rules_may_apply(rules, code.get(), name) for name in frameworks) > 1
 
 
 def _partial_framework(code: LazyCodeWords, rules) -> str:
-    """"tensorflow" for a TF 1.x file where TensorFlow findings can match (its partial text
-    keeps the statements where they can: partial.statement_filter), else ""."""
-    frameworks = _frameworks_of(code)
-    if "tensorflow" in frameworks and prefilter.framework_rules_may_apply(rules, code.get(), "tensorflow"):
-        return "tensorflow"
+    """The framework ("tensorflow" for a TF 1.x file, "mindspore") whose findings can match in
+    the file (its partial text keeps the statements where they can: partial.statement_filter),
+    else ""."""
+    for name in _FINDINGS_HOLD_IN_STATEMENTS:
+        if name in _frameworks_of(code) and prefilter.framework_rules_may_apply(rules, code.get(), name):
+            return name
     return ""
 
 

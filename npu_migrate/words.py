@@ -109,7 +109,8 @@ def options_with_literal(names, literal: str) -> List[Requirement]:
     if not literal or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", literal):
         return plain_words(*names)  # (not one word: the option names alone, as before)
     ref = frozenset({("quoted", literal)})
-    return [Requirement(frozenset({Word(n), Word(literal)}), ref, in_strings=True) for n in names if n]
+    return [Requirement(frozenset({Word(n), Word(literal)} if n else {Word(literal)}), ref, in_strings=True)
+            for n in names]
 
 
 def codemod_words(entries, ignore_case: bool = True) -> List[Requirement]:

@@ -305,6 +305,19 @@ def _framework_api_names(framework: str) -> List[str]:
     return sorted(plain) + random.Random(24).sample(sorted(listed), min(60, len(listed)))
 
 
+def _other_words(qualname: str, framework: str) -> str:
+    """A line that writes the words a requirement of `qualname` needs besides the name's own
+    (an argument rule's keyword, `device_target`; the literal it acts on, "nccl"), as a keyword
+    and as a string: `_ = dict(nccl='nccl')`."""
+    words = set()
+    for rule in RULES.rules:
+        if getattr(rule, "framework", "") == framework:
+            for req in rule_requirements(rule, framework) or ():
+                if req.name == qualname:
+                    words |= {w.text for w in req.words} - set(qualname.split("."))
+    return "".join(f"_ = dict({w}='{w}')\n" for w in sorted(words))
+
+
 def _framework_reference_forms(qualname: str) -> List[str]:
     """_reference_forms, and the spellings only the framework passes resolve: TF 1.15 through
     `tensorflow.compat.v1`, Horovod's Keras bindings, `tf` from a star import."""
@@ -332,6 +345,7 @@ def test_framework_rules_may_apply_wherever_a_rule_name_resolves(framework):
     assert len(names) >= 5
     for qualname in names:
         for text in _framework_reference_forms(qualname):
+            text += _other_words(qualname, framework)
             assert framework_rules_may_apply(RULES, code_words(ast.parse(text)), framework), (qualname, text)
 
 

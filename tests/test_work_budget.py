@@ -27,6 +27,7 @@ from npu_migrate.options import Options
 from npu_migrate.partial import partial_text, statement_filter
 from npu_migrate.prefilter import LazyCodeWords
 from npu_migrate.rules import default_rules
+from npu_migrate.targets import RunTargets
 from npu_migrate.targets.rule_view import rules_for_targets
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,6 +311,38 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
                         lambda self, code, framework, rewrites_only=False: True)
     whole = migrate_source(text, "layers.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+
+
+def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
+    """A MindSpore file where only MindSpore findings can match (ops.Custom NPU347, the GPU-only
+    MatInverse NPU345, a set_context key its target deprecates NPU322: each a call resolved
+    through the imports, which a partial text keeps) is parsed partially, not whole (mindformers
+    2.1.0: 16 -> 6 whole parses, its three NPU347 the same): the findings are the whole parse's.
+    Where a rewrite can match (a "GPU" device target: its option, comparisons and branches move
+    as one), or TensorFlow's findings can match too, the file is parsed whole."""
+    from npu_migrate import prefilter
+
+    text = ("import mindspore as ms\nfrom mindspore import nn, ops\n\n\nclass Net(nn.Cell):\n"
+            "    def __init__(self):\n        super().__init__()\n        self.a = 1\n        self.b = 2\n"
+            "        self.op = ops.Custom('./add.so:Add', out_shape=None, out_dtype=None, func_type='aot')\n"
+            "        self.inv = nn.MatInverse()\n\n    def construct(self, x):\n        return self.op(x, x)\n\n\n"
+            "def setup():\n    ms.set_context(device_id=0)\n    return 1\n")
+    options = Options(targets=RunTargets.of(mindspore="2.7"))
+    result = migrate_source(text, "net.py", options)
+    assert [(f.code, f.span.line) for f in result.findings] == [("NPU347", 10), ("NPU345", 11), ("NPU322", 18)]
+    assert result.new_text is None and result.work["partial"] == 1 and "parse" not in result.work
+    assert migrate_source(text.replace("device_id=0", "device_target='GPU'"), "net.py", options).work["parse"] == 1
+    # init() rewrites only a "nccl" it is passed: without one written, nothing to follow
+    init = text.replace("    return 1\n", "    init()\n    return 1\n") + "from mindspore.communication import init\n"
+    assert "parse" not in migrate_source(init, "net.py", options).work
+    nccl = migrate_source(init.replace("init()", "init('nccl')"), "net.py", options)
+    assert nccl.work["parse"] == 1 and [e.code for e in nccl.edits] == ["NPU141"]
+    both = "import tensorflow as tf\n" + text + "\n\ndef t(x):\n    return tf.cast(x, tf.float64)\n"
+    assert migrate_source(both, "net.py", options).work["parse"] == 1
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                        lambda self, code, framework, rewrites_only=False: True)
+    whole = migrate_source(text, "net.py", options)
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from .base import CallSpec, register, Rule, RuleError
-from ..words import Requirement, options_with_literal, plain_words
+from ..words import Requirement, Word, options_with_literal, plain_words
 from .calls import Entry, Ints, Lists, call_kind, call_requirements, needs_apis
 from .regex_bound import check_pattern
 
@@ -59,9 +59,21 @@ def _requirements(rule: Rule) -> List[Requirement]:
     `_plan_argparse`): a default is rewritten only where it is a string literal equal to
     `from` (or matching `pattern`), so with `from` an option needs that literal written too."""
     spec = rule.spec_of(ArgumentSpec)
+    calls = call_requirements(rule)
+    if spec.position is None and spec.keyword:
+        # The argument is found only as `keyword=` (syntax.find_argument): a call without it is
+        # left alone, rewritten or reported by no part of the rule (mindformers' set_context(mode=...)).
+        calls = [Requirement(r.words | {Word(spec.keyword)}, r.refs, leaf=r.leaf, name=r.name, in_strings=r.in_strings)
+                 for r in calls]
+    literal = options_with_literal(("",), spec.literal)[0] if spec.literal and not spec.pattern else None
+    if literal is not None and not spec.unknown_finding:
+        # Nothing to report: the rule acts only where the literal is passed, written in the file
+        # (directly, or assigned to the variable passed: Planner.values_of); `init("nccl")`
+        calls = [Requirement(r.words | literal.words, r.refs | literal.refs, leaf=r.leaf, name=r.name, in_strings=True)
+                 for r in calls]
     if spec.pattern or not spec.literal:
-        return call_requirements(rule) + plain_words(*spec.options)
-    return call_requirements(rule) + options_with_literal(spec.options, spec.literal)
+        return calls + plain_words(*spec.options)
+    return calls + options_with_literal(spec.options, spec.literal)
 
 
 KIND = register(call_kind(
