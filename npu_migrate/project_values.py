@@ -375,11 +375,15 @@ def _child(job: "Callable[[], object]", read_end: int, write_end: int) -> None:
         if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         os.close(read_end)
+        from .startup import patterns_forked
+
+        keep_patterns = patterns_forked()
         with work.counting() as counts:
             result = job()
         data = pickle.dumps((result, dict(counts)), pickle.HIGHEST_PROTOCOL)
         with os.fdopen(write_end, "wb") as pipe:
             pipe.write(data)
+        keep_patterns()  # (after its answer: the parent reads it meanwhile)
     except BaseException:  # noqa: BLE001 (the parent does the items itself)
         os._exit(1)
     os._exit(0)

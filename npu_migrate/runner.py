@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .cache import Cache
 from .rules import RuleSet
 from .source import Source, SourceError, decode_python, is_generated, read_source
-from .startup import long_lived
+from .startup import long_lived, patterns_forked
 
 # Files handed to a worker at a time: big enough to keep pipes quiet, small enough that the
 # two workers finish together and a crash requeues little.
@@ -350,20 +350,23 @@ def _worker(conn: Connection, options: Options, rules: RuleSet, keep_text: bool,
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
     _die_with_parent(parent)
     give_back = heap_trimmer()
+    keep_patterns = patterns_forked()  # (at its end, after its last answer: the next workers' starts)
     while True:
         try:
             batch = conn.recv()
         except EOFError:
-            return
+            break
         if batch is None:
-            return
+            break
         for index, path in batch:
             outcome = migrate_file(path, options, rules, keep_text, cache)
             if give_back() and retire:
                 # Its last answer says so: the main process gives the rest of the batch to others.
                 conn.send((index, outcome, RETIRED))
+                keep_patterns()
                 return
             conn.send((index, outcome))
+    keep_patterns()
 
 
 TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before it trims its heap

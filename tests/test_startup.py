@@ -896,6 +896,85 @@ def test_kept_patterns_past_the_bound_are_those_the_run_used(tmp_path, monkeypat
     assert set(_compiled_patterns(monkeypatch, path).known) == {("a2", 0), ("c1", 0)}
 
 
+def test_patterns_a_forked_process_compiled_are_kept_beside_the_main_processs(tmp_path, monkeypatch):
+    """CompiledPatterns.forked: a worker keeps what it compiled (added to what the file holds
+    then), and the main process's save keeps what workers added since it read the file; past
+    MAX_PATTERNS a worker writes nothing, the main process keeps what it used and what they added."""
+    from npu_migrate.startup import CompiledPatterns
+
+    path = tmp_path / "regex_code.marshal"
+    kept = _compiled_patterns(monkeypatch, path)
+    kept.compile("a1", 0)
+
+    def in_child(*patterns):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                kept.forked()
+                for text in patterns:
+                    kept.compile(text, 0)
+                kept.save()
+            finally:
+                os._exit(0)
+        assert os.waitpid(pid, 0)[1] == 0
+
+    in_child("a1", "w1")  # (a1: the main process's, not yet kept; the child keeps it too)
+    in_child("w2")
+    monkeypatch.undo()
+    assert set(_compiled_patterns(monkeypatch, path).known) == {("a1", 0), ("w1", 0), ("w2", 0)}
+    monkeypatch.undo()
+    kept = _compiled_patterns(monkeypatch, path)
+    assert kept.compiled == 0 and kept.save() is None  # (nothing new here: not written)
+    kept.compile("b1", 0)
+    in_child("w3")
+    kept.save()
+    monkeypatch.undo()
+    assert set(_compiled_patterns(monkeypatch, path).known) == {("a1", 0), ("w1", 0), ("w2", 0), ("w3", 0), ("b1", 0)}
+    monkeypatch.undo()
+    monkeypatch.setattr(CompiledPatterns, "MAX_PATTERNS", 6)
+    kept = _compiled_patterns(monkeypatch, path)
+    kept.compile("a1", 0)  # (from the file: used)
+    in_child("w4", "w5")  # past the bound: a worker writes nothing
+    assert set(CompiledPatterns(str(path)).known) == {("a1", 0), ("w1", 0), ("w2", 0), ("w3", 0), ("b1", 0)}
+    in_child("w4")  # (within it: kept)
+    kept.compile("c1", 0)
+    kept.save()  # past the bound: what this process used, and what a worker added since it read the file
+    assert set(CompiledPatterns(str(path)).known) == {("a1", 0), ("c1", 0), ("w4", 0)}
+
+
+def test_a_workers_patterns_are_not_compiled_again_by_the_next_run(tmp_path, monkeypatch):
+    """runner._worker keeps the patterns it compiled (startup.patterns_forked): the prefilter's
+    patterns of the files a worker migrates, which the main process never compiles, were compiled
+    again by every worker of every run (transformers, -j 2: ~1,600 compiles, ~0.5 CPU-s a run)."""
+    import re
+
+    from npu_migrate import prefilter, startup
+    from npu_migrate.options import Options
+    from npu_migrate.rules import default_rules
+    from npu_migrate.runner import migrate_file, run
+
+    path = tmp_path / "regex_code.marshal"
+    files = []
+    for i in range(4):
+        script = tmp_path / f"train_{i}.py"
+        script.write_text(f"import torch\nx = torch.zeros({i}).cuda()\ntorch.cuda.synchronize()\n", encoding="utf-8")
+        files.append(str(script))
+    rules = default_rules()
+    outcomes = [migrate_file(f, Options(), rules).result for f in files]
+    kept = _compiled_patterns(monkeypatch, path)
+    monkeypatch.setattr(startup, "PATTERNS", kept)
+    monkeypatch.setattr(prefilter, "_COMPILED", {})
+    re.purge()
+    assert [o.result for o in run(files, Options(), rules, jobs=2)] == outcomes
+    assert not prefilter._COMPILED and os.path.isfile(path)  # (compiled in the workers only)
+    monkeypatch.undo()
+    second = _compiled_patterns(monkeypatch, path)
+    monkeypatch.setattr(prefilter, "_COMPILED", {})
+    re.purge()
+    assert [migrate_file(f, Options(), rules).result for f in files] == outcomes
+    assert prefilter._COMPILED and second.compiled == 0  # (each one from the file)
+
+
 def test_kept_patterns_of_another_interpreter_or_not_ours_are_not_read(tmp_path, monkeypatch):
     """Another Python's (its version, its `_sre`), a broken file, one of another shape or one
     others may write is not read: every pattern is compiled by `re`."""
