@@ -421,6 +421,37 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
     assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
 
 
+def test_a_rank_killed_before_rank_0_ends_is_named_in_its_log(job):
+    # Rank 1 dies while writing, before rank 0 ends: rank 0 has nothing to wait for, and cannot know
+    # what rank 1 was writing; its log says a file may be cut short (rank 0's own whole copy of the
+    # shared checkpoint goes under its name).
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    write = "        f.write(','.join(samples))\n"
+    script.write_text(text.replace(write, (
+        "        f.write(','.join(samples)[:3])\n"
+        "        if os.environ['RANK'] == '1':\n"
+        "            f.flush()\n"
+        "            print('writing', flush=True)\n"
+        "            sys.stdin.readline()\n"
+        "        f.write(','.join(samples)[3:])\n")))
+    job.put("obs://bucket/data", {"s1": "", "s2": ""})
+    env = dict(WORLD_SIZE="2", LOCAL_WORLD_SIZE="2")
+    one = subprocess.Popen(job.command(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"),
+                           cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=job.env(RANK="1", LOCAL_RANK="1", **env))
+    assert read_until(one, "writing") == ["writing\n"]
+    one.kill()
+    one.communicate(timeout=CEILING)
+    done = job.run(script, "--data_url=obs://bucket/data", "--train_url=obs://bucket/out", RANK="0", LOCAL_RANK="0",
+                   **env)
+    assert done.returncode == 0, done.stderr
+    assert f"[modelarts] pid {one.pid} of the job ended without its exit handlers (killed, or it crashed): a file " \
+           "it was writing then may be cut short\n" in done.stderr
+    assert "waiting" not in done.stderr
+    assert job.listing("obs://bucket/out") == ["step000.ckpt"]
+
+
 # A launcher that says N processes run on the node (torchrun's variables) and starts the first M.
 LAUNCHER = (
     "import os, subprocess, sys\n"

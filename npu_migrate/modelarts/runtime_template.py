@@ -379,6 +379,12 @@ class Job:
         not after an exception of this process (the others may be waiting for it)."""
         others, self.others = self.others, None
         running = others.running()
+        # Ended already, without its exit handlers: what it was writing is not known.
+        for pid in sorted(others.killed):
+            log(
+                f"pid {pid} of the job ended without its exit handlers (killed, or it "
+                "crashed): a file it was writing then may be cut short"
+            )
         if not running:
             others.forget()
             return
