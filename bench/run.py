@@ -624,6 +624,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     elif framework_files:
         out.append(f"Framework floor not measured: {len(framework_files):,} files import TensorFlow/MindSpore, "
                    f"{len(cuda_files):,} mention cuda/nccl (--framework-floor measures it)")
+    if released:
+        old_cpu = released[0].cpu
+        ratios.append(f"release {args.release} cold {old_cpu:.2f} ({_ratio(old_cpu, min(r.cpu for r in floors))} the floor"
+                      + (f", {_ratio(old_cpu, min(r.cpu for r in framework_floors))} the framework floor"
+                         if framework_floor_run is not None else "") + ")")
     out.append(f"In CPU seconds of each process tree (best of 2 each; what to read on a loaded machine): cold "
                f"{cold_cpu:.2f}, " + "; ".join(ratios))
     ours = [r for r in runs if r not in released]
