@@ -1764,3 +1764,57 @@ def test_an_aliased_torch_device_given_an_index_and_lightnings_process_group_bac
                "trainer = L.Trainer(strategy=DDPStrategy(process_group_backend=\"nccl\", find_unused_parameters=True))\n")
     r = assert_partial_as_whole(trainer, "train.py", Options(add_import=True))
     assert r.new_text.startswith(trainer.replace('"nccl"', '"hccl"'))
+
+
+# fairscale 0.4.13 optim/oss.py (OSS.consolidate_state_dict calls it): a loop over the CUDA
+# devices whose body is a capability check kept on CUDA (NPU307). The statement stayed while the
+# loop's count became torch.npu.device_count(): on the NPU the loop ran and called
+# torch.cuda.get_device_capability("cuda:0"), which raises there; as written the count is 0 on
+# the NPU and the loop does not run. The count stays with what it opens (NPU315).
+OSS_CAPABILITY = """\
+from typing import Optional
+
+import torch
+
+_gpu_is_old: Optional[bool] = None
+
+
+def _gpu_capabilities_older_than_50() -> bool:
+    global _gpu_is_old
+    if _gpu_is_old is None:
+        for i in range(torch.cuda.device_count()):
+            major, minor = torch.cuda.get_device_capability(f"cuda:{i}")
+            if major <= 5:
+                _gpu_is_old = True
+        if _gpu_is_old is None:
+            _gpu_is_old = False
+    return _gpu_is_old
+
+
+def consolidate(device):
+    torch.cuda.synchronize()
+    return _gpu_capabilities_older_than_50()
+"""
+
+
+def test_a_loop_over_cuda_devices_around_a_kept_capability_check_keeps_its_count():
+    result = assert_partial_as_whole(OSS_CAPABILITY, "oss.py")
+    assert result.error is None
+    assert result.new_text == with_torch_npu(OSS_CAPABILITY).replace(
+        "    torch.cuda.synchronize()", "    torch.npu.synchronize()") + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.message) for f in result.findings if f.code == "NPU315"] == [(
+        "NPU315", 11, "`torch.cuda.device_count()` opens CUDA-only code (the loop it counts runs "
+        "`torch.cuda.get_device_capability()`, kept on CUDA (NPU307)); it is left as it is, so on the NPU "
+        "it is 0 and the loop does not run")]
+    assert sorted(f.code for f in result.findings) == ["NPU307", "NPU315"]
+
+
+@pytest.mark.slow
+def test_the_migrated_capability_loop_does_not_call_cuda_on_the_npu(run_on_standin):
+    done = run_on_standin(OSS_CAPABILITY + "\nprint(consolidate('cuda'))\n")
+    assert "for i in range(torch.cuda.device_count()):" in done.migrated
+    assert (done.returncode, done.stdout) == (0, "False\n"), done.stderr
+    # as it was migrated before: the loop counts the NPU and calls CUDA
+    half = done.migrated.replace("range(torch.cuda.device_count())", "range(torch.npu.device_count())")
+    done = run_on_standin(half, migrate=False)
+    assert done.returncode != 0 and "get_device_capability" in done.stderr, (done.stdout, done.stderr)

@@ -146,7 +146,8 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
     kept too (_DeviceGates)."""
     _plan_kept_code(ctx)
     if is_device_expr is not None and "cuda" in ctx.text and (
-            "is_cuda" in ctx.text or "is_available" in ctx.text or _compared_with_cuda(ctx.text)):
+            "is_cuda" in ctx.text or "is_available" in ctx.text or _compared_with_cuda(ctx.text)
+            or (ctx.kept and "device_count" in ctx.text)):  # (a loop over a kept capability check)
         # after the planner: a capability check it keeps on CUDA is CUDA-only code for these
         gates = _DeviceGates(ctx, is_device_expr)
         if gates.evidence():
@@ -1632,6 +1633,9 @@ class _DeviceGates:
         candidates = self._candidates()
         left = []
         for node in candidates:
+            if type(node) is cst.Call and self.ctx.imports.resolve(node.func) == "torch.cuda.device_count":
+                self._counted_loop(node)
+                continue
             if isinstance(node, (cst.Attribute, cst.Call)):  # `x.is_cuda`, `torch.cuda.is_available()`
                 negative = False
             elif isinstance(node, cst.Comparison):
@@ -1659,6 +1663,31 @@ class _DeviceGates:
             left = [(node, negative) for node, negative in left if id(node) not in self.ctx.kept]
         if self.ctx.partial is not None:
             self._settle_asks()
+
+    def _counted_loop(self, count: cst.Call) -> None:
+        """`for i in range(torch.cuda.device_count()):` around code kept on CUDA (fairscale
+        0.4.13 optim/oss.py: `major, minor = torch.cuda.get_device_capability(f"cuda:{i}")`, kept
+        whole, NPU307). As torch.npu.device_count() the loop would run on the NPU and call CUDA
+        there (a crash); left as it is, the count is 0 there and the loop does not run, as before
+        the migration. The count and the loop's body stay (NPU315)."""
+        arg = self.parent.get(id(count))
+        ranged = self.parent.get(id(arg))
+        loop = self.parent.get(id(ranged))
+        if not (isinstance(arg, cst.Arg) and arg.keyword is None and not arg.star and arg.value is count
+                and isinstance(ranged, cst.Call) and isinstance(ranged.func, cst.Name) and ranged.func.value == "range"
+                and isinstance(loop, cst.For) and loop.iter is ranged):
+            return
+        found = self._cuda_only_in(loop.body)
+        if found is None or self.gate_rule is None:
+            return
+        self.ctx.keep(count)
+        self.ctx.keep(loop.body)  # dead on the NPU: rewritten, it would be NPU code behind a CUDA count
+        api = self.ctx.code_for(count)
+        detail = f"the loop it counts runs {found}"
+        message = self.gate_rule.render_message(api=api, detail=detail).replace(
+            "it is False and the code takes its other path", "it is 0 and the loop does not run")
+        self.ctx.finding(self.gate_rule, count, api=api, message=message,
+                         suggestion=self.gate_rule.render_suggestion(api=api, detail=detail))
 
     def _keep(self, node: cst.CSTNode, negative: bool, verdict: Tuple[str, str]) -> None:
         guard, detail = verdict
@@ -1877,9 +1906,9 @@ class _DeviceGates:
             elif kind is attribute and n.attr.value == "is_cuda":
                 found.append(n)
                 self._record(path)
-            elif kind is call and not n.args and resolve(n.func) == "torch.cuda.is_available":
-                found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate
-                self._record(path)
+            elif kind is call and not n.args and resolve(n.func) in ("torch.cuda.is_available", "torch.cuda.device_count"):
+                found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate;
+                self._record(path)  # `for i in range(torch.cuda.device_count()):` (_counted_loop)
             depth += 1
             stack.extend([(c, depth) for c in reversed(code_children(n))])  # (pre-order: the file's order)
         for stmt in self.ctx.module.body:
