@@ -1818,7 +1818,11 @@ def test_a_ray_gpu_count_chosen_by_a_device_test_stays_and_is_reported():
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert _npu315(r) == [("NPU315", "warning", 6, 23, 'device == "cuda"'),
                           ("NPU315", "warning", 7, 81, 'device == "cuda"')]
-    assert "(it picks `num_gpus`, the GPUs a scheduler such as Ray reserves, not a torch device)" in r.findings[0].message
+    assert (r.findings[0].message, r.findings[0].suggestion) == (
+        "`device == \"cuda\"` picks a GPU count for Ray's scheduler (`num_gpus`); it is left as it is, so on the NPU"
+        " it asks Ray for no GPU (asked for one, Ray would wait for a GPU the machine does not have)",
+        "If the Ray task or actor should hold an NPU, ask for it as a custom resource (`resources={\"NPU\": 1}`;"
+        " start Ray with `--resources='{\"NPU\": 8}'`) where the GPU count was.")
 
 
 # pytorch-lightning 1.9.5 lightning_fabric/accelerators/cuda.py:175: the test is a branch of a

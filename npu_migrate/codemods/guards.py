@@ -1108,6 +1108,7 @@ class _DeviceGates:
         rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
         self.gate_rule = rules.get("cuda-library-gate")
         self.refusal_rule = rules.get("cuda-library-refusal")
+        self.ray_rule = rules.get("ray-gpu-count")
         spec = FindingSpec.of(self.gate_rule) if self.gate_rule is not None else FindingSpec()
         self.gate_words = spec.words
         words = sorted(spec.words, key=len, reverse=True)
@@ -1699,7 +1700,7 @@ class _DeviceGates:
             self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
         if isinstance(node, cst.Comparison):
             self._keep_assigned_values(node, function)
-        rule = self.gate_rule if guard == "gate" else self.refusal_rule
+        rule = {"gate": self.gate_rule, "refusal": self.refusal_rule, "ray": self.ray_rule}[guard]
         if rule is not None:
             api = self.ctx.code_for(node)
             self.ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
@@ -2048,7 +2049,7 @@ class _DeviceGates:
         if isinstance(statement, cst.IfExp):
             counted = self._gpu_count(statement)
             if counted is not None:
-                return ("gate", f"it picks `{counted}`, the GPUs a scheduler such as Ray reserves, not a torch device")
+                return ("ray", f"`{counted}`")
             side: List[cst.CSTNode] = [statement.orelse if negative else statement.body]
             found = self._cuda_only_in(side[0]) or self._kept_attribute(side[0])
             return ("gate", found) if found is not None else None

@@ -94,6 +94,8 @@ GUARD_TRIGGERS = {
     # (cupy's allocator callbacks): kept whole; `words` name those libraries' modules (and what a
     # file must contain: _requirements)
     "cuda-interop": "cuda",
+    # `num_gpus = 0.5 if device == "cuda" else 0`: a device test choosing the GPUs Ray reserves
+    "ray-gpu-count": "num_gpus",
     # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
     "gloo-device-collectives": "gloo",
 }
