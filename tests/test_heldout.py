@@ -1818,3 +1818,70 @@ def test_the_migrated_capability_loop_does_not_call_cuda_on_the_npu(run_on_stand
     half = done.migrated.replace("range(torch.cuda.device_count())", "range(torch.npu.device_count())")
     done = run_on_standin(half, migrate=False)
     assert done.returncode != 0 and "get_device_capability" in done.stderr, (done.stdout, done.stderr)
+
+
+# TTS 0.22.0 TTS/tts/layers/bark/hubert/tokenizer.py auto_train: resuming loads the tokenizer
+# with `HubertTokenizer.load_from_checkpoint(load_model, "cuda")` (a staticmethod whose
+# parameter is `map_location`), starting anew moves it with `.to("cuda")`. Only the second moved:
+# on the NPU a resumed run asked torch.load for CUDA. A static or class method called on a class
+# of the module is the module's own function, and a parameter named as a device keyword
+# (`map_location`) takes a device.
+HUBERT_TOKENIZER = """\
+import os
+
+import torch
+from torch import nn
+
+
+class HubertTokenizer(nn.Module):
+    def __init__(self, version=0):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.version = version
+
+    @staticmethod
+    def load_from_checkpoint(path, map_location=None):
+        model = HubertTokenizer()
+        model.load_state_dict(torch.load(path, map_location=map_location))
+        return model
+
+    @classmethod
+    def named(cls, device, name):
+        return cls().to(device)
+
+    def save(self, path):
+        torch.save(self.state_dict(), path)
+
+
+def auto_train(load_model=None):
+    if load_model and os.path.isfile(load_model):
+        model_training = HubertTokenizer.load_from_checkpoint(load_model, "cuda")
+    else:
+        model_training = HubertTokenizer(version=1).to("cuda")
+    return model_training
+
+
+HubertTokenizer.save(HubertTokenizer(), "cuda.pt")
+other = HubertTokenizer.named("cuda", "cuda")
+"""
+
+
+def test_a_static_method_called_on_its_class_gets_the_device_its_parameter_names():
+    result = assert_partial_as_whole(HUBERT_TOKENIZER, "tokenizer.py")
+    assert result.error is None
+    assert result.new_text == with_torch_npu(HUBERT_TOKENIZER).replace(
+        'load_from_checkpoint(load_model, "cuda")', 'load_from_checkpoint(load_model, "npu")').replace(
+        '.to("cuda")', '.to("npu")').replace('named("cuda", "cuda")', 'named("npu", "cuda")') + PARTIAL_PADDING
+    assert sorted(e.code for e in result.edits) == ["NPU105", "NPU105", "NPU105", "NPU108"]
+
+
+@pytest.mark.slow
+def test_the_resumed_tokenizer_loads_on_the_npu(run_on_standin):
+    run = "\nHubertTokenizer().save('tok.pt')\nprint(type(auto_train('tok.pt')).__name__)\n"
+    source = HUBERT_TOKENIZER.split("\n\nHubertTokenizer.save(")[0] + "\n" + run
+    done = run_on_standin(source)
+    assert (done.returncode, done.stdout) == (0, "HubertTokenizer\n"), done.stderr
+    # as it was migrated before: the resumed load asks for CUDA
+    half = done.migrated.replace('load_from_checkpoint(load_model, "npu")', 'load_from_checkpoint(load_model, "cuda")')
+    done = run_on_standin(half, migrate=False)
+    assert done.returncode != 0 and "CUDA" in done.stderr, (done.stdout, done.stderr)

@@ -303,10 +303,9 @@ def _reads_in_text(text: str, key: str) -> int:
 
 
 def _may_be_local(func: cst.BaseExpression) -> bool:
-    """`train(...)`, `self.fit(...)`, `cls.make(...)`: a call that may be of the module's own
-    function, class or method (LiteralRewrites._local_parameters)."""
-    return isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
-                                          and func.value.value in ("self", "cls"))
+    """`train(...)`, `self.fit(...)`, `cls.make(...)`, `Tokenizer.load(...)`: a call that may be
+    of the module's own function, class or method (LiteralRewrites._local_parameters)."""
+    return isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
 
 
 def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
@@ -341,6 +340,10 @@ def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
                     add("." + member.name.value, positional(member, True))
                     if member.name.value == "__init__":
                         add(statement.name.value, positional(member, True))
+                    if any(isinstance(d.decorator, cst.Name) and d.decorator.value in ("staticmethod", "classmethod")
+                           for d in member.decorators):
+                        # `Tokenizer.load_from_checkpoint(path, "cuda")`: called on the class
+                        add(f"{statement.name.value}.{member.name.value}", positional(member, True))
     return found
 
 
@@ -731,8 +734,8 @@ class LiteralRewrites(TorchKind):
                 position += 1
             if name is None or id(arg) in taken or not self._is_rewritable_literal(arg.value):
                 continue
-            if DEVICE_NAME_RE.search(name):
-                out.append((arg, "device"))
+            if DEVICE_NAME_RE.search(name) or name in self.device_keywords:
+                out.append((arg, "device"))  # (a parameter named as a device keyword: `map_location`)
             elif BACKEND_NAME_RE.search(name):
                 out.append((arg, "backend"))
         return out
@@ -745,6 +748,19 @@ class LiteralRewrites(TorchKind):
             key = func.value
         elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value in ("self", "cls"):
             key = "." + func.attr.value
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) \
+                and re.search(rf"^class[ \t]+{re.escape(func.value.value)}\b", self.ctx.text, re.MULTILINE):
+            # `Tokenizer.load_from_checkpoint(path, "cuda")`: a static or class method of a
+            # top-level class of the module, called on the class
+            key = f"{func.value.value}.{func.attr.value}"
+            if self._local_functions is None:
+                self._local_functions = _module_functions(self.ctx.module)
+            found = self._local_functions.get(key)
+            if found is None and key not in self._local_functions and self.ctx.partial is not None:
+                for word in (func.value.value, func.attr.value):
+                    if self.ctx.partial.elided_word(word):
+                        self.ctx.partial_misses.add(word)  # the class or its method left out: parse it too
+            return found
         else:
             return None
         if self._local_functions is None:
