@@ -78,7 +78,8 @@ class Context:
         cannot be told."""
         if self.code is None:
             return True
-        return framework_rules_may_apply(self.rules, self.code.get(), framework, rewrites_only)
+        return framework_rules_may_apply(self.rules, self.code.get(), framework, rewrites_only,
+                                         self.code.written_outside_bare_strings)
 
     # -- positions -------------------------------------------------------------------------
 

@@ -266,11 +266,12 @@ def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
     A file where the findings of both can match is parsed whole (a partial text keeps the
     statements of one framework's findings)."""
     frameworks = [name for name in _frameworks_of(code) if name != "torch"]
+    written = code.written_outside_bare_strings
     if any(prefilter.framework_rules_may_apply(rules, code.get(), name,
-                                               rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS)
+                                               rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS, written=written)
            for name in frameworks):
         return True
-    return sum(prefilter.framework_rules_may_apply(rules, code.get(), name) for name in frameworks) > 1
+    return sum(prefilter.framework_rules_may_apply(rules, code.get(), name, written=written) for name in frameworks) > 1
 
 
 def _partial_framework(code: LazyCodeWords, rules) -> str:
@@ -278,7 +279,8 @@ def _partial_framework(code: LazyCodeWords, rules) -> str:
     the file (its partial text keeps the statements where they can: partial.statement_filter),
     else ""."""
     for name in _FINDINGS_HOLD_IN_STATEMENTS:
-        if name in _frameworks_of(code) and prefilter.framework_rules_may_apply(rules, code.get(), name):
+        if name in _frameworks_of(code) and prefilter.framework_rules_may_apply(
+                rules, code.get(), name, written=code.written_outside_bare_strings):
             return name
     return ""
 

@@ -333,9 +333,10 @@ class RulePrefilter:
         self.rules = rules
         self._by_framework: Dict[str, Prefilter] = {}
         # framework (with " rewrites": of its rules that are not findings) -> its checks
-        self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]] = {}
+        self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str]]]] = {}
 
-    def framework_rules_may_apply(self, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
+    def framework_rules_may_apply(self, code: "CodeWords", framework: str, rewrites_only: bool = False,
+                                  written: Optional[Callable[[str], bool]] = None) -> bool:
         """Whether one of `framework`'s own rules can match in a file that uses the framework,
         judged by the words of its code: a TensorFlow file that was let through by a word in
         a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass.
@@ -350,7 +351,12 @@ class RulePrefilter:
 
         `rewrites_only`: only the rules that are not findings (what follows bindings from
         statement to statement, engine.py: a TensorFlow file whose findings alone can match is
-        parsed partially)."""
+        parsed partially).
+
+        `written(word)`: whether a word is written in the file outside its docstrings
+        (LazyCodeWords.written_outside_bare_strings); an [[argument]] rule whose every action
+        needs its `unknown_contains` written (_required_word) needs it there (mesh-tensorflow's
+        ops.py: `tf.device(...)` calls, "gpu" only in a docstring)."""
         key = f"{framework} rewrites" if rewrites_only else framework
         checks = self._of_framework.get(key)
         if checks is None:
@@ -361,26 +367,29 @@ class RulePrefilter:
         with_strings = identifiers | code.strings
         return any(
             roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
-            for prefilter, in_strings, roots in checks
+            and (not word or written is None or written(word))
+            for prefilter, in_strings, roots, word in checks
         )
 
     def _framework_checks(self, framework: str,
-                          rewrites_only: bool = False) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str]]]]:
+                          rewrites_only: bool = False) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str]]]:
         """framework_rules_may_apply's checks: one Prefilter per (whether the words may be in
         strings, the modules a requirement's refs say must be imported), of the requirements'
         words (with `.name` for an `attr` ref: CodeWords.attributes; the other refs look at
-        text); None when a rule's kind is unknown."""
+        text; and the word a rule needs written outside docstrings: _required_word); None when
+        a rule's kind is unknown."""
         from .kinds.call_config import KIND as CALL_CONFIG
 
         rules = [rule for rule in self.rules.framework_rules.get(framework, ())
                  if rule.code != TF2_FINDING  # TF 2 files are told apart before (engine.py)
                  and not (rewrites_only and rule.kind == "finding")]
         instance_methods = {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis}
-        groups: Dict[Tuple[bool, FrozenSet[str]], List[Requirement]] = {}
+        groups: Dict[Tuple[bool, FrozenSet[str], str], List[Requirement]] = {}
         for rule in rules:
             reqs = rule_requirements(rule, forced_framework=framework)
             if reqs is None:
                 return None
+            required = _required_word(rule)
             for req in reqs:
                 roots = frozenset(name for kind, name in req.refs if kind == "import")
                 words = req.words
@@ -391,8 +400,9 @@ class RulePrefilter:
                 # a method (`.batch`): a name written as an attribute (CodeWords.attributes), not
                 # any name (t2t's `batch` variables)
                 words = words | {Word("." + name) for kind, name in req.refs if kind == "attr"}
-                groups.setdefault((req.in_strings, roots), []).append(Requirement(words))
-        return [(Prefilter(reqs), in_strings, roots) for (in_strings, roots), reqs in groups.items()]
+                groups.setdefault((req.in_strings, roots, required), []).append(Requirement(words))
+        return [(Prefilter(reqs), in_strings, roots, required)
+                for (in_strings, roots, required), reqs in groups.items()]
 
     def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
                       frameworks: Optional[AbstractSet[str]] = None) -> bool:
@@ -422,10 +432,44 @@ def may_need_work(rules, text: str, framework: str = "auto", words: Optional[Abs
     return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks)
 
 
-def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False) -> bool:
+def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False,
+                              written: Optional[Callable[[str], bool]] = None) -> bool:
     """Whether one of `framework`'s rules (`rewrites_only`: of those that are not findings) can
-    match in a file using it, whose CodeWords are `code`."""
-    return _rule_prefilter(rules).framework_rules_may_apply(code, framework, rewrites_only)
+    match in a file using it, whose CodeWords are `code` (`written`: RulePrefilter's)."""
+    return _rule_prefilter(rules).framework_rules_may_apply(code, framework, rewrites_only, written)
+
+
+_LENGTH_BOUND = re.compile(r"\(\?=\[\\s\\S\]\{0,[0-9]+\}\\Z\)\(\?:(.*)\)", re.DOTALL)
+
+
+def _required_word(rule) -> str:
+    """The word an [[argument]] rule with a `pattern` and `unknown_contains` needs written for
+    anything it does (codemods/callrules/arguments.py): it rewrites only a plain string literal
+    (no escapes) that fullmatches `pattern`, and reports `unknown_finding` only where the
+    argument's source contains the word (any case). So the word must be one the pattern cannot
+    match without: written in it outside any group, class or alternation, and not quantified.
+    "" when that is not so (no requirement)."""
+    from .kinds.argument import ArgumentSpec
+
+    if rule.kind != "argument":
+        return ""
+    spec = rule.spec_of(ArgumentSpec)
+    word = spec.unknown_contains
+    if not (spec.pattern and word and word.isascii() and word.isalnum()):
+        return ""
+    core = spec.pattern[4:] if spec.pattern.startswith("(?i)") else spec.pattern
+    bounded = _LENGTH_BOUND.fullmatch(core)  # the length bound rules.py puts around a pattern
+    if bounded:
+        core = bounded.group(1)
+    if "|" in core or "\\" in core:
+        return ""
+    at = core.lower().find(word.lower())
+    if at < 0:
+        return ""
+    before, after = core[:at], core[at + len(word):]
+    if before.count("(") != before.count(")") or before.count("[") != before.count("]") or after[:1] in ("?", "*", "+", "{"):
+        return ""
+    return word
 
 
 def build_prefilter(rules, forced_framework: str = "auto") -> Prefilter:
@@ -486,6 +530,9 @@ class CodeWords:
     resolved: FrozenSet[bytes] = frozenset()
     # the names written as attributes (`ds.batch` -> batch): what a method rule's `.batch` needs
     attributes: FrozenSet[bytes] = frozenset()
+    # (line, column, end line, end column; columns in UTF-8 bytes, as Python's tree gives them)
+    # of each statement that is a string alone (a docstring): no call's argument is in one
+    bare_strings: Tuple[Tuple[int, int, int, int], ...] = ()
 
 
 class LazyCodeWords:
@@ -503,6 +550,7 @@ class LazyCodeWords:
         self._imports: Optional[Tuple[FrozenSet[str], FrozenSet[str]]] = None
         # (the project's requirements decide, when they say TF 2: options.tensorflow2_project)
         self._tensorflow2: Any = tensorflow2_project or _NOT_YET
+        self._outside: Dict[str, bool] = {}
 
     def get(self) -> CodeWords:
         if self._words is None:
@@ -514,6 +562,15 @@ class LazyCodeWords:
         parses the file whole: Python's tree of a 250 KB file is 4-7 MB)."""
         self.get()
         del self._tree  # (read only until the words are made)
+
+    def written_outside_bare_strings(self, word: str) -> bool:
+        """Whether `word` (any case) is in the file's text outside its statements that are a
+        string alone (docstrings): in code, a string literal, a comment. True when that cannot
+        be told (no text, a carriage return, a BOM, a word a non-ASCII letter lowers into)."""
+        found = self._outside.get(word)
+        if found is None:
+            found = self._outside[word] = _written_outside(self._text, self.get().bare_strings, word)
+        return found
 
     def tensorflow2_reason(self) -> Optional[str]:
         """frameworks.tensorflow2_reason of the file's CodeWords. From its statements and the
@@ -546,6 +603,68 @@ class LazyCodeWords:
 
 
 _NOT_YET = object()
+
+
+def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, int]], word: str) -> bool:
+    """LazyCodeWords.written_outside_bare_strings. Python's tree counts lines at \\n only
+    when the text has no \\r, and columns in UTF-8 bytes; `str.lower()` and `(?i)` match an
+    ASCII letter other than i, k, s only with itself in either case."""
+    if (text is None or "\r" in text or text.startswith("\ufeff") or not word or not word.isascii()
+            or not word.isalnum() or set(word.lower()) & set("iks")):
+        return True
+    found = re.compile(re.escape(word.encode("ascii")), re.IGNORECASE).search
+    data = text.encode("utf-8", "surrogatepass")
+    if not found(data):
+        return False
+    starts = [0]
+    starts.extend(m.end() for m in re.finditer(b"\n", data))
+    at = 0
+    for line, col, end_line, end_col in spans:
+        if line > len(starts) or end_line > len(starts):
+            return True
+        start, end = starts[line - 1] + col, starts[end_line - 1] + end_col
+        if start < at or end < start:
+            return True
+        if found(data, at, start):
+            return _written_in_code(text, spans, found)
+        at = end
+    return found(data, at) is not None and _written_in_code(text, spans, found)
+
+
+def _written_in_code(text: str, spans: Sequence[Tuple[int, int, int, int]], found: Callable[..., Any]) -> bool:
+    """Whether a token that `found` finds in is one an expression's source can hold: not a
+    docstring (`spans`), not a comment outside every bracket (an argument's source with a
+    comment in it is inside the call's brackets). Python's tokens decide; True when they cannot
+    be made."""
+    import io
+    import tokenize
+
+    lines = text.split("\n")
+    depth = 0
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            kind, string = tok.type, tok.string
+            if kind == tokenize.OP:
+                if string in "([{":
+                    depth += 1
+                elif string in ")]}":
+                    depth -= 1
+                continue
+            if not found(string.encode("utf-8", "surrogatepass")):
+                continue
+            if kind == tokenize.COMMENT and depth == 0:
+                continue
+            if kind == tokenize.STRING:
+                (row, col), (end_row, end_col) = tok.start, tok.end
+                begin = (row, len(lines[row - 1][:col].encode("utf-8", "surrogatepass")))
+                finish = (end_row, len(lines[end_row - 1][:end_col].encode("utf-8", "surrogatepass")))
+                if any((line, column) <= begin and finish <= (end_line, end_column)
+                       for line, column, end_line, end_column in spans):
+                    continue
+            return True
+    except (tokenize.TokenError, SyntaxError, IndexError):
+        return True
+    return False
 
 
 def _last_name(expr) -> str:
@@ -649,6 +768,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
     decorators: Set[str] = set()
     bound: Dict[str, Set[str]] = {alias: {module} for alias, module, _ in STAR_IMPORTED_ALIASES}  # local name -> qualnames
     chains: List[Tuple[str, str]] = []  # (the Name an attribute chain starts at, an attribute of it)
+    bare: List[Tuple[int, int, int, int]] = []
     last_name = _last_name
 
     stack = [tree]  # every node, as ast.walk gives them (in another order: only sets are made)
@@ -700,6 +820,11 @@ def code_words(tree: "ast.AST") -> CodeWords:
                 bound.setdefault(local, set()).add(alias.name if alias.asname else local)
         elif kind in (ast.Global, ast.Nonlocal):
             names.update(node.names)
+        elif kind is ast.Expr:
+            value = node.value
+            if (type(value) is ast.Constant and type(value.value) is str and value.end_lineno is not None
+                    and value.end_col_offset is not None):
+                bare.append((value.lineno, value.col_offset, value.end_lineno, value.end_col_offset))
         elif hasattr(node, "name") and isinstance(node.name, str):  # except handlers, match
             names.add(node.name)
     return CodeWords(frozenset(n.encode("utf-8", "replace") for n in names if n),
@@ -707,7 +832,8 @@ def code_words(tree: "ast.AST") -> CodeWords:
                      frozenset(_top_level_modules(getattr(tree, "body", ()))),
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
                      frozenset(n.encode("utf-8", "replace") for n in decorators if n),
-                     frozenset(_resolved(bound, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes))
+                     frozenset(_resolved(bound, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes),
+                     tuple(sorted(bare)))
 
 
 def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:

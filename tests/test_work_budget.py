@@ -284,7 +284,7 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False: True)
+                        lambda self, code, framework, rewrites_only=False, written=None: True)
     whole = migrate_source(text, "m.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -309,7 +309,7 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     assert "NPU351" in [f.code for f in migrate_source(gelu, "gelu.py").findings]
     assert migrate_source(gelu, "gelu.py").work == {"ast": 1, "parse": 1, "walk": 2, "codegen": 1}  # no partial attempt first
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False: True)
+                        lambda self, code, framework, rewrites_only=False, written=None: True)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -341,7 +341,7 @@ def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
     both = "import tensorflow as tf\n" + text + "\n\ndef t(x):\n    return tf.cast(x, tf.float64)\n"
     assert migrate_source(both, "net.py", options).work["parse"] == 1
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False: True)
+                        lambda self, code, framework, rewrites_only=False, written=None: True)
     whole = migrate_source(text, "net.py", options)
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -563,3 +563,34 @@ def test_the_project_scan_parses_only_modules_naming_a_cuda_only_library(corpus,
     assert set(counts) <= {"ast"}, dict(counts)  # (no libcst: nothing MindSpore in these)
     if corpus == "yolov5":
         assert counts["ast"] == SCAN_BUDGET[corpus] and any(c.endswith("::export_engine::tensorrt") for c in code)
+
+
+@pytest.mark.parametrize("text, whole", [
+    # "gpu" only in a docstring and a comment outside brackets: nothing tf.device's rule
+    # (NPU127) can do -- it rewrites a string literal matching its pattern and reports NPU340
+    # only where the argument's source says "gpu" -- so the file is parsed partially
+    # (mesh-tensorflow 0.1.21 ops.py, 226 KB, "multi-gpu" in a docstring: 15 -> 12 whole parses)
+    ('"""Runs on multi-gpu setups."""\nimport tensorflow as tf\n\n\ndef f(mesh, x):\n'
+     '    """Place it; gpu or not."""\n    # inefficient GPU kernels\n    with tf.device(mesh.device):\n'
+     '        return tf.cast(x, tf.float64)\n', False),
+    # ... and wherever the pattern or the finding can see it: whole, as before
+    ('import tensorflow as tf\n\n\ndef f(mesh, x):\n    with tf.device(mesh.gpu_device):\n'
+     '        return tf.cast(x, tf.float64)\n', True),
+    ('import tensorflow as tf\nDEVICE = "/GPU:0"\n\n\ndef f(x):\n    with tf.device(DEVICE):\n'
+     '        return tf.cast(x, tf.float64)\n', True),
+    ('import tensorflow as tf\n\n\ndef f(x):\n    with tf.device(pick(  # gpu\n            x)):\n'
+     '        return tf.cast(x, tf.float64)\n', True),
+    ('import tensorflow as tf\n\n\ndef f(x):\n    with tf.device(x):\n        return "gpu"\n', True),
+])
+def test_tf_device_without_gpu_written_in_code_takes_a_partial_parse(monkeypatch, text, whole):
+    """The word tf.device's rule needs (its `unknown_contains`, which its pattern cannot match
+    without) is looked for in Python's tokens, not in the words of the text: a docstring or a
+    comment outside brackets does not hold an argument's source. Results equal the whole parse's."""
+    from npu_migrate import prefilter
+
+    result = migrate_source(text, "ops.py")
+    assert (result.work.get("parse") == 1) is whole, result.work
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                        lambda self, code, framework, rewrites_only=False, written=None: True)
+    every = migrate_source(text, "ops.py")
+    assert every.work["parse"] == 1 and every.to_dict() == result.to_dict()
