@@ -419,13 +419,15 @@ class CompiledPatterns:
 
     The file lives beside the compiled dataclass texts, read and written under the same
     conditions (`_read_ours`, `_keep`); it holds what one run compiled plus what it had, at most
-    MAX_PATTERNS (beyond: the patterns this run used), and is rewritten only by a run that
+    MAX_PATTERNS (beyond: the oldest go first, those this process used last), and is rewritten only by a run that
     compiled a pattern it did not hold."""
 
     # A run compiles ~175 patterns (the rules', tomllib's, libcst's ...: 118 KB kept) and a few of
-    # its own project (its .gitignore lines): past this many, a run keeps only those it used, so
-    # that runs over many projects do not make every start read megabytes of others' patterns.
-    MAX_PATTERNS = 600
+    # its own project (its .gitignore lines); its workers the prefilter's patterns of the files they
+    # migrate (transformers 4.46.3: ~300 more, 376 KB in all; with the five held-out projects and the
+    # tests 599, 0.5 MB). Past this many the oldest go (save), so that runs over many projects do not
+    # make every start read megabytes of others' patterns (1.0 MB: marshal.loads ~2.3 ms).
+    MAX_PATTERNS = 1200
 
     def __init__(self, path: Optional[str]) -> None:
         import _sre  # type: ignore[import-not-found]
@@ -438,7 +440,6 @@ class CompiledPatterns:
         self.used: Set[Tuple[Any, int]] = set()
         self.compiled = 0  # patterns this process compiled and keeps (a second run compiles none)
         self.pid = os.getpid()  # (a forked worker's patterns are its own to save once it says so: forked)
-        self.worker = False  # a forked process's (forked): it adds to the file, never prunes it
         self.original: Any = None  # re's compiler module's `compile`, once installed
         from _thread import _local
 
@@ -545,22 +546,23 @@ class CompiledPatterns:
         they migrate) was compiled again by every worker of every run: transformers 4.46.3 src,
         -j 2 cold, ~1,600 compiles of ~300 patterns in ~23 workers, ~0.5 CPU-s (~5 % of the run)."""
         self.pid = os.getpid()
-        self.worker = True
         self.compiled = 0
 
     def save(self) -> None:
         """Keep the patterns this process compiled, if any (atomically; one run's file or another's),
         with those another process (a worker: forked) kept in the file since this one read it. Past
-        MAX_PATTERNS, the main process keeps those it used and those others added; a worker then
-        keeps nothing (the main process decides what goes)."""
+        MAX_PATTERNS the oldest go: the file's order is its age, and what this process used or
+        compiled and what others added since go last. (Keeping only what the main process used,
+        as before, dropped every pattern only the workers use whenever the file was full: the
+        next run's workers compiled them all again.)"""
         if not self.compiled or self.path is None or sys.dont_write_bytecode or os.getpid() != self.pid:
             return
         added = {key: args for key, args in self._read().items() if key not in self.known}
         patterns = {**self.known, **added, **self.new}
         if len(patterns) > self.MAX_PATTERNS:
-            if self.worker:
-                return
-            patterns = {key: args for key, args in patterns.items() if key in self.used or key in added}
+            recent = {key for key in patterns if key in self.used or key in added or key in self.new}
+            order = [key for key in patterns if key not in recent] + [key for key in patterns if key in recent]
+            patterns = {key: patterns[key] for key in order[-self.MAX_PATTERNS:]}
         try:
             data = MAGIC_NUMBER + marshal.dumps((self.stamp, patterns))
         except ValueError:

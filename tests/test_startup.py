@@ -869,9 +869,10 @@ def test_a_pattern_whose_compilation_warns_is_not_kept_and_warns_each_time(tmp_p
     assert ("[[a]", 0) not in kept.new and ("[[a]", 0) not in kept.known
 
 
-def test_kept_patterns_past_the_bound_are_those_the_run_used(tmp_path, monkeypatch):
-    """The file holds what it had and what the run compiled up to MAX_PATTERNS; past it, only the
-    patterns the run used (a run over many projects keeps no megabytes of others' gitignore lines)."""
+def test_kept_patterns_past_the_bound_are_the_newest(tmp_path, monkeypatch):
+    """The file holds what it had and what the run compiled up to MAX_PATTERNS; past it, the oldest
+    go first, those the run used last (a run over many projects keeps no megabytes of others'
+    gitignore lines)."""
     from npu_migrate.startup import CompiledPatterns
 
     path = tmp_path / "regex_code.marshal"
@@ -893,13 +894,14 @@ def test_kept_patterns_past_the_bound_are_those_the_run_used(tmp_path, monkeypat
     kept.compile("c1", 0)
     kept.save()
     monkeypatch.undo()
-    assert set(_compiled_patterns(monkeypatch, path).known) == {("a2", 0), ("c1", 0)}
+    assert list(_compiled_patterns(monkeypatch, path).known) == [("b1", 0), ("a2", 0), ("c1", 0)]
 
 
 def test_patterns_a_forked_process_compiled_are_kept_beside_the_main_processs(tmp_path, monkeypatch):
     """CompiledPatterns.forked: a worker keeps what it compiled (added to what the file holds
     then), and the main process's save keeps what workers added since it read the file; past
-    MAX_PATTERNS a worker writes nothing, the main process keeps what it used and what they added."""
+    MAX_PATTERNS the oldest go, what the process used or compiled and what others added last: a
+    pattern only the workers use stays in a full file while newer ones come."""
     from npu_migrate.startup import CompiledPatterns
 
     path = tmp_path / "regex_code.marshal"
@@ -934,12 +936,11 @@ def test_patterns_a_forked_process_compiled_are_kept_beside_the_main_processs(tm
     monkeypatch.setattr(CompiledPatterns, "MAX_PATTERNS", 6)
     kept = _compiled_patterns(monkeypatch, path)
     kept.compile("a1", 0)  # (from the file: used)
-    in_child("w4", "w5")  # past the bound: a worker writes nothing
-    assert set(CompiledPatterns(str(path)).known) == {("a1", 0), ("w1", 0), ("w2", 0), ("w3", 0), ("b1", 0)}
-    in_child("w4")  # (within it: kept)
+    in_child("w4", "w5")  # past the bound: the oldest goes (w1); a1, used, goes last
+    assert list(CompiledPatterns(str(path)).known) == [(p, 0) for p in ("w2", "b1", "w3", "a1", "w4", "w5")]
     kept.compile("c1", 0)
-    kept.save()  # past the bound: what this process used, and what a worker added since it read the file
-    assert set(CompiledPatterns(str(path)).known) == {("a1", 0), ("c1", 0), ("w4", 0)}
+    kept.save()  # past it: the oldest of what it read go; what it used and compiled and what a worker added last
+    assert list(CompiledPatterns(str(path)).known) == [(p, 0) for p in ("b1", "w3", "a1", "w4", "w5", "c1")]
 
 
 def test_a_workers_patterns_are_not_compiled_again_by_the_next_run(tmp_path, monkeypatch):
