@@ -1807,6 +1807,8 @@ def test_a_loop_over_cuda_devices_around_a_kept_capability_check_keeps_its_count
         "`torch.cuda.get_device_capability()`, kept on CUDA (NPU307)); it is left as it is, so on the NPU "
         "it is 0 and the loop does not run")]
     assert sorted(f.code for f in result.findings) == ["NPU307", "NPU315"]
+    assert [f.suggestion for f in result.findings if f.code == "NPU315"][0].endswith(
+        "then count the NPUs here (torch.npu.device_count()).")
 
 
 @pytest.mark.slow

@@ -1687,8 +1687,9 @@ class _DeviceGates:
         detail = f"the loop it counts runs {found}"
         message = self.gate_rule.render_message(api=api, detail=detail).replace(
             "it is False and the code takes its other path", "it is 0 and the loop does not run")
-        self.ctx.finding(self.gate_rule, count, api=api, message=message,
-                         suggestion=self.gate_rule.render_suggestion(api=api, detail=detail))
+        suggestion = self.gate_rule.render_suggestion(api=api, detail=detail).replace(
+            'then add "npu" to this test', "then count the NPUs here (torch.npu.device_count())")
+        self.ctx.finding(self.gate_rule, count, api=api, message=message, suggestion=suggestion)
 
     def _keep(self, node: cst.CSTNode, negative: bool, verdict: Tuple[str, str]) -> None:
         guard, detail = verdict
