@@ -308,10 +308,18 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     gelu = text + "\n\ndef gelu(x):\n    return 0.5 * x * (1.0 + tf.tanh(x))\n"
     assert "NPU351" in [f.code for f in migrate_source(gelu, "gelu.py").findings]
     assert migrate_source(gelu, "gelu.py").work == {"ast": 1, "parse": 1, "walk": 2, "codegen": 1}  # no partial attempt first
+    # a function named gelu whose text has no `.tanh(`/`.erf(` (mesh-tensorflow's ops.py, 226 KB:
+    # `tanh(...)` of its own) is offered nothing, so it is read partially; a comment under it counts
+    own = text + "\n\ndef gelu(x):\n    return 0.5 * x * (1.0 + tanh(x))\n"
+    partly = migrate_source(own, "ops.py")
+    assert partly.work.get("partial") == 1 and "parse" not in partly.work, partly.work
+    assert "parse" in migrate_source(own + "    # tf.tanh(x)\n", "ops.py").work
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
                         lambda self, code, framework, rewrites_only=False, written=None: True)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+    whole = migrate_source(own, "ops.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == partly.to_dict()
 
 
 def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):

@@ -171,7 +171,30 @@ def reads_whole(code: LazyCodeWords) -> bool:
     function may be a hand-written gelu (one of _GELU_NAMES among the identifiers of `code`,
     the file's words). The engine asks first (engine._migrate_partially): such a TF 1.x file
     is parsed whole at once, not partially and then whole (transformers' activations_tf.py)."""
-    return not code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES)
+    if code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES):
+        return False
+    return _may_offer_gelu(getattr(code, "_tree", None), getattr(code, "_text", None))
+
+
+def _may_offer_gelu(tree, text: Optional[str]) -> bool:
+    """Whether a function of Python's `tree` may be the gelu _Plan.visit_FunctionDef offers:
+    one named in _GELU_NAMES whose text (its `def` line to its last line, and the blank and
+    comment lines after it, which libcst may count in its body) has `.tanh(` or `.erf(`.
+    True when that cannot be told (no tree or text: LazyCodeWords.settle let the tree go)."""
+    import ast
+
+    if tree is None or text is None or "\r" in text:
+        return True
+    lines = text.split("\n")
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in _GELU_NAMES:
+            end = node.end_lineno or len(lines)
+            while end < len(lines) and lines[end].strip()[:1] in ("", "#"):
+                end += 1
+            body = "\n".join(lines[node.lineno - 1:end])
+            if any(f".{op}(" in body for op in _GELU_OPS):
+                return True
+    return False
 
 
 @emits("NPU129", "NPU351")
