@@ -495,6 +495,34 @@ def test_rank_0_waits_for_a_rank_that_has_not_started_only_while_it_may_still(jo
     assert job.listing("obs://bucket/out") == expected
 
 
+def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):
+    """Rank 1 runs whole, its own file written, before rank 0 even imports the runtime (rank 0
+    waits for a line on its stdin first): that file is this job's output, not one an earlier run
+    left (the node's start is its first process's, not rank 0's), so it reaches train_url. Before,
+    rank 0 took it for an earlier run's and left it (mindspore_8card.py's resnet-1.ckpt, a CI
+    flake in one run of ten)."""
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text("import os, sys\nif os.environ['RANK'] == '0':\n    sys.stdin.readline()\n" + text.replace(
+        end, "    with open(os.path.join(args.checkpoint_dir, 'rank%s.txt' % os.environ['RANK']), 'w') as f:\n"
+             "        f.write('done')\n"
+             "    print('rank %s wrote its file' % os.environ['RANK'], flush=True)\n" + end))
+    (job.work / "launch.py").write_text(LAUNCHER)
+    job.put("obs://bucket/data", {"s1": ""})
+    launcher = subprocess.Popen(
+        [sys.executable, str(job.work / "launch.py"), "2", "2", str(script),
+         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+    assert read_until(launcher, "rank 1 wrote its file")[-1] == "rank 1 wrote its file\n"
+    launcher.stdin.write("\n")
+    launcher.stdin.flush()
+    out, err = launcher.communicate(timeout=CEILING)
+    assert launcher.returncode == 0, err
+    assert job.listing("obs://bucket/out") == ["rank0.txt", "rank1.txt", "step000.ckpt"]
+
+
 def test_the_copy_is_fresh_for_every_job_and_every_change_of_the_data(job):
     script = job.adapt("train_helper.py")
     job.put("obs://bucket/data", {"old": "", "gone": ""})

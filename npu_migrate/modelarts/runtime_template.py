@@ -165,6 +165,8 @@ class Job:
         self.watched = []  # (file or folder, its name under train_url)
         self.skipped = []  # folders inside the watched ones that are not outputs
         self.before = {}  # path: (mtime, size) when the job started
+        # when the node's first process of the job imported this module
+        self.started = IMPORTED
         self.sent = None  # path: (mtime, size) when it was copied
         self.copies = 0  # files copied (also those that changed while they were copied)
         self.finished = False
@@ -246,6 +248,11 @@ class Job:
                 if self.others is not None:
                     self.others.forget_earlier_runs()
                 once.mark()
+            # The node's first process here imported this module before any process of the
+            # node wrote an output (each writes after its own setup): a file older than that
+            # is an earlier run's, even when another rank, quicker than this one, wrote it
+            # before this process started.
+            self.started = min(IMPORTED, once.started())
 
     def files(self):
         """(path, name under train_url) of each file in the watched places, the most specific
@@ -283,13 +290,14 @@ class Job:
     # -- copying the outputs ---------------------------------------------------------------
 
     def upload_at_exit(self, sync_every):
-        # What was there before: not what another process of the job wrote since it started
-        # (the processes of a node start together, and a file's time has a coarse clock: a
-        # rewrite of the same size in the same tick would look unchanged).
+        # What was there before: not what any process of the node's job wrote since the first
+        # of them started (a quicker rank may have saved its checkpoint before this process
+        # imported this module; and a file's time has a coarse clock: a rewrite of the same size
+        # in the same tick would look unchanged).
         self.before = {}
         for path, _ in self.files():
             stamp = _stamp(path)
-            if stamp is not None and stamp[0] < IMPORTED:
+            if stamp is not None and stamp[0] < self.started:
                 self.before[path] = stamp
         self.sent = {}
         atexit.register(self.upload, True)
@@ -615,8 +623,16 @@ class _Once:
         for name in os.listdir(parent):
             if name.startswith(base):
                 os.remove(os.path.join(parent, name))
-        with open(self.marker, "w"):
-            pass
+        with open(self.marker, "w") as marker:
+            marker.write(repr(IMPORTED))
+
+    def started(self):
+        """When the process that did `what` for this run imported this module."""
+        try:
+            with open(self.marker) as marker:
+                return float(marker.read())
+        except (OSError, ValueError):
+            return IMPORTED
 
     def __exit__(self, *exc):
         self.file.close()  # releases the lock (so does the end of a process that dies)
