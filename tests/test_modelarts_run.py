@@ -462,6 +462,26 @@ LAUNCHER = (
 )
 
 
+def launch_two_ranks(job, held: str, started: str = "2") -> subprocess.Popen:
+    """train_helper.py through LAUNCHER (the node: 2 processes; `started` of them started), each
+    rank writing rank<N>.txt beside its checkpoint and saying so on stdout; rank `held` first
+    waits for a line on its stdin, before its imports."""
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text(f"import os, sys\nif os.environ['RANK'] == '{held}':\n    sys.stdin.readline()\n" + text.replace(
+        end, "    with open(os.path.join(args.checkpoint_dir, 'rank%s.txt' % os.environ['RANK']), 'w') as f:\n"
+             "        f.write('done')\n"
+             "    print('rank %s wrote its file' % os.environ['RANK'], flush=True)\n" + end))
+    (job.work / "launch.py").write_text(LAUNCHER)
+    job.put("obs://bucket/data", {"s1": ""})
+    return subprocess.Popen(
+        [sys.executable, str(job.work / "launch.py"), "2", started, str(script),
+         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+
+
 @pytest.mark.parametrize("late", [False, True])
 def test_rank_0_waits_for_a_rank_that_has_not_started_only_while_it_may_still(job, late):
     """The launcher says two processes run on the node. With `late`, it starts both, and rank 1
@@ -469,19 +489,7 @@ def test_rank_0_waits_for_a_rank_that_has_not_started_only_while_it_may_still(jo
     rank 0 waits for it, and rank 1's own file reaches train_url. Without, it starts only rank 0
     (as a script that starts its workers itself, torch.multiprocessing.spawn, looks): rank 0
     does not wait for a process that cannot come."""
-    script = job.adapt("train_helper.py")
-    text = script.read_text()
-    end = "    return 0\n"
-    assert text.count(end) == 1
-    script.write_text("import os, sys\nif os.environ['RANK'] == '1':\n    sys.stdin.readline()\n" + text.replace(
-        end, "    with open(os.path.join(args.checkpoint_dir, 'rank%s.txt' % os.environ['RANK']), 'w') as f:\n"
-             "        f.write('done')\n" + end))
-    (job.work / "launch.py").write_text(LAUNCHER)
-    job.put("obs://bucket/data", {"s1": ""})
-    launcher = subprocess.Popen(
-        [sys.executable, str(job.work / "launch.py"), "2", "2" if late else "1", str(script),
-         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
-        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+    launcher = launch_two_ranks(job, held="1", started="2" if late else "1")
     if late:
         waiting = read_until(launcher, "[modelarts] waiting up to", "stderr")
         assert waiting[-1] == "[modelarts] waiting up to 300 s for 1 other process of the job on this node to end " \
@@ -501,20 +509,7 @@ def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):
     left (the node's start is its first process's, not rank 0's), so it reaches train_url. Before,
     rank 0 took it for an earlier run's and left it (mindspore_8card.py's resnet-1.ckpt, a CI
     flake in one run of ten)."""
-    script = job.adapt("train_helper.py")
-    text = script.read_text()
-    end = "    return 0\n"
-    assert text.count(end) == 1
-    script.write_text("import os, sys\nif os.environ['RANK'] == '0':\n    sys.stdin.readline()\n" + text.replace(
-        end, "    with open(os.path.join(args.checkpoint_dir, 'rank%s.txt' % os.environ['RANK']), 'w') as f:\n"
-             "        f.write('done')\n"
-             "    print('rank %s wrote its file' % os.environ['RANK'], flush=True)\n" + end))
-    (job.work / "launch.py").write_text(LAUNCHER)
-    job.put("obs://bucket/data", {"s1": ""})
-    launcher = subprocess.Popen(
-        [sys.executable, str(job.work / "launch.py"), "2", "2", str(script),
-         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
-        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+    launcher = launch_two_ranks(job, held="0")
     assert read_until(launcher, "rank 1 wrote its file")[-1] == "rank 1 wrote its file\n"
     launcher.stdin.write("\n")
     launcher.stdin.flush()
