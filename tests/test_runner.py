@@ -38,6 +38,25 @@ def _dicts(outcomes):
     return [o.result.to_dict() for o in outcomes]
 
 
+def _tag_with_process(monkeypatch):
+    """Each result says which process migrated it (its pid, in `skipped`)."""
+    real = dispatch.migrate_source
+
+    def tagged(text, path, options, rules):
+        result = real(text, path, options, rules)
+        result.skipped = str(os.getpid())
+        return result
+
+    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+
+
+def _untagged(outcomes):
+    """_dicts of tagged outcomes, the tags taken off."""
+    for outcome in outcomes:
+        outcome.result.skipped = None
+    return _dicts(outcomes)
+
+
 def test_same_results_in_the_same_order_for_any_jobs(tree):
     one = run(tree, Options(), RULES, jobs=1)
     assert [o.result.path for o in one] == tree
@@ -49,14 +68,7 @@ def test_same_results_in_the_same_order_for_any_jobs(tree):
 
 
 def test_jobs_1_runs_in_this_process(tree, monkeypatch):
-    real = dispatch.migrate_source
-
-    def tagged(text, path, options, rules):
-        result = real(text, path, options, rules)
-        result.skipped = str(os.getpid())  # which process did the work
-        return result
-
-    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    _tag_with_process(monkeypatch)
     assert {o.result.skipped for o in run(tree, Options(), RULES, jobs=1)} == {str(os.getpid())}
     workers = {o.result.skipped for o in run(tree, Options(), RULES, jobs=2)}
     assert len(workers) == 2 and str(os.getpid()) not in workers
@@ -321,19 +333,10 @@ def test_a_worker_whose_heap_stays_big_makes_way_for_a_new_one(tree, monkeypatch
     one = run(tree, Options(), RULES, jobs=1)
     monkeypatch.setattr(runner, "PREPARE_FROM", 1)
     monkeypatch.setattr(runner, "heap_trimmer", lambda: lambda: True)
-    real = dispatch.migrate_source
-
-    def tagged(text, path, options, rules):
-        result = real(text, path, options, rules)
-        result.skipped = str(os.getpid())
-        return result
-
-    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    _tag_with_process(monkeypatch)
     many = run(tree, Options(), RULES, jobs=2)
     assert len({o.result.skipped for o in many}) == len(tree)  # one process per file
-    for outcome in many:
-        outcome.result.skipped = None
-    assert _dicts(many) == _dicts(one)
+    assert _untagged(many) == _dicts(one)
 
 
 def test_heap_trimmer_says_when_the_heap_stays_big():
@@ -403,19 +406,10 @@ def test_a_worker_retires_once_its_private_memory_passes_the_bound(tree, monkeyp
     monkeypatch.setattr(runner, "PREPARE_FROM", 1)
     monkeypatch.setattr(runner, "PRIVATE_ABOVE", 0)
     monkeypatch.setattr(runner, "CHECK_EVERY", 1)
-    real = dispatch.migrate_source
-
-    def tagged(text, path, options, rules):
-        result = real(text, path, options, rules)
-        result.skipped = str(os.getpid())
-        return result
-
-    monkeypatch.setattr(dispatch, "migrate_source", tagged)
+    _tag_with_process(monkeypatch)
     many = run(tree, Options(), RULES, jobs=2)
     assert len({o.result.skipped for o in many}) == len(tree)  # one process per file
-    for outcome in many:
-        outcome.result.skipped = None
-    assert _dicts(many) == _dicts(one)
+    assert _untagged(many) == _dicts(one)
     monkeypatch.setattr(runner, "PRIVATE_ABOVE", 1 << 40)  # a bound never reached: two workers
     monkeypatch.setattr(runner, "TRIM_ABOVE", 1 << 40)
     assert len({o.result.skipped for o in run(tree, Options(), RULES, jobs=2)}) == 2
