@@ -337,6 +337,7 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
 
 @pytest.mark.parametrize("rank1, rank0", [("closes", "waits"), ("is killed", "waits"), ("closes", "gets SIGTERM"),
                                           ("closes", "has no time to wait"), ("closes", "fails"),
+                                          ("closes", "exits with sys.exit(3)"), ("closes", "exits with exit('stop')"),
                                           ("closes", "gets SIGTERM past a handler of its own")])
 def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, rank1, rank0):
     """The race of a shared output, forced: rank 1 holds step000.ckpt open, half written, until the
@@ -347,7 +348,8 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
     still being written goes as NAME.incomplete (also past a SIGTERM handler the script set since,
     one that only notes it: waiting on would end in SIGKILL). So does an exception of rank 0's
     own: the others may be waiting for it (a collective), and its launcher stops them once it
-    has ended."""
+    has ended; and so does its sys.exit() or exit() with a failing status (an argparse error, the
+    script's own `sys.exit(3)`: the exit handlers cannot see that status, the runtime notes it)."""
     script = job.adapt("train_helper.py")
     text = script.read_text()
     write = "        f.write(','.join(samples))\n"
@@ -361,7 +363,7 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         "            f.write(','.join(samples)[3:])\n"
         "        else:\n" + "    " + write + (
         "    if os.environ['RANK'] == '0' and os.environ.get('FAIL'):\n"
-        "        raise RuntimeError('diverged')\n"
+        "        exec(os.environ['FAIL'])\n"
         "    if os.environ.get('OWN_HANDLER'):\n"
         "        import signal\n"
         "        signal.signal(signal.SIGTERM, lambda signum, frame: print('noted', flush=True))\n"))))
@@ -375,9 +377,12 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
 
     one = start(1)
     assert read_until(one, "writing") == ["writing\n"]  # step000.ckpt open, 3 of its 5 bytes written
-    zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"}, "fails": {"FAIL": "1"},
-                       "gets SIGTERM past a handler of its own": {"OWN_HANDLER": "1"}}.get(rank0, {}))
-    if rank0 in ("has no time to wait", "fails"):
+    ends = {"fails": "raise RuntimeError('diverged')", "exits with sys.exit(3)": "sys.exit(3)",
+            "exits with exit('stop')": "exit('stop')"}
+    zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"},
+                       "gets SIGTERM past a handler of its own": {"OWN_HANDLER": "1"}}.get(rank0, {}),
+                 **({"FAIL": ends[rank0]} if rank0 in ends else {}))
+    if rank0 in ("has no time to wait", *ends):
         out0, err0 = zero.communicate(timeout=CEILING)
     else:
         waiting = read_until(zero, "[modelarts] waiting up to 300 s for 1 other process of the job on this node "
@@ -396,7 +401,7 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
     out1, err1 = one.communicate(timeout=CEILING)
     if rank0 == "waits":
         out0, err0 = zero.communicate(timeout=CEILING)
-    assert zero.returncode == (1 if rank0 == "fails" else 0), err0
+    assert zero.returncode == {"fails": 1, "exits with sys.exit(3)": 3, "exits with exit('stop')": 1}.get(rank0, 0), err0
     assert one.returncode == (-signal.SIGKILL if rank1 == "is killed" else 0), err1
     if (rank0, rank1) == ("waits", "closes"):  # whole, under its own name
         assert job.listing("obs://bucket/out") == ["step000.ckpt"]
@@ -416,7 +421,11 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
                                        "goes as NAME.incomplete; NPU_MIGRATE_MODELARTS_WAIT sets the bound in "
                                        "seconds)\n",
                 "fails": "[modelarts] this process failed: the final copy starts now, without waiting for 1 other "
-                         "process of the job on this node\n"}
+                         "process of the job on this node\n",
+                "exits with sys.exit(3)": "[modelarts] this process exits with 3: the final copy starts now, without "
+                                          "waiting for 1 other process of the job on this node\n",
+                "exits with exit('stop')": "[modelarts] this process exits with 'stop': the final copy starts now, "
+                                           "without waiting for 1 other process of the job on this node\n"}
         assert said[rank0] in err0
     assert (job.work / "ckpt/step000.ckpt").read_text() == "s1,s2"
 
