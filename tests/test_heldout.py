@@ -1887,3 +1887,27 @@ def test_the_resumed_tokenizer_loads_on_the_npu(run_on_standin):
     half = done.migrated.replace('load_from_checkpoint(load_model, "npu")', 'load_from_checkpoint(load_model, "cuda")')
     done = run_on_standin(half, migrate=False)
     assert done.returncode != 0 and "CUDA" in done.stderr, (done.stdout, done.stderr)
+
+
+# mindspore-gs 1.4.1 quantization/ops/kernel/gpu/fake_quant_per_layer_impl.cu (shape of): a
+# MindSpore project's GPU-only custom operator (`ops.Custom(..., func_type="aot")` on a .cu).
+MINDSPORE_GS_KERNEL = """\
+#include "fake_quant_impl.cuh"
+
+__global__ void FakeQuantPerLayer(const float *input, float *output, const int size) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < size; i += blockDim.x * gridDim.x) {
+    output[i] = input[i];
+  }
+}
+"""
+
+
+def test_a_cuda_kernel_of_a_mindspore_project_is_not_told_to_become_torch_operations():
+    """The .cu finding is made without knowing the project's framework: its suggestion names
+    every framework's operations, not torch's alone (it said "Reimplement it with torch
+    operations" in mindspore-gs)."""
+    result = migrate_source(MINDSPORE_GS_KERNEL, "ops/kernel/gpu/fake_quant_per_layer_impl.cu", Options())
+    assert [(f.code, f.span.line, f.span.col, f.message, f.suggestion) for f in result.findings] == [
+        ("NPU302", 3, 1, "custom CUDA code (1 `__global__` kernel: FakeQuantPerLayer) cannot run on the NPU",
+         "Reimplement it with your framework's own operations (torch, MindSpore or TensorFlow operations run on the"
+         " NPU) or as an Ascend C custom operator.")]

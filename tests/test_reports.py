@@ -58,7 +58,8 @@ def test_plain_text(report):
         "src/train.py:4:1: NPU401 [info] `torch.backends.cudnn.benchmark` has no effect on the NPU (there is no cuDNN)"
         " -- Nothing to do; remove it or keep it for GPU runs.\n"
         "ops/add.cu:1:1: NPU302 [error] custom CUDA code (1 `__global__` kernel: add) cannot run on the NPU --"
-        " Reimplement it with torch operations or as an Ascend C custom operator.\n"
+        " Reimplement it with your framework's own operations (torch, MindSpore or TensorFlow operations run on the"
+        " NPU) or as an Ascend C custom operator.\n"
         "2 files scanned, 1 would be migrated, 1 unchanged, 0 failed.\n"
         "2 edits: NPU101 x1, NPU108 x1\n"
         "4 findings: NPU302 x1, NPU303 x1, NPU305 x1, NPU401 x1\n"
@@ -190,8 +191,8 @@ def test_github_annotations(report):
         "`torch.backends.cudnn.benchmark` has no effect on the NPU (there is no cuDNN)%0ANothing to do; remove it or"
         " keep it for GPU runs.",
         "::error file=ops/add.cu,line=1,col=1,endLine=1,endColumn=11,title=npu-migrate NPU302::custom CUDA code"
-        " (1 `__global__` kernel: add) cannot run on the NPU%0AReimplement it with torch operations or as an Ascend C"
-        " custom operator.",
+        " (1 `__global__` kernel: add) cannot run on the NPU%0AReimplement it with your framework's own operations"
+        " (torch, MindSpore or TensorFlow operations run on the NPU) or as an Ascend C custom operator.",
     ]
 
 
@@ -293,7 +294,8 @@ def test_csv_files_in_huaweis_layout(report):
         ["src/train.py", "4", "4", "torch.backends.cudnn.benchmark", "NPU401 info: `torch.backends.cudnn.benchmark`"
          " has no effect on the NPU (there is no cuDNN). Nothing to do; remove it or keep it for GPU runs."],
         ["ops/add.cu", "1", "1", "add", "NPU302 error: custom CUDA code (1 `__global__` kernel: add) cannot run on"
-         " the NPU. Reimplement it with torch operations or as an Ascend C custom operator."],
+         " the NPU. Reimplement it with your framework's own operations (torch, MindSpore or TensorFlow operations"
+        " run on the NPU) or as an Ascend C custom operator."],
     ]
 
 
