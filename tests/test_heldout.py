@@ -1911,3 +1911,46 @@ def test_a_cuda_kernel_of_a_mindspore_project_is_not_told_to_become_torch_operat
         ("NPU302", 3, 1, "custom CUDA code (1 `__global__` kernel: FakeQuantPerLayer) cannot run on the NPU",
          "Reimplement it with your framework's own operations (torch, MindSpore or TensorFlow operations run on the"
          " NPU) or as an Ascend C custom operator.")]
+
+
+# fairscale 0.4.13 nn/model_parallel/random.py:30,39-62 (Megatron's `_set_cuda_rng_state`, shape of).
+SET_CUDA_RNG_STATE = """\
+import torch
+from torch.cuda import _lazy_call
+
+
+def _set_cuda_rng_state(new_state, device=-1):
+    if device == -1:
+        device = torch.device("cuda")
+
+    def cb():
+        idx = device.index
+        if idx is None:
+            idx = torch.cuda.current_device()
+        default_generator = torch.cuda.default_generators[idx]
+        default_generator.set_state(new_state)
+
+    _lazy_call(cb)
+"""
+
+
+def test_a_lazy_call_of_cuda_is_reported_as_never_running_and_not_to_be_removed():
+    """The callback moves to the NPU's generators while `torch.cuda._lazy_call` (no public NPU
+    twin) stays: on the NPU it queues the callback for a CUDA start that never comes, so the
+    RNG state is never set. The finding says so; its advice must not be "remove" (that drops the
+    state) and names only what the torch_npu wheels have (torch.npu.init in the table; the private
+    `_lazy_call` of torch_npu.npu, read in the 2.1.0.post8, 2.5.1 and 2.14.0 wheels)."""
+    result = migrate_source(SET_CUDA_RNG_STATE, "random.py", Options())
+    assert result.error is None
+    lazy = [f for f in result.findings if f.api == "torch.cuda._lazy_call"]
+    assert [(f.code, f.severity, f.span.line, f.span.col) for f in lazy] == [("NPU301", "error", 2, 24),
+                                                                              ("NPU301", "error", 16, 5)]
+    assert lazy[0].message == (
+        "`torch.cuda._lazy_call` queues a function until CUDA is initialised, which never happens on the NPU: the"
+        " function never runs (in Megatron's and fairscale's `_set_cuda_rng_state`, the model-parallel RNG state is"
+        " never set)")
+    assert lazy[0].suggestion == (
+        "Initialise the NPU (`torch.npu.init()`) and call the function directly, or queue it with the private"
+        " `_lazy_call` of torch_npu's `npu` module (the same function in the torch_npu 2.1.0.post8, 2.5.1 and 2.14.0"
+        " wheels; not in the public API the targets list). Removing the call drops what the function sets.")
+    assert "torch.npu.default_generators[idx]" in result.new_text
