@@ -34,7 +34,8 @@ NEVER = "3600"  # --hold for a job that is stopped with SIGTERM: it does not end
 
 # Environment a launcher sets; cleared so the tests' own environment cannot leak in.
 LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID",
-                 "VC_TASK_INDEX", "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
+                 "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_HOSTS", "MS_ROLE", "MS_NODE_ID", "MS_WORKER_NUM",
+                 "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
 
 STUBS = {
     # torch.save: with FAKE_TORCH_SAVE_STALL=N, the Nth save to a path stops halfway through the
@@ -510,6 +511,58 @@ def test_rank_0_waits_for_a_rank_that_has_not_started_only_while_it_may_still(jo
     assert "waiting" not in err  # (when late, read above)
     expected = ["rank0.txt", "rank1.txt", "step000.ckpt"] if late else ["rank0.txt", "step000.ckpt"]
     assert job.listing("obs://bucket/out") == expected
+
+
+# MindSpore's msrun as MindSpore 2.10.0 sets each process's variables (mindspore/parallel/cluster/
+# process_entity/_api.py, _ProcessManager.run / start_scheduler / _start_single_worker and _get_node_id_and_log_path,
+# _ComputeGraphNode.run): in its own os.environ, which each process it starts inherits. On the node it is the
+# master of, the script runs once more as its scheduler first (RANK_ID=0, MS_ROLE=MS_SCHED); each worker gets
+# DEVICE_ID (its index on the node), RANK_SIZE and MS_WORKER_NUM (the job's), MS_ROLE=MS_WORKER and, when its
+# global rank is known (one node, or --node_rank), RANK_ID and MS_NODE_ID; else RANK_ID stays as it was.
+MSRUN = (
+    "import os, subprocess, sys\n"
+    "workers, local, node_rank, master = (int(a) for a in sys.argv[1:5])\n"
+    "os.environ.update(RANK_SIZE=str(workers), MS_WORKER_NUM=str(workers))\n"
+    "procs = []\n"
+    "if master:\n"
+    "    os.environ.update(RANK_ID='0', MS_ROLE='MS_SCHED')\n"
+    "    procs.append(subprocess.Popen([sys.executable] + sys.argv[5:]))\n"
+    "for i in range(local):\n"
+    "    os.environ['DEVICE_ID'] = str(i)\n"
+    "    node_id = i if local == workers else node_rank * local + i if node_rank >= 0 else None\n"
+    "    if node_id is not None:\n"
+    "        os.environ.update(RANK_ID=str(node_id), MS_NODE_ID=str(node_id))\n"
+    "    os.environ['MS_ROLE'] = 'MS_WORKER'\n"
+    "    procs.append(subprocess.Popen([sys.executable] + sys.argv[5:]))\n"
+    "sys.exit(max(p.wait() for p in procs))\n"
+)
+
+
+@pytest.mark.parametrize("nodes, node_rank", [(1, -1), (2, -1), (2, 0)])
+def test_msrun_s_scheduler_and_workers_copy_the_outputs_from_one_process(job, nodes, node_rank):
+    """msrun's processes on the node of global rank 0 (its master), two workers there: one node;
+    two nodes without --node_rank (every worker's RANK_ID is the scheduler's 0: each took itself
+    for rank 0 and copied the outputs, and so did the scheduler); two nodes with it. Only the
+    first worker (DEVICE_ID 0) copies the outputs, once, and never msrun's scheduler (which
+    trains nothing and outlives the workers: no worker waits for it)."""
+    script = job.adapt("train_helper.py")
+    script.write_text("import os\nos.write(1, ('role %s %s %s\\n' % (os.environ['MS_ROLE'], os.environ.get('DEVICE_ID'), "
+                      "os.getpid())).encode())  # one write: the three share the pipe\n" + script.read_text())
+    (job.work / "msrun.py").write_text(MSRUN)
+    job.put("obs://bucket/data", {"s1": ""})
+    env = {"VC_WORKER_NUM": "2", "VC_TASK_INDEX": "0"} if nodes == 2 else {}
+    done = subprocess.run([sys.executable, str(job.work / "msrun.py"), str(2 * nodes), "2", str(node_rank), "1",
+                           str(script), "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+                          cwd=job.work, env=job.env(**env), capture_output=True, text=True, timeout=CEILING)
+    assert done.returncode == 0, done.stderr
+    roles = {fields[3]: fields[1:3] for fields in (line.split() for line in done.stdout.splitlines())
+             if fields[0] == "role"}
+    assert sorted(roles.values()) == [["MS_SCHED", "None"], ["MS_WORKER", "0"], ["MS_WORKER", "1"]], done.stdout + done.stderr
+    copies_out = [row for row in job.calls("copy") if row[3].startswith("obs://bucket/out")]
+    assert [roles[row[0]] for row in copies_out] == [["MS_WORKER", "0"]]
+    assert job.listing("obs://bucket/out") == ["step000.ckpt"]
+    # The worker waited for the other worker at most (it may have ended first), never for the scheduler.
+    assert "other processes" not in done.stderr and "did not end" not in done.stderr
 
 
 def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):

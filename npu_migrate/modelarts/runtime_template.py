@@ -28,6 +28,12 @@ what its parser returned, and names its own data and output arguments:
   may be waiting for it in a collective: it ends, and the launcher stops them; the status
   of a `raise SystemExit(1)` is not seen, and a SystemExit the script caught still counts).
 
+Global rank 0 is RANK, RANK_ID or OMPI_COMM_WORLD_RANK 0; without them (and under MindSpore's
+msrun across nodes without --node_rank, which leaves every worker of its node the scheduler's
+RANK_ID=0) the first device (LOCAL_RANK or DEVICE_ID 0) of the first node (VC_TASK_INDEX 0).
+msrun's scheduler (MS_ROLE=MS_SCHED) runs the script too: it copies nothing, and no process
+waits for it.
+
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
 instead of /cache (to rehearse a job on a laptop).
@@ -239,7 +245,9 @@ class Job:
         ]
         script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else self.cwd
         if _world_size() > 1 and fcntl is not None and _is_main_process():
-            self.others = _Others(local)
+            # (msrun's scheduler outlives the ranks: none of them waits for it)
+            if not _is_msrun_scheduler():
+                self.others = _Others(local)
         with _Once(local, "output") as once:
             if not once.done():
                 if not _inside(self.cwd, local) and not _inside(script, local):
@@ -1038,19 +1046,32 @@ def _siblings(joined):
             with open(f"/proc/{pid}/stat") as stat:
                 ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
             if ppid == parent and os.path.realpath(f"/proc/{pid}/exe") == exe:
-                found.append(pid)
+                with open(f"/proc/{pid}/environ", "rb") as environ:
+                    if b"\0MS_ROLE=MS_SCHED\0" not in b"\0" + environ.read():
+                        found.append(pid)  # (msrun's scheduler is never one of them)
         except (OSError, IndexError, ValueError):
             continue  # ended, another user's, or a zombie (no exe)
     return found
 
 
+def _is_msrun_scheduler():
+    """MindSpore's msrun starts the script once more as its scheduler (MS_ROLE=MS_SCHED): it
+    trains nothing, copies no output, and ends after the ranks."""
+    return os.environ.get("MS_ROLE", "").strip() == "MS_SCHED"
+
+
 def _is_uploader():
     """Only one process of the whole job copies the outputs: global rank 0."""
-    if not _is_main_process():
-        return False  # a worker started by the script itself
+    if not _is_main_process() or _is_msrun_scheduler():
+        return False  # a worker started by the script itself, or msrun's scheduler
     env = os.environ
     # torchrun; Ascend launchers (MindSpore, HCCL); mpirun (Horovod)
-    for name in ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK"):
+    names = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK")
+    if env.get("MS_ROLE", "").strip() == "MS_WORKER" and "MS_NODE_ID" not in env:
+        # msrun across nodes without --node_rank: the rank is known only after init(), and
+        # RANK_ID is the scheduler's 0, left to every worker of the node that runs it.
+        names = ("RANK", "OMPI_COMM_WORLD_RANK")
+    for name in names:
         if env.get(name, "").strip().isdigit():
             return int(env[name]) == 0
     size = env.get("WORLD_SIZE", env.get("RANK_SIZE", "1")).strip()
