@@ -96,7 +96,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
     options a folder of files adds (the project's own modules, its modules importing moxing)."""
     import functools
 
-    from .runner import prepare as runner_prepare, run as run_files
+    from .runner import prepare as runner_prepare, run as run_files, warm_up as runner_warm_up
 
     given = list(files)
     # The project scan reads every .py file: with a cache that has an index, it keeps what it
@@ -134,8 +134,13 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             options = replace(options, tensorflow2_project=tensorflow2)
     # A cold run of enough files for forked workers prepares their common start (runner.prepare)
     # while the scan's forked child reads files, not after the scan with one core idle.
-    prepared = prepares_early(jobs, len(given), settings.no_cache or seen is None)
-    meanwhile = functools.partial(runner_prepare, options, rules) if prepared else None
+    cold = settings.no_cache or seen is None
+    prepared = prepares_early(jobs, len(given), cold)
+    # A smaller cold one imports libcst and the PyTorch pass (runner.warm_up) while the scan's
+    # forked child reads the files: the first file a pass parses would do it, after the scan.
+    warmed = not prepared and warms_early(jobs, len(given), cold)
+    meanwhile = (functools.partial(runner_prepare, options, rules) if prepared
+                 else functools.partial(runner_warm_up, options, rules) if warmed else None)
     from .project_values import Workload
 
     workload = Workload(IN_PROCESS_UP_TO) if jobs > 1 else None
@@ -144,7 +149,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                                       facts.load() if facts is not None else None, found,
                                       crossing_facts=(lambda key: ScanFacts(key, facts_folder))
                                       if facts is not None else None, jobs=jobs, fingerprint=fingerprint,
-                                      meanwhile=meanwhile, workload=workload,
+                                      meanwhile=meanwhile, workload=workload, split_from=WARM_FROM if warmed else None,
                                       outside=None if all(os.path.isdir(p) for p in project.paths)
                                       else lambda: other_files(files, project))
     requested, jobs = jobs, workers_for(jobs, workload)
@@ -233,6 +238,24 @@ def prepares_early(jobs: int, files: int, cold: bool) -> bool:
 
     return (cold and jobs > 1 and files >= max(2, PREPARE_FROM, SPLIT_FROM, PREPARE_EARLY_FROM)
             and sys.platform.startswith("linux"))
+
+
+# Files from which a cold run with -j above 1 that does not prepare early (prepares_early) imports
+# libcst and the PyTorch pass (runner.warm_up) while the scan's forked child reads its .py files
+# (the scan then shares them from this many, not SPLIT_FROM: the child reads nearly all of them).
+# Fewer are a pre-commit hook's few staged files, or a script: they may parse nothing at all,
+# and their scan is short. mmocr 1.0.1 (419 .py files, 9 of them parsed), gpytorch 1.15.2 (170).
+WARM_FROM = 64
+
+
+def warms_early(jobs: int, files: int, cold: bool) -> bool:
+    """Whether a run of `files` with -j `jobs` imports libcst during the project scan
+    (runner.warm_up; WARM_FROM): `cold` (no cache, or no index anywhere: every file is migrated),
+    -j above 1, Linux (the scan's child is forked). A run that then parses nothing imported it
+    for nothing (~0.07 CPU-s, on the other core than the scan's child)."""
+    import sys
+
+    return cold and jobs > 1 and files >= WARM_FROM and sys.platform.startswith("linux")
 
 
 def settings_read_outside(files: Sequence[str], project: Project, options: Options) -> "tuple[dict, Options]":
@@ -325,7 +348,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
                         jobs: int = 1, fingerprint: Optional[Callable[[], str]] = None,
                         meanwhile: Optional[Callable[[], object]] = None,
                         workload: "Optional[Workload]" = None,
-                        outside: Optional[Callable[[], Iterable[str]]] = None) -> Options:
+                        outside: Optional[Callable[[], Iterable[str]]] = None,
+                        split_from: Optional[int] = None) -> Options:
     """Options naming the device values that cross the project's modules: torch's device
     settings and the CUDA-only code other modules may call (project_values.py), MindSpore's
     device targets (device_dispatch.crossing_moves).
@@ -336,7 +360,8 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     while the scan's forked child reads files (project_values.scan). `workload`: gets the
     scan's estimate of the files' work (workers_for). `outside`: the project's other .py files, for
     a run given files (other_files): a module-level Horovod name one of them imports keeps the
-    module that binds it on Horovod (project_values.exported_names)."""
+    module that binds it on Horovod (project_values.exported_names). `split_from`: the .py files
+    from which the scan takes its forked child (project_values.SPLIT_FROM when None)."""
     import hashlib
     from dataclasses import replace
 
@@ -350,7 +375,7 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     own: Set[str] = set()
     families: Set[str] = set()
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload, bound, own, families)
+                          meanwhile, workload, bound, own, families, split_from)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if own and options.framework in ("auto", "torch"):

@@ -135,7 +135,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
          found: Optional[Dict[str, Any]] = None, gates: Sequence[str] = (),
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
          workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None,
-         own: Optional[Set[str]] = None, families: Optional[Set[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         own: Optional[Set[str]] = None, families: Optional[Set[str]] = None,
+         split_from: Optional[int] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -157,8 +158,9 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     code and `gates`: pipeline.py keeps the facts in the cache
     folder, for runs that write nothing); `found` gets every such file's facts.
 
-    `jobs` (the run's -j): above 1, a forked process shares the files (_in_two). `meanwhile`:
-    what this process does while the child starts on them (with jobs 1, first).
+    `jobs` (the run's -j): above 1, a forked process shares the files (_in_two: from SPLIT_FROM
+    of them, or `split_from`). `meanwhile`: what this process does while the child starts on
+    them (with jobs 1, first).
 
     `workload`: gets the files' estimated cost (Workload: each process weighs its files until
     its own total passes `workload.enough`).
@@ -189,7 +191,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     # a forked process shares the scan (_in_two, SPLIT_FROM) depends on the files it reads
     # (rl_games 1.6.5: 227 files given, 70 .py: the fork cost more than it shared).
     python_files = [path for path in files if path.endswith(".py")]
-    for scanned in _in_two(python_files, one, meanwhile) if jobs > 1 else map(one, python_files):
+    for scanned in _in_two(python_files, one, meanwhile, split_from) if jobs > 1 else map(one, python_files):
         if scanned is None:
             continue
         path, digest, source, facts, cost = scanned

@@ -491,6 +491,20 @@ def prepare(options: Options, rules: RuleSet) -> None:
     gc.collect()  # what a cycle held is not frozen into the workers (_start)
 
 
+def warm_up(options: Options, rules: RuleSet) -> None:
+    """What the first file a pass parses would do (libcst and the PyTorch pass imported, the
+    prefilter and the statement filter of the PyTorch rules built), done by migrating two lines
+    of PyTorch and throwing the result away: a smaller cold run's part of prepare, while the
+    project scan's forked child reads the files (pipeline.warms_early). migrate_source is a
+    pure function: only its caches and imports stay."""
+    from . import work
+    from .dispatch import migrate_source
+
+    path, text = _PREPARE[0]
+    with work.apart():
+        migrate_source(text, path, options, rules)
+
+
 class _Worker:
     def __init__(self, context, options: Options, rules: RuleSet, keep_text: bool, cache, retire: bool = False) -> None:
         self.conn, child = context.Pipe()

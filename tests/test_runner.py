@@ -595,3 +595,42 @@ def test_only_a_cold_run_of_many_files_prepares_before_it_knows_whether_it_start
     assert prepares_early(2, PREPARE_EARLY_FROM, cold=True)
     assert not prepares_early(2, PREPARE_EARLY_FROM - 1, cold=True)
     assert not prepares_early(1, PREPARE_EARLY_FROM, cold=True) and not prepares_early(2, PREPARE_EARLY_FROM, cold=False)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the scan's child is forked on Linux only")
+def test_a_smaller_cold_run_imports_libcst_while_the_scans_child_reads_the_files(tmp_path, monkeypatch):
+    """pipeline.warms_early: a cold run with -j above 1 of WARM_FROM files or more, too few to
+    prepare early, warms up (runner.warm_up: libcst and the PyTorch pass) while the project
+    scan's forked child reads the files (the scan shares them from WARM_FROM .py files); the
+    output is -j 1's, and a run with a cache index (warm) does not warm up."""
+    from helpers import cli_in_process
+
+    from npu_migrate import project_values as pv, runner
+    from npu_migrate.pipeline import PREPARE_EARLY_FROM, WARM_FROM, warms_early
+
+    assert warms_early(2, WARM_FROM, cold=True) and not warms_early(2, WARM_FROM - 1, cold=True)
+    assert not warms_early(1, WARM_FROM, cold=True) and not warms_early(2, WARM_FROM, cold=False)
+    assert WARM_FROM < PREPARE_EARLY_FROM
+    for i in range(WARM_FROM):
+        (tmp_path / f"m{i:02d}.py").write_text(GPU if i in (5, 40) else PLAIN, encoding="utf-8")
+    warmed, splits = [], []
+    real_warm_up, real_in_two = runner.warm_up, pv._in_two
+
+    def warm_up(options, rules):
+        warmed.append(1)
+        real_warm_up(options, rules)
+
+    def in_two(items, one, meanwhile=None, split_from=None):
+        splits.append((len(items), split_from, meanwhile is not None))
+        return real_in_two(items, one, meanwhile, split_from)
+
+    monkeypatch.setattr(runner, "warm_up", warm_up)
+    monkeypatch.setattr(pv, "_in_two", in_two)
+    one = cli_in_process(".", "--check", "-j", "1", "--no-cache", cwd=tmp_path)
+    assert one.returncode == 1 and warmed == [] and splits == []
+    monkeypatch.setenv("NPU_MIGRATE_CACHE_DIR", str(tmp_path.parent / f"{tmp_path.name}-cache"))
+    for cache in ("--no-cache", None, None):  # (without a cache, cold, warm)
+        two = cli_in_process(".", "--check", "-j", "2", *([cache] if cache else []), cwd=tmp_path)
+        assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+    assert warmed == [1, 1]  # (not the warm run: its files come from the cache)
+    assert splits[0] == (WARM_FROM, WARM_FROM, True) and splits[2] == (WARM_FROM, WARM_FROM, True)
