@@ -472,6 +472,151 @@ def test_a_command_line_flag_named_is_cuda_keeps_its_name():
         "not x.is_cuda", "not x.is_npu").replace("x.cuda()", "x.npu()")
 
 
+# pytorch-ignite 0.5.5 tests/ignite/conftest.py:73-84 (the `available_device` fixture most of its
+# tests take) and tests/ignite/distributed/test_launcher.py:111 (four launcher tests): a value
+# offered only where its mark's test finds CUDA. The mark's test moved to torch.npu and the value
+# stayed: on the NPU the tests then ran on "cuda" (Torch not compiled with CUDA enabled) or with
+# the NCCL backend, where unmigrated they were skipped. Now the value moves with the mark's test.
+GATED_PARAMS = """\
+import pytest
+import torch
+import torch.distributed as dist
+
+available_devices_list = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="Skip if no CUDA support")),
+    pytest.param("cuda:1", marks=[pytest.mark.skipif(torch.cuda.device_count() < 2, reason="Skip if less than 2 GPUs")]),
+    pytest.param("cuda", marks=pytest.mark.slow),
+    pytest.param("mps", marks=pytest.mark.skipif(not torch.backends.mps.is_available(), reason="Skip if no MPS support")),
+]
+
+
+@pytest.fixture(params=available_devices_list)
+def available_device(request):
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["gloo", pytest.param("nccl", marks=pytest.mark.skipif(torch.cuda.device_count() < 1, reason="Skip if no GPU"))],
+)
+def test_idist_parallel(backend):
+    dist.init_process_group(backend=backend)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", id="gpu")])
+def test_zeros(device):
+    assert torch.zeros(1, device=device).sum() == 0
+"""
+
+
+def test_a_value_offered_under_a_cuda_mark_moves_with_the_marks_test():
+    result = assert_partial_as_whole(GATED_PARAMS, "conftest.py")
+    assert result.error is None
+    migrated = with_torch_npu(GATED_PARAMS.replace("import torch.distributed as dist\n", "")).replace(
+        "import torch_npu  # noqa: F401\n", "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n")
+    for before, after in [
+        ('pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available()',
+         'pytest.param("npu", marks=pytest.mark.skipif(not torch.npu.is_available()'),
+        ('pytest.param("cuda:1", marks=[pytest.mark.skipif(torch.cuda.device_count()',
+         'pytest.param("npu:1", marks=[pytest.mark.skipif(torch.npu.device_count()'),
+        ('pytest.param("nccl", marks=pytest.mark.skipif(torch.cuda.device_count()',
+         'pytest.param("hccl", marks=pytest.mark.skipif(torch.npu.device_count()'),
+        # a device-named parameter's value, with or without marks, as its plain strings
+        ('pytest.param("cuda", id="gpu")', 'pytest.param("npu", id="gpu")'),
+    ]:
+        assert before in migrated
+        migrated = migrated.replace(before, after)
+    # a mark that does not ask for CUDA says nothing of its value: `pytest.param("cuda",
+    # marks=pytest.mark.slow)` stays, as a plain "cuda" in a list does
+    assert 'pytest.param("cuda", marks=pytest.mark.slow)' in migrated
+    assert result.new_text == migrated + PARTIAL_PADDING
+    assert sorted(e.code for e in result.edits) == [
+        "NPU102", "NPU102", "NPU102", "NPU105", "NPU105", "NPU105", "NPU106", "NPU108"]
+
+
+# ... but a value the module also tests as a label keeps its name, whatever its branch moves to:
+# main's output (the branch's backend becomes "hccl"), which moving the label alone would skip.
+GATED_LABEL = """\
+import pytest
+import torch
+import torch.distributed as dist
+
+
+@pytest.fixture(params=["gloo", pytest.param("nccl", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="x"))])
+def backend(request):
+    if request.param == "nccl":
+        dist.init_process_group("nccl")
+    return request.param
+"""
+
+
+def test_a_value_offered_under_a_cuda_mark_and_tested_as_a_label_keeps_its_name():
+    result = assert_partial_as_whole(GATED_LABEL, "conftest.py")
+    assert result.error is None
+    migrated = GATED_LABEL.replace(
+        "import torch.distributed as dist\n", "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n").replace(
+        "not torch.cuda.is_available()", "not torch.npu.is_available()").replace(
+        'dist.init_process_group("nccl")', 'dist.init_process_group("hccl")')
+    assert 'pytest.param("nccl", marks=' in migrated
+    assert result.new_text == migrated + PARTIAL_PADDING
+
+
+# What pytest does with a fixture's params, for the stand-in (which has no pytest): a value runs
+# its test unless a skipif mark's condition holds.
+PYTEST_SHIM = """\
+class _Param:
+    def __init__(self, *values, marks=(), id=None):
+        self.values, self.marks = values, marks if isinstance(marks, (list, tuple)) else [marks]
+
+
+class _Mark:
+    def __init__(self, name, args):
+        self.name, self.args = name, args
+
+
+class mark:
+    slow = _Mark("slow", ())
+
+    @staticmethod
+    def skipif(condition, reason=""):
+        return _Mark("skipif", (condition,))
+
+
+def param(*values, marks=(), id=None):
+    return _Param(*values, marks=marks, id=id)
+
+
+def fixture(params=()):
+    return lambda f: f
+"""
+
+
+@pytest.mark.slow
+def test_the_device_fixture_runs_its_tests_on_the_npu(run_on_standin, tmp_path):
+    (tmp_path / "pytest.py").write_text(PYTEST_SHIM)
+    run = """\
+
+for p in available_devices_list[:2]:
+    value = p if isinstance(p, str) else p.values[0]
+    if any(m.name == "skipif" and m.args[0] for m in getattr(p, "marks", ())):
+        print(value, "skipped")
+        continue
+    torch.zeros(1, device=value)
+    print(value, "ran")
+"""
+    source = GATED_PARAMS.split("\n\n\n@pytest.fixture")[0].replace("import torch.distributed as dist\n", "") + run
+    done = run_on_standin(source)
+    assert (done.returncode, done.stdout) == (0, "cpu ran\nnpu ran\n"), done.stderr
+    # as main migrated it before: the mark's test moved alone, and the test ran on CUDA
+    half = done.migrated.replace('pytest.param("npu", marks', 'pytest.param("cuda", marks')
+    done = run_on_standin(half, migrate=False)
+    assert done.returncode != 0 and "Torch not compiled with CUDA enabled" in done.stderr, done.stderr
+    # unmigrated, the NPU machine skipped it
+    done = run_on_standin(source, migrate=False)
+    assert (done.returncode, done.stdout) == (0, "cpu ran\ncuda skipped\n"), done.stderr
+
+
 # fairseq 0.12.2 utils.py:755-760, built by every Trainer that trains on the device
 # (trainer.py:157): the compute-capability version read through a variable. Migrated, it raised
 # AttributeError at the start of every training run, with nothing reported; now the statement

@@ -308,6 +308,17 @@ def _may_be_local(func: cst.BaseExpression) -> bool:
     return isinstance(func, cst.Name) or (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name))
 
 
+
+def _compared_in_text(text: str, value: Optional[str]) -> bool:
+    """Whether the module compares something with the string `value` (`x == "nccl"`, `"cuda" !=
+    x`, `x in ("nccl", "gloo")`): there the string is a label its readers test, and moving it
+    alone would send them down another branch."""
+    if not value:
+        return False
+    quoted = rf"""(?:'{re.escape(value)}'|"{re.escape(value)}")"""
+    return re.search(rf"(?:==|!=)\s*{quoted}|{quoted}\s*(?:==|!=)|\bin\s*[(\[{{][^\n]*{quoted}", text) is not None
+
+
 def _module_functions(module: cst.Module) -> Dict[str, Optional[List[str]]]:
     """name -> positional parameter names of the module's top-level functions and classes (the
     parameters of `__init__` after `self`), and ".name" -> those of the methods of its top-level
@@ -1217,7 +1228,10 @@ class LiteralRewrites(TorchKind):
     def _parametrized_devices(self, original: cst.Call, updated: cst.Call) -> cst.Call:
         """`@pytest.mark.parametrize("device", ["cpu", "cuda"])`, also `("dtype,device", [(..,
         "cuda"), pytest.param(.., "cuda")])`: the values of device-named parameters."""
-        if self.resolve(original.func) not in dc.PARAMETRIZE:
+        qual = self.resolve(original.func)
+        if qual == "pytest.param":
+            return self._gated_param(original, updated)
+        if qual not in dc.PARAMETRIZE:
             return updated
         found = dc.parametrized_devices(original)
         if found is None:
@@ -1235,8 +1249,44 @@ class LiteralRewrites(TorchKind):
         args[index] = args[index].with_changes(value=u_values.with_changes(elements=elements))
         return updated.with_changes(args=args)
 
+    def _gated_param(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), ...))`
+        wherever it stands (a fixture's `params` list: pytorch-ignite 0.5.5 tests/ignite/
+        conftest.py; `pytest.param("nccl", ...)` in its launcher tests): its mark asks for CUDA,
+        so its values are the device (or the backend) the test then runs on, and move with the
+        mark's test, which the rewrite of torch.cuda moves."""
+        marks = next((a.value for a in original.args if a.keyword is not None and a.keyword.value == "marks"), None)
+        items = ([e.value for e in marks.elements if isinstance(e, cst.Element)]
+                 if isinstance(marks, (cst.List, cst.Tuple)) else [marks])
+        if not any(isinstance(m, cst.Call) and self.resolve(m.func) == "pytest.mark.skipif" and m.args
+                   and m.args[0].keyword is None and dc.is_device_test(m.args[0].value, self.resolve)
+                   for m in items):
+            return updated
+        new_args = list(updated.args)
+        for i, (o, u) in enumerate(zip(original.args, updated.args)):
+            if o.keyword is None and o.star == "" and isinstance(o.value, (cst.SimpleString, cst.FormattedString)):
+                if isinstance(o.value, cst.SimpleString) and _compared_in_text(self.ctx.text, string_value(o.value)):
+                    continue  # a label the module tests (`if request.param == "nccl":`), not the value
+                value = self.device_literal(o.value, u.value)
+                if value is u.value:  # `pytest.param("nccl", marks=...)`: the backend CUDA runs
+                    value = self.backend_literal(o.value, u.value)
+                new_args[i] = u.with_changes(value=value)
+        return updated.with_changes(args=new_args)
+
     def _parameter_values(self, original, updated, positions: List[int], count: int):
         if count == 1:
+            if (isinstance(original, cst.Call) and isinstance(updated, cst.Call)
+                    and self.resolve(original.func) == "pytest.param"):
+                # `pytest.param("cuda", marks=skipif(not torch.cuda.is_available()))`: the
+                # value moves with the test its mark asks (pytorch-ignite 0.5.5's metrics tests)
+                values_o = [a for a in original.args if a.keyword is None and a.star == ""]
+                values_u = [a for a in updated.args if a.keyword is None and a.star == ""]
+                if not values_o or len(values_o) != len(values_u):
+                    return updated
+                new_args = list(updated.args)
+                i = new_args.index(values_u[0])
+                new_args[i] = values_u[0].with_changes(value=self.device_literal(values_o[0].value, values_u[0].value))
+                return updated.with_changes(args=new_args)
             return self.device_literal(original, updated)
         holder_o, holder_u = original, updated
         if isinstance(original, cst.Call) and isinstance(updated, cst.Call):  # pytest.param(a, b, marks=...)
