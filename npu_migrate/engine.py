@@ -17,7 +17,7 @@ import ast
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, FrozenSet, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, FrozenSet, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
@@ -26,7 +26,7 @@ from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
 from . import prefilter, work
-from .prefilter import LazyCodeWords
+from .prefilter import LazyCodeWords, device_target_of
 from .words import words_of
 from .project_values import reads_device_key
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
@@ -124,7 +124,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
             # a function, which its text cannot tell; 31 of transformers' files)
             return _nothing_needed(text, result)
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
-                and not _framework_rules_apply(code, rules)):
+                and not _framework_rules_apply(code, rules, device_target_of(code, options.mindspore_device_moves))):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,
                                       _partial_framework(code, rules) if options.framework == "auto" else "")
             if done is not None:
@@ -253,7 +253,7 @@ def _used_frameworks(code: LazyCodeWords, framework: str, rules: RuleSet) -> Opt
 _FINDINGS_HOLD_IN_STATEMENTS = ("tensorflow", "mindspore")
 
 
-def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
+def _framework_rules_apply(code: LazyCodeWords, rules, device_target: Optional[Callable[[], bool]] = None) -> bool:
     """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
     from the parsed imports, here from Python's tree): then a partial parse would be thrown
     away. Only saves work: a partial parse that needs the whole module asks for it anyway.
@@ -268,7 +268,8 @@ def _framework_rules_apply(code: LazyCodeWords, rules) -> bool:
     frameworks = [name for name in _frameworks_of(code) if name != "torch"]
     written = code.written_outside_bare_strings
     if any(prefilter.framework_rules_may_apply(rules, code.get(), name,
-                                               rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS, written=written)
+                                               rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS, written=written,
+                                               device_target=device_target)
            for name in frameworks):
         return True
     return sum(prefilter.framework_rules_may_apply(rules, code.get(), name, written=written) for name in frameworks) > 1

@@ -13,6 +13,7 @@ A change that saves work may lower them.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import zipfile
 from pathlib import Path
 from typing import Dict, List, Tuple
@@ -284,7 +285,7 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
     whole = migrate_source(text, "m.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -315,7 +316,7 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     assert partly.work.get("partial") == 1 and "parse" not in partly.work, partly.work
     assert "parse" in migrate_source(own + "    # tf.tanh(x)\n", "ops.py").work
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
     whole = migrate_source(own, "ops.py")
@@ -349,9 +350,54 @@ def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
     both = "import tensorflow as tf\n" + text + "\n\ndef t(x):\n    return tf.cast(x, tf.float64)\n"
     assert migrate_source(both, "net.py", options).work["parse"] == 1
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
     whole = migrate_source(text, "net.py", options)
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+
+
+def test_a_device_target_read_without_an_option_or_a_gate_takes_a_partial_parse(monkeypatch):
+    """The device target's rewrites ([[device_dispatch]] NPU142, [[argument]] NPU140's argparse
+    options) act only at an `add_argument` option, at an `if` comparing a name or an attribute
+    with "GPU"/"Ascend", or at a value another module of the run moves with: a MindSpore file
+    with "GPU" and `device_target` written otherwise (mindformers 2.1.0's callback.py, 193 KB:
+    `if get_context("device_target") == "GPU" and profile_memory:`) is parsed partially, with the
+    whole parse's result. Each of those forms makes it whole, and gives the whole parse's result."""
+    from npu_migrate import prefilter
+
+    text = ("import mindspore as ms\nfrom mindspore import context, ops\n\n\ndef get_context(key):\n    return key\n\n\n"
+            "class Cb:\n    def __init__(self):\n        self.a = 1\n        self.op = ops.Custom('./add.so:Add', out_shape=None)\n\n"
+            "    def step(self, profile_memory):\n        context.set_context(mode=context.PYNATIVE_MODE)\n"
+            "        if get_context('device_target') == 'GPU' and profile_memory:\n            print('GPU')\n"
+            "        self.device = 'GPU'\n        return self.a\n")
+    options = Options(targets=RunTargets.of(mindspore="2.7"))
+    whole_always = {}
+
+    def whole(source):
+        if source not in whole_always:
+            with monkeypatch.context() as m:
+                m.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                          lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                whole_always[source] = migrate_source(source, "cb.py", options)
+        return whole_always[source]
+
+    result = migrate_source(text, "cb.py", options)
+    assert [f.code for f in result.findings] == ["NPU347"] and result.new_text is None
+    assert result.work["partial"] == 1 and "parse" not in result.work
+    assert whole(text).work["parse"] == 1 and whole(text).to_dict() == result.to_dict()
+    for form in (
+        "        if self.device == 'GPU' and profile_memory:\n            context.set_context(device_id=0)\n",
+        "        if profile_memory or ('GPU', 'CPU') == self.device:\n            print(1)\n",
+        "        if get_context('x'):\n            pass\n        elif self.device != 'Ascend':\n            print(2)\n",
+        "        import argparse\n        p = argparse.ArgumentParser()\n"
+        "        p.add_argument('--device_target', default='GPU')\n        context.set_context(device_target=p.parse_args().device_target)\n",
+    ):
+        source = text.replace("        return self.a\n", form + "        return self.a\n")
+        gated = migrate_source(source, "cb.py", options)
+        assert gated.work["parse"] == 1, form
+        assert whole(source).to_dict() == gated.to_dict(), form
+    # a value that crosses modules in this run moves without an option or an `if` here
+    moved = migrate_source(text, "cb.py", dataclasses.replace(options, mindspore_device_moves=("/elsewhere.py::device_target",)))
+    assert moved.work["parse"] == 1
 
 
 def test_a_dropout_of_another_library_takes_no_tensorflow_pass():
@@ -599,6 +645,6 @@ def test_tf_device_without_gpu_written_in_code_takes_a_partial_parse(monkeypatch
     result = migrate_source(text, "ops.py")
     assert (result.work.get("parse") == 1) is whole, result.work
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
     every = migrate_source(text, "ops.py")
     assert every.work["parse"] == 1 and every.to_dict() == result.to_dict()

@@ -71,9 +71,17 @@ def _requirements(rule: Rule) -> List[Requirement]:
         # (directly, or assigned to the variable passed: Planner.values_of); `init("nccl")`
         calls = [Requirement(r.words | literal.words, r.refs | literal.refs, leaf=r.leaf, name=r.name, in_strings=True)
                  for r in calls]
+    return calls + option_requirements(rule)
+
+
+def option_requirements(rule: Rule) -> List[Requirement]:
+    """The requirements of the rule's argparse `options` (what `_requirements` adds to its calls'):
+    they serve only `add_argument(...)` calls (Planner._plan_argparse: the default of an option
+    so named), which prefilter.framework_rules_may_apply lets a file's tree rule out."""
+    spec = rule.spec_of(ArgumentSpec)
     if spec.pattern or not spec.literal:
-        return calls + plain_words(*spec.options)
-    return calls + options_with_literal(spec.options, spec.literal)
+        return plain_words(*spec.options)
+    return options_with_literal(spec.options, spec.literal)
 
 
 KIND = register(call_kind(
