@@ -562,6 +562,56 @@ def test_a_value_offered_under_a_cuda_mark_and_tested_as_a_label_keeps_its_name(
     assert result.new_text == migrated + PARTIAL_PADDING
 
 
+# pytorch-ignite 0.5.5 examples/mnist: ten scripts train through ignite's engine
+# (`trainer = create_supervised_trainer(...)`, `trainer.run(train_loader, max_epochs=epochs)`)
+# and one, mnist_save_resume_engine.py, through its own update function (loss.backward()): with
+# --modelarts the ten, mnist.py included, were taken for utilities run by hand beside it and not
+# adapted. An engine's run trains.
+IGNITE_MNIST = """\
+from argparse import ArgumentParser
+
+from ignite.engine import create_supervised_trainer
+
+
+def run(epochs):
+    trainer = create_supervised_trainer(model, optimizer, criterion, device=device)
+    trainer.run(train_loader, max_epochs=epochs)
+
+
+if __name__ == "__main__":
+    parser = ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=10)
+    run(parser.parse_args().epochs)
+"""
+IGNITE_RESUME = """\
+def train_step(engine, batch):
+    loss = criterion(model(batch[0]), batch[1])
+    loss.backward()
+
+
+if __name__ == "__main__":
+    run()
+"""
+DATA_PREP = """\
+import argparse
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", default=".")
+    download(parser.parse_args().root)
+"""
+
+
+def test_a_script_that_trains_through_an_engines_run_is_no_utility(tmp_path):
+    from npu_migrate.modelarts.project import utility_scripts
+
+    for name, text in [("mnist.py", IGNITE_MNIST), ("mnist_save_resume_engine.py", IGNITE_RESUME),
+                       ("prepare.py", DATA_PREP)]:
+        (tmp_path / name).write_text(text)
+    texts = {str(p): p.read_bytes() for p in sorted(tmp_path.iterdir())}
+    assert utility_scripts(texts) == (str(tmp_path / "prepare.py"),)
+
+
 # What pytest does with a fixture's params, for the stand-in (which has no pytest): a value runs
 # its test unless a skipif mark's condition holds.
 PYTEST_SHIM = """\

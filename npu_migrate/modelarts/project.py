@@ -58,9 +58,10 @@ def files_importing_moxing(texts: Dict[str, bytes]) -> Tuple[str, ...]:
 
 MAIN_BLOCK = re.compile(rb"^if[ \t]+__name__[ \t]*==[ \t]*['\"]__main__['\"][ \t]*:", re.MULTILINE)
 # A training loop or a call that trains: loss.backward(), optimizer.step(), model.fit(...),
-# model.train(...), train(args), train_one_epoch(...), sess.run(train_op), Trainer(...).
+# model.train(...), train(args), train_one_epoch(...), sess.run(train_op), Trainer(...), and
+# an engine's run (pytorch-ignite's `trainer = create_supervised_trainer(...)`, `trainer.run(loader)`).
 TRAINING = re.compile(rb"\.backward\(|\.step\(|\bfit\(|\btrain(?:_one)?(?:_epoch)?\(|\btrain_op\b|Trainer\(|"
-                      rb"\.minimize\(")
+                      rb"\.minimize\(|(?:trainer|engine)\.run\(")
 IMPORTED = re.compile(rb"^[ \t]*(?:from[ \t]+(\.|[A-Za-z_]\w*)|import[ \t]+([A-Za-z_]\w*))", re.MULTILINE)
 
 
