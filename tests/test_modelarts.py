@@ -190,6 +190,26 @@ def test_a_dataset_name_is_not_taken_for_a_data_path():
     assert [f.code for f in result.findings] == ["NPU211", "NPU214"]
 
 
+def test_a_folder_the_help_says_the_run_saves_into_is_an_output_whatever_it_holds():
+    """mmpose 1.3.2 tools/train.py's --show-dir ("directory where the visualization images will be
+    saved") was taken for data (its help names images): its pictures would have been written into
+    the input's copy and never reached train_url. A help text saying the run puts something at the
+    path makes it an output; one that describes where data is stays data, and a download folder is
+    neither (NPU217 is about those)."""
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('config', help='train config file path')\n"
+        "parser.add_argument('--show-dir', help='directory where the visualization images will be saved.')\n"
+        "parser.add_argument('--pred-dir', help='folder to write the predicted labels to')\n"
+        "parser.add_argument('--img-root', help='folder with the images to label')\n"
+        "parser.add_argument('--ann-dir', help='directory where the annotations are stored')\n"
+        "parser.add_argument('--cache-dir', help='directory where the downloaded images will be saved')\n"
+        "args = parser.parse_args()\n"
+    )
+    assert settings_of(result.new_text) == {"data": ["img_root", "ann_dir"], "outputs": ["show_dir", "pred_dir"]}
+
+
 def test_a_required_data_argument_is_reported():
     result = adapt(
         "import argparse\n"

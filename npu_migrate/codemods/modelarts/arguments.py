@@ -40,6 +40,12 @@ NOT_OUTPUT_RE = re.compile(r"(?i)\b(load|loading|resume|resuming|pretrain\w*|res
                            r"read from|evaluate|finetune from)\b")
 OUTPUT_HELP_RE = re.compile(r"(?i)\b(save[sd]?|saving|output|outputs|write|written|store[sd]?|checkpoints?|logs?|"
                             r"results?|samples?)\b")
+# A help text saying the path is where the run puts something ("directory where the visualization
+# images will be saved", "folder to write the predicted labels to") names an output, whatever it
+# puts there (mmpose's --show-dir was taken for data: "images"); not a download folder (NPU217).
+OUTPUT_DESTINATION_RE = re.compile(r"(?i)\b(will|would|shall|to)\s+be\s+(saved|written|stored|dumped|exported)\b|"
+                                   r"\b(where|which|folder|directory|dir|path|file)\s+to\s+(save|write|store|dump)\b")
+DOWNLOAD_RE = re.compile(r"(?i)\bdownload")
 DATA_HELP_RE = re.compile(r"(?i)\b(data|dataset|datasets|corpus|images?|annotations?|labels?)\b|数据")
 PATH_TYPES = {"str", "Path", "pathlib.Path", "os.path.abspath", "os.path.expanduser", "os.path.realpath"}
 PATH_WORDS_RE = re.compile(r"(?i)\b(dir|directory|folder|path|root|location)\b|目录|路径|文件夹")
@@ -147,7 +153,10 @@ def is_output_argument(arg: Argument) -> bool:
     if words[-1] in PATH_SUFFIXES and words[-1] != "file" and _default_names_output_folder(arg):
         return True  # --train_dir runs: "train" reads as data, the default says where it writes
     if not set(words) & OUTPUT_WORDS:
-        return bool(OUTPUT_HELP_RE.search(arg.help) and arg.path_like and not DATA_HELP_RE.search(arg.help))
+        if not (OUTPUT_HELP_RE.search(arg.help) and arg.path_like):
+            return False
+        destination = OUTPUT_DESTINATION_RE.search(arg.help) and not DOWNLOAD_RE.search(arg.help)
+        return bool(destination or not DATA_HELP_RE.search(arg.help))
     if "model" in words and not ({"dir", "save", "saved", "folder", "output"} & set(words)):
         return False  # --model_path is usually what is loaded
     return words[-1] in PATH_SUFFIXES or words[-1].endswith(PATH_SUFFIXES) or arg.path_like
