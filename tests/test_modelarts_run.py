@@ -34,8 +34,8 @@ NEVER = "3600"  # --hold for a job that is stopped with SIGTERM: it does not end
 
 # Environment a launcher sets; cleared so the tests' own environment cannot leak in.
 LAUNCHER_VARS = ("RANK", "RANK_ID", "OMPI_COMM_WORLD_RANK", "WORLD_SIZE", "RANK_SIZE", "LOCAL_RANK", "DEVICE_ID",
-                 "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_HOSTS", "MS_ROLE", "MS_NODE_ID", "MS_WORKER_NUM",
-                 "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "PYTHONPATH")
+                 "VC_TASK_INDEX", "VC_WORKER_NUM", "MA_NUM_HOSTS", "GROUP_RANK", "MS_ROLE", "MS_NODE_ID", "MS_WORKER_NUM",
+                 "MA_VJ_NAME", "TORCHELASTIC_RUN_ID", "NPU_MIGRATE_MODELARTS_CACHE", "PYTHONPATH")
 
 STUBS = {
     # torch.save: with FAKE_TORCH_SAVE_STALL=N, the Nth save to a path stops halfway through the
@@ -563,6 +563,70 @@ def test_msrun_s_scheduler_and_workers_copy_the_outputs_from_one_process(job, no
     assert job.listing("obs://bucket/out") == ["step000.ckpt"]
     # The worker waited for the other worker at most (it may have ended first), never for the scheduler.
     assert "other processes" not in done.stderr and "did not end" not in done.stderr
+
+
+# One node of a job of several: `per_node` processes with torchrun's variables, global ranks node * per_node + r.
+NODE_LAUNCHER = (
+    "import os, subprocess, sys\n"
+    "nodes, per_node, node = (int(a) for a in sys.argv[1:4])\n"
+    "procs = [subprocess.Popen([sys.executable] + sys.argv[4:], env=dict(os.environ, RANK=str(node * per_node + r),\n"
+    "                          LOCAL_RANK=str(r), WORLD_SIZE=str(nodes * per_node), LOCAL_WORLD_SIZE=str(per_node)))\n"
+    "         for r in range(per_node)]\n"
+    "sys.exit(max(p.wait() for p in procs))\n"
+)
+
+
+@pytest.mark.parametrize("says, resume", [("VC_TASK_INDEX", False), ("GROUP_RANK", False), ("VC_TASK_INDEX", True)])
+def test_each_node_of_a_job_of_two_copies_its_own_outputs_without_overwriting_the_other_s(job, says, resume):
+    """Two nodes of two processes each, as two launchers with a working folder and a /cache of
+    their own (a node's disks are its own; train_url is shared). Every rank writes its shard and
+    node.txt (the same name on both nodes, not the same text): the first node's files reach
+    train_url as before, the second node's its folder node-1, so no shard is lost (only node 0's
+    reached train_url before) and neither node.txt replaces the other. ModelArts says which node
+    a container is with VC_TASK_INDEX (ascend-facts.md 6.1), torchrun with GROUP_RANK. With
+    --modelarts-resume each node gets back what it copied, and the first node, which gets the
+    whole of train_url back, never copies the other node's folder to train_url again (a download's
+    files are new: an older copy of node 1's checkpoints would replace what node 1 copies)."""
+    script = job.adapt("train_helper.py", modelarts_data_dir="/cache/data", modelarts_output_dir="/cache/output",
+                       modelarts_resume=resume)
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text(text.replace(end, (
+        "    for name, value in (('shard%s.txt' % os.environ['RANK'], os.environ['RANK']), ('node.txt', os.environ['NODE'])):\n"
+        "        with open(os.path.join(args.checkpoint_dir, name), 'w') as f:\n"
+        "            f.write(value)\n" + end)))
+    (job.work / "launch.py").write_text(NODE_LAUNCHER)
+    job.put("obs://bucket/data", {"s1": ""})
+    if resume:
+        job.put("obs://bucket/out", {"step002.ckpt": "node 0", "node-1/step004.ckpt": "node 1"})
+    launchers = []
+    for node in (0, 1):
+        work = job.root / f"node{node}" / "work"
+        shutil.copytree(job.work, work)
+        env = {"NODE": str(node), "NPU_MIGRATE_MODELARTS_CACHE": str(job.root / f"node{node}" / "cache"), says: str(node)}
+        env.update({"VC_TASK_INDEX": {"VC_WORKER_NUM": "2"}, "GROUP_RANK": {"GROUP_WORLD_SIZE": "2"}}[says])
+        env.update({"FAKE_OBS_NEW_TIMES": "1"} if resume else {})
+        launchers.append(subprocess.Popen(
+            [sys.executable, str(work / "launch.py"), "2", "2", str(node), str(work / script.name),
+             "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env(**env)))
+    results = [launcher.communicate(timeout=CEILING) for launcher in launchers]
+    assert [launcher.returncode for launcher in launchers] == [0, 0], results
+    steps = [["step000.ckpt", "step002.ckpt"], ["step000.ckpt", "step004.ckpt"]] if resume else [["step000.ckpt"]] * 2
+    assert job.listing("obs://bucket/out") == [
+        "node-1/node.txt", "node-1/shard2.txt", "node-1/shard3.txt", *("node-1/" + s for s in steps[1]),
+        "node.txt", "shard0.txt", "shard1.txt", *steps[0]]
+    assert (job.obs / "bucket/out/node.txt").read_text() == "0"
+    assert (job.obs / "bucket/out/node-1/node.txt").read_text() == "1"
+    # (with resume, each copies its restored checkpoint again, whose time is new; never the other's)
+    assert f"[modelarts] copying {5 if resume else 4} file(s) to obs://bucket/out\n" in results[0][1]
+    assert f"[modelarts] copying {5 if resume else 4} file(s) to obs://bucket/out/node-1\n" in results[1][1]
+    if resume:  # each node got its own checkpoints back
+        assert (job.root / "node1/work/ckpt/step004.ckpt").read_text() == "node 1"
+        assert not (job.root / "node1/work/ckpt/step002.ckpt").exists()
+        assert (job.root / "node0/work/ckpt/step002.ckpt").read_text() == "node 0"
+    assert "warning" not in results[0][1] + results[1][1]
 
 
 def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):

@@ -32,7 +32,13 @@ Global rank 0 is RANK, RANK_ID or OMPI_COMM_WORLD_RANK 0; without them (and unde
 msrun across nodes without --node_rank, which leaves every worker of its node the scheduler's
 RANK_ID=0) the first device (LOCAL_RANK or DEVICE_ID 0) of the first node (VC_TASK_INDEX 0).
 msrun's scheduler (MS_ROLE=MS_SCHED) runs the script too: it copies nothing, and no process
-waits for it.
+waits for it. In a job of several nodes, whose disks are their own, each node does the same
+for its own processes and outputs: the first process of node N (VC_TASK_INDEX or torchrun's
+GROUP_RANK says N) copies what that node's processes wrote to the folder node-N of
+--train_url, so that no rank's file is lost and a file every node writes under one name is
+never overwritten; --train_url itself holds the first node's, as in a job of one node. With
+resume, each node gets its own back (the first node gets the whole of --train_url, and never
+copies the other nodes' folders again).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -111,7 +117,9 @@ def modelarts_setup(
             value = getattr(args, name, None)
             setattr(args, name, _rebase(value, job.data, data_url, len(data)))
     if train_url and job.train_url is None:
-        job.train_url = train_url
+        # A node other than the first copies its own outputs to a folder of its own.
+        job.node = _node_index()
+        job.train_url = _node_url(train_url, job.node)
         job.watch(args, outputs, ignore, data, output_dir, resume)
         if _is_uploader():
             job.upload_at_exit(sync_every)
@@ -169,7 +177,8 @@ class Job:
         self.start = time.time() if start is None else start
         self.cwd = cwd or os.getcwd()
         self.data = None  # the local copy of --data_url
-        self.train_url = None
+        self.train_url = None  # where this node's outputs go
+        self.node = 0  # the node's index in a job of several nodes
         self.watched = []  # (file or folder, its name under train_url)
         self.skipped = []  # folders inside the watched ones that are not outputs
         self.before = {}  # path: (mtime, size) when the job started
@@ -240,6 +249,9 @@ class Job:
         paths = [_path_value(args, n) for n in data]
         skipped += [os.path.abspath(p) for p in paths if p and not is_obs(p)]
         skipped += [] if is_obs(self.train_url) else [os.path.abspath(self.train_url)]
+        # The other nodes' folders of train_url, which resume copies back: theirs, not this node's.
+        others = range(1, _node_count()) if not self.node else ()
+        skipped += [os.path.join(main, f"node-{n}") for n in others]
         self.skipped = [
             s for s in skipped if not any(_inside(w, s) for w, _ in self.watched)
         ]
@@ -329,7 +341,7 @@ class Job:
 
     def saved(self):
         """What the boot file needs to copy the outputs after this process is gone."""
-        keys = ("train_url", "watched", "skipped", "cwd", "start", "data")
+        keys = ("train_url", "node", "watched", "skipped", "cwd", "start", "data")
         saved = {k: getattr(self, k) for k in keys}
         saved["before"] = sorted(self.before.items())
         return saved
@@ -338,6 +350,7 @@ class Job:
     def from_saved(cls, saved):
         job = cls(saved["start"], saved["cwd"])
         job.train_url, job.data = saved["train_url"], saved["data"]
+        job.node = saved.get("node", 0)
         job.watched = [tuple(w) for w in saved["watched"]]
         job.skipped = saved["skipped"]
         job.before = {p: tuple(s) if s else s for p, s in saved["before"]}
@@ -386,7 +399,9 @@ class Job:
                 self.copying = None
             if final:
                 self.finished = True
-                if not self.copies:
+                if not self.copies and self.node:
+                    log(f"no file of node {self.node} to copy to {self.train_url}")
+                elif not self.copies:
                     self._nothing_copied()
                 boot_file = os.environ.get(BOOT_FILE_OUTPUTS)
                 if boot_file and self is Job._current and os.path.exists(boot_file):
@@ -1054,6 +1069,41 @@ def _siblings(joined):
     return found
 
 
+def _node_index():
+    """This node's index in a job of several nodes (ModelArts' VC_TASK_INDEX, torchrun's
+    GROUP_RANK); 0 for the first node, and when nothing says."""
+    for name in ("VC_TASK_INDEX", "GROUP_RANK"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def _node_count():
+    """How many nodes the job has (ModelArts' VC_WORKER_NUM or MA_NUM_HOSTS, torchrun's
+    GROUP_WORLD_SIZE); 1 when nothing says."""
+    for name in ("VC_WORKER_NUM", "MA_NUM_HOSTS", "GROUP_WORLD_SIZE"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return 1
+
+
+def _node_url(train_url, node):
+    """Where node `node` copies its outputs: train_url for the first node, its folder node-N
+    for node N (a file several nodes write under one name is never overwritten)."""
+    return train_url if not node else f"{train_url.rstrip('/')}/node-{node}"
+
+
+def _local_rank():
+    """This process's index on its node, when the launcher says (None when it does not)."""
+    for name in ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "DEVICE_ID"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return None
+
+
 def _is_msrun_scheduler():
     """MindSpore's msrun starts the script once more as its scheduler (MS_ROLE=MS_SCHED): it
     trains nothing, copies no output, and ends after the ranks."""
@@ -1061,7 +1111,8 @@ def _is_msrun_scheduler():
 
 
 def _is_uploader():
-    """Only one process of the whole job copies the outputs: global rank 0."""
+    """One process per node copies the outputs: global rank 0 on the first node, the first
+    process of each other node when the job says which node this is (_node_index)."""
     if not _is_main_process() or _is_msrun_scheduler():
         return False  # a worker started by the script itself, or msrun's scheduler
     env = os.environ
@@ -1073,10 +1124,14 @@ def _is_uploader():
         names = ("RANK", "OMPI_COMM_WORLD_RANK")
     for name in names:
         if env.get(name, "").strip().isdigit():
-            return int(env[name]) == 0
+            if int(env[name]) == 0 or not _node_index():
+                return int(env[name]) == 0
+            local, size = _local_rank(), _node_size()
+            if local is None:
+                return size is not None and int(env[name]) % size == 0
+            return local == 0
     size = env.get("WORLD_SIZE", env.get("RANK_SIZE", "1")).strip()
     if not size.isdigit() or int(size) <= 1:
         return True
-    # Launchers that give only per-node ids: the first device of the first node.
-    local = env.get("LOCAL_RANK", env.get("DEVICE_ID", "0")).strip()
-    return env.get("VC_TASK_INDEX", "0").strip() in ("", "0") and local in ("", "0")
+    # Launchers that give only per-node ids: the first device of each node.
+    return _local_rank() in (None, 0)

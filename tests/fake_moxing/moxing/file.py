@@ -27,7 +27,9 @@ def _merge(src, dst):
         target = os.path.join(dst, os.path.relpath(folder, src))
         os.makedirs(target, exist_ok=True)
         for name in files:
-            shutil.copy2(os.path.join(folder, name), os.path.join(target, name))
+            # FAKE_OBS_NEW_TIMES: a download's files are new (their time is the copy's), not OBS's
+            copy = shutil.copyfile if os.environ.get("FAKE_OBS_NEW_TIMES") else shutil.copy2
+            copy(os.path.join(folder, name), os.path.join(target, name))
 
 
 def copy_parallel(src_url, dst_url, **_ignored):
