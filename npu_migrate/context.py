@@ -69,6 +69,9 @@ class Context:
     # Ids of original nodes whose findings are not reported, but those of the one code named
     # (Context.quiet: a CUDA class kept whole, whose NPU328 finding says why).
     quieted: Dict[int, str] = field(default_factory=dict)
+    # Names through which this file reads a module another file of the run binds and keeps whole
+    # (engine.whole_reads: `hvd` of `from ...config import hvd` -> ("horovod.tensorflow", its file)).
+    whole_reads: Dict[str, Tuple[str, str]] = field(default_factory=dict)
     _pending: List[_Pending] = field(default_factory=list)
     _positions: Dict[int, NodePositions] = field(default_factory=dict)
 
@@ -76,8 +79,8 @@ class Context:
         """Whether a rule of `framework` (tensorflow, mindspore; `rewrites_only`: a rule that is
         not a finding) can match in this file's code (prefilter.CodeWords); True when that
         cannot be told."""
-        if self.code is None:
-            return True
+        if self.code is None or (self.whole_reads and framework == "tensorflow"):
+            return True  # (a reader of another module's Horovod: its words name no horovod)
         return framework_rules_may_apply(self.rules, self.code.get(), framework, rewrites_only,
                                          self.code.written_outside_bare_strings,
                                          device_target_of(self.code, self.options.mindspore_device_moves))

@@ -17,7 +17,7 @@ import ast
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Callable, FrozenSet, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
@@ -106,7 +106,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     # ModelArts and --distributed look at every entry script, not only at files with CUDA code.
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     words = None if wants_modelarts else words_of(text)  # (the passes look for words too: LazyCodeWords)
-    if _needs_nothing(text, options, rules, words, wants_modelarts):
+    reads_whole = bool(options.whole_readers) and bool(whole_reads(options, path))
+    if not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts):
         return _nothing_needed(text, result)
     if len(text) > MAX_PARSE_CHARS:
         result.error = (
@@ -118,12 +119,13 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         verdict = python_verdict_of(text)
         code = (LazyCodeWords(verdict.tree, words, text, options.tensorflow2_project)
                 if verdict.tree is not None else None)
-        if code is not None and _needs_nothing(text, options, rules, words, wants_modelarts,
+        if code is not None and not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts,
                                                _used_frameworks(code, options.framework, rules)):
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
             # a function, which its text cannot tell; 31 of transformers' files)
             return _nothing_needed(text, result)
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
+                and not reads_whole
                 and not _framework_rules_apply(code, rules, device_target_of(code, options.mindspore_device_moves))):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,
                                       _partial_framework(code, rules) if options.framework == "auto" else "")
@@ -148,6 +150,18 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         return result
     del module  # (libcst's tree: gone before the verify parse)
     return _with_applied_frameworks(_verified(done, input_parses))
+
+
+def whole_reads(options: Options, path: str) -> Dict[str, Tuple[str, str]]:
+    """The names through which the file at `path` reads a module another file binds and keeps
+    whole (Options.whole_readers: `hvd` -> ("horovod.tensorflow", ".../config.py"))."""
+    here = os.path.abspath(path)
+    found: Dict[str, Tuple[str, str]] = {}
+    for entry in options.whole_readers:
+        reader, local, module, binding = entry.split("::", 3)
+        if reader == here:
+            found[local] = (module, binding)
+    return found
 
 
 def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_modelarts: bool,
@@ -359,6 +373,17 @@ def _migrate_module(text, path, module, options, rules, result, entry_script,
     frameworks = [options.framework] if options.framework != "auto" else detect_frameworks(imports)
     implied = star_imported_frameworks(text, imports, frameworks)
     frameworks = frameworks + [f for f in implied if f not in frameworks]
+    reads = whole_reads(options, path) if options.whole_readers and options.framework in ("auto", "tensorflow") else {}
+    if reads:
+        # Horovod's TF bindings read through another module's name (deepxde's `from ...config
+        # import hvd`): the name is that module's, and the file is TensorFlow code.
+        for local, (bound, _binding) in reads.items():
+            if "." in local:
+                imports.aliases[local] = bound
+            else:
+                imports.names.setdefault(local, bound)
+        ctx.whole_reads = reads
+        frameworks = frameworks + ["tensorflow"] if "tensorflow" not in frameworks else frameworks
     ctx.frameworks = frameworks
     if "tensorflow" in frameworks and code is not None:
         # TF 2 code gets no TF 1.15 rule (frameworks.tensorflow2_reason), only NPU356.

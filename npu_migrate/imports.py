@@ -53,6 +53,9 @@ class ImportTable(cst.CSTVisitor):
         # Every name a `from` import binds a local name to (`names` keeps the last): nnU-Net's
         # `try: from torch import GradScaler / except ImportError: from torch.cuda.amp import GradScaler`.
         self.from_bindings: Dict[str, Set[str]] = {}
+        # Dotted names that stand for a module another module of the run binds (engine.py:
+        # `config.hvd` of `from . import config` -> horovod.tensorflow, Options.whole_readers).
+        self.aliases: Dict[str, str] = {}
         self._nested = 0
 
     @classmethod
@@ -137,6 +140,8 @@ class ImportTable(cst.CSTVisitor):
             return self.names.get(n.value)
         if kind is cst.Attribute:
             base = self.resolve(n.value)
+            if base is None and self.aliases:
+                return self.aliases.get(dotted_name(n) or "")
             return f"{base}.{n.attr.value}" if base is not None else None
         return None
 

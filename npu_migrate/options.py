@@ -77,6 +77,11 @@ class Options:
     # ("<module path without .py>::<name>::<the reader's path>": project_values.py): the calls
     # through that name stay there, so the module's own stay too (callrules/program.py).
     exported_names: Tuple[str, ...] = ()
+    # The files of the run that read such a name and the names they read it through
+    # ("<absolute path>::<local name>::<module>::<the binding file>": `hvd` of `from ...config import
+    # hvd`, `config.hvd`; project_values.exported_names): their uses are that module's, kept with the
+    # binding module, and reported there (engine.py admits the file, callrules/program.py keeps them).
+    whole_readers: Tuple[str, ...] = ()
     # Attributes the attribute rules rename (`is_cuda`) that a class of the run's files defines as
     # its own (torch_geometric's `Data.is_cuda` property; project_values.py): every module keeps
     # its reads, as the defining module does (codemods/torch/methods.py).

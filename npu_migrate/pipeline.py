@@ -385,9 +385,14 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     if bound and options.framework in ("auto", "tensorflow"):
         from .project_values import exported_names
 
-        exported = exported_names(bound, itertools.chain(files, outside() if outside is not None else ()))
+        readers: List[str] = []
+        exported = exported_names(bound, itertools.chain(files, outside() if outside is not None else ()), readers)
         if exported:
             options = replace(options, exported_names=exported)
+        run = {os.path.abspath(f) for f in files}
+        readers = [r for r in readers if r.split("::", 1)[0] in run]  # (only the run's files are migrated)
+        if readers:
+            options = replace(options, whole_readers=tuple(readers))
     if code and options.framework in ("auto", "torch"):
         options = replace(options, cuda_only_code=tuple(code))
     dispatch = [rule for rule in rules.framework_rules.get("mindspore", ()) if rule.kind == "device_dispatch"

@@ -492,30 +492,60 @@ def _whole_bindings(text: bytes) -> Tuple[str, ...]:
                          if not any(True for _ in _enclosing(text, m.start(), ""))}))
 
 
-def exported_names(bound: Dict[str, Tuple[str, ...]], files: Iterable[str]) -> Tuple[str, ...]:
+def exported_names(bound: Dict[str, Tuple[str, ...]], files: Iterable[str],
+                   readers: Optional[List[str]] = None) -> Tuple[str, ...]:
     """"<module path without .py>::<name>::<reader>" for each name of `bound` (scan's) that
     another of the .py `files` reads (`from ...config import hvd`, `config.hvd`), sorted: the
     calls made through it there are not rewritten, so the module's own must not be either
-    (callrules/program.py). Reads the files again, only when some file binds such a name."""
+    (callrules/program.py). Reads the files again, only when some file binds such a name.
+
+    `readers`, when given, gets "<reader's absolute path>::<local name>::<module>::<binding
+    file's path>" for every reader and each name it reads the bound module through (`hvd` of
+    `from ...config import hvd`, `config.hvd` of `from . import config`): the reader's uses are
+    that module's and stay with the binding module (Options.whole_readers; every file is then read)."""
     if not bound:
         return ()
     keys = {f"{_module_name(path)}.{name}": (path, name) for path, names in bound.items() for name in names}
     found: Dict[Tuple[str, str], str] = {}
     for reader in files:
-        if len(found) == len(keys):
+        if len(found) == len(keys) and readers is None:
             break
         text = _read(reader)
         if text is None:
             continue
         for key, (path, name) in keys.items():
-            if (path, name) in found or os.path.abspath(reader) == os.path.abspath(path) or name.encode() not in text:
+            if ((path, name) in found and readers is None) or os.path.abspath(reader) == os.path.abspath(path) \
+                    or name.encode() not in text:
                 continue
-            if reads_device_key(text.decode("utf-8", "replace"), (key,)):
-                found[(path, name)] = reader
+            decoded = text.decode("utf-8", "replace")
+            if reads_device_key(decoded, (key,)):
+                found.setdefault((path, name), reader)
+                if readers is not None:
+                    readers.extend(f"{os.path.abspath(reader)}::{local}::{WHOLE_MODULES[0]}::{path}"
+                                   for local in _local_names(decoded, key))
     out = []
     for (path, name), reader in found.items():
         out.append(f"{module_path(path)}::{name}::{reader}")
+    if readers is not None:
+        readers.sort()
     return tuple(sorted(out))
+
+
+def _local_names(text: str, key: str) -> List[str]:
+    """The names through which `text` reads the module-level name `key` ("config.hvd"): the
+    name a `from ...config import hvd [as h]` binds, and `config.hvd` where the text writes it
+    (`from . import config`), sorted. (WHOLE_MODULES has one module: what such a name binds.)"""
+    module, name = key.rsplit(".", 1)
+    found = set()
+    for m in re.finditer(rf"^[ \t]*from[ \t]+[\w.]*\b{re.escape(module)}[ \t]+import[ \t]+(\([^)]*\)|[^\n#]*)",
+                         text, re.MULTILINE):
+        for part in m.group(1).strip("()").split(","):
+            words = part.split()
+            if words[:1] == [name]:
+                found.add(words[2] if len(words) == 3 and words[1] == "as" else name)
+    if re.search(rf"(?<![\w.]){re.escape(module)}\s*\.\s*{re.escape(name)}\b", text):
+        found.add(key)
+    return sorted(found)
 
 
 def facts_key(gates: Sequence[str] = ()) -> str:

@@ -747,3 +747,57 @@ def test_the_project_scan_looks_for_the_modules_that_move_whole():
     rules = load_rules()
     modules = {m for r in rules.rules if r.kind == "remove_import" for m in r.spec_of(RemoveImportSpec).modules}
     assert set(WHOLE_MODULES) == modules
+
+
+# deepxde 1.15.0's readers (trimmed): optimizers/tensorflow_compat_v1/optimizers.py and
+# data/pde.py read config.py's `hvd` and import no TensorFlow themselves (`from ...backend import tf`).
+DEEPXDE_READER = (
+    "from ...backend import tf\nfrom ...config import hvd\n\n\n"
+    "def get(optim, loss):\n"
+    "    if hvd is not None:\n"
+    "        optim = hvd.DistributedOptimizer(optim)\n"
+    "    if hvd.rank() == 0:\n"
+    "        print(loss)\n"
+    "    return optim.minimize(loss)\n"
+)
+DEEPXDE_ATTRIBUTE_READER = (
+    "import numpy as np\n\nfrom .. import config\n\n\n"
+    "def bcast(x):\n"
+    "    if config.hvd is not None and config.hvd.size() > 1:\n"
+    "        config.comm.Bcast(x, root=0)\n"
+)
+
+
+def test_a_module_reading_anothers_horovod_name_keeps_its_uses_and_says_why(tmp_path, run_cli):
+    """deepxde 1.15.0: config.py binds `hvd` (Horovod's TF bindings) and stays on Horovod while
+    other modules read it (test above); those readers import no TensorFlow, so no pass read them:
+    their `hvd.DistributedOptimizer(optim)`, `hvd.rank()` and `config.hvd.size()` got no finding, and
+    were they rewritten, they would leave config.py's Horovod (the value and its reader move
+    together, across modules too). Now each reader's uses are Horovod's: kept, each reported
+    where it is (NPU357 naming the module that keeps it, NPU335 for a test of the name)."""
+    (tmp_path / "pkg/optimizers/compat").mkdir(parents=True)
+    (tmp_path / "pkg/data").mkdir()
+    for folder in ("pkg", "pkg/optimizers", "pkg/optimizers/compat", "pkg/data"):
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg/config.py").write_text(DEEPXDE_CONFIG)
+    (tmp_path / "pkg/optimizers/compat/optimizers.py").write_text(DEEPXDE_READER)
+    (tmp_path / "pkg/data/pde.py").write_text(DEEPXDE_ATTRIBUTE_READER)
+    r = run_cli("--write", "--no-cache", "pkg", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "pkg/config.py").read_text() == DEEPXDE_CONFIG
+    assert (tmp_path / "pkg/optimizers/compat/optimizers.py").read_text() == DEEPXDE_READER
+    assert (tmp_path / "pkg/data/pde.py").read_text() == DEEPXDE_ATTRIBUTE_READER
+    lines = [line for line in r.stdout.decode().splitlines() if "/pde.py:" in line or "/optimizers.py:" in line]
+    assert [line.split(" [")[0] for line in lines] == [
+        "pkg/data/pde.py:7:8: NPU335", "pkg/data/pde.py:7:35: NPU357",
+        "pkg/optimizers/compat/optimizers.py:6:8: NPU335", "pkg/optimizers/compat/optimizers.py:7:17: NPU357",
+        "pkg/optimizers/compat/optimizers.py:8:8: NPU357"]
+    assert ("`horovod.tensorflow.size(...)` was not rewritten to `get_npu_rank_size`: `horovod.tensorflow` moves to"
+            " the NPU whole or not at all in a file, and `config.hvd` is ../config.py's (from this file's folder),"
+            " which keeps it on Horovod while this file uses it.") in lines[1]
+    assert ("`horovod.tensorflow.rank(...)` was not rewritten to `get_npu_rank_id`: `horovod.tensorflow` moves to"
+            " the NPU whole or not at all in a file, and `hvd` is ../../config.py's (from this file's folder),"
+            " which keeps it on Horovod while this file uses it.") in lines[4]
+    # Given alone, a reader reads as before: what it imports is not among the run's files.
+    r = run_cli("--check", "--no-cache", "pkg/optimizers/compat/optimizers.py", cwd=tmp_path)
+    assert r.returncode == 0 and "NPU3" not in r.stdout.decode(), r.stdout

@@ -90,7 +90,13 @@ class ProgramPlanning(PlannerState):
                     self._drop_rewrites(module, rule, why)
 
     def _why_kept(self, module: str, counts: List[int]) -> Optional[str]:
-        """Why `module`'s uses stay in this file (None: every one is rewritten)."""
+        """Why `module`'s uses stay in this file (None: every one is rewritten). In a file that
+        reads it through another module's name (ctx.whole_reads), that module keeps it."""
+        for local, (bound_module, binding) in sorted(self.ctx.whole_reads.items()):
+            if bound_module == module or bound_module.startswith(module + "."):
+                where = os.path.relpath(binding, os.path.dirname(os.path.abspath(self.ctx.path)))
+                return (f"`{local}` is {where}'s (from this file's folder), which keeps it on Horovod while"
+                        " this file uses it")
         if counts[0] != counts[1]:
             kept = self._kept_refs[module]
             where = ""
