@@ -2149,3 +2149,45 @@ def test_a_lazy_call_of_cuda_is_reported_as_never_running_and_not_to_be_removed(
         " `_lazy_call` of torch_npu's `npu` module (the same function in the torch_npu 2.1.0.post8, 2.5.1 and 2.14.0"
         " wheels; not in the public API the targets list). Removing the call drops what the function sets.")
     assert "torch.npu.default_generators[idx]" in result.new_text
+
+
+# e3nn 0.6.0 examples/tetris.py (shape of): main() (what the main block runs) trains `f` on the
+# CPU; profile(), which nothing calls, moves its own `f` to "cuda" and builds an optimizer too.
+TETRIS = """\
+import torch
+
+
+def main():
+    f = torch.nn.Linear(4, 7)
+    optim = torch.optim.Adam(f.parameters(), lr=1e-3)
+    for step in range(300):
+        loss = f(torch.ones(4)).pow(2).sum()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+
+
+if __name__ == "__main__":
+    main()
+
+
+def profile():
+    f = torch.nn.Linear(4, 7)
+    f.to(device="cuda")
+    optim = torch.optim.Adam(f.parameters(), lr=1e-2)
+"""
+
+
+def test_distributed_wraps_no_model_of_a_function_the_script_never_runs():
+    """--distributed put `f = distributed_model(f)` into profile() (the only move of a model
+    named `f`) and left main(), the training the script runs, one process's on every rank with
+    no finding. Now the model to wrap is looked for in what the main block runs: main()'s `f` is
+    never put on the NPU, so the script is not made distributed and NPU385 says why."""
+    result = migrate_source(TETRIS, "tetris.py", Options(distributed=True))
+    assert result.error is None and result.extra_files == {}
+    assert "distributed" not in result.new_text
+    assert result.new_text == with_torch_npu(TETRIS).replace('device="cuda"', 'device="npu"')
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in result.findings] == [
+        ("NPU385", 6, 13, "not made distributed: no statement found that puts `f` on the NPU (`f.parameters()`);"
+                          " DistributedDataParallel wraps the trained model right after the statement that puts it"
+                          " on the NPU")]

@@ -72,6 +72,40 @@ def main_guard(module: cst.Module) -> Optional[cst.If]:
     return next((s for s in module.body if is_main_guard(s)), None)
 
 
+def run_scopes(module: cst.Module, guard: cst.If) -> List[cst.CSTNode]:
+    """The scopes the main block `guard` runs: the module, and the module's functions it calls
+    by name (`main()`, `app.run(main)`, `tf.app.run()`: main), and those they call, transitively."""
+    from ..fast_visitor import subtree
+
+    functions = {s.name.value: s for s in module.body if isinstance(s, cst.FunctionDef)}
+    run: List[cst.CSTNode] = [module]
+    todo = _called_names(guard, subtree)
+    seen: Set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name not in functions:
+            continue
+        seen.add(name)
+        run.append(functions[name])
+        todo |= _called_names(functions[name], subtree)
+    return run
+
+
+def _called_names(node: cst.CSTNode, subtree) -> Set[str]:
+    """The plain names called in `node` (`main()`, `train(model)`), passed as a call's first
+    argument (`app.run(main)`, `mp.spawn(worker, ...)`), and `main` for `tf.app.run()`."""
+    names = set()
+    for n in subtree(node):
+        if isinstance(n, cst.Call):
+            if isinstance(n.func, cst.Name):
+                names.add(n.func.value)
+            elif not n.args and (dotted_name(n.func) or "").endswith("app.run"):
+                names.add("main")
+            if n.args and isinstance(n.args[0].value, cst.Name):
+                names.add(n.args[0].value.value)
+    return names
+
+
 def header_end(module: cst.Module) -> int:
     """Where the block goes: after the docstring, the leading imports (also `try: import`) and
     the ModelArts block."""

@@ -85,10 +85,22 @@ def _false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value in ("False", "None")
 
 
+def _run_scopes(a: TorchAnalysis) -> Optional[List[cst.CSTNode]]:
+    """The scopes a script's main block runs (common.run_scopes); None without a main block (a
+    module: its caller decides)."""
+    return common.run_scopes(a.module, a.main_guard) if a.main_guard is not None else None
+
+
 def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
     """The last statement that puts `model` on the device, in the scope that builds the optimizer
     (or, when the optimizer is built elsewhere, anywhere): as a statement of that scope's body."""
     scopes = [scope for call, scope in a.optimizers if any(model in parameters_of(arg.value) for arg in call.args[:1])]
+    run = _run_scopes(a)
+    if run is not None and any(any(s is r for r in run) for s in scopes):
+        # e3nn's examples/tetris.py: main() trains `f` on the CPU, profile() (which nothing
+        # runs) moves its own `f` to "cuda": the model to wrap is the one the script runs, and
+        # a move only the other function makes is none (NPU385).
+        scopes = [s for s in scopes if any(s is r for r in run)]
     candidates: List[Tuple[cst.BaseStatement, cst.CSTNode]] = []
     for assigned in a.assignments.values():
         for name, stmt, scope, value in assigned:
@@ -97,6 +109,8 @@ def _find_move(a: TorchAnalysis, model: str) -> Optional[Move]:
     for name, stmt, scope in a.expr_moves:
         if name == model and stmt is not None:
             candidates.append((stmt, scope))
+    if run is not None and any(any(s is r for r in run) for s in scopes):
+        candidates = [c for c in candidates if any(c[1] is r for r in run)]
     in_scope = [c for c in candidates if any(c[1] is s for s in scopes)]
     chosen = in_scope or (candidates if len({id(c[1]) for c in candidates}) == 1 else [])
     if not chosen:
