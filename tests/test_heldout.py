@@ -2151,6 +2151,48 @@ def test_a_lazy_call_of_cuda_is_reported_as_never_running_and_not_to_be_removed(
     assert "torch.npu.default_generators[idx]" in result.new_text
 
 
+# baselines 0.1.5 ppo2/run_atari.py (shape of): a TF 1.x entry script whose training, optimizer
+# included, is in another module (ppo2.learn).
+RUN_ATARI = """\
+import multiprocessing
+import tensorflow as tf
+from baselines.ppo2 import ppo2
+
+
+def train(env_id, num_timesteps, seed, policy):
+    ncpu = multiprocessing.cpu_count()
+    config = tf.ConfigProto(allow_soft_placement=True,
+                            intra_op_parallelism_threads=ncpu,
+                            inter_op_parallelism_threads=ncpu)
+    config.gpu_options.allow_growth = True
+    tf.Session(config=config).__enter__()
+    ppo2.learn(policy=policy, env=env_id, nsteps=128, total_timesteps=int(num_timesteps * 1.1))
+
+
+def main():
+    train('PongNoFrameskip-v4', num_timesteps=10e6, seed=0, policy='cnn')
+
+
+if __name__ == '__main__':
+    main()
+"""
+
+
+def test_a_tf_entry_script_training_through_another_module_says_it_was_not_made_distributed():
+    """--distributed made baselines' run_atari.py no change and said nothing: it has no
+    tf.train optimizer to wrap (ppo2.learn builds it), so it stays one process per job. Now
+    NPU390 says so at the call that starts the training (torch scripts get NPU385)."""
+    result = migrate_source(RUN_ATARI, "run_atari.py", Options(distributed=True))
+    assert result.error is None and result.extra_files == {}
+    assert [(f.code, f.span.line, f.span.col, f.api, f.message) for f in result.findings if f.code == "NPU390"] == [
+        ("NPU390", 13, 5, "ppo2.learn",
+         "not made distributed: no tf.train optimizer in this script to wrap with NPUDistributedOptimizer: the training"
+         " it starts builds its optimizer elsewhere (give --distributed the module that builds it, or the project's"
+         " folder) (`ppo2.learn`)")]
+    assert "ppo2.learn(policy=policy" in result.new_text  # only the session config moved
+    assert result.new_text.count("npu_config_proto") == 1
+
+
 # e3nn 0.6.0 examples/tetris.py (shape of): main() (what the main block runs) trains `f` on the
 # CPU; profile(), which nothing calls, moves its own `f` to "cuda" and builds an optimizer too.
 TETRIS = """\

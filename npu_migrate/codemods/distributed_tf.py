@@ -51,6 +51,10 @@ ALREADY = ("horovod", "npu_bridge.hccl", "tensorflow.distribute", "tensorflow.co
 ALREADY_NAMES = {"NPUDistributedOptimizer", "npu_distributed_optimizer_wrapper", "hccl_ops",
                  "NPUBroadcastGlobalVariablesHook", "broadcast_global_variables"}
 NPU_INIT = "npu_bridge.npu_init"
+# Calls that start training (last name part): in a script with no tf.train optimizer of its own,
+# the optimizer is built where they go (baselines' ppo2/run_atari.py: `ppo2.learn(...)`).
+TRAINING_CALLS = {"train", "learn", "fit", "fit_generator", "train_and_evaluate", "train_on_batch"}
+KERAS_TRAINING = {"fit", "fit_generator", "train_on_batch"}
 
 
 def _estimator_class(name: str, local: str) -> bool:
@@ -71,6 +75,7 @@ class TFAnalysis(common.ModuleAnalysis):
         self.hooks_calls: List[cst.Call] = []  # calls that get hooks=npu_hooks_append(...)
         self.batches: List[cst.Call] = []
         self.savers: Set[str] = set()
+        self.training_calls: List[Tuple[cst.Call, str, cst.CSTNode]] = []  # (call, its callee, scope): TRAINING_CALLS
         for node in self.imports.import_nodes:
             for name in imported_names(node):
                 if any(name == m or name.startswith(m + ".") for m in ALREADY):
@@ -100,6 +105,10 @@ class TFAnalysis(common.ModuleAnalysis):
     def visit_Call(self, node: cst.Call) -> None:
         name = self._name(node.func)
         last = name.rsplit(".", 1)[-1]
+        func = node.func
+        called = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        if called in TRAINING_CALLS:
+            self.training_calls.append((node, dotted_name(func) or called, self.scope()))
         if name.startswith("tensorflow.train.") and last.endswith("Optimizer") and last not in (
                 "Optimizer", "SyncReplicasOptimizer"):
             self.optimizers.append(node)
@@ -111,6 +120,7 @@ class TFAnalysis(common.ModuleAnalysis):
             self.generators.append((node, name))
         elif name in MONITORED or name in TRAIN_SPECS:
             self.hooks_calls.append(node)
+            self.training_calls.append((node, dotted_name(func) or last, self.scope()))
         elif isinstance(node.func, cst.Attribute):
             method = node.func.attr.value
             if method == "run" and node.args:
@@ -189,6 +199,33 @@ class _Rewriter(common.StatementInserter):
         return updated
 
 
+def _report_training_elsewhere(ctx: Context, a: TFAnalysis) -> None:
+    """NPU390 for an entry script (a main block) that starts training (`ppo2.learn(...)`,
+    `estimator.train(...)`, MonitoredTrainingSession, Keras `model.fit(...)`) with no optimizer
+    class of its own: the optimizer to wrap and the variables to broadcast are built where that
+    call goes (or named by a string), so the script is left one process per job, and says so (a
+    script with neither is not training: nothing is said)."""
+    guard = common.main_guard(ctx.module)
+    if not a.training_calls or guard is None:
+        return
+    run = common.run_scopes(ctx.module, guard)
+    # (the first the main block runs, in the file's order: the walk visits in source order; the
+    # module of the walk is a copy of ctx.module's, its functions the same nodes)
+    started = [(call, api) for call, api, scope in a.training_calls
+               if isinstance(scope, cst.Module) or any(scope is r for r in run)]
+    if not started:
+        return  # (a test's `rlt.train(...)` under `tf.test.main()`: nothing the script runs)
+    call, api = started[0]
+    if api.rsplit(".", 1)[-1] in KERAS_TRAINING:
+        why = ("a Keras model trained with an optimizer it names (`compile(optimizer='adam')`) or gets from "
+               "elsewhere: build the tf.keras optimizer here, wrap it with npu_distributed_optimizer_wrapper and add "
+               "NPUBroadcastGlobalVariablesCallback(0) to the callbacks")
+    else:
+        why = ("no tf.train optimizer in this script to wrap with NPUDistributedOptimizer: the training it starts "
+               "builds its optimizer elsewhere (give --distributed the module that builds it, or the project's folder)")
+    common.report(ctx, "NPU390", call, api, why=why)
+
+
 def _add_npu_init(module: cst.Module, ctx: Context) -> cst.Module:
     """`from npu_bridge.npu_init import *` (NPU120): NPUDistributedOptimizer, npu_hooks_append."""
     if imported_from(module, NPU_INIT):
@@ -230,6 +267,8 @@ def distribute_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     for call, api in original.generators:
         common.report(ctx, "NPU382", call, api)
+    if not (entry or original.sources or original.generators):
+        _report_training_elsewhere(ctx, original)
     if original.generators or not (entry or original.sources):
         return module
     if entry and original.hooks_calls:
