@@ -622,6 +622,8 @@ def explain_command(code, rule_files) -> None:
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--nproc", type=_Count(min=1), default=1, show_default=True,
               help="Processes to start, as on a node with that many NPUs.")
+@click.option("--nodes", type=_Count(min=1), default=1, show_default=True,
+              help="Nodes of the job: --nproc processes each, each node with its own working folder and /cache.")
 @click.option("--data", type=str, help="A folder that becomes the job's input, obs://rehearsal/data/.")
 @click.option("--obs", type=str, help="The local OBS folder (default: one in the job folder); obs://B/K is DIR/B/K.")
 @click.option("--python", "python", type=str, default=sys.executable,
@@ -635,7 +637,7 @@ def explain_command(code, rule_files) -> None:
               help="The code folder ModelArts downloads, which holds SCRIPT (default: the script's folder).")
 @click.option("--job-dir", type=str, help="Where to lay out the job (a new or empty folder; default: a temporary one).")
 @click.option("--quiet", "-q", is_flag=True, help="Do not show the processes' output (it is still in the job's logs).")
-def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sigterm_after, sigterm_on, code,
+def rehearse_command(script, script_args, nproc, nodes, data, obs, python, timeout, sigterm_after, sigterm_on, code,
                      job_dir, quiet) -> None:
     """Run an adapted entry script as a ModelArts job would, on the CPU.
 
@@ -649,7 +651,7 @@ def rehearse_command(script, script_args, nproc, data, obs, python, timeout, sig
     """
     from .rehearse import RehearsalOptions, run_rehearsal
 
-    options = RehearsalOptions(script=script, nproc=nproc, data=data, obs=obs, python=python, timeout=timeout,
+    options = RehearsalOptions(script=script, nproc=nproc, nodes=nodes, data=data, obs=obs, python=python, timeout=timeout,
                                sigterm_after=sigterm_after, sigterm_on=sigterm_on, script_args=tuple(script_args),
                                job_dir=job_dir, code=code,
                                echo=None if quiet else sys.stderr)

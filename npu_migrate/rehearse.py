@@ -10,8 +10,11 @@ tree is written. The job folder holds
     logs/rankN.log   what each process printed
     moxing.jsonl     every MoXing call (the stand-in's record)
     rank_table.json  the HCCL rank table ModelArts provides (RANK_TABLE_FILE)
+    nodeK/           with --nodes: node K's own code/ and cache/ (node 0's are the ones above)
 
-N processes start with `--data_url=obs://rehearsal/data/ --train_url=obs://rehearsal/out/`, the
+With --nodes M, M groups of N processes run as the nodes of one job would (each with its own
+working folder and /cache, the global ranks node * N + local rank, ModelArts' VC_TASK_INDEX and
+torchrun's GROUP_RANK saying the node), all on this machine and one shared OBS. N processes start with `--data_url=obs://rehearsal/data/ --train_url=obs://rehearsal/out/`, the
 arguments the platform adds, ModelArts' job variables and the per-process ones of torchrun and
 of Ascend's launchers, with the CPU stand-in of torch_npu and MoXing (npu_migrate/standin) first
 on PYTHONPATH. The verdict: every process succeeded and at least one file reached train_url;
@@ -62,6 +65,8 @@ LAUNCHER_VARIABLES = (
     "RANK_ID", "RANK_SIZE", "DEVICE_ID", "ASCEND_DEVICE_ID", "RANK_TABLE_FILE", "OMPI_COMM_WORLD_RANK",
     "OMPI_COMM_WORLD_SIZE", "TORCHELASTIC_RUN_ID", "CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES",
     "NPU_MIGRATE_MODELARTS_OUTPUTS",
+    # what else the generated code reads to tell a process's node and role (another launcher's, msrun's)
+    "GROUP_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "MS_ROLE", "MS_NODE_ID",
 )
 SKIPPED_FOLDERS = {".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".tox", ".mypy_cache", ".pytest_cache",
                    "node_modules", ".ipynb_checkpoints"}
@@ -87,7 +92,8 @@ class RehearsalError(Exception):
 @dataclass
 class RehearsalOptions:
     script: str
-    nproc: int = 1
+    nproc: int = 1  # per node
+    nodes: int = 1
     data: Optional[str] = None
     obs: Optional[str] = None
     python: str = sys.executable
@@ -237,32 +243,41 @@ def check_python(python: str, needs_torch: bool) -> None:
         raise RehearsalError(f"cannot run the interpreter {python} (exit status {done.returncode})")
 
 
-def _rank_table(nproc: int) -> dict:
-    devices = [{"device_id": str(i), "device_ip": f"192.168.100.{101 + i}", "rank_id": str(i)} for i in range(nproc)]
-    return {"version": "1.0", "server_count": "1", "status": "completed",
-            "server_list": [{"server_id": "127.0.0.1", "device": devices}]}
+def _rank_table(nproc: int, nodes: int = 1) -> dict:
+    servers = [{"server_id": "127.0.0.1", "device": [
+        {"device_id": str(i), "device_ip": f"192.168.{100 + node}.{101 + i}", "rank_id": str(node * nproc + i)}
+        for i in range(nproc)]} for node in range(nodes)]
+    return {"version": "1.0", "server_count": str(nodes), "status": "completed", "server_list": servers}
 
 
-def _environment(job: Path, code: Path, options: RehearsalOptions, rank: int, port: int) -> Dict[str, str]:
+def _node_folder(job: Path, node: int) -> Path:
+    """Where node `node` keeps its code/ and cache/: the job folder for the first node."""
+    return job if not node else job / f"node{node}"
+
+
+def _environment(job: Path, code: Path, options: RehearsalOptions, rank: int, port: int,
+                 node: int = 0) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
     path = [str(SITE)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     n = str(options.nproc)
+    total, local = str(options.nproc * options.nodes), rank - node * options.nproc
     env.update({
         "PYTHONPATH": os.pathsep.join(path),
         "PYTHONUNBUFFERED": "1",
         # the stand-in
         OBS_ROOT_VAR: str(job / "obs"), LOG_VAR: str(job / "moxing.jsonl"), DEVICES_VAR: n,
-        CACHE_VAR: str(job / "cache"), RECORD_VAR: str(job / "records"),
-        # ModelArts' job variables (one node)
+        CACHE_VAR: str(_node_folder(job, node) / "cache"), RECORD_VAR: str(job / "records"),
+        # ModelArts' job variables (node `node` of --nodes)
         "MA_JOB_DIR": str(code.parent), "MA_LOG_DIR": str(job / "logs"), "MA_MOUNT_PATH": str(job),
-        "MA_CURRENT_IP": "127.0.0.1", "MA_NUM_GPUS": n, "MA_NUM_HOSTS": "1", "MA_TASK_NAME": "worker",
-        "MA_VJ_NAME": "rehearsal-" + job.name, "VC_TASK_INDEX": "0", "VC_WORKER_NUM": "1",
-        "VC_WORKER_HOSTS": "127.0.0.1",
+        "MA_CURRENT_IP": "127.0.0.1", "MA_NUM_GPUS": n, "MA_NUM_HOSTS": str(options.nodes), "MA_TASK_NAME": "worker",
+        "MA_VJ_NAME": "rehearsal-" + job.name, "VC_TASK_INDEX": str(node), "VC_WORKER_NUM": str(options.nodes),
+        "VC_WORKER_HOSTS": ",".join(["127.0.0.1"] * options.nodes),
         # torchrun's
-        "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": n, "LOCAL_WORLD_SIZE": n, "GROUP_RANK": "0",
+        "RANK": str(rank), "LOCAL_RANK": str(local), "WORLD_SIZE": total, "LOCAL_WORLD_SIZE": n,
+        "GROUP_RANK": str(node), "GROUP_WORLD_SIZE": str(options.nodes),
         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
         # Ascend's launchers (MindSpore, TensorFlow, HCCL)
-        "RANK_ID": str(rank), "RANK_SIZE": n, "DEVICE_ID": str(rank), "ASCEND_DEVICE_ID": str(rank),
+        "RANK_ID": str(rank), "RANK_SIZE": total, "DEVICE_ID": str(local), "ASCEND_DEVICE_ID": str(local),
         "RANK_TABLE_FILE": str(job / "rank_table.json"), "HCCL_WHITELIST_DISABLE": "1",
     })
     return env
@@ -315,6 +330,8 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         raise RehearsalError(f"{options.script}: " + ("not a file" if script.exists() else "no such file"))
     if options.nproc < 1:
         raise RehearsalError("--nproc must be at least 1")
+    if options.nodes < 1:
+        raise RehearsalError("--nodes must be at least 1")
     if options.data and not Path(options.data).is_dir():
         raise RehearsalError(f"--data {options.data}: not a folder")
     try:
@@ -348,6 +365,10 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         job = Path(tempfile.mkdtemp(prefix="npu-migrate-rehearsal-", dir=parent)).resolve()
     code = job / "code" / (source.name or "code")
     code_files = _copy_code(source, code)
+    codes = [code] + [_node_folder(job, k) / "code" / code.name for k in range(1, options.nodes)]
+    for other in codes[1:]:
+        _copy_code(source, other)
+        (other.parent.parent / "cache").mkdir()
     obs = Path(options.obs).resolve() if options.obs else job / "obs"
     data = obs / BUCKET / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -358,20 +379,25 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
         (job / "obs").symlink_to(obs, target_is_directory=True)
     (job / "cache").mkdir()
     (job / "logs").mkdir()
-    (job / "rank_table.json").write_text(json.dumps(_rank_table(options.nproc), indent=2) + "\n")
+    (job / "rank_table.json").write_text(json.dumps(_rank_table(options.nproc, options.nodes), indent=2) + "\n")
     before_out = _snapshot(out)
     before_job = _snapshot(job, JOB_OWN)
     started_ns = time.time_ns()
 
     port = _free_port()
     extra = [a.format(master_addr="127.0.0.1", master_port=port, nproc=options.nproc) for a in PLATFORM_ARGUMENTS]
-    command = [options.python, str(code / script.resolve().relative_to(source)), f"--data_url={DATA_URL}", f"--train_url={TRAIN_URL}",
-               *extra, *_cache_arguments(options.script_args, job / "cache")]
+
+    def command_of(node: int) -> List[str]:
+        return [options.python, str(codes[node] / script.resolve().relative_to(source)), f"--data_url={DATA_URL}",
+                f"--train_url={TRAIN_URL}", *extra,
+                *_cache_arguments(options.script_args, _node_folder(job, node) / "cache")]
+
+    command = command_of(0)
     started = time.monotonic()
     processes = [
-        _Process(rank, command, code, _environment(job, code, options, rank, port), job / "logs" / f"rank{rank}.log",
-                 options.echo)
-        for rank in range(options.nproc)
+        _Process(rank, command_of(node), codes[node], _environment(job, codes[node], options, rank, port, node),
+                 job / "logs" / f"rank{rank}.log", options.echo)
+        for node in range(options.nodes) for rank in range(node * options.nproc, (node + 1) * options.nproc)
     ]
     try:
         timed_out = _supervise(processes, options, started, code / options.sigterm_on if options.sigterm_on else None)
@@ -392,7 +418,7 @@ def rehearse(options: RehearsalOptions) -> RehearsalResult:
                  and _is_obs(c["args"][0]) and not _is_obs(c["args"][1]) and "error" not in c]
     after_out = _snapshot(out)
     uploaded = sorted((name, size) for name, (size, mtime) in after_out.items() if before_out.get(name) != (size, mtime))
-    places = _Places(job, code, obs, copies_in)
+    places = _Places(job, code, obs, copies_in, codes)
     records = _by_rank(_read_records(job / "records"), ranks)
     written = _written(places, before_job, records, started_ns)
     uploaded_names = {(_without_incomplete(Path(n).name), s) for n, s in uploaded}
@@ -472,8 +498,12 @@ class _Places:
     what is not the job's output (the rehearsal's own files, the OBS, the input copied into
     /cache, bytecode, the generated code's markers, caches under ~/.cache, torch.compile's cache)."""
 
-    def __init__(self, job: Path, code: Path, obs: Path, copies_in: List[Copy]) -> None:
+    def __init__(self, job: Path, code: Path, obs: Path, copies_in: List[Copy],
+                 codes: Optional[List[Path]] = None) -> None:
         self.job, self.code = job, code
+        # with --nodes: each node's working folder and cache, named as the first node's are
+        self.codes = codes or [code]
+        self.caches_of_nodes = [c.parent.parent / "cache" for c in self.codes]
         self.own = [job / name for name in JOB_OWN] + [obs]
         self.inputs = [Path(c.dst).resolve() for c in copies_in]
         home = Path.home()
@@ -488,10 +518,12 @@ class _Places:
         for p in {path, resolved}:
             if any(p == d or d in p.parents for d in self.own + self.inputs):
                 return None
-        if self.code == path or self.code in path.parents:
-            return path.relative_to(self.code).as_posix()
-        if self.job / "cache" in path.parents:
-            return "/cache/" + path.relative_to(self.job / "cache").as_posix()
+        for code in self.codes:
+            if code == path or code in path.parents:
+                return path.relative_to(code).as_posix()
+        for cache in self.caches_of_nodes:
+            if cache in path.parents:
+                return "/cache/" + path.relative_to(cache).as_posix()
         if self.job in path.parents:
             return os.path.relpath(path, self.code).replace(os.sep, "/")
         if any(c in path.parents for c in self.caches):
@@ -661,8 +693,11 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
                 name = places.name(path)  # (the input copied into /cache is written once, by the copying rank)
                 if name is None or name.startswith(("../", "~/", "/")) and not name.startswith("/cache/"):
                     continue
-                if not name.endswith(".lock") and os.path.isfile(path) \
-                        and rank not in writers.get(name, []):
+                if name.endswith(".lock") or not os.path.isfile(path):
+                    continue
+                if result.options.nodes > 1:  # each node's disks are its own: one writer per node
+                    name += f"` on node `{rank // result.options.nproc}"
+                if rank not in writers.get(name, []):
                     writers.setdefault(name, []).append(rank)
         kept = set(writers)
         shared = {name: who for name, who in writers.items() if len(who) > 1}
@@ -743,10 +778,10 @@ def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]
         problems.append(_names(cut) + " reached train_url only as NAME" + INCOMPLETE + ": a process was still "
                         f"writing {'it' if len(cut) == 1 else 'them'} at rank 0's final copy (see "
                         f"{result.ranks[0].log})")
-    per_source: Dict[str, List[Copy]] = {}
+    per_source: Dict[Tuple[str, int], List[Copy]] = {}
     for c in result.copies_in:
-        per_source.setdefault(c.src.rstrip("/"), []).append(c)
-    for src, copies in per_source.items():
+        per_source.setdefault((c.src.rstrip("/"), _node_of(c.dst, result)), []).append(c)
+    for (src, _), copies in per_source.items():
         if len(copies) > 1:
             who = ", ".join(f"rank {c.rank or '?'} to {c.dst}" for c in copies)
             problems.append(f"{src} was copied {len(copies)} times on one node ({who}): copy once per node")
@@ -774,6 +809,15 @@ def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]
     if code_files > MODELARTS_MAX_CODE_FILES:
         problems.append(f"the code folder has {code_files} files: ModelArts takes at most {MODELARTS_MAX_CODE_FILES}")
     return problems
+
+
+def _node_of(path: str, result: RehearsalResult) -> int:
+    """Which node of --nodes a path of the job folder is on (0 for what is not a node's own)."""
+    for node in range(result.options.nodes - 1, 0, -1):
+        folder = _node_folder(result.job_dir, node)
+        if folder in Path(path).resolve().parents:
+            return node
+    return 0
 
 
 def _uploaders(records: Dict[int, dict]) -> str:
@@ -889,7 +933,8 @@ def _last_error(log: str) -> str:
 def render(result: RehearsalResult) -> str:
     """The report printed after the rehearsal."""
     o = result.options
-    lines = [f"rehearsal of {o.script}: {o.nproc} process{'es' if o.nproc > 1 else ''} on one node, "
+    where = "on one node" if o.nodes == 1 else f"on each of {o.nodes} nodes"
+    lines = [f"rehearsal of {o.script}: {o.nproc} process{'es' if o.nproc > 1 else ''} {where}, "
              f"job folder {result.job_dir}"]
     shown = [Path(result.command[0]).name, os.path.relpath(result.command[1], result.job_dir)] + result.command[2:]
     lines.append("  command: " + " ".join(shown))
@@ -902,11 +947,13 @@ def render(result: RehearsalResult) -> str:
         else:
             status = _status(r.returncode) + (" (had SIGTERM)" if r.sigterm else "")
         lines.append(f"  {r.rank:<4}  {status:<27} {r.seconds:6.1f}s  {os.path.relpath(r.log, result.job_dir)}")
-    lines.append(f"  copies of OBS input into /cache on node 0: {len(result.copies_in)} (expected: 1"
-                 f"{', or none when the script reads no OBS input' if not result.copies_in else ''})")
-    for c in result.copies_in:
-        lines.append(f"    rank {c.rank or '?'} (pid {c.pid}): mox.file.{c.call} {c.src} -> "
-                     f"{_under(c.dst, result.job_dir)} ({c.files} file{'s' if c.files != 1 else ''})")
+    for node in range(o.nodes):
+        copies = [c for c in result.copies_in if _node_of(c.dst, result) == node]
+        lines.append(f"  copies of OBS input into /cache on node {node}: {len(copies)} (expected: 1"
+                     f"{', or none when the script reads no OBS input' if not copies else ''})")
+        for c in copies:
+            lines.append(f"    rank {c.rank or '?'} (pid {c.pid}): mox.file.{c.call} {c.src} -> "
+                         f"{_under(c.dst, result.job_dir)} ({c.files} file{'s' if c.files != 1 else ''})")
     lines.append(f"  files that reached train_url ({TRAIN_URL}): {len(result.uploaded)}")
     for name, size in result.uploaded[:50]:
         lines.append(f"    {name}  {size:,} bytes")

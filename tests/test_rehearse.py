@@ -479,6 +479,40 @@ def test_a_module_the_interpreter_lacks_says_whether_the_package_or_the_release_
     assert expected + "; nothing reached train_url: the script wrote no file at all" in verdict(done)
 
 
+def test_a_job_of_two_nodes_delivers_every_node_s_outputs(world):
+    """--nodes 2: two groups of two processes, each node with its own working folder and /cache
+    (ModelArts' VC_TASK_INDEX and torchrun's GROUP_RANK say which), one OBS. Every rank saves
+    its shard and metrics.json: node 0's reach train_url, node 1's train_url/node-1/ (the
+    runtime's first process of each node copies its node's files), the data is copied once per
+    node, and no file is reported as written by several ranks across the nodes."""
+    world.script("npu_migrate_modelarts.py", render_runtime())
+    world.script("train.py", (
+        "import argparse, os\n"
+        "from npu_migrate_modelarts import modelarts_setup\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data', default='data')\n"
+        "parser.add_argument('--output_dir', default='out')\n"
+        "parser.add_argument('--data_url')\n"
+        "parser.add_argument('--train_url')\n"
+        "args = modelarts_setup(parser.parse_known_args()[0], data=['data'], outputs=['output_dir'])\n"
+        "os.makedirs(args.output_dir, exist_ok=True)\n"
+        "with open(os.path.join(args.output_dir, 'shard%s.pt' % os.environ['RANK']), 'w') as f:\n"
+        "    f.write(','.join(sorted(os.listdir(args.data))))\n"
+        "with open(os.path.join(args.output_dir, 'metrics.json'), 'w') as f:\n"
+        "    f.write(os.environ['GROUP_RANK'])\n"
+    ))
+    done = world.rehearse("train.py", "--data", str(world.data), "--nproc", "2", "--nodes", "2")
+    assert done.returncode == 0, report(done) + done.stderr.decode()
+    assert report(done).startswith("rehearsal of train.py: 2 processes on each of 2 nodes, job folder ")
+    assert uploaded(done) == ["metrics.json", "node-1/metrics.json", "node-1/shard2.pt", "node-1/shard3.pt",
+                              "shard0.pt", "shard1.pt"]
+    assert (world.job / "obs/rehearsal/out/node-1/metrics.json").read_text() == "1"
+    assert (world.job / "obs/rehearsal/out/node-1/shard3.pt").read_text() == "a.txt,b.txt"
+    assert re.findall(r"copies of OBS input into /cache on node (\d): (\d)", report(done)) == [("0", "1"), ("1", "1")]
+    assert "<job>/node1/cache/data" in report(done)
+    assert verdict(done) == "OK: every rank succeeded and 6 files reached train_url"
+
+
 def test_data_copied_twice_on_one_node(world):
     # The MindSpore tutorial's pattern: every device copies the whole input for itself.
     world.script("train.py", (
