@@ -17,7 +17,7 @@ import ast
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
@@ -120,7 +120,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         code = (LazyCodeWords(verdict.tree, words, text, options.tensorflow2_project)
                 if verdict.tree is not None else None)
         if code is not None and not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts,
-                                               _used_frameworks(code, options.framework, rules)):
+                                                                   _used_frameworks(code, options.framework, rules),
+                                                                   lambda: code.imports()[0]):
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
             # a function, which its text cannot tell; 31 of transformers' files)
             return _nothing_needed(text, result)
@@ -165,11 +166,15 @@ def whole_reads(options: Options, path: str) -> Dict[str, Tuple[str, str]]:
 
 
 def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_modelarts: bool,
-                   frameworks: Optional[FrozenSet[str]] = None) -> bool:
+                   frameworks: Optional[FrozenSet[str]] = None,
+                   imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
     """Whether the file needs nothing, as the prefilter tells from its text (prefilter.py) and
-    `frameworks`, those it uses (when known: _used_frameworks). ModelArts and --distributed look
-    at every entry script; a file that reads a device key of --device-config-keys needs work."""
-    return (not wants_modelarts and not prefilter.may_need_work(rules, text, options.framework, words, frameworks)
+    `frameworks`, those it uses (when known: _used_frameworks), and `imports()`, the modules it
+    imports anywhere (LazyCodeWords.imports: what the finding pass's _imports_any reads too).
+    ModelArts and --distributed look at every entry script; a file that reads a device key of
+    --device-config-keys needs work."""
+    return (not wants_modelarts
+            and not prefilter.may_need_work(rules, text, options.framework, words, frameworks, imports)
             and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)))
 
 

@@ -215,16 +215,22 @@ class Prefilter:
         self._spelled: Dict[bytes, FrozenSet[bytes]] = {
             word: frozenset(_spellings(word)) for _exact, folded, _prefixes in self._checks for word in folded
             if len(word) <= _MAX_SPELLED}
+        # whether a requirement does not count in a file importing one of its modules (`unless`)
+        self._unless = any(req.unless for req in self.requirements)
         # ref -> its alternatives (ref_alternatives), compiled when first needed
         self._refs: Dict[Tuple[str, str], Tuple[Tuple[str, ...], ...]] = {}  # ref -> ref_alternatives
         # (text, words, whether they meet the requirements of no gate): of the last text asked about
         self._last: Tuple[Optional[str], Optional[AbstractSet[bytes]], bool] = (None, None, False)
 
     def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None,
-                      frameworks: Optional[AbstractSet[str]] = None) -> bool:
+                      frameworks: Optional[AbstractSet[str]] = None,
+                      imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
         """`words`: words_of(text), when the caller has it. `frameworks`: those the file uses,
         when the caller knows them (engine.py, from Python's tree): the rules of another
-        framework then do not count, whatever its gate says (its pass does not run: passes.py)."""
+        framework then do not count, whatever its gate says (its pass does not run: passes.py).
+        `imports()`: the modules the file imports anywhere, when the caller can tell them
+        (engine.py, Python's tree): a requirement whose rule does not match where one of its
+        `unless` modules is imported does not count there (gpytorch's `.to_dense()` calls)."""
         if self.disabled:
             return True
         if words is None:
@@ -235,6 +241,8 @@ class Prefilter:
         else:
             own = self._meets_own(text, words)
             self._last = (text, words, own)
+        if own and imports is not None and self._unless:
+            own = self._meets_own(text, words, imports)
         return own or any(
             (frameworks is None or pair[2] in frameworks)
             and pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
@@ -246,7 +254,8 @@ class Prefilter:
             pair[1] = pair[1]()
         return pair[1]
 
-    def _meets_own(self, text: str, words: AbstractSet[bytes]) -> bool:
+    def _meets_own(self, text: str, words: AbstractSet[bytes],
+                   imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
         candidates = list(self._always)
         for word in self._anchors.intersection(words):
             candidates.extend(self._by_word.get(word, ()))
@@ -264,10 +273,16 @@ class Prefilter:
             return False
         joined = b""  # " word word ...": a word starts with p where b" " + p occurs
         found: Dict[Tuple[str, str], bool] = {}  # refs already looked up in this text
+        imported: Optional[AbstractSet[str]] = None
         for i in sorted(set(candidates)):
             exact, folded, prefixes = self._checks[i]
             if not exact <= words:
                 continue
+            unless = self.requirements[i].unless
+            if unless and imports is not None:
+                imported = imports() if imported is None else imported
+                if any(m == root or m.startswith(root + ".") for m in imported for root in unless):
+                    continue  # (codemods/findings.py _imports_any)
             if folded:
                 if any(w in self._spelled and words.isdisjoint(self._spelled[w]) for w in folded):
                     continue  # a short one in none of its spellings
@@ -415,11 +430,12 @@ class RulePrefilter:
                 for (in_strings, roots, required, of_target), reqs in groups.items()]
 
     def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
-                      frameworks: Optional[AbstractSet[str]] = None) -> bool:
+                      frameworks: Optional[AbstractSet[str]] = None,
+                      imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
         prefilter = self._by_framework.get(framework)
         if prefilter is None:
             prefilter = self._by_framework[framework] = build_prefilter(self.rules, framework)
-        return prefilter.may_need_work(text, words, frameworks)
+        return prefilter.may_need_work(text, words, frameworks, imports)
 
 
 _RULE_PREFILTERS: Dict[str, RulePrefilter] = {}  # rule set fingerprint -> its prefilters
@@ -433,13 +449,16 @@ def _rule_prefilter(rules) -> RulePrefilter:
 
 
 def may_need_work(rules, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
-                  frameworks: Optional[AbstractSet[str]] = None) -> bool:
+                  frameworks: Optional[AbstractSet[str]] = None,
+                  imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
     """Whether a Python file can need anything at all under `rules` (words derived from the
     rules); False means it is skipped without being parsed. `framework`: --framework.
     `words`: words_of(text), when the caller has it. `frameworks`: the frameworks the file
     uses, once Python's tree tells them (engine.py asks again then: a PyTorch file that imports
-    TensorFlow only inside a function needs no TensorFlow rule, which its text cannot tell)."""
-    return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks)
+    TensorFlow only inside a function needs no TensorFlow rule, which its text cannot tell).
+    `imports()`: the modules it imports anywhere, from the same tree (a method finding's
+    `unless`: linear_operator's `.to_dense()` in gpytorch's modules is no tensor's)."""
+    return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks, imports)
 
 
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False,

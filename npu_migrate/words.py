@@ -59,6 +59,10 @@ class Requirement:
     # Whether the words may be written only inside a string literal (an argparse option, a
     # device string); the others are identifiers of the code (see prefilter.code_words).
     in_strings: bool = False
+    # Modules whose import anywhere in the file (or of a submodule) means the rule cannot match
+    # there: a method finding's `unless` (codemods/findings.py _imports_any). Only the
+    # prefilter's second look, with Python's tree (engine.py), reads it.
+    unless: FrozenSet[str] = frozenset()
 
     @property
     def leaf_word(self) -> Optional[Word]:

@@ -533,6 +533,29 @@ def test_a_pytorch_file_importing_tensorflow_in_a_function_is_only_read_by_pytho
     assert [e.code for e in migrate_source(text, "modeling_x.py", Options(framework="tensorflow")).edits] == ["NPU127"]
 
 
+def test_a_method_call_of_a_library_the_finding_is_unless_is_only_read_by_python():
+    """NPU304's `.to_dense()` is not reported in a file that imports linear_operator or gpytorch
+    (its `unless`: their LinearOperator.to_dense, codemods/findings.py _imports_any). The text
+    meets its requirement, so the prefilter lets such a file through; once Python's tree tells
+    its imports (anywhere, a function's too), the engine asks again and stops there (17 of
+    gpytorch 1.15.2's 26 parsed modules took a partial parse and a transform for nothing).
+    Without the import, or with a tensor's to_dense that another rule names, it is parsed."""
+    text = ("import torch\nfrom linear_operator.operators import DiagLinearOperator\n\n\n"
+            "def covar(x):\n    return DiagLinearOperator(torch.ones(3)).to_dense()\n")
+    for lazy in (text, text.replace("from linear_operator.operators import DiagLinearOperator\n", "")
+                 .replace("    return", "    from linear_operator.operators import DiagLinearOperator\n\n    return"),
+                 text.replace("from linear_operator.operators", "from gpytorch.lazy")):
+        result = migrate_source(lazy, "kernel.py")
+        assert result.work == {"ast": 1} and result.to_dict() == migrate_source(lazy, "kernel.py", partial=False).to_dict()
+        assert not (result.edits or result.findings or result.notes), lazy
+    for used in (text.replace("linear_operator.operators", "sparse_ops"), text.replace("linear_operator", "linear_operators"),
+                 text.replace("return", "return x.cuda() if 0 else")):
+        result = migrate_source(used, "kernel.py")
+        assert result.work.get("partial") == 1 and (result.findings or result.edits), used
+    assert [f.code for f in migrate_source(text.replace("linear_operator.operators", "sparse_ops"), "kernel.py").findings] \
+        == ["NPU304"]
+
+
 def test_a_qualified_name_under_an_aliased_parent_needs_its_attribute_written():
     """`import torch.nn as nn` (most PyTorch files) made the prefilter's link `nn` -> `Transformer`
     hold in any file that says Transformer, in a docstring too (NPU304's torch.nn.Transformer: 8

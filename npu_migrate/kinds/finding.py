@@ -387,7 +387,10 @@ def _requirements(rule: Rule) -> List[Requirement]:
         return [quoted(GUARD_TRIGGERS[n], ignore_case=n == "gloo-device-collectives")
                 if GUARD_TRIGGERS[n] in ("cuda", "gloo") else _guard_words(GUARD_TRIGGERS[n].split())
                 for n in names if n in GUARD_TRIGGERS]
-    return [attribute(n) for n in names]  # method
+    # method: `unless` its modules are imported (codemods/findings.py: such a file's calls are
+    # the library's, linear_operator's to_dense)
+    unless = frozenset(FindingSpec.of(rule).unless)
+    return [Requirement(req.words, req.refs, unless=unless) if unless else req for req in map(attribute, names)]
 
 
 def _guard_words(words: List[str]) -> Requirement:
