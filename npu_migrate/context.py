@@ -16,7 +16,7 @@ from .imports import ImportTable
 from .model import Edit, Finding, Severity, Span
 from .options import Options
 from .positions import NodePositions
-from .prefilter import device_target_of, framework_rules_may_apply
+from .prefilter import framework_rules_may_apply, tree_facts
 from .rules import Rule, RuleSet
 from .suppressions import covers
 
@@ -83,7 +83,7 @@ class Context:
             return True  # (a reader of another module's Horovod: its words name no horovod)
         return framework_rules_may_apply(self.rules, self.code.get(), framework, rewrites_only,
                                          self.code.written_outside_bare_strings,
-                                         device_target_of(self.code, self.options.mindspore_device_moves))
+                                         tree_facts(self.code, self.options.mindspore_device_moves))
 
     # -- positions -------------------------------------------------------------------------
 

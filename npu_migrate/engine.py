@@ -26,7 +26,7 @@ from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
 from . import prefilter, work
-from .prefilter import LazyCodeWords, device_target_of
+from .prefilter import LazyCodeWords, tree_facts
 from .words import words_of
 from .project_values import reads_device_key
 from .safe_parse import MAX_PARSE_CHARS, TooDeep, Verdict, python_verdict
@@ -127,7 +127,7 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
             return _nothing_needed(text, result)
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
                 and not reads_whole
-                and not _framework_rules_apply(code, rules, device_target_of(code, options.mindspore_device_moves))):
+                and not _framework_rules_apply(code, rules, tree_facts(code, options.mindspore_device_moves))):
             done = _migrate_partially(text, path, options, rules, entry_script, verdict.tree, code,
                                       _partial_framework(code, rules) if options.framework == "auto" else "")
             if done is not None:
@@ -272,7 +272,7 @@ def _used_frameworks(code: LazyCodeWords, framework: str, rules: RuleSet) -> Opt
 _FINDINGS_HOLD_IN_STATEMENTS = ("tensorflow", "mindspore")
 
 
-def _framework_rules_apply(code: LazyCodeWords, rules, device_target: Optional[Callable[[], bool]] = None) -> bool:
+def _framework_rules_apply(code: LazyCodeWords, rules, tree: Optional[Callable[[str], bool]] = None) -> bool:
     """Whether a TensorFlow/MindSpore pass will want the whole module (as _migrate_module decides
     from the parsed imports, here from Python's tree): then a partial parse would be thrown
     away. Only saves work: a partial parse that needs the whole module asks for it anyway.
@@ -288,7 +288,7 @@ def _framework_rules_apply(code: LazyCodeWords, rules, device_target: Optional[C
     written = code.written_outside_bare_strings
     if any(prefilter.framework_rules_may_apply(rules, code.get(), name,
                                                rewrites_only=name in _FINDINGS_HOLD_IN_STATEMENTS, written=written,
-                                               device_target=device_target)
+                                               tree=tree)
            for name in frameworks):
         return True
     return sum(prefilter.framework_rules_may_apply(rules, code.get(), name, written=written) for name in frameworks) > 1

@@ -449,6 +449,12 @@ def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
     requirements: List[Requirement] = []
     found: Optional[StatementFilter] = None
     for rule in rules.rules:
+        if rule.framework and rule.framework == framework and rule.kind == "entry_setup":
+            # (it only reports in a file it is let into partially: prefilter._fact_of)
+            from .kinds.entry_setup import statement_requirements
+
+            requirements.extend(statement_requirements(rule))
+            continue
         if rule.framework and not (rule.framework == framework and rule.kind == "finding"
                                    and rule.code != TF2_FINDING):  # (a TF 1.x file's: never TF 2's)
             continue

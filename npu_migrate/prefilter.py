@@ -348,11 +348,11 @@ class RulePrefilter:
         self.rules = rules
         self._by_framework: Dict[str, Prefilter] = {}
         # framework (with " rewrites": of its rules that are not findings) -> its checks
-        self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str, bool]]]] = {}
+        self._of_framework: Dict[str, Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str, str]]]] = {}
 
     def framework_rules_may_apply(self, code: "CodeWords", framework: str, rewrites_only: bool = False,
                                   written: Optional[Callable[[str], bool]] = None,
-                                  device_target: Optional[Callable[[], bool]] = None) -> bool:
+                                  tree: Optional[Callable[[str], bool]] = None) -> bool:
         """Whether one of `framework`'s own rules can match in a file that uses the framework,
         judged by the words of its code: a TensorFlow file that was let through by a word in
         a docstring (`model.fit()` in transformers' docs) needs no TensorFlow pass.
@@ -374,11 +374,13 @@ class RulePrefilter:
         needs its `unknown_contains` written (_required_word) needs it there (mesh-tensorflow's
         ops.py: `tf.device(...)` calls, "gpu" only in a docstring).
 
-        `device_target()`: whether the file's tree may hold what a device target's rewrites act
-        on (LazyCodeWords.may_hold_device_target: an `add_argument` call, an `if` comparing a
-        name with "GPU"/"Ascend"); with `rewrites_only`, the requirements of those rewrites
-        ([[device_dispatch]], an [[argument]] rule's argparse `options`) count only then
-        (mindformers' callback.py, 193 KB: `get_context("device_target") == "GPU"`)."""
+        `tree(fact)`: whether the file's tree may hold what some rewrites need (tree_facts,
+        LazyCodeWords.holds); with `rewrites_only`, the requirements of those rewrites count
+        only then (_fact_of): a device target's ([[device_dispatch]], an [[argument]] rule's
+        argparse `options`) only with an `add_argument` call or an `if` comparing a name with
+        "GPU"/"Ascend" (mindformers' callback.py, 193 KB: `get_context("device_target") ==
+        "GPU"`); an [[entry_setup]]'s only with a main block, without which it can only report
+        (transformers' modeling_tf_utils.py, 166 KB: `def fit` calling `super().fit(...)`)."""
         key = f"{framework} rewrites" if rewrites_only else framework
         checks = self._of_framework.get(key)
         if checks is None:
@@ -390,31 +392,31 @@ class RulePrefilter:
         return any(
             roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
             and (not word or written is None or written(word))
-            and (not of_target or device_target is None or device_target())
-            for prefilter, in_strings, roots, word, of_target in checks
+            and (not fact or tree is None or tree(fact))
+            for prefilter, in_strings, roots, word, fact in checks
         )
 
     def _framework_checks(self, framework: str, rewrites_only: bool = False
-                          ) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str, bool]]]:
+                          ) -> Optional[List[Tuple[Prefilter, bool, FrozenSet[str], str, str]]]:
         """framework_rules_may_apply's checks: one Prefilter per (whether the words may be in
         strings, the modules a requirement's refs say must be imported), of the requirements'
         words (with `.name` for an `attr` ref: CodeWords.attributes; the other refs look at
         text; and the word a rule needs written outside docstrings: _required_word; and, with
-        `rewrites_only`, whether it is a requirement of a device target's rewrites:
-        _of_device_target); None when a rule's kind is unknown."""
+        `rewrites_only`, the fact of the tree its rewrites need: _fact_of); None when a rule's
+        kind is unknown."""
         from .kinds.call_config import KIND as CALL_CONFIG
 
         rules = [rule for rule in self.rules.framework_rules.get(framework, ())
                  if rule.code != TF2_FINDING  # TF 2 files are told apart before (engine.py)
                  and not (rewrites_only and rule.kind == "finding")]
         instance_methods = {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis}
-        groups: Dict[Tuple[bool, FrozenSet[str], str, bool], List[Requirement]] = {}
+        groups: Dict[Tuple[bool, FrozenSet[str], str, str], List[Requirement]] = {}
         for rule in rules:
             reqs = rule_requirements(rule, forced_framework=framework)
             if reqs is None:
                 return None
             required = _required_word(rule)
-            of_target = _of_device_target(rule) if rewrites_only else frozenset()
+            fact, of_fact = _fact_of(rule) if rewrites_only else ("", frozenset())
             for req in reqs:
                 roots = frozenset(name for kind, name in req.refs if kind == "import")
                 words = req.words
@@ -425,9 +427,10 @@ class RulePrefilter:
                 # a method (`.batch`): a name written as an attribute (CodeWords.attributes), not
                 # any name (t2t's `batch` variables)
                 words = words | {Word("." + name) for kind, name in req.refs if kind == "attr"}
-                groups.setdefault((req.in_strings, roots, required, req in of_target), []).append(Requirement(words))
-        return [(Prefilter(reqs), in_strings, roots, required, of_target)
-                for (in_strings, roots, required, of_target), reqs in groups.items()]
+                groups.setdefault((req.in_strings, roots, required, fact if req in of_fact else ""), []).append(
+                    Requirement(words))
+        return [(Prefilter(reqs), in_strings, roots, required, fact)
+                for (in_strings, roots, required, fact), reqs in groups.items()]
 
     def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
                       frameworks: Optional[AbstractSet[str]] = None,
@@ -463,35 +466,45 @@ def may_need_work(rules, text: str, framework: str = "auto", words: Optional[Abs
 
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False,
                               written: Optional[Callable[[str], bool]] = None,
-                              device_target: Optional[Callable[[], bool]] = None) -> bool:
+                              tree: Optional[Callable[[str], bool]] = None) -> bool:
     """Whether one of `framework`'s rules (`rewrites_only`: of those that are not findings) can
-    match in a file using it, whose CodeWords are `code` (`written`, `device_target`: RulePrefilter's)."""
-    return _rule_prefilter(rules).framework_rules_may_apply(code, framework, rewrites_only, written, device_target)
+    match in a file using it, whose CodeWords are `code` (`written`, `tree`: RulePrefilter's)."""
+    return _rule_prefilter(rules).framework_rules_may_apply(code, framework, rewrites_only, written, tree)
 
 
-def device_target_of(code: "LazyCodeWords", mindspore_device_moves: Sequence[str]) -> Optional[Callable[[], bool]]:
-    """framework_rules_may_apply's `device_target` for a file (engine.py, Context): what its
-    tree says (LazyCodeWords.may_hold_device_target); None (the rewrites may act) when a value
-    crosses modules in this run (Options.mindspore_device_moves: device_dispatch then moves
-    comparisons and a parameter's default without an option or an `if`)."""
-    return None if mindspore_device_moves else code.may_hold_device_target
+def tree_facts(code: "LazyCodeWords", mindspore_device_moves: Sequence[str]) -> Callable[[str], bool]:
+    """framework_rules_may_apply's `tree` for a file (engine.py, Context): what its Python tree
+    holds (LazyCodeWords.holds); a device target may move without an option or an `if` when a
+    value crosses modules in this run (Options.mindspore_device_moves: device_dispatch then
+    moves comparisons and a parameter's default)."""
+    def tree(fact: str) -> bool:
+        return (fact == "device_target" and bool(mindspore_device_moves)) or code.holds(fact)
+
+    return tree
 
 
-def _of_device_target(rule) -> FrozenSet[Requirement]:
-    """The requirements of `rule` that serve only a device target's rewrites: every one of a
-    [[device_dispatch]] rule (codemods/device_dispatch.analyse rewrites, keeps or reports only
-    at an `add_argument` option, an `if` that compares a name or attribute with a target
-    literal, or a value another module of the run moves with: Options.mindspore_device_moves),
-    and those of an [[argument]] rule's argparse `options` (Planner._plan_argparse: an
-    `add_argument` call). Their rewrites need one of these in the file
-    (LazyCodeWords.may_hold_device_target); without them the rule does nothing."""
+def _fact_of(rule) -> Tuple[str, FrozenSet[Requirement]]:
+    """The fact of a file's tree (LazyCodeWords.holds) without which `rule` rewrites nothing,
+    and the requirements of `rule` that serve only those rewrites ("", none: no such fact):
+
+    device_target   every requirement of a [[device_dispatch]] rule (codemods/device_dispatch.
+                    analyse rewrites, keeps or reports only at an `add_argument` option, an `if`
+                    that compares a name or attribute with a target literal, or a value another
+                    module of the run moves with: Options.mindspore_device_moves), and those of an
+                    [[argument]] rule's argparse `options` (Planner._plan_argparse: an
+                    `add_argument` call);
+    main_guard      every requirement of an [[entry_setup]] rule: without a main block it only
+                    reports (callrules/program.py _plan_entry_setups), from statements the partial
+                    text of the framework's findings keeps (partial.statement_filter)."""
     if rule.kind == "device_dispatch":
-        return frozenset(own_requirements(KINDS[rule.kind], rule))
+        return "device_target", frozenset(own_requirements(KINDS[rule.kind], rule))
     if rule.kind == "argument":
         from .kinds.argument import option_requirements
 
-        return frozenset(option_requirements(rule))
-    return frozenset()
+        return "device_target", frozenset(option_requirements(rule))
+    if rule.kind == "entry_setup":
+        return "main_guard", frozenset(own_requirements(KINDS[rule.kind], rule))
+    return "", frozenset()
 
 
 _LENGTH_BOUND = re.compile(r"\(\?=\[\\s\\S\]\{0,[0-9]+\}\\Z\)\(\?:(.*)\)", re.DOTALL)
@@ -606,7 +619,7 @@ class LazyCodeWords:
         # (the project's requirements decide, when they say TF 2: options.tensorflow2_project)
         self._tensorflow2: Any = tensorflow2_project or _NOT_YET
         self._outside: Dict[str, bool] = {}
-        self._device_target: Optional[bool] = None
+        self._facts: Dict[str, bool] = {}  # (holds)
 
     def get(self) -> CodeWords:
         if self._words is None:
@@ -628,16 +641,20 @@ class LazyCodeWords:
             found = self._outside[word] = _written_outside(self._text, self.get().bare_strings, word)
         return found
 
-    def may_hold_device_target(self) -> bool:
-        """Whether the file may hold what a device target's rewrites act on (_of_device_target):
-        an `add_argument` call on an attribute, or an `if`/`elif` whose test (or an operand of
-        its `and`/`or`) compares a name or an attribute with a str literal "GPU"/"Ascend"/"CPU"
-        (or a tuple, list or set holding one: device_dispatch._gates). True when the tree is
-        gone (settle) or cannot be read."""
-        if self._device_target is None:
+    def holds(self, fact: str) -> bool:
+        """Whether the file's tree may hold what some rewrites need (prefilter._fact_of):
+        "device_target", an `add_argument` call on an attribute or an `if`/`elif` whose test (or
+        an operand of its `and`/`or`) compares a name or an attribute with a str literal
+        "GPU"/"Ascend"/"CPU" (or a tuple, list or set holding one: device_dispatch._gates);
+        "main_guard", a statement of the module that is an `if` (or an `elif` of one) whose test
+        names `__name__` (syntax.is_main_guard). True when the tree is gone (settle) or the fact
+        is not known."""
+        found = self._facts.get(fact)
+        if found is None:
             tree = getattr(self, "_tree", None)
-            self._device_target = tree is None or _holds_device_target(tree)
-        return self._device_target
+            test = _TREE_FACTS.get(fact)
+            found = self._facts[fact] = tree is None or test is None or test(tree)
+        return found
 
     def tensorflow2_reason(self) -> Optional[str]:
         """frameworks.tensorflow2_reason of the file's CodeWords. From its statements and the
@@ -675,7 +692,7 @@ _DEVICE_TARGETS = ("GPU", "Ascend", "CPU")  # codemods/device_dispatch.TARGETS
 
 
 def _holds_device_target(tree: "ast.AST") -> bool:
-    """LazyCodeWords.may_hold_device_target: a superset of what device_dispatch._Analysis keys
+    """LazyCodeWords.holds("device_target"): a superset of what device_dispatch._Analysis keys
     on (any operands and operators of a comparison; every `if` of the file, `elif`s included)
     and of Planner._plan_argparse's calls."""
     import ast
@@ -701,6 +718,23 @@ def _holds_device_target(tree: "ast.AST") -> bool:
         elif isinstance(node, ast.If) and gate(node.test):
             return True
     return False
+
+
+def _holds_main_guard(tree: "ast.AST") -> bool:
+    """LazyCodeWords.holds("main_guard"): a superset of what the Planner takes for the main block
+    (an `if` statement of the module, or an `elif` of one, comparing `__name__`)."""
+    import ast
+
+    for statement in getattr(tree, "body", ()):
+        while isinstance(statement, ast.If):
+            if any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(statement.test)):
+                return True
+            statement = statement.orelse[0] if len(statement.orelse) == 1 else None
+    return False
+
+
+_TREE_FACTS: Dict[str, Callable[["ast.AST"], bool]] = {
+    "device_target": _holds_device_target, "main_guard": _holds_main_guard}
 
 
 def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, int]], word: str) -> bool:

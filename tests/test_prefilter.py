@@ -366,7 +366,7 @@ def test_a_framework_rule_word_without_a_resolvable_name_needs_no_framework_pass
     assert not framework_rules_may_apply(RULES, code_words(ast.parse(text)), "tensorflow")
     assert framework_rules_may_apply(RULES, code_words(ast.parse(text + "tf.device('/gpu:0')\n")), "tensorflow")
     got = migrate_source(text, "x.py", Options(), RULES).to_dict()
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply", lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply", lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
     assert got == migrate_source(text, "x.py", Options(), RULES).to_dict()
 
 

@@ -285,7 +285,7 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
     whole = migrate_source(text, "m.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -316,7 +316,7 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     assert partly.work.get("partial") == 1 and "parse" not in partly.work, partly.work
     assert "parse" in migrate_source(own + "    # tf.tanh(x)\n", "ops.py").work
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
     whole = migrate_source(own, "ops.py")
@@ -350,7 +350,7 @@ def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
     both = "import tensorflow as tf\n" + text + "\n\ndef t(x):\n    return tf.cast(x, tf.float64)\n"
     assert migrate_source(both, "net.py", options).work["parse"] == 1
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
     whole = migrate_source(text, "net.py", options)
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -376,7 +376,7 @@ def test_a_device_target_read_without_an_option_or_a_gate_takes_a_partial_parse(
         if source not in whole_always:
             with monkeypatch.context() as m:
                 m.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                          lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                          lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
                 whole_always[source] = migrate_source(source, "cb.py", options)
         return whole_always[source]
 
@@ -398,6 +398,68 @@ def test_a_device_target_read_without_an_option_or_a_gate_takes_a_partial_parse(
     # a value that crosses modules in this run moves without an option or an `if` here
     moved = migrate_source(text, "cb.py", dataclasses.replace(options, mindspore_device_moves=("/elsewhere.py::device_target",)))
     assert moved.work["parse"] == 1
+
+
+def test_a_keras_fit_without_a_main_block_takes_a_partial_parse(monkeypatch):
+    """NPU124's [[entry_setup]] (Keras `.fit` -> set_keras_session_npu_config in the main block)
+    rewrites only where the file has a main block; without one it can only report NPU339, from
+    the statements that call `.fit`, call `set_session`, or refer to tensorflow.keras (the partial
+    text keeps those: kinds/entry_setup.statement_requirements). So a TF 1.x file without a main
+    block (transformers' modeling_tf_utils.py, 166 KB, parsed whole for it before) is parsed
+    partially, with the whole parse's result, wherever those statements are; with a main block
+    it is parsed whole (the setup is added there)."""
+    from npu_migrate import prefilter
+
+    filler = "".join(f"\n\ndef f{i}(x):\n    y = x + {i}\n    return y\n" for i in range(8))
+    head = "import tensorflow as tf\nfrom tensorflow.keras import layers as L\nfrom tensorflow.keras import backend as K\n"
+    cases = {
+        "reported": head + "\n\nclass M:\n    def fit(self, *a):\n        return super().fit(*a)\n" + filler
+        + "\n\ndef build():\n    return L.Dense(1)\n",
+        "used only through an alias": "import tensorflow as tf\nfrom tensorflow.keras import layers as L\n" + filler
+        + "\n\ndef build(m):\n    d = L.Dense(1)\n    return d\n\n\ndef train(m, x):\n    m.fit(x)\n",
+        "not used": "import tensorflow as tf\nimport keras\n" + filler
+        + "\n\ndef train(m, x):\n    keras.layers.Dense(tf.constant(1))\n    m.fit(x)\n",
+        "session set": head + filler + "\n\ndef train(m, x):\n    m.fit(x)\n\n\ndef setup(sess):\n    K.set_session(sess)\n",
+        "two calls": head + filler + "\n\ndef a(m):\n    m.train_on_batch(1)\n\n\ndef b(m):\n    m.fit(2)\n    L.Dense(3)\n",
+    }
+    whole_always = {}
+
+    def whole(source):
+        if source not in whole_always:
+            with monkeypatch.context() as m:
+                m.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                          lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+                whole_always[source] = migrate_source(source, "m.py")
+        return whole_always[source]
+
+    for name, text in cases.items():
+        result = migrate_source(text, "m.py")
+        assert result.work.get("partial") == 1 and "parse" not in result.work, name
+        assert result.to_dict() == whole(text).to_dict(), name
+        assert whole(text).work["parse"] == 1
+    assert [f.code for f in migrate_source(cases["reported"], "m.py").findings].count("NPU339") == 1
+    assert "NPU339" in [f.code for f in migrate_source(cases["used only through an alias"], "m.py").findings]
+    assert "NPU339" in [f.code for f in migrate_source(cases["two calls"], "m.py").findings]
+    main = cases["reported"] + "\n\nif __name__ == '__main__':\n    build()\n"
+    guarded = migrate_source(main, "m.py")
+    assert guarded.work["parse"] == 1 and "NPU124" in [e.code for e in guarded.edits]
+    assert guarded.to_dict() == whole(main).to_dict()
+
+
+def test_entry_setup_spellings_are_the_tensorflow_pass_own():
+    """kinds/entry_setup.SPELLINGS: every module the TensorFlow pass takes for one that an
+    [[entry_setup]] `uses` (codemods/tensorflow.py canonical_tensorflow), so the partial text
+    keeps the statements that refer to it under another name."""
+    from npu_migrate.codemods.tensorflow import _CANONICAL_PREFIXES, canonical_tensorflow
+    from npu_migrate.kinds.entry_setup import SPELLINGS, EntrySetupSpec
+
+    uses = {use for rule in default_rules().rules if rule.kind == "entry_setup" for use in rule.spec_of(EntrySetupSpec).uses}
+    assert uses == set(SPELLINGS)
+    for use in uses:
+        others = {prefix + (use + ".")[len(replacement):] for prefix, replacement in _CANONICAL_PREFIXES
+                  if (use + ".").startswith(replacement)}
+        assert {s + "." for s in SPELLINGS[use]} == others
+        assert all(canonical_tensorflow(s + ".X") == use + ".X" for s in SPELLINGS[use])
 
 
 def test_a_dropout_of_another_library_takes_no_tensorflow_pass():
@@ -668,6 +730,6 @@ def test_tf_device_without_gpu_written_in_code_takes_a_partial_parse(monkeypatch
     result = migrate_source(text, "ops.py")
     assert (result.work.get("parse") == 1) is whole, result.work
     monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, device_target=None: True)
+                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
     every = migrate_source(text, "ops.py")
     assert every.work["parse"] == 1 and every.to_dict() == result.to_dict()

@@ -28,6 +28,27 @@ def _requirements(rule: Rule) -> List[Requirement]:
     ]
 
 
+# The other spellings of a module `uses` names that the TensorFlow pass takes for it
+# (codemods/tensorflow.py canonical_tensorflow; tests/test_work_budget.py holds them equal).
+SPELLINGS = {"tensorflow.keras": ("tensorflow.python.keras", "tensorflow.compat.v1.keras", "tensorflow.compat.v2.keras")}
+
+
+def statement_requirements(rule: Rule) -> List[Requirement]:
+    """What the partial text of a file without a main block keeps for the rule, which can then
+    only report (`unknown_finding` at the first call of one of `methods`, when the file uses
+    `uses` and calls none of `skip_if_called`: callrules/program.py): every statement with a
+    call of one of `methods` (`.fit`), with the last name of one of `skip_if_called`, or with a
+    reference that can resolve to `uses` (its last name; a name an import binds to it or below:
+    partial.StatementFilter's names). So the Planner decides there as on the whole module."""
+    spec = rule.spec_of(EntrySetupSpec)
+    out = [Requirement(frozenset({Word(method)}), refs=frozenset({("attr", method)})) for method in spec.methods]
+    out += [Requirement(frozenset({Word(name.rsplit(".", 1)[-1])}), name=name if "." in name else "")
+            for name in spec.skip_if_called]
+    out += [Requirement(frozenset({Word(name.rsplit(".", 1)[-1])}), name=name)
+            for use in spec.uses for name in (use, *SPELLINGS.get(use, ()))]
+    return out
+
+
 @dataclass(frozen=True)
 class EntrySetupSpec(CallSpec):
     """The keys of a `[[entry_setup]]` rule (besides `apis` and `unknown_finding`, CallSpec's)."""
