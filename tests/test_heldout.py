@@ -2233,3 +2233,42 @@ def test_distributed_wraps_no_model_of_a_function_the_script_never_runs():
         ("NPU385", 6, 13, "not made distributed: no statement found that puts `f` on the NPU (`f.parameters()`);"
                           " DistributedDataParallel wraps the trained model right after the statement that puts it"
                           " on the NPU")]
+
+
+# pytorch-ignite 0.5.5 ignite/distributed/auto.py:230-233 (shape of), and the PyTorch tutorial's
+# `if torch.cuda.device_count() > 1: model = nn.DataParallel(model)`.
+AUTO_MODEL = """\
+import torch
+from torch import nn
+
+
+def auto_model(model, world_size, **kwargs):
+    if world_size > 1:
+        model = torch.nn.parallel.DistributedDataParallel(model, **kwargs)
+    # not distributed but multiple GPUs reachable so data parallel model
+    elif torch.cuda.device_count() > 1 and torch.cuda.is_available():
+        print("Apply torch DataParallel on", torch.cuda.device_count(), "GPUs")
+        model = torch.nn.parallel.DataParallel(model, **kwargs)
+    return model.to("cuda")
+"""
+
+
+def test_a_device_count_opening_data_parallel_stays_cuda():
+    """Moved, `torch.npu.device_count() > 1` opened DataParallel on a machine of several NPUs,
+    which Ascend does not support (NPU305): a single-process run failed there. Left as it is,
+    the count is 0 on the NPU and the process trains on its NPU, as before the migration; the
+    branch stays whole, NPU315 says why and what to do (DDP)."""
+    result = assert_partial_as_whole(AUTO_MODEL, "auto.py")
+    assert result.error is None
+    assert result.new_text == with_torch_npu(AUTO_MODEL).replace(
+        "and torch.cuda.is_available()", "and torch.npu.is_available()").replace(
+        '.to("cuda")', '.to("npu")') + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col, f.message, f.suggestion) for f in result.findings] == [
+        ("NPU315", 9, 10, "`torch.cuda.device_count()` opens `torch.nn.parallel.DataParallel`, which Ascend NPUs do"
+                          " not support (NPU305); it is left as it is, so on the NPU it is 0 and the process trains on"
+                          " one NPU",
+         "To train on several NPUs, use DistributedDataParallel with the hccl backend, one process per NPU"
+         " (`npu-migrate --distributed` converts a training script), and drop this branch."),
+        ("NPU305", 11, 17, "`torch.nn.parallel.DataParallel` is not supported on Ascend NPUs",
+         "Use torch.nn.parallel.DistributedDataParallel with the hccl backend, one process per NPU (launch with"
+         " torchrun).")]

@@ -137,6 +137,11 @@ _PROPERTIES_VERSION_RE = (
     + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b")
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
+# A device count compared where it is written (`torch.cuda.device_count() > 1`): the text test
+# for _gated_data_parallel (a count kept in a variable first is not followed).
+_COUNT_COMPARED_RE = re.compile(r"device_count\(\)\s*(?:>|!=)")
+# torch's single-process multi-device wrapper, which Ascend does not support (NPU305).
+_DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
 
 
@@ -147,7 +152,8 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
     _plan_kept_code(ctx)
     if is_device_expr is not None and "cuda" in ctx.text and (
             "is_cuda" in ctx.text or "is_available" in ctx.text or _compared_with_cuda(ctx.text)
-            or (ctx.kept and "device_count" in ctx.text)):  # (a loop over a kept capability check)
+            or (ctx.kept and "device_count" in ctx.text)  # (a loop over a kept capability check)
+            or ("DataParallel" in ctx.text and _COUNT_COMPARED_RE.search(ctx.text))):  # (_gated_data_parallel)
         # after the planner: a capability check it keeps on CUDA is CUDA-only code for these
         gates = _DeviceGates(ctx, is_device_expr)
         if gates.evidence():
@@ -1109,6 +1115,7 @@ class _DeviceGates:
         self.gate_rule = rules.get("cuda-library-gate")
         self.refusal_rule = rules.get("cuda-library-refusal")
         self.ray_rule = rules.get("ray-gpu-count")
+        self.data_parallel_rule = rules.get("data-parallel-count")
         spec = FindingSpec.of(self.gate_rule) if self.gate_rule is not None else FindingSpec()
         self.gate_words = spec.words
         words = sorted(spec.words, key=len, reverse=True)
@@ -1206,6 +1213,8 @@ class _DeviceGates:
             return True  # (a compiled extension imported in lines left out)
         if "num_gpus" in text:
             return True  # (a GPU count a device test picks: _gpu_count)
+        if "DataParallel" in text and _COUNT_COMPARED_RE.search(text):
+            return True  # (a count opening DataParallel: _gated_data_parallel)
         if ("raise" in text or "assert" in text or "skip" in text) and (
                 "NotImplementedError" in text or compiled(_CUDA_ONLY_RE).search(text) or _starts_word(compiled(_CUDA_KERNEL_TEXT_RE), text)):
             # A refusal whose error says CUDA only (the commonest evidence: transformers' abstract
@@ -1635,7 +1644,8 @@ class _DeviceGates:
         left = []
         for node in candidates:
             if type(node) is cst.Call and self.ctx.imports.resolve(node.func) == "torch.cuda.device_count":
-                self._counted_loop(node)
+                if not self._gated_data_parallel(node):
+                    self._counted_loop(node)
                 continue
             if isinstance(node, (cst.Attribute, cst.Call)):  # `x.is_cuda`, `torch.cuda.is_available()`
                 negative = False
@@ -1664,6 +1674,34 @@ class _DeviceGates:
             left = [(node, negative) for node, negative in left if id(node) not in self.ctx.kept]
         if self.ctx.partial is not None:
             self._settle_asks()
+
+    def _gated_data_parallel(self, count: cst.Call) -> bool:
+        """`if torch.cuda.device_count() > 1: model = nn.DataParallel(model)` (the PyTorch
+        tutorial's; pytorch-ignite 0.5.5 ignite/distributed/auto.py:231): as
+        torch.npu.device_count() the branch would wrap the model in DataParallel on a machine of
+        several NPUs, which Ascend does not support (NPU305); left as it is, the count is 0 there
+        and the process trains on its one NPU, as before the migration. The count and the branch
+        stay (NPU315 data-parallel-count); True when it is such a gate."""
+        rule = self.data_parallel_rule
+        if rule is None:
+            return False
+        node: cst.CSTNode = count
+        parent = self.parent.get(id(node))
+        while isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation)):
+            node, parent = parent, self.parent.get(id(parent))
+        if not isinstance(parent, cst.If) or parent.test is not node:
+            return False
+        wrapper = next((n.func for n in subtree(parent.body) if isinstance(n, cst.Call)
+                        and self.ctx.imports.resolve(n.func) in _DATA_PARALLEL), None)
+        if wrapper is None:
+            return False
+        self.ctx.keep(count)
+        self.ctx.keep(parent.body)  # dead on the NPU: rewritten, it would be NPU code behind a CUDA count
+        api = self.ctx.code_for(count)
+        detail = f"`{self.ctx.code_for(wrapper)}`"
+        self.ctx.finding(rule, count, api=api, message=rule.render_message(api=api, detail=detail),
+                         suggestion=rule.render_suggestion(api=api, detail=detail))
+        return True
 
     def _counted_loop(self, count: cst.Call) -> None:
         """`for i in range(torch.cuda.device_count()):` around code kept on CUDA (fairscale

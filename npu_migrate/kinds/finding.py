@@ -96,6 +96,7 @@ GUARD_TRIGGERS = {
     "cuda-interop": "cuda",
     # `num_gpus = 0.5 if device == "cuda" else 0`: a device test choosing the GPUs Ray reserves
     "ray-gpu-count": "num_gpus",
+    "data-parallel-count": "DataParallel",
     # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
     "gloo-device-collectives": "gloo",
 }
