@@ -612,6 +612,65 @@ def test_a_script_that_trains_through_an_engines_run_is_no_utility(tmp_path):
     assert utility_scripts(texts) == (str(tmp_path / "prepare.py"),)
 
 
+# torchtune 0.6.1 training/precision.py:63-71 (verify_bf16_support, which every bf16 recipe
+# calls) with utils/_device.py:37-47's is_npu_available: the last test of the `and` chain has no
+# NPU twin and stays (NPU301). Main moved the three tests before it: on the NPU the chain then
+# reached torch.cuda.nccl.version() and raised, where unmigrated it stopped at the first test and
+# npu_support answered. The chain now stays CUDA as a whole.
+TORCHTUNE_BF16 = """\
+import torch
+
+
+def is_torch_npu_available() -> bool:
+    try:
+        import torch_npu  # noqa: F401
+    except ImportError:
+        return False
+    return torch.npu.is_available()
+
+
+is_npu_available = is_torch_npu_available()
+
+
+def verify_bf16_support() -> bool:
+    cuda_support = (
+        torch.cuda.is_available()
+        and torch.cuda.is_bf16_supported()
+        and torch.distributed.is_nccl_available()
+        and torch.cuda.nccl.version() >= (2, 10)
+    )
+    npu_support = is_npu_available and torch.npu.is_bf16_supported()
+    return cuda_support or npu_support
+
+
+if torch.cuda.is_available() and torch.cuda.get_arch_list():
+    print("arch", torch.cuda.get_arch_list())
+"""
+
+
+def test_an_and_chain_ending_in_a_call_without_npu_twin_stays_cuda():
+    result = assert_partial_as_whole(TORCHTUNE_BF16, "precision.py")
+    assert result.error is None
+    assert (result.new_text, result.edits) == (None, [])  # unchanged: nothing else in it moves
+    assert [(f.code, f.span.line) for f in result.findings] == [("NPU301", 20), ("NPU301", 26), ("NPU301", 27)]
+
+
+@pytest.mark.slow
+def test_bf16_support_is_answered_on_the_npu_instead_of_raising(run_on_standin):
+    source = TORCHTUNE_BF16.split("\n\n\nif torch.cuda")[0] + "\n\n\nprint(verify_bf16_support())\n"
+    assert migrate_source(source, "precision.py", Options()).new_text is None  # left as it is
+    done = run_on_standin(source, migrate=False)
+    assert (done.returncode, done.stdout) == (0, "True\n"), done.stderr
+    # as main migrated it: the three tests moved, the chain reached the CUDA-only call
+    half = done.migrated.replace("torch.cuda.is_available()\n        and torch.cuda.is_bf16_supported()\n"
+                                 "        and torch.distributed.is_nccl_available()",
+                                 "torch.npu.is_available()\n        and torch.npu.is_bf16_supported()\n"
+                                 "        and torch.distributed.is_hccl_available()")
+    half = half.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    done = run_on_standin(half, migrate=False)
+    assert done.returncode != 0 and "_nccl_version" in done.stderr, done.stderr
+
+
 # What pytest does with a fixture's params, for the stand-in (which has no pytest): a value runs
 # its test unless a skipif mark's condition holds.
 PYTEST_SHIM = """\

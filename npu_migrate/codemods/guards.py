@@ -175,8 +175,17 @@ def _if_map_location(text: str) -> bool:
     return False
 
 
+def _kept_in_chain_re(ctx: Context) -> str:
+    """`... and torch.cuda.nccl.version()`: a torch.cuda member with no NPU twin (NPU301) after
+    an `and` (_Planner._kept_operand)."""
+    leaves = sorted({n[len("torch.cuda."):] for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
+                     for n in names_of(r) if n.startswith("torch.cuda.")})
+    return r"\band\s+(?:not\s+)?[\w.]*\bcuda\.(?:%s)\b" % "|".join(re.escape(n) for n in leaves) if leaves else r"(?!)"
+
+
 def _plan_kept_code(ctx: Context) -> None:
     if not any(word in ctx.text for word in _TRIGGERS) and not (
+            "cuda." in ctx.text and " and" in ctx.text and compiled(_kept_in_chain_re(ctx)).search(ctx.text)) and not (
             "is_available" in ctx.text and any(word in ctx.text for word in _BUILD_WORDS)) and not (
             "get_device_properties" in ctx.text and compiled(_PROPERTIES_VERSION_RE).search(ctx.text)) and not (
             "map_location" in ctx.text and (compiled(_NONE_ON_AVAILABILITY_RE).search(ctx.text)
@@ -322,6 +331,10 @@ class _Planner(cst.CSTVisitor):
         self.kernel_call: Dict[int, Optional[cst.Call]] = {}
         self.guard_rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
         self.file_builds: Optional[bool] = None
+        # torch.cuda members with no NPU twin, left as they are with an NPU301 error
+        # (torch.cuda.nccl, get_arch_list, ...; not the catch-all `torch.cuda` itself)
+        self.kept_apis = tuple(sorted({n for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
+                                       for n in names_of(r) if n.startswith("torch.cuda.")}))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         n: Any = node
@@ -340,6 +353,9 @@ class _Planner(cst.CSTVisitor):
                 self._properties_version(n)
             elif qual == "torch.cuda.is_available":
                 self._availability_gate(n)
+            elif qual is not None and qual.startswith("torch.cuda.") and any(
+                    qual == k or qual.startswith(k + ".") for k in self.kept_apis):
+                self._kept_operand(n)
         self.parents.append(node)
         return True
 
@@ -347,6 +363,28 @@ class _Planner(cst.CSTVisitor):
         self.parents.pop()
         if type(original_node) is cst.FunctionDef:
             self.functions.pop()
+
+    # -- a kept torch.cuda call in an `and` chain -------------------------------------------
+
+    def _kept_operand(self, call: cst.Call) -> None:
+        """`torch.cuda.is_available() and torch.cuda.is_bf16_supported() and
+        torch.distributed.is_nccl_available() and torch.cuda.nccl.version() >= (2, 10)` (torchtune
+        0.6.1 training/precision.py:63, verify_bf16_support, which every bf16 recipe calls): the
+        last call has no NPU twin and stays (NPU301). Migrated alone, the tests before it were
+        true on the NPU and the chain reached it (AttributeError: torch._C has no _nccl_version
+        on a build without CUDA), where unmigrated it stopped at the first test. The whole `and`
+        chain that holds it and a CUDA device test stays as it is: False on the NPU, as before."""
+        chain = None
+        for parent in reversed(self.parents):
+            if isinstance(parent, cst.BooleanOperation):
+                if not isinstance(parent.operator, cst.And):
+                    break
+                chain = parent
+            elif isinstance(parent, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda, cst.IfExp,
+                                     cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)):
+                break
+        if chain is not None and dc.is_device_test(chain, self.ctx.imports.resolve):
+            self.ctx.keep(chain)
 
     # -- is_cuda ---------------------------------------------------------------------------
 
