@@ -339,6 +339,7 @@ def test_data_is_copied_once_per_node_and_only_rank_0_copies_outputs(job):
 @pytest.mark.parametrize("rank1, rank0", [("closes", "waits"), ("is killed", "waits"), ("closes", "gets SIGTERM"),
                                           ("closes", "has no time to wait"), ("closes", "fails"),
                                           ("closes", "exits with sys.exit(3)"), ("closes", "exits with exit('stop')"),
+                                          ("closes", "waits, a thread of it having called sys.exit(1)"),
                                           ("closes", "gets SIGTERM past a handler of its own")])
 def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, rank1, rank0):
     """The race of a shared output, forced: rank 1 holds step000.ckpt open, half written, until the
@@ -381,7 +382,11 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
     ends = {"fails": "raise RuntimeError('diverged')", "exits with sys.exit(3)": "sys.exit(3)",
             "exits with exit('stop')": "exit('stop')"}
     zero = start(0, **{"has no time to wait": {"NPU_MIGRATE_MODELARTS_WAIT": "0"},
-                       "gets SIGTERM past a handler of its own": {"OWN_HANDLER": "1"}}.get(rank0, {}),
+                       "gets SIGTERM past a handler of its own": {"OWN_HANDLER": "1"},
+                       # (a SystemExit ends only its thread: the process ends as it would have)
+                       "waits, a thread of it having called sys.exit(1)": {
+                           "FAIL": "import threading\nthread = threading.Thread(target=sys.exit, args=(1,))\n"
+                                   "thread.start()\nthread.join()"}}.get(rank0, {}),
                  **({"FAIL": ends[rank0]} if rank0 in ends else {}))
     if rank0 in ("has no time to wait", *ends):
         out0, err0 = zero.communicate(timeout=CEILING)
@@ -400,11 +405,11 @@ def test_rank_0_copies_a_shared_output_once_the_rank_writing_it_has_ended(job, r
         one.stdin.write("\n")
         one.stdin.flush()
     out1, err1 = one.communicate(timeout=CEILING)
-    if rank0 == "waits":
+    if rank0.startswith("waits"):
         out0, err0 = zero.communicate(timeout=CEILING)
     assert zero.returncode == {"fails": 1, "exits with sys.exit(3)": 3, "exits with exit('stop')": 1}.get(rank0, 0), err0
     assert one.returncode == (-signal.SIGKILL if rank1 == "is killed" else 0), err1
-    if (rank0, rank1) == ("waits", "closes"):  # whole, under its own name
+    if rank0.startswith("waits") and rank1 == "closes":  # whole, under its own name
         assert job.listing("obs://bucket/out") == ["step000.ckpt"]
         assert (job.obs / "bucket/out/step000.ckpt").read_text() == "s1,s2"
         assert ".incomplete" not in err0

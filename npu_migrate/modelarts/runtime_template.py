@@ -886,7 +886,8 @@ def _node_size():
     return None
 
 
-# The statuses the script asked to exit with, the last one last (_note_exit_status).
+# The statuses the script's main thread asked to exit with, the last one last
+# (_note_exit_status; in another thread a SystemExit ends only that thread).
 _EXIT_STATUS = []
 
 
@@ -897,7 +898,8 @@ def _note_exit_status():
 
     def noting(original):
         def exit(*status):
-            _EXIT_STATUS.append(status[0] if status else None)
+            if threading.current_thread() is threading.main_thread():
+                _EXIT_STATUS.append(status[0] if status else None)
             return original(*status)
 
         exit.npu_migrate_noting = True
