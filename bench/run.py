@@ -308,7 +308,7 @@ def verify_prefilter(files: List[Path], jobs: int) -> Tuple[int, List[str]]:
     paths = [str(f) for f in files]
     filtered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
     real = prefilter.may_need_work
-    prefilter.may_need_work = lambda rules, text, framework="auto", words=None, frameworks=None, imports=None: True
+    prefilter.may_need_work = lambda rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None: True
     try:
         unfiltered = run(paths, Options(), rules, jobs=jobs, keep_text=False)
     finally:

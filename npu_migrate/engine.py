@@ -121,7 +121,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
                 if verdict.tree is not None else None)
         if code is not None and not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts,
                                                                    _used_frameworks(code, options.framework, rules),
-                                                                   lambda: code.imports()[0]):
+                                                                   lambda: code.imports()[0],
+                                                                   code.quoted_outside_bare_strings):
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
             # a function, which its text cannot tell; 31 of transformers' files)
             return _nothing_needed(text, result)
@@ -167,14 +168,17 @@ def whole_reads(options: Options, path: str) -> Dict[str, Tuple[str, str]]:
 
 def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_modelarts: bool,
                    frameworks: Optional[FrozenSet[str]] = None,
-                   imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
+                   imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                   written: Optional[Callable[[str], bool]] = None) -> bool:
     """Whether the file needs nothing, as the prefilter tells from its text (prefilter.py) and
-    `frameworks`, those it uses (when known: _used_frameworks), and `imports()`, the modules it
-    imports anywhere (LazyCodeWords.imports: what the finding pass's _imports_any reads too).
+    `frameworks`, those it uses (when known: _used_frameworks), `imports()`, the modules it
+    imports anywhere (LazyCodeWords.imports: what the finding pass's _imports_any reads too),
+    and `written(word)`, whether a string literal starting with a word may be written outside
+    its docstrings (LazyCodeWords.quoted_outside_bare_strings).
     ModelArts and --distributed look at every entry script; a file that reads a device key of
     --device-config-keys needs work."""
     return (not wants_modelarts
-            and not prefilter.may_need_work(rules, text, options.framework, words, frameworks, imports)
+            and not prefilter.may_need_work(rules, text, options.framework, words, frameworks, imports, written)
             and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)))
 
 

@@ -217,6 +217,10 @@ class Prefilter:
             if len(word) <= _MAX_SPELLED}
         # whether a requirement does not count in a file importing one of its modules (`unless`)
         self._unless = any(req.unless for req in self.requirements)
+        # requirement index -> the word of its string literal (a `quoted` ref): counts only where
+        # that word is written outside docstrings, when the caller can tell (may_need_work)
+        self._quoted: Dict[int, str] = {i: word for i, req in enumerate(self.requirements)
+                                        for kind, word in sorted(req.refs) if kind in _QUOTED}
         # ref -> its alternatives (ref_alternatives), compiled when first needed
         self._refs: Dict[Tuple[str, str], Tuple[Tuple[str, ...], ...]] = {}  # ref -> ref_alternatives
         # (text, words, whether they meet the requirements of no gate): of the last text asked about
@@ -224,13 +228,20 @@ class Prefilter:
 
     def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None,
                       frameworks: Optional[AbstractSet[str]] = None,
-                      imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
+                      imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                      written: Optional[Callable[[str], bool]] = None) -> bool:
         """`words`: words_of(text), when the caller has it. `frameworks`: those the file uses,
         when the caller knows them (engine.py, from Python's tree): the rules of another
         framework then do not count, whatever its gate says (its pass does not run: passes.py).
         `imports()`: the modules the file imports anywhere, when the caller can tell them
         (engine.py, Python's tree): a requirement whose rule does not match where one of its
-        `unless` modules is imported does not count there (gpytorch's `.to_dense()` calls)."""
+        `unless` modules is imported does not count there (gpytorch's `.to_dense()` calls).
+        `written(word)`: whether a string literal starting with a word may be written outside
+        the file's docstrings (engine.py: LazyCodeWords.quoted_outside_bare_strings): a
+        requirement of a string literal (a `quoted` ref: a device string, a backend, an
+        environment variable's name) counts only where it may be (a string alone as a statement
+        is nobody's argument or value: mmocr's "Must be 'cpu' or 'gpu'" in its metrics'
+        docstrings)."""
         if self.disabled:
             return True
         if words is None:
@@ -241,8 +252,8 @@ class Prefilter:
         else:
             own = self._meets_own(text, words)
             self._last = (text, words, own)
-        if own and imports is not None and self._unless:
-            own = self._meets_own(text, words, imports)
+        if own and ((imports is not None and self._unless) or (written is not None and self._quoted)):
+            own = self._meets_own(text, words, imports, written)
         return own or any(
             (frameworks is None or pair[2] in frameworks)
             and pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
@@ -255,7 +266,8 @@ class Prefilter:
         return pair[1]
 
     def _meets_own(self, text: str, words: AbstractSet[bytes],
-                   imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
+                   imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                   written: Optional[Callable[[str], bool]] = None) -> bool:
         candidates = list(self._always)
         for word in self._anchors.intersection(words):
             candidates.extend(self._by_word.get(word, ()))
@@ -274,6 +286,7 @@ class Prefilter:
         joined = b""  # " word word ...": a word starts with p where b" " + p occurs
         found: Dict[Tuple[str, str], bool] = {}  # refs already looked up in this text
         imported: Optional[AbstractSet[str]] = None
+        later: List[int] = []  # met but for `written` (asked last: it may read Python's tokens)
         for i in sorted(set(candidates)):
             exact, folded, prefixes = self._checks[i]
             if not exact <= words:
@@ -300,8 +313,10 @@ class Prefilter:
                     if not all(b" " + p in joined for p in prefixes):
                         continue
             if all(self._ref_found(ref, text, found) for ref in self.requirements[i].refs):
-                return True
-        return False
+                if written is None or i not in self._quoted:
+                    return True
+                later.append(i)
+        return any(written(self._quoted[i]) for i in later) if written is not None else False
 
     def _ref_found(self, ref: Tuple[str, str], text: str, found: Dict[Tuple[str, str], bool]) -> bool:
         known = found.get(ref)
@@ -314,6 +329,9 @@ class Prefilter:
         return known
 
 
+# The refs of a string literal's word (words.Requirement): no rule matches a string standing alone
+# as a statement (a docstring), so such a requirement counts only where its word is written elsewhere.
+_QUOTED = ("quoted", "quoted_any_case")
 # The longest any-case anchor looked up by its spellings (Prefilter._by_spelling): 2**8 words.
 _MAX_SPELLED = 8
 
@@ -434,11 +452,12 @@ class RulePrefilter:
 
     def may_need_work(self, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
                       frameworks: Optional[AbstractSet[str]] = None,
-                      imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
+                      imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                      written: Optional[Callable[[str], bool]] = None) -> bool:
         prefilter = self._by_framework.get(framework)
         if prefilter is None:
             prefilter = self._by_framework[framework] = build_prefilter(self.rules, framework)
-        return prefilter.may_need_work(text, words, frameworks, imports)
+        return prefilter.may_need_work(text, words, frameworks, imports, written)
 
 
 _RULE_PREFILTERS: Dict[str, RulePrefilter] = {}  # rule set fingerprint -> its prefilters
@@ -453,15 +472,18 @@ def _rule_prefilter(rules) -> RulePrefilter:
 
 def may_need_work(rules, text: str, framework: str = "auto", words: Optional[AbstractSet[bytes]] = None,
                   frameworks: Optional[AbstractSet[str]] = None,
-                  imports: Optional[Callable[[], AbstractSet[str]]] = None) -> bool:
+                  imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                  written: Optional[Callable[[str], bool]] = None) -> bool:
     """Whether a Python file can need anything at all under `rules` (words derived from the
     rules); False means it is skipped without being parsed. `framework`: --framework.
     `words`: words_of(text), when the caller has it. `frameworks`: the frameworks the file
     uses, once Python's tree tells them (engine.py asks again then: a PyTorch file that imports
     TensorFlow only inside a function needs no TensorFlow rule, which its text cannot tell).
     `imports()`: the modules it imports anywhere, from the same tree (a method finding's
-    `unless`: linear_operator's `.to_dense()` in gpytorch's modules is no tensor's)."""
-    return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks, imports)
+    `unless`: linear_operator's `.to_dense()` in gpytorch's modules is no tensor's);
+    `written(word)`: whether a string literal starting with a word may be written outside its
+    docstrings (the rules of a string literal: device strings, backends)."""
+    return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks, imports, written)
 
 
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False,
@@ -620,6 +642,7 @@ class LazyCodeWords:
         self._tensorflow2: Any = tensorflow2_project or _NOT_YET
         self._outside: Dict[str, bool] = {}
         self._facts: Dict[str, bool] = {}  # (holds)
+        self._quoted_outside: Dict[str, bool] = {}
 
     def get(self) -> CodeWords:
         if self._words is None:
@@ -639,6 +662,22 @@ class LazyCodeWords:
         found = self._outside.get(word)
         if found is None:
             found = self._outside[word] = _written_outside(self._text, self.get().bare_strings, word)
+        return found
+
+    def quoted_outside_bare_strings(self, word: str) -> bool:
+        """Whether a string literal starting with `word` (any case: a quote, then the word) may
+        be written outside the file's statements that are a string alone (docstrings): found in
+        its text outside them (in a comment too: True, as may be). True when that cannot be told
+        (as written_outside_bare_strings). Only the statements are looked at for the docstrings,
+        not every node (what `get` walks)."""
+        found = self._quoted_outside.get(word)
+        if found is None:
+            import ast
+
+            tree = getattr(self, "_tree", None)
+            spans = (self._words.bare_strings if self._words is not None
+                     else _bare_strings(tree.body) if isinstance(tree, ast.Module) else None)
+            found = self._quoted_outside[word] = spans is None or _written_outside(self._text, spans, word, quoted=True)
         return found
 
     def holds(self, fact: str) -> bool:
@@ -737,14 +776,16 @@ _TREE_FACTS: Dict[str, Callable[["ast.AST"], bool]] = {
     "device_target": _holds_device_target, "main_guard": _holds_main_guard}
 
 
-def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, int]], word: str) -> bool:
-    """LazyCodeWords.written_outside_bare_strings. Python's tree counts lines at \\n only
-    when the text has no \\r, and columns in UTF-8 bytes; `str.lower()` and `(?i)` match an
+def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, int]], word: str,
+                     quoted: bool = False) -> bool:
+    """LazyCodeWords.written_outside_bare_strings (`quoted`: quoted_outside_bare_strings, a
+    quote right before the word, and no look at the tokens). Python's tree counts lines at \\n
+    only when the text has no \\r, and columns in UTF-8 bytes; `str.lower()` and `(?i)` match an
     ASCII letter other than i, k, s only with itself in either case."""
     if (text is None or "\r" in text or text.startswith("\ufeff") or not word or not word.isascii()
             or not word.isalnum() or set(word.lower()) & set("iks")):
         return True
-    found = re.compile(re.escape(word.encode("ascii")), re.IGNORECASE).search
+    found = re.compile((b"['\"]" if quoted else b"") + re.escape(word.encode("ascii")), re.IGNORECASE).search
     data = text.encode("utf-8", "surrogatepass")
     if not found(data):
         return False
@@ -758,9 +799,30 @@ def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, i
         if start < at or end < start:
             return True
         if found(data, at, start):
-            return _written_in_code(text, spans, found)
+            return quoted or _written_in_code(text, spans, found)
         at = end
-    return found(data, at) is not None and _written_in_code(text, spans, found)
+    return found(data, at) is not None and (quoted or _written_in_code(text, spans, found))
+
+
+def _bare_strings(body: Sequence["ast.stmt"]) -> Tuple[Tuple[int, int, int, int], ...]:
+    """CodeWords.bare_strings from the statements alone (the bodies of compound statements,
+    handlers and match cases included), sorted: (line, column, end line, end column) of each
+    statement that is a str literal alone."""
+    import ast
+
+    bare: List[Tuple[int, int, int, int]] = []
+    stack = list(body)
+    while stack:
+        node = stack.pop()
+        if type(node) is ast.Expr:
+            value = node.value
+            if (type(value) is ast.Constant and type(value.value) is str and value.end_lineno is not None
+                    and value.end_col_offset is not None):
+                bare.append((value.lineno, value.col_offset, value.end_lineno, value.end_col_offset))
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            stack.extend(getattr(node, field, ()))
+    return tuple(sorted(bare))
 
 
 def _written_in_code(text: str, spans: Sequence[Tuple[int, int, int, int]], found: Callable[..., Any]) -> bool:

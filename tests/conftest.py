@@ -182,8 +182,8 @@ def prefilter_never_skips_work(monkeypatch):
     real = prefilter.may_need_work
     checking = []
 
-    def checked(rules, text, framework="auto", words=None, frameworks=None, imports=None):
-        if real(rules, text, framework, words, frameworks, imports) or checking:
+    def checked(rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None):
+        if real(rules, text, framework, words, frameworks, imports, written) or checking:
             return True
         key = (id(rules), framework, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
         if _PREFILTER_CHECKED.get(key) is rules:  # this text was checked with these rules already

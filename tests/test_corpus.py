@@ -115,14 +115,14 @@ def test_the_checker_catches_a_prefilter_that_skips_work(tmp_path, monkeypatch):
     (tmp_path / "b.py").write_text("import os\nx = 1\n", encoding="utf-8")
     assert corpus_check.speedup_differences(tmp_path, jobs=1) == []
     # in this process (a pool's workers inherit a monkeypatch only when forked)
-    monkeypatch.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None: "cuda" not in text)
+    monkeypatch.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None: "cuda" not in text)
     check = corpus_check._speedup_problems
     assert check(str(tmp_path / "b.py")) == []
     assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]
     # The engine's second question (asked with the frameworks Python's parse found) is checked
     # too: the checker once asked only the first, on the text's words.
     monkeypatch.setattr(prefilter, "may_need_work",
-                        lambda rules, text, framework="auto", words=None, frameworks=None, imports=None: frameworks is None)
+                        lambda rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None: frameworks is None)
     assert check(str(tmp_path / "a.py")) == ["the prefilter skips it unparsed, yet it needs work"]
     assert check(str(tmp_path / "b.py")) == []
 

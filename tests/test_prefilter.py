@@ -34,7 +34,7 @@ def prefilter_never_skips_work():
 
 def _unfiltered(monkeypatch, text: str, path: str, options: Options, rules: RuleSet):
     with monkeypatch.context() as m:
-        m.setattr(prefilter_module, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None: True)
+        m.setattr(prefilter_module, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None: True)
         return migrate_source(text, path, options, rules).to_dict()
 
 

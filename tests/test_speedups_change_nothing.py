@@ -47,7 +47,7 @@ def test_every_speedup_on_gives_the_result_of_every_speedup_off(monkeypatch, pat
     for name, options in OPTION_SETS.items():
         fast = migrate_source(text, path, options, RULES).to_dict()
         with monkeypatch.context() as m:
-            m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None: True)
+            m.setattr(prefilter, "may_need_work", lambda rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None: True)
             slow = migrate_source(text, path, options, RULES, partial=False).to_dict()
         assert fast == slow, (name, path)
 

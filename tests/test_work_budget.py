@@ -595,6 +595,28 @@ def test_a_pytorch_file_importing_tensorflow_in_a_function_is_only_read_by_pytho
     assert [e.code for e in migrate_source(text, "modeling_x.py", Options(framework="tensorflow")).edits] == ["NPU127"]
 
 
+def test_a_device_string_only_in_docstrings_is_only_read_by_python():
+    """A string literal's rules (a device string, a backend, a device test's "cuda": a `quoted`
+    ref) match no string standing alone as a statement. OpenMMLab's metrics say "Must be 'cpu'
+    or 'gpu'" in their docstrings, which met NPU105's 'gpu' (mmocr 1.0.1: 3 of its 9 parsed
+    modules took a partial parse and a transform for nothing); once Python's tree tells the
+    docstrings, the engine asks again and stops there. Written as a literal anywhere else, it
+    is parsed (a comment too: it may be, without a look at the tokens)."""
+    doc = ('import torch\n\n\nclass Metric:\n    """Collects results.\n\n    Args:\n        collect_device (str): '
+           "Must be 'cpu' or 'gpu'. Defaults to 'cpu'.\n    \"\"\"\n\n    def __init__(self, collect_device='cpu'):\n"
+           "        '''Backend: \"nccl\", or 'cuda' first.'''\n        self.collect_device = collect_device\n")
+    nested = doc.replace("        self.collect_device", "        if collect_device:\n            'gpu'\n        self.collect_device")
+    for text in (doc, nested):
+        result = migrate_source(text, "metric.py")
+        assert result.work == {"ast": 1} and result.to_dict() == migrate_source(text, "metric.py", partial=False).to_dict()
+        assert not (result.edits or result.findings or result.notes), text
+    used = doc.replace("self.collect_device = collect_device", "self.x = torch.zeros(1, device='cuda')")
+    result = migrate_source(used, "metric.py")
+    assert result.work.get("partial") == 1 and "NPU105" in [e.code for e in result.edits]
+    commented = doc.replace("self.collect_device = collect_device", "self.collect_device = collect_device  # 'gpu'")
+    assert migrate_source(commented, "metric.py").work.get("partial") == 1
+
+
 def test_a_method_call_of_a_library_the_finding_is_unless_is_only_read_by_python():
     """NPU304's `.to_dense()` is not reported in a file that imports linear_operator or gpytorch
     (its `unless`: their LinearOperator.to_dense, codemods/findings.py _imports_any). The text
