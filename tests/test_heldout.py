@@ -2331,3 +2331,26 @@ def test_a_device_count_opening_data_parallel_stays_cuda():
         ("NPU305", 11, 17, "`torch.nn.parallel.DataParallel` is not supported on Ascend NPUs",
          "Use torch.nn.parallel.DistributedDataParallel with the hccl backend, one process per NPU (launch with"
          " torchrun).")]
+
+
+# heldout18's report (1) (pytorch-ignite 0.5.5 examples, the shape of a Ray task): the code it runs
+# moves to the NPU while Ray is asked for a GPU the Ascend machine does not have.
+RAY_TASK = """\
+import ray
+import torch
+
+
+@ray.remote(num_gpus=1)
+def train(config):
+    model = torch.nn.Linear(2, 1).to("cuda")
+    return model(torch.ones(2, device="cuda")).item()
+"""
+
+
+def test_a_ray_task_asking_for_a_gpu_around_moved_code_is_reported():
+    result = migrate_source(RAY_TASK, "tune.py", Options())
+    assert result.new_text == with_torch_npu(RAY_TASK).replace('"cuda"', '"npu"')
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in result.findings] == [
+        ("NPU329", 5, 2, "`ray.remote` asks Ray for GPUs, which an Ascend machine does not have: Ray waits for them"
+                         " and the task, actor or trainer never starts")]
+    assert 'resources={"NPU": 1}' in result.findings[0].suggestion
