@@ -2354,3 +2354,40 @@ def test_a_ray_task_asking_for_a_gpu_around_moved_code_is_reported():
         ("NPU329", 5, 2, "`ray.remote` asks Ray for GPUs, which an Ascend machine does not have: Ray waits for them"
                          " and the task, actor or trainer never starts")]
     assert 'resources={"NPU": 1}' in result.findings[0].suggestion
+
+
+# fairscale 0.4.13 optim/oss.py:38's capability loop (e4cbc44) with its count held in a variable
+# first, and a count another statement also reads.
+COUNT_IN_A_VARIABLE = """\
+import torch
+
+
+def _gpu_capabilities_older_than_50():
+    count = torch.cuda.device_count()
+    for i in range(count):
+        major, minor = torch.cuda.get_device_capability(f"cuda:{i}")
+        if major < 5:
+            return True
+    return False
+
+
+def scale(lr):
+    n = torch.cuda.device_count()
+    for i in range(n):
+        major, minor = torch.cuda.get_device_capability(i)
+    return lr * n
+"""
+
+
+def test_a_device_count_held_in_a_variable_only_its_loop_reads_stays_with_the_kept_loop():
+    """`count = torch.cuda.device_count(); for i in range(count):` around a capability check
+    kept on CUDA (NPU307): moved, the loop ran on the NPU and called CUDA there; kept, the count
+    is 0 there and the loop does not run (as e4cbc44 does for the count written in `range()`).
+    A count another statement reads too (`lr * n`) moves: kept, it would be 0 for that reader."""
+    result = assert_partial_as_whole(COUNT_IN_A_VARIABLE, "oss.py")
+    assert result.error is None
+    assert result.new_text == with_torch_npu(COUNT_IN_A_VARIABLE).replace(
+        "n = torch.cuda.device_count()", "n = torch.npu.device_count()") + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [
+        ("NPU315", 5, 13), ("NPU307", 7, 24), ("NPU307", 16, 24)]
+    assert "it is 0 and the loop does not run" in result.findings[0].message

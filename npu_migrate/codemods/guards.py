@@ -1741,6 +1741,28 @@ class _DeviceGates:
                          suggestion=rule.render_suggestion(api=api, detail=detail))
         return True
 
+    def _loop_over_variable(self, count: cst.Call, assign: cst.Assign) -> Optional[cst.For]:
+        """The loop `for i in range(n):` when `assign` is `n = torch.cuda.device_count()` and
+        `n` is read nowhere else in its function (or module): kept, the count is 0 on the NPU
+        for every reader of `n`, so only a count the loop alone reads is kept with it."""
+        if assign.value is not count or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return None
+        name = assign.targets[0].target.value
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            self.ctx.partial_misses.add(name)  # its reads may be in lines left out: parse them too
+            return None
+        owner: Optional[cst.CSTNode] = self.parent.get(id(assign))
+        while owner is not None and not isinstance(owner, (cst.FunctionDef, cst.Module)):
+            owner = self.parent.get(id(owner))
+        if owner is None:
+            return None
+        uses = [n for n in subtree(owner) if isinstance(n, cst.Name) and n.value == name]
+        loops = [n for n in subtree(owner) if isinstance(n, cst.For) and isinstance(n.iter, cst.Call)
+                 and isinstance(n.iter.func, cst.Name) and n.iter.func.value == "range" and len(n.iter.args) == 1
+                 and isinstance(n.iter.args[0].value, cst.Name) and n.iter.args[0].value.value == name]
+        return loops[0] if len(uses) == 2 and len(loops) == 1 else None
+
     def _counted_loop(self, count: cst.Call) -> None:
         """`for i in range(torch.cuda.device_count()):` around code kept on CUDA (fairscale
         0.4.13 optim/oss.py: `major, minor = torch.cuda.get_device_capability(f"cuda:{i}")`, kept
@@ -1750,9 +1772,13 @@ class _DeviceGates:
         arg = self.parent.get(id(count))
         ranged = self.parent.get(id(arg))
         loop = self.parent.get(id(ranged))
-        if not (isinstance(arg, cst.Arg) and arg.keyword is None and not arg.star and arg.value is count
-                and isinstance(ranged, cst.Call) and isinstance(ranged.func, cst.Name) and ranged.func.value == "range"
-                and isinstance(loop, cst.For) and loop.iter is ranged):
+        if isinstance(arg, cst.Assign):
+            loop = self._loop_over_variable(count, arg)  # `n = torch.cuda.device_count()`, then `range(n)`
+            if loop is None:
+                return
+        elif not (isinstance(arg, cst.Arg) and arg.keyword is None and not arg.star and arg.value is count
+                  and isinstance(ranged, cst.Call) and isinstance(ranged.func, cst.Name) and ranged.func.value == "range"
+                  and isinstance(loop, cst.For) and loop.iter is ranged):
             return
         found = self._cuda_only_in(loop.body)
         if found is None or self.gate_rule is None:
