@@ -671,6 +671,66 @@ def test_bf16_support_is_answered_on_the_npu_instead_of_raising(run_on_standin):
     assert done.returncode != 0 and "_nccl_version" in done.stderr, done.stderr
 
 
+# torchtune 0.6.1 recipes/lora_finetune_distributed.py:918 (and full_dpo, knowledge_distillation,
+# lora_dpo distributed, qat_distributed, dev/lora_finetune_distributed_multi_dataset): torch's
+# per-device backend form. The recipes' tensors moved to the NPU and the process group kept NCCL
+# for CUDA only (no backend for the NPU's tensors), with nothing reported. Now the CUDA pair
+# becomes the NPU's; the other pairs stay. (With the CUDA pair first only: see BackendRewriter.)
+PER_DEVICE_BACKEND = """\
+import torch
+from torch.distributed import init_process_group
+
+
+def recipe_main():
+    init_process_group("cuda:nccl,cpu:gloo")
+    x = torch.zeros(1).cuda()
+
+
+def other():
+    init_process_group(backend="cuda:gloo")
+    init_process_group("cpu:gloo")
+"""
+
+
+def test_a_per_device_backend_string_moves_its_cuda_pair():
+    result = assert_partial_as_whole(PER_DEVICE_BACKEND, "lora_finetune_distributed.py")
+    assert result.error is None
+    migrated = with_torch_npu(PER_DEVICE_BACKEND).replace(
+        'init_process_group("cuda:nccl,cpu:gloo")', 'init_process_group("npu:hccl,cpu:gloo")').replace(
+        "torch.zeros(1).cuda()", "torch.zeros(1).npu()")
+    assert result.new_text == migrated + PARTIAL_PADDING
+    assert sorted(e.code for e in result.edits) == ["NPU101", "NPU106", "NPU108"]
+
+
+@pytest.mark.slow
+def test_the_per_device_process_group_reduces_npu_tensors(run_on_standin):
+    import socket
+
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        env = {"MASTER_PORT": str(free.getsockname()[1])}
+    source = """\
+import os
+import torch
+import torch.distributed as dist
+from torch.distributed import init_process_group
+
+os.environ.update(MASTER_ADDR="127.0.0.1", RANK="0", WORLD_SIZE="1")
+init_process_group("cuda:nccl,cpu:gloo")
+t = torch.ones(2).cuda()
+dist.all_reduce(t)
+print(t.tolist())
+dist.destroy_process_group()
+"""
+    done = run_on_standin(source, env=env)
+    assert 'init_process_group("npu:hccl,cpu:gloo")' in done.migrated
+    assert (done.returncode, done.stdout) == (0, "[1.0, 1.0]\n"), done.stderr
+    # as main migrated it: the tensors moved, the process group kept NCCL for CUDA only
+    half = done.migrated.replace('"npu:hccl,cpu:gloo"', '"cuda:nccl,cpu:gloo"')
+    done = run_on_standin(half, migrate=False, env=env)
+    assert done.returncode != 0 and "NCCL" in done.stderr, done.stderr
+
+
 # What pytest does with a fixture's params, for the stand-in (which has no pytest): a value runs
 # its test unless a skipif mark's condition holds.
 PYTEST_SHIM = """\

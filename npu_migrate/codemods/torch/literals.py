@@ -177,6 +177,33 @@ class LookupRewriter(LiteralRewriter):
         return super().rewrite_call(node)
 
 
+class BackendRewriter(LookupRewriter):
+    """The backend rewriter: a backend name ("nccl"), and torch's per-device form
+    ("cuda:nccl,cpu:gloo": torchtune 0.6.1's distributed recipes), whose CUDA pair becomes the
+    NPU's ("npu:hccl,cpu:gloo"): the other pairs stay. Only with the CUDA pair first: the
+    prefilter and partial parsing find a string by the word it starts with (`"cuda`), and
+    "cpu:gloo,cuda:nccl" starts with none of theirs (left as it is, with or without partial
+    parsing)."""
+
+    _PAIRS = re.compile(r"^cuda:\w+(?:,\w+:\w+)*$")
+
+    def _replace_word(self, text: str) -> Optional[str]:
+        new = super()._replace_word(text)
+        if new is not None or not text.startswith("cuda:") or not self._PAIRS.match(text):
+            return new
+        pairs = []
+        for pair in text.split(","):
+            device, backend = pair.split(":")
+            if device == "cuda":
+                backend = super()._replace_word(backend) or ""
+                if not backend:
+                    return None  # "cuda:gloo": no NPU backend of that name
+                device = "npu"
+            pairs.append(f"{device}:{backend}")
+        moved = ",".join(pairs)
+        return moved if moved != text else None
+
+
 def last_identifier(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Name):
         return node.value
@@ -410,7 +437,7 @@ class LiteralRewrites(TorchKind):
         self.positional_devices = LookupRewriter(
             {r.from_: r.to for r in rs.device.values() if r.spec_of(Positions).any}, index=True
         )
-        self.backends = LookupRewriter(
+        self.backends = BackendRewriter(
             {r.from_: r.to for r in rs.backend.values()}, index=False, ignore_case=True
         )
         self.envs = LiteralRewriter({r.from_: r.to for r in rs.env.values()}, index=False)
