@@ -1748,10 +1748,6 @@ class _DeviceGates:
         if assign.value is not count or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
             return None
         name = assign.targets[0].target.value
-        partial = self.ctx.partial
-        if partial is not None and partial.elided_word(name):
-            self.ctx.partial_misses.add(name)  # its reads may be in lines left out: parse them too
-            return None
         owner: Optional[cst.CSTNode] = self.parent.get(id(assign))
         while owner is not None and not isinstance(owner, (cst.FunctionDef, cst.Module)):
             owner = self.parent.get(id(owner))
@@ -1762,6 +1758,17 @@ class _DeviceGates:
                  and isinstance(n.iter.func, cst.Name) and n.iter.func.value == "range" and len(n.iter.args) == 1
                  and isinstance(n.iter.args[0].value, cst.Name) and n.iter.args[0].value.value == name]
         return loops[0] if len(uses) == 2 and len(loops) == 1 else None
+
+    def _read_in_lines_left_out(self, assign: cst.Assign) -> bool:
+        """Whether the count's name is also written in lines partial parsing left out: then it
+        may have other readers there, and the file is parsed again with them (asked only for a
+        loop that would be kept, so a count no such loop reads costs no second parse)."""
+        name = cst.ensure_type(assign.targets[0].target, cst.Name).value
+        partial = self.ctx.partial
+        if partial is None or not partial.elided_word(name):
+            return False
+        self.ctx.partial_misses.add(name)
+        return True
 
     def _counted_loop(self, count: cst.Call) -> None:
         """`for i in range(torch.cuda.device_count()):` around code kept on CUDA (fairscale
@@ -1782,6 +1789,8 @@ class _DeviceGates:
             return
         found = self._cuda_only_in(loop.body)
         if found is None or self.gate_rule is None:
+            return
+        if isinstance(arg, cst.Assign) and self._read_in_lines_left_out(arg):
             return
         self.ctx.keep(count)
         self.ctx.keep(loop.body)  # dead on the NPU: rewritten, it would be NPU code behind a CUDA count
