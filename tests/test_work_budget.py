@@ -16,7 +16,7 @@ import ast
 import dataclasses
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -24,6 +24,7 @@ from npu_migrate import work
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.codemods.npu_ops import reads_whole
 from npu_migrate.engine import _framework_rules_apply, _partial_framework
+from npu_migrate.model import FileResult
 from npu_migrate.options import Options
 from npu_migrate.partial import partial_text, statement_filter
 from npu_migrate.prefilter import LazyCodeWords
@@ -82,6 +83,30 @@ PER_PARSED_FILE: Dict[str, Dict[str, float]] = {
 # yolov5's utils/torch_utils.py takes 6, 10 while it walked the module for a parent map and
 # rounds over its definitions; fixtures/pytorch/alias_script.py takes 8)
 PER_FILE = {"ast": 1, "parse": 1, "partial": 3, "walk": 8, "transform": 2, "codegen": 4, "verify": 1, "verify_partial": 1}
+
+
+def always_whole(monkeypatch) -> None:
+    """Every TensorFlow/MindSpore file the prefilter admits is parsed whole: the whole parse a
+    partial one is checked against (framework_rules_may_apply always says yes)."""
+    from npu_migrate import prefilter
+
+    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
+                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+
+
+def whole_parse_of(monkeypatch, path: str, options: Optional[Options] = None) -> Callable[[str], FileResult]:
+    """migrate_source(source, path, options) parsed whole (always_whole only for that call), once
+    per source."""
+    results: Dict[str, FileResult] = {}
+
+    def whole(source: str) -> FileResult:
+        if source not in results:
+            with monkeypatch.context() as m:
+                always_whole(m)
+                results[source] = migrate_source(source, path, options)
+        return results[source]
+
+    return whole
 
 
 @pytest.fixture(autouse=True)
@@ -287,7 +312,6 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
     `tensorflow.device`) only on torch or another object. No TensorFlow rule can match, so
     the file is parsed partially, as a PyTorch file; the result is the one the TensorFlow
     pass gives after a whole parse."""
-    from npu_migrate import prefilter
 
     text = ("import torch\nfrom transformers.utils import is_tf_available\n\nif is_tf_available():\n"
             "    import tensorflow as tf\n\n\ndef to_device(x, device):\n    return x.to(torch.device(device))\n\n\n"
@@ -296,8 +320,7 @@ def test_a_tensorflow_rule_word_on_another_module_takes_no_whole_parse(monkeypat
     assert result.new_text == text.replace("x.cuda()", "x.npu()").replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
     assert result.work == {"ast": 1, "partial": 1, "walk": 1, "transform": 1, "codegen": 2, "verify_partial": 1}
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+    always_whole(monkeypatch)
     whole = migrate_source(text, "m.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -308,7 +331,6 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     whole (tensor2tensor 1.15.7: 173 of its 268 parsed files were parsed whole, 56 now): the
     findings are the whole parse's. Where a rewrite can match (a Session's config follows
     bindings), and for a hand-written gelu (its body is read whole), the file is parsed whole."""
-    from npu_migrate import prefilter
 
     text = ("import tensorflow as tf\n\n\ndef f(x):\n    a = x + 1\n    b = a * 2\n"
             "    if tf.executing_eagerly():\n        return b\n    return tf.cast(b, tf.float64)\n\n\n"
@@ -327,8 +349,7 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     partly = migrate_source(own, "ops.py")
     assert partly.work.get("partial") == 1 and "parse" not in partly.work, partly.work
     assert "parse" in migrate_source(own + "    # tf.tanh(x)\n", "ops.py").work
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+    always_whole(monkeypatch)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
     whole = migrate_source(own, "ops.py")
@@ -342,7 +363,6 @@ def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
     2.1.0: 16 -> 6 whole parses, its three NPU347 the same): the findings are the whole parse's.
     Where a rewrite can match (a "GPU" device target: its option, comparisons and branches move
     as one), or TensorFlow's findings can match too, the file is parsed whole."""
-    from npu_migrate import prefilter
 
     text = ("import mindspore as ms\nfrom mindspore import nn, ops\n\n\nclass Net(nn.Cell):\n"
             "    def __init__(self):\n        super().__init__()\n        self.a = 1\n        self.b = 2\n"
@@ -361,8 +381,7 @@ def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):
     assert nccl.work["parse"] == 1 and [e.code for e in nccl.edits] == ["NPU141"]
     both = "import tensorflow as tf\n" + text + "\n\ndef t(x):\n    return tf.cast(x, tf.float64)\n"
     assert migrate_source(both, "net.py", options).work["parse"] == 1
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+    always_whole(monkeypatch)
     whole = migrate_source(text, "net.py", options)
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
 
@@ -374,7 +393,6 @@ def test_a_device_target_read_without_an_option_or_a_gate_takes_a_partial_parse(
     with "GPU" and `device_target` written otherwise (mindformers 2.1.0's callback.py, 193 KB:
     `if get_context("device_target") == "GPU" and profile_memory:`) is parsed partially, with the
     whole parse's result. Each of those forms makes it whole, and gives the whole parse's result."""
-    from npu_migrate import prefilter
 
     text = ("import mindspore as ms\nfrom mindspore import context, ops\n\n\ndef get_context(key):\n    return key\n\n\n"
             "class Cb:\n    def __init__(self):\n        self.a = 1\n        self.op = ops.Custom('./add.so:Add', out_shape=None)\n\n"
@@ -382,15 +400,7 @@ def test_a_device_target_read_without_an_option_or_a_gate_takes_a_partial_parse(
             "        if get_context('device_target') == 'GPU' and profile_memory:\n            print('GPU')\n"
             "        self.device = 'GPU'\n        return self.a\n")
     options = Options(targets=RunTargets.of(mindspore="2.7"))
-    whole_always = {}
-
-    def whole(source):
-        if source not in whole_always:
-            with monkeypatch.context() as m:
-                m.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                          lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
-                whole_always[source] = migrate_source(source, "cb.py", options)
-        return whole_always[source]
+    whole = whole_parse_of(monkeypatch, "cb.py", options)
 
     result = migrate_source(text, "cb.py", options)
     assert [f.code for f in result.findings] == ["NPU347"] and result.new_text is None
@@ -420,7 +430,6 @@ def test_a_keras_fit_without_a_main_block_takes_a_partial_parse(monkeypatch):
     block (transformers' modeling_tf_utils.py, 166 KB, parsed whole for it before) is parsed
     partially, with the whole parse's result, wherever those statements are; with a main block
     it is parsed whole (the setup is added there)."""
-    from npu_migrate import prefilter
 
     filler = "".join(f"\n\ndef f{i}(x):\n    y = x + {i}\n    return y\n" for i in range(8))
     head = "import tensorflow as tf\nfrom tensorflow.keras import layers as L\nfrom tensorflow.keras import backend as K\n"
@@ -434,15 +443,7 @@ def test_a_keras_fit_without_a_main_block_takes_a_partial_parse(monkeypatch):
         "session set": head + filler + "\n\ndef train(m, x):\n    m.fit(x)\n\n\ndef setup(sess):\n    K.set_session(sess)\n",
         "two calls": head + filler + "\n\ndef a(m):\n    m.train_on_batch(1)\n\n\ndef b(m):\n    m.fit(2)\n    L.Dense(3)\n",
     }
-    whole_always = {}
-
-    def whole(source):
-        if source not in whole_always:
-            with monkeypatch.context() as m:
-                m.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                          lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
-                whole_always[source] = migrate_source(source, "m.py")
-        return whole_always[source]
+    whole = whole_parse_of(monkeypatch, "m.py")
 
     for name, text in cases.items():
         result = migrate_source(text, "m.py")
@@ -759,11 +760,9 @@ def test_tf_device_without_gpu_written_in_code_takes_a_partial_parse(monkeypatch
     """The word tf.device's rule needs (its `unknown_contains`, which its pattern cannot match
     without) is looked for in Python's tokens, not in the words of the text: a docstring or a
     comment outside brackets does not hold an argument's source. Results equal the whole parse's."""
-    from npu_migrate import prefilter
 
     result = migrate_source(text, "ops.py")
     assert (result.work.get("parse") == 1) is whole, result.work
-    monkeypatch.setattr(prefilter.RulePrefilter, "framework_rules_may_apply",
-                        lambda self, code, framework, rewrites_only=False, written=None, tree=None: True)
+    always_whole(monkeypatch)
     every = migrate_source(text, "ops.py")
     assert every.work["parse"] == 1 and every.to_dict() == result.to_dict()
