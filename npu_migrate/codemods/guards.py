@@ -175,11 +175,17 @@ def _if_map_location(text: str) -> bool:
     return False
 
 
+def _kept_cuda_members(ctx: Context) -> Tuple[str, ...]:
+    """torch.cuda members with no NPU twin, left as they are with an NPU301 error (torch.cuda.nccl,
+    get_arch_list, ...; not the catch-all `torch.cuda` itself)."""
+    return tuple(sorted({n for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
+                         for n in names_of(r) if n.startswith("torch.cuda.")}))
+
+
 def _kept_in_chain_re(ctx: Context) -> str:
     """`... and torch.cuda.nccl.version()`: a torch.cuda member with no NPU twin (NPU301) after
     an `and` (_Planner._kept_operand)."""
-    leaves = sorted({n[len("torch.cuda."):] for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
-                     for n in names_of(r) if n.startswith("torch.cuda.")})
+    leaves = [n[len("torch.cuda."):] for n in _kept_cuda_members(ctx)]
     return r"\band\s+(?:not\s+)?[\w.]*\bcuda\.(?:%s)\b" % "|".join(re.escape(n) for n in leaves) if leaves else r"(?!)"
 
 
@@ -331,10 +337,7 @@ class _Planner(cst.CSTVisitor):
         self.kernel_call: Dict[int, Optional[cst.Call]] = {}
         self.guard_rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
         self.file_builds: Optional[bool] = None
-        # torch.cuda members with no NPU twin, left as they are with an NPU301 error
-        # (torch.cuda.nccl, get_arch_list, ...; not the catch-all `torch.cuda` itself)
-        self.kept_apis = tuple(sorted({n for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
-                                       for n in names_of(r) if n.startswith("torch.cuda.")}))
+        self.kept_apis = _kept_cuda_members(ctx)
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         n: Any = node
