@@ -631,6 +631,9 @@ def test_each_node_of_a_job_of_two_copies_its_own_outputs_without_overwriting_th
         assert (job.root / "node1/work/ckpt/step004.ckpt").read_text() == "node 1"
         assert not (job.root / "node1/work/ckpt/step002.ckpt").exists()
         assert (job.root / "node0/work/ckpt/step002.ckpt").read_text() == "node 0"
+        # and the first node only its own: not node 1's folder, which is node 1's to restore
+        assert not (job.root / "node0/work/ckpt/node-1").exists()
+        assert [row[2:] for row in job.calls() if row[2] == "obs://bucket/out"] == []
     assert "warning" not in results[0][1] + results[1][1]
 
 
@@ -726,10 +729,8 @@ def test_a_checkpoint_cut_short_by_sigterm_is_never_uploaded_under_its_name(job)
            "checkpoint.pth.tar.incomplete, not under its own name\n" in stderr
 
 
-def test_a_file_rewritten_while_it_is_copied_does_not_make_the_job_say_nothing_was_copied(tmp_path, capsys):
-    """Two processes that write the same file (a script every rank runs whole): the uploader's
-    copy races the other's rewrite. It was copied, and the log says it changed meanwhile; it
-    said "nothing was copied" (the README's two-process rehearsal showed it at times)."""
+def _runtime_module(tmp_path: Path):
+    """The generated runtime, imported in this process under a name of its own."""
     import importlib.util
 
     from npu_migrate.modelarts import render_runtime
@@ -739,6 +740,14 @@ def test_a_file_rewritten_while_it_is_copied_does_not_make_the_job_say_nothing_w
     spec = importlib.util.spec_from_file_location("npu_migrate_modelarts_under_test", path)
     runtime = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(runtime)
+    return runtime
+
+
+def test_a_file_rewritten_while_it_is_copied_does_not_make_the_job_say_nothing_was_copied(tmp_path, capsys):
+    """Two processes that write the same file (a script every rank runs whole): the uploader's
+    copy races the other's rewrite. It was copied, and the log says it changed meanwhile; it
+    said "nothing was copied" (the README's two-process rehearsal showed it at times)."""
+    runtime = _runtime_module(tmp_path)
     work, out = tmp_path / "work", tmp_path / "out"
     work.mkdir()
     (work / "model.pt").write_text("x")
@@ -751,6 +760,27 @@ def test_a_file_rewritten_while_it_is_copied_does_not_make_the_job_say_nothing_w
     assert f"[modelarts] {work / 'model.pt'} changed while it was copied" in err
     assert "nothing was copied" not in err
     assert (out / "model.pt").read_text() == "x"
+
+
+@pytest.mark.parametrize("obs", [False, True])
+def test_the_first_node_restores_what_train_url_holds_but_the_other_nodes_folders(tmp_path, monkeypatch, obs):
+    """--modelarts-resume on the first node of a job of three: train_url's files and folders come back,
+    not node-1/ and node-2/ (the other nodes', which they restore themselves: on the first node's
+    disk they only took room). A local train_url, and one on OBS (the fake MoXing)."""
+    runtime = _runtime_module(tmp_path)
+    for name, text in {"step002.ckpt": "0", "logs/train.log": "0", "node-1/a.ckpt": "1", "node-2/a.ckpt": "2"}.items():
+        (tmp_path / "obs/bucket/out" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "obs/bucket/out" / name).write_text(text)
+    monkeypatch.syspath_prepend(str(FAKE_MOXING))
+    monkeypatch.setenv("FAKE_OBS_ROOT", str(tmp_path / "obs"))
+    try:
+        runtime._restore("obs://bucket/out" if obs else str(tmp_path / "obs/bucket/out"), str(tmp_path / "output"),
+                         ["node-1", "node-2"])
+    finally:
+        for name in ("moxing", "moxing.file"):
+            sys.modules.pop(name, None)
+    restored = sorted(p.relative_to(tmp_path / "output").as_posix() for p in (tmp_path / "output").rglob("*"))
+    assert restored == ["logs", "logs/train.log", "step002.ckpt"]
 
 
 def test_a_checkpoint_saved_by_atomic_rename_keeps_its_last_complete_version(job):

@@ -37,8 +37,8 @@ for its own processes and outputs: the first process of node N (VC_TASK_INDEX or
 GROUP_RANK says N) copies what that node's processes wrote to the folder node-N of
 --train_url, so that no rank's file is lost and a file every node writes under one name is
 never overwritten; --train_url itself holds the first node's, as in a job of one node. With
-resume, each node gets its own back (the first node gets the whole of --train_url, and never
-copies the other nodes' folders again).
+resume, each node gets its own back (the first node all of --train_url but the other nodes'
+folders, which it never copies either).
 
 Without --data_url and --train_url nothing changes. Standard library only (Huawei's MoXing
 for OBS URLs), Python 3.7, no shell. NPU_MIGRATE_MODELARTS_CACHE names a folder to use
@@ -249,9 +249,10 @@ class Job:
         paths = [_path_value(args, n) for n in data]
         skipped += [os.path.abspath(p) for p in paths if p and not is_obs(p)]
         skipped += [] if is_obs(self.train_url) else [os.path.abspath(self.train_url)]
-        # The other nodes' folders of train_url, which resume copies back: theirs, not this node's.
-        others = range(1, _node_count()) if not self.node else ()
-        skipped += [os.path.join(main, f"node-{n}") for n in others]
+        # The other nodes' folders of train_url: theirs, not this node's (never restored here, and
+        # never copied again from here).
+        others = [f"node-{n}" for n in range(1, _node_count())] if not self.node else []
+        skipped += [os.path.join(main, name) for name in others]
         self.skipped = [
             s for s in skipped if not any(_inside(w, s) for w, _ in self.watched)
         ]
@@ -266,7 +267,7 @@ class Job:
                     _remove(local)  # what an earlier job left there is not this job's
                 os.makedirs(local, exist_ok=True)
                 if resume:
-                    _restore(self.train_url, main)
+                    _restore(self.train_url, main, others)
                 if self.others is not None:
                     self.others.forget_earlier_runs()
                 once.mark()
@@ -780,14 +781,38 @@ def _inside(path, folder):
     return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _restore(train_url, folder):
+def _restore(train_url, folder, others=()):
+    """Copy what is at train_url into `folder`, but for its folders named in `others` (the
+    other nodes' outputs)."""
     if is_obs(train_url):
         found = _moxing(train_url).file.exists(train_url)
     else:
         found = os.path.isdir(train_url) and not _inside(folder, train_url)
-    if found:
-        log(f"copying {train_url} to {folder} (to resume)")
+    if not found:
+        return
+    log(f"copying {train_url} to {folder} (to resume)")
+    if not others:
         _copy(train_url, folder)
+        return
+    # Entry by entry, but for the other nodes' folders.
+    os.makedirs(folder, exist_ok=True)
+    local = not is_obs(train_url)
+    mox = None if local else _moxing(train_url).file
+    if local:
+        names = sorted(os.listdir(train_url))
+    else:
+        names = [str(n).rstrip("/") for n in mox.list_directory(train_url)]
+    for name in names:
+        if name in others:
+            continue
+        source = train_url.rstrip("/") + "/" + name
+        target = os.path.join(folder, name)
+        if os.path.isdir(source) if local else mox.is_directory(source):
+            _copy(source, target)
+        elif local:
+            shutil.copy2(source, target)
+        else:
+            mox.copy(source, target)
 
 
 def _files_named_after(output_file, prefix):

@@ -48,7 +48,10 @@ def copy(src_url, dst_url, **_ignored):
     _log("copy", src_url, dst_url)
     dst = _local(dst_url)
     os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
-    shutil.copy2(_local(src_url), dst)
+    download = src_url.startswith(_SCHEMES) and not dst_url.startswith(_SCHEMES)
+    # (FAKE_OBS_NEW_TIMES: as _merge)
+    copy = shutil.copyfile if download and os.environ.get("FAKE_OBS_NEW_TIMES") else shutil.copy2
+    copy(_local(src_url), dst)
 
 
 def exists(url):
