@@ -210,6 +210,30 @@ def test_a_folder_the_help_says_the_run_saves_into_is_an_output_whatever_it_hold
     assert settings_of(result.new_text) == {"data": ["img_root", "ann_dir"], "outputs": ["show_dir", "pred_dir"]}
 
 
+def test_a_folder_the_run_uploads_to_is_not_its_data():
+    """yolov5 7.0.14 train.py's --s3_upload_dir ("aws s3 folder directory to upload best weight and
+    dataset", default None) was taken for the data argument (its help names a dataset and a
+    folder): on ModelArts it became /cache/data, so yolov5's `if opt.s3_upload_dir:` upload of
+    best.pt to S3 ran in every job that never asked for it. An argument named for an upload is
+    where the run sends its results, never its input, whatever its help says; a folder to read
+    stays data; --project (runs/train) stays the output."""
+    result = adapt(
+        "import argparse\n"
+        "from pathlib import Path\n"
+        "ROOT = Path(__file__).resolve().parents[0]\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data', type=str, default=ROOT / 'data/coco128.yaml', help='dataset.yaml path')\n"
+        "parser.add_argument('--project', default='runs/train', help='save to project/name')\n"
+        "parser.add_argument('--s3_upload_dir', type=str, default=None,\n"
+        "                    help='aws s3 folder directory to upload best weight and dataset')\n"
+        "parser.add_argument('--upload_dataset', action='store_true', help='upload dataset to aws s3')\n"
+        "parser.add_argument('--upload-path', help='path of the dataset folder to upload the images to')\n"
+        "parser.add_argument('--image-dir', help='folder with the images to train on')\n"
+        "args = parser.parse_args()\n"
+    )
+    assert settings_of(result.new_text) == {"data": ["image_dir"], "outputs": ["project"]}
+
+
 def test_a_required_data_argument_is_reported():
     result = adapt(
         "import argparse\n"

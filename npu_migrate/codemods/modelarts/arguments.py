@@ -23,7 +23,8 @@ GENERIC_DATA_NAMES = {"data", "dataset", "dataroot", "datadir", "root", "corpus"
 NOT_DATA_WORDS = {"resume", "pretrain", "pretrained", "load", "checkpoint", "ckpt", "weight", "weights", "model",
                   "config", "cfg", "log", "logs", "save", "out", "outf", "output", "outputs", "result", "results",
                   "sample", "samples", "cache", "tmp", "url", "name", "type", "format", "mode", "backend", "vocab",
-                  "tokenizer", "size", "num", "workers", "split", "ratio", "snapshot", "export", "dist"}
+                  "tokenizer", "size", "num", "workers", "split", "ratio", "snapshot", "export", "dist",
+                  "upload", "uploads"}  # --s3_upload_dir: where the run sends its results, never its input
 OUTPUT_WORDS = {"save", "saved", "saving", "out", "outf", "output", "outputs", "outdir", "ckpt", "ckpts", "checkpoint",
                 "checkpoints", "log", "logs", "logdir", "logging", "sample", "samples", "result", "results", "snapshot",
                 "snapshots", "tensorboard", "tb", "summary", "summaries", "exp", "experiment", "work", "workdir",
