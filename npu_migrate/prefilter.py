@@ -127,6 +127,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (rf"['\"]{n}\b",)
     if kind == "quoted_any_case":
         return (rf"(?i)['\"]{n}\b",)
+    if kind == "cuda_pair":
+        return (rf"(?i)cuda\s*:\s*{n}\b",)
     if kind == "star_import":
         return (rf"import{_LINE_GAP}*\*",)
     if kind == "attr_of":

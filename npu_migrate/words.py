@@ -40,6 +40,8 @@ class Requirement:
                              through imports (prefilter.ref_alternatives);
     ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
+    ("cuda_pair", n)         `cuda:n` in any case, spaces allowed around the colon (torch's per-device
+                             backend string "cpu:gloo,cuda:nccl", whose CUDA pair need not come first);
     ("attr_or_import", n)    `.n`, or `n` imported (`from x import ..., n`);
     ("import", m)            an import of module `m` (`import m`, `import a, m.sub`, `from m...`);
     ("star_import", "")      `import *`;   ("attr_of", a)  `a.`;
@@ -96,6 +98,13 @@ def quoted(word: str, ignore_case: bool = False) -> Requirement:
     """A string literal that starts with `word`: "cuda", 'cuda:0', f"cuda:{i}", "NCCL"."""
     return Requirement(frozenset({Word(word, ignore_case)}),
                        frozenset({("quoted_any_case" if ignore_case else "quoted", word)}), in_strings=True)
+
+
+def cuda_pair(backend: str) -> Requirement:
+    """torch's per-device backend string with the CUDA pair anywhere ("cpu:gloo,cuda:nccl"):
+    the backend word, and `cuda:backend` written (the string may start with another pair, so
+    `quoted` cannot find it)."""
+    return Requirement(frozenset({Word(backend, True)}), frozenset({("cuda_pair", backend)}), in_strings=True)
 
 
 def plain_words(*names: str, ignore_case: bool = False) -> List[Requirement]:

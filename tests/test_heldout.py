@@ -702,8 +702,37 @@ def test_a_per_device_backend_string_moves_its_cuda_pair():
     assert sorted(e.code for e in result.edits) == ["NPU101", "NPU106", "NPU108"]
 
 
+# ... with the CUDA pair anywhere (torch's docs write "cpu:gloo,cuda:nccl"), in any case, spaces kept
+# (torch splits at "," and ":" without stripping), in a file where nothing else names CUDA: the
+# prefilter and partial parsing find the pair (words.cuda_pair), not only a string's first word.
+PER_DEVICE_BACKEND_CUDA_SECOND = """\
+import torch.distributed as dist
+
+
+def setup(args):
+    dist.init_process_group("cpu:gloo,cuda:nccl")
+    dist.init_process_group(backend="cpu:gloo, cuda:nccl")
+    dist.init_process_group(backend="mps:gloo,CUDA:NCCL,cpu:gloo")
+    dist.init_process_group(backend="cpu:gloo,cuda:gloo")
+    print("cpu:gloo,cuda:nccl")
+"""
+
+
+def test_a_per_device_backend_string_moves_its_cuda_pair_wherever_it_stands():
+    result = assert_partial_as_whole(PER_DEVICE_BACKEND_CUDA_SECOND, "train.py")
+    assert result.error is None
+    assert result.new_text == PER_DEVICE_BACKEND_CUDA_SECOND.replace(
+        "import torch.distributed as dist\n", "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n").replace(
+        'group("cpu:gloo,cuda:nccl")', 'group("cpu:gloo,npu:hccl")').replace(
+        '"cpu:gloo, cuda:nccl"', '"cpu:gloo, npu:hccl"').replace(
+        '"mps:gloo,CUDA:NCCL,cpu:gloo"', '"mps:gloo,NPU:HCCL,cpu:gloo"') + PARTIAL_PADDING
+    assert sorted((e.code, e.span.line) for e in result.edits) == [("NPU106", 5), ("NPU106", 6), ("NPU106", 7),
+                                                              ("NPU108", 2)]
+
+
 @pytest.mark.slow
-def test_the_per_device_process_group_reduces_npu_tensors(run_on_standin):
+@pytest.mark.parametrize("backend", ["cuda:nccl,cpu:gloo", "cpu:gloo,cuda:nccl"])
+def test_the_per_device_process_group_reduces_npu_tensors(run_on_standin, backend):
     import socket
 
     with socket.socket() as free:
@@ -721,12 +750,13 @@ t = torch.ones(2).cuda()
 dist.all_reduce(t)
 print(t.tolist())
 dist.destroy_process_group()
-"""
+""".replace("cuda:nccl,cpu:gloo", backend)
+    moved = backend.replace("cuda:nccl", "npu:hccl")
     done = run_on_standin(source, env=env)
-    assert 'init_process_group("npu:hccl,cpu:gloo")' in done.migrated
+    assert f'init_process_group("{moved}")' in done.migrated
     assert (done.returncode, done.stdout) == (0, "[1.0, 1.0]\n"), done.stderr
     # as main migrated it: the tensors moved, the process group kept NCCL for CUDA only
-    half = done.migrated.replace('"npu:hccl,cpu:gloo"', '"cuda:nccl,cpu:gloo"')
+    half = done.migrated.replace(f'"{moved}"', f'"{backend}"')
     done = run_on_standin(half, migrate=False, env=env)
     assert done.returncode != 0 and "NCCL" in done.stderr, done.stderr
 

@@ -12,7 +12,7 @@ assignments to something named like a backend, argparse defaults of `--backend` 
 
 from __future__ import annotations
 
-from ..words import quoted
+from ..words import cuda_pair, quoted
 from .base import Kind, by_from, new_dict, register, schema
 from .device import positions
 
@@ -22,7 +22,7 @@ KIND = register(Kind(
     # (`functions` was accepted and never applied: it is an unknown key now)
     schema=schema(("from", "to"), ("keywords",)),
     summary="a distributed backend name in strings (`\"nccl\"` -> `\"hccl\"`)",
-    requirements=lambda rule: [quoted(rule.from_, ignore_case=True)],
+    requirements=lambda rule: [quoted(rule.from_, ignore_case=True), cuda_pair(rule.from_)],
     new_index=new_dict,
     index=by_from,
     spec=positions,

@@ -179,27 +179,32 @@ class LookupRewriter(LiteralRewriter):
 
 class BackendRewriter(LookupRewriter):
     """The backend rewriter: a backend name ("nccl"), and torch's per-device form
-    ("cuda:nccl,cpu:gloo": torchtune 0.6.1's distributed recipes), whose CUDA pair becomes the
-    NPU's ("npu:hccl,cpu:gloo"): the other pairs stay. Only with the CUDA pair first: the
-    prefilter and partial parsing find a string by the word it starts with (`"cuda`), and
-    "cpu:gloo,cuda:nccl" starts with none of theirs (left as it is, with or without partial
-    parsing)."""
+    ("cuda:nccl,cpu:gloo": torchtune 0.6.1's distributed recipes; "cpu:gloo,cuda:nccl", torch's
+    docs' order), whose CUDA pair becomes the NPU's ("npu:hccl,cpu:gloo"), wherever it stands:
+    the other pairs stay, and so do the string's spaces and case (torch lowers the string and
+    splits it at "," and ":" without stripping: " cuda:nccl" names a device " cuda" on CUDA too,
+    and " npu:hccl" the same on the NPU). The prefilter and partial parsing find the pair by
+    words.cuda_pair when it is not the string's first word."""
 
-    _PAIRS = re.compile(r"^cuda:\w+(?:,\w+:\w+)*$")
+    _PAIRS = re.compile(r"[^,:]*:[^,:]*(?:,[^,:]*:[^,:]*)*")
+    _PAIR = re.compile(r"(\s*)(\w+)(\s*:\s*)(\w+)(\s*)")
 
     def _replace_word(self, text: str) -> Optional[str]:
         new = super()._replace_word(text)
-        if new is not None or not text.startswith("cuda:") or not self._PAIRS.match(text):
+        if new is not None or ":" not in text or not self._PAIRS.fullmatch(text):
             return new
         pairs = []
         for pair in text.split(","):
-            device, backend = pair.split(":")
-            if device == "cuda":
+            match = self._PAIR.fullmatch(pair)
+            if match is None:
+                return None  # not "device:backend" (torch's error, as before)
+            before, device, colon, backend, after = match.groups()
+            if device.lower() == "cuda":
                 backend = super()._replace_word(backend) or ""
                 if not backend:
                     return None  # "cuda:gloo": no NPU backend of that name
-                device = "npu"
-            pairs.append(f"{device}:{backend}")
+                device = "NPU" if device.isupper() else "npu"
+            pairs.append(f"{before}{device}{colon}{backend}{after}")
         moved = ",".join(pairs)
         return moved if moved != text else None
 
