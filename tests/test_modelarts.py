@@ -234,6 +234,44 @@ def test_a_folder_the_run_uploads_to_is_not_its_data():
     assert settings_of(result.new_text) == {"data": ["image_dir"], "outputs": ["project"]}
 
 
+@pytest.mark.parametrize("main_block", [
+    "if __name__ == \"__main__\":\n  tf.test.main()\n",
+    "if __name__ == \"__main__\":\n  tf.logging.set_verbosity(tf.logging.INFO)\n  tf.compat.v1.test.main()\n",
+    "if __name__ == '__main__':\n    unittest.main(verbosity=2)\n",
+    "if __name__ == '__main__': absltest.main()\n",
+    "if __name__ == '__main__':\n    sys.exit(pytest.main([__file__]))\n",
+])
+def test_a_test_module_is_not_an_entry_script(main_block):
+    """tensor2tensor 1.15.7 bin/t2t_trainer_test.py (and 42 other `*_test.py` files) end in
+    `tf.test.main()`: `--modelarts` over the project adapted all 43 as entry scripts (the
+    generated module beside each, an import, `modelarts_setup()`, NPU211/NPU214/NPU219), though
+    running one runs its tests, never a job. A main block that runs a test runner is a test
+    module's; --entry still adapts one on purpose."""
+    source = (
+        "import argparse\nimport sys\nimport unittest\nimport pytest\nfrom absl.testing import absltest\n"
+        "import tensorflow.compat.v1 as tf\nfrom tensor2tensor.bin import t2t_trainer\n\n"
+        "FLAGS = tf.flags.FLAGS\n\n\n"
+        "class TrainerTest(tf.test.TestCase):\n\n"
+        "  def testTrain(self):\n"
+        "    FLAGS.train_steps = 1\n"
+        "    FLAGS.data_dir = tf.test.get_temp_dir()\n"
+        "    t2t_trainer.main(None)\n\n\n" + main_block)
+    result = adapt(source, path="t2t_trainer_test.py")
+    assert not result.changed and result.edits == [] and result.findings == []
+    chosen = adapt(source, path="t2t_trainer_test.py", modelarts_entry_files=("t2t_trainer_test.py",))
+    assert chosen.changed and "NPU204" in [e.code for e in chosen.edits]
+
+
+def test_a_script_whose_main_block_trains_is_still_an_entry_script():
+    result = adapt(
+        "import argparse\nimport unittest\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--data-dir', help='folder with the images to train on')\n\n"
+        "def main(args):\n    model.fit(args.data_dir)\n\n"
+        "if __name__ == '__main__':\n    main(parser.parse_args())\n")
+    assert settings_of(result.new_text) == {"data": ["data_dir"]}
+
+
 def test_a_required_data_argument_is_reported():
     result = adapt(
         "import argparse\n"

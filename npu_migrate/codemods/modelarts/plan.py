@@ -59,15 +59,37 @@ def entry_script_by_choice(ctx: Context) -> Optional[bool]:
 
 def may_be_entry_script(module: cst.Module) -> bool:
     """A cheap look at the top level (most files of a tree are not entry scripts): a main block,
-    or `x = ...ArgumentParser(...)`. ScriptAnalysis then decides with resolved imports."""
+    or `x = ...ArgumentParser(...)`. ScriptAnalysis then decides with resolved imports. A main
+    block that runs a test runner is a test module's, never a job's (`_runs_tests`)."""
     for stmt in module.body:
         if is_main_guard(stmt):
-            return True
+            return not _runs_tests(stmt)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) \
                         and (dotted_name(small.value.func) or "").endswith("ArgumentParser"):
                     return True
+    return False
+
+
+# Test runners: `unittest.main()`, `tf.test.main()` (tf.compat.v1.test, tensorflow's `test`
+# module), absltest/googletest, `pytest.main([...])`, also as `sys.exit(...)`'s argument.
+_TEST_RUNNER = re.compile(r"(?:^|\.)(?:unittest|test|absltest|googletest|pytest)\.main$")
+
+
+def _runs_tests(guard: cst.If) -> bool:
+    """Whether the main block runs a test runner at its top level: running the file runs its
+    tests (tensor2tensor 1.15.7's 43 `*_test.py` files end in `tf.test.main()`; adapted, each got
+    the generated module, an import, `modelarts_setup()` and NPU211/NPU214/NPU219 warnings)."""
+    body = guard.body
+    smalls = list(body.body) if isinstance(body, cst.SimpleStatementSuite) else [
+        small for stmt in body.body if isinstance(stmt, cst.SimpleStatementLine) for small in stmt.body]
+    for small in smalls:
+        value = small.value if isinstance(small, cst.Expr) else None
+        if isinstance(value, cst.Call) and (dotted_name(value.func) or "") in ("sys.exit", "exit") and value.args:
+            value = value.args[0].value  # sys.exit(pytest.main([__file__]))
+        if isinstance(value, cst.Call) and _TEST_RUNNER.search(dotted_name(value.func) or ""):
+            return True
     return False
 
 
