@@ -924,6 +924,33 @@ def test_script_without_a_parser_gets_a_minimal_one(job):
     assert (job.obs / "bucket/out/model.bin").read_text() == "x y"
 
 
+def test_a_one_line_main_block_gets_its_setup_call_on_that_line(job):
+    """`if __name__ == "__main__": main()` on one line: the import was added but no
+    modelarts_setup() call (only an indented main block got one), so the job copied nothing in
+    and nothing out: its model was lost with the container, with no finding. The call now goes
+    first on that line; a second run finds it and changes nothing."""
+    text = (BEFORE / "train_no_parser.py").read_text()
+    one_line = text.replace('if __name__ == "__main__":\n    main()\n', 'if __name__ == "__main__": main()\n')
+    assert one_line != text
+    options = Options(modelarts=True, modelarts_data_dir="dataset", modelarts_output_dir="outputs")
+    result = migrate_source(one_line, "train_no_parser.py", options)
+    script = job.work / "train_no_parser.py"
+    script.write_text(result.new_text)
+    for path, generated in result.extra_files.items():
+        (job.work / path).write_text(generated)
+    job.put("obs://bucket/ft", {"x": "", "y": ""})
+    done = job.run(script, "--data_url=obs://bucket/ft", "--train_url=obs://bucket/out")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "saved\n"
+    assert job.listing("obs://bucket/out") == ["model.bin"]  # before: [] (nothing copied out)
+    assert (job.obs / "bucket/out/model.bin").read_text() == "x y"
+    assert result.new_text.endswith(
+        'if __name__ == "__main__": modelarts_setup(data_dir="dataset", output_dir="outputs"); main()\n')
+    assert sorted(e.code for e in result.edits) == ["NPU203", "NPU204"]
+    again = migrate_source(result.new_text, "train_no_parser.py", options)
+    assert not again.changed and again.edits == []
+
+
 def test_script_that_reads_its_own_data_url_gets_the_local_copy(job):
     script = job.adapt("train_seed002.py")
     job.put("obs://bucket/weights", {"vgg16-397923af.pth": "12345"})

@@ -117,6 +117,16 @@ class Rewriter(cst.CSTTransformer):
             new_body = [self.new_setup_statement(), *(new_body if new_body is not None else updated.body)]
         return updated.with_changes(body=new_body) if new_body is not None else updated
 
+    def leave_SimpleStatementSuite(self, original: cst.SimpleStatementSuite,
+                                   updated: cst.SimpleStatementSuite) -> cst.SimpleStatementSuite:
+        # `if __name__ == "__main__": main()` on one line: the call goes first on that line.
+        if self.plan.minimal_setup and original is getattr(self.analysis.main_guard, "body", None) \
+                and not self.analysis.setup_calls:
+            call = self.new_setup_statement().body[0]
+            return updated.with_changes(body=[call.with_changes(semicolon=cst.Semicolon(
+                whitespace_after=cst.SimpleWhitespace(" "))), *updated.body])
+        return updated
+
     def new_setup_statement(self) -> cst.SimpleStatementLine:
         """`modelarts_setup(...)`, for a script with no parser of its own."""
         call = cst.Call(func=cst.Name(SETUP_FUNCTION), args=_setup_args(None, self.plan, self.quote))
