@@ -637,6 +637,80 @@ def test_each_node_of_a_job_of_two_copies_its_own_outputs_without_overwriting_th
     assert "warning" not in results[0][1] + results[1][1]
 
 
+# MindSpore 2.10's msrun (mindspore/parallel/cluster/run.py, process_entity/_api.py) with its own option syntax,
+# run as `python msrun --worker_num=4 ... script args`: on its master node (here: --master_addr 127.0.0.1) it
+# starts the script as the scheduler (RANK_ID=0, MS_ROLE=MS_SCHED) first; each worker gets DEVICE_ID, and RANK_ID
+# and MS_NODE_ID only when its global rank is known (one node, or --node_rank given); nothing exports --node_rank.
+MSRUN_CLI = (
+    "import os, subprocess, sys\n"
+    "args, options = sys.argv[1:], {}\n"
+    "while args[0].startswith('--'):\n"
+    "    name, value = args.pop(0)[2:].split('=', 1)\n"
+    "    options[name] = value\n"
+    "workers, local = int(options.get('worker_num', 8)), int(options.get('local_worker_num', 8))\n"
+    "node_rank = int(options.get('node_rank', -1))\n"
+    "os.environ.update(RANK_SIZE=str(workers), MS_WORKER_NUM=str(workers))\n"
+    "procs = []\n"
+    "if options.get('master_addr', '127.0.0.1') == '127.0.0.1':\n"
+    "    os.environ.update(RANK_ID='0', MS_ROLE='MS_SCHED')\n"
+    "    procs.append(subprocess.Popen(['python'] + args, executable=sys.executable))\n"
+    "for i in range(local):\n"
+    "    os.environ['DEVICE_ID'] = str(i)\n"
+    "    node_id = i if local == workers else node_rank * local + i if node_rank >= 0 else None\n"
+    "    if node_id is not None:\n"
+    "        os.environ.update(RANK_ID=str(node_id), MS_NODE_ID=str(node_id))\n"
+    "    os.environ['MS_ROLE'] = 'MS_WORKER'\n"
+    "    procs.append(subprocess.Popen(['python'] + args, executable=sys.executable))\n"
+    "sys.exit(max(p.wait() for p in procs))\n"
+)
+
+
+@pytest.mark.parametrize("node_rank", [True, False])
+def test_each_node_of_an_msrun_job_outside_modelarts_copies_its_own_outputs(job, node_rank):
+    """msrun on two nodes of two workers each, outside ModelArts (no VC_TASK_INDEX): as two msrun launchers
+    with a working folder and a /cache of their own. msrun exports no node index: with --node_rank the second
+    node's workers have global RANK_IDs 2 and 3 (it copied nothing: node 1's files were lost), without it no
+    RANK_ID at all (its first worker copied to train_url itself, over the first node's node.txt). The first
+    worker of each node copies its node's files: the second node's to node-1/ (msrun's --node_rank, read from
+    msrun's command line) or, without it, to a folder named after its host, which the log says."""
+    script = job.adapt("train_helper.py", modelarts_data_dir="/cache/data", modelarts_output_dir="/cache/output")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text(text.replace(end, (
+        "    if os.environ['MS_ROLE'] == 'MS_WORKER':  # (the scheduler trains nothing)\n"
+        "        for name, value in (('shard%s%s.txt' % (os.environ['NODE'], os.environ['DEVICE_ID']), 'w'),\n"
+        "                            ('node.txt', os.environ['NODE'])):\n"
+        "            with open(os.path.join(args.checkpoint_dir, name), 'w') as f:\n"
+        "                f.write(value)\n" + end)))
+    (job.work / "msrun").write_text(MSRUN_CLI)
+    job.put("obs://bucket/data", {"s1": ""})
+    launchers = []
+    for node in (0, 1):
+        work = job.root / f"node{node}" / "work"
+        shutil.copytree(job.work, work)
+        options = ["--worker_num=4", "--local_worker_num=2", "--master_addr=" + ("127.0.0.1", "10.0.0.1")[node]]
+        options += [f"--node_rank={node}"] if node_rank else []
+        env = {"NODE": str(node), "NPU_MIGRATE_MODELARTS_CACHE": str(job.root / f"node{node}" / "cache")}
+        launchers.append(subprocess.Popen(
+            [sys.executable, str(work / "msrun"), *options, str(work / script.name),
+             "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env(**env)))
+    results = [launcher.communicate(timeout=CEILING) for launcher in launchers]
+    assert [launcher.returncode for launcher in launchers] == [0, 0], results
+    folder = "node-1" if node_rank else "node-" + os.uname().nodename
+    assert job.listing("obs://bucket/out") == sorted([
+        "node.txt", "shard00.txt", "shard01.txt", "step000.ckpt",
+        *(f"{folder}/{name}" for name in ("node.txt", "shard10.txt", "shard11.txt", "step000.ckpt"))])
+    assert (job.obs / "bucket/out/node.txt").read_text() == "0"
+    assert (job.obs / f"bucket/out/{folder}/node.txt").read_text() == "1"
+    named = (f"[modelarts] msrun started this node's workers without --node_rank: which node of the job this is, "
+             f"nothing says; its outputs go to obs://bucket/out/{folder}, named after its host (msrun --node_rank N "
+             "names the folder node-N)\n")
+    assert (named in results[1][1]) is not node_rank and named not in results[0][1]
+    assert "warning" not in results[0][1] + results[1][1]
+
+
 def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):
     """Rank 1 runs whole, its own file written, before rank 0 even imports the runtime (rank 0
     waits for a line on its stdin first): that file is this job's output, not one an earlier run

@@ -33,9 +33,10 @@ msrun across nodes without --node_rank, which leaves every worker of its node th
 RANK_ID=0) the first device (LOCAL_RANK or DEVICE_ID 0) of the first node (VC_TASK_INDEX 0).
 msrun's scheduler (MS_ROLE=MS_SCHED) runs the script too: it copies nothing, and no process
 waits for it. In a job of several nodes, whose disks are their own, each node does the same
-for its own processes and outputs: the first process of node N (VC_TASK_INDEX or torchrun's
-GROUP_RANK says N) copies what that node's processes wrote to the folder node-N of
---train_url, so that no rank's file is lost and a file every node writes under one name is
+for its own processes and outputs: the first process of node N (VC_TASK_INDEX, torchrun's
+GROUP_RANK or msrun's --node_rank, read from msrun's command line, says N; without it, a node
+other than msrun's master is named after its host) copies what that node's processes wrote to
+the folder node-N of --train_url, so that no rank's file is lost and a file every node writes under one name is
 never overwritten; --train_url itself holds the first node's, as in a job of one node. With
 resume, each node gets its own back (the first node all of --train_url but the other nodes'
 folders, which it never copies either).
@@ -48,6 +49,7 @@ instead of /cache (to rehearse a job on a laptop).
 import argparse
 import atexit
 import builtins
+import fnmatch
 import hashlib
 import json
 import multiprocessing
@@ -122,6 +124,12 @@ def modelarts_setup(
         job.train_url = _node_url(train_url, job.node)
         job.watch(args, outputs, ignore, data, output_dir, resume)
         if _is_uploader():
+            if isinstance(job.node, str):
+                log(
+                    "msrun started this node's workers without --node_rank: which node of "
+                    f"the job this is, nothing says; its outputs go to {job.train_url}, "
+                    "named after its host (msrun --node_rank N names the folder node-N)"
+                )
             job.upload_at_exit(sync_every)
         elif job.others is not None:
             job.others.join()  # rank 0 waits for this process to end before its final copy
@@ -251,8 +259,8 @@ class Job:
         skipped += [] if is_obs(self.train_url) else [os.path.abspath(self.train_url)]
         # The other nodes' folders of train_url: theirs, not this node's (never restored here, and
         # never copied again from here).
-        others = [f"node-{n}" for n in range(1, _node_count())] if not self.node else []
-        skipped += [os.path.join(main, name) for name in others]
+        others = _other_nodes() if not self.node else []
+        skipped += [os.path.join(main, name) for name in others if "*" not in name]
         self.skipped = [
             s for s in skipped if not any(_inside(w, s) for w, _ in self.watched)
         ]
@@ -803,7 +811,7 @@ def _restore(train_url, folder, others=()):
     else:
         names = [str(n).rstrip("/") for n in mox.list_directory(train_url)]
     for name in names:
-        if name in others:
+        if any(fnmatch.fnmatchcase(name, other) for other in others):
             continue
         source = train_url.rstrip("/") + "/" + name
         target = os.path.join(folder, name)
@@ -908,6 +916,9 @@ def _node_size():
         nodes = env.get(name, "").strip()
         if nodes.isdigit() and int(nodes) > 0 and size % int(nodes) == 0:
             return size // int(nodes)
+    msrun = _msrun_options()  # (which exports no such variable)
+    if msrun:
+        return min(_number(msrun.get("local_worker_num"), 8), _world_size())
     return None
 
 
@@ -1098,22 +1109,106 @@ def _siblings(joined):
 
 def _node_index():
     """This node's index in a job of several nodes (ModelArts' VC_TASK_INDEX, torchrun's
-    GROUP_RANK); 0 for the first node, and when nothing says."""
+    GROUP_RANK, msrun's --node_rank); 0 for the first node, and when nothing says. A node of
+    an msrun job started without --node_rank, other than the one running its scheduler, is
+    named by its host instead (a str: which node it is, msrun does not say)."""
     for name in ("VC_TASK_INDEX", "GROUP_RANK"):
         value = os.environ.get(name, "").strip()
         if value.isdigit():
             return int(value)
-    return 0
+    msrun = _msrun_options()
+    workers = _number(msrun.get("worker_num"), 8)
+    local = _number(msrun.get("local_worker_num"), 8)
+    node = _number(msrun.get("node_rank"), -1)
+    if not msrun or local <= 0 or local >= workers:
+        return 0  # (msrun on one node ignores --node_rank)
+    if node >= 0:
+        return node
+    if os.environ.get("RANK_ID", "").strip() == "0":
+        return 0  # msrun's master node: its workers inherit the scheduler's RANK_ID=0
+    return os.uname().nodename or "unnamed-host"
 
 
 def _node_count():
     """How many nodes the job has (ModelArts' VC_WORKER_NUM or MA_NUM_HOSTS, torchrun's
-    GROUP_WORLD_SIZE); 1 when nothing says."""
+    GROUP_WORLD_SIZE, msrun's --worker_num / --local_worker_num); 1 if nothing says."""
     for name in ("VC_WORKER_NUM", "MA_NUM_HOSTS", "GROUP_WORLD_SIZE"):
         value = os.environ.get(name, "").strip()
         if value.isdigit() and int(value) > 0:
             return int(value)
+    msrun = _msrun_options()
+    workers = _number(msrun.get("worker_num"), 8)
+    local = _number(msrun.get("local_worker_num"), 8)
+    if msrun and 0 < local < workers and workers % local == 0:
+        return workers // local
     return 1
+
+
+def _other_nodes():
+    """On the first node, the names in train_url of the other nodes' folders (fnmatch
+    patterns): node-1 .. node-N; with msrun's nodes named by their hosts, any node-*."""
+    names = [f"node-{n}" for n in range(1, _node_count())]
+    msrun = _msrun_options()
+    if msrun and _number(msrun.get("node_rank"), -1) < 0 and _node_count() > 1:
+        names.append("node-*")
+    return names
+
+
+def _number(text, default):
+    text = str(text or "").strip()
+    return int(text) if text.lstrip("-").isdigit() else default
+
+
+# msrun's options (MindSpore's mindspore/parallel/cluster/run.py, get_args), each taking a value.
+MSRUN_OPTIONS = (
+    "worker_num",
+    "local_worker_num",
+    "master_addr",
+    "master_port",
+    "node_rank",
+    "log_dir",
+    "join",
+    "cluster_time_out",
+    "bind_core",
+    "bind_numa",
+    "sim_level",
+    "sim_rank_id",
+    "rank_table_file",
+    "worker_log_name",
+    "tail_worker_log",
+)
+
+
+def _msrun_options():
+    """The options of the msrun that started this worker, read from its command line (msrun
+    exports neither --node_rank nor --local_worker_num to its workers); {} for a process that
+    msrun did not start as a worker."""
+    if os.environ.get("MS_ROLE", "").strip() != "MS_WORKER":
+        return {}
+    try:
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as cmdline:
+            words = cmdline.read().decode("utf-8", "replace").split("\0")
+    except OSError:
+        return {}
+    programs = ("msrun", "mindspore.parallel.cluster.run")
+    starts = [i for i, w in enumerate(words) if os.path.basename(w) in programs]
+    if not starts:
+        return {}
+    options, words = {}, words[starts[0] + 1 :]
+    while words and words[0].startswith("--"):  # up to the script: msrun's own options
+        word = words.pop(0)[2:]
+        if "=" in word:
+            name, value = word.split("=", 1)
+        else:
+            name, value = word, words.pop(0) if words else ""
+        # argparse takes a name's unique prefix too
+        names = [o for o in MSRUN_OPTIONS if o == name] or [
+            o for o in MSRUN_OPTIONS if name and o.startswith(name)
+        ]
+        if len(names) == 1:
+            options[names[0]] = value
+    options.setdefault("msrun", "")
+    return options
 
 
 def _node_url(train_url, node):
