@@ -2423,6 +2423,45 @@ def test_a_device_count_opening_data_parallel_stays_cuda():
          " torchrun).")]
 
 
+# The same gate with the count held in a variable first (`n_gpu = torch.cuda.device_count()`, the
+# shape of many training scripts): the count and its one reader, the DataParallel gate, stay
+# together; a count another statement reads too (`max(1, n_gpu)` for a batch size: kept, it
+# would be 0 there) moves with that reader, as before, and NPU305 reports the DataParallel.
+DATA_PARALLEL_COUNT_IN_A_VARIABLE = """\
+import torch
+import torch.nn as nn
+
+model = nn.Linear(2, 2)
+n_gpu = torch.cuda.device_count()
+if n_gpu > 1 and not NO_DP:
+    model = nn.DataParallel(model, device_ids=list(range(n_gpu)))
+model.to("cuda")
+
+
+def train(model, args):
+    n = torch.cuda.device_count()
+    if n > 1:
+        model = torch.nn.DataParallel(model)
+    args.batch = args.per_gpu * max(1, n)
+    return model
+"""
+
+
+def test_a_device_count_in_a_variable_opening_data_parallel_stays_cuda_with_it():
+    result = assert_partial_as_whole(DATA_PARALLEL_COUNT_IN_A_VARIABLE, "train.py")
+    assert result.error is None
+    assert result.new_text == DATA_PARALLEL_COUNT_IN_A_VARIABLE.replace(
+        "import torch.nn as nn\n", "import torch.nn as nn\nimport torch_npu  # noqa: F401\n").replace(
+        '.to("cuda")', '.to("npu")').replace(
+        "    n = torch.cuda.device_count()", "    n = torch.npu.device_count()") + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in result.findings] == [
+        ("NPU315", 5, 9, "`torch.cuda.device_count()` opens `nn.DataParallel`, which Ascend NPUs do"
+                         " not support (NPU305); it is left as it is, so on the NPU it is 0 and the process trains on"
+                         " one NPU"),
+        ("NPU305", 7, 13, "`torch.nn.DataParallel` is not supported on Ascend NPUs"),
+        ("NPU305", 14, 17, "`torch.nn.DataParallel` is not supported on Ascend NPUs")]
+
+
 # heldout18's report (1) (pytorch-ignite 0.5.5 examples, the shape of a Ray task): the code it runs
 # moves to the NPU while Ray is asked for a GPU the Ascend machine does not have.
 RAY_TASK = """\

@@ -137,9 +137,11 @@ _PROPERTIES_VERSION_RE = (
     + "|".join(sorted(_PROPERTY_WITHOUT_NPU_VALUE)) + r")\b")
 # Calls whose arguments are only shown: the value may be None there.
 _SHOWN = {"print", "str", "repr", "format"}
-# A device count compared where it is written (`torch.cuda.device_count() > 1`): the text test
-# for _gated_data_parallel (a count kept in a variable first is not followed).
+# A device count compared where it is written (`torch.cuda.device_count() > 1`), or held in a
+# variable first (`n_gpu = torch.cuda.device_count()` ... `if n_gpu > 1:`): the text test for
+# _gated_data_parallel (_count_compared).
 _COUNT_COMPARED_RE = re.compile(r"device_count\(\)\s*(?:>|!=)")
+_COUNT_ASSIGNED_RE = r"[ \t]*(\w+)[ \t]*=[ \t]*[\w.]*device_count\(\)[ \t]*(?:#.*)?$"  # (a line)
 # torch's single-process multi-device wrapper, which Ascend does not support (NPU305).
 _DATA_PARALLEL = {"torch.nn.DataParallel", "torch.nn.parallel.DataParallel", "torch.nn.parallel.data_parallel.DataParallel"}
 _LOG_METHODS = {"debug", "info", "warning", "warn", "error", "critical", "exception", "log"}
@@ -153,11 +155,31 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
     if is_device_expr is not None and "cuda" in ctx.text and (
             "is_cuda" in ctx.text or "is_available" in ctx.text or _compared_with_cuda(ctx.text)
             or (ctx.kept and "device_count" in ctx.text)  # (a loop over a kept capability check)
-            or ("DataParallel" in ctx.text and _COUNT_COMPARED_RE.search(ctx.text))):  # (_gated_data_parallel)
+            or ("DataParallel" in ctx.text and _count_compared(ctx.text))):  # (_gated_data_parallel)
         # after the planner: a capability check it keeps on CUDA is CUDA-only code for these
         gates = _DeviceGates(ctx, is_device_expr)
         if gates.evidence():
             gates.plan()
+
+
+def _count_compared(text: str) -> bool:
+    """Whether a device count is compared (`device_count() > 1`), where it is written or through
+    the variable it is assigned to (`n_gpu = torch.cuda.device_count()`, `n_gpu > 1`)."""
+    if _COUNT_COMPARED_RE.search(text):
+        return True
+    at = text.find("device_count()")
+    while at >= 0:  # (found by its call, then its line read: a regex starting `(\w+)` tries every position)
+        end = text.find("\n", at)
+        assigned = compiled(_COUNT_ASSIGNED_RE).match(text[text.rfind("\n", 0, at) + 1:end if end >= 0 else len(text)])
+        if assigned is not None and _name_compared(assigned.group(1), text):
+            return True
+        at = text.find("device_count()", at + 1)
+    return False
+
+
+def _name_compared(name: str, text: str) -> bool:
+    """Whether `name` is written compared with `>` or `!=` (`n_gpu > 1`)."""
+    return next(matches_at_word_start(re.compile(rf"{re.escape(name)}\s*(?:>|!=)"), text), None) is not None
 
 
 def _if_map_location(text: str) -> bool:
@@ -1254,7 +1276,7 @@ class _DeviceGates:
             return True  # (a compiled extension imported in lines left out)
         if "num_gpus" in text:
             return True  # (a GPU count a device test picks: _gpu_count)
-        if "DataParallel" in text and _COUNT_COMPARED_RE.search(text):
+        if "DataParallel" in text and _count_compared(text):
             return True  # (a count opening DataParallel: _gated_data_parallel)
         if ("raise" in text or "assert" in text or "skip" in text) and (
                 "NotImplementedError" in text or compiled(_CUDA_ONLY_RE).search(text) or _starts_word(compiled(_CUDA_KERNEL_TEXT_RE), text)):
@@ -1726,23 +1748,85 @@ class _DeviceGates:
         rule = self.data_parallel_rule
         if rule is None:
             return False
-        node: cst.CSTNode = count
-        parent = self.parent.get(id(node))
-        while isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation)):
-            node, parent = parent, self.parent.get(id(parent))
-        if not isinstance(parent, cst.If) or parent.test is not node:
-            return False
-        wrapper = next((n.func for n in subtree(parent.body) if isinstance(n, cst.Call)
-                        and self.ctx.imports.resolve(n.func) in _DATA_PARALLEL), None)
-        if wrapper is None:
+        assign = self.parent.get(id(count))
+        if isinstance(assign, cst.Assign):
+            gates = self._data_parallel_readers(count, assign)  # `n_gpu = torch.cuda.device_count()`
+        else:
+            inline = self._data_parallel_gate(count)  # `if torch.cuda.device_count() > 1:`
+            gates = [inline] if inline is not None else []
+        if not gates:
             return False
         self.ctx.keep(count)
-        self.ctx.keep(parent.body)  # dead on the NPU: rewritten, it would be NPU code behind a CUDA count
+        for branch, _ in gates:
+            self.ctx.keep(branch.body)  # dead on the NPU: rewritten, it would be NPU code behind a CUDA count
+        wrapper = gates[0][1]
         api = self.ctx.code_for(count)
         detail = f"`{self.ctx.code_for(wrapper)}`"
         self.ctx.finding(rule, count, api=api, message=rule.render_message(api=api, detail=detail),
                          suggestion=rule.render_suggestion(api=api, detail=detail))
         return True
+
+    def _data_parallel_gate(self, node: cst.CSTNode,
+                            parents: Optional[Dict[int, cst.CSTNode]] = None) -> Optional[Tuple[cst.If, cst.BaseExpression]]:
+        """(the `if`, the DataParallel it calls) when `node` is (part of) the test of an `if`/`elif`
+        whose branch wraps a model in DataParallel; None otherwise. `parents`: node id -> its
+        parent (default: self.parent, the candidates' ancestors)."""
+        parents = self.parent if parents is None else parents
+        parent = parents.get(id(node))
+        while isinstance(parent, (cst.Comparison, cst.ComparisonTarget, cst.BooleanOperation, cst.UnaryOperation)):
+            node, parent = parent, parents.get(id(parent))
+        if not isinstance(parent, cst.If) or parent.test is not node:
+            return None
+        wrapper = next((n.func for n in subtree(parent.body) if isinstance(n, cst.Call)
+                        and self.ctx.imports.resolve(n.func) in _DATA_PARALLEL), None)
+        return (parent, wrapper) if wrapper is not None else None
+
+    def _data_parallel_readers(self, count: cst.Call,
+                               assign: cst.Assign) -> List[Tuple[cst.If, cst.BaseExpression]]:
+        """The DataParallel gates (_data_parallel_gate) that read `n` when `assign` is `n =
+        torch.cuda.device_count()` and every other read of `n` in its function (or module) is in
+        one of their tests or branches: kept, the count is 0 on the NPU for every reader of `n`,
+        so a count read anywhere else (`batch_size * n_gpu`) moves as before. Empty otherwise."""
+        if assign.value is not count or len(assign.targets) != 1 or not isinstance(assign.targets[0].target, cst.Name):
+            return []
+        target = assign.targets[0].target
+        name = target.value
+        if "DataParallel" not in self.ctx.text or not _name_compared(name, self.ctx.text):
+            return []  # (never compared: no walk)
+        owner: Optional[cst.CSTNode] = self.parent.get(id(assign))
+        while owner is not None and not isinstance(owner, (cst.FunctionDef, cst.Module)):
+            owner = self.parent.get(id(owner))
+        if owner is None:
+            return []
+        work.count("walk")  # (the count's function, or module: in a file that compares a count and names DataParallel)
+        parents: Dict[int, cst.CSTNode] = {}
+        reads: List[cst.Name] = []
+        stack: List[cst.CSTNode] = [owner]
+        while stack:
+            n = stack.pop()
+            if type(n) is cst.Name and n.value == name and n is not target:
+                reads.append(n)
+            for child in code_children(n):
+                parents[id(child)] = n
+                stack.append(child)
+        gates: Dict[int, Tuple[cst.If, cst.BaseExpression]] = {}
+        outside = []
+        for read in reads:
+            gate = self._data_parallel_gate(read, parents)
+            if gate is not None:
+                gates.setdefault(id(gate[0]), gate)
+            else:
+                outside.append(read)
+        if not gates:
+            return []
+        inside = {id(n) for gate, _ in gates.values() for n in subtree(gate.body)}
+        if any(id(read) not in inside for read in outside):
+            return []  # read elsewhere (or assigned again): the value moves with those readers
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            self.ctx.partial_misses.add(name)  # its reads may be in lines left out: parse them too
+            return []
+        return list(gates.values())
 
     def _loop_over_variable(self, count: cst.Call, assign: cst.Assign) -> Optional[cst.For]:
         """The loop `for i in range(n):` when `assign` is `n = torch.cuda.device_count()` and
