@@ -99,6 +99,8 @@ def _describe(rule: Rule) -> List[str]:
             cond = f"    when given: {' or '.join(where)}"
             if spec.suffixes:
                 cond += f", holding a string ending in {' or '.join(spec.suffixes)}"
+            if spec.keys:
+                cond += f", a dict holding {' or '.join(repr(k) for k in spec.keys)}"
             lines.append(cond)
         elif spec.suffixes:
             lines.append(f"    files: {', '.join('*' + s for s in spec.suffixes)}")

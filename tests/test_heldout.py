@@ -2485,6 +2485,52 @@ def test_a_ray_task_asking_for_a_gpu_around_moved_code_is_reported():
     assert 'resources={"NPU": 1}' in result.findings[0].suggestion
 
 
+# The same request made elsewhere: pytorch-ignite 0.5.5 examples/cifar10_raytune/main.py:78,96-103
+# (shape of: the trial's device moves to "npu" while tune reserves a "gpu" per trial) and a remote
+# function started with `.options(num_gpus=...)`.
+RAY_TUNE = """\
+import ray
+import torch
+from ray import tune
+
+
+def train_cifar(config):
+    return torch.ones(2, device=config["device"]).sum().item()
+
+
+@ray.remote
+def evaluate(x):
+    return torch.ones(2).cuda().sum().item()
+
+
+def tune_cifar(gpus_per_trial=1, cpus_per_trial=4):
+    config = {"device": "cuda" if gpus_per_trial > 0 else "cpu"}
+    tuner = tune.Tuner(
+        tune.with_resources(
+            train_cifar,
+            resources={"cpu": cpus_per_trial, "gpu": gpus_per_trial},
+        ),
+        param_space=config,
+    )
+    ray.get(evaluate.options(num_gpus=1).remote(1))
+    ray.get(evaluate.options(num_cpus=1).remote(1))
+    return tuner.fit()
+"""
+
+
+def test_ray_tune_resources_and_options_asking_for_gpus_are_reported():
+    result = assert_partial_as_whole(RAY_TUNE, "main.py")
+    assert result.new_text == with_torch_npu(RAY_TUNE).replace('"cuda"', '"npu"').replace(".cuda()", ".npu()") \
+        + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in result.findings] == [
+        ("NPU329", 18, 9, "`ray.tune.with_resources` asks Ray for GPUs, which an Ascend machine does not have: Ray"
+                          " waits for them and the trial or placement group never starts"),
+        ("NPU329", 24, 13, "`.options()` asks Ray for GPUs, which an Ascend machine does not have: Ray waits for"
+                           " them and the task or actor never starts")]
+    assert '`resources={"cpu": 4, "NPU": 1}`' in result.findings[0].suggestion
+    assert '`.options(resources={"NPU": 1})`' in result.findings[1].suggestion
+
+
 # fairscale 0.4.13 optim/oss.py:38's capability loop (e4cbc44) with its count held in a variable
 # first, and a count another statement also reads.
 COUNT_IN_A_VARIABLE = """\

@@ -340,7 +340,7 @@ BAD_RULES = [
      "bad.toml: [[finding]] #1 (NPU390): 'positions' must be a list of argument indexes (0, 1, …)"),
     ('[[finding]]\ncode = "NPU390"\nkind = "api"\nseverity = "info"\napi = "torch.x"\nmessage = "m"\n'
      'keywords = ["a"]\nexamples = [{ flagged = "x\\n" }]\n',
-     "bad.toml: [[finding]] #1 (NPU390): 'keywords' is only for kind = \"call\" findings"),
+     "bad.toml: [[finding]] #1 (NPU390): 'keywords' is only for kind = \"call\" or \"method\" findings"),
     ('[[finding]]\ncode = "NPU390"\nkind = "file"\nseverity = "info"\napi = "CUDA"\nmessage = "m"\n'
      'examples = [{ flagged = "x\\n" }]\n',
      "bad.toml: [[finding]] #1 (NPU390): a \"file\" finding needs 'suffixes' (file name endings such as \".cu\")"),

@@ -231,7 +231,8 @@ class FindingVisitor(cst.CSTVisitor):
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
             for rule in self.rules.finding_method.get(name, ()):
-                if self.applies(rule) and not self._imports_any(FindingSpec.of(rule).unless):
+                if self.applies(rule) and not self._imports_any(FindingSpec.of(rule).unless) \
+                        and arguments_match(rule, node, self._mapping):
                     self.ctx.finding(rule, node, api=f".{name}()")
 
 
@@ -529,6 +530,9 @@ def arguments_match(rule: Rule, call: cst.Call,
             assigned = values(value.value) if isinstance(value, cst.Name) and values is not None else None
             if any(_runs(v, spec.commands) for v in assigned or [value]):
                 return True
+        elif spec.keys:
+            if _holds_key(value, spec.keys):
+                return True
         elif spec.suffixes:
             held = given(value) if given is not None and isinstance(value, (cst.Name, cst.Attribute)) else []
             if any(_VERSION_TAIL_RE.sub("", s).endswith(spec.suffixes)
@@ -602,6 +606,16 @@ def _string_literals(node: cst.CSTNode) -> Iterator[str]:
         return
     for child in children(node):
         yield from _string_literals(child)
+
+
+def _holds_key(node: cst.BaseExpression, keys: Tuple[str, ...]) -> bool:
+    """Whether `node` is a dict literal (or a list or tuple of them: placement-group bundles)
+    with one of `keys` as a string key whose value is not an empty literal (`{"gpu": 1}`,
+    not `{"gpu": 0}`)."""
+    dicts = [e.value for e in node.elements] if isinstance(node, (cst.List, cst.Tuple)) else [node]
+    return any(isinstance(d, cst.Dict) and any(
+        isinstance(e, cst.DictElement) and isinstance(e.key, cst.SimpleString) and not _is_empty_literal(e.value)
+        and string_value(e.key) in keys for e in d.elements) for d in dicts)
 
 
 def _is_empty_literal(node: cst.BaseExpression) -> bool:

@@ -7,13 +7,17 @@
     import       an import of the module(s) or of one of their submodules (codemods/findings.py)
     method       a call `.name(...)` on any receiver that is not an imported module; `unless`:
                  not in a file that imports one of these modules (a library whose objects have
-                 a method of that name: linear_operator's LinearOperator.to_dense)
+                 a method of that name: linear_operator's LinearOperator.to_dense); with
+                 `keywords`, only when one of them is given and not None/False/empty/0 (Ray's
+                 `.options(num_gpus=1)` on a remote function or actor)
     call         a call of the qualified name(s); with `keywords`/`positions`, only when one of
                  those arguments is given and not None/False/empty (with `suffixes`: only when
                  it holds a string literal ending in one of them; with `commands`: only when it
                  runs one of those programs: a list's first element, or a command line's
                  program, also after `|`, `;`, `&&`, `$(`, read through a variable the file
-                 assigns only string literals)
+                 assigns only string literals; with `keys`: only when it is a dict literal, or a
+                 list or tuple of them, holding one of those string keys with a value that is not
+                 None/False/empty/0: Ray Tune's `resources={"cpu": 4, "gpu": 1}`)
     call-kwarg   `call` with `keywords` (the older name)
     file         a whole file whose name ends with one of `suffixes` (frontends/cuda_sources.py)
     env          a shell variable set (names, `NCCL_*` globs)          (frontends/shell.py)
@@ -118,6 +122,7 @@ class FindingSpec:
     positions: Tuple[int, ...] = ()  # call findings: positional argument indexes to inspect
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
     commands: Tuple[str, ...] = ()  # call findings: the programs a command argument runs (`nvidia-smi`)
+    keys: Tuple[str, ...] = ()  # call findings: the dict keys an argument must hold (`{"gpu": 1}`)
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too; method: imported
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
@@ -192,8 +197,9 @@ def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, la
     arguments = ("keywords", "positions")
     if match_kind not in ("call", "call-kwarg"):
         for key in arguments:
-            if key in entry:
-                raise RuleError(f"{label}: '{key}' is only for kind = \"call\" findings")
+            if key in entry and not (key == "keywords" and match_kind == "method"):
+                kinds = "\"call\" or \"method\"" if key == "keywords" else "\"call\""
+                raise RuleError(f"{label}: '{key}' is only for kind = {kinds} findings")
     if match_kind == "call-kwarg" and not entry.get("keywords"):
         raise RuleError(f"{label}: a \"call-kwarg\" finding needs 'keywords'")
     if match_kind == "file":
@@ -204,6 +210,13 @@ def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, la
             raise RuleError(f"{label}: 'suffixes' is only for kind = \"call\" or \"file\" findings")
         if not any(entry.get(key) for key in arguments):
             raise RuleError(f"{label}: 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)")
+    if "keys" in entry:
+        if match_kind not in ("call", "call-kwarg") or "suffixes" in entry or "commands" in entry:
+            raise RuleError(f"{label}: 'keys' is only for kind = \"call\" findings, without 'suffixes' or 'commands'")
+        if not any(entry.get(key) for key in arguments):
+            raise RuleError(f"{label}: 'keys' needs 'keywords' or 'positions' (the arguments to look in)")
+        if not isinstance(entry["keys"], list) or not all(isinstance(k, str) and k for k in entry["keys"]):
+            raise RuleError(f"{label}: 'keys' must be a list of dict keys (\"gpu\")")
     if "commands" in entry:
         if match_kind not in ("call", "call-kwarg") or "suffixes" in entry:
             raise RuleError(f"{label}: 'commands' is only for kind = \"call\" findings, without 'suffixes'")
@@ -245,7 +258,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
                 f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
                 f", got {match_kind!r}"
             )
-        for key in ("context", "positions", "suffixes", "commands", "unless"):
+        for key in ("context", "positions", "suffixes", "commands", "keys", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
     word_re = CODEMOD_WORD_RE if match_kind == "codemod" else QUALNAME_RE  # (a guard's: `numba.cuda`)
@@ -273,6 +286,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         positions=tuple(entry.get("positions", ())),
         suffixes=tuple(entry.get("suffixes", ())),
         commands=tuple(entry.get("commands", ())),
+        keys=tuple(entry.get("keys", ())),
         unless=tuple(entry.get("unless", ())),
         context=entry.get("context", "any"),
         skip_logged=entry.get("skip_logged", False),
@@ -389,9 +403,11 @@ def _requirements(rule: Rule) -> List[Requirement]:
                 if GUARD_TRIGGERS[n] in ("cuda", "gloo") else _guard_words(GUARD_TRIGGERS[n].split())
                 for n in names if n in GUARD_TRIGGERS]
     # method: `unless` its modules are imported (codemods/findings.py: such a file's calls are
-    # the library's, linear_operator's to_dense)
+    # the library's, linear_operator's to_dense); with `keywords`, one of them written too
+    # (`.options(num_gpus=1)`: a file with `.options` alone has nothing to find)
     unless = frozenset(FindingSpec.of(rule).unless)
-    return [Requirement(req.words, req.refs, unless=unless) if unless else req for req in map(attribute, names)]
+    return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=Word(name), unless=unless)
+            for name in names for req in [attribute(name)] for extra in _keyword_words([rule])]
 
 
 def _guard_words(words: List[str]) -> Requirement:
@@ -416,7 +432,8 @@ def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
             # an `out_dtype=` rule of torch.mm has nothing to find in a file that says torch and mm)
             needed = [frozenset(name.split(".")) | extra for name, named in rules.finding_call.items()
                       for extra in _keyword_words(named)]
-            needed += [frozenset((name,)) for name in rules.finding_method]
+            needed += [frozenset((name,)) | extra for name, named in rules.finding_method.items()
+                       for extra in _keyword_words(named)]
             needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
                        for rule in rules.findings.get("string", ()) for text in names_of(rule)]
         _CALL_WORDS[(rules.fingerprint, encoded)] = needed
@@ -441,7 +458,7 @@ def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
 KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
-                                         "suffixes", "commands", "context", "framework", "once_per_file", "words",
+                                         "suffixes", "commands", "keys", "context", "framework", "once_per_file", "words",
                                          "resolves", "unless_named",
                                          "skip_logged", "skip_type_tests", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
