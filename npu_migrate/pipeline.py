@@ -143,7 +143,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
                  else functools.partial(runner_warm_up, options, rules) if warmed else None)
     from .project_values import Workload
 
-    workload = Workload(IN_PROCESS_UP_TO) if jobs > 1 else None
+    workload = Workload(in_process_up_to(jobs)) if jobs > 1 else None
     with long_lived(), work.counting() as scan_work:  # (the project's values and the digests it read: the run's, startup.py)
         options = with_project_values(options, files, rules, seen,
                                       facts.load() if facts is not None else None, found,
@@ -204,12 +204,32 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
 # 1.03, kornia (1.83) 1.82 / 1.29, diffusers (6.8) 2.77 / 1.72. On a loaded machine -j 2 is
 # the slower still past 1 s (load 7-12: rl_games 1.25 / 2.04 s, kornia's geometry/ 2.81 / 3.28).
 IN_PROCESS_UP_TO = 600_000
+# With -j 2, the estimated work up to which the run starts no worker pool either: it shares its
+# files with one forked copy of itself (runner._shared: forked once libcst is imported, each of
+# the two takes the next file when free), which is what the pool's two workers would do, without
+# the pool's start: runner.prepare's eager build (the TensorFlow rules' checks too), a spare
+# worker, three forks, each worker's own start, a pickled answer per file. IN_PROCESS_UP_TO was
+# measured against the pool, before _shared existed. bench/ab.py side by side, --check -j 2
+# --no-cache, the pool against _shared, CPU-s of the process tree (load 6-11, 3-4 rounds each):
+# allennlp 2.10.1 (estimate 0.67 s) 0.99-1.14 / 0.82-0.86, torchtune 0.6.1 (0.83) 1.19-1.31 /
+# 1.03-1.41 (median 1.08), speechbrain 1.1.2 (0.77) 1.20-1.30 / 1.07-1.17, pytorch-ignite 0.5.5
+# (1.66) 3.55-3.65 / 3.26-3.41, kornia 0.9.0 (1.83) 2.15-2.54 / 2.01-2.24, diffusers 0.31.0's
+# src (6.8) 3.16-3.20 / 2.91-2.97; peak PSS lower in each (torchtune 84 -> 57 MB, ignite 101 ->
+# 82). Past this bound the pool's heap trims and retiring workers (runner.heap_trimmer) keep a
+# long run's memory down (transformers). With more than two jobs the pool spreads the work wider.
+SHARED_UP_TO = 3_000_000
+
+
+def in_process_up_to(jobs: int) -> int:
+    """The estimated work (Workload.enough) up to which a run with -j `jobs` starts no worker
+    pool (workers_for): SHARED_UP_TO with -j 2, else IN_PROCESS_UP_TO."""
+    return SHARED_UP_TO if jobs == 2 else IN_PROCESS_UP_TO
 
 
 def workers_for(jobs: int, workload: "Optional[Workload]") -> int:
     """The worker processes a run starts, at most `jobs` (-j): none (1, this process) when the
-    project scan's estimate of the files' work (`workload`) is IN_PROCESS_UP_TO or less. The
-    output is the same either way (runner.run); only the time differs."""
+    project scan's estimate of the files' work (`workload`) is its `enough`, in_process_up_to(jobs),
+    or less. The output is the same either way (runner.run); only the time differs."""
     if jobs > 1 and workload is not None and workload.micros <= workload.enough:
         return 1
     return jobs

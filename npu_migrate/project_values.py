@@ -264,7 +264,7 @@ _RECORD = 4
 
 
 def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Optional[Callable[[], object]]" = None,
-            split_from: Optional[int] = None) -> List[_T]:
+            split_from: Optional[int] = None, in_child: "Optional[Callable[[], object]]" = None) -> List[_T]:
     """[one(item) for item in items], shared with a forked process (Linux, SPLIT_FROM items or
     more, or `split_from` (runner.py); pipeline.py passes -j): the same list, in the same order, and the child's work counts
     (its parses) counted here. `meanwhile`: what this process does first, while the child
@@ -275,7 +275,7 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Option
     take (every other item to the child left the parent 0.30 CPU-s against its 0.19 on
     transformers, and the parent idle). Items a child that fails (killed, an error) claimed,
     or that nobody claimed, are done here. Ctrl-C is the parent's: the child ignores it and is
-    killed."""
+    killed. `in_child`: what the child does first (runner._shared: it dies with this process)."""
     if len(items) < max(2, SPLIT_FROM if split_from is None else split_from) or not sys.platform.startswith("linux"):
         if meanwhile is not None:
             meanwhile()
@@ -311,7 +311,7 @@ def _in_two(items: Sequence[str], one: "Callable[[str], _T]", meanwhile: "Option
             with signals_deferred():  # (no Ctrl-C between the fork and the child ignoring it)
                 pid = os.fork()
                 if pid == 0:
-                    _child(lambda: do(claimed()), read_end, write_end)
+                    _child(lambda: do(claimed()), read_end, write_end, in_child)
         except OSError:  # no second process to be had (EAGAIN, ENOMEM): all of them here
             pid = 0
         os.close(write_end)
@@ -366,8 +366,10 @@ def _answer(data: bytes, sizes: List[int], mine: Set[int]) -> "Optional[Tuple[Di
     return answer
 
 
-def _child(job: "Callable[[], object]", read_end: int, write_end: int) -> None:
-    """The forked half of _in_two: do `job`, send its result and work counts, exit; never return."""
+def _child(job: "Callable[[], object]", read_end: int, write_end: int,
+           first: "Optional[Callable[[], object]]" = None) -> None:
+    """The forked half of _in_two: do `first`, then `job`, send its result and work counts, exit;
+    never return."""
     try:
         import pickle  # nosec B403 (it pickles its own results for the parent: _answer)
         import signal
@@ -377,6 +379,8 @@ def _child(job: "Callable[[], object]", read_end: int, write_end: int) -> None:
         if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
         os.close(read_end)
+        if first is not None:
+            first()
         from .startup import patterns_forked
 
         keep_patterns = patterns_forked()

@@ -209,7 +209,9 @@ def _shared(paths: Sequence[str], todo: List[int], options: Options, rules: Rule
     after the other on one core (gpytorch 1.15.2: 26 partial parses and their passes, ~0.3 of
     its ~0.5 CPU-s): one fork after libcst is imported (~65 ms of the start, then shared
     copy-on-write, not imported twice) puts them on both cores. A run that parses nothing never
-    forks; nor does one whose last file is the first parsed."""
+    forks; nor does one whose last file is the first parsed. The forked copy dies with this
+    process, as a worker does (_die_with_parent): it would otherwise go on alone with every file
+    left, up to pipeline.SHARED_UP_TO's ~3 CPU-s of work, after this one was killed."""
     from .project_values import _in_two
 
     left = iter(todo)
@@ -220,7 +222,7 @@ def _shared(paths: Sequence[str], todo: List[int], options: Options, rules: Rule
     rest = list(left)
     gc.freeze()  # (what this process made since, libcst's modules: the child's collections leave it alone, _Pool._start)
     outcomes = _in_two([paths[i] for i in rest], lambda path: migrate_file(path, options, rules, keep_text, cache),
-                       split_from=2)
+                       split_from=2, in_child=functools.partial(_die_with_parent, os.getpid()))
     for i, outcome in zip(rest, outcomes):
         done(i, outcome)
 

@@ -888,6 +888,7 @@ def test_a_warm_cli_run_reads_only_the_files_the_index_does_not_answer(tmp_path,
     import npu_migrate.project_values as project_values
 
     monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", -1)  # -j 2 starts workers, however little the work
+    monkeypatch.setattr(pipeline, "SHARED_UP_TO", -1)
 
     kept = []
     real_scan = project_values.scan

@@ -2,7 +2,7 @@
 file either fully old or fully new, no temporary file behind and no worker process alive, and
 the exit code says the run was interrupted (130 for Ctrl-C, 143 for SIGTERM).
 
-A real `npu-migrate --write -j 2` runs on a tree of a few hundred files and is interrupted at
+A real `npu-migrate --write -j 3` runs on a tree of a few hundred files and is interrupted at
 random moments (fixed seed, printed on failure): while the workers migrate, and while the
 files are being written (the moment the first temporary file appears in the tree).
 """
@@ -25,7 +25,7 @@ from helpers import GPU, invoke
 
 from npu_migrate import dispatch
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.pipeline import IN_PROCESS_UP_TO, workers_for
+from npu_migrate.pipeline import in_process_up_to, workers_for
 from npu_migrate.project_values import Workload, scan
 
 # Each test runs a job or the command line in processes of its own (conftest.py: slow).
@@ -50,7 +50,9 @@ def training_script(i: int) -> str:
 
 
 # Lines of each script's docstring: enough bytes that the run's estimated work is more than a run
-# does in its main process whatever -j says (pipeline.workers_for): these runs start workers.
+# does in its main process whatever -j says (pipeline.workers_for): these runs start workers. (With
+# -j 2 a run shares files with one forked copy of itself up to pipeline.SHARED_UP_TO, 3 MB of such
+# scripts: the runs here take -j 3, whose bound is IN_PROCESS_UP_TO, and start the worker pool.)
 NOTES = "A training script of the interrupt test: its bytes make the run start worker processes.\n" * 40
 
 
@@ -74,16 +76,16 @@ def pristine(tmp_path_factory):
         (root / rel).write_text(text, encoding="utf-8")
         old[rel] = text.encode()
         new[rel] = result.new_text.replace(str(sentinel), str(i)).encode()
-    workload = Workload(IN_PROCESS_UP_TO)
+    workload = Workload(in_process_up_to(3))
     scan(sorted(str(root / rel) for rel in old), workload=workload)
-    assert workers_for(2, workload) == 2  # (the runs of -j 2 start workers)
+    assert workers_for(3, workload) == 3  # (the runs of -j 3 start workers)
     return root, old, new
 
 
 def start(tree: Path, cache: Path) -> subprocess.Popen:
     env = {**os.environ, "NPU_MIGRATE_CACHE_DIR": str(cache)}
     return subprocess.Popen(
-        [sys.executable, "-m", "npu_migrate", str(tree), "--write", "-j", "2", "--color", "never", "-q"],
+        [sys.executable, "-m", "npu_migrate", str(tree), "--write", "-j", "3", "--color", "never", "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         start_new_session=True,  # its own process group, as a shell gives a foreground job
         # A background job of a non-interactive shell (CI) inherits SIGINT ignored, and Python then
@@ -337,19 +339,23 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not os.path.isdir("/proc"), reason="finds the workers through /proc")
-def test_workers_die_when_the_main_process_is_killed(tmp_path):
+@pytest.mark.parametrize("jobs, children", [("3", 2), ("2", 1)], ids=["pool", "shared"])
+def test_workers_die_when_the_main_process_is_killed(tmp_path, jobs, children):
+    """The pool's workers (-j 3) and, with -j 2 (an estimate under pipeline.SHARED_UP_TO), the
+    forked copy that shares the files (runner._shared) die with the main process: the copy
+    went on alone with every file left."""
     import time
 
     for i in range(300):
         (tmp_path / f"m{i:03d}.py").write_text("import torch\n" + "x = t.cuda()\n" * 400)
-    proc = subprocess.Popen([sys.executable, "-m", "npu_migrate", str(tmp_path), "--check", "-j", "2", "--no-cache"],
+    proc = subprocess.Popen([sys.executable, "-m", "npu_migrate", str(tmp_path), "--check", "-j", jobs, "--no-cache"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 600
-        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+        while len(_children(proc.pid)) < children and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         workers = _children(proc.pid)
-        assert len(workers) >= 2, "the workers never started"
+        assert len(workers) >= children, "the workers never started"
         proc.kill()
         proc.wait()
         deadline = time.monotonic() + 120

@@ -486,6 +486,7 @@ def test_a_run_with_little_work_starts_no_worker_whatever_j_says(tmp_path, monke
         assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
     assert pools == []
     monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", 0)
+    monkeypatch.setattr(pipeline, "SHARED_UP_TO", 0)  # (the bound of -j 2)
     two = cli_in_process(".", "--check", "-j", "2", "--no-cache", cwd=tmp_path)
     assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
     assert pools == [2]
@@ -510,10 +511,12 @@ def test_a_run_with_little_work_shares_its_files_with_one_forked_process_once_li
     shared, forks = [], []
     real_in_two, real_fork = pv._in_two, os.fork
 
-    def in_two(items, one, meanwhile=None, split_from=None):
+    def in_two(items, one, meanwhile=None, split_from=None, **kw):
         if split_from is not None:  # (not the project scan's: project_values.scan)
             shared.append([os.path.basename(p) for p in items])
-        return real_in_two(items, one, meanwhile, split_from)
+            # the forked copy dies with this process, as a pool's worker does
+            assert (kw["in_child"].func, kw["in_child"].args) == (runner._die_with_parent, (os.getpid(),))
+        return real_in_two(items, one, meanwhile, split_from, **kw)
 
     def fork():
         pid = real_fork()
@@ -551,6 +554,7 @@ def test_a_warm_run_migrates_few_misses_in_this_process_whatever_the_projects_es
         (tmp_path / f"plain_{i}.py").write_text(PLAIN, encoding="utf-8")
     # the scan's estimate of the three GPU files is past the bound; one file's size is not
     monkeypatch.setattr(pipeline, "IN_PROCESS_UP_TO", len(GPU.encode()) + 40)
+    monkeypatch.setattr(pipeline, "SHARED_UP_TO", len(GPU.encode()) + 40)  # (the bound of -j 2)
     pools = []
     real_pool = runner._Pool
 
@@ -577,13 +581,15 @@ def test_a_warm_run_migrates_few_misses_in_this_process_whatever_the_projects_es
 
 
 def test_workers_for():
-    from npu_migrate.pipeline import workers_for
+    from npu_migrate.pipeline import IN_PROCESS_UP_TO, SHARED_UP_TO, in_process_up_to, workers_for
     from npu_migrate.project_values import Workload
 
     assert workers_for(2, Workload(100, 100)) == 1
     assert workers_for(4, Workload(100, 101)) == 4
     assert workers_for(1, Workload(100, 10**9)) == 1
     assert workers_for(3, None) == 3  # (no estimate: -j as given)
+    # -j 2: no pool up to SHARED_UP_TO (runner._shared's two processes do what its two workers would)
+    assert in_process_up_to(2) == SHARED_UP_TO > in_process_up_to(3) == in_process_up_to(4) == IN_PROCESS_UP_TO
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="workers are forked on Linux only")
@@ -620,9 +626,9 @@ def test_a_smaller_cold_run_imports_libcst_while_the_scans_child_reads_the_files
         warmed.append(1)
         real_warm_up(options, rules)
 
-    def in_two(items, one, meanwhile=None, split_from=None):
+    def in_two(items, one, meanwhile=None, split_from=None, **kw):
         splits.append((len(items), split_from, meanwhile is not None))
-        return real_in_two(items, one, meanwhile, split_from)
+        return real_in_two(items, one, meanwhile, split_from, **kw)
 
     monkeypatch.setattr(runner, "warm_up", warm_up)
     monkeypatch.setattr(pv, "_in_two", in_two)
