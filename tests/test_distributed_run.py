@@ -81,6 +81,31 @@ def test_two_processes_train_on_disjoint_halves(tmp_path, torch_python):
     assert run.stdout.count("epoch 0: loss") == 2  # print is left as it is: each rank prints (as under torchrun)
 
 
+def test_a_one_line_main_block_joins_the_process_group_and_leaves_it(tmp_path, torch_python):
+    """`if __name__ == "__main__": main()` on one line: --distributed inserted no
+    distributed_setup() (only an indented main block got one; with a main block the top level
+    gets none) and appended distributed_cleanup() after the block, at module level: each rank
+    raised "Default process group has not been initialized" at DistributedDataParallel. Both
+    calls now go on that line, and both ranks train as with an indented block."""
+    text = SMOKE.read_text(encoding="utf-8")
+    one_line = text.replace('if __name__ == "__main__":\n    main()\n', 'if __name__ == "__main__": main()\n')
+    assert one_line != text
+    script = tmp_path / "smoke_train.py"
+    result = migrate_source(one_line, str(script), Options(distributed=True))
+    assert result.error is None and result.changed
+    write_migrated(script, result)
+    run = subprocess.run(["bash", str(tmp_path / "run_distributed_smoke_train.sh")], cwd=tmp_path,
+                         env=_torchrun_env(tmp_path, torch_python), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    reports = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("report_*.json"))]
+    assert len(reports) == 2 and reports[0]["weight"] == reports[1]["weight"]
+    assert result.new_text.endswith(
+        'if __name__ == "__main__": distributed_setup(); main(); distributed_cleanup()\n')
+    assert "    distributed_setup,\n" in result.new_text
+    again = migrate_source(result.new_text, str(script), Options(distributed=True))
+    assert again.error is None and not again.changed
+
+
 MODULE_LEVEL = ROOT / "fixtures" / "distributed" / "pytorch" / "smoke_module_level.py"
 
 

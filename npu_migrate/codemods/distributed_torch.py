@@ -495,6 +495,15 @@ def _add_setup_and_cleanup(module: cst.Module) -> cst.Module:
             inner = [setup.with_changes(leading_lines=leading_lines(first)), *inner, cleanup]
             body[i] = stmt.with_changes(body=stmt.body.with_changes(body=inner))
             return module.with_changes(body=body)
+        if is_main_guard(stmt) and isinstance(stmt.body, cst.SimpleStatementSuite):
+            # `if __name__ == "__main__": main()` on one line: both calls on that line (the
+            # cleanup appended after the block would run on import, and no setup ran at all).
+            semicolon = cst.Semicolon(whitespace_after=cst.SimpleWhitespace(" "))
+            *others, last = stmt.body.body
+            smalls = [cst.Expr(cst.Call(cst.Name("distributed_setup")), semicolon=semicolon), *others,
+                      last.with_changes(semicolon=semicolon), cst.Expr(cst.Call(cst.Name("distributed_cleanup")))]
+            body[i] = stmt.with_changes(body=stmt.body.with_changes(body=smalls))
+            return module.with_changes(body=body)
     return module.with_changes(body=[*body, cleanup])
 
 
