@@ -644,9 +644,9 @@ def test_each_node_of_a_job_of_two_copies_its_own_outputs_without_overwriting_th
 MSRUN_CLI = (
     "import os, subprocess, sys\n"
     "args, options = sys.argv[1:], {}\n"
-    "while args[0].startswith('--'):\n"
-    "    name, value = args.pop(0)[2:].split('=', 1)\n"
-    "    options[name] = value\n"
+    "while args[0].startswith('--'):  # --name=value or --name value\n"
+    "    name, _, value = args.pop(0)[2:].partition('=')\n"
+    "    options[name] = value or args.pop(0)\n"
     "workers, local = int(options.get('worker_num', 8)), int(options.get('local_worker_num', 8))\n"
     "node_rank = int(options.get('node_rank', -1))\n"
     "os.environ.update(RANK_SIZE=str(workers), MS_WORKER_NUM=str(workers))\n"
@@ -709,6 +709,49 @@ def test_each_node_of_an_msrun_job_outside_modelarts_copies_its_own_outputs(job,
              "names the folder node-N)\n")
     assert (named in results[1][1]) is not node_rank and named not in results[0][1]
     assert "warning" not in results[0][1] + results[1][1]
+
+
+class _Session(subprocess.Popen):
+    """A launcher started in a session of its own, which kill() ends whole: a worker it started that still
+    holds the pipes (one waiting for a line on its stdin) cannot keep read_until's failure from being reported."""
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_msrun_s_first_worker_waits_for_a_worker_of_its_node_that_has_not_started(job):
+    """msrun exports no LOCAL_WORLD_SIZE: the node's size is its --local_worker_num, read from msrun's command
+    line. Worker 1 has not reached modelarts_setup() when worker 0 ends (it waits for a line on its stdin
+    first): worker 0 waits for it, never for the scheduler, and worker 1's file reaches train_url (before,
+    worker 0 copied at once and worker 1's file was never copied)."""
+    script = job.adapt("train_helper.py")
+    text = script.read_text()
+    end = "    return 0\n"
+    assert text.count(end) == 1
+    script.write_text(
+        "import os, sys\nif os.environ['MS_ROLE'] == 'MS_WORKER' and os.environ['DEVICE_ID'] == '1':\n"
+        "    sys.stdin.readline()\n" + text.replace(end, (
+            "    if os.environ['MS_ROLE'] == 'MS_WORKER':\n"
+            "        with open(os.path.join(args.checkpoint_dir, 'worker%s.txt' % os.environ['DEVICE_ID']), 'w') as f:\n"
+            "            f.write('done')\n" + end)))
+    (job.work / "msrun").write_text(MSRUN_CLI)
+    job.put("obs://bucket/data", {"s1": ""})
+    launcher = _Session(
+        [sys.executable, str(job.work / "msrun"), "--worker_num", "2", "--local_worker_num=2", str(script),
+         "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
+        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env(),
+        start_new_session=True)
+    waiting = read_until(launcher, "[modelarts] waiting up to", "stderr")
+    assert waiting[-1] == ("[modelarts] waiting up to 300 s for 1 other process of the job on this node to end "
+                           "before the final copy (1 not started yet)\n")
+    launcher.stdin.write("\n")
+    launcher.stdin.flush()
+    out, err = launcher.communicate(timeout=CEILING)
+    assert launcher.returncode == 0, err
+    assert job.listing("obs://bucket/out") == ["step000.ckpt", "worker0.txt", "worker1.txt"]
 
 
 def test_a_file_a_quicker_rank_wrote_before_rank_0_started_is_this_job_s(job):
