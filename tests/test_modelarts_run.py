@@ -477,6 +477,17 @@ LAUNCHER = (
 )
 
 
+class _Session(subprocess.Popen):
+    """A launcher started in a session of its own, which kill() ends whole: a worker it started that still
+    holds the pipes (one waiting for a line on its stdin) cannot keep read_until's failure from being reported."""
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def launch_two_ranks(job, held: str, started: str = "2") -> subprocess.Popen:
     """train_helper.py through LAUNCHER (the node: 2 processes; `started` of them started), each
     rank writing rank<N>.txt beside its checkpoint and saying so on stdout; rank `held` first
@@ -491,10 +502,11 @@ def launch_two_ranks(job, held: str, started: str = "2") -> subprocess.Popen:
              "    print('rank %s wrote its file' % os.environ['RANK'], flush=True)\n" + end))
     (job.work / "launch.py").write_text(LAUNCHER)
     job.put("obs://bucket/data", {"s1": ""})
-    return subprocess.Popen(
+    return _Session(
         [sys.executable, str(job.work / "launch.py"), "2", started, str(script),
          "--data_url=obs://bucket/data", "--train_url=obs://bucket/out"],
-        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env())
+        cwd=job.work, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=job.env(),
+        start_new_session=True)
 
 
 @pytest.mark.parametrize("late", [False, True])
@@ -709,17 +721,6 @@ def test_each_node_of_an_msrun_job_outside_modelarts_copies_its_own_outputs(job,
              "names the folder node-N)\n")
     assert (named in results[1][1]) is not node_rank and named not in results[0][1]
     assert "warning" not in results[0][1] + results[1][1]
-
-
-class _Session(subprocess.Popen):
-    """A launcher started in a session of its own, which kill() ends whole: a worker it started that still
-    holds the pipes (one waiting for a line on its stdin) cannot keep read_until's failure from being reported."""
-
-    def kill(self) -> None:
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
 
 def test_msrun_s_first_worker_waits_for_a_worker_of_its_node_that_has_not_started(job):
