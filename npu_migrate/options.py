@@ -90,6 +90,11 @@ class Options:
     # (`class NpuAccelerator`: "Accelerator"; project_values.npu_families): their CUDA member
     # (`class CudaAccelerator`) keeps its CUDA code (codemods/guards.keep_cuda_twin_of_npu_class).
     npu_families: Tuple[str, ...] = ()
+    # The top-level functions of the run's files with a positional parameter named for a device
+    # ("<module path without .py>::<name>::<position>::<parameter>"; project_values.py): a string
+    # literal another module gives that parameter (torchtune's `get_device("cuda")`, imported from
+    # torchtune.utils) moves as one given to the module's own function does (codemods/torch/literals.py).
+    device_functions: Tuple[str, ...] = ()
     # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
     # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
     # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.

@@ -394,14 +394,17 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     bound: Dict[str, Tuple[str, ...]] = {}
     own: Set[str] = set()
     families: Set[str] = set()
+    device_functions: Set[str] = set()
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload, bound, own, families, split_from)
+                          meanwhile, workload, bound, own, families, split_from, device_functions)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if own and options.framework in ("auto", "torch"):
         options = replace(options, own_attributes=tuple(sorted(own)))
     if families and options.framework in ("auto", "torch"):
         options = replace(options, npu_families=tuple(sorted(families)))
+    if device_functions and options.framework in ("auto", "torch"):
+        options = replace(options, device_functions=tuple(sorted(device_functions)))
     if bound and options.framework in ("auto", "tensorflow"):
         from .project_values import exported_names
 

@@ -51,6 +51,15 @@ find no CUDA setting left to follow.
   colossalai's registry (`OrderedDict(cuda=CudaAccelerator, npu=NpuAccelerator)`, the first
   available wins) chose on the NPU, named "cuda".
 
+* `device_functions`: the top-level functions of the project's modules with a positional parameter
+  named for a device (`def get_device(device: Optional[str] = None)` in torchtune's
+  utils/_device.py, "<module path>::get_device::0::device"): a string literal another module
+  gives that parameter (`tensor.to(get_device("cuda"))` in training/_distributed.py, through
+  `from torchtune.utils import get_device`) moves as one given to the module's own function
+  does (codemods/torch/literals.py): the function's readers of the parameter move by its name.
+  Moved alone, the comparison beside it (`dist.get_backend() == "nccl"` -> "hccl") opened a
+  branch that asked for CUDA on the NPU.
+
 Read statically: bytes and regular expressions (Python's ast for the few files importing a
 CUDA-only library), each file read once, nothing imported.
 """
@@ -136,7 +145,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
          workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None,
          own: Optional[Set[str]] = None, families: Optional[Set[str]] = None,
-         split_from: Optional[int] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         split_from: Optional[int] = None, device_functions: Optional[Set[str]] = None
+         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -170,7 +180,9 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     as hvd`), for the files that bind one (exported_names then looks for their readers).
 
     `own`, when given, gets the attributes of OWN_ATTRIBUTES a class of the files defines;
-    `families`, the families a class of the files is the NPU member of (npu_families)."""
+    `families`, the families a class of the files is the NPU member of (npu_families);
+    `device_functions`, "<module path>::<name>::<position>::<parameter>" of each top-level function
+    of the files with a parameter named for a device (_device_functions)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -201,7 +213,7 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             seen[path] = source
         if digest is not None and found is not None:
             found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]],
-                                            list(facts[3]), list(facts[4]), list(facts[5])]
+                                            list(facts[3]), list(facts[4]), list(facts[5]), list(facts[6])]
         if facts[0]:
             crossing.append(path)
         if bound is not None and facts[3]:
@@ -210,6 +222,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             own.update(facts[4])
         if families is not None:
             families.update(facts[5])
+        if device_functions is not None and facts[6]:
+            device_functions.update(f"{module_path(path)}::{entry}" for entry in facts[6])
         keys.update(facts[1])
         if code is not None and facts[2]:
             module = module_path(path)
@@ -226,7 +240,8 @@ def module_path(path: str) -> str:
     return os.path.dirname(module) if os.path.basename(module) == "__init__" else module
 
 
-_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...]]
+_Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...],
+               Tuple[str, ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
@@ -249,7 +264,7 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
         facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text),
-                                      _own_attributes(text), npu_families(text))
+                                      _own_attributes(text), npu_families(text), _device_functions(text))
     return path, digest, source, facts, weight(text) if weigh else 0
 
 
@@ -430,16 +445,17 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
 
 def _known_facts(entry: Any, digest: str) -> Optional[_Facts]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 7 and entry[0] == digest and isinstance(entry[1], bool)
+    if not (isinstance(entry, list) and len(entry) == 8 and entry[0] == digest and isinstance(entry[1], bool)
             and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
             and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
                                                    and all(isinstance(p, str) for p in c) for c in entry[3])
             and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])
             and isinstance(entry[5], list) and all(isinstance(n, str) for n in entry[5])
-            and isinstance(entry[6], list) and all(isinstance(n, str) for n in entry[6])):
+            and isinstance(entry[6], list) and all(isinstance(n, str) for n in entry[6])
+            and isinstance(entry[7], list) and all(isinstance(n, str) for n in entry[7])):
         return None
     return (entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4]), tuple(entry[5]),
-            tuple(entry[6]))
+            tuple(entry[6]), tuple(entry[7]))
 
 
 # -- attributes a class of the project defines --------------------------------------------------
@@ -457,6 +473,58 @@ def _own_attributes(text: bytes) -> Tuple[str, ...]:
     if not any(a.encode() in text for a in OWN_ATTRIBUTES):
         return ()
     return tuple(sorted({m.group(1).decode("ascii") for m in _OWN_DEFINITION.finditer(text)}))
+
+
+# -- functions of the project that take a device --------------------------------------------------
+
+# A top-level `def name(...)` and its parameters up to the first `)` (an annotation or default
+# holding a call cuts the list short: its later parameters are not known, never wrongly placed).
+_TOP_LEVEL_DEF = re.compile(rb"def[ \t]+(\w+)[ \t]*\(([^)]*)\)")  # matched where a line starts with `def`
+# A parameter named for a device (codemods/torch/literals.py DEVICE_NAME_RE's names).
+_DEVICE_PARAMETER = re.compile(r"(?i)(?:^|_)(?:device|device_type|dev_type)(?:$|_)|^dev$")
+
+
+def _device_functions(text: bytes) -> Tuple[str, ...]:
+    """The file's top-level functions with a positional parameter named for a device, as
+    "<name>::<position>::<parameter>" (torchtune 0.6.1 utils/_device.py `def get_device(device:
+    Optional[str] = None)`: "get_device::0::device"), sorted: a string another module gives that
+    parameter (`get_device("cuda")`) is a device as it is in the function's own module
+    (codemods/torch/literals.py LiteralRewrites._project_parameter_args)."""
+    if b"dev" not in text:
+        return ()
+    found: Set[str] = set()
+    starts = [0] if text.startswith(b"def") else []
+    at = text.find(b"\ndef")
+    while at >= 0:  # (found by bytes.find: a regex starting `^` tries every position, 0.3 ms a file)
+        starts.append(at + 1)
+        at = text.find(b"\ndef", at + 1)
+    for start in starts:
+        m = _TOP_LEVEL_DEF.match(text, start)
+        if m is None or b"dev" not in m.group(2):
+            continue
+        depth = 0
+        piece: List[str] = []
+        pieces: List[str] = []
+        for ch in m.group(2).decode("utf-8", "replace"):
+            depth += ch in "[{(" and 1 or (-1 if ch in "]})" else 0)
+            if ch == "," and depth == 0:
+                pieces.append("".join(piece))
+                piece = []
+            else:
+                piece.append(ch)
+        pieces.append("".join(piece))
+        position = 0
+        for raw in pieces:
+            text_ = raw.strip()
+            if not text_ or text_.startswith("*") or text_ == "/":
+                break  # keyword-only parameters (or none) from here
+            name = re.match(r"\w+", text_)
+            if name is None:
+                break
+            if name.group(0) not in ("self", "cls") and _DEVICE_PARAMETER.search(name.group(0)):
+                found.add(f"{m.group(1).decode('ascii', 'replace')}::{position}::{name.group(0)}")
+            position += 1
+    return tuple(sorted(found))
 
 
 # -- per-device class families the project has an NPU member of ----------------------------------

@@ -122,7 +122,7 @@ class Settings:
 DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_files", "add_import", "targets"})
 # found in the project by pipeline.py (migrate_files: local modules, device settings, ModelArts scan)
 PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "cuda_only_code",
-                             "exported_names", "whole_readers", "own_attributes", "npu_families",
+                             "exported_names", "whole_readers", "own_attributes", "npu_families", "device_functions",
                              "tensorflow2_project",
                              "modelarts_moxing_files",
                              "modelarts_utility_files"})

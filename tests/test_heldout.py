@@ -2462,6 +2462,72 @@ def test_a_device_count_in_a_variable_opening_data_parallel_stays_cuda_with_it()
         ("NPU305", 14, 17, "`torch.nn.DataParallel` is not supported on Ascend NPUs")]
 
 
+# torchtune 0.6.1 training/_distributed.py:90 (shape of): `if dist.get_backend() == "nccl": tensor =
+# tensor.to(get_device("cuda"))`, get_device imported from torchtune.utils, defined in
+# utils/_device.py (re-exported by utils/__init__.py) as `def get_device(device: Optional[str] = None)`.
+# The comparison moved to "hccl" and the string given to another module's function stayed: on the NPU
+# the branch ran and asked for CUDA, where unmigrated (torchtune is NPU-aware) it was skipped. A
+# string given to a project function's parameter named for a device moves as one given to the
+# module's own function does (the function's readers of it move by that name in its module).
+TORCHTUNE_DEVICE = """\
+from typing import Optional
+
+import torch
+
+
+def get_device(device: Optional[str] = None) -> torch.device:
+    if device is None:
+        device = "npu" if hasattr(torch, "npu") else "cpu"
+    return torch.device(device)
+"""
+
+TORCHTUNE_DISTRIBUTED = """\
+import torch
+import torch.distributed as dist
+
+from tt.utils import get_device
+
+
+def broadcast_tensor(tensor, src=0):
+    if dist.is_available() and dist.is_initialized():
+        device = tensor.device
+        if dist.get_backend() == "nccl":
+            tensor = tensor.to(get_device("cuda"))
+        dist.broadcast(tensor, src=src, group=None)
+        return tensor.to(device)
+    return tensor
+
+
+def other(load):
+    return load("cuda")
+"""
+
+
+def test_a_device_string_given_to_a_project_function_of_another_module_moves(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    (tmp_path / "tt" / "utils").mkdir(parents=True)
+    (tmp_path / "tt" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "tt" / "utils" / "__init__.py").write_text("from ._device import get_device\n", encoding="utf-8")
+    (tmp_path / "tt" / "utils" / "_device.py").write_text(TORCHTUNE_DEVICE, encoding="utf-8")
+    (tmp_path / "tt" / "training.py").write_text(TORCHTUNE_DISTRIBUTED + PARTIAL_PADDING, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["tt", "--write", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "tt" / "training.py").read_text(encoding="utf-8") == TORCHTUNE_DISTRIBUTED.replace(
+        "import torch.distributed as dist\n", "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n").replace(
+        '"nccl"', '"hccl"').replace('get_device("cuda")', 'get_device("npu")') \
+        + PARTIAL_PADDING
+    assert (tmp_path / "tt" / "utils" / "_device.py").read_text(encoding="utf-8") == TORCHTUNE_DEVICE
+    # the file alone (no project function known): the string stays, as before
+    from npu_migrate.dispatch import migrate_source
+
+    alone = migrate_source(TORCHTUNE_DISTRIBUTED, "training.py", Options())
+    assert 'get_device("cuda")' in (alone.new_text or "")
+
+
 # heldout18's report (1) (pytorch-ignite 0.5.5 examples, the shape of a Ray task): the code it runs
 # moves to the NPU while Ray is asked for a GPU the Ascend machine does not have.
 RAY_TASK = """\

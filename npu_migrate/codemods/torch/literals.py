@@ -341,6 +341,27 @@ def _may_be_local(func: cst.BaseExpression) -> bool:
 
 
 
+def _project_parameters(entries: Sequence[str], qual: str) -> Dict[int, str]:
+    """The device parameters (position -> name) of the project's function `qual` names, from
+    Options.device_functions ("<module path>::<name>::<position>::<parameter>"): the module whose
+    path ends as `qual` does (the run may start below the package's root), or a module of the
+    package `qual` names the function through (`torchtune.utils.get_device`, re-exported by
+    torchtune/utils/__init__.py from _device.py). {} when none, or when the modules that may be it
+    disagree."""
+    place = "/" + qual.replace(".", "/")
+    name = qual.rsplit(".", 1)[-1]
+    found: Dict[str, Dict[int, str]] = {}
+    for entry in entries:
+        module, function, position, parameter = entry.split("::")
+        if function != name:
+            continue
+        module = module.replace("\\", "/")
+        if (module + "/" + function).endswith(place) or (module.rsplit("/", 1)[0] + "/" + function).endswith(place):
+            found.setdefault(module, {})[int(position)] = parameter
+    candidates = list(found.values())
+    return candidates[0] if candidates and all(c == candidates[0] for c in candidates) else {}
+
+
 def _compared_in_text(text: str, value: Optional[str]) -> bool:
     """Whether the module compares something with the string `value` (`x == "nccl"`, `"cuda" !=
     x`, `x in ("nccl", "gloo")`): there the string is a label its readers test, and moving it
@@ -469,6 +490,10 @@ class LiteralRewrites(TorchKind):
         self._variables: Optional[DeviceVariables] = None
         # The module's own functions, classes and methods -> their parameters (_local_parameters).
         self._local_functions: Optional[Dict[str, Optional[List[str]]]] = None
+        # A function of another module of the project -> its parameters named for a device
+        # (position -> name; Options.device_functions): _project_parameter_args.
+        self._project_functions: Dict[str, Dict[int, str]] = {}
+        self._project_names: Optional[Set[str]] = None
         # The functions around the node being visited, and whether each returns devices.
         self._functions: List[cst.FunctionDef] = []
         self._returns_devices: Dict[int, bool] = {}
@@ -749,6 +774,41 @@ class LiteralRewrites(TorchKind):
                 out.append((arg, "backend"))
         if qual is None and _may_be_local(func) and any(self._is_rewritable_literal(a.value) for a in call.args):
             out.extend(self._local_parameter_args(call, {id(a) for a, _ in out}))
+            if isinstance(func, cst.Name) and self.ctx.partial is not None and self.ctx.options.device_functions \
+                    and any(e.split("::", 2)[1] == func.value for e in self.ctx.options.device_functions) \
+                    and self.ctx.partial.elided_word(func.value):
+                self.ctx.partial_misses.add(func.value)  # imported in a line left out: parse it too
+        elif qual is not None and self.ctx.options.device_functions and call.args:
+            out.extend(self._project_parameter_args(call, qual, {id(a) for a, _ in out}))
+        return out
+
+    def _project_parameter_args(self, call: cst.Call, qual: str, taken: Set[int]) -> List[Tuple[cst.Arg, str]]:
+        """The literal arguments of a call of another module's function of the project given to a
+        parameter named for a device (torchtune 0.6.1 training/_distributed.py:90
+        `tensor.to(get_device("cuda"))`, get_device imported from torchtune.utils, defined in
+        torchtune/utils/_device.py as `def get_device(device: Optional[str] = None)`): the
+        function's readers of it move by its name in their module, as for the module's own
+        functions (_local_parameter_args), so what another module gives it moves with them."""
+        params = self._project_functions.get(qual)
+        if params is None:
+            if self._project_names is None:  # the functions' names, once: most calls name none of them
+                self._project_names = {e.split("::", 2)[1] for e in self.ctx.options.device_functions}
+            params = self._project_functions[qual] = _project_parameters(
+                self.ctx.options.device_functions, qual) if qual.rsplit(".", 1)[-1] in self._project_names else {}
+        if not params:
+            return []
+        out: List[Tuple[cst.Arg, str]] = []
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                break  # `f(*args, "cuda")`: positions unknown from here
+            if arg.keyword is None:
+                hit = position in params
+                position += 1
+            else:
+                hit = arg.keyword.value in params.values()
+            if hit and id(arg) not in taken and self._is_rewritable_literal(arg.value):
+                out.append((arg, "device"))
         return out
 
     def _other_binding_takes_a_device(self, local: str, qual: str, positional: List[cst.Arg]) -> bool:
