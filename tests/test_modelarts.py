@@ -240,6 +240,7 @@ def test_a_folder_the_run_uploads_to_is_not_its_data():
     "if __name__ == '__main__':\n    unittest.main(verbosity=2)\n",
     "if __name__ == '__main__': absltest.main()\n",
     "if __name__ == '__main__':\n    sys.exit(pytest.main([__file__]))\n",
+    "if __name__ == '__main__':\n  test.main()\n",  # TensorFlow's `test` (imported below)
 ])
 def test_a_test_module_is_not_an_entry_script(main_block):
     """tensor2tensor 1.15.7 bin/t2t_trainer_test.py (and 42 other `*_test.py` files) end in
@@ -249,7 +250,8 @@ def test_a_test_module_is_not_an_entry_script(main_block):
     module's; --entry still adapts one on purpose."""
     source = (
         "import argparse\nimport sys\nimport unittest\nimport pytest\nfrom absl.testing import absltest\n"
-        "import tensorflow.compat.v1 as tf\nfrom tensor2tensor.bin import t2t_trainer\n\n"
+        "import tensorflow.compat.v1 as tf\nfrom tensorflow.python.platform import test\n"
+        "from tensor2tensor.bin import t2t_trainer\n\n"
         "FLAGS = tf.flags.FLAGS\n\n\n"
         "class TrainerTest(tf.test.TestCase):\n\n"
         "  def testTrain(self):\n"
@@ -260,6 +262,20 @@ def test_a_test_module_is_not_an_entry_script(main_block):
     assert not result.changed and result.edits == [] and result.findings == []
     chosen = adapt(source, path="t2t_trainer_test.py", modelarts_entry_files=("t2t_trainer_test.py",))
     assert [e.code for e in chosen.edits] == ["NPU204", "NPU203"]
+
+
+def test_a_launcher_running_the_project_s_own_test_main_is_still_an_entry_script():
+    """`test.main()` is a test runner only where `test` is TensorFlow's: a project's own test.py
+    whose main() a launcher runs after training leaves the launcher an entry script."""
+    result = adapt(
+        "import argparse\nimport train\nimport test\n\n\n"
+        "def get_args():\n"
+        "    parser = argparse.ArgumentParser()\n"
+        "    parser.add_argument('--data-dir', help='folder with the images to train on')\n"
+        "    return parser.parse_args()\n\n\n"
+        "if __name__ == '__main__':\n    args = get_args()\n    train.main(args)\n    test.main(args)\n",
+        path="main.py")
+    assert settings_of(result.new_text) == {"data": ["data_dir"]}
 
 
 def test_a_script_whose_main_block_trains_is_still_an_entry_script():

@@ -63,7 +63,7 @@ def may_be_entry_script(module: cst.Module) -> bool:
     block that runs a test runner is a test module's, never a job's (`_runs_tests`)."""
     for stmt in module.body:
         if is_main_guard(stmt):
-            return not _runs_tests(stmt)
+            return not _runs_tests(stmt, module)
         if isinstance(stmt, cst.SimpleStatementLine):
             for small in stmt.body:
                 if isinstance(small, cst.Assign) and isinstance(small.value, cst.Call) \
@@ -72,12 +72,26 @@ def may_be_entry_script(module: cst.Module) -> bool:
     return False
 
 
-# Test runners: `unittest.main()`, `tf.test.main()` (tf.compat.v1.test, tensorflow's `test`
-# module), absltest/googletest, `pytest.main([...])`, also as `sys.exit(...)`'s argument.
-_TEST_RUNNER = re.compile(r"(?:^|\.)(?:unittest|test|absltest|googletest|pytest)\.main$")
+# Test runners: `unittest.main()`, absltest/googletest, `pytest.main([...])`, TensorFlow's
+# `tf.test.main()` (tf.compat.v1.test too), also as `sys.exit(...)`'s argument; a bare
+# `test.main()` only where `test` is TensorFlow's (`from tensorflow.python.platform import test`):
+# a project's own test.py may have a main() that a launcher runs after training.
+_TEST_RUNNER = re.compile(r"^(?:(?:[\w.]+\.)?(?:unittest|absltest|googletest|pytest)|(?:tf|tensorflow)(?:\.\w+)*\.test)"
+                          r"\.main$")
 
 
-def _runs_tests(guard: cst.If) -> bool:
+def _tensorflow_test_module(module: cst.Module) -> bool:
+    """Whether the module imports TensorFlow's `test` module under that name at its top level."""
+    for stmt in module.body:
+        for small in stmt.body if isinstance(stmt, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar) \
+                    and (dotted_name(small.module) or "").split(".")[0] == "tensorflow" \
+                    and any(a.asname is None and dotted_name(a.name) == "test" for a in small.names):
+                return True
+    return False
+
+
+def _runs_tests(guard: cst.If, module: cst.Module) -> bool:
     """Whether the main block runs a test runner at its top level: running the file runs its
     tests (tensor2tensor 1.15.7's 43 `*_test.py` files end in `tf.test.main()`; adapted, each got
     the generated module, an import, `modelarts_setup()` and NPU211/NPU214/NPU219 warnings)."""
@@ -88,7 +102,8 @@ def _runs_tests(guard: cst.If) -> bool:
         value = small.value if isinstance(small, cst.Expr) else None
         if isinstance(value, cst.Call) and (dotted_name(value.func) or "") in ("sys.exit", "exit") and value.args:
             value = value.args[0].value  # sys.exit(pytest.main([__file__]))
-        if isinstance(value, cst.Call) and _TEST_RUNNER.search(dotted_name(value.func) or ""):
+        name = dotted_name(value.func) or "" if isinstance(value, cst.Call) else ""
+        if _TEST_RUNNER.match(name) or (name == "test.main" and _tensorflow_test_module(module)):
             return True
     return False
 
