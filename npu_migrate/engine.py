@@ -17,7 +17,8 @@ import ast
 import os
 import re
 import warnings
-from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, Optional, Set, Tuple
+from bisect import bisect_right
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
@@ -115,6 +116,11 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
             f"{MAX_PARSE_CHARS / 1e6:.0f} million)"
         )
         return result
+    if (not reads_whole and words is not None and options.framework == "auto"
+            and _needs_nothing_as_pytorch(text, options, rules, words)):
+        # (a PyTorch file that imports another framework only in functions, as its text shows:
+        # what Python's tree would tell below, without the parse; 37 of transformers' files)
+        return _nothing_needed(text, result)
     try:
         verdict = python_verdict_of(text)
         code = (LazyCodeWords(verdict.tree, words, text, options.tensorflow2_project)
@@ -180,6 +186,122 @@ def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_mod
     return (not wants_modelarts
             and not prefilter.may_need_work(rules, text, options.framework, words, frameworks, imports, written)
             and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)))
+
+
+def _needs_nothing_as_pytorch(text: str, options: Options, rules: RuleSet, words) -> bool:
+    """Whether a file the prefilter let through needs nothing once its frameworks are known, as
+    the check after Python's parse finds (_used_frameworks), told from its text: a file that
+    imports torch, where no rule of PyTorch's can match, and that imports no other framework
+    outside a function or class (_outside_definitions_frameworks). The frameworks told so are
+    the tree's or more (an import anywhere in such a line counts), so the answer is the tree's,
+    or "parse it"."""
+    if rules.applied_kinds or b"torch" not in words or b"import" not in words:
+        return False
+    if not _needs_nothing(text, options, rules, words, False, frozenset({"torch"})):
+        return False  # (PyTorch's own rules can match: Python's tree is wanted anyway)
+    found = _outside_definitions_frameworks(text)
+    return found is not None and _needs_nothing(text, options, rules, words, False, found)
+
+
+# What Python's tokenizer sees as it looks for where each logical line starts: a line break, a
+# bracket, a comment, a string (triple-quoted or not; a backslash escapes the next character, in
+# raw strings too), a backslash that continues the line; a quote or backslash left alone ends the scan.
+_LOGICAL_RE = re.compile(
+    r"""[\n(\[{)\]}]|#[^\n]*"""
+    r"""|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''"""
+    r'''|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""'''
+    r"""|'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'"""
+    r'''|"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"'''
+    r"""|\\\n|['"\\]"""
+)
+_DEFINITION_RE = re.compile(r"(?:async[ ]+)?(?:def|class)\b")
+_FSTRING_BRACES_RE = re.compile(r"{{|}}")
+# What the scan needs, as a quick look tells: a line that starts with an import of torch, and
+# none that starts unindented with an import of another framework (at module level, or in a string).
+_TORCH_LINE_RE = re.compile(r"[ ]*(?:import|from)[ ]+torch(?!\w)")
+_TORCH_LINES_RE = re.compile(r"\n" + _TORCH_LINE_RE.pattern)
+# The other frameworks, by the first part of the modules that make a file theirs
+# (frameworks.FRAMEWORK_IMPORTS).
+_OTHER_FRAMEWORKS = {root.split(".")[0].encode(): name for root, name in FRAMEWORK_IMPORTS if name != "torch"}
+_OTHER_IMPORT_LINE_RE = re.compile(
+    r"(?:import|from)[ ]+(?:%s)(?!\w)" % "|".join(sorted(root.decode() for root in _OTHER_FRAMEWORKS)))
+_OTHER_IMPORT_LINES_RE = re.compile(r"\n" + _OTHER_IMPORT_LINE_RE.pattern)
+
+
+def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
+    """The frameworks _detected_frameworks finds in a text that imports torch (the other
+    frameworks imported outside function and class bodies), or more: every logical line
+    outside those bodies that holds `import` counts with the frameworks whose first module part
+    it holds (in a string or a comment too). None when no logical line starts with an import
+    of torch, or the text cannot be read so: a quote left open, brackets or f-string braces
+    that do not balance (Python 3.12 nests quotes in f-strings), a tab, form feed or `\\r`, a
+    line that starts unindented with an import of another framework.
+
+    Where each logical line starts is found as Python's tokenizer finds it (strings, comments,
+    brackets, backslash continuations: _LOGICAL_RE); the statement that holds a logical line is
+    the nearest one before it indented less, and a line is in a definition when it or one of
+    those holding it starts with `def`, `async def` or `class`."""
+    if "\r" in text or "\t" in text or "\f" in text:
+        return None
+    if not (_TORCH_LINE_RE.match(text) or _TORCH_LINES_RE.search(text)):
+        return None  # (no line starts with an import of torch)
+    if _OTHER_IMPORT_LINE_RE.match(text) or _OTHER_IMPORT_LINES_RE.search(text):
+        return None  # (one starts unindented with another framework's: imported at module level)
+    starts = [0]  # where each logical line starts
+    depth = 0
+    for match in _LOGICAL_RE.finditer(text):
+        at = match.start()
+        first = text[at]
+        if first == "\n":
+            if depth == 0:
+                starts.append(at + 1)
+        elif first in "([{":
+            depth += 1
+        elif first in ")]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif first in "'\"":
+            if match.end() - at == 1:
+                return None  # (a quote left open)
+            if "f" in text[max(0, at - 2):at].lower():  # (maybe an f-string: in Python <= 3.11
+                body = _FSTRING_BRACES_RE.sub("", match.group())  # its braces balance)
+                if body.count("{") != body.count("}"):
+                    return None
+        elif first == "\\" and match.end() - at == 1:
+            return None  # (a backslash that continues no line)
+    if depth:
+        return None
+    torch = False
+    stack: List[Tuple[int, bool]] = []  # (indentation, in a definition) of the lines holding the next one
+    outside: List[int] = []  # where the logical lines outside definitions start
+    ends = starts[1:] + [len(text)]
+    for start, end in zip(starts, ends):
+        line = text[start:end]
+        code = line.lstrip(" ")
+        if not code or code[0] in "#\n":
+            continue  # (blank, or a comment alone)
+        indent = len(line) - len(code)
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        inside = bool(stack and stack[-1][1]) or _DEFINITION_RE.match(code) is not None
+        stack.append((indent, inside))
+        if not inside:
+            outside.append(start)
+        if not torch and _TORCH_LINE_RE.match(code):
+            torch = True
+    if not torch:
+        return None
+    found = {"torch"}
+    at = text.find("import")
+    while at >= 0:
+        i = bisect_right(starts, at) - 1
+        start, end = starts[i], ends[i]
+        if outside and outside[max(0, bisect_right(outside, start) - 1)] == start:
+            line_words = words_of(text[start:end])
+            found.update(name for root, name in _OTHER_FRAMEWORKS.items() if root in line_words)
+        at = text.find("import", end)
+    return frozenset(found)
 
 
 def _nothing_needed(text: str, result: FileResult) -> FileResult:
