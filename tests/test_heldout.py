@@ -2513,6 +2513,9 @@ def test_a_device_string_given_to_a_project_function_of_another_module_moves(tmp
     (tmp_path / "tt" / "utils" / "__init__.py").write_text("from ._device import get_device\n", encoding="utf-8")
     (tmp_path / "tt" / "utils" / "_device.py").write_text(TORCHTUNE_DEVICE, encoding="utf-8")
     (tmp_path / "tt" / "training.py").write_text(TORCHTUNE_DISTRIBUTED + PARTIAL_PADDING, encoding="utf-8")
+    relative = TORCHTUNE_DISTRIBUTED.replace("from tt.utils import get_device", "from .utils import get_device as gd")
+    relative = relative.replace("get_device(", "gd(")
+    (tmp_path / "tt" / "relative.py").write_text(relative + PARTIAL_PADDING, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(main, ["tt", "--write", "--no-cache", "-j", "1"])
     assert result.exit_code == 0, result.output
@@ -2521,6 +2524,10 @@ def test_a_device_string_given_to_a_project_function_of_another_module_moves(tmp
         '"nccl"', '"hccl"').replace('get_device("cuda")', 'get_device("npu")') \
         + PARTIAL_PADDING
     assert (tmp_path / "tt" / "utils" / "_device.py").read_text(encoding="utf-8") == TORCHTUNE_DEVICE
+    # ... through a relative import too (the package's own path: tt/utils, re-exported from _device.py)
+    assert (tmp_path / "tt" / "relative.py").read_text(encoding="utf-8") == relative.replace(
+        "import torch.distributed as dist\n", "import torch.distributed as dist\nimport torch_npu  # noqa: F401\n").replace(
+        '"nccl"', '"hccl"').replace('gd("cuda")', 'gd("npu")') + PARTIAL_PADDING
     # the file alone (no project function known): the string stays, as before
     from npu_migrate.dispatch import migrate_source
 

@@ -7,10 +7,12 @@ defaults -- never elsewhere.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
+from libcst.helpers import get_full_name_for_node
 
 from ...kinds.device import Positions
 from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
@@ -348,15 +350,18 @@ def _project_parameters(entries: Sequence[str], qual: str) -> Dict[int, str]:
     package `qual` names the function through (`torchtune.utils.get_device`, re-exported by
     torchtune/utils/__init__.py from _device.py). {} when none, or when the modules that may be it
     disagree."""
-    place = "/" + qual.replace(".", "/")
-    name = qual.rsplit(".", 1)[-1]
+    # (a place a relative import names, "/<path>/<name>", is matched exactly: _relative_place)
+    exact = qual.startswith("/")
+    place = qual if exact else "/" + qual.replace(".", "/")
+    name = place.rsplit("/", 1)[-1]
     found: Dict[str, Dict[int, str]] = {}
     for entry in entries:
         module, function, position, parameter = entry.split("::")
         if function != name:
             continue
         module = module.replace("\\", "/")
-        if (module + "/" + function).endswith(place) or (module.rsplit("/", 1)[0] + "/" + function).endswith(place):
+        paths = (module + "/" + function, module.rsplit("/", 1)[0] + "/" + function)
+        if any(p == place if exact else p.endswith(place) for p in paths):
             found.setdefault(module, {})[int(position)] = parameter
     candidates = list(found.values())
     return candidates[0] if candidates and all(c == candidates[0] for c in candidates) else {}
@@ -774,13 +779,40 @@ class LiteralRewrites(TorchKind):
                 out.append((arg, "backend"))
         if qual is None and _may_be_local(func) and any(self._is_rewritable_literal(a.value) for a in call.args):
             out.extend(self._local_parameter_args(call, {id(a) for a, _ in out}))
+            relative = self._relative_place(func.value) if isinstance(func, cst.Name) and not out \
+                and self.ctx.options.device_functions else None
+            if relative is not None:  # `from .utils import get_device`: the project's own module, by its path
+                out.extend(self._project_parameter_args(call, relative, set()))
             if isinstance(func, cst.Name) and self.ctx.partial is not None and self.ctx.options.device_functions \
-                    and any(e.split("::", 2)[1] == func.value for e in self.ctx.options.device_functions) \
+                    and (any(e.split("::", 2)[1] == func.value for e in self.ctx.options.device_functions)
+                         or re.search(rf"\bas\s+{re.escape(func.value)}\b", self.ctx.text)) \
                     and self.ctx.partial.elided_word(func.value):
                 self.ctx.partial_misses.add(func.value)  # imported in a line left out: parse it too
         elif qual is not None and self.ctx.options.device_functions and call.args:
             out.extend(self._project_parameter_args(call, qual, {id(a) for a, _ in out}))
         return out
+
+    def _relative_place(self, local: str) -> Optional[str]:
+        """The absolute place ("/<path of the module>/<name>", "/" separators) of the function a
+        relative import of the module binds to `local` (`from .utils import get_device` in
+        pkg/train.py: "/.../pkg/utils/get_device"), None when no relative import binds it. A key of
+        _project_parameter_args starting with "/" is such a place, matched exactly."""
+        here = os.path.dirname(os.path.abspath(self.ctx.path)).replace(os.sep, "/")
+        for stmt in self.ctx.imports.import_nodes:
+            if not isinstance(stmt, cst.ImportFrom) or not stmt.relative or isinstance(stmt.names, cst.ImportStar):
+                continue
+            for alias in stmt.names:
+                name = alias.name.value if isinstance(alias.name, cst.Name) else None
+                bound = alias.asname.name.value if alias.asname is not None and isinstance(alias.asname.name, cst.Name) \
+                    else name
+                if name is None or bound != local:
+                    continue
+                base = here
+                for _ in range(len(stmt.relative) - 1):
+                    base = base.rsplit("/", 1)[0]
+                module = get_full_name_for_node(stmt.module) if stmt.module is not None else ""
+                return f"{base}/{module.replace('.', '/')}/{name}" if module else f"{base}/{name}"
+        return None
 
     def _project_parameter_args(self, call: cst.Call, qual: str, taken: Set[int]) -> List[Tuple[cst.Arg, str]]:
         """The literal arguments of a call of another module's function of the project given to a
@@ -794,7 +826,7 @@ class LiteralRewrites(TorchKind):
             if self._project_names is None:  # the functions' names, once: most calls name none of them
                 self._project_names = {e.split("::", 2)[1] for e in self.ctx.options.device_functions}
             params = self._project_functions[qual] = _project_parameters(
-                self.ctx.options.device_functions, qual) if qual.rsplit(".", 1)[-1] in self._project_names else {}
+                self.ctx.options.device_functions, qual) if qual.rsplit("/", 1)[-1].rsplit(".", 1)[-1] in self._project_names else {}
         if not params:
             return []
         out: List[Tuple[cst.Arg, str]] = []
