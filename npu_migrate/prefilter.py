@@ -223,6 +223,9 @@ class Prefilter:
         # that word is written outside docstrings, when the caller can tell (may_need_work)
         self._quoted: Dict[int, str] = {i: word for i, req in enumerate(self.requirements)
                                         for kind, word in sorted(req.refs) if kind in _QUOTED}
+        # requirements of findings reported only where the file uses the device (words.Requirement
+        # .with_device): met alone, they count only in a file with the word torch_npu
+        self._with_device: FrozenSet[int] = frozenset(i for i, req in enumerate(self.requirements) if req.with_device)
         # ref -> its alternatives (ref_alternatives), compiled when first needed
         self._refs: Dict[Tuple[str, str], Tuple[Tuple[str, ...], ...]] = {}  # ref -> ref_alternatives
         # (text, words, whether they meet the requirements of no gate): of the last text asked about
@@ -314,6 +317,10 @@ class Prefilter:
                     joined = joined or b" " + b" ".join(words)
                     if not all(b" " + p in joined for p in prefixes):
                         continue
+            if i in self._with_device and b"torch_npu" not in words:
+                # (a `.double()` is NPU306's only where the torch pass moved something, which
+                # another requirement met says, or where torch_npu is imported)
+                continue
             if all(self._ref_found(ref, text, found) for ref in self.requirements[i].refs):
                 if written is None or i not in self._quoted:
                     return True

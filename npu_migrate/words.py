@@ -65,6 +65,11 @@ class Requirement:
     # there: a method finding's `unless` (codemods/findings.py _imports_any). Only the
     # prefilter's second look, with Python's tree (engine.py), reads it.
     unless: FrozenSet[str] = frozenset()
+    # Of a finding reported only in a file that uses the device (`context = "device"`, NPU306's
+    # `.double()`: codemods/findings.py uses_device, the torch pass required torch_npu or the file
+    # imports it): it counts only beside another requirement met, or the word `torch_npu`
+    # (prefilter.Prefilter._meets_own).
+    with_device: bool = False
 
     @property
     def leaf_word(self) -> Optional[Word]:

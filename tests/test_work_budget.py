@@ -249,6 +249,34 @@ def test_tensorflow2_file_is_not_walked(monkeypatch):
     assert migrate_source(text, "modeling_tf_block.py").to_dict() == result.to_dict()
 
 
+@pytest.mark.parametrize("text, parsed", [
+    ("import torch\n\n\ndef mean(x):\n    return x.double().mean()\n", False),
+    ("import torch\nimport numpy as np\ny = torch.from_numpy(np.ones(2)).double()\n", False),
+    ("import torch\nimport torch_npu\ny = torch.ones(2).double()\n", True),
+    ("import torch\ny = torch.ones(2).cuda().double()\n", True),
+    ("import torch\ny = torch.ones(2).double().to('cuda')\n", True),
+])
+def test_a_double_where_nothing_uses_the_device_is_not_parsed(text, parsed):
+    """NPU306 (`.double()`, context "device") is reported only where the file uses the device
+    (codemods/findings.py uses_device: the torch pass moved something, or torch_npu is imported):
+    its requirement counts only beside another one met or the word torch_npu (words.Requirement
+    .with_device). A float64 helper among a project's modules (gpytorch's settings.py, ignite's
+    confusion_matrix.py, speechbrain's dataio.py) took a parse for nothing; the same result as
+    with the prefilter off."""
+    from npu_migrate import prefilter
+
+    result = migrate_source(text, "m.py")
+    assert bool(result.work) == parsed, result.work
+    assert [f.code for f in result.findings if f.code == "NPU306"] == (["NPU306"] if parsed else [])
+    real = prefilter.Prefilter.may_need_work
+    try:
+        prefilter.Prefilter.may_need_work = lambda self, *a, **k: True  # (the prefilter off: every file parsed)
+        whole = migrate_source(text, "m.py").to_dict()
+        assert {**whole, "work": None} == {**result.to_dict(), "work": None}
+    finally:
+        prefilter.Prefilter.may_need_work = real
+
+
 def test_imports_that_stay_need_no_walk_and_no_second_attempt():
     """`from torch import nn` (transformers' every model file) cannot change, so the uses of `nn`
     are not looked for: no walk of the tree, and no second partial attempt with the statements

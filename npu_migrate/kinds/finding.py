@@ -61,7 +61,7 @@ that merely mentions `dropout` (`mtf.dropout`, a docstring) does not need the fr
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Dict, FrozenSet, List, Tuple
 
 from ..codes import kind_key
@@ -352,6 +352,15 @@ def _index(index: FindingIndex, rule: Rule) -> None:
 
 
 def _requirements(rule: Rule) -> List[Requirement]:
+    found = _match_requirements(rule)
+    if FindingSpec.of(rule).context == "device" and not rule.framework:
+        # reported only where the file uses the device (codemods/findings.py uses_device), which
+        # another rule's requirement or an import of torch_npu says (words.Requirement.with_device)
+        return [replace(req, with_device=True) for req in found]
+    return found
+
+
+def _match_requirements(rule: Rule) -> List[Requirement]:
     match = FindingSpec.of(rule).match_kind
     names = names_of(rule)
     if rule.framework:
