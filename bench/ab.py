@@ -5,8 +5,8 @@
     .venv/bin/python bench/ab.py 5 A B -- bench/train_500.py --check --no-cache
     .venv/bin/python bench/ab.py 2 A B --cold       # bench/run.py's cold row: --check -j 2, empty cache
 
-Each round runs `python -m npu_migrate ARGS` once from each checkout (PYTHONPATH, cwd), A then B,
-and prints its wall time, CPU seconds of the whole process tree (user + sys, from the children's
+Each round runs `python -m npu_migrate ARGS` once from each checkout (PYTHONPATH, cwd), A then B
+in odd rounds and B then A in even ones (a load that drifts during a run then favours neither), and prints its wall time, CPU seconds of the whole process tree (user + sys, from the children's
 rusage) and peak PSS / RSS sum (bench/run.py's sampler). Default ARGS: transformers 4.46.3
 `src/` (bench/run.py's cached sdist), `--check -j 2 --no-cache`; with `--cold`, `--check -j 2` with the cache on, in an empty cache
 folder for each run (NPU_MIGRATE_CACHE_DIR): what bench/run.py's cold row runs, the workers
@@ -37,8 +37,8 @@ def main(argv) -> int:
     if not args or cold:
         src = bench.fetch(bench.DEFAULT_SDIST) / "src"
         args = [str(src), "--check", "-j", "2"] + ([] if cold else ["--no-cache"])
-    for _ in range(rounds):
-        for checkout in checkouts:
+    for round_number in range(rounds):
+        for checkout in checkouts if round_number % 2 == 0 else checkouts[::-1]:
             env = dict(os.environ, PYTHONPATH=checkout)
             # As bench/run.py: with PYTHONDONTWRITEBYTECODE (set on some machines) a checkout that
             # has no .pyc yet (differential.py's src-<commit>) compiled every module on every run.
