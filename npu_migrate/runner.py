@@ -381,13 +381,8 @@ TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before i
 RETIRE_ABOVE = 16 << 20
 # Private bytes (USS: its own pages and those of the main process it wrote to) a worker may hold
 # before it makes way for a new one, looked at every CHECK_EVERY files and after each trim
-# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why). 40 MB rather than 24: a new worker
-# copies ~22 MB of the main process's pages again (minor faults, system time) and re-builds what the
-# retired one had built lazily (its first files cost ~35 % more CPU than at -j 1); at 24 MB every
-# worker retired on this bound soon after reaching it (transformers 4.46.3 src, -j 2 cold: 22-23
-# workers, 246-284k minor faults, 1.4-1.6 sys-s; at 40 MB 114k faults, 0.85 sys-s; peak PSS
-# 127-134 -> 138-141 MB, target 150).
-PRIVATE_ABOVE = 40 << 20
+# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why).
+PRIVATE_ABOVE = 24 << 20
 CHECK_EVERY = 16
 RETIRED = "retired"  # added to a worker's last answer
 
