@@ -381,12 +381,8 @@ TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before i
 RETIRE_ABOVE = 16 << 20
 # Private bytes (USS: its own pages and those of the main process it wrote to) a worker may hold
 # before it makes way for a new one, looked at every CHECK_EVERY files and after each trim
-# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why). 32 MB rather than 24: a new worker
-# copies ~22 MB of the main process's pages again (minor faults, system time) and re-builds what the
-# retired one had built lazily, and at 24 MB each one retired soon after that (transformers 4.46.3
-# src, -j 2 cold: 23-24 workers, ~260k minor faults, 1.6 sys-s; at 32 MB 9 workers, ~150k, 1.1 sys-s).
-# 40 MB forked 5 but took the peak PSS to 150 MB (target 150; at 32 MB 136-145).
-PRIVATE_ABOVE = 32 << 20
+# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why).
+PRIVATE_ABOVE = 24 << 20
 CHECK_EVERY = 16
 RETIRED = "retired"  # added to a worker's last answer
 
