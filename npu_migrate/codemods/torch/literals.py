@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Collection, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -829,19 +829,7 @@ class LiteralRewrites(TorchKind):
                 self.ctx.options.device_functions, qual) if qual.rsplit("/", 1)[-1].rsplit(".", 1)[-1] in self._project_names else {}
         if not params:
             return []
-        out: List[Tuple[cst.Arg, str]] = []
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                break  # `f(*args, "cuda")`: positions unknown from here
-            if arg.keyword is None:
-                hit = position in params
-                position += 1
-            else:
-                hit = arg.keyword.value in params.values()
-            if hit and id(arg) not in taken and self._is_rewritable_literal(arg.value):
-                out.append((arg, "device"))
-        return out
+        return [(arg, "device") for arg, _ in self._literals_by_parameter(call, params.get, params.values(), taken)]
 
     def _other_binding_takes_a_device(self, local: str, qual: str, positional: List[cst.Arg]) -> bool:
         """Whether `local` is also imported as a function whose first positional argument is a
@@ -849,6 +837,23 @@ class LiteralRewrites(TorchKind):
         return any(other != qual and self.device_functions.get(other) == 0
                    for other in self.ctx.imports.from_bindings.get(local, ())) \
             and self._is_rewritable_literal(positional[0].value)
+
+    def _literals_by_parameter(self, call: cst.Call, parameter_at: Callable[[int], Optional[str]],
+                              keywords: Collection[str], taken: Set[int]) -> Iterator[Tuple[cst.Arg, str]]:
+        """The call's rewritable literal arguments not already `taken`, each with the name of the
+        parameter it is given: by position (`parameter_at`, None for a parameter that does not
+        count) up to a starred argument, or by a keyword among `keywords`."""
+        position = 0
+        for arg in call.args:
+            if arg.star:
+                break  # `f(*args, "cuda")`: positions unknown from here
+            if arg.keyword is None:
+                name = parameter_at(position)
+                position += 1
+            else:
+                name = arg.keyword.value if arg.keyword.value in keywords else None
+            if name is not None and id(arg) not in taken and self._is_rewritable_literal(arg.value):
+                yield arg, name
 
     def _local_parameter_args(self, call: cst.Call, taken: Set[int]) -> List[Tuple[cst.Arg, str]]:
         """The literal arguments of a call of the module's own function, class or method (`self.`)
@@ -859,16 +864,9 @@ class LiteralRewrites(TorchKind):
         if not params:
             return []
         out: List[Tuple[cst.Arg, str]] = []
-        position = 0
-        for arg in call.args:
-            if arg.star:
-                break  # `f(*args, "cuda")`: positions unknown from here
-            name = params[position] if arg.keyword is None and position < len(params) and params[position] != "*" else (
-                arg.keyword.value if arg.keyword is not None and arg.keyword.value in params else None)
-            if arg.keyword is None:
-                position += 1
-            if name is None or id(arg) in taken or not self._is_rewritable_literal(arg.value):
-                continue
+        positional = [None if name == "*" else name for name in params]  # ("*": keyword-only from there)
+        for arg, name in self._literals_by_parameter(
+                call, lambda position: positional[position] if position < len(positional) else None, params, taken):
             if DEVICE_NAME_RE.search(name) or name in self.device_keywords:
                 out.append((arg, "device"))  # (a parameter named as a device keyword: `map_location`)
             elif BACKEND_NAME_RE.search(name):
