@@ -334,6 +334,39 @@ def test_a_launcher_that_hands_the_command_line_to_another_module_is_reported():
         assert "NPU219" not in [f.code for f in adapt(alone).findings], alone
 
 
+def test_a_script_class_that_inherits_its_entry_method_hands_the_command_line_over():
+    # ParlAI's parlai/scripts/train_model.py: `class TrainModel(ParlaiScript)` defines setup_args()
+    # and run() but not main(); `TrainModel.main()` runs ParlaiScript.main() (parlai.core.script),
+    # which parses sys.argv with an argparse parser, so the job stops at start on --data_url.
+    source = (
+        "from framework.script import BaseScript\n\n\n"
+        "class TrainModel(BaseScript):\n"
+        "    def run(self):\n        return 1\n\n\n"
+        "if __name__ == '__main__':\n    TrainModel.main()\n"
+    )
+    result = adapt(source)
+    assert result.new_text == source.replace(
+        "BaseScript\n", "BaseScript\nfrom npu_migrate_modelarts import modelarts_setup  # npu-migrate: ModelArts\n", 1
+    ).replace("    TrainModel.main()", "    modelarts_setup()\n    TrainModel.main()")
+    assert [(f.code, f.span.line, f.api) for f in result.findings if f.code == "NPU219"] == [
+        ("NPU219", 10, "TrainModel.main()")]
+    # A dotted base (`script.BaseScript`) and a launcher function calling the class (ESPnet-style).
+    dotted = ("import framework.script as script\n\n\nclass Evaluate(script.BaseScript):\n    pass\n\n\n"
+              "def main():\n    Evaluate.run()\n\n\nif __name__ == '__main__':\n    main()\n")
+    assert [(f.code, f.api) for f in adapt(dotted).findings if f.code == "NPU219"] == [("NPU219", "Evaluate.run()")]
+    # Not a hand-over: the class defines the method itself; its base is the script's own class;
+    # the method is not named like an entry point.
+    for alone in (
+        "from framework.script import BaseScript\n\n\nclass T(BaseScript):\n    @classmethod\n"
+        "    def main(cls):\n        return 0\n\n\nif __name__ == '__main__':\n    T.main()\n",
+        "import os\n\n\nclass Base:\n    @classmethod\n    def main(cls):\n        return os.getcwd()\n\n\n"
+        "class T(Base):\n    pass\n\n\nif __name__ == '__main__':\n    T.main()\n",
+        "from framework.script import BaseScript\n\n\nclass T(BaseScript):\n    pass\n\n\n"
+        "if __name__ == '__main__':\n    T.fit()\n",
+    ):
+        assert "NPU219" not in [f.code for f in adapt(alone).findings], alone
+
+
 def test_configured_argument_names():
     source = (
         "import argparse\n"

@@ -337,6 +337,15 @@ class ScriptAnalysis:
         where = [self.main_guard] if self.main_guard is not None else [
             s for s in self.module.body if id(s) not in self.block_ids]
         found: List[cst.Call] = []
+        # `class TrainModel(ParlaiScript): ...` then `TrainModel.main()` (ParlAI's scripts): a class
+        # of the script's own that does not define the method called inherits it from an
+        # imported base, so that base's module runs (and parses) the command line.
+        inherited: Dict[str, Set[str]] = {}  # the script's class -> the methods it defines
+        for stmt in self.module.body:
+            if isinstance(stmt, cst.ClassDef) and id(stmt) not in self.block_ids and any(
+                    (dotted_name(base.value) or "").split(".")[0] in imported for base in stmt.bases
+                    if base.keyword is None):
+                inherited[stmt.name.value] = {s.name.value for s in stmt.body.body if isinstance(s, cst.FunctionDef)}
 
         class Calls(cst.CSTVisitor):
             def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
@@ -351,6 +360,8 @@ class ScriptAnalysis:
                 if last.lower() not in ENTRY_FUNCTION_NAMES:
                     return
                 if (head or last).split(".")[0] in imported and (head or last not in functions):
+                    found.append(node)
+                elif head in inherited and last not in inherited[head]:
                     found.append(node)
 
         functions = self.functions  # a function of the launcher's own shadows an imported one
