@@ -1069,6 +1069,50 @@ def test_a_one_line_main_block_gets_its_setup_call_on_that_line(job):
     assert not again.changed and again.edits == []
 
 
+# OpenNMT-py's onmt/bin/average_models.py, its shape: a list of input files (nargs="+"), named as
+# the data argument with --data-arg as NPU211 suggests, and one output file.
+AVERAGE_MODELS = """\
+import argparse
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-models", "-m", nargs="+", required=True, help="List of models")
+    parser.add_argument("-extra", action="append", default=[], help="more checkpoints")
+    parser.add_argument("-output", "-o", required=True, help="Output file")
+    opt = parser.parse_args()
+    texts = [open(path).read() for path in opt.models + opt.extra]
+    with open(opt.output, "w") as out:
+        out.write(" ".join(texts))
+    print(len(texts), "averaged")
+
+
+if __name__ == "__main__":
+    main()
+"""
+
+
+def test_a_data_argument_that_takes_a_list_of_paths_gets_each_one_in_the_local_copy(job):
+    """modelarts_setup() replaced a list-valued data argument with the local folder itself, a
+    string, so `for path in opt.models` read '/', 'c', ... (IsADirectoryError: '/'; nothing reached
+    train_url). Each path of the list is now rebased like a single one, and a list stays a list."""
+    options = Options(modelarts=True, data_args=("models", "extra"), modelarts_data_dir=str(job.cache / "data"),
+                      modelarts_output_dir=str(job.cache / "output"))
+    result = migrate_source(AVERAGE_MODELS, "average_models.py", options)
+    assert 'data=["models", "extra"], outputs=["output"]' in result.new_text
+    script = job.work / "average_models.py"
+    script.write_text(result.new_text)
+    for path, generated in result.extra_files.items():
+        (job.work / path).write_text(generated)
+    job.put("obs://bucket/ckpt", {"run1/a.pt": "1", "run1/b.pt": "3", "c.pt": "5"})
+    done = job.run(script, "--data_url=obs://bucket/ckpt", "--train_url=obs://bucket/avg",
+                   "-models", "run1/a.pt", "run1/b.pt", "-extra", "c.pt", "-output", "avg.pt")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "3 averaged\n"
+    assert job.listing("obs://bucket/avg") == ["avg.pt"]
+    assert (job.obs / "bucket/avg/avg.pt").read_text() == "1 3 5"
+
+
 def test_script_that_reads_its_own_data_url_gets_the_local_copy(job):
     script = job.adapt("train_seed002.py")
     job.put("obs://bucket/weights", {"vgg16-397923af.pth": "12345"})

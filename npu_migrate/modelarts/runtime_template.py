@@ -67,7 +67,7 @@ try:
 except ImportError:  # Windows: no file locks, and no multi-process jobs to guard there
     fcntl = None
 
-VERSION = 4
+VERSION = 5
 # When the script imported this module: with its other imports, before any of its own work (and
 # before the other processes of the node, which start with it, have written an output).
 IMPORTED = time.time()
@@ -595,6 +595,13 @@ def _rebase(value, local, data_url, count):
     """Where the script's data argument points once the input is at `local`."""
     if hasattr(value, "__fspath__") and not isinstance(value, str):
         return type(value)(_rebase(os.fspath(value), local, data_url, count))  # a Path
+    if isinstance(value, (list, tuple)):
+        # nargs="+" / action="append" (OpenNMT-py's `-models a.pt b.pt`): each path is rebased,
+        # and the script still gets a list (the folder's name alone would be read letter by letter)
+        items = value or [None]
+        return type(value)(
+            _rebase(v, local, data_url, max(count, len(items))) for v in items
+        )
     if not value or not isinstance(value, str) or is_obs(value) or value == data_url:
         return local
     if os.path.isabs(value) and os.path.exists(value):
