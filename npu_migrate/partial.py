@@ -53,7 +53,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tupl
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, compiled, link_found, link_regex, rule_requirements
-from .words import Requirement, Word, import_may_start, words_of
+from .words import Requirement, Word, words_of
 
 MARKER = "npu-migrate-elided:"
 _MATCH_CASE: Type[ast.AST] = getattr(ast, "match_case", ast.stmt)  # Python >= 3.10
@@ -377,10 +377,15 @@ def _starts_its_line(stmt: ast.stmt, lines: List[str]) -> bool:
     return stmt.col_offset == indent
 
 
+# Where an import statement can start: a line (after its indentation, or after a `\` that
+# continues the line before), after a `;`, or after the `:` of a block's header (`try: import x`).
+_IMPORT_START = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
+
+
 def _chunk_imports(chunk: Chunk, text: str, words: Set[bytes]) -> List[Tuple[str, str]]:
     """_imports of a chunk whose text is `text` and words `words`; its statements are walked
     only when the text can hold an import statement (not for `import` in a docstring)."""
-    if b"import" not in words or not import_may_start(text):
+    if b"import" not in words or not _IMPORT_START.search(text):
         return []
     return list(_imports(chunk.statements))
 

@@ -225,26 +225,6 @@ def words_of(text: str) -> Set[bytes]:
     return set(text.encode("utf-8", "replace").translate(_TO_SPACE).split())
 
 
-def import_may_start(text: str) -> bool:
-    """Whether an import statement may start in `text`: `import` or `from` as a word, after only
-    spaces, tabs and form feeds from where a line starts, a `;` or a `:` (`try: import x`):
-    what `re.search(r"(?m)(?:^|[;:])[ \\t\\f]*(?:import|from)\\b", text)` finds, looked for from
-    the two words (that regex tries every position of the text: ~5x slower on transformers'
-    texts that hold the word `import`, often in a docstring)."""
-    for word in ("import", "from"):
-        at = text.find(word)
-        while at >= 0:
-            end = at + len(word)
-            if end == len(text) or not (text[end].isalnum() or text[end] == "_"):  # (`\b`: not one of re's \w)
-                before = at
-                while before and text[before - 1] in " \t\f":
-                    before -= 1
-                if not before or text[before - 1] in "\n;:":
-                    return True
-            at = text.find(word, at + 1)
-    return False
-
-
 def matches_at_word_start(pattern: "re.Pattern[str]", text: str) -> Iterator["re.Match[str]"]:
     """The matches of `pattern` in `text` that start a word (no letter, digit or `_` just before),
     in order, without overlapping. The pattern starts with a letter instead of `\\b`: a leading

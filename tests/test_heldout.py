@@ -2639,3 +2639,56 @@ def test_a_device_count_held_in_a_variable_only_its_loop_reads_stays_with_the_ke
     assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [
         ("NPU315", 5, 13), ("NPU307", 7, 24), ("NPU307", 16, 24)]
     assert "it is 0 and the loop does not run" in result.findings[0].message
+
+
+# catalyst 22.4 tests/benchmarks/test_benchmark.py: the parametrize values are a module variable
+# that grows under a CUDA test, and the test compares and uses the device parameter.
+PARAMETRIZE_VARIABLE = """\
+import pytest
+import torch
+
+CASES = [(1, "cpu")]
+if torch.cuda.is_available():
+    CASES.append((2, "cuda"))
+MORE = [("cpu", 3), ("cuda:0", 4)]
+MORE += [("cuda", 5)]
+MORE.extend([("cuda", 6)])
+MORE.insert(0, ("cuda", 7))
+
+
+@pytest.mark.parametrize("n,device", CASES)
+def test_zeros(n, device):
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    torch.zeros(n, device=device)
+
+
+@pytest.mark.parametrize("device,n", MORE)
+def test_ones(device, n):
+    torch.ones(n, device=device)
+"""
+
+
+def test_parametrize_values_held_in_a_module_variable_move_with_the_test_that_reads_them():
+    """The test's `device == "cuda"` and the CUDA test that adds the case moved, the case's
+    "cuda" (in BENCHMARKS, not in the decorator) did not: on the NPU the case is now added and
+    runs torch.device("cuda"). Values in a list the module passes only to parametrize (and grows
+    with append/extend/insert/+=) move as in a list written in the decorator."""
+    result = assert_partial_as_whole(PARAMETRIZE_VARIABLE)
+    expected = (with_torch_npu(PARAMETRIZE_VARIABLE)
+                .replace('torch.cuda', 'torch.npu')
+                .replace('(2, "cuda")', '(2, "npu")').replace('"cuda:0", 4', '"npu:0", 4')
+                .replace('("cuda", 5)', '("npu", 5)').replace('("cuda", 6)', '("npu", 6)')
+                .replace('("cuda", 7)', '("npu", 7)').replace('device == "cuda"', 'device == "npu"'))
+    assert result.new_text == expected + PARTIAL_PADDING
+    # Left as they are: a list the module reads elsewhere too; one whose parameter is not a
+    # device; one passed to two parametrize calls that put the device at other positions.
+    for kept in (
+        PARAMETRIZE_VARIABLE.replace("\n\n\n@pytest.mark.parametrize(\"n,device\", CASES)",
+                                     "\nprint(CASES)\n\n\n@pytest.mark.parametrize(\"n,device\", CASES)"),
+        PARAMETRIZE_VARIABLE.replace('"device,n", MORE', '"kind,n", MORE'),
+        PARAMETRIZE_VARIABLE.replace('"device,n", MORE', '"device,n", CASES'),
+    ):
+        text = migrate_source(kept, "m.py", Options()).new_text
+        line = "CASES.append((2, \"cuda\"))" if "print(CASES)" in kept or "n\", CASES" in kept else 'MORE += [("cuda", 5)]'
+        assert line in text, kept

@@ -69,7 +69,7 @@ from . import device_context as dc
 from ..codes import applies, emits
 from ..kinds.finding import FindingSpec, cuda_only_libraries, names_of
 from ..prefilter import compiled
-from ..words import import_may_start, matches_at_word_start, words_of
+from ..words import matches_at_word_start, words_of
 from ..rules import Rule
 from .findings import arguments_match
 from .strings import string_value
@@ -208,9 +208,7 @@ def _kept_in_chain_re(ctx: Context) -> str:
     """`... and torch.cuda.nccl.version()`: a torch.cuda member with no NPU twin (NPU301) after
     an `and` (_Planner._kept_operand)."""
     leaves = [n[len("torch.cuda."):] for n in _kept_cuda_members(ctx)]
-    # (`and` first, the word boundary before it looked behind: a leading `\b` makes the regex
-    # engine try every position of the file, 6x slower on transformers' texts)
-    return r"and(?<=\band)\s+(?:not\s+)?[\w.]*\bcuda\.(?:%s)\b" % "|".join(re.escape(n) for n in leaves) if leaves else r"(?!)"
+    return r"\band\s+(?:not\s+)?[\w.]*\bcuda\.(?:%s)\b" % "|".join(re.escape(n) for n in leaves) if leaves else r"(?!)"
 
 
 def _plan_kept_code(ctx: Context) -> None:
@@ -939,17 +937,6 @@ def _tests_cuda_itself(test: cst.CSTNode) -> bool:
 NPU_WORD_IN_TEXT = r"(?i)npu(?:(?![A-Za-z0-9])|(?<![A-Za-z0-9]npu))"
 
 
-def names_npu_in_text(text: str) -> bool:
-    """Whether NPU_WORD_IN_TEXT is found in `text`: `npu` in any case (only ASCII letters match
-    its letters in any case) that starts or ends a word. Not where every `npu` of the text is
-    inside an `input` (most files: the search then tried every `npu` of every `input`), which
-    one count each tells: there each has a letter before it and after it."""
-    lowered = text.encode("utf-8", "surrogatepass").lower()  # (only ASCII letters change)
-    if lowered.count(b"npu") == lowered.count(b"input"):
-        return False
-    return compiled(NPU_WORD_IN_TEXT).search(text) is not None
-
-
 def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> None:
     """Code that selects the NPU already (see the module docstring): keep the CUDA branches of an
     if/elif chain with an NPU branch (`node` an If, before its branches are visited; `elifs`
@@ -983,15 +970,7 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
 
 
 TWIN_OF_NPU_CLASS = "NPU328"
-_CUDA_CLASS = r"class[ \t]+(?:Cuda|CUDA)_?[A-Z]"  # (where a line starts: _cuda_class_line)
-
-
-def _cuda_class_line(text: str) -> bool:
-    """Whether a line of `text` starts with `class Cuda...`/`class CUDA...`: `re.search(r"(?m)^"
-    + _CUDA_CLASS, text)`, searched from the word `class` (a leading `^` makes the regex engine
-    try every position: 10x slower on transformers' texts). A match holds no line break, so
-    none that starts a line is inside another."""
-    return any(found.start() == 0 or text[found.start() - 1] == "\n" for found in compiled(_CUDA_CLASS).finditer(text))
+_CUDA_CLASS_LINE = r"(?m)^class[ \t]+(?:Cuda|CUDA)_?[A-Z]"
 
 
 @emits(TWIN_OF_NPU_CLASS)
@@ -1003,7 +982,7 @@ def keep_cuda_twin_of_npu_class(ctx: Context) -> None:
     became a second NPU class, and colossalai's registry (`OrderedDict(cuda=CudaAccelerator,
     npu=NpuAccelerator)`, the first available wins) took it, named "cuda", on the NPU. The class
     (module level) is kept whole and reported (info)."""
-    if not _cuda_class_line(ctx.text):
+    if compiled(_CUDA_CLASS_LINE).search(ctx.text) is None:
         return
     from ..project_values import CUDA_FAMILY_CLASS, npu_families
 
@@ -1321,7 +1300,7 @@ class _DeviceGates:
                 for start, end, _indent in partial.runs:
                     text = partial.text_of((start, end))
                     # (an import statement holds the word: a substring test first, at C speed)
-                    if "import" not in text or not import_may_start(text):
+                    if "import" not in text or not compiled(_IMPORT_TEXT_RE).search(text):
                         continue
                     for node in _statements_in(partial.left_out.get(start, [])):
                         if isinstance(node, ast.ImportFrom) and node.names[0].name != "*":
@@ -2775,12 +2754,12 @@ def _written(text: str, names: Set[str], after: str, words: Optional[AbstractSet
         if start == 0 or not (text[start - 1].isalnum() or text[start - 1] == "_"):
             return True
     return False
-
-
+# Where an import statement can start in a run of lines left out (as partial._IMPORT_START)
 # What may define a name in lines left out (_DeviceGates._elided_definitions): a function or a
 # class at any depth; at module level, an assignment (`a = b = ...`, `x = 1; name = ...`)
 _DEFINED_RE = r"(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)"  # (a word before: _defined_names)
 _ASSIGNED_RE = r"(?m)(?:^|[;=][ \t]*)([A-Za-z_][A-Za-z0-9_]*)[ \t]*=(?!=)"
+_IMPORT_TEXT_RE = r"(?m)(?:^|[;:])[ \t\f]*(?:import|from)\b"
 
 
 def _texts(node: cst.CSTNode) -> Iterator[str]:

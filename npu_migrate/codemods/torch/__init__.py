@@ -31,14 +31,15 @@ import libcst as cst
 
 from ...context import Context
 from ...fast_visitor import transform
+from ...prefilter import compiled
 from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
-from ..guards import (is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_foreign_device_tests,
+from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_cuda_beside_npu, keep_cuda_patched_with_npu, keep_foreign_device_tests,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_gloo_for_device_tensors,
                       keep_is_available_over_cuda_versions,
-                      names_npu_in_text, plan_kept_code)
+                      plan_kept_code)
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
@@ -78,7 +79,10 @@ class TorchTransformer(cst.CSTTransformer):
         keep_cuda_interop(ctx)
         keep_cuda_twin_of_npu_class(ctx)  # guards.py: CudaAccelerator beside the project's NpuAccelerator
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
-        self._names_npu = names_npu_in_text(ctx.text)
+        # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
+        # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
+        self._names_npu = (compiled("(?i)npu").search(ctx.text) is not None
+                           and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
 
     def _kind(self, kind: Type[K]) -> K:

@@ -235,6 +235,9 @@ def last_identifier(node: cst.BaseExpression) -> Optional[str]:
 COLLECTION_METHODS = {"append": 0, "add": 0, "remove": 0, "discard": 0, "index": 0, "count": 0, "insert": 1,
                       "extend": 0, "update": 0, "setdefault": 0, "get": 0, "pop": 0}
 
+# How a list of pytest.mark.parametrize's values grows: the method -> the position of the value.
+GROW_METHODS = {"append": 0, "extend": 0, "insert": 1}
+
 class DeviceVariables(cst.CSTVisitor):
     """Names of variables that the module passes where a device is expected
     (`.to(DEV)`, `torch.device(DEV)`, `device=DEV`, `set_device(DEV)`) or a backend is.
@@ -259,8 +262,22 @@ class DeviceVariables(cst.CSTVisitor):
         # Names the module assigns a literal only the variable-only device rules move (the
         # seed's `CALCULATE_DEVICE = "gpu:0"`): only their comparisons move such a literal.
         self.variable_literal_names: Set[str] = set()
+        # `CASES` passed as the values of `pytest.mark.parametrize("n,device", CASES)` -> (the
+        # device-named parameters' positions, the number of parameters, how often so passed);
+        # None when two such uses disagree (LiteralRewrites._parametrize_variable).
+        self.parametrize_names: Dict[str, Optional[Tuple[Tuple[int, ...], int, int]]] = {}
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "parametrize" \
+                and self.t.resolve(node.func) in dc.PARAMETRIZE:
+            found = dc.parametrized_devices(node)
+            values = [a for a in node.args if a.star == ""]
+            if found is not None and isinstance(values[found[0]].value, cst.Name):
+                name = values[found[0]].value.value  # type: ignore[attr-defined]
+                positions, count = tuple(found[1]), found[2]
+                seen = self.parametrize_names.get(name, (positions, count, 0))
+                agree = seen is not None and seen[:2] == (positions, count)
+                self.parametrize_names[name] = (positions, count, seen[2] + 1) if agree and seen else None
         if self.t.foreign_libraries and dc.is_foreign_callee(self.t.resolve(node.func)):
             for arg in node.args:
                 key = _read_key(arg.value)
@@ -1183,6 +1200,11 @@ class LiteralRewrites(TorchKind):
 
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         targets = [t.target for t in original.targets]
+        if len(targets) == 1 and isinstance(original.value, (cst.List, cst.Tuple)):
+            found = self._parametrize_variable(targets[0], original.value)
+            if found is not None:  # `CASES = [(1, "cpu"), (2, "cuda")]` (pytest.mark.parametrize's values)
+                new = self._parametrize_values(original.value, updated.value, found[0], found[1], single=False)
+                return updated.with_changes(value=new) if new is not updated.value else updated
         new_value = self._assigned_value(targets, original.value, updated.value)
         if new_value is updated.value and len(targets) == 1 and isinstance(original.value, cst.Call) \
                 and isinstance(updated.value, cst.Call):
@@ -1191,6 +1213,11 @@ class LiteralRewrites(TorchKind):
 
     def leave_AugAssign(self, original: cst.AugAssign, updated: cst.AugAssign) -> cst.AugAssign:
         # DEVICES += ["cuda"]: the collection's new elements, like DEVICES.extend(["cuda"])
+        if isinstance(original.operator, cst.AddAssign) and isinstance(original.value, (cst.List, cst.Tuple)):
+            found = self._parametrize_variable(original.target, original.value)
+            if found is not None:  # CASES += [(2, "cuda")]
+                new = self._parametrize_values(original.value, updated.value, found[0], found[1], single=False)
+                return updated.with_changes(value=new) if new is not updated.value else updated
         new_value = self._assigned_value([original.target], original.value, updated.value)
         return updated.with_changes(value=new_value) if new_value is not updated.value else updated
 
@@ -1353,6 +1380,8 @@ class LiteralRewrites(TorchKind):
         qual = self.resolve(original.func)
         if qual == "pytest.param":
             return self._gated_param(original, updated)
+        if isinstance(original.func, cst.Attribute) and original.func.attr.value in GROW_METHODS:
+            return self._parametrize_variable_grows(original, updated)
         if qual not in dc.PARAMETRIZE:
             return updated
         found = dc.parametrized_devices(original)
@@ -1369,6 +1398,76 @@ class LiteralRewrites(TorchKind):
             elements.append(u_el)
         args = list(updated.args)
         args[index] = args[index].with_changes(value=u_values.with_changes(elements=elements))
+        return updated.with_changes(args=args)
+
+    def _parametrize_variable(self, target: cst.BaseExpression, value: cst.BaseExpression):
+        """(positions, count) when `target` is a module variable that the module passes only as
+        the values of `pytest.mark.parametrize` with device-named parameters, and otherwise only
+        grows (`CASES.append(...)`, `CASES += [...]`): catalyst 22.4's tests/benchmarks
+        `BENCHMARKS = [(R, 4, "cpu", ...)]; if torch.cuda.is_available(): BENCHMARKS.append((R, 4,
+        "cuda", ...))`. Its device values are what the test's `device == "cuda"` compares and what
+        it passes to torch, so they move with them, as in a list written in the decorator itself.
+        None otherwise (a list read anywhere else keeps its values)."""
+        if not isinstance(target, cst.Name) or "parametrize" not in self.ctx.text \
+                or not self._holds_rewritable_literal(value):
+            return None
+        name = target.value
+        found = self._usage(name).parametrize_names.get(name)
+        if found is None:
+            return None
+        positions, count, uses = found
+        text = self.ctx.text
+        grows = len(re.findall(r"(?<![\w.])" + re.escape(name) + r"\s*(?:\.\s*(?:"
+                               + "|".join(GROW_METHODS) + r")\s*\(|\+=)", text))
+        if _reads_in_text(text, name) > uses + grows:
+            return None
+        return list(positions), count
+
+    def _holds_rewritable_literal(self, value: cst.BaseExpression) -> bool:
+        """Whether a device rewriter would change a string in `value`, a display of parameter
+        values: the strings themselves, in tuples, or in pytest.param(...) (cheap: no walk)."""
+        stack = [value]
+        while stack:
+            n = stack.pop()
+            if isinstance(n, (cst.List, cst.Tuple)):
+                stack += [e.value for e in n.elements if isinstance(e, cst.Element)]
+            elif isinstance(n, cst.Call):
+                stack += [a.value for a in n.args if a.keyword is None and a.star == ""]
+            elif self.devices.rewrite(n) is not None:
+                return True
+        return False
+
+    def _parametrize_values(self, original: cst.BaseExpression, updated: cst.BaseExpression,
+                            positions: List[int], count: int, single: bool) -> cst.BaseExpression:
+        """The device values of one case (`single`) or of a display of cases."""
+        if single:
+            return self._parameter_values(original, updated, positions, count)
+        if not isinstance(original, (cst.List, cst.Tuple)) or not isinstance(updated, type(original)):
+            return updated
+        elements = []
+        for o_el, u_el in zip(original.elements, updated.elements):
+            if isinstance(o_el, cst.Element) and isinstance(u_el, cst.Element):
+                u_el = u_el.with_changes(value=self._parameter_values(o_el.value, u_el.value, positions, count))
+            elements.append(u_el)
+        return updated.with_changes(elements=elements)
+
+    def _parametrize_variable_grows(self, original: cst.Call, updated: cst.Call) -> cst.Call:
+        """`CASES.append((2, "cuda"))`, `CASES.extend([...])`, `CASES.insert(0, ...)` of a
+        variable _parametrize_variable accepts."""
+        method = original.func.attr.value  # type: ignore[attr-defined]
+        index = GROW_METHODS[method]
+        positional = [a for a in original.args if a.keyword is None and a.star == ""]
+        if len(positional) <= index or len(positional) != len(original.args):
+            return updated
+        found = self._parametrize_variable(original.func.value, positional[index].value)  # type: ignore[attr-defined]
+        if found is None:
+            return updated
+        args = list(updated.args)
+        new = self._parametrize_values(positional[index].value, args[index].value, found[0], found[1],
+                                       single=method != "extend")
+        if new is args[index].value:
+            return updated
+        args[index] = args[index].with_changes(value=new)
         return updated.with_changes(args=args)
 
     def _gated_param(self, original: cst.Call, updated: cst.Call) -> cst.Call:
