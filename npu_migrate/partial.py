@@ -206,9 +206,16 @@ class PartialText:
 
     def elided_word(self, word: str) -> bool:
         """Whether `word` appears in a line left out (then some use of it is not parsed)."""
+        return word.encode() in self._elided()
+
+    def elided_word_matching(self, pattern: "re.Pattern[bytes]") -> bool:
+        """Whether a word of the lines left out matches `pattern`."""
+        return any(pattern.search(word) for word in self._elided())
+
+    def _elided(self) -> Set[bytes]:
         if self._elided_words is None:
             self._elided_words = words_of("".join("".join(self.lines[a:b]) for a, b, _ in self.runs))
-        return word.encode() in self._elided_words
+        return self._elided_words
 
     def elided_with(self, word: str, others: Iterable[str]) -> bool:
         """Whether a run of lines left out holds `word` and one of `others` (then a statement

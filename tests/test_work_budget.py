@@ -898,3 +898,38 @@ def test_frameworks_told_from_the_text_hold_those_of_the_tree():
         told += 1
         assert _detected_frameworks(LazyCodeWords(tree, None, text)) <= found, path
     assert told > 20
+
+
+# fairseq 0.12.2 modules/layer_norm.py (held out): an `is_cuda` guard in a function that calls
+# `super()` only, in a file where nothing can stand for a compiled extension
+FAIRSEQ_LAYER_NORM = (
+    "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\ntry:\n"
+    "    from apex.normalization import FusedLayerNorm as _FusedLayerNorm\n\n    has_fused_layernorm = True\n\n"
+    "    class FusedLayerNorm(_FusedLayerNorm):\n        @torch.jit.unused\n        def forward(self, x):\n"
+    "            if not x.is_cuda:\n                return super().forward(x)\n            else:\n"
+    "                with torch.cuda.device(x.device):\n                    return super().forward(x)\n\n"
+    "except ImportError:\n    has_fused_layernorm = False\n\n\n"
+    "class Fp32LayerNorm(nn.LayerNorm):\n    def __init__(self, *args, **kwargs):\n"
+    "        super().__init__(*args, **kwargs)\n\n    def forward(self, input):\n"
+    "        output = F.layer_norm(input.float(), self.normalized_shape, self.eps)\n"
+    "        return output.type_as(input)\n")
+
+
+@pytest.mark.parametrize("text, work", [
+    # nothing in the lines left out can make `super` (or `torch`) a kernel: no second attempt
+    # with every statement that names them (speechbrain 1.1.2 decoders/scorer.py, fairseq's
+    # layer_norm.py, stft.py, multihead_attention.py: 7 + 3 partial attempts, 0.13 CPU-s in scorer.py)
+    (FAIRSEQ_LAYER_NORM, {"ast": 1, "partial": 1, "walk": 4, "transform": 1, "codegen": 2, "verify_partial": 1}),
+    # `from . import _C` left out (a relative import resolves nothing): `fused` may call a
+    # kernel, so its lines are asked for (here then the whole file)
+    ("import torch\nfrom . import _C\n\n\ndef fused(x):\n    return _C.layer_norm(x)\n\n\n"
+     "class L(torch.nn.Module):\n    def forward(self, x):\n        if not x.is_cuda:\n            return x\n"
+     "        return fused(x)\n",
+     {"ast": 1, "partial": 1, "walk": 6, "transform": 2, "retry": 1, "fallback": 1, "parse": 1, "codegen": 1}),
+])
+def test_an_is_cuda_guard_asks_for_its_callees_only_where_a_kernel_may_be_left_out(text, work):
+    result = migrate_source(text, "layer_norm.py", Options())
+    whole = migrate_source(text, "layer_norm.py", Options(), partial=False)
+    assert dict(result.work) == work
+    assert result.new_text == whole.new_text
+    assert [(f.code, f.span, f.message) for f in result.findings] == [(f.code, f.span, f.message) for f in whole.findings]

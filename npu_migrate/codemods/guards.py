@@ -357,6 +357,7 @@ class _Planner(cst.CSTVisitor):
         self.parents: List[cst.CSTNode] = []
         self.functions: List[cst.CSTNode] = [ctx.module]
         self.kernel_call: Dict[int, Optional[cst.Call]] = {}
+        self._kernel_words_elided: Optional[bool] = None  # (_kernels_may_be_elided)
         self.guard_rules = {r.from_: r for r in ctx.rules.findings.get("guard", ())}
         self.file_builds: Optional[bool] = None
         self.kept_apis = _kept_cuda_members(ctx)
@@ -447,9 +448,10 @@ class _Planner(cst.CSTVisitor):
 
     def _note_elided_callees(self) -> None:
         """With partial parsing, a function the guard's function calls may be defined in a line
-        left out (an autograd Function calling `_C`): the engine then parses those lines too."""
+        left out (an autograd Function calling `_C`): the engine then parses those lines too.
+        Not when no line left out can give the file a kernel name (_kernels_may_be_elided)."""
         partial = self.ctx.partial
-        if partial is None:
+        if partial is None or not self._kernels_may_be_elided(partial):
             return
         function = self.functions[-1]
         for call in _calls(function):
@@ -461,6 +463,28 @@ class _Planner(cst.CSTVisitor):
         self.ctx.partial_misses.update(name for name in self.kernels if partial.elided_word(name))
         if partial.elided_word("import"):
             self.ctx.partial_misses.add("import")
+
+    def _kernels_may_be_elided(self, partial) -> bool:
+        """Whether the file may have kernel names (_kernel_names) that its parsed lines do not
+        show. They all stem from an import of a compiled extension (a name part matching
+        _EXTENSION_PART_RE) or a name bound to a cpp_extension build (`load`, `load_inline`, or
+        a name an import binds to one: imports that bind torch's names are parsed): with none
+        among the parsed lines' kernel names and no such word left out, the whole file has no
+        kernel name either, and no call of the guard's function is a kernel's, parsed or not
+        (speechbrain 1.1.2's decoders/scorer.py: `self`, `torch`, `float` asked, the file
+        parsed three times). Nor may the file name the project's CUDA-only code of another
+        module (Options.cuda_only_code: the analysis of device tests follows those callees,
+        _Chains._bind_project_code): a file that reaches such a function names it."""
+        if self.kernels:
+            return True
+        if self._kernel_words_elided is None:
+            words = getattr(self.ctx.code, "text_words", None) or words_of(self.ctx.text)
+            self._kernel_words_elided = (
+                any(entry.split("::", 2)[1].encode() in words for entry in self.ctx.options.cuda_only_code)
+                or partial.elided_word("load") or partial.elided_word("load_inline")
+                or any(qualified in _BUILDERS for qualified in self.ctx.imports.names.values())
+                or partial.elided_word_matching(re.compile(_EXTENSION_PART_RE.encode())))  # (words: bytes)
+        return self._kernel_words_elided
 
     def _positive_in(self, node: cst.CSTNode, guard: cst.CSTNode) -> Optional[bool]:
         """Whether the guard's test is true when `node` is (`x.is_cuda`, `x.is_cuda and ok`: True;
