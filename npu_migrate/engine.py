@@ -18,7 +18,7 @@ import os
 import re
 import warnings
 from bisect import bisect_right
-from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
 from .suppressions import parse_suppressions, unused_suppressions
@@ -26,7 +26,7 @@ from .model import FileResult
 from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
-from . import prefilter, work
+from . import pieces, prefilter, work
 from .prefilter import LazyCodeWords, tree_facts
 from .words import words_of
 from .project_values import reads_device_key
@@ -54,9 +54,9 @@ def python_verdict_of(text: str) -> Verdict:
         raise CannotParse(str(exc)) from None
 
 
-def parse_module(text: str, verdict: Optional[Verdict] = None) -> Tuple[cst.Module, bool]:
+def parse_module(text: str, verdict: Optional[Verdict] = None, cuts: Sequence[Tuple[int, str]] = ()) -> Tuple[cst.Module, bool]:
     """Parse with libcst, after Python's parser made sure libcst can take it (safe_parse;
-    `verdict` when the caller has it already).
+    `verdict` when the caller has it already). `cuts`: parse it in those pieces (pieces.py).
 
     Also returns whether Python's own parser accepted the text, which the verify step needs
     (the output must parse whenever the input did) and so need not parse the input again."""
@@ -66,7 +66,7 @@ def parse_module(text: str, verdict: Optional[Verdict] = None) -> Tuple[cst.Modu
         verdict = python_verdict_of(text)
     work.count("parse")
     try:
-        return cst.parse_module(text), verdict.error is None
+        return pieces.parse(text, cuts), verdict.error is None
     except cst.ParserSyntaxError as exc:
         # Python's own message ("line 3:7: invalid syntax") is the one users know.
         raise CannotParse(verdict.error or f"line {exc.raw_line}:{exc.raw_column + 1}: {_first_line(exc.message)}") from None
@@ -146,8 +146,9 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
         # The words of the code, which the passes may still ask for, are made from it first.
         if code is not None:
             code.settle()
+        cuts = pieces.cuts(text, verdict.tree) if verdict.tree is not None else []
         verdict = Verdict(verdict.error)
-        module, input_parses = parse_module(text, verdict)
+        module, input_parses = parse_module(text, verdict, cuts)
     except CannotParse as exc:
         result.error = f"cannot parse: {exc}{_read_as_python(path)}"
         return result
@@ -436,8 +437,6 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
     """The result of migrating the partial text of `text` and the migrated partial text (what
     _verified parses), or None: parse the file whole.
     `framework`: whose findings the partial text keeps statements for too (_partial_framework)."""
-    import libcst as cst
-
     from .partial import NeedsWholeModule, partial_text, statement_filter
 
     statements = statement_filter(rules, framework)
@@ -458,7 +457,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
             return None
         try:
             work.count("partial")
-            module = cst.parse_module(partial.text)
+            module = pieces.parse(partial.text, pieces.cuts(partial.text, tree, partial.runs))
             result = _migrate_module(text, path, module, options, rules, FileResult(path=path), entry_script,
                                      partial=partial, code=code, partial_framework=framework)
             return result, partial.migrated
