@@ -95,6 +95,11 @@ class Options:
     # literal another module gives that parameter (torchtune's `get_device("cuda")`, imported from
     # torchtune.utils) moves as one given to the module's own function does (codemods/torch/literals.py).
     device_functions: Tuple[str, ...] = ()
+    # The names of the run's top-level functions whose body is a CUDA availability test and that
+    # have an NPU twin in the run (accelerate's `is_cuda_available` beside `is_npu_available`;
+    # project_values.cuda_tests): the function and the branches it opens stay as they are
+    # (codemods/guards.keep_behind_cuda_test): the project selects the NPU with its own test.
+    cuda_tests: Tuple[str, ...] = ()
     # Why the project's TensorFlow is TensorFlow 2 (targets/pins.tensorflow2_required: its
     # requirements allow no TF 1.15), "" when they do not say: then no file gets the TF 1.15
     # rules (npu_bridge is not on a TF 2 install), tf.compat.v1 code included.

@@ -386,7 +386,7 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     from dataclasses import replace
 
     from .kinds.device_dispatch import DeviceDispatchSpec
-    from .project_values import may_pass_on, scan
+    from .project_values import cuda_tests, may_pass_on, scan
 
     from .kinds.finding import cuda_only_libraries
 
@@ -395,8 +395,9 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
     own: Set[str] = set()
     families: Set[str] = set()
     device_functions: Set[str] = set()
+    device_tests: Set[str] = set()
     keys, crossing = scan(files, seen, known, found, cuda_only_libraries(rules.findings), code, jobs,  # one read each
-                          meanwhile, workload, bound, own, families, split_from, device_functions)
+                          meanwhile, workload, bound, own, families, split_from, device_functions, device_tests)
     if keys and options.framework in ("auto", "torch"):
         options = replace(options, device_config_keys=keys)
     if own and options.framework in ("auto", "torch"):
@@ -405,6 +406,9 @@ def with_project_values(options: Options, files: Sequence[str], rules: RuleSet,
         options = replace(options, npu_families=tuple(sorted(families)))
     if device_functions and options.framework in ("auto", "torch"):
         options = replace(options, device_functions=tuple(sorted(device_functions)))
+    kept_tests = cuda_tests(device_tests)
+    if kept_tests and options.framework in ("auto", "torch"):
+        options = replace(options, cuda_tests=kept_tests)
     if bound and options.framework in ("auto", "tensorflow"):
         from .project_values import exported_names
 

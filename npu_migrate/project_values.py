@@ -145,8 +145,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
          code: Optional[List[str]] = None, jobs: int = 1, meanwhile: "Optional[Callable[[], object]]" = None,
          workload: Optional[Workload] = None, bound: Optional[Dict[str, Tuple[str, ...]]] = None,
          own: Optional[Set[str]] = None, families: Optional[Set[str]] = None,
-         split_from: Optional[int] = None, device_functions: Optional[Set[str]] = None
-         ) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
+         split_from: Optional[int] = None, device_functions: Optional[Set[str]] = None,
+         device_tests: Optional[Set[str]] = None) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:
     """(device_config_keys(files), the .py files among them that may pass a MindSpore device
     option to another module), reading each file once: the run looks for MindSpore's crossing
     values (device_dispatch.crossing_moves, which imports libcst and parses) only when one of
@@ -182,7 +182,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
     `own`, when given, gets the attributes of OWN_ATTRIBUTES a class of the files defines;
     `families`, the families a class of the files is the NPU member of (npu_families);
     `device_functions`, "<module path>::<name>::<position>::<parameter>" of each top-level function
-    of the files with a parameter named for a device (_device_functions)."""
+    of the files with a parameter named for a device (_device_functions); `device_tests`, the
+    files' top-level functions named for a device (_device_tests: cuda_tests reads them)."""
     keys: Set[str] = set()
     crossing: List[str] = []
     gates_re = _gates_re(gates)
@@ -213,7 +214,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             seen[path] = source
         if digest is not None and found is not None:
             found[os.path.abspath(path)] = [digest, facts[0], list(facts[1]), [list(c) for c in facts[2]],
-                                            list(facts[3]), list(facts[4]), list(facts[5]), list(facts[6])]
+                                            list(facts[3]), list(facts[4]), list(facts[5]), list(facts[6]),
+                                            list(facts[7])]
         if facts[0]:
             crossing.append(path)
         if bound is not None and facts[3]:
@@ -224,6 +226,8 @@ def scan(files: Sequence[str], seen: Optional[Dict[str, Source]] = None, known: 
             families.update(facts[5])
         if device_functions is not None and facts[6]:
             device_functions.update(f"{module_path(path)}::{entry}" for entry in facts[6])
+        if device_tests is not None:
+            device_tests.update(facts[7])
         keys.update(facts[1])
         if code is not None and facts[2]:
             module = module_path(path)
@@ -241,7 +245,7 @@ def module_path(path: str) -> str:
 
 
 _Facts = Tuple[bool, Tuple[str, ...], Tuple[Tuple[str, str], ...], Tuple[str, ...], Tuple[str, ...], Tuple[str, ...],
-               Tuple[str, ...]]
+               Tuple[str, ...], Tuple[str, ...]]
 
 
 def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[Dict[str, Any]],
@@ -264,7 +268,8 @@ def _scan_file(path: str, want_digest: bool, want_source: bool, known: Optional[
         facts = _known_facts(known.get(os.path.abspath(path)), digest)
     if facts is None:
         facts = _facts(text, path) + (_cuda_only_code(text, gates, gates_re), _whole_bindings(text),
-                                      _own_attributes(text), npu_families(text), _device_functions(text))
+                                      _own_attributes(text), npu_families(text), _device_functions(text),
+                                      _device_tests(text))
     return path, digest, source, facts, weight(text) if weigh else 0
 
 
@@ -445,17 +450,18 @@ def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> b
 
 def _known_facts(entry: Any, digest: str) -> Optional[_Facts]:
     """The facts of a `known` entry when it is one, for exactly these bytes; else None."""
-    if not (isinstance(entry, list) and len(entry) == 8 and entry[0] == digest and isinstance(entry[1], bool)
+    if not (isinstance(entry, list) and len(entry) == 9 and entry[0] == digest and isinstance(entry[1], bool)
             and isinstance(entry[2], list) and all(isinstance(k, str) for k in entry[2])
             and isinstance(entry[3], list) and all(isinstance(c, list) and len(c) == 2
                                                    and all(isinstance(p, str) for p in c) for c in entry[3])
             and isinstance(entry[4], list) and all(isinstance(n, str) for n in entry[4])
             and isinstance(entry[5], list) and all(isinstance(n, str) for n in entry[5])
             and isinstance(entry[6], list) and all(isinstance(n, str) for n in entry[6])
-            and isinstance(entry[7], list) and all(isinstance(n, str) for n in entry[7])):
+            and isinstance(entry[7], list) and all(isinstance(n, str) for n in entry[7])
+            and isinstance(entry[8], list) and all(isinstance(n, str) for n in entry[8])):
         return None
     return (entry[1], tuple(entry[2]), tuple((c[0], c[1]) for c in entry[3]), tuple(entry[4]), tuple(entry[5]),
-            tuple(entry[6]), tuple(entry[7]))
+            tuple(entry[6]), tuple(entry[7]), tuple(entry[8]))
 
 
 # -- attributes a class of the project defines --------------------------------------------------
@@ -525,6 +531,104 @@ def _device_functions(text: bytes) -> Tuple[str, ...]:
                 found.add(f"{m.group(1).decode('ascii', 'replace')}::{position}::{name.group(0)}")
             position += 1
     return tuple(sorted(found))
+
+
+# -- availability tests of the project: a CUDA one beside the project's NPU one ------------------
+
+# A top-level `def` named for CUDA or for the NPU (`def is_cuda_available(`, `def is_torch_npu_available(`),
+# (the pattern starts with its literal "\ndef", which the regex engine finds as bytes.find would).
+_DEVICE_TEST_DEF = re.compile(rb"(?:\n|^)def[ \t]+(\w*(?:[Cc][Uu][Dd][Aa]|[Nn][Pp][Uu])\w*)[ \t]*\(")
+_CUDA_WORD = re.compile(r"(?i)cuda")
+_TOP_LINE = re.compile(rb"^[^ \t\r\n#)\]}]", re.MULTILINE)  # what ends a function: top-level code, a decorator
+
+
+def _device_tests(text: bytes) -> Tuple[str, ...]:
+    """The file's top-level functions named for a device, sorted: "npu:<name>" for one named for
+    the NPU (`is_npu_available`), "cuda:<name>" for one named for CUDA whose body is a CUDA
+    availability test and nothing more (_is_cuda_test: accelerate 1.15.0 utils/imports.py
+    `is_cuda_available()`, transformers' `is_torch_cuda_available()`), "other:<name>" for one named
+    for CUDA that is something else. The project's CUDA test with an NPU twin (`is_npu_available`)
+    keeps its body, and the branches it opens stay as they are (codemods/guards.py
+    keep_behind_cuda_test): the project selects the NPU with its own test."""
+    found: Set[str] = set()
+    for m in _DEVICE_TEST_DEF.finditer(text):
+        start = m.start() + (text[m.start():m.start() + 1] == b"\n")
+        name = m.group(1).decode("ascii", "replace")
+        if not _CUDA_WORD.search(name):
+            found.add(f"npu:{name}")
+            continue
+        end = _TOP_LINE.search(text, m.end())
+        part = text[start:end.start() if end is not None else len(text)]
+        found.add(f"{'cuda' if b'cuda.is_available()' in part and _is_cuda_test(part) else 'other'}:{name}")
+    return tuple(sorted(found))
+
+
+def _is_cuda_test(part: bytes) -> bool:
+    """Whether the function `part` holds (its text) only returns `torch.cuda.is_available()`
+    (directly, or through a local variable assigned only that) or a bool constant, and calls no
+    other torch.cuda function: `with patch_environment(...): available = torch.cuda.is_available()`
+    then `return available`; `if is_torch_available(): import torch; return
+    torch.cuda.is_available() else: return False`."""
+    work.count("ast")  # (a function's lines only; the run's project scan)
+    try:
+        tree = ast.parse(part)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    if len(tree.body) != 1 or not isinstance(tree.body[0], ast.FunctionDef):
+        return False
+
+    def is_test(node: Optional[ast.AST]) -> bool:
+        return isinstance(node, ast.Call) and not node.args and not node.keywords \
+            and _dotted(node.func) == "torch.cuda.is_available"
+
+    nodes = list(ast.walk(tree.body[0]))[1:]
+    assigned: Dict[str, List[ast.AST]] = {}
+    for n in nodes:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef, ast.Yield, ast.YieldFrom,
+                          ast.Global, ast.Nonlocal, ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+            return False
+        if isinstance(n, ast.Call) and "cuda" in (_dotted(n.func) or "").split(".") and not is_test(n):
+            return False  # torch.cuda.device_count(): more than a test
+        if isinstance(n, ast.Assign):
+            for target in n.targets:
+                if not isinstance(target, ast.Name):
+                    return False
+                assigned.setdefault(target.id, []).append(n.value)
+
+    def is_bool(node: Optional[ast.AST]) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, bool)
+
+    returns = [n.value for n in nodes if isinstance(n, ast.Return)]
+    tests = 0
+    for value in returns:
+        if isinstance(value, ast.Name) and value.id in assigned \
+                and all(is_test(v) or is_bool(v) for v in assigned[value.id]):
+            tests += any(is_test(v) for v in assigned[value.id])
+        elif is_test(value):
+            tests += 1
+        elif not is_bool(value):
+            return False
+    return tests > 0
+
+
+def _dotted(node: ast.AST) -> Optional[str]:
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def cuda_tests(entries: Iterable[str]) -> Tuple[str, ...]:
+    """The names of the project's CUDA tests (_device_tests' "cuda:<name>") that every module
+    defining the name defines so, and whose NPU twin (the name with "npu" for "cuda") the project
+    defines too: `is_cuda_available` beside `is_npu_available`. Sorted."""
+    by_kind: Dict[str, Set[str]] = {"cuda": set(), "other": set(), "npu": set()}
+    for entry in entries:
+        kind, _, name = entry.partition(":")
+        by_kind.setdefault(kind, set()).add(name)
+    return tuple(sorted(name for name in by_kind["cuda"] - by_kind["other"]
+                        if _CUDA_WORD.sub(lambda m: "NPU" if m.group(0).isupper() else "npu", name) in by_kind["npu"]))
 
 
 # -- per-device class families the project has an NPU member of ----------------------------------

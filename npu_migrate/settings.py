@@ -123,6 +123,7 @@ DERIVED_OPTIONS = frozenset({"modelarts", "modelarts_boot", "modelarts_entry_fil
 # found in the project by pipeline.py (migrate_files: local modules, device settings, ModelArts scan)
 PROJECT_OPTIONS = frozenset({"local_modules", "device_config_keys", "mindspore_device_moves", "cuda_only_code",
                              "exported_names", "whole_readers", "own_attributes", "npu_families", "device_functions",
+                             "cuda_tests",
                              "tensorflow2_project",
                              "modelarts_moxing_files",
                              "modelarts_utility_files"})

@@ -978,7 +978,7 @@ def test_scan_facts_are_kept_by_runs_that_write_nothing_and_never_read_by_runs_t
     facts = _facts_file(tmp_path / "cache")
     stored = json.loads(facts.read_bytes())
     settings_py = os.path.abspath(settings_tree / "settings.py")
-    assert stored["files"][settings_py][1:] == [False, ["settings.DEVICE"], [], [], [], [], []]
+    assert stored["files"][settings_py][1:] == [False, ["settings.DEVICE"], [], [], [], [], [], []]
     assert cli_in_process("proj", "--diff", cwd=tmp_path, env=env).stdout == cold.stdout
     # Forged (bound to the bytes, naming no setting): a report run believes its own private cache
     # folder (the control: the forgery would show), a run that writes reads no facts.

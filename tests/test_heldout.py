@@ -2692,3 +2692,168 @@ def test_parametrize_values_held_in_a_module_variable_move_with_the_test_that_re
         text = migrate_source(kept, "m.py", Options()).new_text
         line = "CASES.append((2, \"cuda\"))" if "print(CASES)" in kept or "n\", CASES" in kept else 'MORE += [("cuda", 5)]'
         assert line in text, kept
+
+
+# accelerate 1.15.0 (a project that supports the NPU already): utils/imports.py's
+# `is_cuda_available()` wraps torch.cuda.is_available(), beside its own `is_npu_available()`, and its
+# callers choose the device with chains that have an NPU arm (test_utils/testing.py:88
+# get_backend, utils/memory.py:60, dataclasses.py:2005). Migrated, the CUDA test became a second NPU
+# test that those chains took first: `return "cuda", torch.npu.device_count(), ...` on the NPU
+# (half-migrated; unmigrated the chain reached its NPU arm). The CUDA test with an NPU twin keeps
+# its body, in every module its branches stay as they are (checkpointing.py's `if
+# is_cuda_available():` is dead on the NPU), and so do the arms after an `elif is_npu_available():`
+# (utils/random.py's `else: torch.cuda.manual_seed_all(seed)`): the rest migrates as before.
+ACC_IMPORTS = '''\
+import importlib
+
+import torch
+
+from .environment import patch_environment
+
+
+def is_cuda_available():
+    """
+    Checks if `cuda` is available via an `nvml-based` check.
+    """
+    with patch_environment(PYTORCH_NVML_BASED_CUDA_CHECK="1"):
+        available = torch.cuda.is_available()
+
+    return available
+
+
+def is_bf16_available():
+    if is_cuda_available():
+        return torch.cuda.is_bf16_supported()
+    if is_npu_available():
+        return torch.npu.is_bf16_supported()
+    return True
+
+
+def is_npu_available(check_device=False):
+    if importlib.util.find_spec("torch_npu") is None:
+        return False
+    import torch_npu  # noqa: F401
+
+    return hasattr(torch, "npu") and torch.npu.is_available()
+'''
+
+ACC_TESTING = '''\
+import torch
+
+from ..utils import is_cuda_available, is_mps_available, is_npu_available
+
+
+def get_backend():
+    if is_mps_available():
+        return "mps", 1, torch.mps.current_allocated_memory
+    elif is_cuda_available():
+        return "cuda", torch.cuda.device_count(), torch.cuda.memory_allocated
+    elif is_npu_available():
+        return "npu", torch.npu.device_count(), torch.npu.memory_allocated
+    return "cpu", 1, lambda: 0
+
+
+def require_cuda(test_case):
+    return unittest.skipUnless(is_cuda_available() and not is_mps_available(), "test requires a GPU")(test_case)
+'''
+
+ACC_CHECKPOINTING = '''\
+import torch
+
+from .utils import is_cuda_available
+
+
+def save_states(states):
+    if is_cuda_available() and torch.cuda.device_count() > 0:
+        states["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()
+    return states
+'''
+
+ACC_RANDOM = '''\
+import torch
+
+from .imports import is_npu_available, is_xpu_available
+
+
+def set_seed(seed):
+    if is_xpu_available():
+        torch.xpu.manual_seed_all(seed)
+    elif is_npu_available():
+        torch.npu.manual_seed_all(seed)
+    elif is_xpu_available(check_device=True):
+        torch.xpu.manual_seed_all(seed + 1)
+    else:
+        torch.cuda.manual_seed_all(seed)
+    device = "cuda"
+    return torch.zeros(1).cuda(), device
+'''
+
+
+def _accelerate_project(root: Path) -> dict:
+    files = {"accelerate/utils/imports.py": ACC_IMPORTS, "accelerate/utils/__init__.py": "",
+             "accelerate/utils/random.py": ACC_RANDOM, "accelerate/test_utils/testing.py": ACC_TESTING,
+             "accelerate/checkpointing.py": ACC_CHECKPOINTING}
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text, encoding="utf-8")
+    return files
+
+
+def test_a_cuda_test_of_the_project_with_an_npu_twin_keeps_its_body_and_its_branches(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    _accelerate_project(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["accelerate", "--write", "--no-cache", "-j", "1"])
+    assert result.exit_code == 0, result.output
+    read = {name: (tmp_path / name).read_text(encoding="utf-8") for name in (
+        "accelerate/utils/imports.py", "accelerate/test_utils/testing.py", "accelerate/checkpointing.py",
+        "accelerate/utils/random.py")}
+    assert read["accelerate/utils/imports.py"] == ACC_IMPORTS  # the NPU arm was there already
+    # (its NPU arm calls torch.npu: it gets the import that registers it)
+    assert read["accelerate/test_utils/testing.py"] == with_torch_npu(ACC_TESTING)
+    assert read["accelerate/checkpointing.py"] == ACC_CHECKPOINTING
+    # only what runs on the NPU moves: not the arm after `elif is_npu_available():`, nor the else
+    assert read["accelerate/utils/random.py"] == with_torch_npu(ACC_RANDOM).replace(
+        'device = "cuda"', 'device = "npu"').replace("torch.zeros(1).cuda()", "torch.zeros(1).npu()")
+
+
+def test_a_cuda_test_keeps_its_branches_in_a_partial_parse_as_in_a_whole_one():
+    options = Options(cuda_tests=("is_cuda_available",))
+    for text, name in ((ACC_IMPORTS, "imports.py"), (ACC_TESTING, "testing.py"), (ACC_CHECKPOINTING, "checkpointing.py")):
+        result = assert_partial_as_whole(text, name, options)
+        # (testing.py calls torch.npu in its NPU arm: it gets the import that registers it)
+        assert result.error is None and result.new_text in (None, with_torch_npu(text) + PARTIAL_PADDING), name
+
+
+def test_a_cuda_test_without_an_npu_twin_or_with_more_in_its_body_migrates_as_before(tmp_path, monkeypatch):
+    from npu_migrate.project_values import _device_tests, cuda_tests
+
+    alone = migrate_source(ACC_TESTING, "testing.py", Options())
+    assert 'return "cuda", torch.npu.device_count(), torch.npu.memory_allocated' in alone.new_text
+    assert _device_tests(ACC_IMPORTS.encode()) == ("cuda:is_cuda_available", "npu:is_npu_available")
+    assert cuda_tests(["cuda:is_cuda_available"]) == ()  # no NPU twin
+    assert cuda_tests(["cuda:is_cuda_available", "npu:is_npu_available"]) == ("is_cuda_available",)
+    assert cuda_tests(["cuda:is_torch_CUDA_ok", "npu:is_torch_NPU_ok"]) == ("is_torch_CUDA_ok",)
+    # another module defines the name otherwise: which one a caller reads is not known
+    assert cuda_tests(["cuda:is_cuda_available", "npu:is_npu_available", "other:is_cuda_available"]) == ()
+    for body in ("return torch.cuda.is_available() and torch.cuda.device_count() > 1",
+                 "return torch.cuda.is_available() if NEW else num_cuda_devices() > 0",
+                 "n = torch.cuda.is_available()\n    n = n or use_cpu\n    return n",
+                 "return use_cuda"):
+        text = f"import torch\n\n\ndef is_cuda_available():\n    {body}\n\n\ndef is_npu_available():\n    return False\n"
+        assert _device_tests(text.encode()) == ("npu:is_npu_available", "other:is_cuda_available"), body
+    # lightning 1.9.5's form (an NVML count behind a version test) is something else
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "imports.py").write_text(ACC_IMPORTS.replace(
+        "        available = torch.cuda.is_available()", "        available = torch.cuda.device_count() > 0"),
+        encoding="utf-8")
+    from click.testing import CliRunner
+
+    from npu_migrate.cli import main
+
+    result = CliRunner().invoke(main, ["imports.py", "--diff", "--no-cache", "-j", "1"])
+    assert "+        available = torch.npu.device_count() > 0" in result.output
+    assert "+        return torch.npu.is_bf16_supported()" in result.output

@@ -748,7 +748,8 @@ class _Planner(cst.CSTVisitor):
                 chain.append(node)
                 node = node.orelse
             if (any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain)
-                    and not _names_device(branch.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(branch.test)):
+                    and not _names_device(branch.test, compiled(_NPU_WORD), _is_npu_name)
+                    and _tests_cuda_itself(branch.test, self.ctx.options.cuda_tests)):
                 return True
         return False
 
@@ -921,14 +922,14 @@ def _names_device(test: cst.CSTNode, word: "re.Pattern[str]", is_name) -> bool:
     return False
 
 
-def _tests_cuda_itself(test: cst.CSTNode) -> bool:
+def _tests_cuda_itself(test: cst.CSTNode, kept: Sequence[str] = ()) -> bool:
     """Whether `test` checks CUDA itself, so that it stays False on the NPU once kept:
-    `torch.cuda.is_available()`, `x.is_cuda`, `device == "cuda"`, `dev.startswith("cuda:")`.
-    Not a variable or a function computed elsewhere (`if pt_cuda_available:`,
-    `is_torch_cuda_available()`): that code migrates where it is (`return
-    torch.npu.is_available()`), and a branch kept on CUDA behind it would run on the NPU
-    (transformers' commands/env.py and pipelines/base.py). Such a branch migrates; a second NPU
-    branch is redundant, not wrong."""
+    `torch.cuda.is_available()`, `x.is_cuda`, `device == "cuda"`, `dev.startswith("cuda:")`, or
+    calls one of `kept` (Options.cuda_tests: the project's CUDA tests beside its NPU tests, which
+    keep their bodies: keep_cuda_tests). Not a variable or another function computed elsewhere
+    (`if pt_cuda_available:`, `use_cuda()`): that code migrates where it is (`return
+    torch.npu.is_available()`), and a branch kept on CUDA behind it would run on the NPU. Such a
+    branch migrates; a second NPU branch is redundant, not wrong."""
     stack = [test]
     while stack:
         n = stack.pop()
@@ -944,6 +945,8 @@ def _tests_cuda_itself(test: cst.CSTNode) -> bool:
             stack.append(n.value)  # `torch.cuda.is_available().real`, `x.device.type == "cuda"`
             continue
         if isinstance(n, cst.Call):
+            if kept and _calls_kept_test(n, kept):
+                return True
             stack.append(n.func)
             stack.extend(a.value for a in n.args)
             continue
@@ -978,9 +981,19 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
         if len(chain) < 2 or not any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain):
             return
         for b in chain:
-            if not _names_device(b.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(b.test):
+            if not _names_device(b.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(b.test, ctx.options.cuda_tests):
                 ctx.keep(b.test)
                 ctx.keep(b.body)
+        # After an arm whose test is the NPU's availability itself (`elif is_npu_available():`),
+        # the later arms and the `else:` never run on the NPU (accelerate's utils/modeling.py
+        # `else: expected_device_type = "cuda"`): edited, they were noise in the diff.
+        at = next((i for i, b in enumerate(chain) if _tests_npu_availability(b.test)), None)
+        if at is not None:
+            for b in chain[at + 1:]:
+                ctx.keep(b.test)
+                ctx.keep(b.body)
+            if isinstance(chain[-1].orelse, cst.Else):
+                ctx.keep(chain[-1].orelse)
         return
     if isinstance(node, cst.Dict):
         values = [e.key for e in node.elements if isinstance(e, cst.DictElement)]
@@ -991,6 +1004,65 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
     names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
     if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
         ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too
+
+
+# The NPU's own availability tests: `torch.npu.is_available()`, the project's `is_npu_available()`,
+# `is_torch_npu_available(check_device=True)` (the last part of the name called).
+_NPU_AVAILABILITY = {"torch.npu.is_available", "torch_npu.npu.is_available"}
+_NPU_AVAILABILITY_NAME = r"^is_(?:torch_)?npu_available$"
+
+
+def _tests_npu_availability(test: cst.BaseExpression) -> bool:
+    """Whether `test` is a call of the NPU's availability test and nothing more: True on the NPU."""
+    if not isinstance(test, cst.Call):
+        return False
+    name = get_full_name_for_node(test.func) or ""
+    return name in _NPU_AVAILABILITY or compiled(_NPU_AVAILABILITY_NAME).match(name.rsplit(".", 1)[-1]) is not None
+
+
+def _calls_kept_test(call: cst.Call, kept: Sequence[str]) -> bool:
+    """`is_cuda_available()`, `imports.is_cuda_available()`: a call of one of the project's CUDA
+    tests that keep their bodies (Options.cuda_tests), with no arguments."""
+    func = call.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+    return name is not None and name in kept and not call.args and (get_full_name_for_node(func) or "").split(".", 1)[0] != "torch"
+
+
+def keep_cuda_tests(ctx: Context) -> Tuple[str, ...]:
+    """The project's CUDA availability tests that have an NPU twin in it (Options.cuda_tests:
+    accelerate 1.15.0 utils/imports.py `def is_cuda_available(): ... return
+    torch.cuda.is_available()` beside `def is_npu_available()`) are code that selects the NPU
+    already: the project tests the NPU with its own function, and its chains have an NPU arm
+    (`elif is_cuda_available(): return "cuda", torch.cuda.device_count(), ... elif
+    is_npu_available(): return "npu", ...`). Migrated, the CUDA test became a second NPU test that
+    such a chain took first, with its "cuda" strings kept: `return "cuda", torch.npu.device_count()`.
+    The module's definition of one stays as it is (a top-level function), and so does every branch
+    it opens in any module (keep_behind_cuda_test: False on the NPU, as unmigrated). Returns the
+    tests the file's text names (nothing to look for when none)."""
+    tests = tuple(t for t in ctx.options.cuda_tests if t in ctx.text)
+    for node in ctx.module.body if tests else ():
+        if isinstance(node, cst.FunctionDef) and node.name.value in tests:
+            ctx.keep(node)
+    return tests
+
+
+def keep_behind_cuda_test(ctx: Context, node: cst.If, tests: Sequence[str]) -> None:
+    """An `if`/`elif` whose test is one of the project's kept CUDA tests (keep_cuda_tests), alone or
+    in an `and` (`if is_cuda_available() and not is_torch_xla_available():`): False on the NPU, so
+    its test and branch stay as they are (accelerate's checkpointing.py `if is_cuda_available():
+    states["torch_cuda_manual_seed"] = torch.cuda.get_rng_state_all()`: dead code on the NPU,
+    edited it was noise in the diff)."""
+    if _opens_on_cuda_test(node.test, tests):
+        ctx.keep(node.test)
+        ctx.keep(node.body)
+
+
+def _opens_on_cuda_test(test: cst.BaseExpression, tests: Sequence[str]) -> bool:
+    if isinstance(test, cst.Call):
+        return _calls_kept_test(test, tests)
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _opens_on_cuda_test(test.left, tests) or _opens_on_cuda_test(test.right, tests)
+    return False
 
 
 TWIN_OF_NPU_CLASS = "NPU328"
