@@ -432,6 +432,37 @@ def _partial_framework(code: LazyCodeWords, rules) -> str:
     return ""
 
 
+# A device test kept in a variable, `use_cuda = torch.cuda.is_available() and not args.cpu`: the
+# guards read every use of it (in its function, or in the module: guards._Chains._variable), and
+# a partial text that left the readers out was made again with them (fairseq 0.12.2's
+# generate.py, validate.py, ...: 6 of its 11 second attempts). Not a value chosen by the test
+# (`device = "cuda" if torch.cuda.is_available() else "cpu"`): its uses are asked for only where
+# a rule reads them, and `device` is written everywhere (pytorch-ignite 0.5.5: 7,894 -> 12,322
+# lines parsed with them, one attempt more). Only the lines holding the test are read (one
+# regex over the whole text took 1.7 ms on bench/train_500.py).
+_ASSIGNED_NAME_RE = re.compile(r"[ \t]*([A-Za-z_]\w*)[ \t]*=")
+_DEVICE_TEST_RE = re.compile(r"\bcuda\.is_available\(\)")
+_IF_RE = re.compile(r"\bif\b")
+
+
+def _device_test_variables(text: str) -> Set[str]:
+    """The names assigned a CUDA device test alone on one line (no `if`, no comment): the
+    statements that hold them are in the first partial text (partial_text's `also`)."""
+    names: Set[str] = set()
+    at = text.find("cuda.is_available()")
+    while at != -1:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        line = text[start:end]
+        assigned = _ASSIGNED_NAME_RE.match(line)
+        if assigned is not None and "#" not in line and _DEVICE_TEST_RE.search(line, assigned.end()) \
+                and not _IF_RE.search(line, assigned.end()):
+            names.add(assigned.group(1))
+        at = text.find("cuda.is_available()", end)
+    return names
+
+
 def _migrate_partially(text, path, options, rules, entry_script, tree, code,
                        framework: str = "") -> Optional[Tuple[FileResult, Optional[str]]]:
     """The result of migrating the partial text of `text` and the migrated partial text (what
@@ -447,7 +478,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
 
         if reads_whole(code):  # (the TensorFlow pass would ask for the whole module: NPU351's gelu)
             return None
-    also: Set[str] = set()
+    also: Set[str] = _device_test_variables(text)
     ranges: Set[Tuple[int, int]] = set()
     for attempt in range(3):
         partial = partial_text(text, tree, statements, also, ranges)

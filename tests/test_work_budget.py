@@ -933,3 +933,32 @@ def test_an_is_cuda_guard_asks_for_its_callees_only_where_a_kernel_may_be_left_o
     assert dict(result.work) == work
     assert result.new_text == whole.new_text
     assert [(f.code, f.span, f.message) for f in result.findings] == [(f.code, f.span, f.message) for f in whole.findings]
+
+
+# fairseq 0.12.2 fairseq_cli/validate.py, generate.py (held out): a device test kept in a
+# variable, read by statements that hold no rule word (guards._Chains._variable asks for them)
+DEVICE_TEST_VARIABLE = (
+    "import torch\nfrom fairseq import utils\n\n\ndef main(cfg, models, task, progress):\n"
+    "    use_cuda = torch.cuda.is_available() and not cfg.common.cpu\n"
+    "    device = 'cuda' if torch.cuda.is_available() else 'cpu'\n\n"
+    "    if use_cuda:\n        torch.cuda.set_device(cfg.distributed_training.device_id)\n\n"
+    "    for model in models:\n        if use_cuda:\n            model.cuda()\n\n"
+    "    for subset in cfg.dataset.valid_subset.split(','):\n"
+    "        for i, sample in enumerate(progress):\n"
+    "            sample = utils.move_to_cuda(sample) if use_cuda else sample\n"
+    "            task.valid_step(sample, models[0], device)\n")
+
+
+def test_the_readers_of_a_device_test_variable_are_in_the_first_partial_text():
+    """Their lines were asked for after a first attempt without them (fairseq: 11 -> 5 second
+    attempts); a value the test chooses (`device = ... if ... else ...`) is not followed."""
+    from npu_migrate.engine import _device_test_variables
+
+    assert _device_test_variables(DEVICE_TEST_VARIABLE) == {"use_cuda"}
+    tree = ast.parse(DEVICE_TEST_VARIABLE)
+    partial = partial_text(DEVICE_TEST_VARIABLE, tree, statement_filter(rules_for_targets(default_rules(), Options().targets)), {"use_cuda"})
+    assert partial is not None and "utils.move_to_cuda(sample) if use_cuda" in partial.text
+    result = migrate_source(DEVICE_TEST_VARIABLE, "validate.py", Options())
+    whole = migrate_source(DEVICE_TEST_VARIABLE, "validate.py", Options(), partial=False)
+    assert result.new_text == whole.new_text and "retry" not in result.work
+    assert [(f.code, f.span, f.message) for f in result.findings] == [(f.code, f.span, f.message) for f in whole.findings]
