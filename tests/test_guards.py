@@ -17,7 +17,7 @@ from npu_migrate.options import Options
 from npu_migrate.passes import PASSES
 from npu_migrate.rules import default_rules
 
-from helpers import assert_partial_as_whole
+from helpers import PARTIAL_PADDING, assert_partial_as_whole
 
 RULES = default_rules()
 
@@ -1842,3 +1842,39 @@ def test_a_device_test_in_a_returned_conditional_is_judged_by_itself_not_by_the_
     r = assert_partial_as_whole(LIGHTNING_IS_CUDA_AVAILABLE, "lightning_fabric/accelerators/cuda.py")
     assert "    return torch.npu.is_available() if _TORCH_GREATER_EQUAL_2_0 else" in r.new_text
     assert _npu315(r) == []
+
+
+# accelerate 1.15.0 state.py:937: `elif torch.cuda.is_available() and not check_cuda_fp8_capability():`
+# (the project's own CUDA check: nvidia-smi, then torch.cuda.get_device_capability(), kept by NPU307).
+# Migrated, the NPU passed the availability test and ran the CUDA check, which raised there with fp8
+# asked for; unmigrated the branch was skipped. Test and branch stay as they are.
+FP8_STATE = '''\
+import torch
+
+from .utils import check_cuda_fp8_capability, is_fp8_available
+
+
+def precision(mixed_precision):
+    if mixed_precision == "fp8":
+        if not is_fp8_available():
+            raise ValueError("fp8 needs transformer_engine")
+        elif torch.cuda.is_available() and not check_cuda_fp8_capability():
+            logger.warning(f"compute capability {torch.cuda.get_device_capability()} is too low")
+            mixed_precision = "fp16"
+    return mixed_precision, torch.zeros(1).cuda()
+'''
+
+
+def test_a_cuda_check_of_the_project_behind_a_cuda_availability_test_stays_with_it():
+    r = assert_partial_as_whole(FP8_STATE, "state.py")
+    assert r.new_text == FP8_STATE.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "torch.zeros(1).cuda()", "torch.zeros(1).npu()") + PARTIAL_PADDING
+
+
+@pytest.mark.parametrize("test", ["torch.cuda.is_available() and use_cuda_graphs()",
+                                  "torch.cuda.is_available() and not torch.cuda.is_bf16_supported()",
+                                  "torch.cuda.is_available() or not check_cuda_fp8_capability()"])
+def test_an_availability_test_beside_anything_else_migrates_as_before(test):
+    text = f"import torch\n\n\ndef f(x):\n    if {test}:\n        x = x.cuda()\n    return x\n"
+    r = migrate_source(text, "m.py")
+    assert "torch.npu.is_available()" in r.new_text and "x.npu()" in r.new_text

@@ -1065,6 +1065,44 @@ def _opens_on_cuda_test(test: cst.BaseExpression, tests: Sequence[str]) -> bool:
     return False
 
 
+# `torch.cuda.is_available() and not check_cuda_fp8_capability()`: the text test for
+# keep_cuda_capability_test (a file without it has nothing for it).
+CUDA_CHECK_AFTER_AVAILABLE = r"is_available\(\)\s+and\s+not\s+[\w.]*cuda"
+_CUDA_NAMED = r"(?i)(?:^|_)cuda(?:_|$)"
+
+
+def keep_cuda_capability_test(ctx: Context, node: cst.If, resolve) -> None:
+    """`elif torch.cuda.is_available() and not check_cuda_fp8_capability():` (accelerate 1.15.0
+    state.py:937, test_utils/testing.py:247): the project's own check of a CUDA device, named for
+    CUDA, which reads nvidia-smi or the CUDA compute capability (kept on CUDA: NPU307), behind the
+    CUDA availability test. Migrated, the NPU passed the test and ran the CUDA check (with fp8
+    asked for, the capability call raised there, where unmigrated the branch was skipped). The
+    test and its branch stay as they are: False on the NPU, the branch says what CUDA lacks."""
+    operands: List[cst.BaseExpression] = []
+    stack: List[cst.BaseExpression] = [node.test]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, cst.BooleanOperation) and isinstance(n.operator, cst.And):
+            stack.extend((n.left, n.right))
+        else:
+            operands.append(n)
+    available = any(isinstance(o, cst.Call) and resolve(o.func) == "torch.cuda.is_available" for o in operands)
+    if available and any(_negated_cuda_check(o, resolve) for o in operands):
+        ctx.keep(node.test)
+        ctx.keep(node.body)
+
+
+def _negated_cuda_check(operand: cst.BaseExpression, resolve) -> bool:
+    """`not check_cuda_fp8_capability()`: a call of a function named for CUDA, not torch's."""
+    if not (isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not)
+            and isinstance(operand.expression, cst.Call)):
+        return False
+    func = operand.expression.func
+    name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+    qual = resolve(func) or get_full_name_for_node(func) or ""
+    return compiled(_CUDA_NAMED).search(name) is not None and qual.split(".", 1)[0] != "torch"
+
+
 TWIN_OF_NPU_CLASS = "NPU328"
 _CUDA_CLASS_LINE = r"(?m)^class[ \t]+(?:Cuda|CUDA)_?[A-Z]"
 

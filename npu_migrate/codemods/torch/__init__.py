@@ -35,7 +35,8 @@ from ...prefilter import compiled
 from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
-from ..guards import (NPU_WORD_IN_TEXT, is_display_call, keep_behind_cuda_test, keep_cuda_beside_npu, keep_cuda_patched_with_npu,
+from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
+                      keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_gloo_for_device_tensors,
@@ -80,6 +81,7 @@ class TorchTransformer(cst.CSTTransformer):
         keep_cuda_interop(ctx)
         keep_cuda_twin_of_npu_class(ctx)  # guards.py: CudaAccelerator beside the project's NpuAccelerator
         self._cuda_tests = keep_cuda_tests(ctx)  # guards.py: is_cuda_available() beside the project's is_npu_available()
+        self._cuda_checks = "and not" in ctx.text and compiled(CUDA_CHECK_AFTER_AVAILABLE).search(ctx.text) is not None
         # guards.keep_cuda_beside_npu: only in files that name the NPU; the `elif`s looked at.
         # (the plain search first: NPU_WORD_IN_TEXT's lookbehind makes it try every position of
         # a file without `npu`, ~5x slower; where it finds nothing the word cannot be there)
@@ -103,6 +105,8 @@ class TorchTransformer(cst.CSTTransformer):
             keep_cuda_beside_npu(self.ctx, node, self._elifs)  # guards.py: a chain with an NPU branch
         if self._cuda_tests:
             keep_behind_cuda_test(self.ctx, node, self._cuda_tests)  # `if is_cuda_available():`
+        if self._cuda_checks:  # guards.py: `elif torch.cuda.is_available() and not check_cuda_fp8_capability():`
+            keep_cuda_capability_test(self.ctx, node, self._resolve)
         self.literals.visit_If(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
