@@ -2857,3 +2857,42 @@ def test_a_cuda_test_without_an_npu_twin_or_with_more_in_its_body_migrates_as_be
     result = CliRunner().invoke(main, ["imports.py", "--diff", "--no-cache", "-j", "1"])
     assert "+        available = torch.npu.device_count() > 0" in result.output
     assert "+        return torch.npu.is_bf16_supported()" in result.output
+
+
+# torchdistill 1.1.5 misc/log.py:281 and LAVIS 1.0.2 common/logger.py:43 (torchvision's reference
+# SmoothedValue): a float64 tensor made on the device and all-reduced. NCCL reduces float64; HCCL's
+# AllReduce does not on Atlas training, A2 and A3 products (CANN 8.5 HCCL API reference): NPU306 at
+# the reduction; the dtype stays the user's choice.
+SMOOTHED_VALUE = '''\
+import torch
+import torch.distributed as dist
+
+
+class SmoothedValue(object):
+    def synchronize_between_processes(self):
+        if not is_dist_avail_and_initialized():
+            return
+
+        t = torch.tensor([self.count, self.total], dtype=torch.float64, device='cuda')
+        dist.barrier()
+        dist.all_reduce(t)
+        t = t.tolist()
+        self.count = int(t[0])
+        self.total = t[1]
+
+    def reduce_again(self):
+        t = torch.tensor([self.count], dtype=torch.float64, device='cuda')
+        t = t.float()
+        dist.all_reduce(t)
+        return t
+'''
+
+
+def test_a_float64_tensor_all_reduced_on_the_device_is_reported_at_the_reduction():
+    r = assert_partial_as_whole(SMOOTHED_VALUE, "torchdistill/misc/log.py")
+    assert r.new_text == SMOOTHED_VALUE.replace("import torch.distributed as dist\n", "import torch.distributed as dist\n"
+                                                "import torch_npu  # noqa: F401\n").replace(
+        "device='cuda'", "device='npu'") + PARTIAL_PADDING
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
+        ("NPU306", "warning", 12, 9, "torch.distributed.all_reduce")]
+    assert "HCCL's AllReduce and ReduceScatter take no float64" in r.findings[0].message

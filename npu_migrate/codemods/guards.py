@@ -3178,3 +3178,88 @@ def report_gloo_for_device_tensors(ctx: Context) -> None:
 
 def _is_gloo(node: cst.CSTNode) -> bool:
     return isinstance(node, cst.SimpleString) and (string_value(node) or "").lower() == "gloo"
+
+
+# HCCL's reductions whose data types exclude float64 on Atlas training, A2 and A3 products (CANN 8.5
+# HCCL API reference: HcclAllReduce, hcclcpp_07_0020; HcclReduceScatter, hcclcpp_07_0024: int8, int16,
+# int32, int64, float16, float32, bfp16 on A2/A3; int8, int32, int64, float16, float32 on Atlas
+# training; float64 only on the Atlas 350 card, within a node): the torch.distributed calls that run them.
+_HCCL_REDUCTIONS = {"torch.distributed.all_reduce", "torch.distributed.reduce_scatter",
+                    "torch.distributed.reduce_scatter_tensor"}
+_FLOAT64 = {"torch.float64", "torch.double"}
+_MOVES = {"cuda", "npu", "to"}  # `torch.tensor(..., dtype=torch.float64).cuda()`
+
+
+@emits("NPU306")
+def report_float64_reductions(ctx: Context) -> None:
+    """A float64 tensor made on the device and reduced across ranks (the torchvision reference
+    scripts' SmoothedValue, copied into torchdistill misc/log.py:281 and LAVIS common/logger.py:43:
+    `t = torch.tensor([self.count, self.total], dtype=torch.float64, device="cuda")` then
+    `dist.all_reduce(t)`): NCCL reduces float64, HCCL's AllReduce and ReduceScatter do not on
+    Atlas training, A2 and A3 products (_HCCL_REDUCTIONS). Reported at the reduction (NPU306,
+    warning), in a file the migration moves to the NPU; the dtype is the user's choice (float32
+    loses integer counts past 2**24), so nothing is rewritten. Read in source order within each
+    function: the variable's latest assignment before the call decides."""
+    if "float64" not in ctx.text and "double" not in ctx.text or "reduce" not in ctx.text:
+        return
+    if not any(compiled(_NPU_WORD_RE).search(after) for after in ctx.edited_to()):
+        return
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "float64-reduction"), None)
+    if rule is None:
+        return
+    resolve = ctx.imports.resolve
+    float64: Set[str] = set()  # the variables holding a float64 device tensor
+    made_any = reduced = False
+    for node in _in_order(ctx.module):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            float64 = set()  # (a function's variables are its own; a nested one resets what is known: conservative)
+        elif isinstance(node, cst.Assign):
+            made = _float64_on_device(node.value, resolve)
+            made_any = made_any or made
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    if made:
+                        float64.add(target.target.value)
+                    else:
+                        float64.discard(target.target.value)
+        elif isinstance(node, cst.Call) and (resolve(node.func) or "") in _HCCL_REDUCTIONS:
+            reduced = True
+            arg = next((a.value for a in node.args if a.keyword is None and not a.star), None) \
+                or next((a.value for a in node.args if a.keyword is not None and a.keyword.value in ("tensor", "input")), None)
+            held = arg.value in float64 if isinstance(arg, cst.Name) else (
+                arg is not None and _float64_on_device(arg, resolve))
+            if not held or ctx.suppressed(node, rule.code):
+                continue
+            if isinstance(arg, cst.Name) and ctx.partial is not None and ctx.partial.elided_word(arg.value):
+                ctx.partial_misses.add(arg.value)  # assigned again in lines left out, maybe: parse them too
+                continue
+            api = resolve(node.func) or ctx.code_for(node.func)
+            detail = "a float64 tensor made on the device"
+            ctx.finding(rule, node, api=api, message=rule.render_message(api=api, detail=detail),
+                        suggestion=rule.render_suggestion(api=api, detail=detail))
+    partial = ctx.partial
+    if made_any and not reduced and partial is not None:  # the reduction may be in lines left out
+        ctx.partial_misses.update(w for w in ("all_reduce", "reduce_scatter", "reduce_scatter_tensor")
+                                  if partial.elided_word(w))
+
+
+def _float64_on_device(value: cst.BaseExpression, resolve) -> bool:
+    """`torch.tensor([...], dtype=torch.float64, device=...)`, `torch.zeros(2, dtype=torch.double).cuda()`."""
+    moved = False
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MOVES \
+            and isinstance(value.func.value, cst.Call):
+        moved, value = True, value.func.value
+    if not isinstance(value, cst.Call) or not (resolve(value.func) or "").startswith("torch."):
+        return False
+    keywords = {a.keyword.value: a.value for a in value.args if a.keyword is not None}
+    dtype = keywords.get("dtype")
+    return dtype is not None and (resolve(dtype) or "") in _FLOAT64 and (moved or "device" in keywords)
+
+
+def _in_order(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """The nodes under `root` in source order (a statement before the next one's)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(code_children(node)))

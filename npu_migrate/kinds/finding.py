@@ -103,6 +103,8 @@ GUARD_TRIGGERS = {
     "data-parallel-count": "DataParallel",
     # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
     "gloo-device-collectives": "gloo",
+    # `dist.all_reduce(t)` of `t = torch.tensor(..., dtype=torch.float64, device=...)`: HCCL has no float64 reduction
+    "float64-reduction": "float64",
 }
 # Kind `target`: a rewrite left undone because the target torch_npu release lacks the name it
 # would write (targets/torch_npu.py); raised by the torch pass, `api` names the namespace it watches.

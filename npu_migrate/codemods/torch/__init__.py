@@ -39,7 +39,7 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILA
                       keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests,
                       keep_cuda_twin_of_npu_class,
-                      keep_cuda_interop, keep_gpu_flag, report_gloo_for_device_tensors,
+                      keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code)
 from .literals import LiteralRewrites
@@ -243,4 +243,5 @@ def migrate_torch(module: cst.Module, ctx: Context) -> cst.Module:
         # A device setting another module sets to "npu" is read here (project_values.py).
         ctx.require_import("torch_npu")
     report_gloo_for_device_tensors(ctx)  # (after the rewrites: whether the file moves to the NPU)
+    report_float64_reductions(ctx)  # (likewise)
     return add_torch_npu_import(new_module, ctx, ctx.rules.add_import.get("torch"))
