@@ -152,7 +152,7 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
         return module
     if ctx.tensorflow2 is not None:
         return _tensorflow2(module, ctx)
-    if re.search(r"(?i)gpu|use_tpu", ctx.text):
+    if _names_gpu_or_use_tpu(ctx.text):
         findings = {r.code: r for r in ctx.rules.framework_rules.get("tensorflow", ())
                     if match_kind_of(r) == "codemod"}
         walk(ctx.module, GpuPatterns(ctx, None, findings))
@@ -166,6 +166,19 @@ def migrate_tensorflow(module: cst.Module, ctx: Context) -> cst.Module:
     if npu_ops_used and add_import is not None and ctx.options.add_import and "npu_bridge.npu_init" not in new.code:
         new = add_rule_import(new, ctx, add_import)
     return new
+
+
+_GPU_OR_USE_TPU = r"(?i)gpu|use_tpu"
+
+
+def _names_gpu_or_use_tpu(text: str) -> bool:
+    """Whether `re.search(_GPU_OR_USE_TPU, text)` finds a match, told from the text's ASCII bytes
+    lowered (the regex tried every position: 9x slower on tensor2tensor's files). Only ASCII
+    letters match `g`, `p`, `u`, `e`, `t` in any case; `s` also matches the long s (U+017F): where
+    that is in the text, the regex decides."""
+    lowered = text.encode("utf-8", "surrogatepass").lower()  # (only ASCII letters change)
+    return (b"gpu" in lowered or b"use_tpu" in lowered
+            or ("\u017f" in text and re.search(_GPU_OR_USE_TPU, text) is not None))
 
 
 @emits(TF2_FINDING)
