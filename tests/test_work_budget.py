@@ -255,9 +255,15 @@ def test_tensorflow2_file_is_not_walked(monkeypatch):
     ("import torch\nimport torch_npu\ny = torch.ones(2).double()\n", True),
     ("import torch\ny = torch.ones(2).cuda().double()\n", True),
     ("import torch\ny = torch.ones(2).double().to('cuda')\n", True),
+    # NPU306's float64 reduction likewise (guards.report_float64_reductions): "float64" alone
+    # admitted 47 of diffusers' files that move nothing
+    ("import torch\nimport torch.distributed as dist\nt = torch.tensor([1.0], dtype=torch.float64)\n"
+     "dist.all_reduce(t)\n", False),
+    ("import torch\nimport torch.distributed as dist\nt = torch.tensor([1.0], dtype=torch.float64, device='cuda')\n"
+     "dist.all_reduce(t)\n", True),
 ])
 def test_a_double_where_nothing_uses_the_device_is_not_parsed(text, parsed):
-    """NPU306 (`.double()`, context "device") is reported only where the file uses the device
+    """NPU306 (`.double()`, context "device"; a float64 reduction) is reported only where the file uses the device
     (codemods/findings.py uses_device: the torch pass moved something, or torch_npu is imported):
     its requirement counts only beside another one met or the word torch_npu (words.Requirement
     .with_device). A float64 helper among a project's modules (gpytorch's settings.py, ignite's
