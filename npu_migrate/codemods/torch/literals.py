@@ -1388,16 +1388,9 @@ class LiteralRewrites(TorchKind):
         if found is None:
             return updated
         index, positions, count = found
-        o_values, u_values = original.args[index].value, updated.args[index].value
-        if not isinstance(o_values, (cst.List, cst.Tuple)) or not isinstance(u_values, (cst.List, cst.Tuple)):
-            return updated
-        elements = []
-        for o_el, u_el in zip(o_values.elements, u_values.elements):
-            if isinstance(o_el, cst.Element) and isinstance(u_el, cst.Element):
-                u_el = u_el.with_changes(value=self._parameter_values(o_el.value, u_el.value, positions, count))
-            elements.append(u_el)
         args = list(updated.args)
-        args[index] = args[index].with_changes(value=u_values.with_changes(elements=elements))
+        args[index] = args[index].with_changes(value=self._parametrize_values(
+            original.args[index].value, updated.args[index].value, positions, count, single=False))
         return updated.with_changes(args=args)
 
     def _parametrize_variable(self, target: cst.BaseExpression, value: cst.BaseExpression):
