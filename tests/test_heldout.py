@@ -2896,3 +2896,45 @@ def test_a_float64_tensor_all_reduced_on_the_device_is_reported_at_the_reduction
     assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
         ("NPU306", "warning", 12, 9, "torch.distributed.all_reduce")]
     assert "HCCL's AllReduce and ReduceScatter take no float64" in r.findings[0].message
+
+
+# pytorch-forecasting 1.8.0 tests/test_models/test_temporal_fusion_transformer.py:290: Lightning's
+# accelerator picked by a CUDA test. Moved to torch.npu, the test hands Lightning "gpu" on the
+# Ascend machine (no CUDA device: it stops), and a "cuda" so picked became "npu", an accelerator
+# name Lightning does not have; as written Lightning gets "cpu" and trains. Lightning's device
+# arguments (accelerator, gpus, devices) stay as written; NPU313 reports the request.
+LIGHTNING_TRAINERS = '''\
+import lightning.pytorch as pl
+import torch
+from lightning import Fabric
+from pytorch_lightning import Trainer
+
+
+def fit(net, loader, strategy):
+    trainer = pl.Trainer(
+        max_epochs=3,
+        strategy=strategy,
+        accelerator="gpu" if torch.cuda.is_available() else "cpu",
+    )
+    trainer.fit(net, loader)
+    old = Trainer(gpus=torch.cuda.device_count(), max_epochs=1)
+    fabric = Fabric(accelerator="cuda" if torch.cuda.is_available() else "cpu",
+                    devices=torch.cuda.device_count() if torch.cuda.is_available() else 1)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return trainer, old, fabric, net.to(device)
+'''
+
+
+def test_lightnings_device_arguments_picked_by_a_cuda_test_stay_as_written():
+    r = assert_partial_as_whole(LIGHTNING_TRAINERS, "tests/test_models/test_tft.py")
+    kept = LIGHTNING_TRAINERS.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+    # only the torch device moves: the Trainer and Fabric arguments are Lightning's
+    assert r.new_text == kept.replace(
+        'torch.device("cuda" if torch.cuda.is_available() else "cpu")',
+        'torch.device("npu" if torch.npu.is_available() else "cpu")') + PARTIAL_PADDING
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU313", 8), ("NPU313", 14), ("NPU313", 15)]
+    # a file whose only CUDA words are Lightning's arguments is left as it is
+    alone = "import pytorch_lightning as pl\nimport torch\n\nt = pl.Trainer(gpus=1 if torch.cuda.is_available() else 0)\n"
+    result = migrate_source(alone, "train.py", Options())
+    assert (result.new_text, result.edits) == (None, [])
+    assert [f.code for f in result.findings] == ["NPU313"]

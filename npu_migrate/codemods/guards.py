@@ -1209,6 +1209,35 @@ def keep_foreign_device_tests(ctx: Context, call: cst.Call, resolve) -> None:
             ctx.keep(arg.value)
 
 
+# Lightning's own device arguments: a Trainer or Fabric takes accelerator names ("gpu", "cuda",
+# "cpu", "auto"), GPU counts and device indices there, never a torch device, and has no NPU
+# accelerator (NPU313 reports the CUDA request).
+LIGHTNING_DEVICE_KEYWORDS = ("accelerator", "gpus", "devices")
+
+
+def lightning_device_calls(ctx: Context) -> AbstractSet[str]:
+    """The calls NPU313 reports a CUDA request in (Lightning's Trainer and Fabric): qualified
+    names, from the rules. Empty in a file that does not name Lightning."""
+    if "lightning" not in ctx.text:
+        return frozenset()
+    return frozenset(n for r in ctx.rules.findings.get("call", ()) if r.code == "NPU313" for n in names_of(r))
+
+
+def keep_lightning_device_arguments(ctx: Context, call: cst.Call, qual: Optional[str],
+                                    calls: AbstractSet[str]) -> None:
+    """`pl.Trainer(accelerator="gpu" if torch.cuda.is_available() else "cpu")` (pytorch-forecasting
+    1.8.0's TFT test), `gpus=torch.cuda.device_count()`: Lightning's device arguments stay as
+    written. Moved, the test hands Lightning "gpu" (or a GPU count) on the Ascend machine, where
+    Lightning finds no CUDA device and stops, and `"cuda" if ... else "cpu"` would become "npu", an
+    accelerator Lightning does not have; as written it gets "cpu" and trains there (NPU313 says how
+    to run it on the NPU)."""
+    if qual not in calls:
+        return
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in LIGHTNING_DEVICE_KEYWORDS:
+            ctx.keep(arg.value)
+
+
 # ----------------------------------------------------------------------------- device gates
 
 

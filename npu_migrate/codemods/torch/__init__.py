@@ -37,7 +37,8 @@ from ...startup import package_modules
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
                       keep_cuda_capability_test, keep_cuda_patched_with_npu,
-                      keep_cuda_tests, keep_foreign_device_tests,
+                      keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments,
+                      lightning_device_calls,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_is_available_over_cuda_versions,
@@ -88,6 +89,7 @@ class TorchTransformer(cst.CSTTransformer):
         self._names_npu = (compiled("(?i)npu").search(ctx.text) is not None
                            and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
+        self._lightning = lightning_device_calls(ctx)  # guards.py: Trainer(accelerator=...) stays
 
     def _kind(self, kind: Type[K]) -> K:
         found = self.kinds[kind]
@@ -141,9 +143,12 @@ class TorchTransformer(cst.CSTTransformer):
             classes = node.args[1].value  # a class, or a tuple of them
             named = [e.value for e in classes.elements] if isinstance(classes, cst.Tuple) else [classes]
             self.state.type_tests.update(id(n) for n in named)
-        if dc.is_foreign_callee(self._resolve(node.func)):
+        qual = self._resolve(node.func)
+        if dc.is_foreign_callee(qual):
             self.state.foreign += 1
             keep_foreign_device_tests(self.ctx, node, self._resolve)
+        if self._lightning:
+            keep_lightning_device_arguments(self.ctx, node, qual, self._lightning)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.state.shown += 1
