@@ -184,7 +184,7 @@ def migrate_files(settings: Settings, options: Options, rules: RuleSet, files: S
             warn(f"npu-migrate: warning: {cache.problem}; running without the cache")
     outcomes = run_files(files, options, rules, jobs=jobs, on_done=on_done,
                          keep_text=settings.keeps_original_text, cache=cache, seen=seen, prepared=prepared,
-                         in_process_up_to=IN_PROCESS_UP_TO, in_two=jobs < requested)
+                         in_process_up_to=IN_PROCESS_UP_TO, in_two=shares(requested, jobs, workload))
     if not kept:
         return outcomes
     for result in kept.values():
@@ -218,6 +218,26 @@ IN_PROCESS_UP_TO = 600_000
 # 82). Past this bound the pool's heap trims and retiring workers (runner.heap_trimmer) keep a
 # long run's memory down (transformers). With more than two jobs the pool spreads the work wider.
 SHARED_UP_TO = 3_000_000
+
+
+# The estimated work up to which a run that starts no worker pool (workers_for) does not share its
+# files with a forked copy either (runner._shared): every file is migrated in this process, as
+# with -j 1. Below it the copy's start (the fork, its copy-on-write faults, the answers' pickles)
+# costs more CPU than the half of the parses it takes, and no wall time is won: CPU-s of each
+# process after the fork (mmocr 1.0.1, estimate 86k: the main process 0.09-0.11, the copy
+# 0.09-0.11, against ~0.12 for both halves in one process). bench/ab.py-style interleaved rounds,
+# --check -j 2 --no-cache, CPU-s medians, sharing / not (load 8-9, 6-8 rounds): mmocr 0.457 /
+# 0.401, torchdistill 1.1.5 (107k) 0.427 / 0.400, gpytorch 1.15.2 (99k) 0.464 / 0.416, tianshou
+# 2.0.1 (143k) 0.393 / 0.323; past it the copy wins wall time: rl_games 1.6.5 (222k) wall medians
+# 1.58 / 1.68 s, flair 0.15.1 (316k) 1.69 / 1.80 s.
+SHARE_FROM = 150_000
+
+
+def shares(requested: int, jobs: int, workload: "Optional[Workload]") -> bool:
+    """Whether a run of -j `requested` that starts `jobs` workers (workers_for) shares its files
+    with one forked copy of itself (runner._shared): when it starts none (jobs 1) though -j is
+    above 1, and the scan estimates more than SHARE_FROM of work."""
+    return jobs < requested and workload is not None and workload.micros > SHARE_FROM
 
 
 def in_process_up_to(jobs: int) -> int:

@@ -493,15 +493,16 @@ def test_a_run_with_little_work_starts_no_worker_whatever_j_says(tmp_path, monke
 
 
 def test_a_run_with_little_work_shares_its_files_with_one_forked_process_once_libcst_is_imported(tmp_path, monkeypatch):
-    """runner._shared: -j 2 on a project too small for workers (pipeline.workers_for) migrates
-    here until a file has imported libcst, then shares the rest with one forked process
-    (project_values._in_two): -j 1's output exactly, cold and warm; -j 1 never forks."""
+    """runner._shared: -j 2 on a project too small for workers (pipeline.workers_for), yet with
+    more work than pipeline.SHARE_FROM, migrates here until a file has imported libcst, then
+    shares the rest with one forked process (project_values._in_two): -j 1's output exactly, cold
+    and warm; -j 1 never forks, nor -j 2 with less work."""
     import os
     import sys
 
     from helpers import cli_in_process
 
-    from npu_migrate import project_values as pv, runner
+    from npu_migrate import pipeline, project_values as pv, runner
 
     names = []
     for i in range(3):
@@ -528,6 +529,11 @@ def test_a_run_with_little_work_shares_its_files_with_one_forked_process_once_li
     monkeypatch.setattr(os, "fork", fork)
     one = cli_in_process(".", "--check", "-j", "1", "--no-cache", cwd=tmp_path)
     assert one.returncode == 1 and shared == [] and forks == []
+    # an estimate of pipeline.SHARE_FROM or less (these few lines): no copy either, as -j 1
+    two = cli_in_process(".", "--check", "-j", "2", "--no-cache", cwd=tmp_path)
+    assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
+    assert shared == [] and forks == []
+    monkeypatch.setattr(pipeline, "SHARE_FROM", 0)
     assert "libcst" in sys.modules  # (imported in this process: the first file is done here, the rest shared)
     for cache in ("--no-cache", None, None):  # (without a cache, cold, warm)
         two = cli_in_process(".", "--check", "-j", "2", *([cache] if cache else []), cwd=tmp_path)
@@ -639,4 +645,5 @@ def test_a_smaller_cold_run_imports_libcst_while_the_scans_child_reads_the_files
         two = cli_in_process(".", "--check", "-j", "2", *([cache] if cache else []), cwd=tmp_path)
         assert (two.returncode, two.stdout, two.stderr) == (one.returncode, one.stdout, one.stderr)
     assert warmed == [1, 1]  # (not the warm run: its files come from the cache)
-    assert splits[0] == (WARM_FROM, WARM_FROM, True) and splits[2] == (WARM_FROM, WARM_FROM, True)
+    scans = [s for s in splits if s[1] != 2]  # (not runner._shared's: none under pipeline.SHARE_FROM)
+    assert scans[0] == (WARM_FROM, WARM_FROM, True) and scans[1] == (WARM_FROM, WARM_FROM, True)
