@@ -2938,3 +2938,51 @@ def test_lightnings_device_arguments_picked_by_a_cuda_test_stay_as_written():
     result = migrate_source(alone, "train.py", Options())
     assert (result.new_text, result.edits) == (None, [])
     assert [f.code for f in result.findings] == ["NPU313"]
+
+
+# monai 1.6.1 apps/nnunet/nnunetv2_runner.py:597-619: the child's environment is an annotated copy
+# of os.environ, read with .get and set by subscript. The annotation hid the copy (only `env =
+# os.environ.copy()` was one), so both stayed CUDA_VISIBLE_DEVICES while the same file's
+# os.environ["CUDA_VISIBLE_DEVICES"] moved. Now an annotated copy is a copy, and its .get/.pop
+# lookups move with its subscripts (a value and its reader together).
+CHILD_ENVIRONMENT = '''\
+import os
+import subprocess
+
+import torch
+
+
+def train_command(gpu_id):
+    env: dict[str, str] = os.environ.copy()
+    env_cuda = env.get("CUDA_VISIBLE_DEVICES")
+    if env_cuda is not None and gpu_id == "0":
+        print("keeping", env_cuda)
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = gpu_id
+    return ["nnUNetv2_train"], env
+
+
+def clean(extra: dict = {}):
+    spare: dict = dict(os.environ)
+    spare.pop("CUDA_VISIBLE_DEVICES", None)
+    extra["CUDA_VISIBLE_DEVICES"] = "0"
+    return spare, extra.get("CUDA_VISIBLE_DEVICES")
+
+
+def predict(gpu_id):
+    if "CUDA_VISIBLE_DEVICES" in os.environ and gpu_id == 0:
+        return torch.cuda.device_count()
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu_id)
+'''
+
+
+def test_an_annotated_copy_of_the_environment_and_its_lookups_move_with_its_subscripts():
+    r = assert_partial_as_whole(CHILD_ENVIRONMENT, "monai/apps/nnunet/nnunetv2_runner.py")
+    moved = CHILD_ENVIRONMENT.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n")
+    for before in ('env.get("CUDA_VISIBLE_DEVICES")', 'env["CUDA_VISIBLE_DEVICES"]', 'spare.pop("CUDA_VISIBLE_DEVICES"',
+                   '"CUDA_VISIBLE_DEVICES" in os.environ', 'os.environ["CUDA_VISIBLE_DEVICES"]'):
+        moved = moved.replace(before, before.replace("CUDA_VISIBLE_DEVICES", "ASCEND_RT_VISIBLE_DEVICES"))
+    moved = moved.replace("torch.cuda.device_count", "torch.npu.device_count")
+    # `extra` is a dict of the caller's, not the environment: its key stays
+    assert r.new_text == moved + PARTIAL_PADDING
+    assert 'extra["CUDA_VISIBLE_DEVICES"] = "0"' in r.new_text and 'extra.get("CUDA_VISIBLE_DEVICES")' in r.new_text

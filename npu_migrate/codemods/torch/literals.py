@@ -308,6 +308,17 @@ class DeviceVariables(cst.CSTVisitor):
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
         if node.value is not None and isinstance(node.target, cst.Name) and self.t.is_variable_only_literal(node.value):
             self.variable_literal_names.add(node.target.value)
+        if node.value is not None and isinstance(node.target, cst.Name) and self._environ_copy(node.value):
+            # `env: dict[str, str] = os.environ.copy()` (monai 1.6.1's nnunetv2_runner): an
+            # annotation changes nothing of what the name holds
+            self.environ_names.add(node.target.value)
+
+    def _environ_copy(self, value: cst.BaseExpression) -> bool:
+        """`os.environ.copy()`, `dict(os.environ)`: a copy of the environment (a child's)."""
+        return isinstance(value, cst.Call) and (
+            self.t.resolve(value.func) == "os.environ.copy"
+            or (isinstance(value.func, cst.Name) and value.func.value == "dict" and len(value.args) == 1
+                and self.t.is_environ(value.args[0].value)))
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
@@ -315,10 +326,7 @@ class DeviceVariables(cst.CSTVisitor):
         variable_only = any(self.t.is_variable_only_literal(arm) for arm in arms)
         if variable_only:
             self.variable_literal_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
-        if isinstance(value, cst.Call) and (
-                self.t.resolve(value.func) == "os.environ.copy"
-                or (isinstance(value.func, cst.Name) and value.func.value == "dict" and len(value.args) == 1
-                    and self.t.is_environ(value.args[0].value))):
+        if self._environ_copy(value):
             self.environ_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
         if isinstance(value, cst.Attribute) and value.attr.value == "type" and (
                 (isinstance(value.value, cst.Attribute) and value.value.attr.value == "device")
@@ -744,6 +752,16 @@ class LiteralRewrites(TorchKind):
         key = node.slice[0].slice.value
         return self.envs.rewrite(key) is not None and node.value.value in self._usage(node.value.value).environ_names
 
+    def _is_environ_copy_lookup(self, call: cst.Call) -> bool:
+        """`env.get("CUDA_VISIBLE_DEVICES")` (also pop, setdefault) where `env` is assigned a copy
+        of os.environ (_is_environ_copy's names): looked up only for an env-var name to rewrite."""
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("get", "pop", "setdefault")
+                and isinstance(func.value, cst.Name) and call.args and call.args[0].keyword is None):
+            return False
+        return (self.envs.rewrite(call.args[0].value) is not None
+                and func.value.value in self._usage(func.value.value).environ_names)
+
     def special_args(self, call: cst.Call) -> List[Tuple[cst.Arg, str]]:
         """The arguments of `call` that are devices or backends: [(arg, "device"|"backend")]."""
         out: List[Tuple[cst.Arg, str]] = []
@@ -944,8 +962,9 @@ class LiteralRewrites(TorchKind):
                     u_arg = u_arg.with_changes(value=self.backend_literal(o_arg.value, u_arg.value))
                 new_args.append(u_arg)
             updated = updated.with_changes(args=new_args)
-        # Environment variables: os.getenv("CUDA_VISIBLE_DEVICES"), os.environ.get(...).
-        if qual in ENV_FUNCS and updated.args:
+        # Environment variables: os.getenv("CUDA_VISIBLE_DEVICES"), os.environ.get(...), and
+        # env.get(...) of `env = os.environ.copy()` (what the child's env[...] = sets moves too)
+        if (qual in ENV_FUNCS or self._is_environ_copy_lookup(original)) and updated.args:
             first = updated.args[0]
             updated = updated.with_changes(
                 args=[first.with_changes(value=self.env_literal(original.args[0].value, first.value))]
