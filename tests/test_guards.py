@@ -981,6 +981,106 @@ def test_a_function_imported_by_name_from_another_module_is_cuda_only_code(tmp_p
     assert "(`rnnt_loss_gpu` of rnnt.py, which uses numba.cuda)" in r.findings[0].message
 
 
+# parlai 1.7.2 parlai/ops/ngram_repeat_block.py and core/torch_generator_agent.py, trimmed.
+NGRAM_BLOCK = """\
+import torch
+from torch import nn
+
+import os
+from torch.utils.cpp_extension import load
+
+
+class NGramRepeatBlock(nn.Module):
+    def __init__(self):
+        super(NGramRepeatBlock, self).__init__()
+        try:
+            self.ngram_repeat_block_cuda = load(
+                name='ngram_repeat_block_cuda',
+                sources=[
+                    '../clib/cuda/ngram_repeat_block_cuda.cpp',
+                    '../clib/cuda/ngram_repeat_block_cuda_kernel.cu',
+                ],
+            )
+        except Exception as e:
+            self.ngram_repeat_block_cuda = None
+
+    def forward(self, hypothesis, context, lprobs, bsz, step, beam_size, no_repeat_ngram_size):
+        return self.ngram_repeat_block_cuda.forward(hypothesis, context, lprobs, bsz, step, beam_size,
+                                                    no_repeat_ngram_size)
+"""
+TREE_SEARCH = """\
+import torch
+{import_block}
+
+
+class TreeSearch(object):
+    def __init__(self, beam_size, gpu_beam_blocking=False):
+        self.beam_size = beam_size
+        self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()
+        self.partial_hyps = torch.tensor([[self.bos] for i in range(beam_size)])
+        if self.gpu_beam_blocking:
+            self.partial_hyps = self.partial_hyps.cuda()
+            self.no_repeat_ngram_op = NGramRepeatBlock()
+
+    def select_paths(self, logprobs, prior_scores, current_length):
+        if self.gpu_beam_blocking:
+            logprobs = self.no_repeat_ngram_op(self.partial_hyps, self.context, logprobs, 1, current_length,
+                                               self.beam_size, 3)
+        return logprobs
+
+
+def cleanup(x):
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return x
+"""
+
+
+@pytest.mark.parametrize("import_block", [
+    "from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
+    "from ..ops.ngram_repeat_block import NGramRepeatBlock",
+    # (parlai's own: the import behind the same availability test, which moves: unused there)
+    "\nif torch.cuda.is_available():\n    from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
+])
+def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_extension_stays(tmp_path, import_block):
+    """parlai 1.7.2's TreeSearch: `self.gpu_beam_blocking = gpu_beam_blocking and
+    torch.cuda.is_available()`, then `if self.gpu_beam_blocking:` builds NGramRepeatBlock, whose
+    __init__ loads a .cu extension with cpp_extension.load (caught: None) and whose forward calls
+    it. Moved, the NPU built it and crashed at forward; kept, it is False on the NPU and the
+    CPU blocking runs (NPU315). The project scan finds the class (a definition that builds CUDA
+    sources), the test follows the attribute to the reader in __init__; the `.cuda()` in the
+    kept branch and the other test move (dead / plain). Parsed partially as whole."""
+    ops = tmp_path / "parlai" / "ops"
+    core = tmp_path / "parlai" / "core"
+    for folder in (ops, core):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "parlai" / "__init__.py").write_text("", encoding="utf-8")
+    (ops / "ngram_repeat_block.py").write_text(NGRAM_BLOCK, encoding="utf-8")
+    text = TREE_SEARCH.format(import_block=import_block)
+    (core / "torch_generator_agent.py").write_text(text, encoding="utf-8")
+    options = _project_options(tmp_path)
+    assert options.cuda_only_code == (f"{ops / 'ngram_repeat_block'}::NGramRepeatBlock::torch.utils.cpp_extension",)
+    line = text.splitlines().index("        self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()") + 1
+    for partial in (True, False):
+        r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES, partial=partial)
+        assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+            "self.partial_hyps.cuda()", "self.partial_hyps.npu()").replace(
+            "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()", "    if torch.npu.is_available():\n"
+            "        torch.npu.empty_cache()").replace(
+            "if torch.cuda.is_available():\n    from", "if torch.npu.is_available():\n    from"), partial
+        assert [(f.code, f.span.line, f.api, _detail(f)) for f in r.findings] == [
+            ("NPU315", line, "torch.cuda.is_available()", "it is kept in `self.gpu_beam_blocking`, where `NGramRepeatBlock`"
+             " of ngram_repeat_block.py, which uses torch.utils.cpp_extension")]
+    # a C++-only extension builds and runs on the host: the test moves
+    (ops / "ngram_repeat_block.py").write_text(NGRAM_BLOCK.replace(
+        "                    '../clib/cuda/ngram_repeat_block_cuda_kernel.cu',\n", ""), encoding="utf-8")
+    options = _project_options(tmp_path)
+    assert options.cuda_only_code == ()
+    r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES)
+    assert "gpu_beam_blocking and torch.npu.is_available()" in r.new_text and r.findings == []
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries

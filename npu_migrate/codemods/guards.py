@@ -94,6 +94,8 @@ _ELSE_RE = r"\n[ \t]*else\s*:"
 # `.cuda()` calls the run migrates).
 _EXTENSION_PART_RE = r"^_C$|^_ext$|(?<!^to)(?<!_to)_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+# A CUDA source file named in a string (`'k_kernel.cu'`), or load_inline's CUDA sources.
+_CUDA_SOURCE_RE = r"\.cuh?['\"]|\bcuda_sources\b"
 # An assert/raise/skip message that says the code runs on CUDA only: "CUDA only", "only
 # supported on CUDA", "requires CUDA", "requires a CUDA training device" (torchrl 0.14.1
 # dreamer_v3), "needs an NVIDIA GPU", "requires a GPU" (not "needs a GPU or a TPU": either will do).
@@ -1393,6 +1395,10 @@ class _DeviceGates:
         self.project_locals: Dict[str, str] = {}
         # the functions holding a device test kept here (by name; `forward` for a Function's)
         self.holders: Set[str] = set()
+        self._builds_here = False
+        # whether a name can stand for CUDA-only code (evidence(): an import or definition that
+        # is, a library's word), not only a call's name or an error's words
+        self._names_code = False
 
     # -- what is CUDA-only ------------------------------------------------------------------
 
@@ -1427,11 +1433,16 @@ class _DeviceGates:
                         self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
         if self.project_code:
             self._bind_project_code()
-        if self.cuda_names or self.project_locals or self.ctx.kept:
-            return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
+        # (a definition of the file that builds a CUDA extension at run time: _fixed_reads)
+        self._builds_here = any(q in _BUILDERS for q in self.ctx.imports.names.values()) and bool(
+            compiled(_CUDA_SOURCE_RE).search(text))
+        if self.cuda_names or self.project_locals or self.ctx.kept or self._builds_here:
+            self._names_code = True
+            return True  # (kept: what the planner left on CUDA, a capability check among it)
         words = self.gate_words
         if words and _in_any_case(words, text):
+            self._names_code = True
             return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
         if _written(text, self._call_leaves, r"\s*\(", getattr(self.ctx.code, "text_words", None)):
             return True
@@ -1473,6 +1484,12 @@ class _DeviceGates:
                                     compiled(_EXTENSION_PART_RE).search(part) for n in names if not _is_torch(n)
                                     for part in n.split(".") if part):
                                 found.update(a.asname or a.name for a in node.names)
+                            elif self.project_code:
+                                # the project's CUDA-only code of another module, imported by name
+                                # (parlai's `from parlai.ops.ngram_repeat_block import NGramRepeatBlock`)
+                                base = self._import_base(module, node.level)
+                                found.update(a.asname or a.name for a in node.names
+                                             if any(p.endswith(f"{base}/{a.name}") for p in self.project_code))
                         elif isinstance(node, ast.Import):
                             for alias in node.names:
                                 parts = alias.name.split(".")
@@ -1481,6 +1498,16 @@ class _DeviceGates:
                                     found.add(alias.asname or parts[0])
             self._elided_names = found
         return self._elided_names
+
+    def _import_base(self, module: str, level: int) -> str:
+        """Where `from <level dots><module> import ...` looks, as _bind_project_code matches it
+        (an absolute import by the end of a module's path, a relative one by the path itself)."""
+        if not level:
+            return "/" + module.replace(".", "/")
+        base = os.path.dirname(os.path.abspath(self.ctx.path)).replace(os.sep, "/")
+        for _ in range(level - 1):
+            base = base.rsplit("/", 1)[0]
+        return base + "/" + module.replace(".", "/") if module else base
 
     def _bind_project_code(self) -> None:
         """The names this file's imports bind to the project's CUDA-only code in other modules
@@ -1831,6 +1858,11 @@ class _DeviceGates:
         for call in calls:
             if id(call) in self.ctx.kept and self.ctx.imports.resolve(call.func) in _CAPABILITY | _PROPERTIES:
                 return names, f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
+        if self._builds_here:
+            for call in calls:
+                qual = self.ctx.imports.resolve(call.func)
+                if qual in _BUILDERS and _builds_cuda(call):
+                    return names, f"`{qual}` of CUDA sources"  # (parlai's NGramRepeatBlock)
         if self.calls:
             for call in calls:
                 qual = self.ctx.imports.resolve(call.func)
@@ -2348,6 +2380,12 @@ class _DeviceGates:
                 verdict = self._variable(parent, name, negative, depth, seen)
                 if verdict is not None:
                     return verdict
+            for target in targets:
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                        and target.value.value == "self"):
+                    verdict = self._instance_attribute(parent, target.attr.value, negative, depth, seen)
+                    if verdict is not None:
+                        return verdict
             return None
         return None
 
@@ -2759,6 +2797,45 @@ class _DeviceGates:
                 return verdict
         return None
 
+    def _instance_attribute(self, assign: cst.CSTNode, attribute: str, negative: bool, depth: int,
+                            seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test kept in an attribute of the instance (parlai 1.7.2's TreeSearch:
+        `self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()`, then `if
+        self.gpu_beam_blocking: ... NGramRepeatBlock()`, a module building a CUDA extension): the
+        tests of the class's methods that read `self.<attribute>` decide, as a variable's readers
+        do. Moved alone, the NPU would build and enter the CUDA-only code."""
+        owner = self._enclosing_class(assign)
+        if owner is None or not (self._names_code or self._elided_imports()):
+            return None  # (no name of the file can be CUDA-only code: the class is not walked)
+        partial = self.ctx.partial
+        if partial is not None:
+            # its readers left out of the class's methods, where they hold CUDA-only code
+            for run in self._runs_in(owner):
+                if run not in self.ctx.partial_lines:
+                    words = self._words_of_run(run)
+                    if attribute.encode() in words and any(self._cuda_word(w) for w in words):
+                        self.ctx.partial_lines.add(run)
+        work.count("walk")
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(owner, 0)]
+        while stack:
+            n, at = stack.pop()
+            del path[at:]
+            path.append(n)
+            if (isinstance(n, cst.Attribute) and n.attr.value == attribute and isinstance(n.value, cst.Name)
+                    and n.value.value == "self"):
+                self._record(path)
+                parent = self.parent.get(id(n))
+                if not (isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign))
+                        and getattr(parent, "target", None) is n):
+                    verdict = self._judge(n, negative, depth + 1, seen)
+                    if verdict is not None:
+                        return verdict[0], f"it is kept in `self.{attribute}`, where {verdict[1]}"
+                continue
+            at += 1
+            stack.extend([(c, at) for c in reversed(code_children(n))])  # (in source order)
+        return None
+
     def _uses(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The references to `name` under `scope` (as _references reads them, in its order),
         their ancestors recorded."""
@@ -2829,6 +2906,14 @@ class _DeviceGates:
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
         return isinstance(parent, (cst.AssignTarget, cst.AnnAssign)) and getattr(parent, "target", None) is name
+
+
+def _builds_cuda(call: cst.Call) -> bool:
+    """Whether a cpp_extension load()/load_inline() call is given CUDA sources (a `.cu`/`.cuh`
+    file named in it, or load_inline's `cuda_sources=`), as project_values._builds_cuda."""
+    if any(a.keyword is not None and a.keyword.value == "cuda_sources" for a in call.args):
+        return True
+    return any((string_value(s) or "").endswith((".cu", ".cuh")) for s in _strings_in(call))
 
 
 def _strings_in(node: cst.CSTNode) -> Iterator[cst.SimpleString]:
