@@ -1081,6 +1081,104 @@ def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_exte
     assert "gpu_beam_blocking and torch.npu.is_available()" in r.new_text and r.findings == []
 
 
+# composer 0.32.1 callbacks/oom_observer.py:118-194 and memory_snapshot.py:98-150, trimmed.
+OOM_OBSERVER = """\
+import warnings
+
+import torch.cuda
+
+
+class OOMObserver:
+    def __init__(self, max_entries=100000):
+        self.max_entries = max_entries
+        self._enabled = True
+
+    def init(self, state, logger):
+        if not self._enabled:
+            return
+        # Not relying on `torch.cuda.is_available()` since the model could be on CPU.
+        model_device = next(state.model.parameters()).device
+
+        if model_device.type not in ('cuda', 'meta'):
+            warnings.warn(f'OOMObserver only works on CUDA devices, but the model is on {model_device.type}.')
+            self._enabled = False
+        else:
+            self.folder_name = 'oom'
+
+        def oom_observer(device: int, alloc: int, device_alloc: int, device_free: int):
+            snapshot = torch.cuda.memory._snapshot()
+            return snapshot
+
+        if self._enabled:
+            torch.cuda.memory._record_memory_history(
+                True,  # type: ignore
+                trace_alloc_max_entries=self.max_entries,
+                trace_alloc_record_context=True,
+            )
+            torch._C._cuda_attach_out_of_memory_observer(oom_observer)  # type: ignore
+"""
+MEMORY_SNAPSHOT = """\
+import warnings
+
+import torch.cuda
+
+
+class MemorySnapshot:
+    def init(self, state, logger):
+        if not self._enabled:
+            return
+        model_device = next(state.model.parameters()).device
+
+        if model_device.type not in ('cuda', 'meta'):
+            warnings.warn(f'The memory snapshot only works on CUDA devices, but the model is on {model_device.type}.')
+            self._enabled = False
+        else:
+            self.folder_name = 'snapshots'
+
+    def batch_start(self, state, logger):
+        if self._enabled and self._start_time is None and self.batches_left_to_skip == 0:
+            self.start_record_memory_history()
+
+    def batch_end(self, state, logger):
+        if not self._enabled:
+            return
+        torch.cuda.empty_cache()
+
+    def start_record_memory_history(self):
+        torch.cuda.memory._record_memory_history(
+            'all',  # type: ignore
+            max_entries=self.max_entries,
+        )
+"""
+
+
+@pytest.mark.parametrize("text,detail", [
+    (OOM_OBSERVER, "it is cleared in `self._enabled`, where `torch.cuda.memory._snapshot`, which has no NPU twin in the"
+     " target and stays as it is"),
+    (MEMORY_SNAPSHOT, "it is cleared in `self._enabled`, where `self.start_record_memory_history()`, which calls"
+     " `torch.cuda.memory._record_memory_history`, which has no NPU twin in the target and stays as it is"),
+])
+def test_a_device_test_that_clears_a_flag_opening_cuda_calls_left_as_they_are_stays(text, detail):
+    """composer 0.32.1's OOMObserver/MemorySnapshot: `if model_device.type not in ('cuda', 'meta'):
+    ... self._enabled = False`, and `self._enabled` opens torch.cuda.memory._record_memory_history,
+    _snapshot, _memory_viz (NPU320/NPU301: not rewritten; torch_npu 2.14's own
+    _record_memory_history has no legacy `(True, trace_alloc_max_entries=...)` form). Moved, the
+    callback stayed enabled on the NPU and called them (AttributeError on a torch without CUDA);
+    kept, it disables itself with its warning, as unmigrated. The calls that move still do."""
+    for partial in (True, False):
+        r = migrate_source(text, "composer/callbacks/cb.py", partial=partial)
+        assert r.new_text == text.replace("import torch.cuda\n", "import torch_npu  # noqa: F401\nimport torch.npu\n").replace(
+            "torch.cuda.empty_cache()", "torch.npu.empty_cache()"), partial
+        line = text.splitlines().index("        if model_device.type not in ('cuda', 'meta'):") + 1
+        assert [(f.span.line, f.api, _detail(f)) for f in r.findings if f.code == "NPU315"] == [
+            (line, "model_device.type not in ('cuda', 'meta')", detail)], partial
+    # the flag opening only calls that move: the test moves with them
+    moved = MEMORY_SNAPSHOT.replace("torch.cuda.memory._record_memory_history(", "torch.cuda.reset_peak_memory_stats(")
+    r = migrate_source(moved, "composer/callbacks/cb.py")
+    assert "model_device.type not in ('npu', 'meta')" in r.new_text
+    assert [f for f in r.findings if f.code == "NPU315"] == []
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries
