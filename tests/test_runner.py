@@ -339,6 +339,43 @@ def test_a_worker_whose_heap_stays_big_makes_way_for_a_new_one(tree, monkeypatch
     assert _untagged(many) == _dicts(one)
 
 
+def test_a_retired_worker_is_gone_before_its_successor_gets_a_batch_and_kept_its_patterns(tree, monkeypatch, tmp_path):
+    """A worker that retires has nothing left to do once its last answer is in: the main process
+    kills it and waits for it (_Pool._retire) before the next batch goes out, so a retiree never
+    holds its memory beside its successor's. It keeps the patterns it compiled (_worker:
+    startup.patterns_forked) before that answer, so the kill loses none of them. Every file
+    retires its worker here: each batch after the first two is a successor's."""
+    from npu_migrate import runner
+
+    one = run(tree, Options(), RULES, jobs=1)
+    monkeypatch.setattr(runner, "PREPARE_FROM", 1)
+    monkeypatch.setattr(runner, "heap_trimmer", lambda: lambda: True)
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    monkeypatch.setattr(runner, "patterns_forked", lambda: lambda: (kept / str(os.getpid())).touch())
+    _tag_with_process(monkeypatch)
+    retired, events = [], []
+    real_retire, real_next = runner._Pool._retire, runner.next_batch
+
+    def retire(w):
+        real_retire(w)
+        retired.append(w.process)
+
+    def next_batch(queue, worker):
+        events.append([p.exitcode for p in retired])  # (None: still running)
+        return real_next(queue, worker)
+
+    monkeypatch.setattr(runner._Pool, "_retire", staticmethod(retire))
+    monkeypatch.setattr(runner, "next_batch", next_batch)
+    many = run(tree, Options(), RULES, jobs=2)
+    workers = {o.result.skipped for o in many}
+    assert len(workers) == len(tree) and len(retired) >= len(tree) - 2  # one process per file
+    assert len(events) == len(tree) and all(None not in codes for codes in events)
+    assert {code for codes in events for code in codes} <= {0, -signal.SIGKILL}  # (0: it ended first)
+    assert workers <= {p.name for p in kept.iterdir()}  # every worker kept its patterns, the killed ones too
+    assert _untagged(many) == _dicts(one)
+
+
 def test_heap_trimmer_says_when_the_heap_stays_big():
     """give_back() is True only after a trim that left the worker more than RETIRE_ABOVE past
     its size at start."""
