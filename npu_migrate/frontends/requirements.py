@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 
 from ..model import FileResult, Finding, Span
 from ..options import Options
@@ -38,8 +38,22 @@ _PINNED_OPERATORS = ("==", "===", "~=")
 # ----------------------------------------------------------------------------- checking
 
 
-def _name_matches(name: str, pattern: str) -> bool:
-    return fnmatch.fnmatchcase(name, canonicalize_name(pattern))  # `*` survives normalisation
+# The `requirement` rules of the last rule set checked, each with its `unless` names and its
+# patterns canonicalized (`*` survives normalisation), once a rule set: a dependency was matched
+# against every pattern canonicalized again (mmocr 1.0.1's eight requirements files: 1,232 calls).
+_MATCHERS: List[Tuple[RuleSet, List[Tuple[Rule, FrozenSet[str], List[Tuple[str, str]]]]]] = []
+
+
+def _matchers(rules: RuleSet) -> List[Tuple[Rule, FrozenSet[str], List[Tuple[str, str]]]]:
+    """[(rule, its `unless` names canonicalized, [(pattern, canonicalized)])] of `rules`'
+    `requirement` rules, in their order."""
+    if _MATCHERS and _MATCHERS[0][0] is rules:
+        return _MATCHERS[0][1]
+    made = [(rule, frozenset(canonicalize_name(u) for u in FindingSpec.of(rule).unless),
+             [(pattern, canonicalize_name(pattern)) for pattern in names_of(rule)])
+            for rule in rules.findings.get("requirement", ())]
+    _MATCHERS[:] = [(rules, made)]  # (the rule set held: its id is not reused while kept)
+    return made
 
 
 def _pinned_minor(req: Requirement) -> str:
@@ -75,11 +89,11 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
         name = canonicalize_name(req.name)
         end = dep.start + len(req.name)
         best: Optional[Tuple[Tuple[int, int], Rule]] = None
-        for rule in rules.findings.get("requirement", ()):
-            if any(canonicalize_name(u) in listed for u in FindingSpec.of(rule).unless):
+        for rule, unless, patterns in _matchers(rules):
+            if not unless.isdisjoint(listed):
                 continue
-            for pattern in names_of(rule):
-                if _name_matches(name, pattern):
+            for pattern, canonical in patterns:
+                if fnmatch.fnmatchcase(name, canonical):
                     key = (0 if "*" in pattern else 1, len(pattern))
                     if best is None or key > best[0]:
                         best = (key, rule)
