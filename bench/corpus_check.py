@@ -161,11 +161,25 @@ def _sha256(path: Path) -> str:
 
 
 def fetch(corpus: Corpus, cache: Optional[Path] = None) -> Path:
-    """The extracted source tree of `corpus`, downloading and extracting it on first use."""
+    """The extracted source tree of `corpus`, downloading and extracting it on first use (under
+    a lock: two test processes (xdist) fetch the same corpus -- tests/test_corpus.py and
+    tests/test_work_budget.py's slices -- and the second one's extraction replaced the tree
+    the first was reading)."""
+    import fcntl
+
     cache = cache or cache_dir()
     tree = cache / "src" / corpus.stem
     if (tree / ".complete").exists():
         return tree
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f".fetch-{corpus.stem}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (tree / ".complete").exists():  # (fetched while this one waited)
+            return tree
+        return _fetch(corpus, cache, tree)
+
+
+def _fetch(corpus: Corpus, cache: Path, tree: Path) -> Path:
     archive = cache / "sdists" / corpus.archive_name
     if not archive.exists():
         _download(corpus, archive)
