@@ -18,11 +18,12 @@ import os
 import re
 import warnings
 from bisect import bisect_right
-from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Union
 
-from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
+from .frameworks import FRAMEWORK_IMPORTS, TF2_FINDING, JAX_IMPORTS, STAR_IMPORTED_ALIASES, detect_frameworks, star_imported_frameworks
+from .codes import check_emitter, emits
 from .suppressions import parse_suppressions, unused_suppressions
-from .model import FileResult
+from .model import FileResult, Finding, Span
 from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
@@ -132,6 +133,13 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
             # (a PyTorch file let through by TensorFlow's rules: it imports TensorFlow only in
             # a function, which its text cannot tell; 31 of transformers' files)
             return _nothing_needed(text, result)
+        if verdict.tree is not None and code is not None and not reads_whole and not wants_modelarts:
+            found = _tensorflow2_only(text, options, rules, words, verdict.tree, code)
+            if found is not None:
+                # (TF 2 code and nothing else: NPU356 at its first TensorFlow import, told from
+                # Python's tree; no libcst parse: transformers' 71 modeling_tf_*.py files)
+                result.findings, result.notes = found
+                return result
         if (partial and not wants_modelarts and options.framework in ("auto", "torch") and code is not None
                 and not reads_whole
                 and not _framework_rules_apply(code, rules, tree_facts(code, options.mindspore_device_moves))):
@@ -187,6 +195,71 @@ def _needs_nothing(text: str, options: Options, rules: RuleSet, words, wants_mod
     return (not wants_modelarts
             and not prefilter.may_need_work(rules, text, options.framework, words, frameworks, imports, written)
             and not (options.device_config_keys and reads_device_key(text, options.device_config_keys)))
+
+
+@emits(TF2_FINDING)
+def _tensorflow2_only(text: str, options: Options, rules: RuleSet, words, tree: "ast.Module",
+                      code: LazyCodeWords) -> Optional[Tuple[List[Finding], List[str]]]:
+    """The findings and notes of a TF 2 file where nothing but NPU356 can be reported, as
+    _migrate_module gives them, told from Python's tree without libcst; None when that is not
+    certain (then the file goes the usual way).
+
+    So it is when the file uses TensorFlow alone (_detected_frameworks: what detect_frameworks
+    tells from libcst's imports), is TF 2 code (LazyCodeWords.tensorflow2_reason: the pass then
+    runs only codemods/tensorflow._tensorflow2), and no rule outside the frameworks' can match
+    (the prefilter with no framework's rules: the torch pass does not run on it, the findings
+    pass finds nothing); with no `npu-migrate:` comment (nothing suppressed, no unused
+    suppression), no `\r` and no BOM (Python and libcst count lines and columns alike), and
+    the first TensorFlow import's line ASCII up to its end (Python's columns are bytes,
+    libcst's characters). NPU356 is at that import (_first_tensorflow_import's order: the
+    statements and their blocks in order), spanning it as libcst's node does."""
+    if (options.framework != "auto" or options.modelarts or options.distributed or rules.applied_kinds
+            or "npu-migrate:" in text or "\r" in text or text.startswith("\ufeff")):
+        return None
+    rule = next((r for r in rules.framework_rules.get("tensorflow", ()) if r.code == TF2_FINDING), None)
+    if rule is None or _detected_frameworks(code) != {"tensorflow"}:
+        return None
+    reason = code.tensorflow2_reason()
+    if (reason is None
+            or prefilter.own_rules_may_apply(rules, text, words, lambda: code.imports()[0],
+                                             code.quoted_outside_bare_strings)
+            or (options.device_config_keys and reads_device_key(text, options.device_config_keys))):
+        return None
+    node = _first_tensorflow_import(tree.body)
+    if node is None or node.end_lineno is None or node.end_col_offset is None:
+        return None
+    lines = text.split("\n", node.end_lineno)
+    first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
+    if not (first[:node.col_offset].isascii() and last[:node.end_col_offset].isascii()):
+        return None
+    check_emitter(rule.code, rule.applier_key())
+    api = "tensorflow 2"
+    finding = Finding(code=rule.code, severity=rule.severity,
+                      span=Span(node.lineno, node.col_offset + 1, node.end_lineno, node.end_col_offset + 1),
+                      api=api, message=rule.render_message(api=api), suggestion=rule.render_suggestion(api=api))
+    return [finding], [f"TensorFlow 1.15 rules not applied: {reason}"]
+
+
+def _first_tensorflow_import(statements) -> Optional[Union[ast.Import, ast.ImportFrom]]:
+    """codemods/tensorflow._first_tensorflow_import in Python's tree: the first `import
+    tensorflow…`/`keras…` among `statements` and the statements of their blocks (bodies,
+    handlers, else and finally clauses; not a match statement's cases), in that order."""
+    for statement in statements:
+        kind = type(statement)
+        if kind is ast.Import:
+            if any(alias.name.split(".", 1)[0] in ("tensorflow", "keras") for alias in statement.names):
+                return statement
+        elif kind is ast.ImportFrom:
+            if not statement.level and (statement.module or "").split(".", 1)[0] in ("tensorflow", "keras"):
+                return statement
+        else:
+            for name in ("body", "handlers", "orelse", "finalbody"):
+                block = getattr(statement, name, None)
+                if type(block) is list:
+                    found = _first_tensorflow_import(block)
+                    if found is not None:
+                        return found
+    return None
 
 
 def _needs_nothing_as_pytorch(text: str, options: Options, rules: RuleSet, words) -> bool:

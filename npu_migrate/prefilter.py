@@ -495,6 +495,15 @@ def may_need_work(rules, text: str, framework: str = "auto", words: Optional[Abs
     return _rule_prefilter(rules).may_need_work(text, framework, words, frameworks, imports, written)
 
 
+def own_rules_may_apply(rules, text: str, words: Optional[AbstractSet[bytes]] = None,
+                        imports: Optional[Callable[[], AbstractSet[str]]] = None,
+                        written: Optional[Callable[[str], bool]] = None) -> bool:
+    """may_need_work with no framework's own rules counted (frameworks=(): the rules of no
+    gated framework), as for a file whose framework's pass is known to do one thing
+    (engine._tensorflow2_only). False does not say the file needs nothing."""
+    return _rule_prefilter(rules).may_need_work(text, "auto", words, frozenset(), imports, written)
+
+
 def framework_rules_may_apply(rules, code: "CodeWords", framework: str, rewrites_only: bool = False,
                               written: Optional[Callable[[str], bool]] = None,
                               tree: Optional[Callable[[str], bool]] = None) -> bool:

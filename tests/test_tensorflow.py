@@ -635,6 +635,48 @@ def test_tensorflow2_finding_once_per_run(run_cli, tmp_path):
                 "no TensorFlow 1.x API)") in stderr.splitlines()
 
 
+
+_LAYER = "\n\nclass Block(tf.keras.layers.Layer):\n    pass\n"
+
+
+@pytest.mark.parametrize("text, fast", [
+    ("import tensorflow as tf" + _LAYER, True),
+    ("import os; import tensorflow as tf  # the model" + _LAYER, True),
+    ("import os\nfrom tensorflow.keras import (\n    layers,\n    Model,\n)\nimport tensorflow as tf" + _LAYER, True),
+    ("import tensorflow \\\n    as tf" + _LAYER, True),
+    ("import numpy, keras.layers as L, tensorflow as tf" + _LAYER, True),
+    ("try:\n    import numpy\nexcept ImportError:\n    numpy = None\nelse:\n    import keras\nimport tensorflow as tf"
+     + _LAYER, True),
+    ("if A:\n    pass\nelif B:\n    import keras\nelse:\n    import tensorflow\nimport tensorflow as tf" + _LAYER, True),
+    ("def load():\n    import keras\n\n\nimport tensorflow as tf" + _LAYER, True),
+    # a match statement's cases are not looked into (nor by the libcst pass)
+    ("match X:\n    case 1:\n        import keras\nimport tensorflow as tf" + _LAYER, True),
+    ("from . import tensorflow\nimport tensorflow as tf" + _LAYER, True),
+    # columns: Python counts bytes, libcst characters
+    ("x = 'é'; import tensorflow as tf" + _LAYER, False),
+    ("import tensorflow as tf  # é" + _LAYER, True),
+    # what the tree alone cannot answer the usual way does
+    ("import tensorflow as tf  # npu-migrate: ignore" + _LAYER, False),
+    ("import tensorflow as tf\r\n\r\n\r\nclass Block(tf.keras.layers.Layer):\r\n    pass\r\n", False),
+    ("import tensorflow as tf" + _LAYER + "device = 'cuda'\n", False),
+    ("import numpy as np\nimport mindspore\nimport tensorflow as tf" + _LAYER, False),
+    ("import horovod.tensorflow as hvd\nfrom tensorflow import keras\n\n\nclass Block(keras.layers.Layer):\n    pass\n",
+     True),
+])
+def test_tensorflow2_file_told_from_pythons_tree(monkeypatch, text, fast):
+    """A TF 2 file where nothing but NPU356 can be reported (transformers' 71 modeling_tf_*.py)
+    gets its finding and note from Python's tree (engine._tensorflow2_only), no libcst parse:
+    the same result as the pass over libcst's tree, spans included."""
+    from npu_migrate import engine
+
+    quick = migrate_source(text, "model.py")
+    assert (quick.work == {"ast": 1}) == fast, quick.work
+    monkeypatch.setattr(engine, "_tensorflow2_only", lambda *args: None)
+    slow = migrate_source(text, "model.py")
+    assert quick.to_dict() == slow.to_dict()
+    assert [f.code for f in slow.findings] == (["NPU356"] if "ignore" not in text else [])
+
+
 TF1_GRAPH = '''import tensorflow as tf
 
 
