@@ -749,6 +749,8 @@ def facts_key(gates: Sequence[str] = ()) -> str:
 # -- CUDA-only code ---------------------------------------------------------------------------
 
 _BUILDERS = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
+# A CUDA source file named in a string (`'k_kernel.cu'`), or load_inline's CUDA sources.
+_CUDA_SOURCE = re.compile(rb"\.cuh?['\"]|\bcuda_sources\b")
 
 
 def _gates_re(gates: Sequence[str]) -> "Optional[re.Pattern[bytes]]":
@@ -809,7 +811,10 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
     function of the module (up to three rounds: wrappers of wrappers), and of its module-level
     names bound to `cpp_extension.load(...)`; not a function that tests the device itself (it
     dispatches: `if x.is_cuda: ... else: ...`)."""
-    if gates_re is None or not _imports_gate(text, gates, gates_re):
+    # (a definition that builds CUDA sources itself: parlai's NGramRepeatBlock loads its .cu in
+    # __init__; a substring search first, at C speed)
+    builds = b"cpp_extension" in text and _LOAD_CALL.search(text) is not None and _CUDA_SOURCE.search(text) is not None
+    if gates_re is None or not (builds or _imports_gate(text, gates, gates_re)):
         return ()
     work.count("ast")  # (the run's project scan: pipeline.py prints it with --stats; test_work_budget holds it)
     try:
@@ -855,8 +860,12 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
                     isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.split(":")[0] == "cuda"
                     for c in [n.left, *n.comparators]):
                 return
-            elif isinstance(n, ast.Call) and _qual(n.func, names) == "torch.cuda.is_available":
-                return
+            elif isinstance(n, ast.Call):
+                called = _qual(n.func, names)
+                if called == "torch.cuda.is_available":
+                    return
+                if called in _BUILDERS and what is None and _builds_cuda(n):
+                    what = "torch.utils.cpp_extension"
         if what is not None:
             found[name] = what
         else:
@@ -869,7 +878,8 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
     # Lines not ASCII are walked: a name there may be written otherwise (NFKC).
     lines = text.splitlines()  # (as Python's tokenizer counts lines: \n, \r\n, \r)
     roots = {g.split(".", 1)[0].encode() for g in gates}
-    bound = [n.encode() for n, qual in imported.items() if qual.split(".", 1)[0].encode() in roots]
+    bound = [n.encode() for n, qual in imported.items() if qual.split(".", 1)[0].encode() in roots
+             or builds and (qual in _BUILDERS or qual == "torch.utils.cpp_extension")]
     later: Dict[str, bytes] = {}
     for name, node in definitions.items():
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
@@ -890,6 +900,16 @@ def _cuda_only_code(text: bytes, gates: Sequence[str], gates_re: "Optional[re.Pa
             break
         found.update(more)
     return tuple(sorted(found.items()))
+
+
+def _builds_cuda(call: ast.Call) -> bool:
+    """Whether a cpp_extension load()/load_inline() call is given CUDA sources: a `.cu`/`.cuh`
+    file named in it, or load_inline's `cuda_sources=` (a C++-only extension builds and runs
+    on the NPU's host)."""
+    if any(k.arg == "cuda_sources" for k in call.keywords):
+        return True
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith((".cu", ".cuh"))
+               for n in ast.walk(call))
 
 
 def _imports_of(statements: Iterable[ast.AST], names: Dict[str, str]) -> None:

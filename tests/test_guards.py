@@ -981,6 +981,204 @@ def test_a_function_imported_by_name_from_another_module_is_cuda_only_code(tmp_p
     assert "(`rnnt_loss_gpu` of rnnt.py, which uses numba.cuda)" in r.findings[0].message
 
 
+# parlai 1.7.2 parlai/ops/ngram_repeat_block.py and core/torch_generator_agent.py, trimmed.
+NGRAM_BLOCK = """\
+import torch
+from torch import nn
+
+import os
+from torch.utils.cpp_extension import load
+
+
+class NGramRepeatBlock(nn.Module):
+    def __init__(self):
+        super(NGramRepeatBlock, self).__init__()
+        try:
+            self.ngram_repeat_block_cuda = load(
+                name='ngram_repeat_block_cuda',
+                sources=[
+                    '../clib/cuda/ngram_repeat_block_cuda.cpp',
+                    '../clib/cuda/ngram_repeat_block_cuda_kernel.cu',
+                ],
+            )
+        except Exception as e:
+            self.ngram_repeat_block_cuda = None
+
+    def forward(self, hypothesis, context, lprobs, bsz, step, beam_size, no_repeat_ngram_size):
+        return self.ngram_repeat_block_cuda.forward(hypothesis, context, lprobs, bsz, step, beam_size,
+                                                    no_repeat_ngram_size)
+"""
+TREE_SEARCH = """\
+import torch
+{import_block}
+
+
+class TreeSearch(object):
+    def __init__(self, beam_size, gpu_beam_blocking=False):
+        self.beam_size = beam_size
+        self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()
+        self.partial_hyps = torch.tensor([[self.bos] for i in range(beam_size)])
+        if self.gpu_beam_blocking:
+            self.partial_hyps = self.partial_hyps.cuda()
+            self.no_repeat_ngram_op = NGramRepeatBlock()
+
+    def select_paths(self, logprobs, prior_scores, current_length):
+        if self.gpu_beam_blocking:
+            logprobs = self.no_repeat_ngram_op(self.partial_hyps, self.context, logprobs, 1, current_length,
+                                               self.beam_size, 3)
+        return logprobs
+
+
+def cleanup(x):
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return x
+"""
+
+
+@pytest.mark.parametrize("import_block", [
+    "from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
+    "from ..ops.ngram_repeat_block import NGramRepeatBlock",
+    # (parlai's own: the import behind the same availability test, which moves: unused there)
+    "\nif torch.cuda.is_available():\n    from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
+])
+def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_extension_stays(tmp_path, import_block):
+    """parlai 1.7.2's TreeSearch: `self.gpu_beam_blocking = gpu_beam_blocking and
+    torch.cuda.is_available()`, then `if self.gpu_beam_blocking:` builds NGramRepeatBlock, whose
+    __init__ loads a .cu extension with cpp_extension.load (caught: None) and whose forward calls
+    it. Moved, the NPU built it and crashed at forward; kept, it is False on the NPU and the
+    CPU blocking runs (NPU315). The project scan finds the class (a definition that builds CUDA
+    sources), the test follows the attribute to the reader in __init__; the `.cuda()` in the
+    kept branch and the other test move (dead / plain). Parsed partially as whole."""
+    ops = tmp_path / "parlai" / "ops"
+    core = tmp_path / "parlai" / "core"
+    for folder in (ops, core):
+        folder.mkdir(parents=True)
+        (folder / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "parlai" / "__init__.py").write_text("", encoding="utf-8")
+    (ops / "ngram_repeat_block.py").write_text(NGRAM_BLOCK, encoding="utf-8")
+    text = TREE_SEARCH.format(import_block=import_block)
+    (core / "torch_generator_agent.py").write_text(text, encoding="utf-8")
+    options = _project_options(tmp_path)
+    assert options.cuda_only_code == (f"{ops / 'ngram_repeat_block'}::NGramRepeatBlock::torch.utils.cpp_extension",)
+    line = text.splitlines().index("        self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()") + 1
+    for partial in (True, False):
+        r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES, partial=partial)
+        assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+            "self.partial_hyps.cuda()", "self.partial_hyps.npu()").replace(
+            "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()", "    if torch.npu.is_available():\n"
+            "        torch.npu.empty_cache()").replace(
+            "if torch.cuda.is_available():\n    from", "if torch.npu.is_available():\n    from"), partial
+        assert [(f.code, f.span.line, f.api, _detail(f)) for f in r.findings] == [
+            ("NPU315", line, "torch.cuda.is_available()", "it is kept in `self.gpu_beam_blocking`, where `NGramRepeatBlock`"
+             " of ngram_repeat_block.py, which uses torch.utils.cpp_extension")]
+    # a C++-only extension builds and runs on the host: the test moves
+    (ops / "ngram_repeat_block.py").write_text(NGRAM_BLOCK.replace(
+        "                    '../clib/cuda/ngram_repeat_block_cuda_kernel.cu',\n", ""), encoding="utf-8")
+    options = _project_options(tmp_path)
+    assert options.cuda_only_code == ()
+    r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES)
+    assert "gpu_beam_blocking and torch.npu.is_available()" in r.new_text and r.findings == []
+
+
+# composer 0.32.1 callbacks/oom_observer.py:118-194 and memory_snapshot.py:98-150, trimmed.
+OOM_OBSERVER = """\
+import warnings
+
+import torch.cuda
+
+
+class OOMObserver:
+    def __init__(self, max_entries=100000):
+        self.max_entries = max_entries
+        self._enabled = True
+
+    def init(self, state, logger):
+        if not self._enabled:
+            return
+        # Not relying on `torch.cuda.is_available()` since the model could be on CPU.
+        model_device = next(state.model.parameters()).device
+
+        if model_device.type not in ('cuda', 'meta'):
+            warnings.warn(f'OOMObserver only works on CUDA devices, but the model is on {model_device.type}.')
+            self._enabled = False
+        else:
+            self.folder_name = 'oom'
+
+        def oom_observer(device: int, alloc: int, device_alloc: int, device_free: int):
+            snapshot = torch.cuda.memory._snapshot()
+            return snapshot
+
+        if self._enabled:
+            torch.cuda.memory._record_memory_history(
+                True,  # type: ignore
+                trace_alloc_max_entries=self.max_entries,
+                trace_alloc_record_context=True,
+            )
+            torch._C._cuda_attach_out_of_memory_observer(oom_observer)  # type: ignore
+"""
+MEMORY_SNAPSHOT = """\
+import warnings
+
+import torch.cuda
+
+
+class MemorySnapshot:
+    def init(self, state, logger):
+        if not self._enabled:
+            return
+        model_device = next(state.model.parameters()).device
+
+        if model_device.type not in ('cuda', 'meta'):
+            warnings.warn(f'The memory snapshot only works on CUDA devices, but the model is on {model_device.type}.')
+            self._enabled = False
+        else:
+            self.folder_name = 'snapshots'
+
+    def batch_start(self, state, logger):
+        if self._enabled and self._start_time is None and self.batches_left_to_skip == 0:
+            self.start_record_memory_history()
+
+    def batch_end(self, state, logger):
+        if not self._enabled:
+            return
+        torch.cuda.empty_cache()
+
+    def start_record_memory_history(self):
+        torch.cuda.memory._record_memory_history(
+            'all',  # type: ignore
+            max_entries=self.max_entries,
+        )
+"""
+
+
+@pytest.mark.parametrize("text,detail", [
+    (OOM_OBSERVER, "it is cleared in `self._enabled`, where `torch.cuda.memory._snapshot`, which has no NPU twin in the"
+     " target and stays as it is"),
+    (MEMORY_SNAPSHOT, "it is cleared in `self._enabled`, where `self.start_record_memory_history()`, which calls"
+     " `torch.cuda.memory._record_memory_history`, which has no NPU twin in the target and stays as it is"),
+])
+def test_a_device_test_that_clears_a_flag_opening_cuda_calls_left_as_they_are_stays(text, detail):
+    """composer 0.32.1's OOMObserver/MemorySnapshot: `if model_device.type not in ('cuda', 'meta'):
+    ... self._enabled = False`, and `self._enabled` opens torch.cuda.memory._record_memory_history,
+    _snapshot, _memory_viz (NPU320/NPU301: not rewritten; torch_npu 2.14's own
+    _record_memory_history has no legacy `(True, trace_alloc_max_entries=...)` form). Moved, the
+    callback stayed enabled on the NPU and called them (AttributeError on a torch without CUDA);
+    kept, it disables itself with its warning, as unmigrated. The calls that move still do."""
+    for partial in (True, False):
+        r = migrate_source(text, "composer/callbacks/cb.py", partial=partial)
+        assert r.new_text == text.replace("import torch.cuda\n", "import torch_npu  # noqa: F401\nimport torch.npu\n").replace(
+            "torch.cuda.empty_cache()", "torch.npu.empty_cache()"), partial
+        line = text.splitlines().index("        if model_device.type not in ('cuda', 'meta'):") + 1
+        assert [(f.span.line, f.api, _detail(f)) for f in r.findings if f.code == "NPU315"] == [
+            (line, "model_device.type not in ('cuda', 'meta')", detail)], partial
+    # the flag opening only calls that move: the test moves with them
+    moved = MEMORY_SNAPSHOT.replace("torch.cuda.memory._record_memory_history(", "torch.cuda.reset_peak_memory_stats(")
+    r = migrate_source(moved, "composer/callbacks/cb.py")
+    assert "model_device.type not in ('npu', 'meta')" in r.new_text
+    assert [f for f in r.findings if f.code == "NPU315"] == []
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries

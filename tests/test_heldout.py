@@ -1077,6 +1077,71 @@ def test_a_device_attribute_only_ctranslate2_reads_stays(read_elsewhere):
     assert assert_partial_as_whole(text, "onmt/inference_engine.py").new_text == expected + PARTIAL_PADDING
 
 
+# OpenNMT-py 3.5.1 onmt/translate/translation_server.py:99-143 (trimmed): the CTranslate2 engine's
+# arguments are a dict display whose entries are set into `ct2_translator_args`, given as
+# `ctranslate2.Translator(model_path, **ct2_translator_args)` in another class of the module.
+# Its "cuda" became "npu", which CTranslate2 refuses ("cpu", "cuda", "auto"); it stays (NPU303
+# at the import says to give it "cpu"); the PyTorch model's calls in the module still move.
+ONMT_CT2_SERVER = """\
+import torch
+
+
+class CTranslate2Translator(object):
+    def __init__(self, model_path, ct2_translator_args, ct2_translate_batch_args):
+        import ctranslate2
+
+        self.translator = ctranslate2.Translator(model_path, **ct2_translator_args)
+        self.ct2_translate_batch_args = ct2_translate_batch_args
+
+    @staticmethod
+    def convert_onmt_to_ct2_opts(ct2_translator_args, ct2_translate_batch_args, opt):
+        def setdefault_if_exists_must_match(obj, name, value):
+            if name in obj:
+                assert value == obj[name]
+            else:
+                obj.setdefault(name, value)
+
+        default_for_translator = {
+            "inter_threads": 1,
+            "intra_threads": torch.get_num_threads(),
+            "compute_type": "default",
+        }
+        for name, value in default_for_translator.items():
+            ct2_translator_args.setdefault(name, value)
+
+        onmt_for_translator = {
+            "device": "cuda" if opt.cuda else "cpu",
+            "device_index": opt.gpu if opt.cuda else 0,
+        }
+        for name, value in onmt_for_translator.items():
+            setdefault_if_exists_must_match(ct2_translator_args, name, value)
+
+
+class ServerModel(object):
+    def to_gpu(self):
+        torch.cuda.set_device(self.opt.gpu)
+        self.translator.model.cuda()
+"""
+
+
+@pytest.mark.parametrize("read_elsewhere", [
+    "",
+    # read by torch too: its device moves by its key, as before
+    "\n\ndef probe(opt):\n    args = {\"device\": \"cuda\"}\n    return torch.zeros(1, **args)\n",
+    "\n\ndef probe(onmt_for_translator):\n    return torch.zeros(1, **onmt_for_translator)\n",
+])
+def test_a_device_dict_only_ctranslate2_is_given_stays(read_elsewhere):
+    text = ONMT_CT2_SERVER + read_elsewhere
+    result = migrate_source(text, "onmt/translate/translation_server.py", Options())
+    expected = with_torch_npu(text).replace("torch.cuda.set_device", "torch.npu.set_device").replace(
+        "model.cuda()", "model.npu()").replace('args = {"device": "cuda"}', 'args = {"device": "npu"}')
+    if "onmt_for_translator" in read_elsewhere:
+        expected = expected.replace('"device": "cuda" if', '"device": "npu" if')
+    assert result.new_text == expected
+    assert [(f.code, f.span.line, f.api) for f in result.findings] == [("NPU303", 6, "ctranslate2")]
+    assert assert_partial_as_whole(text, "onmt/translate/translation_server.py").new_text == expected + PARTIAL_PADDING
+
+
 # mindnlp 0.5.1 mindtorch/ (PyTorch's API written on MindSpore): mindtorch/dispatcher.py:46 maps
 # "cuda" to the NPU itself on Ascend, nn/functional.py:50 takes a GPU workaround for "cuda", and
 # its Tensor/Module define `def cuda(self, ...)`. A file importing only mindtorch had no

@@ -94,6 +94,11 @@ _ELSE_RE = r"\n[ \t]*else\s*:"
 # `.cuda()` calls the run migrates).
 _EXTENSION_PART_RE = r"^_C$|^_ext$|(?<!^to)(?<!_to)_cuda$|_ext$|_cuda_ext|_cuda_kernels?$|^_?cuda_kernels?$"
 _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline"}
+# A call of a torch.cuda function (what _flag_cleared looks for).
+_TORCH_CUDA_CALL_RE = r"\bcuda\.[\w.]+\s*\("
+_TORCH_CUDA_NAME_RE = r"\btorch\.cuda\.[\w.]*\w"
+# A CUDA source file named in a string (`'k_kernel.cu'`), or load_inline's CUDA sources.
+_CUDA_SOURCE_RE = r"\.cuh?['\"]|\bcuda_sources\b"
 # An assert/raise/skip message that says the code runs on CUDA only: "CUDA only", "only
 # supported on CUDA", "requires CUDA", "requires a CUDA training device" (torchrl 0.14.1
 # dreamer_v3), "needs an NVIDIA GPU", "requires a GPU" (not "needs a GPU or a TPU": either will do).
@@ -1393,6 +1398,13 @@ class _DeviceGates:
         self.project_locals: Dict[str, str] = {}
         # the functions holding a device test kept here (by name; `forward` for a Function's)
         self.holders: Set[str] = set()
+        self._builds_here = False
+        # while the readers of a flag a device test clears are judged (_flag_cleared): torch.cuda
+        # calls left as they are count as CUDA-only code there
+        self._flagged = False
+        # whether a name can stand for CUDA-only code (evidence(): an import or definition that
+        # is, a library's word), not only a call's name or an error's words
+        self._names_code = False
 
     # -- what is CUDA-only ------------------------------------------------------------------
 
@@ -1427,11 +1439,16 @@ class _DeviceGates:
                         self.cuda_names.setdefault(name, f"`{name}`" if name == full else f"`{name}` ({full})")
         if self.project_code:
             self._bind_project_code()
-        if self.cuda_names or self.project_locals or self.ctx.kept:
-            return True  # (kept: what the planner left on CUDA, a capability check among it)
         text = self.ctx.text
+        # (a definition of the file that builds a CUDA extension at run time: _fixed_reads)
+        self._builds_here = any(q in _BUILDERS for q in self.ctx.imports.names.values()) and bool(
+            compiled(_CUDA_SOURCE_RE).search(text))
+        if self.cuda_names or self.project_locals or self.ctx.kept or self._builds_here:
+            self._names_code = True
+            return True  # (kept: what the planner left on CUDA, a capability check among it)
         words = self.gate_words
         if words and _in_any_case(words, text):
+            self._names_code = True
             return True  # (in any case: `TritonKernel`; the analysis reads identifiers word by word)
         if _written(text, self._call_leaves, r"\s*\(", getattr(self.ctx.code, "text_words", None)):
             return True
@@ -1448,6 +1465,9 @@ class _DeviceGates:
             # no name can be (_cuda_name) and no line left out can change a verdict (_ask_for)
             # (a CUDA-only call's name written, imported under another: `from torch import mm as f`)
             self.names_matter = _written(text, self._call_leaves, r"(?!\w)", getattr(self.ctx.code, "text_words", None))
+            return True
+        if "= False" in text and any(self._stays_cuda(q) for q in set(compiled(_TORCH_CUDA_NAME_RE).findall(text))):
+            self.names_matter = False  # (only torch.cuda calls left as they are: _flag_cleared)
             return True
         return False
 
@@ -1473,6 +1493,12 @@ class _DeviceGates:
                                     compiled(_EXTENSION_PART_RE).search(part) for n in names if not _is_torch(n)
                                     for part in n.split(".") if part):
                                 found.update(a.asname or a.name for a in node.names)
+                            elif self.project_code:
+                                # the project's CUDA-only code of another module, imported by name
+                                # (parlai's `from parlai.ops.ngram_repeat_block import NGramRepeatBlock`)
+                                base = self._import_base(module, node.level)
+                                found.update(a.asname or a.name for a in node.names
+                                             if any(p.endswith(f"{base}/{a.name}") for p in self.project_code))
                         elif isinstance(node, ast.Import):
                             for alias in node.names:
                                 parts = alias.name.split(".")
@@ -1481,6 +1507,16 @@ class _DeviceGates:
                                     found.add(alias.asname or parts[0])
             self._elided_names = found
         return self._elided_names
+
+    def _import_base(self, module: str, level: int) -> str:
+        """Where `from <level dots><module> import ...` looks, as _bind_project_code matches it
+        (an absolute import by the end of a module's path, a relative one by the path itself)."""
+        if not level:
+            return "/" + module.replace(".", "/")
+        base = os.path.dirname(os.path.abspath(self.ctx.path)).replace(os.sep, "/")
+        for _ in range(level - 1):
+            base = base.rsplit("/", 1)[0]
+        return base + "/" + module.replace(".", "/") if module else base
 
     def _bind_project_code(self) -> None:
         """The names this file's imports bind to the project's CUDA-only code in other modules
@@ -1694,7 +1730,7 @@ class _DeviceGates:
         Function launching numba.cuda kernels), or `self.kernel[grid](...)` where it assigns a
         `@triton.jit` function: a method called through an attribute of the instance is what
         the class's methods assign to it."""
-        if not self.names_matter:
+        if not self.names_matter and not self._flagged:
             return None
         # (`self.kernel[grid](...)`: a Triton launch through the attribute)
         funcs = [call.func.value if isinstance(call.func, cst.Subscript) else call.func for call in _calls(node)]
@@ -1706,10 +1742,18 @@ class _DeviceGates:
         if owner is None:
             return None
         for attribute in dict.fromkeys(attributes):
-            for value in self._assigned_to_self(owner, attribute):
+            for value in self._assigned_to_self(owner, attribute) if self.names_matter else ():
                 found = self._cuda_only_in(value)
                 if found is not None:
                     return f"`self.{attribute}`, which is {found}"
+            if self._flagged:
+                # a method of the class (MemorySnapshot's `self.start_record_memory_history()`),
+                # its own calls only (_fixed_reads: not the methods it calls in turn)
+                for method in owner.body.body:
+                    if isinstance(method, cst.FunctionDef) and method.name.value == attribute:
+                        found = self._fixed_reads(method.body)[1]
+                        if found is not None:
+                            return f"`self.{attribute}()`, which calls {found}"
         return None
 
     def _kept_attribute(self, node: cst.CSTNode) -> Optional[str]:
@@ -1831,6 +1875,16 @@ class _DeviceGates:
         for call in calls:
             if id(call) in self.ctx.kept and self.ctx.imports.resolve(call.func) in _CAPABILITY | _PROPERTIES:
                 return names, f"`{self.ctx.code_for(call.func)}()`, kept on CUDA (NPU307)"
+        if self._builds_here:
+            for call in calls:
+                qual = self.ctx.imports.resolve(call.func)
+                if qual in _BUILDERS and _builds_cuda(call):
+                    return names, f"`{qual}` of CUDA sources"  # (parlai's NGramRepeatBlock)
+        if self._flagged:
+            for call in calls:
+                qual = self.ctx.imports.resolve(call.func)
+                if qual is not None and qual.startswith("torch.cuda.") and self._stays_cuda(qual):
+                    return names, f"`{qual}`, which has no NPU twin in the target and stays as it is"
         if self.calls:
             for call in calls:
                 qual = self.ctx.imports.resolve(call.func)
@@ -2348,6 +2402,12 @@ class _DeviceGates:
                 verdict = self._variable(parent, name, negative, depth, seen)
                 if verdict is not None:
                     return verdict
+            for target in targets:
+                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
+                        and target.value.value == "self"):
+                    verdict = self._instance_attribute(parent, target.attr.value, negative, depth, seen)
+                    if verdict is not None:
+                        return verdict
             return None
         return None
 
@@ -2420,6 +2480,8 @@ class _DeviceGates:
             found = (self._cuda_only_in(statement.body) or self._kept_attribute(statement.body)
                      or self._refused_elsewhere(statement))
             self._note_elided(statement.body)
+            if found is None and isinstance(statement, cst.If):
+                return self._flag_cleared(statement, negative, 0, set())  # `else: self._enabled = False`
             return ("gate", found) if found is not None else None
         side = [statement.orelse] if statement.orelse is not None else []
         early = isinstance(statement, cst.If) and _exits(statement.body)  # raise or return
@@ -2443,6 +2505,8 @@ class _DeviceGates:
         needs = self._module_needs() if refusal else None
         if needs is not None:
             return ("refusal", f"the module imports {needs} unconditionally")
+        if not early and isinstance(statement, cst.If):
+            return self._flag_cleared(statement, negative, 0, set())
         return None
 
     def _refused_elsewhere(self, statement: cst.CSTNode) -> Optional[str]:
@@ -2759,6 +2823,97 @@ class _DeviceGates:
                 return verdict
         return None
 
+    def _stays_cuda(self, qual: str) -> bool:
+        """Whether the torch pass leaves the torch.cuda name `qual` as it is: no rewrite, or one
+        into a name the target lacks (NPU320: composer's `torch.cuda.memory._record_memory_history`),
+        or a member with no NPU twin (NPU301: `torch.cuda._memory_viz`)."""
+        if any(qual == m or qual.startswith(m + ".") for m in _kept_cuda_members(self.ctx)):
+            return True
+        hit = self.ctx.rules.rewrite_api(qual)
+        if hit is None:
+            return False  # (not device code the rules know: nothing said of it)
+        prefix, to, _rule = hit
+        return prefix != to and self.ctx.options.targets.torch.missing(to + qual[len(prefix):]) is not None
+
+    def _flag_cleared(self, statement: cst.CSTNode, negative: bool, depth: int,
+                      seen: Set[int]) -> Optional[Tuple[str, str]]:
+        """A device test whose other side clears a flag of the instance (composer 0.32.1's
+        OOMObserver/MemorySnapshot: `if model_device.type not in ('cuda', 'meta'): warnings.warn(
+        ...); self._enabled = False`), whose readers then open torch.cuda calls the torch pass
+        leaves as they are (`torch.cuda.memory._record_memory_history`): moved, the callback
+        stayed enabled on the NPU and called them (AttributeError); kept, it disables itself
+        there as it did unmigrated."""
+        if not isinstance(statement, cst.If):
+            return None
+        side = statement.body if negative else statement.orelse
+        if side is None or isinstance(side, cst.If):
+            return None
+        suite = side.body if isinstance(side, cst.Else) else side
+        flags = [t.target.attr.value for small in suite_small_statements(suite)
+                 if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "False"
+                 for t in small.targets if isinstance(t.target, cst.Attribute)
+                 and isinstance(t.target.value, cst.Name) and t.target.value.value == "self"]
+        if not flags or not compiled(_TORCH_CUDA_CALL_RE).search(self.ctx.text):
+            return None
+        owner = self._enclosing_class(statement)
+        if owner is None:
+            return None
+        if self.ctx.partial is not None:
+            # the class's lines left out that name CUDA or read a flag: parsed too, then judged
+            # as a whole parse is
+            words = {b"cuda", *(flag.encode() for flag in flags)}
+            self.ctx.partial_lines.update(run for run in self._runs_in(owner)
+                                          if not words.isdisjoint(self._words_of_run(run)))
+        self._flagged = True
+        try:
+            for flag in flags:
+                verdict = self._instance_attribute(statement, flag, False, depth, seen, cleared=True)
+                if verdict is not None:
+                    return verdict
+        finally:
+            self._flagged = False
+        return None
+
+    def _instance_attribute(self, assign: cst.CSTNode, attribute: str, negative: bool, depth: int,
+                            seen: Set[int], cleared: bool = False) -> Optional[Tuple[str, str]]:
+        """A device test kept in an attribute of the instance (parlai 1.7.2's TreeSearch:
+        `self.gpu_beam_blocking = gpu_beam_blocking and torch.cuda.is_available()`, then `if
+        self.gpu_beam_blocking: ... NGramRepeatBlock()`, a module building a CUDA extension): the
+        tests of the class's methods that read `self.<attribute>` decide, as a variable's readers
+        do. Moved alone, the NPU would build and enter the CUDA-only code."""
+        owner = self._enclosing_class(assign)
+        if owner is None or not (cleared or self._names_code or self._elided_imports()):
+            return None  # (no name of the file can be CUDA-only code: the class is not walked)
+        partial = self.ctx.partial
+        if partial is not None:
+            # its readers left out of the class's methods, where they hold CUDA-only code
+            for run in self._runs_in(owner):
+                if run not in self.ctx.partial_lines:
+                    words = self._words_of_run(run)
+                    if attribute.encode() in words and any(self._cuda_word(w) for w in words):
+                        self.ctx.partial_lines.add(run)
+        work.count("walk")
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(owner, 0)]
+        while stack:
+            n, at = stack.pop()
+            del path[at:]
+            path.append(n)
+            if (isinstance(n, cst.Attribute) and n.attr.value == attribute and isinstance(n.value, cst.Name)
+                    and n.value.value == "self"):
+                self._record(path)
+                parent = self.parent.get(id(n))
+                if not (isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign))
+                        and getattr(parent, "target", None) is n):
+                    verdict = self._judge(n, negative, depth + 1, seen)
+                    if verdict is not None:
+                        kept = "cleared in" if cleared else "kept in"
+                        return verdict[0], f"it is {kept} `self.{attribute}`, where {verdict[1]}"
+                continue
+            at += 1
+            stack.extend([(c, at) for c in reversed(code_children(n))])  # (in source order)
+        return None
+
     def _uses(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The references to `name` under `scope` (as _references reads them, in its order),
         their ancestors recorded."""
@@ -2829,6 +2984,14 @@ class _DeviceGates:
     def _is_target(self, name: cst.Name) -> bool:
         parent = self.parent.get(id(name))
         return isinstance(parent, (cst.AssignTarget, cst.AnnAssign)) and getattr(parent, "target", None) is name
+
+
+def _builds_cuda(call: cst.Call) -> bool:
+    """Whether a cpp_extension load()/load_inline() call is given CUDA sources (a `.cu`/`.cuh`
+    file named in it, or load_inline's `cuda_sources=`), as project_values._builds_cuda."""
+    if any(a.keyword is not None and a.keyword.value == "cuda_sources" for a in call.args):
+        return True
+    return any((string_value(s) or "").endswith((".cu", ".cuh")) for s in _strings_in(call))
 
 
 def _strings_in(node: cst.CSTNode) -> Iterator[cst.SimpleString]:

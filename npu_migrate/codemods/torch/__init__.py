@@ -114,6 +114,8 @@ class TorchTransformer(cst.CSTTransformer):
     def visit_Assign(self, node: cst.Assign) -> None:
         if self._names_npu:
             keep_cuda_patched_with_npu(self.ctx, node, self._resolve)  # torch.cuda.amp = npu.amp
+        if self.literals.foreign_libraries and type(node.value) is cst.Dict:
+            self.literals.note_dict(node)  # `args = {"device": ...}` given to CTranslate2
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if self._names_npu:

@@ -17,9 +17,10 @@ from libcst.helpers import get_full_name_for_node
 from ...kinds.device import Positions
 from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
 from ...rules import Rule
-from ...fast_visitor import walk
+from ...fast_visitor import subtree, walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
+from ...words import words_of
 from ..syntax import option_names
 from ...codes import applies, emits
 from .state import TorchKind, TorchState
@@ -259,6 +260,14 @@ class DeviceVariables(cst.CSTVisitor):
         # names of its own (`ctranslate2.Translator(path, device=self.device)`): only in modules
         # that import such a library (LiteralRewrites.foreign_libraries)
         self.foreign_reads: Dict[str, int] = {}
+        # Dicts whose entries a library with device names of its own is given: the names passed
+        # as `**kwargs` to such a library (`ctranslate2.Translator(path, **ct2_translator_args)`),
+        # the names a dict's entries go into (`for name, value in D.items(): f(ct2_args, name,
+        # value)`, `ct2_args.update(D)`), and how often the module reads a dict so
+        # (LiteralRewrites._entries_for_foreign_library; only in modules importing such a library)
+        self.foreign_kwargs: Set[str] = set()
+        self.entries_into: Dict[str, Set[str]] = {}
+        self.entry_reads: Dict[str, int] = {}
         # Names the module assigns a literal only the variable-only device rules move (the
         # seed's `CALCULATE_DEVICE = "gpu:0"`): only their comparisons move such a literal.
         self.variable_literal_names: Set[str] = set()
@@ -283,6 +292,13 @@ class DeviceVariables(cst.CSTVisitor):
                 key = _read_key(arg.value)
                 if key is not None:
                     self.foreign_reads[key] = self.foreign_reads.get(key, 0) + 1
+                    if arg.star == "**" and isinstance(arg.value, cst.Name):
+                        self.foreign_kwargs.add(key)
+                        self._entries(key, {key})
+        if self.t.foreign_libraries and isinstance(node.func, cst.Attribute) and node.func.attr.value == "update" \
+                and isinstance(node.func.value, cst.Name) and len(node.args) == 1 and not node.args[0].star \
+                and isinstance(node.args[0].value, cst.Name):
+            self._entries(node.args[0].value.value, {node.func.value.value})  # `ct2_args.update(D)`
         for arg, kind in self.t.special_args(node):
             if isinstance(arg.value, cst.Name):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
@@ -297,6 +313,16 @@ class DeviceVariables(cst.CSTVisitor):
 
     def visit_For(self, node: cst.For) -> None:
         self._elements(node.target, node.iter)
+        iterated = node.iter
+        if self.t.foreign_libraries and isinstance(iterated, cst.Call) and not iterated.args \
+                and isinstance(iterated.func, cst.Attribute) and iterated.func.attr.value == "items" \
+                and isinstance(iterated.func.value, cst.Name):
+            # `for name, value in D.items(): setdefault_if_exists_must_match(ct2_args, name, value)`
+            self._entries(iterated.func.value.value, {n.value for n in subtree(node.body) if isinstance(n, cst.Name)})
+
+    def _entries(self, name: str, into: Set[str]) -> None:
+        self.entries_into.setdefault(name, set()).update(into)
+        self.entry_reads[name] = self.entry_reads.get(name, 0) + 1
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
         self._elements(node.target, node.iter)
@@ -350,6 +376,10 @@ def _read_key(node: cst.BaseExpression) -> Optional[str]:
     if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
         return "self." + node.attr.value
     return None
+
+
+# `**name` in a call (the names LiteralRewrites._entries_for_foreign_library asks for)
+_KWARGS_RE = re.compile(r"\*\*\s*([A-Za-z_]\w*)")
 
 
 def _reads_in_text(text: str, key: str) -> int:
@@ -533,6 +563,7 @@ class LiteralRewrites(TorchKind):
         # Whether the module imports a library with device names of its own (CTranslate2, cupy,
         # DALI...): only then may a device variable be that library's (_read_only_by_foreign_libraries)
         self.foreign_libraries = any(dc.is_foreign_callee(q) for q in self.ctx.imports.names.values())
+        self._dict_owner: Dict[int, str] = {}  # (note_dict: an element of `D = {...}` -> "D")
         # Lookups with a device-named key and a CUDA default (`cfg.get("device", "cuda:0")`) not
         # moved (yet): id -> the node. What is left at the end of the walk is reported
         # (UNMOVED_DEFAULT): its value reaches no place known to be a torch device.
@@ -1636,12 +1667,49 @@ class LiteralRewrites(TorchKind):
                 changed = True
         return updated.with_changes(elements=elements) if changed else updated
 
+    def note_dict(self, node: cst.Assign) -> None:
+        """`D = {...}` in a module importing a library with device names of its own: its
+        elements' owner, for leave_DictElement (_entries_for_foreign_library)."""
+        names = [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
+        if len(names) == 1 and isinstance(node.value, cst.Dict):
+            for element in node.value.elements:
+                self._dict_owner[id(element)] = names[0]
+
+    def _entries_for_foreign_library(self, name: str) -> bool:
+        """Whether every read of the dict `name` hands its entries to a library with device
+        names of its own (OpenNMT-py 3.5.1's translation_server.py: `onmt_for_translator =
+        {"device": "cuda" if opt.cuda else "cpu", ...}`, its items set into `ct2_translator_args`,
+        given as `ctranslate2.Translator(model_path, **ct2_translator_args)`): "npu" would be
+        refused there (CTranslate2 knows "cpu", "cuda", "auto"; NPU303 at its import)."""
+        partial = self.ctx.partial
+        if partial is not None and partial.elided_word(name):
+            # its reads left out, and the `**kwargs` of lines left out that name the library
+            # (`ctranslate2.Translator(model_path, **ct2_translator_args)`): migrated again with
+            # them, in one more attempt
+            self.ctx.partial_misses.add(name)
+            foreign = {local.encode() for local, qualified in self.ctx.imports.names.items() if dc.is_foreign_callee(qualified)}
+            foreign.update(n.encode() for n in dc.NON_TORCH_LIBRARIES)
+            for start, end, _indent in partial.runs:
+                text = partial.text_of((start, end))
+                if "**" in text and not foreign.isdisjoint(words_of(text)):
+                    self.ctx.partial_misses.update(_KWARGS_RE.findall(text))
+        walked = self._walked()
+        into = walked.entries_into.get(name)
+        if not into or not into & walked.foreign_kwargs:
+            return False
+        return _reads_in_text(self.ctx.text, name) <= walked.entry_reads.get(name, 0)
+
     def leave_DictElement(self, original: cst.DictElement, updated: cst.DictElement) -> cst.DictElement:
         # {"device": "cuda"} / {"dist_backend": "nccl"}
         key = string_value(original.key)
         if key is None:
             return updated
         if DEVICE_NAME_RE.search(key):
+            owner = self._dict_owner.get(id(original)) if self._dict_owner else None
+            if owner is not None and self._is_rewritable_literal(updated.value) \
+                    and self._entries_for_foreign_library(owner):
+                self._settled(original.value)  # another library's device (NPU303 at its import)
+                return updated
             new = self.device_literal(original.value, updated.value)
         elif BACKEND_NAME_RE.search(key):
             new = self.backend_literal(original.value, updated.value)
