@@ -1243,6 +1243,21 @@ def keep_lightning_device_arguments(ctx: Context, call: cst.Call, qual: Optional
             ctx.keep(arg.value)
 
 
+def keep_test_choosing_gpu(ctx: Context, node: cst.IfExp, resolve) -> None:
+    """`accelerator = "gpu" if torch.cuda.is_available() else "cpu"` (lightly 1.6.0's train_cli,
+    handed to Lightning's Trainer through a dict): "gpu" is no torch device (it stays), but a
+    framework's name for a CUDA GPU (Lightning's accelerator, catboost's task_type, LightGBM's
+    device). Moved to torch.npu, the test would pick "gpu" on the Ascend machine, where that
+    framework finds no GPU and stops; as written it picks the other literal ("cpu") and runs.
+    Only a choice between two string literals: an arm that computes something (ultralytics'
+    `torch.cuda.get_device_name(0) if torch.cuda.is_available() else "GPU"`) moves with its test."""
+    arms = (node.body, node.orelse)
+    if not all(isinstance(arm, cst.SimpleString) for arm in arms):
+        return
+    if any((string_value(arm) or "").lower() == "gpu" for arm in arms) and dc.is_device_test(node.test, resolve):
+        ctx.keep(node.test)
+
+
 # ----------------------------------------------------------------------------- device gates
 
 

@@ -38,7 +38,7 @@ from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
                       keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments,
-                      lightning_device_calls,
+                      lightning_device_calls, keep_test_choosing_gpu,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_is_available_over_cuda_versions,
@@ -116,6 +116,9 @@ class TorchTransformer(cst.CSTTransformer):
             keep_cuda_patched_with_npu(self.ctx, node, self._resolve)  # torch.cuda.amp = npu.amp
         if self.literals.foreign_libraries and type(node.value) is cst.Dict:
             self.literals.note_dict(node)  # `args = {"device": ...}` given to CTranslate2
+
+    def visit_IfExp(self, node: cst.IfExp) -> None:
+        keep_test_choosing_gpu(self.ctx, node, self._resolve)  # guards.py: `"gpu" if torch.cuda... else "cpu"`
 
     def visit_Dict(self, node: cst.Dict) -> None:
         if self._names_npu:
