@@ -382,8 +382,15 @@ TRIM_ABOVE = 12 << 20  # bytes a worker may grow past its size at start before i
 RETIRE_ABOVE = 16 << 20
 # Private bytes (USS: its own pages and those of the main process it wrote to) a worker may hold
 # before it makes way for a new one, looked at every CHECK_EVERY files and after each trim
-# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why).
-PRIVATE_ABOVE = 24 << 20
+# (reading smaps_rollup takes ~0.3 ms; heap_trimmer says why). 32 MB rather than 24, now that
+# libcst parses long texts in pieces (pieces.py) and the peak has room: a worker on small files
+# reached 24 MB after 48-80 of them, ~15 of it pages of the main process it had written to,
+# which its successor copies again within as many files; each re-fork cost ~0.09 CPU-s (the
+# fork and those copies, ~33 ms of system time; the TF statement filter and the rest rebuilt).
+# Cold -j 2, 3 rounds side by side at load 6-14, CPU-s / peak PSS MB medians: transformers 4.46.3
+# src 15.00 / 117.0 -> 13.63 / 125.6, tensor2tensor 10.51 / 111.7 -> 9.68 / 114.2, mindnlp
+# 0.5.1 5.92 / 131.0 -> 5.61 / 135.3.
+PRIVATE_ABOVE = 32 << 20
 CHECK_EVERY = 16
 RETIRED = "retired"  # added to a worker's last answer
 
