@@ -332,6 +332,46 @@ def test_a_gpu_flag_given_a_device_test_stays(flag, test):
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n"), r.new_text
 
 
+# trl 1.16.0 experimental/merge_model_callback.py:283-288 (mergekit) and mmsegmentation 1.2.2's
+# visualization_cam.py:118 (pytorch-grad-cam), trimmed, beside the module's own function.
+LIBRARY_GPU_FLAGS = """\
+import torch
+from mergekit.config import MergeOptions
+from pytorch_grad_cam import GradCAM
+
+
+def train(model, use_cuda=False):
+    if use_cuda:
+        model.cuda()
+
+
+def merge(model, target):
+    merge_options = MergeOptions(
+        device="auto",
+        cuda=torch.cuda.is_available(),
+        trust_remote_code=True,
+    )
+    with GradCAM(model=model, target_layers=[target], use_cuda=torch.cuda.is_available()) as cam:
+        cam(torch.zeros(1, device="cuda"))
+    train(model, use_cuda=torch.cuda.is_available())
+    return merge_options
+"""
+
+
+def test_a_gpu_flag_of_another_library_given_cudas_availability_stays():
+    """trl's `MergeOptions(device="auto", cuda=torch.cuda.is_available())`: moved to torch.npu,
+    mergekit did its math on "cuda" on the Ascend machine (heldout21); as written it is False there
+    and mergekit computes on the CPU, as unmigrated. The module's own `train(use_cuda=...)` moves
+    (its `.cuda()` does too), and so does every other device call. Parsed partially (its imports
+    asked for) as whole."""
+    expected = LIBRARY_GPU_FLAGS.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        "model.cuda()", "model.npu()").replace('device="cuda"', 'device="npu"').replace(
+        "train(model, use_cuda=torch.cuda.is_available())", "train(model, use_cuda=torch.npu.is_available())")
+    for partial in (True, False):
+        r = migrate_source(LIBRARY_GPU_FLAGS, "trl/experimental/merge_model_callback.py", partial=partial)
+        assert r.new_text == expected, partial
+
+
 ENV_REPORT_WITH_NPU = '''\
 import torch
 

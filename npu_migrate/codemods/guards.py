@@ -62,6 +62,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
+from ..local_modules import is_local_import
 from ..imports import dotted_name, imported_names
 from ..fast_visitor import code_children, subtree, walk
 from .. import work
@@ -1256,6 +1257,56 @@ def keep_test_choosing_gpu(ctx: Context, node: cst.IfExp, resolve) -> None:
         return
     if any((string_value(arm) or "").lower() == "gpu" for arm in arms) and dc.is_device_test(node.test, resolve):
         ctx.keep(node.test)
+
+
+# `cuda=torch.cuda.is_available()`, `use_gpu=not x and torch.cuda.is_available()`: a flag keyword
+# given CUDA's availability (the text test for library_gpu_flags).
+_GPU_FLAG_AVAILABILITY = r"(?i)\b\w*(?:gpu|cuda)\w*\s*=\s*[^=\n][^\n]*?\bis_available\(\)"
+
+
+def library_gpu_flags(ctx: Context) -> bool:
+    """Whether the file may give another library's callable a GPU flag set from CUDA's
+    availability (keep_library_gpu_flag): a text test, per file, tried only on the lines that
+    hold `is_available()` (a literal search first: the pattern tried at every word of the file
+    cost ~1 % of bench/train_500.py's instructions)."""
+    text = ctx.text
+    at = text.find("is_available()")
+    while at != -1:
+        start = text.rfind("\n", 0, at) + 1
+        if compiled(_GPU_FLAG_AVAILABILITY).search(text, start, at + len("is_available()")) is not None:
+            return True
+        at = text.find("is_available()", at + 1)
+    return False
+
+
+def keep_library_gpu_flag(ctx: Context, call: cst.Call, qual: Optional[str], resolve) -> None:
+    """trl 1.16.0 experimental/merge_model_callback.py:286 `MergeOptions(device="auto",
+    cuda=torch.cuda.is_available())` (mergekit), mmsegmentation 1.2.2's `GradCAM(...,
+    use_cuda=torch.cuda.is_available())` (pytorch-grad-cam): a keyword of another library's
+    callable that says GPU or CUDA, given CUDA's availability, asks that library for its CUDA path.
+    Moved to torch.npu, the library takes it on the Ascend machine (mergekit computes on "cuda",
+    grad-cam calls `.cuda()`); as written it is False there and the library runs on the CPU, as
+    unmigrated. A callable of torch, of the module or of the project moves as before (its CUDA
+    calls move with it)."""
+    flags = [arg for arg in call.args if arg.keyword is not None and compiled(_GPU_FLAG).search(arg.keyword.value)
+             and any(type(n) is cst.Call and resolve(n.func) == "torch.cuda.is_available" for n in subtree(arg.value))]
+    if not flags:
+        return
+    if qual is None:
+        root = _root(call.func)
+        if ctx.partial is not None and root is not None and re.search(
+                r"(?m)^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import\b[^\n]*\b%s\b" % re.escape(root), ctx.text):
+            ctx.partial_misses.add("import")  # (bound by an import partial parsing left out)
+        return
+    if qual.startswith(".") or qual.split(".", 1)[0] in ("torch", "torch_npu"):
+        return
+    module = qual.rsplit(".", 1)[0] if "." in qual else qual
+    if qual not in ctx.imports.names.values() and module not in ctx.imports.modules:
+        return  # (not bound by an import: the module's own)
+    if is_local_import(ctx.path, module, ctx.options.local_modules):
+        return
+    for arg in flags:
+        ctx.keep(arg.value)
 
 
 # ----------------------------------------------------------------------------- device gates

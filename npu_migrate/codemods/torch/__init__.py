@@ -41,6 +41,7 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILA
                       lightning_device_calls, keep_test_choosing_gpu,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
+                      keep_library_gpu_flag, library_gpu_flags,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code)
 from .literals import LiteralRewrites
@@ -90,6 +91,7 @@ class TorchTransformer(cst.CSTTransformer):
                            and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
         self._lightning = lightning_device_calls(ctx)  # guards.py: Trainer(accelerator=...) stays
+        self._library_flags = library_gpu_flags(ctx)  # guards.py: MergeOptions(cuda=torch.cuda.is_available())
 
     def _kind(self, kind: Type[K]) -> K:
         found = self.kinds[kind]
@@ -154,6 +156,8 @@ class TorchTransformer(cst.CSTTransformer):
             keep_foreign_device_tests(self.ctx, node, self._resolve)
         if self._lightning:
             keep_lightning_device_arguments(self.ctx, node, qual, self._lightning)
+        if self._library_flags and node.args:
+            keep_library_gpu_flag(self.ctx, node, qual, self._resolve)  # guards.py: MergeOptions(cuda=...)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.state.shown += 1
