@@ -74,7 +74,7 @@ from ..words import matches_at_word_start, words_of
 from ..rules import Rule
 from .findings import arguments_match
 from .strings import string_value
-from .syntax import option_names
+from .syntax import option_names, self_attribute
 
 # The regular expressions here (the *_RE, _NPU_WORD, _GPU_FLAG, NPU_WORD_IN_TEXT patterns) are
 # compiled where first searched for (prefilter.compiled): compiling all of them at import took
@@ -1800,8 +1800,7 @@ class _DeviceGates:
             return None
         # (`self.kernel[grid](...)`: a Triton launch through the attribute)
         funcs = [call.func.value if isinstance(call.func, cst.Subscript) else call.func for call in _calls(node)]
-        attributes = [f.attr.value for f in funcs if isinstance(f, cst.Attribute)
-                      and isinstance(f.value, cst.Name) and f.value.value == "self"]
+        attributes = [a for a in map(self_attribute, funcs) if a is not None]
         if not attributes:
             return None
         owner = self._enclosing_class(node)
@@ -1832,8 +1831,7 @@ class _DeviceGates:
         when the kept code's gate comes first in the file (a class's __init__)."""
         if not self.ctx.kept:
             return None
-        attributes = [n.attr.value for n in subtree(node) if isinstance(n, cst.Attribute)
-                      and isinstance(n.value, cst.Name) and n.value.value == "self"]
+        attributes = [a for a in map(self_attribute, subtree(node)) if a is not None]
         if not attributes:
             return None
         owner = self._enclosing_class(node)
@@ -1863,14 +1861,14 @@ class _DeviceGates:
             else:
                 continue
             for t in targets:
-                if not (isinstance(t, cst.Attribute) and t.attr.value in wanted
-                        and isinstance(t.value, cst.Name) and t.value.value == "self"):
+                name = self_attribute(t)
+                if name is None or name not in wanted:
                     continue
                 if id(n) in kept:
-                    inside.setdefault(t.attr.value, []).append(n)
+                    inside.setdefault(name, []).append(n)
                 elif not (isinstance(n, (cst.Assign, cst.AnnAssign)) and isinstance(n.value, cst.Name)
                           and n.value.value == "None"):
-                    elsewhere.add(t.attr.value)
+                    elsewhere.add(name)
         for attribute in dict.fromkeys(attributes):
             if attribute in inside and attribute not in elsewhere and attribute in wanted:
                 lines = [r.start.line for r in map(self.ctx.position, inside[attribute]) if r is not None]
@@ -1886,9 +1884,7 @@ class _DeviceGates:
             if not isinstance(method, cst.FunctionDef):
                 continue
             for n in subtree(method.body):
-                if isinstance(n, cst.Assign) and any(
-                        isinstance(t.target, cst.Attribute) and t.target.attr.value == attribute
-                        and isinstance(t.target.value, cst.Name) and t.target.value.value == "self" for t in n.targets):
+                if isinstance(n, cst.Assign) and any(self_attribute(t.target) == attribute for t in n.targets):
                     values.append(n.value)
         partial = self.ctx.partial
         if partial is not None:
@@ -2469,9 +2465,9 @@ class _DeviceGates:
                 if verdict is not None:
                     return verdict
             for target in targets:
-                if (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name)
-                        and target.value.value == "self"):
-                    verdict = self._instance_attribute(parent, target.attr.value, negative, depth, seen)
+                attribute = self_attribute(target)
+                if attribute is not None:
+                    verdict = self._instance_attribute(parent, attribute, negative, depth, seen)
                     if verdict is not None:
                         return verdict
             return None
@@ -2915,10 +2911,9 @@ class _DeviceGates:
         if side is None or isinstance(side, cst.If):
             return None
         suite = side.body if isinstance(side, cst.Else) else side
-        flags = [t.target.attr.value for small in suite_small_statements(suite)
+        flags = [flag for small in suite_small_statements(suite)
                  if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "False"
-                 for t in small.targets if isinstance(t.target, cst.Attribute)
-                 and isinstance(t.target.value, cst.Name) and t.target.value.value == "self"]
+                 for flag in map(self_attribute, (t.target for t in small.targets)) if flag is not None]
         if not flags or not compiled(_TORCH_CUDA_CALL_RE).search(self.ctx.text):
             return None
         owner = self._enclosing_class(statement)
@@ -2965,8 +2960,7 @@ class _DeviceGates:
             n, at = stack.pop()
             del path[at:]
             path.append(n)
-            if (isinstance(n, cst.Attribute) and n.attr.value == attribute and isinstance(n.value, cst.Name)
-                    and n.value.value == "self"):
+            if self_attribute(n) == attribute:
                 self._record(path)
                 parent = self.parent.get(id(n))
                 if not (isinstance(parent, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign))

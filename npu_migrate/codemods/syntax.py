@@ -132,6 +132,13 @@ def is_none(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "None"
 
 
+def self_attribute(node: cst.CSTNode) -> Optional[str]:
+    """`name` when `node` is `self.name`; None for anything else."""
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
 def is_true(arg: Optional[cst.Arg]) -> bool:
     """An argument whose value is the literal `True`."""
     return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"

@@ -21,7 +21,7 @@ from ...fast_visitor import subtree, walk
 from .. import device_context as dc
 from ..strings import LiteralRewriter, string_value
 from ...words import words_of
-from ..syntax import option_names
+from ..syntax import option_names, self_attribute
 from ...codes import applies, emits
 from .state import TorchKind, TorchState
 
@@ -373,9 +373,8 @@ def _read_key(node: cst.BaseExpression) -> Optional[str]:
     """`name` for a variable, `self.name` for an attribute of `self`; None for anything else."""
     if isinstance(node, cst.Name):
         return node.value
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return "self." + node.attr.value
-    return None
+    attribute = self_attribute(node)
+    return None if attribute is None else "self." + attribute
 
 
 # `**name` in a call (the names LiteralRewrites._entries_for_foreign_library asks for)
