@@ -300,14 +300,17 @@ _OTHER_FRAMEWORKS = {root.split(".")[0].encode(): name for root, name in FRAMEWO
 _OTHER_IMPORT_LINE_RE = re.compile(
     r"(?:import|from)[ ]+(?:%s)(?!\w)" % "|".join(sorted(root.decode() for root in _OTHER_FRAMEWORKS)))
 _OTHER_IMPORT_LINES_RE = re.compile(r"\n" + _OTHER_IMPORT_LINE_RE.pattern)
+# A logical line that is an import of JAX (frameworks.JAX_IMPORTS): `import jax...`, `from flax... import`.
+_JAX_IMPORT_LINE_RE = re.compile(r"(?:import|from)[ ]+(?:%s)(?!\w)" % "|".join(JAX_IMPORTS))
 
 
 def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
     """The frameworks _detected_frameworks finds in a text that imports torch (the other
     frameworks imported outside function and class bodies), or more: every logical line
     outside those bodies that holds `import` counts with the frameworks whose first module part
-    it holds (in a string or a comment too). None when no logical line starts with an import
-    of torch, or the text cannot be read so: a quote left open, brackets or f-string braces
+    it holds (in a string or a comment too), but TensorFlow where one of those lines is an
+    import of JAX (`import jax.numpy as jnp`: JAX imported outside them, which drops TensorFlow
+    there too). None when no logical line starts with an import of torch, or the text cannot be read so: a quote left open, brackets or f-string braces
     that do not balance (Python 3.12 nests quotes in f-strings), a tab, form feed or `\\r`, a
     line that starts unindented with an import of another framework.
 
@@ -346,7 +349,7 @@ def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
             return None  # (a backslash that continues no line)
     if depth:
         return None
-    torch = False
+    torch = jax = False
     stack: List[Tuple[int, bool]] = []  # (indentation, in a definition) of the lines holding the next one
     outside: List[int] = []  # where the logical lines outside definitions start
     ends = starts[1:] + [len(text)]
@@ -362,6 +365,8 @@ def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
         stack.append((indent, inside))
         if not inside:
             outside.append(start)
+            if not jax and _JAX_IMPORT_LINE_RE.match(code):
+                jax = True
         if not torch and _TORCH_LINE_RE.match(code):
             torch = True
     if not torch:
@@ -375,6 +380,8 @@ def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
             line_words = words_of(text[start:end])
             found.update(name for root, name in _OTHER_FRAMEWORKS.items() if root in line_words)
         at = text.find("import", end)
+    if jax:  # (as _detected_frameworks: a JAX module's tf.data input pipeline; transformers'
+        found.discard("tensorflow")  # tokenizers and image transforms import all three under an `if`)
     return frozenset(found)
 
 

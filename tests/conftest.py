@@ -174,32 +174,57 @@ def prefilter_never_skips_work(monkeypatch):
     """Every test is also a test of the prefilter (npu_migrate/prefilter.py): whenever it says
     a text needs nothing, the engine runs on that text with the prefilter off and must indeed
     produce nothing. A codemod that starts acting on something no rule names fails here, in
-    its own tests, instead of being silently skipped on real code."""
-    from npu_migrate import prefilter
+    its own tests, instead of being silently skipped on real code.
+
+    A "no work" for a file's known frameworks (`frameworks` given: engine.py asks so once it
+    knows them, or to learn whether PyTorch's rules alone can match) says nothing of the file's
+    other frameworks, so it is not checked where it is said: the engine's skips that rest on it
+    (engine._nothing_needed after such a question) are, with the run's own options and rules."""
+    from npu_migrate import engine, prefilter
     from npu_migrate.engine import migrate_python
     from npu_migrate.options import Options
 
     real = prefilter.may_need_work
+    real_needs_nothing, real_nothing_needed = engine._needs_nothing, engine._nothing_needed
     checking = []
+    asked: list = [None]  # the last engine._needs_nothing question: (text, options, rules, frameworks)
 
-    def checked(rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None):
-        if real(rules, text, framework, words, frameworks, imports, written) or checking:
-            return True
-        key = (id(rules), framework, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+    def check(text, path, options, rules, key):
         if _PREFILTER_CHECKED.get(key) is rules:  # this text was checked with these rules already
-            return False
+            return
         checking.append(True)
         try:
-            result = migrate_python(text, "prefilter_check.py", Options(framework=framework), rules)
+            result = migrate_python(text, path, options, rules)
         finally:
             checking.pop()
         assert not (result.edits or result.findings or result.changed), (
             f"the prefilter skipped a text that needs work: {result.edits or result.findings}\n{text[:2000]}"
         )
         _PREFILTER_CHECKED[key] = rules  # (holding `rules` keeps its id from being reused)
+
+    def checked(rules, text, framework="auto", words=None, frameworks=None, imports=None, written=None):
+        if real(rules, text, framework, words, frameworks, imports, written) or checking:
+            return True
+        if frameworks is None:
+            key = (id(rules), framework, len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+            check(text, "prefilter_check.py", Options(framework=framework), rules, key)
         return False
 
+    def needs_nothing(text, options, rules, words, wants_modelarts, frameworks=None, imports=None, written=None):
+        asked[0] = (text, options, rules, frameworks)
+        return real_needs_nothing(text, options, rules, words, wants_modelarts, frameworks, imports, written)
+
+    def nothing_needed(text, result):
+        question = asked[0]
+        if not checking and question is not None and question[0] is text and question[3] is not None:
+            _text, options, rules, _frameworks = question
+            key = (id(rules), repr(options), len(text), hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest())
+            check(text, result.path, options, rules, key)
+        return real_nothing_needed(text, result)
+
     monkeypatch.setattr(prefilter, "may_need_work", checked)
+    monkeypatch.setattr(engine, "_needs_nothing", needs_nothing)
+    monkeypatch.setattr(engine, "_nothing_needed", nothing_needed)
 
 
 @pytest.fixture(autouse=True)

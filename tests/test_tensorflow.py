@@ -843,3 +843,20 @@ def test_a_module_reading_anothers_horovod_name_keeps_its_uses_and_says_why(tmp_
     # Given alone, a reader reads as before: what it imports is not among the run's files.
     r = run_cli("--check", "--no-cache", "pkg/optimizers/compat/optimizers.py", cwd=tmp_path)
     assert r.returncode == 0 and "NPU3" not in r.stdout.decode(), r.stdout
+
+
+def test_the_prefilter_check_judges_a_skip_for_known_frameworks_by_the_engine(monkeypatch):
+    """conftest's prefilter_never_skips_work: a "no work" for the frameworks a file is known to
+    use is no skip by itself (engine._needs_nothing_as_pytorch asks whether PyTorch's rules alone
+    can match, then looks at the other frameworks), so a PyTorch and TF 2 file migrates here
+    (the check took that first answer for a skip and failed on its NPU356); a skip that rests on
+    such an answer is checked, with the run's options and rules."""
+    from npu_migrate import engine
+
+    both = "import torch\nimport tensorflow as tf\n\n\nclass Block(tf.keras.layers.Layer):\n    pass\n"
+    assert [f.code for f in migrate_source(both, "m.py").findings] == ["NPU356"]
+    tf1 = "import torch\nif x:\n    import tensorflow as tf\n\nsess = tf.Session()\n"
+    assert [e.code for e in migrate_source(tf1, "m.py").edits] == ["NPU120", "NPU121"]
+    monkeypatch.setattr(engine, "_outside_definitions_frameworks", lambda text: frozenset({"torch"}))  # (wrong)
+    with pytest.raises(AssertionError, match="the prefilter skipped a text that needs work"):
+        migrate_source(tf1, "m2.py")

@@ -867,6 +867,15 @@ def test_a_pytorch_file_importing_tensorflow_only_in_a_function_takes_no_python_
     ("import torch\nif x: import keras\n", {"torch", "tensorflow"}),
     ("import torch\nif x:\n    y = 1; import keras\n", {"torch", "tensorflow"}),
     ("import torch.nn as nn\ndef f():\n    import tensorflow\n", {"torch"}),
+    # JAX imported outside definitions drops TensorFlow (as _detected_frameworks; transformers'
+    # tokenizers and image_transforms.py import all three under `if TYPE_CHECKING:`/`if is_*_available():`)
+    ("import torch\nif x:\n    import tensorflow as tf\nif y:\n    import jax.numpy as jnp\n", {"torch"}),
+    ("if T:\n    import torch\n    import keras\n    from flax import linen\n", {"torch"}),
+    ("import torch\nif x:\n    import tensorflow\ndef f():\n    import jax\n", {"torch", "tensorflow"}),
+    ("import torch\nif x:\n    import tensorflow\n    import jaxlib\n", {"torch", "tensorflow"}),
+    ("import torch\nif x:\n    import tensorflow\n    y = 1; import jax\n", {"torch", "tensorflow"}),
+    ("import torch\nif x:\n    import tensorflow\ns = '''\nimport jax\n'''\n", {"torch", "tensorflow"}),
+    ("import torch\nif x:\n    import tensorflow\n    import os, jax\n", {"torch", "tensorflow"}),
     # what the scan does not read: None (Python's parser tells)
     ("import torchvision\ndef f():\n    import tensorflow\n", None),
     ("x = 'import torch'\ndef f():\n    import tensorflow\n", None),
@@ -908,6 +917,40 @@ def test_frameworks_told_from_the_text_hold_those_of_the_tree():
         told += 1
         assert _detected_frameworks(LazyCodeWords(tree, None, text)) <= found, path
     assert told > 20
+
+
+_TF_BESIDE_JAX = '''from typing import TYPE_CHECKING
+
+from .utils import is_flax_available, is_tf_available, is_torch_available
+
+if TYPE_CHECKING:
+    if is_torch_available():
+        import torch
+    if is_tf_available():
+        import tensorflow as tf
+    if is_flax_available():
+        import jax.numpy as jnp
+
+
+def as_list(x):
+    if is_tf_available() and isinstance(x, tf.Tensor):
+        return tf.strings.split(x).numpy().tolist()
+    return x.device, x.tolist()
+'''
+
+
+def test_a_file_importing_tensorflow_beside_jax_takes_no_python_parse(monkeypatch):
+    """TensorFlow imported beside JAX does not make a file TensorFlow's (a JAX module's tf.data
+    pipeline: frameworks.detect_frameworks); its text tells it (transformers 4.46.3:
+    tokenization_utils_base.py, image_transforms.py and two wav2vec2 tokenizers, 4 files parsed
+    by Python for nothing), with the result the parse gives."""
+    from npu_migrate import engine
+
+    result = migrate_source(_TF_BESIDE_JAX, "m.py")
+    assert result.work == {} and not result.findings and result.new_text is None
+    monkeypatch.setattr(engine, "_outside_definitions_frameworks", lambda text: None)
+    parsed = migrate_source(_TF_BESIDE_JAX, "m.py")
+    assert parsed.work == {"ast": 1} and parsed.to_dict() == result.to_dict()
 
 
 # fairseq 0.12.2 modules/layer_norm.py (held out): an `is_cuda` guard in a function that calls
