@@ -1219,6 +1219,115 @@ def test_a_device_test_that_clears_a_flag_opening_cuda_calls_left_as_they_are_st
     assert [f for f in r.findings if f.code == "NPU315"] == []
 
 
+# torchtune 0.6.1 recipes/full_finetune_distributed.py:126-211, 447-511, 755-880, trimmed (the
+# loop's memory-history calls, behind their own device tests, left out; a torch.cuda.synchronize()
+# put in their place) and torchtune/training/_profiler.py's `torch.cuda.memory._dump_snapshot`.
+TORCHTUNE_RECIPE = '''\
+import torch
+from torchtune import training, utils
+
+log = utils.get_logger("DEBUG")
+
+
+class FullFinetuneRecipeDistributed:
+    def __init__(self, cfg):
+        device_type = cfg.device
+        self._device = utils.get_device(device=device_type)
+
+        # Logging attributes
+        self._output_dir = cfg.output_dir
+        self._log_every_n_steps = cfg.get("log_every_n_steps", 1)
+        self._log_peak_memory_stats = cfg.get("log_peak_memory_stats", False)
+        if self._log_peak_memory_stats and device_type != "cuda":
+            log.info(
+                "log_peak_memory_stats was set to True, however, training does not use cuda. Setting log_peak_memory_stats=False."
+            )
+            self._log_peak_memory_stats = False
+
+        self._enable_activation_offloading = cfg.get(
+            "enable_activation_offloading", False
+        )
+        if self._enable_activation_offloading:
+            if device_type != "cuda":
+                raise RuntimeError(
+                    "enable_activation_offloading should only be True when training on CUDA"
+                )
+
+    def _setup_profiler(self, cfg_profiler=None):
+        """
+        Parses the `profiler` section of top-level `cfg` and sets up profiler
+
+        Returns:
+            profiler: Union[TorchProfiler, DummyProfiler] - DummyProfiler is a nullcontext with no-op methods
+            for `start`, `stop`, and `step` that can be used in place of `torch.profiler.profile` if profiler is not enabled such
+            that the instrumented training loop does not need to be changed profiling is disabled.
+
+            The profiler config can be provided in configs under the `profiler` key with the following layout:
+
+            .. code-block:: yaml
+                profiler:
+                    enabled: bool
+
+                    #Output directory of trace artifacts
+                    output_dir: str
+
+                    #`torch.profiler.ProfilerActivity` types to trace
+                    cpu: bool
+                    cuda: bool
+        """
+        profiler, profiler_cfg = config.instantiate(cfg_profiler)
+        return profiler
+
+    def train(self):
+        for idx, batch in enumerate(self._dataloader):
+            loss = self._loss_step(batch)
+            torch.cuda.synchronize()
+            log_dict = {"loss": loss}
+            if self._log_peak_memory_stats:
+                log_dict.update(
+                    training.get_memory_stats(device=self._device)
+                )
+            self._metric_logger.log_dict(log_dict, step=self.global_step)
+
+    def save_snapshot(self, path):
+        torch.cuda.memory._dump_snapshot(path)
+'''
+
+
+def test_a_cleared_flag_whose_readers_open_nothing_cuda_only_moves_without_a_second_partial_parse():
+    """torchtune 0.6.1's recipes: `if self._log_peak_memory_stats and device_type != "cuda": ...
+    self._log_peak_memory_stats = False`, its one reader opening training.get_memory_stats (which
+    moves): the test moves. Partial parsing asked for the lines left out that only assign the flag
+    (`= cfg.get(...)`) and for a docstring naming `cuda: bool` (dc43130): a second partial parse in
+    each of 8 recipes, for nothing; only lines that read the flag or call a torch.cuda name are
+    asked for now (composer's readers above still are)."""
+    r = assert_partial_as_whole(TORCHTUNE_RECIPE, "recipes/full_finetune_distributed.py")
+    assert r.new_text == (TORCHTUNE_RECIPE + PARTIAL_PADDING).replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
+        'device_type != "cuda":\n            log.info(', 'device_type != "npu":\n            log.info(').replace(
+        "torch.cuda.synchronize()", "torch.npu.synchronize()")
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU315", 26), ("NPU320", 68)]
+    assert r.work.get("partial") == 1 and "retry" not in r.work, dict(r.work)
+
+
+def test_a_default_of_false_beside_a_cuda_call_left_as_it_is_runs_no_flag_analysis():
+    """The text _flag_cleared needs is a flag of the instance set False and read: `= False` alone
+    (a parameter's default: torchtune 0.6.1 training/_distributed.py's `offload_ops_to_cpu: bool =
+    False`) beside a torch.cuda name that stays no longer runs the device-test analysis (a walk)."""
+    text = ('import torch\n\n\ndef get_distributed_backend(device_type: str, offload_ops_to_cpu: bool = False) -> str:\n'
+            '    if device_type == "cuda":\n        return "nccl"\n    return "gloo"\n\n\n'
+            'def dump(path):\n    torch.cuda.memory._dump_snapshot(path)\n')
+    r = migrate_source(text, "training/_distributed.py")
+    assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        '"cuda"', '"npu"')
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU320", 11)]
+    assert "walk" not in r.work, dict(r.work)
+    # a flag set False and read: analysed (the readers open nothing CUDA-only here: it moves)
+    flagged = text + "\n\nclass C:\n    def f(self):\n        if self.on:\n            return 1\n        self.on = False\n"
+    r = migrate_source(flagged, "training/_distributed.py")
+    assert r.work.get("walk") == 1, dict(r.work)
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries

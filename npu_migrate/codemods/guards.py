@@ -98,6 +98,10 @@ _BUILDERS = {"torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_i
 # A call of a torch.cuda function (what _flag_cleared looks for).
 _TORCH_CUDA_CALL_RE = r"\bcuda\.[\w.]+\s*\("
 _TORCH_CUDA_NAME_RE = r"\btorch\.cuda\.[\w.]*\w"
+# A flag of the instance cleared (`self._enabled = False`: _flag_cleared), and `self.<name>` read
+# (not the target of a plain assignment; `self.x += 1`, `self.x[i] = v` read it).
+_FLAG_CLEARED_RE = r"\bself[ \t]*\.[ \t]*(\w+)[ \t]*=[ \t]*False\b"
+_SELF_READ_RE = r"\bself\s*\.\s*(\w+)\b(?!\s*=(?!=))"
 # A CUDA source file named in a string (`'k_kernel.cu'`), or load_inline's CUDA sources.
 _CUDA_SOURCE_RE = r"\.cuh?['\"]|\bcuda_sources\b"
 # An assert/raise/skip message that says the code runs on CUDA only: "CUDA only", "only
@@ -166,6 +170,14 @@ def plan_kept_code(ctx: Context, is_device_expr=None) -> None:
         gates = _DeviceGates(ctx, is_device_expr)
         if gates.evidence():
             gates.plan()
+
+
+def _cleared_flag_read(text: str) -> bool:
+    """Whether the text sets a flag of the instance False (`self._enabled = False`) and reads
+    that flag somewhere (`if self._enabled:`): what _flag_cleared needs to judge anything (not
+    `= False` alone, a parameter's default: torchtune 0.6.1's `offload_ops_to_cpu: bool = False`)."""
+    flags = set(compiled(_FLAG_CLEARED_RE).findall(text))
+    return bool(flags) and not flags.isdisjoint(compiled(_SELF_READ_RE).findall(text))
 
 
 def _count_compared(text: str) -> bool:
@@ -1532,7 +1544,8 @@ class _DeviceGates:
             # (a CUDA-only call's name written, imported under another: `from torch import mm as f`)
             self.names_matter = _written(text, self._call_leaves, r"(?!\w)", getattr(self.ctx.code, "text_words", None))
             return True
-        if "= False" in text and any(self._stays_cuda(q) for q in set(compiled(_TORCH_CUDA_NAME_RE).findall(text))):
+        if "= False" in text and _cleared_flag_read(text) and any(
+                self._stays_cuda(q) for q in set(compiled(_TORCH_CUDA_NAME_RE).findall(text))):
             self.names_matter = False  # (only torch.cuda calls left as they are: _flag_cleared)
             return True
         return False
@@ -2919,12 +2932,21 @@ class _DeviceGates:
         owner = self._enclosing_class(statement)
         if owner is None:
             return None
-        if self.ctx.partial is not None:
-            # the class's lines left out that name CUDA or read a flag: parsed too, then judged
-            # as a whole parse is
-            words = {b"cuda", *(flag.encode() for flag in flags)}
-            self.ctx.partial_lines.update(run for run in self._runs_in(owner)
-                                          if not words.isdisjoint(self._words_of_run(run)))
+        partial = self.ctx.partial
+        if partial is not None:
+            # the class's lines left out that read a flag (not those that only assign it: the
+            # readers decide) or call a torch.cuda name: parsed too, then judged as a whole parse
+            # is (not a line where "cuda" is a word of a docstring, nor `self.X = cfg.get(...)`:
+            # torchtune 0.6.1's recipes retried for those)
+            words = {flag.encode() for flag in flags}
+            reads, calls = compiled(_SELF_READ_RE), compiled(_TORCH_CUDA_CALL_RE)
+            for run in self._runs_in(owner):
+                if run in self.ctx.partial_lines:
+                    continue
+                run_words = self._words_of_run(run)
+                if b"cuda" in run_words and calls.search(partial.text_of(run)) or (
+                        not words.isdisjoint(run_words) and not set(flags).isdisjoint(reads.findall(partial.text_of(run)))):
+                    self.ctx.partial_lines.add(run)
         self._flagged = True
         try:
             for flag in flags:
