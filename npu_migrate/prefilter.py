@@ -127,6 +127,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         quoted = rf"['\"]{n}\b"
         _LEADS[quoted] = ("'" + name, '"' + name)
         return (quoted,)
+    if kind == "quoted_end":
+        return _ending_regexes(name)
     if kind == "quoted_any_case":
         return (rf"(?i)['\"]{n}\b",)
     if kind == "cuda_pair":
@@ -147,6 +149,26 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         item = rf"[\w.]+(?:{_LINE_GAP}+as{_LINE_GAP}+\w+)?"
         return (rf"from{_LINE_GAP}+{n}\b", rf"import{_LINE_GAP}+(?:{item}{_LINE_GAP}*,{_LINE_GAP}*)*{n}\b")
     raise ValueError(f"unknown ref kind {kind!r}")
+
+
+def _ending_regexes(name: str) -> Tuple[str, ...]:
+    """A `quoted_end` ref's patterns: where a string literal's value ends with `name` (what
+    codemods/findings.arguments_match's `suffixes` read: a literal's value, the pieces of an
+    implicit concatenation joined, an f-string's last text), the text has `name` right before a
+    closing quote; or, split between the pieces, a piece (after a quote, or an f-string's last
+    `}`) that is a proper tail of it closed right there (`"g" "pu"`); or an escape that spells a
+    letter or a character of it (`\\x75`, `\\165`, `\\u0075`, `\\N{...}`), or a line continuation
+    inside the string."""
+    whole = re.escape(name) + "['\"]"
+    _LEADS[whole] = (name,)  # (anywhere: `'xgpu'` ends with gpu too, so no word start)
+    found = [whole]
+    tails = [name[i:] for i in range(1, len(name))]
+    if tails:
+        split = "['\"}](?:" + "|".join(re.escape(t) for t in tails) + ")['\"]"
+        _LEADS[split] = tuple(opening + t for opening in "'\"}" for t in tails)
+        found.append(split)
+    found.append(r"\\[xuUN0-7\r\n]")
+    return tuple(found)
 
 
 # pattern -> the regex: every Prefilter's refs (the files' and partial.py's statements' share

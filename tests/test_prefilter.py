@@ -442,6 +442,42 @@ def test_refs(ref, text, found):
     assert prefilter.may_need_work(text) is found
 
 
+@pytest.mark.parametrize("text, found", [
+    ("a = 'gpu'\n", True), ('a = "my_gpu"\n', True), ("a = f'{x}gpu'\n", True), ('a = """gpu"""\n', True),
+    ("a = 'g' 'pu'\n", True), ('a = "gp" f"u"\n', True), ("a = 'g' f'{x}pu'\n", True),  # pieces joined
+    ("a = '\\x67pu'\n", True), ("a = 'gp\\165'\n", True), ("a = 'gp\\\nu'\n", True),  # escapes
+    ("a = 'auto'\n", False), ("a = 'gpus'\n", False), ("a = gpu\n", False), ("a = 'GPU'\n", False),
+    ("a = 'cpu'  # gpu\n", False), ("a = 'gpu\\n'\n", False),
+])
+def test_quoted_end_ref(text, found):
+    """A string literal whose value ends with the word (what a call finding's `suffixes` read:
+    codemods/findings.arguments_match), however the literal spells it."""
+    import ast
+
+    assert Prefilter([Requirement(frozenset(), frozenset({("quoted_end", "gpu")}))]).may_need_work(text) is found
+    if "f'" not in text and 'f"' not in text and "= gpu" not in text:
+        assert ast.literal_eval(text.split(" = ", 1)[1].split("  #")[0].strip()).endswith("gpu") is found
+
+
+@pytest.mark.parametrize("text, found", [
+    ("import lightning as L\ntrainer = L.Trainer(accelerator='gpu')\n", True),
+    ("import lightning as L\nacc = 'cuda' if ok else 'cpu'\ntrainer = L.Trainer(accelerator=acc)\n", True),
+    # pytorch-forecasting 1.8.0's examples and tests: a Lightning Trainer asked for no GPU
+    ("import lightning.pytorch as pl\ntrainer = pl.Trainer(accelerator='auto', max_epochs=3)\n", False),
+    ("import lightning.pytorch as pl\ntrainer = pl.Trainer(accelerator='cpu')  # no GPU here\n", False),
+    # Ray Tune asked for GPUs: the key quoted
+    ("from ray import tune\ntune.run(train, resources_per_trial={'cpu': 1, 'gpu': 1})\n", True),
+    ("from ray import tune\ntune.run(train, resources_per_trial={'cpu': 1})  # no gpu\n", False),
+])
+def test_call_findings_need_the_literal_their_arguments_must_hold(text, found):
+    """A call finding with `suffixes` (NPU313's accelerator "gpu"/"cuda") or `keys` (NPU329's
+    {"gpu": ...}) matches only where the file writes such a literal: one without it needs
+    nothing from that rule, and is not parsed for it."""
+    assert may_need_work(RULES, text) is found
+    codes = {f["code"] for f in migrate_source(text, "x.py", Options(), RULES).to_dict()["findings"]}
+    assert bool(codes & {"NPU313", "NPU329"}) is found
+
+
 _TF2_CASES = [
     # (text, whether its statements and words decide it without the walk of every node)
     ("import tensorflow as tf\nclass B(tf.keras.layers.Layer):\n    pass\n", True),

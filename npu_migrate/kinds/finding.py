@@ -404,8 +404,10 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
             return [Requirement(req.words | {Word(k) for k in extra}, leaf=Word(max(extra - req.words, key=len)),
                                 name=req.name, in_strings=True)
                     for req in map(components, names) for extra in extras]
-        return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=req.leaf, name=req.name)
-                for req in map(components, names) for extra in extras]
+        literals = _literal_requirements(FindingSpec.of(rule)) if match != "api" else [Requirement(frozenset())]
+        return [Requirement(req.words | {Word(k) for k in extra} | literal.words, req.refs | literal.refs, leaf=req.leaf,
+                            name=req.name)
+                for req in map(components, names) for extra in extras for literal in literals]
     if match == "string":  # every word of the text, inside a string literal
         return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
                             leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
@@ -426,6 +428,21 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
     unless = frozenset(FindingSpec.of(rule).unless)
     return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=Word(name), unless=unless)
             for name in names for req in [attribute(name)] for extra in _keyword_words([rule])]
+
+
+def _literal_requirements(spec: FindingSpec) -> List[Requirement]:
+    """What a call rule's argument condition needs written besides the call, one of which a
+    file must meet (codemods/findings.arguments_match reads only the file's own literals: the
+    argument, the values a variable is assigned, an option's default): with `suffixes`, a string
+    literal ending in one of them (`accelerator="gpu"`; `accelerator="auto"` alone has nothing
+    to find: pytorch-forecasting's 7 files with Lightning Trainers); with `keys`, one of them
+    quoted (a dict key, a plain literal: `{"gpu": 1}`). Nothing more for a suffix a version may
+    follow (`libcudart.so.11.0`) or one not written as itself, nor for a key that is not a word."""
+    if spec.suffixes and all(re.fullmatch(r"[\w.+-]*\w", s) and not s.endswith(".so") for s in spec.suffixes):
+        return [Requirement(frozenset(), frozenset({("quoted_end", s)})) for s in spec.suffixes]
+    if spec.keys and all(re.fullmatch(r"[A-Za-z_]\w*", k) for k in spec.keys):
+        return [quoted(k) for k in spec.keys]
+    return [Requirement(frozenset())]
 
 
 def _guard_words(words: List[str]) -> Requirement:
