@@ -109,7 +109,8 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     wants_modelarts = (options.modelarts or options.distributed) and entry_script is not False
     words = None if wants_modelarts else words_of(text)  # (the passes look for words too: LazyCodeWords)
     reads_whole = bool(options.whole_readers) and bool(whole_reads(options, path))
-    if not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts):
+    if not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts,
+                                          imports=lambda: _text_imports(text)):
         return _nothing_needed(text, result)
     if len(text) > MAX_PARSE_CHARS:
         result.error = (
@@ -382,6 +383,68 @@ def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
         at = text.find("import", end)
     if jax:  # (as _detected_frameworks: a JAX module's tf.data input pipeline; transformers'
         found.discard("tensorflow")  # tokenizers and image transforms import all three under an `if`)
+    return frozenset(found)
+
+
+# An import statement of an absolute module that starts a line unindented: `import a.b [as c]...`,
+# `from a.b import ...` (what Python's tree lists as `a.b`: prefilter._imported_modules).
+_IMPORT_LINE_RE = re.compile(
+    r"^(?:import[ ]+([A-Za-z_][\w.]*)(?=[ ]*(?:[,;#\n]|as[ ]|\Z))|from[ ]+([A-Za-z_][\w.]*)[ ]+import(?!\w))", re.M)
+
+
+def _text_imports(text: str) -> FrozenSet[str]:
+    """Some of the modules the file imports anywhere (LazyCodeWords.imports()[0]), told from its
+    text: those of the import statements that start a logical line unindented (`from
+    linear_operator import to_dense`), a line no string, comment, bracket or backslash holds, as
+    Python's tokenizer finds where logical lines start (_LOGICAL_RE, read up to the last such
+    line). A subset of the tree's: a method finding's `unless` (prefilter.Prefilter.may_need_work)
+    then leaves out no requirement the tree would keep, and a file whose every requirement met is
+    left out so needs no Python parse (16 of gpytorch 1.15.2's modules: `.to_dense()` of
+    linear_operator). Empty where the text cannot be read so (a `\r`)."""
+    candidates = list(_IMPORT_LINE_RE.finditer(text))
+    if not candidates or "\r" in text:
+        return frozenset()
+    found: Set[str] = set()
+    depth = 0
+    line_start = 0  # where the last logical line started
+    pending = iter(candidates)
+    candidate: Optional["re.Match[str]"] = next(pending)
+    for match in _LOGICAL_RE.finditer(text):
+        at = match.start()
+        while candidate is not None and candidate.start() <= at:
+            if candidate.start() == line_start:
+                found.add(candidate.group(1) or candidate.group(2))
+            candidate = next(pending, None)
+        if candidate is None:
+            break
+        while candidate is not None and candidate.start() < match.end():  # (in a string, a comment or a line's end)
+            candidate = next(pending, None)
+        if candidate is None:
+            break
+        first = text[at]
+        if first == "\n":
+            if depth == 0:
+                line_start = at + 1
+        elif first in "([{":
+            depth += 1
+        elif first in ")]}":
+            depth -= 1
+            if depth < 0:
+                break
+        elif first in "'\"":
+            if match.end() - at == 1:
+                break  # (a quote left open)
+            if "f" in text[max(0, at - 2):at].lower():  # (an f-string whose braces do not balance: Python 3.12's nested quotes)
+                body = _FSTRING_BRACES_RE.sub("", match.group())
+                if body.count("{") != body.count("}"):
+                    break
+        elif first == "\\" and match.end() - at == 1:
+            break  # (a backslash that continues no line)
+    else:
+        while candidate is not None:  # (after the last token)
+            if candidate.start() == line_start:
+                found.add(candidate.group(1) or candidate.group(2))
+            candidate = next(pending, None)
     return frozenset(found)
 
 
