@@ -110,8 +110,11 @@ class StatementFilter:
     imports the import table must see; and, per file, the names those imports bind to what a
     rule names."""
 
-    def __init__(self, requirements: Sequence[Requirement], packages: Iterable[str]) -> None:
-        """`packages`: those the codemods resolve names of besides the ones the rules name."""
+    def __init__(self, requirements: Sequence[Requirement], packages: Iterable[str],
+                 renamed_members: Iterable[str] = ()) -> None:
+        """`packages`: those the codemods resolve names of besides the ones the rules name.
+        `renamed_members`: the methods and attributes the PyTorch pass renames on any receiver
+        that is not an imported name (`cuda`, `is_cuda`: codemods/torch/methods.py)."""
         per_statement = [
             Requirement(frozenset({r.leaf_word}), frozenset(ref for ref in r.refs if ref[0] in _STATEMENT_REFS))
             for r in requirements
@@ -131,6 +134,13 @@ class StatementFilter:
         # frameworks, names a rule matches, imports a finding names).
         self.roots: Set[str] = {r.name.split(".", 1)[0] for r in requirements if r.name}
         self.roots.update(m.split(".", 1)[0] for m in packages)
+        # `utils.cuda(batch)` after `from torchdrug import utils` calls the project's function, and
+        # the method rules leave it because `utils` is imported: the import that binds such a
+        # receiver is kept too, or the partial text would not bind it and `.cuda` moved.
+        members = sorted(set(renamed_members))
+        self.member_words: Set[bytes] = {m.encode() for m in members}
+        self.member_re: "Optional[re.Pattern[str]]" = (
+            re.compile(r"\.[ \t]*(?:" + "|".join(re.escape(m) for m in members) + r")\b") if members else None)
 
     def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes],
                  ranges: Iterable[Tuple[int, int]] = ()) -> List[Chunk]:
@@ -144,6 +154,9 @@ class StatementFilter:
         # The import table reads every import of a package in `roots` (and star imports);
         # another import matters only where it binds the same name as one of those.
         relevant_locals = {local for found in imports for local, qualified in found if self._relevant(qualified)}
+        others = {local for found in imports for local, qualified in found if not self._relevant(qualified)}
+        if others and self.member_re is not None:
+            relevant_locals.update(self._receivers(texts, words, others))
         # A name imported as (or from) something a rule names stands for it wherever it is
         # used: after `import torch.cuda as tc`, `tc.synchronize()` holds no `cuda`.
         alias_words: Set[bytes] = set(also)
@@ -186,6 +199,23 @@ class StatementFilter:
             visit(chunk, text, chunk_words, chunk_imports)
         visit = None  # type: ignore[assignment]  # it refers to itself: a reference cycle holding the chunks' syntax trees
         return out
+
+    def _receivers(self, texts: List[str], words: List[Set[bytes]], names: Set[str]) -> Set[str]:
+        """Those of `names` that start the receiver of a renamed member in `texts` (`utils` of
+        `utils.cuda(x)` and of `utils.mod.cuda(x)`), looked for in the chunks holding such a
+        member and one of the names."""
+        found: Set[str] = set()
+        assert self.member_re is not None
+        wanted = {name.encode() for name in names}
+        for text, chunk_words in zip(texts, words):
+            if chunk_words.isdisjoint(self.member_words) or chunk_words.isdisjoint(wanted):
+                continue
+            for m in self.member_re.finditer(text):
+                line_start = text.rfind("\n", 0, m.start()) + 1
+                root = _CHAIN_ROOT.search(text, line_start, m.start())
+                if root is not None and root.group(1) in names:
+                    found.add(root.group(1))
+        return found
 
     def _relevant(self, qualified: str) -> bool:
         return qualified == "*" or qualified.split(".", 1)[0] in self.roots
@@ -384,6 +414,10 @@ def _starts_its_line(stmt: ast.stmt, lines: List[str]) -> bool:
     return stmt.col_offset == indent
 
 
+# The name an attribute chain ending where the search ends starts with (`utils` of `utils.mod`;
+# nothing for the attribute of a call's or a subscript's result, `f(x).mod`).
+_CHAIN_ROOT = re.compile(r"(?<![\w.)\]])([A-Za-z_]\w*)(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*[ \t]*$")
+
 # Where an import statement can start: a line (after its indentation, or after a `\` that
 # continues the line before), after a `;`, or after the `:` of a block's header (`try: import x`).
 _IMPORT_START = re.compile(r"(?:^|[;:])[ \t\f]*(?:import|from)\b", re.MULTILINE)
@@ -471,6 +505,7 @@ def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
         requirements.extend(reqs)
     else:
         packages = [module for module, _ in FRAMEWORK_IMPORTS] + [*JAX_IMPORTS, "torch_npu", *RESOLVED_PACKAGES]
-        found = StatementFilter(requirements, packages)
+        renamed = [rule.from_ for rule in rules.rules if not rule.framework and rule.kind in ("method", "attribute")]
+        found = StatementFilter(requirements, packages, renamed)
     _FILTERS[key] = found
     return found

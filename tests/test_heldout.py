@@ -3077,3 +3077,39 @@ def test_a_cuda_test_choosing_the_string_gpu_stays():
         'torch.cuda.get_device_name(0) if torch.cuda.is_available() else "GPU"',
         'torch.npu.get_device_name(0) if torch.npu.is_available() else "GPU"').replace(
         '"cuda" if torch.cuda.is_available() else "cpu"', '"npu" if torch.npu.is_available() else "cpu"') + PARTIAL_PADDING
+
+
+# torchdrug 0.2.1 core/engine.py: `utils.cuda(batch, device=self.device)` calls the project's own
+# `torchdrug.utils.cuda` (a function that moves a nested batch), imported as a module: the method
+# rules leave a receiver that is an imported name, as a whole parse did, but the partial text left
+# out `from torchdrug import utils` (no framework's import), `utils` looked like a local and the
+# call became `utils.npu(...)`, an AttributeError at the first batch.
+PROJECT_FUNCTION_NAMED_CUDA = """\
+import torch
+from torch import nn
+
+from torchdrug import utils
+import torchdrug.layers as layers
+
+
+class Engine:
+    def __init__(self, device):
+        self.device = torch.device(device)
+        self.model = nn.Linear(2, 2).cuda()
+
+    def step(self, batch):
+        if self.device.type == "cuda":
+            batch = utils.cuda(batch, device=self.device)
+        if layers.functional.is_cuda:
+            batch["x"] = batch["x"].cuda()
+        return batch
+"""
+
+
+def test_a_project_function_named_cuda_called_through_its_imported_module_stays():
+    r = assert_partial_as_whole(PROJECT_FUNCTION_NAMED_CUDA, "torchdrug/core/engine.py")
+    assert r.new_text == with_torch_npu(PROJECT_FUNCTION_NAMED_CUDA).replace(
+        'nn.Linear(2, 2).cuda()', 'nn.Linear(2, 2).npu()').replace(
+        'self.device.type == "cuda"', 'self.device.type == "npu"').replace(
+        'batch["x"].cuda()', 'batch["x"].npu()') + PARTIAL_PADDING
+    assert "utils.cuda(batch, device=self.device)" in r.new_text and "layers.functional.is_cuda" in r.new_text
