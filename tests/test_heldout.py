@@ -3113,3 +3113,45 @@ def test_a_project_function_named_cuda_called_through_its_imported_module_stays(
         'self.device.type == "cuda"', 'self.device.type == "npu"').replace(
         'batch["x"].cuda()', 'batch["x"].npu()') + PARTIAL_PADDING
     assert "utils.cuda(batch, device=self.device)" in r.new_text and "layers.functional.is_cuda" in r.new_text
+
+
+# torchdrug 0.2.1 utils/torch.py `cuda(obj)`, which moves every batch: its test named the method it
+# guards, and kept as "cuda" it was False for a Graph, whose own `def cuda` became `def npu` with its
+# callers (data/graph.py): the function raised TypeError for every batch of graphs. The test follows
+# the call; a flag of that name on an object the file calls no such method on stays.
+MEMBER_TESTED_BEFORE_ITS_CALL = """\
+import torch
+
+
+class Graph:
+    def __init__(self, edge_list):
+        self.edge_list = edge_list
+
+    def cuda(self, *args, **kwargs):
+        return type(self)(self.edge_list.cuda(*args, **kwargs))
+
+
+def cuda(obj, *args, **kwargs):
+    if hasattr(obj, "cuda"):
+        return obj.cuda(*args, **kwargs)
+    elif isinstance(obj, dict):
+        return type(obj)({k: cuda(v, *args, **kwargs) for k, v in obj.items()})
+    raise TypeError("Can't transfer object type `%s`" % type(obj))
+
+
+def build(args, model):
+    if hasattr(args, "cuda") and args.cuda:
+        model = model.to("cuda")
+    return model, hasattr(torch, "cuda")
+"""
+
+
+def test_a_test_for_the_cuda_method_follows_the_call_it_guards():
+    r = assert_partial_as_whole(MEMBER_TESTED_BEFORE_ITS_CALL, "torchdrug/utils/torch.py")
+    assert r.new_text == with_torch_npu(MEMBER_TESTED_BEFORE_ITS_CALL).replace(
+        "def cuda(self", "def npu(self").replace("edge_list.cuda(", "edge_list.npu(").replace(
+        'hasattr(obj, "cuda")', 'hasattr(obj, "npu")').replace("obj.cuda(", "obj.npu(").replace(
+        'model.to("cuda")', 'model.to("npu")') + PARTIAL_PADDING
+    assert 'hasattr(args, "cuda") and args.cuda' in r.new_text and 'hasattr(torch, "cuda")' in r.new_text
+    assert [e.message for e in r.edits if e.span.line == 13] == [
+        '`hasattr(obj, "cuda")` -> `hasattr(obj, "npu")`: the test follows the method it guards (`.cuda()` -> `.npu()`)']

@@ -187,6 +187,7 @@ class TorchTransformer(cst.CSTTransformer):
             self.ctx.require_import("torch_npu")
         updated = self.literals._parametrized_devices(original, updated)
         updated = self.methods._rename_method(original, updated, qual)
+        updated = self.methods._member_test(original, updated, qual)
         updated = self.literals._literal_arguments(original, updated, qual)
         return self.references._type_string_argument(original, updated, qual)
 

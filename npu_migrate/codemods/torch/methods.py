@@ -11,6 +11,8 @@ from typing import Dict, FrozenSet, Optional, Set
 import libcst as cst
 
 from ...codes import applies
+from ...imports import dotted_name
+from ..strings import string_value, with_body
 from .state import TorchKind, TorchState
 
 # What torch's own methods that method rules rename accept (Tensor.cuda / Module.cuda): at most
@@ -103,6 +105,35 @@ class MethodRewrites(TorchKind):
             elif func.attr.value in {r.to for r in rs.method.values()}:
                 self.ctx.require_import("torch_npu")  # half-migrated code: `.npu()` already there
         return updated
+
+    def _member_test(self, original: cst.Call, updated: cst.Call, qual: Optional[str]) -> cst.Call:
+        """`hasattr(obj, "cuda")` where the file calls `obj.cuda(...)`: the name tested follows the
+        method it guards (torchdrug 0.2.1 utils/torch.py: `if hasattr(obj, "cuda"): return
+        obj.cuda(*args, **kwargs)`, the function that moves every batch; its Graph class's own
+        `def cuda` became `def npu` with its callers, so the test kept as "cuda" was False for a
+        graph and the function raised TypeError). Only for a receiver that is not an imported
+        name (as `_rename_method`), and only where the file calls that method on it: the
+        attribute of an object that has no such call (`hasattr(args, "cuda")`, a flag) stays."""
+        if qual is not None or not isinstance(original.func, cst.Name) or original.func.value != "hasattr":
+            return updated
+        if len(original.args) != 2 or any(a.keyword is not None or a.star for a in original.args):
+            return updated
+        name = string_value(original.args[1].value)
+        rule = self.ctx.rules.method.get(name) if name else None
+        receiver = dotted_name(original.args[0].value)
+        if rule is None or receiver is None or self.resolve(original.args[0].value) is not None:
+            return updated
+        chain = r"[ \t]*\.[ \t]*".join(re.escape(part) for part in receiver.split("."))
+        if not re.search(rf"(?<![\w.]){chain}[ \t]*\.[ \t]*{re.escape(rule.from_)}[ \t]*\(", self.ctx.text):
+            return updated
+        literal = updated.args[1].value
+        if not isinstance(literal, cst.SimpleString) or self.ctx.suppressed(original, rule.code):
+            return updated
+        self.ctx.edit(rule, original.args[1].value,
+                      f'`hasattr({receiver}, "{rule.from_}")` -> `hasattr({receiver}, "{rule.to}")`: the test '
+                      f"follows the method it guards (`.{rule.from_}()` -> `.{rule.to}()`)", rule.from_, rule.to)
+        self.ctx.require_import("torch_npu")
+        return updated.with_changes(args=[updated.args[0], updated.args[1].with_changes(value=with_body(literal, rule.to))])
 
     def _rename_attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.BaseExpression:
         """Not an imported name: attribute renames on any receiver (`x.is_cuda`), but for a
