@@ -129,6 +129,10 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (quoted,)
     if kind == "quoted_end":
         return _ending_regexes(name)
+    if kind == "keyword":  # `name=` (a keyword argument; not `==`), or `'name'` (a dict's string key)
+        key = rf"['\"]{n}['\"]"
+        _LEADS[key] = ("'" + name, '"' + name)
+        return (rf"{n}{_CHAIN_GAP}=(?!=)", key)
     if kind == "quoted_any_case":
         return (rf"(?i)['\"]{n}\b",)
     if kind == "cuda_pair":

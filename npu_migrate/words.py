@@ -40,6 +40,7 @@ class Requirement:
                              through imports (prefilter.ref_alternatives);
     ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
+    ("keyword", n)           `n` written as a keyword argument (`n=`) or as a quoted dict key (`'n'`);
     ("quoted_end", n)        a string literal whose value ends with `n` (`'x.cu'`, `"gpu"`; also split by an
                              implicit concatenation or spelled with an escape: prefilter.ref_regexes);
     ("cuda_pair", n)         `cuda:n` in any case, spaces allowed around the colon (torch's per-device

@@ -442,6 +442,15 @@ def test_refs(ref, text, found):
     assert prefilter.may_need_work(text) is found
 
 
+def test_keyword_ref():
+    """`gpus=` (not `==`; spaces, newlines and comments between, as in a call) or `'gpus'` (a dict's
+    key), at a word's start."""
+    for text, found in [("f(gpus=1)", True), ("f(gpus  # n\n  = 1)", True), ("d = {'gpus': 1}", True),
+                        ('d = {"gpus": 1}', True), ("if gpus == 1: pass", False), ("f(ngpus=1)", False),
+                        ("# gpus: how many", False), ("d = {'gpus_': 1}", False), ("d = dict(gpus=1)", True)]:
+        assert Prefilter([Requirement(frozenset(), frozenset({("keyword", "gpus")}))]).may_need_work(text) is found, text
+
+
 @pytest.mark.parametrize("text, found", [
     ("a = 'gpu'\n", True), ('a = "my_gpu"\n', True), ("a = f'{x}gpu'\n", True), ('a = """gpu"""\n', True),
     ("a = 'g' 'pu'\n", True), ('a = "gp" f"u"\n', True), ("a = 'g' f'{x}pu'\n", True),  # pieces joined
@@ -465,14 +474,21 @@ def test_quoted_end_ref(text, found):
     # pytorch-forecasting 1.8.0's examples and tests: a Lightning Trainer asked for no GPU
     ("import lightning.pytorch as pl\ntrainer = pl.Trainer(accelerator='auto', max_epochs=3)\n", False),
     ("import lightning.pytorch as pl\ntrainer = pl.Trainer(accelerator='cpu')  # no GPU here\n", False),
+    # a keyword written as one (`gpus=`, a dict's `'gpus'`), not a word of a docstring (lightly 1.6.0)
+    ("import pytorch_lightning as pl\ntrainer = pl.Trainer(gpus = 2)\n", True),
+    ("import pytorch_lightning as pl\nkw = {'gpus': 2}\ntrainer = pl.Trainer(**kw)\n", True),
+    ('import pytorch_lightning as pl\ndef fit(cfg):\n    """gpus: (int) Number of gpus to use"""\n'
+     "    return pl.Trainer(**cfg)\n", False),
+    ("import pytorch_lightning as pl\ntrainer = pl.Trainer()\nif gpus == 2:\n    pass\n", False),
     # Ray Tune asked for GPUs: the key quoted
     ("from ray import tune\ntune.run(train, resources_per_trial={'cpu': 1, 'gpu': 1})\n", True),
     ("from ray import tune\ntune.run(train, resources_per_trial={'cpu': 1})  # no gpu\n", False),
 ])
 def test_call_findings_need_the_literal_their_arguments_must_hold(text, found):
     """A call finding with `suffixes` (NPU313's accelerator "gpu"/"cuda") or `keys` (NPU329's
-    {"gpu": ...}) matches only where the file writes such a literal: one without it needs
-    nothing from that rule, and is not parsed for it."""
+    {"gpu": ...}) matches only where the file writes such a literal, one with `keywords` only
+    where a keyword is written as an argument or a dict key: a file without it needs nothing
+    from that rule, and is not parsed for it."""
     assert may_need_work(RULES, text) is found
     codes = {f["code"] for f in migrate_source(text, "x.py", Options(), RULES).to_dict()["findings"]}
     assert bool(codes & {"NPU313", "NPU329"}) is found

@@ -393,7 +393,9 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
         # A call rule that matches only a keyword argument (`out_dtype=` of torch.mm) needs one
         # of its keywords written too: as the keyword, or as the string key of the dict that
         # `**kwargs` passes (codemods/findings.py `_mapping_entries`: literal keys only, no
-        # escapes). Only the prefilter reads this; the statement filter keeps the leaf word.
+        # escapes), so written as one (a ("keyword", k) ref: `k=` or `'k'`; the word alone in a
+        # docstring, lightly 1.6.0's "gpus: (int) Number of gpus", is neither). Only the
+        # prefilter reads this; the statement filter keeps the leaf word.
         extras = _keyword_words([rule]) if match != "api" else [frozenset()]
         commands = FindingSpec.of(rule).commands
         if commands:
@@ -405,8 +407,8 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
                                 name=req.name, in_strings=True)
                     for req in map(components, names) for extra in extras]
         literals = _literal_requirements(FindingSpec.of(rule)) if match != "api" else [Requirement(frozenset())]
-        return [Requirement(req.words | {Word(k) for k in extra} | literal.words, req.refs | literal.refs, leaf=req.leaf,
-                            name=req.name)
+        return [Requirement(req.words | {Word(k) for k in extra} | literal.words,
+                            req.refs | literal.refs | {("keyword", k) for k in extra}, leaf=req.leaf, name=req.name)
                 for req in map(components, names) for extra in extras for literal in literals]
     if match == "string":  # every word of the text, inside a string literal
         return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
@@ -426,7 +428,8 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
     # the library's, linear_operator's to_dense); with `keywords`, one of them written too
     # (`.options(num_gpus=1)`: a file with `.options` alone has nothing to find)
     unless = frozenset(FindingSpec.of(rule).unless)
-    return [Requirement(req.words | {Word(k) for k in extra}, req.refs, leaf=Word(name), unless=unless)
+    return [Requirement(req.words | {Word(k) for k in extra}, req.refs | {("keyword", k) for k in extra}, leaf=Word(name),
+                        unless=unless)
             for name in names for req in [attribute(name)] for extra in _keyword_words([rule])]
 
 
