@@ -2225,3 +2225,45 @@ def test_an_availability_test_beside_anything_else_migrates_as_before(test):
     text = f"import torch\n\n\ndef f(x):\n    if {test}:\n        x = x.cuda()\n    return x\n"
     r = migrate_source(text, "m.py")
     assert "torch.npu.is_available()" in r.new_text and "x.npu()" in r.new_text
+
+
+# Lightning's accelerator chosen into a variable (heldout21's note on 089152e, which kept the
+# keyword form `Trainer(accelerator="cuda" if torch.cuda.is_available() else "cpu")`): moved, the
+# variable held "npu", an accelerator Lightning does not have, and a GPU count the NPU count; as
+# written Lightning gets "cpu" (0 GPUs) on the Ascend machine and trains there.
+LIGHTNING_VARIABLES = '''\
+import lightning as L
+import torch
+
+
+def fit(model, loader):
+    accelerator = "cuda" if torch.cuda.is_available() else "cpu"
+    gpus = torch.cuda.device_count()
+    trainer = L.Trainer(accelerator=accelerator, devices=gpus, max_epochs=1)
+    trainer.fit(model, loader)
+
+
+def evaluate(model, loader):
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    trainer = L.Trainer(accelerator=device)
+    return trainer.validate(model.to(device), loader)
+'''
+
+
+def test_a_variable_read_only_as_lightnings_device_arguments_stays_as_written():
+    r = assert_partial_as_whole(LIGHTNING_VARIABLES, "train.py")
+    # `device` is also a torch device (`model.to(device)`): it moves with that reader, as before
+    # (Lightning then gets "npu": NPU313 says so)
+    assert r.new_text == LIGHTNING_VARIABLES.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        '    device = "cuda" if torch.cuda.is_available() else "cpu"',
+        '    device = "npu" if torch.npu.is_available() else "cpu"') + PARTIAL_PADDING
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU313", 8), ("NPU313", 14)]
+    # read only by Lightning: nothing moves
+    alone = LIGHTNING_VARIABLES.split("\n\n\ndef evaluate")[0] + "\n"
+    result = migrate_source(alone, "train.py")
+    assert (result.new_text, result.edits) == (None, [])
+    assert [f.code for f in result.findings] == ["NPU313"]
+    # the name also read otherwise (every read the text may hold is counted): it moves
+    noted = alone.replace("    trainer.fit(", "    print(gpus)\n    trainer.fit(")
+    assert "gpus = torch.npu.device_count()" in migrate_source(noted, "train.py").new_text
+

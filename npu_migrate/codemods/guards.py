@@ -1256,6 +1256,52 @@ def keep_lightning_device_arguments(ctx: Context, call: cst.Call, qual: Optional
             ctx.keep(arg.value)
 
 
+# `accelerator=accel`, `gpus=n`: one of Lightning's device arguments given a variable (the text
+# test for keep_lightning_device_variables), and a line assigning that variable something CUDA.
+_LIGHTNING_VARIABLE_RE = r"\b(?:%s)\s*=\s*([A-Za-z_]\w*)\s*[,)]" % "|".join(LIGHTNING_DEVICE_KEYWORDS)
+_ASSIGNED_CUDA_RE = r"(?m)^[ \t]*(%s)[ \t]*=(?!=)[^\n]*cuda"
+
+
+def keep_lightning_device_variables(ctx: Context, resolve, calls: AbstractSet[str]) -> None:
+    """`accel = "cuda" if torch.cuda.is_available() else "cpu"; L.Trainer(accelerator=accel)`,
+    `n = torch.cuda.device_count(); Trainer(gpus=n)`: a variable that the module reads only as
+    Lightning's device arguments (keep_lightning_device_arguments: accelerator names and GPU
+    counts, never a torch device) stays as written with them. Moved, Lightning got "npu" (an
+    accelerator it does not have) or the NPU count as a GPU count on the Ascend machine and
+    stopped; as written it gets "cpu" there (NPU313 says how to run it on the NPU). A variable also
+    read otherwise (`model.to(accel)`, a comment naming it: the text's reads are counted) moves
+    as before. One walk, in files that name Lightning, give it a variable so and assign that
+    variable on a line naming CUDA."""
+    text = ctx.text
+    names = set(compiled(_LIGHTNING_VARIABLE_RE).findall(text))
+    if not names or re.search(_ASSIGNED_CUDA_RE % "|".join(map(re.escape, sorted(names))), text) is None:
+        return  # (no such variable assigned on a line naming CUDA: nothing the torch pass would move)
+    work.count("walk")
+    given: Dict[str, int] = {}
+    assigned: Dict[str, List[cst.BaseExpression]] = {}
+    for node in subtree(ctx.module):
+        if type(node) is cst.Call:
+            if resolve(node.func) in calls:
+                for arg in node.args:
+                    if (arg.keyword is not None and arg.keyword.value in LIGHTNING_DEVICE_KEYWORDS
+                            and isinstance(arg.value, cst.Name)):
+                        given[arg.value.value] = given.get(arg.value.value, 0) + 1
+        elif type(node) is cst.Assign:
+            for target in node.targets:
+                if isinstance(target.target, cst.Name):
+                    assigned.setdefault(target.target.value, []).append(node.value)
+    for name, count in given.items():
+        if name not in assigned:
+            continue
+        # every read of the name the text may hold (comments and strings too: never fewer)
+        reads = len(compiled(r"(?<![\w.])%s\b(?!\s*=(?!=))" % re.escape(name)).findall(text))
+        if reads == count:
+            for value in assigned[name]:
+                ctx.keep(value)
+        elif ctx.partial is not None and ctx.partial.elided_word(name):
+            ctx.partial_misses.add(name)  # (a Lightning call left out may read it: asked for)
+
+
 def keep_test_choosing_gpu(ctx: Context, node: cst.IfExp, resolve) -> None:
     """`accelerator = "gpu" if torch.cuda.is_available() else "cpu"` (lightly 1.6.0's train_cli,
     handed to Lightning's Trainer through a dict): "gpu" is no torch device (it stays), but a

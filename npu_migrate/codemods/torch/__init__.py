@@ -37,7 +37,7 @@ from ...startup import package_modules
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
                       keep_cuda_capability_test, keep_cuda_patched_with_npu,
-                      keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments,
+                      keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments, keep_lightning_device_variables,
                       lightning_device_calls, keep_test_choosing_gpu,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
@@ -91,6 +91,8 @@ class TorchTransformer(cst.CSTTransformer):
                            and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
         self._lightning = lightning_device_calls(ctx)  # guards.py: Trainer(accelerator=...) stays
+        if self._lightning:  # guards.py: `accel = "cuda" if ...`, read only as Trainer(accelerator=accel)
+            keep_lightning_device_variables(ctx, self._resolve, self._lightning)
         self._library_flags = library_gpu_flags(ctx)  # guards.py: MergeOptions(cuda=torch.cuda.is_available())
 
     def _kind(self, kind: Type[K]) -> K:
