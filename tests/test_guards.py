@@ -2267,3 +2267,71 @@ def test_a_variable_read_only_as_lightnings_device_arguments_stays_as_written():
     noted = alone.replace("    trainer.fit(", "    print(gpus)\n    trainer.fit(")
     assert "gpus = torch.npu.device_count()" in migrate_source(noted, "train.py").new_text
 
+
+# trl 1.16.0 trl/generation/vllm_client.py:725-789 and 897-900, trimmed: the trainer's device for
+# vLLM's NCCL weight transfer, refused unless CUDA.
+VLLM_CLIENT = '''\
+import atexit
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from ..import_utils import is_vllm_available
+
+
+_HAS_STATEFUL_TRAINER_ENGINE = is_vllm_available(min_version="0.28.0")
+if _HAS_STATEFUL_TRAINER_ENGINE:
+    from vllm.distributed.weight_transfer.nccl_common import trainer_init as open_trainer_endpoint
+elif is_vllm_available():
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerSendWeightsArgs, NCCLWeightTransferEngine
+
+
+class VLLMClient:
+    def init_communicator(self, device: torch.device | str | int = 0):
+        init_info = {"master_port": self.group_port, "rank_offset": 1}
+
+        # vLLM builds the trainer side of the group on the current device, so point it at the requested one. A device
+        # without an index (e.g. `torch.device("cuda")`) means the current device, which is already the right one.
+        device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        if device.type != "cuda":
+            raise NotImplementedError(
+                f"Weight synchronization runs on vLLM's NCCL weight-transfer engine, which needs a CUDA device, got "
+                f"'{device}'. Generation through the server is unaffected."
+            )
+        if device.index is not None:
+            torch.cuda.set_device(device)
+
+        with ThreadPoolExecutor(max_workers=1) as executor:
+            future = executor.submit(self._post, f"{self.base_url}/init_weight_transfer_engine", json={"init_info": init_info})
+            if _HAS_STATEFUL_TRAINER_ENGINE:
+                self.communicator = open_trainer_endpoint(init_info)
+            else:
+                self.communicator = NCCLWeightTransferEngine.trainer_init(init_info)
+            future.result()
+
+        atexit.register(self.close_communicator)
+
+
+# Example usage
+if __name__ == "__main__":
+    client = VLLMClient()
+    client.init_communicator(device="cuda")
+'''
+
+
+def test_a_device_given_to_a_kept_refusal_moves_so_the_refusal_refuses_the_npu():
+    """heldout21 called it half-migrated: `torch.device("cuda", device)` becomes "npu" while the
+    `device.type != "cuda"` that reads it stays (NPU315: it refuses before vLLM's NCCL engine).
+    Both are right together: the refusal reads whatever device it is given, and on the Ascend
+    machine the NPU device is refused with trl's own NotImplementedError, before
+    `torch.cuda.set_device` (kept) and the NCCL engine. Kept as "cuda", the value would pass the
+    refusal there and fail in torch.cuda.set_device or in vLLM; moved with its value, the test
+    would send the NPU into the NCCL engine. The example's `device="cuda"` moves and is refused alike."""
+    r = assert_partial_as_whole(VLLM_CLIENT, "trl/generation/vllm_client.py")
+    assert r.new_text == VLLM_CLIENT.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        'torch.device("cuda", device) if', 'torch.device("npu", device) if').replace(
+        'init_communicator(device="cuda")', 'init_communicator(device="npu")') + PARTIAL_PADDING
+    assert 'if device.type != "cuda":' in r.new_text and "torch.cuda.set_device(device)" in r.new_text
+    assert [(f.code, f.severity.value, f.span.line) for f in r.findings] == [
+        ("NPU303", "error", 11), ("NPU303", "info", 13), ("NPU315", "error", 23)]
+    assert "on the NPU it raises as written" in next(f.message for f in r.findings if f.code == "NPU315")
