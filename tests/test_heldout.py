@@ -3155,3 +3155,36 @@ def test_a_test_for_the_cuda_method_follows_the_call_it_guards():
     assert 'hasattr(args, "cuda") and args.cuda' in r.new_text and 'hasattr(torch, "cuda")' in r.new_text
     assert [e.message for e in r.edits if e.span.line == 13] == [
         '`hasattr(obj, "cuda")` -> `hasattr(obj, "npu")`: the test follows the method it guards (`.cuda()` -> `.npu()`)']
+
+
+# yolov5 7.0.14 models/common.py:346-492 (DetectMultiBackend): `cuda = torch.cuda.is_available() and
+# device.type != 'cpu'` moves to the NPU test; its readers choose ONNX Runtime's CUDA provider and
+# Paddle Inference's GPU mode, which an Ascend machine does not have: reported where the choice is made.
+YOLO_BACKENDS = '''\
+import torch
+
+
+def load(w, device, onnx, paddle):
+    cuda = torch.cuda.is_available() and device.type != 'cpu'  # use CUDA
+    if onnx:  # ONNX Runtime
+        check_requirements(('onnx', 'onnxruntime-gpu' if cuda else 'onnxruntime'))
+        import onnxruntime
+        providers = ['CUDAExecutionProvider', 'CPUExecutionProvider'] if cuda else ['CPUExecutionProvider']
+        session = onnxruntime.InferenceSession(w, providers=providers)
+        return session
+    elif paddle:  # PaddlePaddle
+        import paddle.inference as pdi
+        config = pdi.Config(str(w), str(w))
+        if cuda:
+            config.enable_use_gpu(memory_pool_init_size_mb=2048, device_id=0)
+        return pdi.create_predictor(config)
+'''
+
+
+def test_a_cuda_tests_readers_choosing_cuda_only_providers_are_reported():
+    r = assert_partial_as_whole(YOLO_BACKENDS, "models/common.py")
+    assert r.new_text == with_torch_npu(YOLO_BACKENDS).replace(
+        "torch.cuda.is_available()", "torch.npu.is_available()") + PARTIAL_PADDING
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
+        ("NPU303", "warning", 10, 19, "onnxruntime.InferenceSession"),
+        ("NPU303", "warning", 16, 13, ".enable_use_gpu()")]

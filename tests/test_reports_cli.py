@@ -336,6 +336,9 @@ BAD_RULES = [
      'suffixes = [".cu"]\nexamples = [{ flagged = "x\\n" }]\n',
      "bad.toml: [[finding]] #1 (NPU390): 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)"),
     ('[[finding]]\ncode = "NPU390"\nkind = "call"\nseverity = "info"\napi = "torch.x"\nmessage = "m"\n'
+     'keywords = ["a"]\nsuffixes = [".cu"]\nsuffix_words = true\nexamples = [{ flagged = "x\\n" }]\n',
+     "bad.toml: [[finding]] #1 (NPU390): 'suffix_words' is only `true`, for kind = \"call\" findings whose 'suffixes' are words"),
+    ('[[finding]]\ncode = "NPU390"\nkind = "call"\nseverity = "info"\napi = "torch.x"\nmessage = "m"\n'
      'positions = ["1"]\nexamples = [{ flagged = "x\\n" }]\n',
      "bad.toml: [[finding]] #1 (NPU390): 'positions' must be a list of argument indexes (0, 1, …)"),
     ('[[finding]]\ncode = "NPU390"\nkind = "api"\nseverity = "info"\napi = "torch.x"\nmessage = "m"\n'

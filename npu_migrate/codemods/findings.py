@@ -90,6 +90,11 @@ class FindingVisitor(cst.CSTVisitor):
         self._mappings: Optional[Dict[str, Optional[List[Tuple[str, cst.BaseExpression]]]]] = None
         self._commands: Optional[Dict[str, Optional[List[cst.BaseExpression]]]] = None
         self._options: Dict[str, Optional[cst.BaseExpression]] = {}  # argparse option -> its default
+        # What this walk has seen assigned (and declared as argparse options) so far, for the
+        # calls of `suffixes` rules given a variable or an option, decided when the walk ends
+        # (_held, leave_Module): no walk of their own.
+        self._seen = _MappingAssignments()
+        self._held_back: List[Tuple[Rule, cst.Call, str]] = []
         # (the commands of each call rule with `commands`, and the last words of its calls)
         self._command_calls: List[Tuple[Tuple[str, ...], FrozenSet[bytes]]] = []
         if ctx.partial is not None:
@@ -186,11 +191,12 @@ class FindingVisitor(cst.CSTVisitor):
                 if any(c in partial.text_of(run) for c in commands) and name.encode() in words_of(partial.text_of(run)))
         return self._commands.get(name)
 
-    def _given_values(self, node: cst.BaseExpression) -> List[cst.BaseExpression]:
+    def _held(self, node: cst.BaseExpression) -> List[cst.BaseExpression]:
         """What the file gives a variable or an option passed as an argument: the values every
         assignment of `name` in it makes (strings, `'a' if c else 'b'`, displays; none when
         anything else is assigned), or for `args.name` the default of the argparse option
-        `--name` it declares (`Trainer(accelerator=args.accelerator)` with `default="gpu"`)."""
+        `--name` it declares (`Trainer(accelerator=args.accelerator)` with `default="gpu"`).
+        Asked when the walk has ended (leave_Module), of what it saw (`_seen`)."""
         if isinstance(node, cst.Name):
             name = node.value
         elif isinstance(node, cst.Attribute):
@@ -199,15 +205,15 @@ class FindingVisitor(cst.CSTVisitor):
             return []
         if self.ctx.partial is not None and self.ctx.partial.elided_word(name):
             self.ctx.partial_misses.add(name)  # assigned or declared in lines partial parsing left out
-        if self._commands is None:
-            collector = _MappingAssignments()
-            walk(self.ctx.module, collector)
-            self._mappings, self._commands = collector.entries, collector.commands
-            self._options = collector.options
         if isinstance(node, cst.Name):
-            return list(self._commands.get(name) or ())
-        default = self._options.get(name)
+            return list(self._seen.commands.get(name) or ())
+        default = self._seen.options.get(name)
         return [default] if default is not None else []
+
+    def leave_Module(self, original_node: cst.Module) -> None:
+        for rule, node, qual in self._held_back:
+            if arguments_match(rule, node, self._mapping, given=self._held):
+                self.ctx.finding(rule, node, api=qual)
 
     def _imports_local_module(self, module: str) -> bool:
         local = self.ctx.options.local_modules
@@ -220,14 +226,19 @@ class FindingVisitor(cst.CSTVisitor):
     # -- calls -----------------------------------------------------------------------------
 
     def visit_Call(self, node: cst.Call) -> None:
+        self._seen.visit_Call(node)
         qual = self.ctx.imports.resolve(node.func)
         _text_argument(self, node, qual)
         if qual is not None:
             for rule in self.rules.finding_call.get(qual, ()):
-                if self.applies(rule) and arguments_match(
-                        rule, node, self._mapping, functools.partial(self._command_values, commands=FindingSpec.of(rule).commands),
-                        self._given_values):
+                if not self.applies(rule):
+                    continue
+                if arguments_match(rule, node, self._mapping, functools.partial(
+                        self._command_values, commands=FindingSpec.of(rule).commands)):
                     self.ctx.finding(rule, node, api=qual)
+                elif FindingSpec.of(rule).suffixes and any(
+                        isinstance(v, (cst.Name, cst.Attribute)) for v in _selected_arguments(rule, node, self._mapping)):
+                    self._held_back.append((rule, node, qual))  # a variable's values: known at the end
         elif isinstance(node.func, cst.Attribute):
             name = node.func.attr.value
             for rule in self.rules.finding_method.get(name, ()):
@@ -265,7 +276,11 @@ class FindingVisitor(cst.CSTVisitor):
 
     # -- error texts (kind "string") -----------------------------------------------------------
 
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._seen.visit_AnnAssign(node)
+
     def visit_Assign(self, node: cst.Assign) -> None:
+        self._seen.visit_Assign(node)
         # With partial parsing: `cmd = "nvidia-smi -L | wc -l"` is kept (it holds the command's
         # words), the `subprocess.run(cmd, shell=True)` that runs it may not be: ask for the
         # lines left out that use the name and a called name of a rule with `commands`.

@@ -12,7 +12,11 @@
                  `.options(num_gpus=1)` on a remote function or actor)
     call         a call of the qualified name(s); with `keywords`/`positions`, only when one of
                  those arguments is given and not None/False/empty (with `suffixes`: only when
-                 it holds a string literal ending in one of them; with `commands`: only when it
+                 it holds a string literal ending in one of them, written there or in the values
+                 the file assigns a variable given there; `suffix_words = true`: suffixes that
+                 are words, `CUDAExecutionProvider`, one of which a file must contain for the
+                 findings walk, and whose statements partial parsing keeps (the variable's
+                 `providers = [...]`); with `commands`: only when it
                  runs one of those programs: a list's first element, or a command line's
                  program, also after `|`, `;`, `&&`, `$(`, read through a variable the file
                  assigns only string literals; with `keys`: only when it is a dict literal, or a
@@ -130,6 +134,7 @@ class FindingSpec:
     suffixes: Tuple[str, ...] = ()  # call findings: string literals ending so; file findings: file names
     commands: Tuple[str, ...] = ()  # call findings: the programs a command argument runs (`nvidia-smi`)
     keys: Tuple[str, ...] = ()  # call findings: the dict keys an argument must hold (`{"gpu": 1}`)
+    suffix_words: bool = False  # call findings: `suffixes` are words, asked for (walk, partial parsing)
     unless: Tuple[str, ...] = ()  # requirement findings: not when one of these is listed too; method: imported
     context: str = "any"  # any | torch (the file imports torch) | device (it uses the device)
     skip_logged: bool = False  # api findings: not where the value is only printed, logged or formatted
@@ -217,6 +222,10 @@ def _check_python_finding(match_kind: str, entry: Dict[str, Any], from_: str, la
             raise RuleError(f"{label}: 'suffixes' is only for kind = \"call\" or \"file\" findings")
         if not any(entry.get(key) for key in arguments):
             raise RuleError(f"{label}: 'suffixes' needs 'keywords' or 'positions' (the arguments to look in)")
+    if "suffix_words" in entry and (match_kind not in ("call", "call-kwarg") or entry["suffix_words"] is not True
+                                    or not all(IDENT_RE.match(s) for s in entry.get("suffixes", ()))
+                                    or not entry.get("suffixes")):
+        raise RuleError(f"{label}: 'suffix_words' is only `true`, for kind = \"call\" findings whose 'suffixes' are words")
     if "keys" in entry:
         if match_kind not in ("call", "call-kwarg") or "suffixes" in entry or "commands" in entry:
             raise RuleError(f"{label}: 'keys' is only for kind = \"call\" findings, without 'suffixes' or 'commands'")
@@ -265,7 +274,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
                 f"{label}: a finding with 'framework' must be of kind {', '.join(sorted(_FRAMEWORK_FINDING_KINDS))}"
                 f", got {match_kind!r}"
             )
-        for key in ("context", "positions", "suffixes", "commands", "keys", "unless"):
+        for key in ("context", "positions", "suffixes", "suffix_words", "commands", "keys", "unless"):
             if key in entry:
                 raise RuleError(f"{label}: '{key}' is not used by findings with 'framework'")
     word_re = CODEMOD_WORD_RE if match_kind == "codemod" else QUALNAME_RE  # (a guard's: `numba.cuda`)
@@ -294,6 +303,7 @@ def _check_framework_finding(entry: Dict[str, Any], label: str, framework: str) 
         suffixes=tuple(entry.get("suffixes", ())),
         commands=tuple(entry.get("commands", ())),
         keys=tuple(entry.get("keys", ())),
+        suffix_words=bool(entry.get("suffix_words", False)),
         unless=tuple(entry.get("unless", ())),
         context=entry.get("context", "any"),
         skip_logged=entry.get("skip_logged", False),
@@ -407,9 +417,18 @@ def _match_requirements(rule: Rule) -> List[Requirement]:
                                 name=req.name, in_strings=True)
                     for req in map(components, names) for extra in extras]
         literals = _literal_requirements(FindingSpec.of(rule)) if match != "api" else [Requirement(frozenset())]
-        return [Requirement(req.words | {Word(k) for k in extra} | literal.words,
-                            req.refs | literal.refs | {("keyword", k) for k in extra}, leaf=req.leaf, name=req.name)
-                for req in map(components, names) for extra in extras for literal in literals]
+        found = [Requirement(req.words | {Word(k) for k in extra} | literal.words,
+                             req.refs | literal.refs | {("keyword", k) for k in extra}, leaf=req.leaf, name=req.name)
+                 for req in map(components, names) for extra in extras for literal in literals]
+        spec = FindingSpec.of(rule)
+        if spec.suffix_words:
+            # The same, with a suffix word, for partial.py: the statements that write one
+            # (`providers = ['CUDAExecutionProvider', ...]`, the variable the call is given) are
+            # kept too (with the literal's ref only: that statement need not name the call).
+            found += [Requirement(req.words | {Word(suffix)}, frozenset(r for r in req.refs if r == ("quoted_end", suffix)),
+                                  leaf=Word(suffix), in_strings=True)
+                      for req in found for suffix in spec.suffixes if ("quoted_end", suffix) in req.refs]
+        return found
     if match == "string":  # every word of the text, inside a string literal
         return [Requirement(frozenset(Word(w) for w in re.findall(r"[A-Za-z0-9_]+", n)), in_strings=True,
                             leaf=Word(max(re.findall(r"[A-Za-z0-9_]+", n), key=len)))
@@ -469,7 +488,7 @@ def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
             # (a call rule that matches only a keyword argument needs that keyword written too:
             # an `out_dtype=` rule of torch.mm has nothing to find in a file that says torch and mm)
             needed = [frozenset(name.split(".")) | extra for name, named in rules.finding_call.items()
-                      for extra in _keyword_words(named)]
+                      for extra in _keyword_words(named, suffixes=True)]
             needed += [frozenset((name,)) | extra for name, named in rules.finding_method.items()
                        for extra in _keyword_words(named)]
             needed += [frozenset(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
@@ -478,10 +497,11 @@ def call_words(rules: "RuleSet", encoded: bool = False) -> List[FrozenSet[Any]]:
     return needed
 
 
-def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
+def _keyword_words(rules: List[Rule], suffixes: bool = False) -> List[FrozenSet[str]]:
     """The words besides its name a call of these rules must have: one keyword of each rule that
     matches only keyword arguments, and the words of one of its `commands` (`nvidia`, `smi`: a
-    file that calls subprocess.run without them runs no nvidia-smi), else nothing more."""
+    file that calls subprocess.run without them runs no nvidia-smi), else nothing more; with
+    `suffixes` (call_words), one of its `suffixes` too with `suffix_words` (`CUDAExecutionProvider`)."""
     extras: List[FrozenSet[str]] = []
     for rule in rules:
         spec = FindingSpec.of(rule)
@@ -489,6 +509,8 @@ def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
                  else [frozenset()])
         if spec.commands:
             found = [f | frozenset(re.findall(r"[A-Za-z0-9_]+", c)) for f in found for c in spec.commands]
+        if suffixes and spec.suffix_words:  # (`CUDAExecutionProvider`: a file without one has nothing to find)
+            found = [f | {s} for f in found for s in spec.suffixes]
         extras += [e for e in found if e not in extras]
     return extras
 
@@ -496,7 +518,7 @@ def _keyword_words(rules: List[Rule]) -> List[FrozenSet[str]]:
 KIND = register(Kind(
     name="finding",
     schema=schema(("kind", "severity"), ("api", "apis", "keywords", "patterns", "unless", "positions",
-                                         "suffixes", "commands", "keys", "context", "framework", "once_per_file", "words",
+                                         "suffixes", "suffix_words", "commands", "keys", "context", "framework", "once_per_file", "words",
                                          "resolves", "unless_named",
                                          "skip_logged", "skip_type_tests", "gates")),
     summary="something to report (no rewrite): a reference, import, call, method, file, …",
