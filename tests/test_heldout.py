@@ -3188,3 +3188,40 @@ def test_a_cuda_tests_readers_choosing_cuda_only_providers_are_reported():
     assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
         ("NPU303", "warning", 10, 19, "onnxruntime.InferenceSession"),
         ("NPU303", "warning", 16, 13, ".enable_use_gpu()")]
+
+
+# torchdrug 0.2.1 utils/torch.py load_extension (the JIT build of its sparse kernels): where
+# torch.cuda.is_available() it keeps the .cu sources and sets cpp_extension.load's CUDA flags, else
+# it drops them. Moved to torch.npu, the NPU machine compiled the .cu files (no nvcc there: the
+# build, and every GNN layer, failed); kept, it builds the CPU extension, as written (NPU302).
+CUDA_SOURCES_CHOSEN_BY_AVAILABILITY = """\
+import torch
+from torch.utils import cpp_extension
+
+
+def load_extension(name, sources, extra_cflags=None, extra_cuda_cflags=None, **kwargs):
+    if extra_cflags is None:
+        extra_cflags = ["-Ofast"]
+    if extra_cuda_cflags is None:
+        if torch.cuda.is_available():
+            extra_cuda_cflags = ["-O3"]
+            extra_cflags.append("-DCUDA_OP")
+        else:
+            new_sources = []
+            for source in sources:
+                if not cpp_extension._is_cuda_file(source):
+                    new_sources.append(source)
+            sources = new_sources
+    return cpp_extension.load(name, sources, extra_cflags, extra_cuda_cflags, **kwargs)
+
+
+def to_device(x):
+    return x.cuda() if torch.cuda.is_available() else x
+"""
+
+
+def test_an_availability_test_choosing_the_cuda_compile_flags_of_a_build_stays():
+    r = assert_partial_as_whole(CUDA_SOURCES_CHOSEN_BY_AVAILABILITY, "torchdrug/utils/torch.py")
+    assert r.new_text == with_torch_npu(CUDA_SOURCES_CHOSEN_BY_AVAILABILITY).replace(
+        "x.cuda() if torch.cuda.is_available() else x", "x.npu() if torch.npu.is_available() else x") + PARTIAL_PADDING
+    assert [(f.code, f.span.line) for f in r.findings if f.code == "NPU302"] == [("NPU302", 9)]

@@ -113,8 +113,11 @@ _CUDA_ONLY_RE = (r"(?is)\bcuda\b.*\bonly\b|\bonly\b.*\bcuda\b|\bcuda[-_ ]only\b"
 # A call that ends a test like `raise`: pytest's skip, unittest's skipTest (its message read alike).
 _SKIPS = {"pytest.skip", "self.skipTest"}
 # What builds or loads a compiled extension (a CUDA_HOME test is a build gate only around these).
+# (and cpp_extension.load's compile flags: torchdrug 0.2.1's load_extension sets extra_cuda_cflags
+# and -DCUDA_OP where torch.cuda.is_available(), else drops the .cu sources)
 _BUILD_WORDS = {"CUDAExtension", "CppExtension", "BuildExtension", "NpuExtension", "cythonize", "ext_modules",
-                "define_macros", "extra_compile_args", "load_inline", "load_ext", "get_extensions", "load_library"}
+                "define_macros", "extra_compile_args", "load_inline", "load_ext", "get_extensions", "load_library",
+                "extra_cflags", "extra_cuda_cflags"}
 _BUILD_WORD_BYTES = {w.encode() for w in _BUILD_WORDS}
 _BUILD_CALLS = {"torch.utils.cpp_extension.load", "setuptools.setup", "setuptools.Extension",
                 "distutils.core.setup", "distutils.core.Extension", "distutils.extension.Extension"}
