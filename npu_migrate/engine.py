@@ -110,7 +110,11 @@ def migrate_python(text: str, path: str, options: Options, rules: RuleSet,
     words = None if wants_modelarts else words_of(text)  # (the passes look for words too: LazyCodeWords)
     reads_whole = bool(options.whole_readers) and bool(whole_reads(options, path))
     if not reads_whole and _needs_nothing(text, options, rules, words, wants_modelarts,
-                                          imports=lambda: _text_imports(text)):
+                                          imports=lambda: _text_imports(text),
+                                          written=prefilter.quoted_outside_docstrings(text)
+                                          if len(text) <= MAX_PARSE_CHARS else None):
+        # (a method finding's `unless` met by an import the text tells; a string literal's word
+        # only in docstrings, as the text tells: the tree's answers)
         return _nothing_needed(text, result)
     if len(text) > MAX_PARSE_CHARS:
         result.error = (
@@ -278,17 +282,7 @@ def _needs_nothing_as_pytorch(text: str, options: Options, rules: RuleSet, words
     return found is not None and _needs_nothing(text, options, rules, words, False, found)
 
 
-# What Python's tokenizer sees as it looks for where each logical line starts: a line break, a
-# bracket, a comment, a string (triple-quoted or not; a backslash escapes the next character, in
-# raw strings too), a backslash that continues the line; a quote or backslash left alone ends the scan.
-_LOGICAL_RE = re.compile(
-    r"""[\n(\[{)\]}]|#[^\n]*"""
-    r"""|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''"""
-    r'''|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""'''
-    r"""|'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'"""
-    r'''|"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"'''
-    r"""|\\\n|['"\\]"""
-)
+_LOGICAL_RE = prefilter.LOGICAL_RE  # (where each logical line starts, as Python's tokenizer finds it)
 _DEFINITION_RE = re.compile(r"(?:async[ ]+)?(?:def|class)\b")
 _FSTRING_BRACES_RE = re.compile(r"{{|}}")
 # What the scan needs, as a quick look tells: a line that starts with an import of torch, and

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import functools
 import re
-from bisect import bisect_left
+import sys
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
@@ -286,8 +287,10 @@ class Prefilter:
         self._with_device: FrozenSet[int] = frozenset(i for i, req in enumerate(self.requirements) if req.with_device)
         # ref -> its alternatives (ref_alternatives), compiled when first needed
         self._refs: Dict[Tuple[str, str], Tuple[Tuple[str, ...], ...]] = {}  # ref -> ref_alternatives
-        # (text, words, whether they meet the requirements of no gate): of the last text asked about
-        self._last: Tuple[Optional[str], Optional[AbstractSet[bytes]], bool] = (None, None, False)
+        # (text, words, whether they meet the requirements of no gate: _meets_own, the refs looked up
+        # in it): of the last text asked about
+        self._last: Tuple[Optional[str], Optional[AbstractSet[bytes]], int, Dict[Tuple[str, str], bool]] = (
+            None, None, 0, {})
 
     def may_need_work(self, text: str, words: Optional[AbstractSet[bytes]] = None,
                       frameworks: Optional[AbstractSet[str]] = None,
@@ -311,13 +314,14 @@ class Prefilter:
             words = words_of(text)
         last = self._last
         if last[0] is text and last[1] is words:  # (asked again with the frameworks: engine.py)
-            own = last[2]
+            own, found = last[2], last[3]
         else:
-            own = self._meets_own(text, words)
-            self._last = (text, words, own)
-        if own and ((imports is not None and self._unless) or (written is not None and self._quoted)):
-            own = self._meets_own(text, words, imports, written)
-        return own or any(
+            found = {}
+            own = self._meets_own(text, words, found=found)
+            self._last = (text, words, own, found)
+        if own == _MET_IF and ((imports is not None and self._unless) or (written is not None and self._quoted)):
+            own = self._meets_own(text, words, imports, written, found)
+        return bool(own) or any(
             (frameworks is None or pair[2] in frameworks)
             and pair[0]._meets_own(text, words) and self._body(pair)._meets_own(text, words) for pair in self._gated
         )
@@ -330,7 +334,11 @@ class Prefilter:
 
     def _meets_own(self, text: str, words: AbstractSet[bytes],
                    imports: Optional[Callable[[], AbstractSet[str]]] = None,
-                   written: Optional[Callable[[str], bool]] = None) -> bool:
+                   written: Optional[Callable[[str], bool]] = None,
+                   found: Optional[Dict[Tuple[str, str], bool]] = None) -> int:
+        """Whether the text meets a requirement: _MET (one that counts whatever the file imports and
+        wherever its string literals are: no `unless`, no `quoted` ref), _MET_IF (another one), or
+        0. `found`: the refs already looked up in this text (filled)."""
         candidates = list(self._always)
         for word in self._anchors.intersection(words):
             candidates.extend(self._by_word.get(word, ()))
@@ -345,9 +353,10 @@ class Prefilter:
                 if word in lowered:
                     candidates.extend(found_at)
         if not candidates:
-            return False
+            return 0
         joined = b""  # " word word ...": a word starts with p where b" " + p occurs
-        found: Dict[Tuple[str, str], bool] = {}  # refs already looked up in this text
+        if found is None:
+            found = {}  # refs already looked up in this text
         imported: Optional[AbstractSet[str]] = None
         later: List[int] = []  # met but for `written` (asked last: it may read Python's tokens)
         for i in sorted(set(candidates)):
@@ -381,9 +390,9 @@ class Prefilter:
                 continue
             if all(self._ref_found(ref, text, found) for ref in self.requirements[i].refs):
                 if written is None or i not in self._quoted:
-                    return True
+                    return _MET_IF if unless or i in self._quoted else _MET
                 later.append(i)
-        return any(written(self._quoted[i]) for i in later) if written is not None else False
+        return _MET_IF if written is not None and any(written(self._quoted[i]) for i in later) else 0
 
     def _ref_found(self, ref: Tuple[str, str], text: str, found: Dict[Tuple[str, str], bool]) -> bool:
         known = found.get(ref)
@@ -396,6 +405,9 @@ class Prefilter:
         return known
 
 
+# What Prefilter._meets_own answers when a requirement is met: one that counts in any file with
+# the words (the answer with `imports` and `written` too), or one that may not count there.
+_MET, _MET_IF = 2, 1
 # The refs of a string literal's word (words.Requirement): no rule matches a string standing alone
 # as a statement (a docstring), so such a requirement counts only where its word is written elsewhere.
 _QUOTED = ("quoted", "quoted_any_case")
@@ -878,6 +890,122 @@ def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, i
             return quoted or _written_in_code(text, spans, found)
         at = end
     return found(data, at) is not None and (quoted or _written_in_code(text, spans, found))
+
+
+# What Python's tokenizer sees as it looks for where each logical line starts: a line break, a
+# bracket, a comment, a string (triple-quoted or not; a backslash escapes the next character, in
+# raw strings too), a backslash that continues the line; a quote or backslash left alone ends the scan.
+LOGICAL_RE = re.compile(
+    r"""[\n(\[{)\]}]|#[^\n]*"""
+    r"""|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''"""
+    r'''|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""'''
+    r"""|'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'"""
+    r'''|"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"'''
+    r"""|\\\n|['"\\]"""
+)
+_INDENTATION_RE = re.compile(r"[ \t\f]*")
+_REST_OF_LINE_RE = re.compile(r"[ \t\f]*(?:#[^\n]*)?(?:\n|\Z)")
+_PREFIX_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+# Python 3.12 reads an f-string's replacement fields as code, where a string may use its quote
+# (PEP 701): the scan above then ends the f-string early, and the text is not read.
+_FSTRINGS_NEST = sys.version_info >= (3, 12)
+
+
+def quoted_outside_docstrings(text: str) -> Callable[[str], bool]:
+    """may_need_work's `written` before Python's parse (engine.migrate_python): whether a
+    string literal starting with a word (any case: a quote, then the word) may be written outside
+    the file's docstrings, as its text tells. False only where every such quote is inside a
+    string that stands alone on its logical lines (_docstring_spans), which Python's tree shows
+    as a statement that is a str literal alone, what LazyCodeWords.quoted_outside_bare_strings
+    leaves out too: so False here is False there (transformers 4.46.3: 9 files with "cuda" only
+    in docstrings not parsed by Python). True when that cannot be told."""
+    spans: List[Optional[Tuple[List[int], List[int]]]] = []
+
+    def written(word: str) -> bool:
+        if ("\r" in text or text.startswith("\ufeff") or not word or not word.isascii() or not word.isalnum()
+                or set(word.lower()) & set("iks")):
+            return True  # (as _written_outside)
+        if not spans:
+            spans.append(_docstring_spans(text))
+        found = spans[0]
+        if found is None:
+            return True
+        starts, ends = found
+        for match in re.finditer("['\"]" + re.escape(word), text, re.IGNORECASE):
+            i = bisect_right(starts, match.start()) - 1
+            if i < 0 or match.end() > ends[i]:
+                return True
+        return False
+
+    return written
+
+
+def _docstring_spans(text: str) -> Optional[Tuple[List[int], List[int]]]:
+    """(starts, ends): where each string stands alone on its logical lines (a statement that is a
+    str literal alone: at a logical line's start, outside brackets, followed by nothing but a
+    comment on its last line; no `b` or `f` prefix), in order; None when the text cannot be read
+    so (a quote left open, unbalanced brackets, a backslash that continues no line; from Python
+    3.12 an f-string whose scan ends inside a replacement field or with a quote in one)."""
+    starts: List[int] = []
+    ends: List[int] = []
+    depth = 0
+    line = 0  # where the logical line starts
+    for match in LOGICAL_RE.finditer(text):
+        at = match.start()
+        first = text[at]
+        if first == "\n":
+            if depth == 0:
+                line = at + 1
+        elif first in "([{":
+            depth += 1
+        elif first in ")]}":
+            depth -= 1
+            if depth < 0:
+                return None
+        elif first in "'\"":
+            end = match.end()
+            if end - at == 1:
+                return None  # (a quote left open)
+            begin = at
+            while begin > line and at - begin < 3 and text[begin - 1] in _PREFIX_LETTERS:
+                begin -= 1
+            prefix = text[begin:at].lower()
+            if "f" in prefix:
+                if _FSTRINGS_NEST and not _fields_closed(match.group()):
+                    return None
+            elif (depth == 0 and prefix in ("", "r", "u") and _INDENTATION_RE.fullmatch(text, line, begin)
+                  and _REST_OF_LINE_RE.match(text, end)):
+                starts.append(begin)
+                ends.append(end)
+        elif first == "\\" and match.end() - at == 1:
+            return None  # (a backslash that continues no line)
+    return (starts, ends) if depth == 0 else None
+
+
+def _fields_closed(literal: str) -> bool:
+    """Whether an f-string as the scan found it ends outside its replacement fields and has no
+    quote inside one (from Python 3.12 such a quote may start a string inside the field, which
+    the scan took for the f-string's end)."""
+    depth = 0
+    i, n = 0, len(literal)
+    while i < n:
+        c = literal[i]
+        if c == "{":
+            if depth == 0 and literal.startswith("{", i + 1):
+                i += 2
+                continue
+            depth += 1
+        elif c == "}":
+            if depth == 0:
+                if literal.startswith("}", i + 1):
+                    i += 2
+                    continue
+                return False
+            depth -= 1
+        elif depth and c in "'\"":
+            return False
+        i += 1
+    return depth == 0
 
 
 def _bare_strings(body: Sequence["ast.stmt"]) -> Tuple[Tuple[int, int, int, int], ...]:
