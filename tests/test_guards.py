@@ -363,13 +363,20 @@ def test_a_gpu_flag_of_another_library_given_cudas_availability_stays():
     mergekit did its math on "cuda" on the Ascend machine (heldout21); as written it is False there
     and mergekit computes on the CPU, as unmigrated. The module's own `train(use_cuda=...)` moves
     (its `.cuda()` does too), and so does every other device call. Parsed partially (its imports
-    asked for) as whole."""
+    asked for) as whole. The flags kept are reported: the user decides whether the CPU will do."""
     expected = LIBRARY_GPU_FLAGS.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
         "model.cuda()", "model.npu()").replace('device="cuda"', 'device="npu"').replace(
         "train(model, use_cuda=torch.cuda.is_available())", "train(model, use_cuda=torch.npu.is_available())")
     for partial in (True, False):
         r = migrate_source(LIBRARY_GPU_FLAGS, "trl/experimental/merge_model_callback.py", partial=partial)
         assert r.new_text == expected, partial
+        # each kept flag is reported (NPU315), where it is given
+        assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
+            ("NPU315", "warning", 14, 14, "torch.cuda.is_available()"),
+            ("NPU315", "warning", 17, 64, "torch.cuda.is_available()")], partial
+        assert r.findings[0].message.startswith(
+            "`torch.cuda.is_available()` is given to `mergekit.config.MergeOptions` as its `cuda` flag (another "
+            "library's); it is left as it is, so on the NPU it is False and that library runs on the CPU there"), partial
 
 
 ENV_REPORT_WITH_NPU = '''\

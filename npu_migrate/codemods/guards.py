@@ -1340,6 +1340,7 @@ def library_gpu_flags(ctx: Context) -> bool:
     return False
 
 
+@applies("finding:guard")
 def keep_library_gpu_flag(ctx: Context, call: cst.Call, qual: Optional[str], resolve) -> None:
     """trl 1.16.0 experimental/merge_model_callback.py:286 `MergeOptions(device="auto",
     cuda=torch.cuda.is_available())` (mergekit), mmsegmentation 1.2.2's `GradCAM(...,
@@ -1366,8 +1367,16 @@ def keep_library_gpu_flag(ctx: Context, call: cst.Call, qual: Optional[str], res
         return  # (not bound by an import: the module's own)
     if is_local_import(ctx.path, module, ctx.options.local_modules):
         return
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "library-gpu-flag"), None)
+    if qual in lightning_device_calls(ctx):
+        rule = None  # (Lightning's Trainer(gpus=...): NPU313 reports the call)
     for arg in flags:
         ctx.keep(arg.value)
+        if rule is not None and arg.keyword is not None:
+            api = ctx.code_for(arg.value)
+            detail = f"given to `{qual}` as its `{arg.keyword.value}` flag (another library's)"
+            ctx.finding(rule, arg.value, api=api, message=rule.render_message(api=api, detail=detail),
+                        suggestion=rule.render_suggestion(api=api, detail=detail))
 
 
 # ----------------------------------------------------------------------------- device gates

@@ -104,6 +104,10 @@ GUARD_TRIGGERS = {
     "cuda-interop": "cuda",
     # `num_gpus = 0.5 if device == "cuda" else 0`: a device test choosing the GPUs Ray reserves
     "ray-gpu-count": "num_gpus",
+    # `MergeOptions(cuda=torch.cuda.is_available())`: another library's GPU flag given CUDA's
+    # availability, kept (guards.keep_library_gpu_flag, from the torch pass's torch.cuda.is_available(),
+    # whose own rule admits the file: the quoted word adds nothing the device rules do not ask already)
+    "library-gpu-flag": "cuda",
     "data-parallel-count": "DataParallel",
     # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
     "gloo-device-collectives": "gloo",
