@@ -3225,3 +3225,58 @@ def test_an_availability_test_choosing_the_cuda_compile_flags_of_a_build_stays()
     assert r.new_text == with_torch_npu(CUDA_SOURCES_CHOSEN_BY_AVAILABILITY).replace(
         "x.cuda() if torch.cuda.is_available() else x", "x.npu() if torch.npu.is_available() else x") + PARTIAL_PADDING
     assert [(f.code, f.span.line) for f in r.findings if f.code == "NPU302"] == [("NPU302", 9)]
+
+
+# edward 1.3.5 edward/util/graphs.py:1-41 (get_session): native Keras is imported only to share the
+# session with it, in `try: ... except ImportError: have_keras = False`. An optional import: the code
+# runs without Keras, so NPU330 says so at [info], as NPU303 does for an optional CUDA-only library.
+EDWARD_SESSION = '''\
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import numpy as np
+import six
+import sys
+import tensorflow as tf
+
+
+def get_session():
+  """Get the globally defined TensorFlow session."""
+  global _ED_SESSION
+  if tf.get_default_session() is None:
+    _ED_SESSION = tf.InteractiveSession()
+  else:
+    _ED_SESSION = tf.get_default_session()
+
+  save_stderr = sys.stderr
+  try:
+    import os
+    sys.stderr = open(os.devnull, 'w')  # suppress keras import
+    from keras import backend as K
+    sys.stderr = save_stderr
+    have_keras = True
+  except ImportError:
+    sys.stderr = save_stderr
+    have_keras = False
+  if have_keras:
+    K.set_session(_ED_SESSION)
+
+  return _ED_SESSION
+'''
+
+
+def test_an_optional_native_keras_import_is_reported_as_info():
+    r = migrate_source(EDWARD_SESSION, "edward/util/graphs.py")
+    assert [(f.code, f.severity.value, f.span.line, f.span.col, f.api) for f in r.findings] == [
+        ("NPU330", "info", 23, 5, "keras")]
+    assert r.findings[0].message == (
+        "native Keras (`keras`) is not supported by the TF Adapter; only tf.keras is (optional: imported in "
+        "`try: … except ImportError` or where a check says it is installed, so the code has a fallback; check "
+        "that the fallback is what runs on the NPU)")
+    assert "tf.InteractiveSession(config=npu_config_proto())" in r.new_text
+    # imported outside the try, it stays an error
+    plain = EDWARD_SESSION.replace("    from keras import backend as K\n", "    pass\n").replace(
+        "import tensorflow as tf\n", "import tensorflow as tf\nfrom keras import backend as K\n")
+    assert [(f.code, f.severity.value) for f in migrate_source(plain, "edward/util/graphs.py").findings] == [
+        ("NPU330", "error")]

@@ -33,7 +33,7 @@ from ..words import words_of
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_OPTIONAL_IMPORT_NOTE = (
+OPTIONAL_IMPORT_NOTE = (
     " (optional: imported in `try: … except ImportError` or where a check says it is installed, so"
     " the code has a fallback; check that the fallback is what runs on the NPU)"
 )
@@ -156,7 +156,7 @@ class FindingVisitor(cst.CSTVisitor):
             module = _library_of(rule, module)
             if id(stmt) in optional:
                 self.ctx.finding(rule, node, api=module, severity=Severity.INFO,
-                                 message=rule.render_message(api=module) + _OPTIONAL_IMPORT_NOTE)
+                                 message=rule.render_message(api=module) + OPTIONAL_IMPORT_NOTE)
             else:
                 self.ctx.finding(rule, node, api=module)
 
@@ -365,7 +365,7 @@ class _OptionalImports(cst.CSTVisitor):
                 self.enclosing[id(node)] = [self._slots[id(s)] for s in self._path if id(s) in self._slots]
             if isinstance(node, cst.BaseStatement):
                 self._path.append(node)
-        if isinstance(node, cst.Try) and any(_catches_import_error(h) for h in node.handlers):
+        if isinstance(node, cst.Try) and any(catches_import_error(h) for h in node.handlers):
             self._guards[id(node.body)] = None
         elif isinstance(node, cst.If):
             check = _availability_check(node.test)
@@ -455,7 +455,7 @@ def _leaves(body: cst.BaseSuite) -> bool:
     return isinstance(last, (cst.Return, cst.Raise))
 
 
-def _catches_import_error(handler: cst.ExceptHandler) -> bool:
+def catches_import_error(handler: cst.ExceptHandler) -> bool:
     if handler.type is None:  # bare `except:`
         return True
     types = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]

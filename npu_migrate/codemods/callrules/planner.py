@@ -25,6 +25,8 @@ from .calls import CallPlanning
 from .index import FRAMEWORK_KIND_KEYS, Canonical, FrameworkRules
 from .program import ProgramPlanning
 from ...codes import applies
+from ...model import Severity
+from ..findings import OPTIONAL_IMPORT_NOTE, catches_import_error
 
 # node type -> 1: a compound statement, 2: a simple statement line, 0: other (Planner.on_visit)
 _STATEMENT_KIND: Dict[type, int] = {}
@@ -74,6 +76,8 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._compound: Dict[int, cst.CSTNode] = {}  # id -> compound statement (for lifetimes)
         self._statement_lines: Dict[int, cst.SimpleStatementLine] = {}
         self._main_functions: Set[str] = set()  # functions the main block runs (main(), app.run(main))
+        # the statements of `try:` bodies whose handlers catch ImportError: an import there is optional
+        self._optional_statements: Set[int] = set()
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -100,10 +104,12 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         q = self.ctx.imports.resolve(node)  # (not self.qual: `x = x.f()` would never end)
         return self.canonical(q) if q is not None else None
 
-    def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
+    def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None,
+                severity: Optional[Severity] = None) -> None:
         if not self.report:
             return
-        self.ctx.finding(rule, node, api=api, message=message, module=None if self._original_tree else self.tree)
+        self.ctx.finding(rule, node, api=api, message=message, severity=severity,
+                         module=None if self._original_tree else self.tree)
 
     def codemod_finding(self, code: str, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None:
         rule = self.rules.codemod_findings.get(code) if code else None
@@ -163,11 +169,23 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._track_import(node, module, None)
         return False
 
+    def visit_Try(self, node: cst.Try) -> None:
+        if any(catches_import_error(h) for h in node.handlers):
+            self._optional_statements.update(id(s) for s in node.body.body)
+
     def _import_finding(self, module: str, node: cst.CSTNode) -> bool:
         rule = FrameworkRules.by_prefix(self.rules.finding_import, module)
-        if rule is not None:
+        if rule is None:
+            return False
+        if self._optional_statements.isdisjoint(self.path):
             self.finding(rule, node, api=module)
-        return rule is not None
+        else:
+            # `try: from keras import backend as K` / `except ImportError: have_keras = False`
+            # (edward 1.3.5 util/graphs.py): the code runs without it, as findings.py reports an
+            # optional import of a CUDA-only library
+            self.finding(rule, node, api=module, message=rule.render_message(api=module) + OPTIONAL_IMPORT_NOTE,
+                         severity=Severity.INFO)
+        return True
 
     def _track_import(self, node: cst.CSTNode, module: str, alias_index: Optional[int]) -> None:
         for rule in self.rules.remove_import:

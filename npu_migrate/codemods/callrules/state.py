@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set, Tuple
 import libcst as cst
 
 from ...context import Context
+from ...model import Severity
 from ...rules import Rule
 from ..bindings import Bindings
 from .apply import Plans
@@ -46,7 +47,8 @@ class PlannerState(Bindings):
     if TYPE_CHECKING:  # defined by Planner and the mixins
         def qual(self, node: cst.BaseExpression) -> Optional[str]: ...
 
-        def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None) -> None: ...
+        def finding(self, rule: Rule, node: cst.CSTNode, api: str, message: Optional[str] = None,
+                    severity: Optional[Severity] = None) -> None: ...
 
         def codemod_finding(self, code: str, node: cst.CSTNode, api: str,
                             message: Optional[str] = None) -> None: ...
