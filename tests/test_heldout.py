@@ -3280,3 +3280,45 @@ def test_an_optional_native_keras_import_is_reported_as_info():
         "import tensorflow as tf\n", "import tensorflow as tf\nfrom keras import backend as K\n")
     assert [(f.code, f.severity.value) for f in migrate_source(plain, "edward/util/graphs.py").findings] == [
         ("NPU330", "error")]
+
+
+# peft 0.21.2 tests/test_gpu_examples.py:6761-6770 (`_setup_dist`) and :6786-6826 (a rank's LoRA
+# synchronization test, trimmed): "gloo" is the `else` of `if torch.cuda.is_available()`, which moves
+# to the NPU's test ("nccl" -> "hccl"): on the Ascend machine that arm does not run, so NPU325 (gloo
+# with collectives of NPU tensors) does not apply there. Left unguarded, it does.
+PEFT_SETUP_DIST = '''\
+import os
+
+import torch
+import torch.distributed as dist
+
+
+def _setup_dist(rank, world_size, port):
+    os.environ["MASTER_ADDR"] = "localhost"
+    os.environ["MASTER_PORT"] = str(port)
+    if torch.cuda.is_available():
+        dist.init_process_group(backend="nccl", rank=rank, world_size=world_size)
+    else:
+        dist.init_process_group(backend="gloo", rank=rank, world_size=world_size)
+
+
+def _test_lora_weight_synchronization(rank, world_size, port, model):
+    torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank)
+    model.to(device)
+    for name, module in model.named_modules():
+        weight = module.lora_A["default"].weight.data.contiguous()
+        gathered = [torch.zeros_like(weight) for _ in range(world_size)]
+        dist.all_gather(gathered, weight)
+'''
+
+
+def test_gloo_in_the_else_of_a_moved_cuda_test_is_not_reported():
+    r = assert_partial_as_whole(PEFT_SETUP_DIST, "tests/test_gpu_examples.py")
+    assert "torch.npu.is_available()" in r.new_text and 'backend="hccl"' in r.new_text
+    assert [f.code for f in r.findings] == []
+    unguarded = PEFT_SETUP_DIST.replace(
+        '    if torch.cuda.is_available():\n        dist.init_process_group(backend="nccl", rank=rank, world_size=world_size)\n'
+        '    else:\n        dist.init_process_group', "    dist.init_process_group")
+    assert [(f.code, f.span.line) for f in assert_partial_as_whole(unguarded, "tests/test_gpu_examples.py").findings] == [
+        ("NPU325", 10)]

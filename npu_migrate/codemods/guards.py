@@ -3459,11 +3459,13 @@ def report_gloo_for_device_tensors(ctx: Context) -> None:
     collective: Optional[str] = None
     options: Dict[str, cst.BaseExpression] = {}  # option name -> its default
     assigned: Dict[str, List[cst.BaseExpression]] = {}  # variable -> its values
+    without_npu: Set[int] = set()  # the calls of a side that runs only where there is no NPU
     for node in subtree(ctx.module):
         if isinstance(node, cst.Call):
             qual = resolve(node.func) or ""
             if qual == "torch.distributed.init_process_group":
-                inits.append(node)
+                if id(node) not in without_npu:
+                    inits.append(node)
             elif collective is None and (qual == _DDP or (qual.startswith("torch.distributed.")
                                                            and qual.rsplit(".", 1)[-1] in _COLLECTIVES)):
                 collective = qual
@@ -3476,6 +3478,10 @@ def report_gloo_for_device_tensors(ctx: Context) -> None:
             for target in node.targets:
                 if isinstance(target.target, cst.Name):
                     assigned.setdefault(target.target.value, []).append(node.value)
+        elif isinstance(node, cst.If):
+            side = _side_without_the_device(ctx, node)
+            if side is not None:
+                without_npu.update(id(n) for n in subtree(side) if isinstance(n, cst.Call))
     if not inits and partial is not None and partial.elided_word("init_process_group"):
         ctx.partial_misses.add("init_process_group")  # (`init_process_group(backend)`: no "gloo" there)
     found: List[cst.SimpleString] = []
@@ -3506,6 +3512,20 @@ def report_gloo_for_device_tensors(ctx: Context) -> None:
         detail = f"`{collective.rsplit('.', 1)[-1]}` of tensors the migration puts on the NPU"
         ctx.finding(rule, gloo, api=api, message=rule.render_message(api=api, detail=detail),
                     suggestion=rule.render_suggestion(api=api, detail=detail))
+
+
+def _side_without_the_device(ctx: Context, node: cst.If) -> Optional[cst.CSTNode]:
+    """The side of `if torch.cuda.is_available(): ... else: ...` (or of `if not ...:`) that runs
+    where there is no CUDA device, when the test moves to the NPU's: then it runs only where there
+    is no NPU either (peft 0.21.2 tests/test_gpu_examples.py:6767 `_setup_dist`: "nccl", which
+    becomes "hccl", on the device, "gloo" on the CPU)."""
+    test, negative = node.test, False
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test, negative = test.expression, True
+    if not (isinstance(test, cst.Call) and ctx.imports.resolve(test.func) == "torch.cuda.is_available") \
+            or id(test) in ctx.kept:
+        return None
+    return node.body if negative else node.orelse
 
 
 def _is_gloo(node: cst.CSTNode) -> bool:
