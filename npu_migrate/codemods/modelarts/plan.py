@@ -138,6 +138,20 @@ def _looked_for(options) -> str:
            "sample_dir, result_dir, ... or whose help says they are saved to"
 
 
+# What a parse call of another parser is given to let arguments it does not know through: TRL's
+# TrlParser.parse_args_and_config(fail_with_unknown_args=False) (trl 1.16.0's scripts). Not
+# `return_remaining_strings=True` (HfArgumentParser): the caller may refuse the rest (llamafactory
+# 0.9.5 v1/config/arg_parser.py raises ValueError on unknown arguments), which is not followed.
+_TOLERANT_KEYWORDS = (("fail_with_unknown_args", "False"),)
+
+
+def _tolerates_unknown_arguments(call: cst.Call) -> bool:
+    """Whether a parse call of a parser built elsewhere is told to let unknown arguments through
+    and drop them (not `parse_known_args()`: what the caller does with the rest is not followed)."""
+    return any(arg.keyword is not None and (arg.keyword.value, node_code(arg.value)) in _TOLERANT_KEYWORDS
+               for arg in call.args)
+
+
 @emits("NPU210", "NPU211", "NPU212", "NPU213", "NPU214", "NPU215", "NPU216", "NPU217", "NPU218", "NPU219")
 def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     """Decide (and report findings on the original tree); None leaves the script alone."""
@@ -238,9 +252,9 @@ def plan_adaptation(ctx: Context, analysis: ScriptAnalysis) -> Optional[Plan]:
     if parser is None or not parser.parse_calls:
         plan.minimal_setup = True
         if analysis.foreign_parse_calls:
-            call = analysis.foreign_parse_calls[0]
-            api = node_code(call)
-            _report(ctx, PARSED_ELSEWHERE, call, api)
+            strict = [c for c in analysis.foreign_parse_calls if not _tolerates_unknown_arguments(c)]
+            if strict:  # (one that tolerates them lets --data_url/--train_url through: modelarts_setup reads them)
+                _report(ctx, PARSED_ELSEWHERE, strict[0], node_code(strict[0]))
         else:
             handover = analysis.handover_call()
             if handover is not None:
