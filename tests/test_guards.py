@@ -1086,7 +1086,7 @@ def cleanup(x):
 @pytest.mark.parametrize("import_block", [
     "from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
     "from ..ops.ngram_repeat_block import NGramRepeatBlock",
-    # (parlai's own: the import behind the same availability test, which moves: unused there)
+    # (parlai's own: the import behind an availability test of its own, which stays with its reader)
     "\nif torch.cuda.is_available():\n    from parlai.ops.ngram_repeat_block import NGramRepeatBlock",
 ])
 def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_extension_stays(tmp_path, import_block):
@@ -1095,8 +1095,10 @@ def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_exte
     __init__ loads a .cu extension with cpp_extension.load (caught: None) and whose forward calls
     it. Moved, the NPU built it and crashed at forward; kept, it is False on the NPU and the
     CPU blocking runs (NPU315). The project scan finds the class (a definition that builds CUDA
-    sources), the test follows the attribute to the reader in __init__; the `.cuda()` in the
-    kept branch and the other test move (dead / plain). Parsed partially as whole."""
+    sources), the test follows the attribute to the reader in __init__. The code of the branches
+    that `self.gpu_beam_blocking` opens stays as written too (`self.partial_hyps.cuda()`: on the NPU
+    the attribute is False and it never runs; rewritten, it was NPU code behind a CUDA test); the
+    other test moves (plain). Parsed partially as whole."""
     ops = tmp_path / "parlai" / "ops"
     core = tmp_path / "parlai" / "core"
     for folder in (ops, core):
@@ -1112,11 +1114,11 @@ def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_exte
     for partial in (True, False):
         r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES, partial=partial)
         assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1).replace(
-            "self.partial_hyps.cuda()", "self.partial_hyps.npu()").replace(
             "    if torch.cuda.is_available():\n        torch.cuda.empty_cache()", "    if torch.npu.is_available():\n"
-            "        torch.npu.empty_cache()").replace(
-            "if torch.cuda.is_available():\n    from", "if torch.npu.is_available():\n    from"), partial
-        assert [(f.code, f.span.line, f.api, _detail(f)) for f in r.findings] == [
+            "        torch.npu.empty_cache()"), partial
+        imported = [("NPU315", 3, "torch.cuda.is_available()", "it imports `NGramRepeatBlock` of ngram_repeat_block.py,"
+                     " which uses torch.utils.cpp_extension")] if "if torch" in import_block else []
+        assert [(f.code, f.span.line, f.api, _detail(f)) for f in r.findings] == imported + [
             ("NPU315", line, "torch.cuda.is_available()", "it is kept in `self.gpu_beam_blocking`, where `NGramRepeatBlock`"
              " of ngram_repeat_block.py, which uses torch.utils.cpp_extension")]
     # a C++-only extension builds and runs on the host: the test moves
@@ -1126,6 +1128,45 @@ def test_a_device_test_held_in_an_attribute_that_opens_another_modules_cuda_exte
     assert options.cuda_only_code == ()
     r = migrate_source(text, str(core / "torch_generator_agent.py"), options, RULES)
     assert "gpu_beam_blocking and torch.npu.is_available()" in r.new_text and r.findings == []
+
+
+# A kept device test held in a function's variable: the branches its readers open run only on CUDA.
+HELD_KERNEL_TEST = """\
+import torch
+import triton
+
+
+@triton.jit
+def _kernel(x):
+    pass
+
+
+def fold(x, fast):
+    use_kernel = fast and x.device.type == "cuda"
+    if use_kernel:
+        x = x.contiguous().cuda()
+        _kernel[(1,)](x)
+    else:
+        x = x.to("cuda")
+    return x
+"""
+
+
+@pytest.mark.parametrize("change, stays", [("", True), ("False", True), ("or", False), ("True", False)])
+def test_the_branches_a_variable_holding_a_kept_test_opens_stay_as_written(change, stays):
+    """`use_kernel = fast and x.device.type == "cuda"` stays (its reader launches a Triton kernel,
+    NPU315), so on the NPU `use_kernel` is False and `if use_kernel:` never runs: its `.cuda()`
+    stays as written (moved, it was NPU code behind a CUDA test), its `else` moves. Not where the
+    variable can be True without the test (`fast or <test>`, another assignment but False/None)."""
+    text = HELD_KERNEL_TEST
+    if change == "or":
+        text = text.replace("fast and x.device", "fast or x.device")
+    elif change:  # another assignment after the readers
+        text = text.replace("    return x\n", f"    use_kernel = {change}\n    return x\n")
+    r = assert_partial_as_whole(text, "ops.py")
+    moved = 'x = x.to("npu")' in r.new_text and 'x.device.type == "cuda"' in r.new_text
+    assert moved and ("x.contiguous().cuda()" in r.new_text) == stays, r.new_text
+    assert [f.code for f in r.findings] == ["NPU303", "NPU315"]
 
 
 # composer 0.32.1 callbacks/oom_observer.py:118-194 and memory_snapshot.py:98-150, trimmed.

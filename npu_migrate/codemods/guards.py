@@ -2247,6 +2247,8 @@ class _DeviceGates:
             self.holders.add(function.name.value)
         for side in self._cuda_side(node, negative):
             self.ctx.keep(side)  # dead on the NPU now: rewritten, it would be half-migrated code
+        for side in self._held_sides(node, negative):
+            self.ctx.keep(side)  # (so are the branches the variable or attribute holding it opens)
         if isinstance(node, cst.Comparison):
             self._keep_assigned_values(node, function)
         rule = {"gate": self.gate_rule, "refusal": self.refusal_rule, "ray": self.ray_rule}[guard]
@@ -2414,6 +2416,109 @@ class _DeviceGates:
         if isinstance(parent, cst.If) and _exits(parent.body):
             side += self._rest_of_block(parent)
         return side
+
+    def _imports_cuda_only(self, body: cst.BaseSuite) -> Optional[str]:
+        """A branch that only imports, binding a name of CUDA-only code (parlai 1.7.2
+        torch_generator_agent.py:47 `if torch.cuda.is_available(): from parlai.ops.ngram_repeat_block
+        import NGramRepeatBlock`, a class building CUDA sources, read only in code kept on CUDA):
+        the name and its readers stay together on CUDA. The detail, or None."""
+        if not self.names_matter or not isinstance(body, cst.IndentedBlock) or not all(
+                isinstance(stmt, cst.SimpleStatementLine) for stmt in body.body):
+            return None
+        smalls = list(suite_small_statements(body))
+        if not smalls or not all(isinstance(small, (cst.Import, cst.ImportFrom)) for small in smalls):
+            return None
+        for small in smalls:
+            names = small.names if isinstance(small, (cst.Import, cst.ImportFrom)) else ()
+            if isinstance(names, cst.ImportStar):
+                continue
+            for alias in names:
+                bound: cst.BaseExpression = alias.asname.name if alias.asname is not None else alias.name
+                while isinstance(bound, cst.Attribute):  # (`import a.b` binds `a`)
+                    bound = bound.value
+                found = self._cuda_name(bound.value) if isinstance(bound, cst.Name) else None
+                if found is not None:
+                    return f"it imports {found}"
+        return None
+
+    def _held_sides(self, node: cst.CSTNode, negative: bool) -> List[cst.CSTNode]:
+        """The code that runs only when a variable or an attribute of the instance holding the kept
+        test `node` is True (`self.x = flag and <test>`: its `if self.x:` bodies): the test stays
+        CUDA, so on the NPU the holder is False and that code never runs there; rewritten, it would
+        be NPU code behind a CUDA test (parlai 1.7.2's TreeSearch: `self.gpu_beam_blocking =
+        gpu_beam_blocking and torch.cuda.is_available()`, then `if self.gpu_beam_blocking:
+        self.partial_hyps = self.partial_hyps.cuda()`). As _cuda_side, for each reader that is a
+        test itself; only where the holder is True only when the test is (`a and <test>`, not `a or
+        <test>`) and every other assignment of it is False or None."""
+        child, parent = node, self.parent.get(id(node))
+        while True:
+            if isinstance(parent, cst.UnaryOperation) and isinstance(parent.operator, cst.Not):
+                negative = not negative
+            elif isinstance(parent, cst.BooleanOperation):
+                if isinstance(parent.operator, cst.Or) != negative:
+                    return []  # `a or <test>`: True without the test's answer too
+            elif parent is not None and (flips := _compared_with_bool(parent, child)) is not None:
+                negative = negative != flips
+            else:
+                break
+            child, parent = parent, self.parent.get(id(parent))
+        if not isinstance(parent, (cst.Assign, cst.AnnAssign)) or parent.value is not child:
+            return []
+        assign = parent
+        targets = [t.target for t in assign.targets] if isinstance(assign, cst.Assign) else [assign.target]
+        if len(targets) != 1:
+            return []
+        attribute = self_attribute(targets[0])
+        if attribute is not None:
+            owner = self._enclosing_class(assign)
+            if owner is None:
+                return []
+            if self.ctx.partial is not None:
+                # its other assignments and readers in the lines left out of the class: parsed too
+                written = re.compile(r"\bself\s*\.\s*%s\b" % re.escape(attribute))
+                self.ctx.partial_lines.update(run for run in self._runs_in(owner) if run not in self.ctx.partial_lines
+                                              and written.search(self.ctx.partial.text_of(run)))
+            work.count("walk")
+            holders = self._attribute_uses(owner, attribute)
+        elif isinstance(targets[0], cst.Name):
+            name = targets[0].value
+            function = self._function_of(assign)
+            if function is None:
+                return []  # (a module's variable: read anywhere, by other modules too)
+            self.parent[id(function.body)] = function
+            if self.ctx.partial is not None:
+                self.ctx.partial_lines.update(self.ctx.partial.elided_in(function.body, name))
+            holders = list(self._uses(function.body, name))
+        else:
+            return []
+        sides: List[cst.CSTNode] = []
+        for holder in holders:
+            target = self.parent.get(id(holder))
+            if isinstance(target, (cst.AssignTarget, cst.AnnAssign, cst.AugAssign)) and target.target is holder:
+                other = self.parent.get(id(target)) if isinstance(target, cst.AssignTarget) else target
+                value = getattr(other, "value", None)
+                if other is not assign and not (isinstance(value, cst.Name) and value.value in ("False", "None")):
+                    return []  # (set otherwise elsewhere: its readers may run on the NPU)
+                continue
+            sides += self._cuda_side(holder, negative)
+        return sides
+
+    def _attribute_uses(self, owner: cst.ClassDef, attribute: str) -> List[cst.CSTNode]:
+        """The nodes `self.<attribute>` in the class, in source order, their ancestors recorded."""
+        found: List[cst.CSTNode] = []
+        path: List[cst.CSTNode] = []
+        stack: List[Tuple[cst.CSTNode, int]] = [(owner, 0)]
+        while stack:
+            n, at = stack.pop()
+            del path[at:]
+            path.append(n)
+            if self_attribute(n) == attribute:
+                self._record(path)
+                found.append(n)
+                continue
+            at += 1
+            stack.extend([(c, at) for c in reversed(code_children(n))])  # (in source order)
+        return found
 
     def _tests_a_device(self, node: cst.Comparison) -> bool:
         """Whether the torch pass would rewrite the comparison: "cuda" compared with a device."""
@@ -2611,7 +2716,7 @@ class _DeviceGates:
         assert isinstance(statement, (cst.If, cst.While))
         if not negative:
             found = (self._cuda_only_in(statement.body) or self._kept_attribute(statement.body)
-                     or self._refused_elsewhere(statement))
+                     or self._refused_elsewhere(statement) or self._imports_cuda_only(statement.body))
             self._note_elided(statement.body)
             if found is None and isinstance(statement, cst.If):
                 return self._flag_cleared(statement, negative, 0, set())  # `else: self._enabled = False`
