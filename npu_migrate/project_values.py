@@ -433,17 +433,26 @@ def _may_cross(text: bytes) -> bool:
     return b"mindspore" in text and b"add_argument" in text
 
 
+def quoted(literal: str) -> "re.Pattern[bytes]":
+    """The bytes of a string literal whose value is `literal` as codemods.strings.string_value
+    reads one (no escapes): `literal` between quotes ('GPU', "GPU", r"GPU", '''GPU'''). Only
+    such a literal can be an option's default or a comparison's side (device_dispatch); the
+    word alone is in comments and docstrings: mindone 0.5.0 names "GPU" in 104 of its MindSpore
+    files with a device word, quoted in 2."""
+    return re.compile(rb"[\"']" + re.escape(literal.encode("utf-8")) + rb"[\"']")
+
+
 def may_pass_on(paths: Sequence[str], literal: str, options: Sequence[str]) -> bool:
     """Whether one of `paths` (scan's) may pass a MindSpore device option whose default is
-    `literal` to another module: its bytes hold `literal` and an option's name too, as
+    `literal` to another module: its bytes hold `literal` quoted and an option's name too, as
     device_dispatch.crossing_moves' candidates do (a `[[device_dispatch]]` rule's `from` and
     `options`). mindaudio's one file with an option (utils/average_model.py) names no "GPU"."""
-    words = [literal.encode("utf-8")], [o.encode("utf-8") for o in options]
+    value, words = quoted(literal), [o.encode("utf-8") for o in options]
     for path in paths:
         text = _read(path)
         if text is None:
             continue
-        if len(text) == _LIMIT or (all(w in text for w in words[0]) and any(o in text for o in words[1])):
+        if len(text) == _LIMIT or (value.search(text) and any(o in text for o in words)):
             return True
     return False
 

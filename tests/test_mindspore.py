@@ -308,6 +308,29 @@ def test_a_device_target_passed_into_another_project_module_moves_with_it(tmp_pa
     assert {p: p.read_bytes() for p in tmp_path.rglob("*.py")} == before
 
 
+def test_a_crossing_is_looked_for_only_in_files_holding_the_literal_quoted(tmp_path):
+    """A MindSpore module naming "GPU" and a device word only in a comment or docstring can be
+    neither side of a crossing (an option's default, a comparison: quoted literals), so it is not
+    parsed for one: mindone 0.5.0 had 104 such modules parsed whole in the main process (-j 2:
+    before any worker starts; 104 MB), 2 hold "GPU" quoted."""
+    from npu_migrate import work
+    from npu_migrate.codemods.device_dispatch import crossing_moves
+    from npu_migrate.rules import default_rules
+
+    notes = '"""Runs on GPU or Ascend: see device_target."""\nimport mindspore\n# GPU kernels, target device\n'
+    rule = next(r for r in default_rules().framework_rules["mindspore"] if r.kind == "device_dispatch")
+    walks = []
+    for name, more in (("pair", {}), ("pair and notes", {"notes.py": notes})):
+        (tmp_path / name).mkdir()
+        _crossing_project(tmp_path / name, **more)
+        with work.counting() as counts:
+            moves = crossing_moves([str(p) for p in sorted((tmp_path / name).rglob("*.py"))], rule)
+        where = tmp_path / name
+        assert moves == (f"{where / 'src' / 'dataset.py'}::device_target", f"{where / 'train.py'}::device_target")
+        walks.append(counts["walk"])
+    assert walks[0] > 0 and walks[1] == walks[0], walks  # (main: notes.py parsed and walked too)
+
+
 @pytest.mark.parametrize("case", ["train.py alone", "another caller passes GPU", "the callee knows Ascend",
                                   "the callee reads the value", "the callee passes it on"])
 def test_a_device_target_crossing_modules_moves_not_at_all_when_one_side_cannot(tmp_path, case):
