@@ -925,6 +925,17 @@ def quoted_outside_docstrings(text: str) -> Callable[[str], bool]:
         if ("\r" in text or text.startswith("\ufeff") or not word or not word.isascii() or not word.isalnum()
                 or set(word.lower()) & set("iks")):
             return True  # (as _written_outside)
+        doubles = singles = seen = 0
+        for match in re.finditer("['\"]" + re.escape(word), text, re.IGNORECASE):
+            # (after an even count of each triple quote, its own quote counted, the quote is most
+            # likely in code: say so before the whole text's scan. True is the safe answer (a parse,
+            # as without this function), so a count fooled by a triple quote in a comment costs only
+            # a parse. The scan cost transformers' 51 files whose quoted word is in code 74 ms)
+            doubles += text.count('"""', seen, match.start() + 1)
+            singles += text.count("'''", seen, match.start() + 1)
+            seen = match.start() + 1
+            if doubles % 2 == 0 and singles % 2 == 0:
+                return True
         if not spans:
             spans.append(_docstring_spans(text))
         found = spans[0]

@@ -736,9 +736,12 @@ def test_a_device_string_only_in_docstrings_is_only_read_by_python():
     doc = ('import torch\n\n\nclass Metric:\n    """Collects results.\n\n    Args:\n        collect_device (str): '
            "Must be 'cpu' or 'gpu'. Defaults to 'cpu'.\n    \"\"\"\n\n    def __init__(self, collect_device='cpu'):\n"
            "        '''Backend: \"nccl\", or 'cuda' first.'''\n        self.collect_device = collect_device\n")
-    nested = doc.replace("        self.collect_device", "        if collect_device:\n            'gpu'\n        self.collect_device")
+    nested = doc.replace("        self.collect_device", "        if collect_device:\n            \'\'\'gpu\'\'\'\n        self.collect_device")
     after = doc.replace("        self.collect_device", "        x = 1; 'gpu'\n        self.collect_device")
-    for text, expected in ((doc, {}), (nested, {}), (after, {"ast": 1})):
+    # (a one-quote string alone after closed triple quotes: the text's first look says "in code",
+    # prefilter.quoted_outside_docstrings' parity check, and Python's tree tells)
+    alone = doc.replace("        self.collect_device", "        if collect_device:\n            'gpu'\n        self.collect_device")
+    for text, expected in ((doc, {}), (nested, {}), (after, {"ast": 1}), (alone, {"ast": 1})):
         result = migrate_source(text, "metric.py")
         assert result.work == expected and result.to_dict() == migrate_source(text, "metric.py", partial=False).to_dict()
         assert not (result.edits or result.findings or result.notes), text
