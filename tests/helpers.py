@@ -3,13 +3,15 @@ property tests, and the command line run in this process."""
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import os
 import subprocess
 import threading
+import warnings
 from pathlib import Path
-from typing import List, Union
+from typing import Iterator, List, Optional, Tuple, Union
 
 from click.testing import CliRunner
 from hypothesis import HealthCheck, settings
@@ -211,3 +213,22 @@ def assert_partial_as_whole(text: str, path: str = "m.py", options=None):
     assert (partial.new_text, [(f.code, f.span, f.message) for f in partial.findings]) == (
         whole.new_text, [(f.code, f.span, f.message) for f in whole.findings])
     return partial
+
+
+def repository_python_texts() -> Iterator[Tuple[Path, str]]:
+    """(path, text) of every .py file under fixtures/ and tests/, in order: the inputs the
+    equivalence tests of a text scan against Python's tree run on."""
+    root = Path(__file__).resolve().parent.parent
+    for path in sorted([*root.glob("fixtures/**/*.py"), *root.glob("tests/**/*.py")]):
+        yield path, path.read_text(encoding="utf-8", errors="replace")
+
+
+def python_tree(text: str) -> Optional[ast.Module]:
+    """Python's tree of `text`, or None where Python cannot read it (the scans' answers are
+    compared only where there is a tree to compare with)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError):
+        return None

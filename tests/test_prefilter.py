@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Iterator, List, Tuple
 
 import pytest
+from helpers import python_tree, repository_python_texts
 
 from npu_migrate.dispatch import migrate_source
 from npu_migrate.options import Options
@@ -622,20 +623,12 @@ def test_docstrings_told_from_the_text_are_the_trees_on_every_fixture_and_test()
     """Wherever the text says a string literal's word is only in docstrings, so does Python's
     tree (LazyCodeWords.quoted_outside_bare_strings), on every fixture and test input that
     parses (bench corpora and held-out projects, 46,000 files x 12 words: the same, by /tmp/mg/eqA.py)."""
-    import ast
-    import warnings
-
     from npu_migrate.prefilter import LazyCodeWords, _docstring_spans, quoted_outside_docstrings
 
-    root = Path(__file__).resolve().parent.parent
     read = 0
-    for path in sorted([*root.glob("fixtures/**/*.py"), *root.glob("tests/**/*.py")]):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
+    for path, text in repository_python_texts():
+        tree = python_tree(text)
+        if tree is None:
             continue
         read += _docstring_spans(text) is not None
         written = quoted_outside_docstrings(text)

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
+from helpers import python_tree, repository_python_texts
 
 from npu_migrate import work
 from npu_migrate.dispatch import migrate_source
@@ -995,16 +996,13 @@ def test_frameworks_told_from_the_text_hold_those_of_the_tree():
     never the reverse (bench corpora, 15,812 files: the same, by /tmp/m19/inv.py)."""
     from npu_migrate.engine import _detected_frameworks, _outside_definitions_frameworks
 
-    root = Path(__file__).resolve().parent.parent
     told = 0
-    for path in sorted([*root.glob("fixtures/**/*.py"), *root.glob("tests/**/*.py")]):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    for path, text in repository_python_texts():
         found = _outside_definitions_frameworks(text)
         if found is None:
             continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
+        tree = python_tree(text)
+        if tree is None:
             continue
         told += 1
         assert _detected_frameworks(LazyCodeWords(tree, None, text)) <= found, path
@@ -1074,16 +1072,13 @@ def test_imports_told_from_the_text_are_some_of_the_trees():
     leaves out no requirement the tree would keep. (~2 CPU-s: Python parses ~900 files.)"""
     from npu_migrate.engine import _text_imports
 
-    root = Path(__file__).resolve().parent.parent
     told = 0
-    for path in sorted([*root.glob("fixtures/**/*.py"), *root.glob("tests/**/*.py")]):
-        text = path.read_text(encoding="utf-8", errors="replace")
+    for path, text in repository_python_texts():
         found = _text_imports(text)
         if not found:
             continue
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError, RecursionError):
+        tree = python_tree(text)
+        if tree is None:
             continue
         told += 1
         assert found <= LazyCodeWords(tree, None, text).imports()[0], path
