@@ -14,7 +14,8 @@ The programs:
 - the differentially private name classifier of opacus 1.6.0 (sdist,
   examples/char-lstm-classification.py): `--device cuda`, `parse_args()`, a required data
   argument, one result file saved in the working folder at the end; a one-device script, taken to
-  two NPUs with `--distributed`;
+  two NPUs with `--distributed`, seeded in the rehearsed copy (its Poisson batches are random: see
+  CHAR_LSTM_SEED);
 - Sockeye 3.1.34's trainer (wheel), started as ModelArts starts a code folder, by a boot file that
   calls `sockeye.train.main()`: its own parser stops the job on the platform's arguments, which
   npu-migrate reports (NPU219); with the fix the report suggests it trains on two NPUs with its
@@ -240,6 +241,19 @@ NAMES = {
 CHAR_LSTM_ARGS = ("--data-root", "names", "-b", "8", "--epochs", "1", "--embedding-size", "8", "--hidden-size", "8")
 CHAR_LSTM = "char-lstm-classification.py"
 CHAR_LSTM_RESULT = "run_results_chr_lstm_classification.pt"
+# Opacus' make_private replaces the training DataLoader with Poisson sampling, drawn from torch's global
+# generator, which the script never seeds: with these 19 names and -b 8 each batch may come out empty. One
+# process yields an empty batch (the script then divides by len(y) == 0: (2/3)**19 a step); on two ranks
+# (the model in DistributedDataParallel) Opacus' DistributedUniformWithReplacementSampler draws each rank's
+# batches from its own 10 or 9 names with sample rate 1/2 and *skips* an empty one, so that rank runs one
+# step fewer and leaves the other waiting in its next step's collective (about 0.4-0.6 % of runs; every
+# program forked by the test run's zygote shares one torch seed, so one run's char-lstm rehearsals fail
+# together, as CI saw once). The rehearsed copy seeds torch at the start of main() on every rank, with a
+# seed whose draws are non-empty: rank 0 takes 4 and 6 names, rank 1 4 and 4, one process 6, 7 and 8
+# (torch 2.13.0, opacus 1.6.0). CHAR_LSTM_EMPTY_BATCH_SEED gives rank 1 4 and 0 (skipped), rank 0 4 and 1.
+CHAR_LSTM_SEED = 0
+CHAR_LSTM_EMPTY_BATCH_SEED = 218
+CHAR_LSTM_ARGS_LINE = '    args = modelarts_setup(parser.parse_known_args()[0], data=["data_root"])\n'
 
 
 @pytest.fixture(scope="module")
@@ -264,8 +278,14 @@ def _char_lstm_project(example, folder: Path, *options: str) -> subprocess.Compl
     assert "NPU212" in migrated.stdout  # the required --data-root: reported (ModelArts passes only --data_url)
     text = (folder / CHAR_LSTM).read_text()
     assert 'default="npu",' in text and 'device="npu:0",' in text
-    assert "args = modelarts_setup(parser.parse_known_args()[0], data=[\"data_root\"])" in text
+    assert text.count(CHAR_LSTM_ARGS_LINE) == 1, text
+    (folder / CHAR_LSTM).write_text(seeded(text, CHAR_LSTM_SEED))
     return migrated
+
+
+def seeded(text: str, seed: int) -> str:
+    """The migrated script with torch seeded at the start of main(), alike on every rank (CHAR_LSTM_SEED)."""
+    return text.replace(CHAR_LSTM_ARGS_LINE, f"{CHAR_LSTM_ARGS_LINE}    torch.manual_seed({seed})\n")
 
 
 def test_char_lstm_trains_on_one_npu_and_its_result_reaches_train_url(opacus_example, torch_python, tmp_path):
@@ -277,6 +297,7 @@ def test_char_lstm_trains_on_one_npu_and_its_result_reaches_train_url(opacus_exa
     assert uploaded(done.stdout) == [CHAR_LSTM_RESULT]  # saved in the working folder, uploaded from there
     log = (done.job / "logs/rank0.log").read_text()
     assert "19 samples for training, 5 for testing" in log and "Test Accuracy: " in log
+    assert "| 3/3 [" in log  # the three Poisson batches of CHAR_LSTM_SEED (6, 7, 8 names), each trained on
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout
     assert done.stdout.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 1 file reached train_url"
 
@@ -310,6 +331,35 @@ def test_char_lstm_taken_to_two_npus_with_distributed(char_lstm_distributed, opa
     # Both trained in one process group, and each prints its own progress (print is not patched).
     assert "Epoch 0. Accuracy: " in rank0 and "Test Accuracy: " in rank0
     assert "Epoch 0. Accuracy: " in rank1 and "Traceback" not in rank1
+    assert "| 2/2 [" in rank0 and "| 2/2 [" in rank1  # both steps of CHAR_LSTM_SEED's draws, on both ranks
+
+
+def test_char_lstm_on_two_npus_a_rank_with_an_empty_poisson_batch_leaves_the_other_in_a_collective(
+        char_lstm_distributed, opacus_example, torch_python, tmp_path):
+    # What CI once saw unseeded, pinned by its draw: rank 1's second batch is empty, Opacus' distributed
+    # sampler skips it, so rank 1 trains one step, tests, saves nothing (not rank 0) and ends well; rank 0,
+    # in its second step, waits in DistributedDataParallel's forward for a rank that has left, and gloo
+    # fails it. A genuine failure of the script on more than one process (npu-migrate's --distributed puts
+    # the model in DistributedDataParallel, which makes make_private sample per rank): rehearse says so.
+    code = tmp_path / "code"
+    shutil.copytree(char_lstm_distributed, code, symlinks=True)
+    text = (code / CHAR_LSTM).read_text()
+    seed_line = f"    torch.manual_seed({CHAR_LSTM_SEED})\n"
+    assert text.count(seed_line) == 1, text
+    (code / CHAR_LSTM).write_text(text.replace(seed_line, f"    torch.manual_seed({CHAR_LSTM_EMPTY_BATCH_SEED})\n"))
+    done = rehearse(code, CHAR_LSTM, tmp_path / "job", torch_python, "--nproc", "2",
+                    "--data", str(opacus_example[1]), args=CHAR_LSTM_ARGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "1", 1: "0"}, done.stdout
+    rank0 = (done.job / "logs/rank0.log").read_text()
+    rank1 = (done.job / "logs/rank1.log").read_text()
+    assert "| 1/2 [" in rank1 and "| 2/2 [" not in rank1 and "Test Accuracy: " in rank1, rank1
+    assert "| 2/2 [" not in rank0 and "Epoch 0. Accuracy: " not in rank0, rank0
+    assert "    logits = model(x)\n" in rank0 and "in _pre_forward\n" in rank0, rank0
+    verdict = done.stdout.rstrip("\n").splitlines()[-1]
+    assert re.fullmatch(r"FAILED: rank 0 failed \(exit status 1; see \S+/logs/rank0\.log\): \[rank0\]: RuntimeError: "
+                        r"\[\S+/gloo/transport/tcp/pair\.cc:\d+\] Connection closed by peer .*; nothing reached "
+                        r"train_url: the script wrote no file at all", verdict), verdict
 
 
 def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lstm_distributed, opacus_example,
