@@ -63,8 +63,9 @@ def source_tree(name: str) -> Path:
         pytest.skip(f"PyPI is not reachable, corpus not checked: {exc}")
 
 
-@pytest.mark.parametrize("name, only, least_edits", [("timm", None, 39), ("deepspeed", DEEPSPEED_SLICE, 12)])
-def test_corpus_migrates_without_damage(name, only, least_edits):
+@pytest.mark.parametrize("name, only, least_edits, least_changed",
+                         [("timm", None, 39, 7), ("deepspeed", DEEPSPEED_SLICE, 11, 6)])
+def test_corpus_migrates_without_damage(name, only, least_edits, least_changed):
     result = corpus_check.check_tree(name, source_tree(name), jobs=2, only=only)
     print(corpus_check.table([result]))
     assert result.violations == []
@@ -73,8 +74,11 @@ def test_corpus_migrates_without_damage(name, only, least_edits):
     # keeps the attribute's name, its value moves; it was renamed self.is_npu with its reader, one edit more;
     # deepspeed's 14 since ca913e0: CUDA_Accelerator and CUDAOpBuilder, the CUDA members of families deepspeed
     # has NPU members of, stay as they are, NPU328: 25 edits fewer; 12 since 93c4d32: the module-level
-    # `import torch.cuda` of accelerator/cuda_accelerator.py stays with its twin class, NPU102 + NPU108 fewer)
-    assert result.files > 100 and result.changed >= 7 and result.edits >= least_edits  # (deepspeed: 7 since 93c4d32)
+    # `import torch.cuda` of accelerator/cuda_accelerator.py stays with its twin class, NPU102 + NPU108 fewer;
+    # 11 in 6 files since heldout23's keep_test_choosing_kept_name: accelerator/real_accelerator.py's last
+    # resort `if torch.cuda.is_available(): accelerator_name = "cuda"` stays with the "cuda" it chooses
+    # (moved alone, it picked CUDA_Accelerator on the NPU), NPU102 fewer and the file unchanged)
+    assert result.files > 100 and result.changed >= least_changed and result.edits >= least_edits
 
 
 def test_the_checker_catches_damage(tmp_path):

@@ -3362,3 +3362,56 @@ def test_a_parser_of_another_module_tolerating_unknown_arguments_is_not_reported
     strict = TRL_DPO_MAIN.replace("parse_args_and_config(fail_with_unknown_args=False)", "parse_args_and_config()")
     assert [(f.code, f.span.line) for f in migrate_source(strict, "trl/scripts/dpo.py", options).findings
             if f.code == "NPU216"] == [("NPU216", 21)]
+
+
+# litgpt 0.5.13 litgpt/api.py:214-226 (LLM.load) and 299-310 (LLM.distribute): the accelerator
+# Lightning's Fabric gets is chosen by CUDA's availability, as an `if` statement. "cuda" there is
+# Lightning's accelerator name, which the pass keeps (`accelerator` is no device variable); moved
+# alone, the test picked "cuda" on the Ascend machine and Fabric stopped (no CUDA device there),
+# where as written it picks "cpu" and runs (NPU313 says how to run it on the NPU). The device test
+# of the same file that chooses a torch device ("cuda" if ... else "cpu", given to `device=`) and
+# an arm that also moves a model still move.
+LITGPT_ACCELERATOR_CHOICE = '''\
+import lightning as L
+import torch
+
+
+def load(distribute="auto", accelerator="auto"):
+    if distribute == "auto":
+        if torch.cuda.is_available():
+            accelerator = "cuda"
+        elif torch.backends.mps.is_available():
+            accelerator = "mps"
+        else:
+            accelerator = "cpu"
+
+        fabric = L.Fabric(
+            accelerator=accelerator,
+            devices=1,
+        )
+        preprocessor = Preprocessor(tokenizer, device=fabric.device)
+    else:
+        preprocessor = Preprocessor(tokenizer, device="cuda" if torch.cuda.is_available() else "cpu")
+        fabric = None
+    allowed_accelerators = {"cpu", "gpu", "cuda", "mps", "auto"}
+    if accelerator not in allowed_accelerators:
+        raise ValueError(f"Invalid accelerator: {accelerator}. Must be one of {allowed_accelerators}.")
+    return fabric, preprocessor
+
+
+def place(model):
+    if torch.cuda.is_available():
+        kind = "cuda"
+        model = model.cuda()
+    return model, kind
+'''
+
+
+def test_a_cuda_test_choosing_a_name_the_pass_keeps_stays_with_it():
+    r = assert_partial_as_whole(LITGPT_ACCELERATOR_CHOICE, "litgpt/api.py")
+    assert r.new_text == with_torch_npu(LITGPT_ACCELERATOR_CHOICE).replace(
+        'device="cuda" if torch.cuda.is_available()', 'device="npu" if torch.npu.is_available()').replace(
+        '    if torch.cuda.is_available():\n        kind', '    if torch.npu.is_available():\n        kind').replace(
+        "model.cuda()", "model.npu()") + PARTIAL_PADDING
+    assert '        if torch.cuda.is_available():\n            accelerator = "cuda"' in r.new_text
+    assert [(f.code, f.span.line) for f in r.findings] == [("NPU313", 14)]

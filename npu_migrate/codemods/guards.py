@@ -1320,6 +1320,32 @@ def keep_test_choosing_gpu(ctx: Context, node: cst.IfExp, resolve) -> None:
         ctx.keep(node.test)
 
 
+def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> None:
+    """`if torch.cuda.is_available(): accelerator = "cuda"` / `elif ...: accelerator = "mps"` /
+    `else: accelerator = "cpu"` (litgpt 0.5.13's LLM.load and LLM.distribute, whose `accelerator`
+    goes to Lightning's Fabric): the statement form of keep_test_choosing_gpu. The arm only names
+    CUDA in strings the pass leaves as they are (`moves(assign)` is False: `accelerator` is no
+    device variable, "gpu" no torch device), so the test stays with them. Moved to torch.npu, the
+    test would pick "cuda" on the Ascend machine, where Lightning finds no CUDA device and stops;
+    as written it picks the arm below ("cpu") and runs. Only an arm that does nothing but assign
+    such strings to names: one that also moves a model (`model.cuda()`) moves with its test."""
+    body = node.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return
+    for statement in body.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            return
+        for small in statement.body:
+            if not (type(small) is cst.Assign and type(small.value) is cst.SimpleString
+                    and all(type(t.target) is cst.Name for t in small.targets)):
+                return
+            value = (string_value(small.value) or "").lower()
+            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(small):
+                return
+    if dc.is_device_test(node.test, resolve):
+        ctx.keep(node.test)
+
+
 # `cuda=torch.cuda.is_available()`, `use_gpu=not x and torch.cuda.is_available()`: a flag keyword
 # given CUDA's availability (the text test for library_gpu_flags).
 _GPU_FLAG_AVAILABILITY = r"(?i)\b\w*(?:gpu|cuda)\w*\s*=\s*[^=\n][^\n]*?\bis_available\(\)"

@@ -38,7 +38,7 @@ from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
                       keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments, keep_lightning_device_variables,
-                      lightning_device_calls, keep_test_choosing_gpu,
+                      lightning_device_calls, keep_test_choosing_gpu, keep_test_choosing_kept_name,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_library_gpu_flag, library_gpu_flags,
@@ -113,6 +113,8 @@ class TorchTransformer(cst.CSTTransformer):
             keep_behind_cuda_test(self.ctx, node, self._cuda_tests)  # `if is_cuda_available():`
         if self._cuda_checks:  # guards.py: `elif torch.cuda.is_available() and not check_cuda_fp8_capability():`
             keep_cuda_capability_test(self.ctx, node, self._resolve)
+        # guards.py: `if torch.cuda.is_available(): accelerator = "cuda"`, a name the literals keep
+        keep_test_choosing_kept_name(self.ctx, node, self._resolve, self.literals.assigned_literal_moves)
         self.literals.visit_If(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:

@@ -1247,6 +1247,15 @@ class LiteralRewrites(TorchKind):
             return self.backend_literal(original_value, updated_value)
         return updated_value
 
+    def assigned_literal_moves(self, node: cst.Assign) -> bool:
+        """Whether leave_Assign would take `node`'s string to the NPU (_assigned_value: a rewritable
+        literal given to a device or backend variable); guards.keep_test_choosing_kept_name asks it
+        for a CUDA test's arm before the walk reaches the arm."""
+        if not self._is_rewritable_literal(node.value):
+            return False
+        targets = [t.target for t in node.targets]
+        return any(self.is_device_expr(t) or self.is_backend_expr(t) for t in targets)
+
     def leave_Assign(self, original: cst.Assign, updated: cst.Assign) -> cst.Assign:
         targets = [t.target for t in original.targets]
         if len(targets) == 1 and isinstance(original.value, (cst.List, cst.Tuple)):
