@@ -23,6 +23,9 @@ with the same parameters in its DistributedDataParallel models, the ranks' Distr
 drew (and rank_shard kept) disjoint parts of the data, each output file had one writer, and no
 uploaded file is truncated (NAME.incomplete, what a preemption cut short, says so: not a failure; without a
 preemption or a failed rank, an output that arrived only so was not delivered, and fails the job).
+When a rank failed while a rank that took fewer training steps through DistributedDataParallel (its
+forward calls with gradients on) ended well, the verdict says so: the failed rank waited in a
+collective for one that had left.
 The files the job wrote are known from the job folder (before and
 after) and from each process's record of the files it opened for writing anywhere (`../x`,
 `~/x`, `/abs/x`). Where the records cannot show whether outputs reached train_url (a program or
@@ -614,7 +617,7 @@ def _by_rank(records: List[dict], ranks: List[RankResult]) -> Dict[int, dict]:
         into["distributed"] = bool(into.get("distributed") or r.get("distributed"))
         into["started"] = bool(into.get("started") or r.get("started"))
         into["torch"] = bool(into.get("torch") or r.get("torch"))
-        for key in ("params", "samples", "shards"):
+        for key in ("params", "steps", "samples", "shards"):
             if r.get(key) and not into.get(key):
                 into[key] = r[key]
         for key in ("writes", "programs", "modules"):
@@ -648,6 +651,19 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
         else:
             shown = ", ".join(f"rank {rank}: {h[0][:12] if h else '-'}" for rank, h in sorted(hashes.items()))
             problems.append(f"the ranks hold different parameters at exit ({shown}): they trained different models")
+    # ... and, when a rank failed while one that took fewer training steps ended well, that this is
+    # why: the failed rank waited in a step's collective for a rank that had left (a data loader
+    # that gives the ranks different numbers of batches; Opacus' Poisson sampling skips an empty one)
+    steps = {rank: sum(r["steps"]) for rank, r in ranks.items() if r.get("steps")}
+    ended = {r.rank: r.returncode for r in result.ranks if not (r.sigterm or r.killed)}
+    ok = [rank for rank, code in ended.items() if code == 0 and rank in steps]
+    failed = [rank for rank, code in ended.items() if code != 0 and rank in steps]
+    if ok and failed and min(steps[rank] for rank in ok) < max(steps[rank] for rank in failed):
+        shown = "; ".join(f"rank {rank}: {steps[rank]}, {'exit status 0' if rank in ok else 'failed'}"
+                          for rank in sorted(ok + failed))
+        problems.append(f"the ranks took different numbers of training steps through DistributedDataParallel "
+                        f"({shown}): a rank that ends after fewer steps leaves the others waiting in a collective "
+                        f"until it fails them (every rank's data loader must give the same number of batches)")
     # 2. disjoint samples where the script shards with a DistributedSampler
     samplers = [r.get("samples") or [] for _, r in sorted(ranks.items())]
     # Compared sampler by sampler only when every rank made the same ones (same count, same data

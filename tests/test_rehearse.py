@@ -458,6 +458,34 @@ def test_one_rank_failing_fails_the_job(world):
     assert uploaded(done) == ["epoch0.ckpt"]  # rank 0 still uploaded: the failure is rank 1's alone
 
 
+def _step_checks(tmp_path, ranks):
+    """rehearse's distributed checks on the records of ranks given as (exit status, training steps
+    through DistributedDataParallel): the problems (no process runs)."""
+    from npu_migrate.rehearse import RankResult, RehearsalOptions, RehearsalResult, _distributed_checks
+
+    records = {rank: {"rank": rank, "pid": rank, "distributed": True, "params": ["a" * 64], "steps": [steps]}
+               for rank, (_, steps) in enumerate(ranks)}
+    result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=len(ranks)), job_dir=tmp_path,
+                             command=[], ranks=[RankResult(rank=rank, pid=rank, returncode=status)
+                                                for rank, (status, _) in enumerate(ranks)],
+                             copies_in=[], uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
+    return _distributed_checks(result, tmp_path, records, [])
+
+
+def test_a_rank_that_left_after_fewer_steps_is_named_as_why_another_failed(tmp_path):
+    # The Opacus char-LSTM on two processes (tests/test_rehearse_corpus.py, CHAR_LSTM_EMPTY_BATCH_SEED): rank 1's
+    # second Poisson batch was empty and skipped, it ended well after one step; rank 0 died in its second.
+    assert _step_checks(tmp_path, [(1, 2), (0, 1)]) == [
+        "the ranks took different numbers of training steps through DistributedDataParallel (rank 0: 2, failed; "
+        "rank 1: 1, exit status 0): a rank that ends after fewer steps leaves the others waiting in a collective "
+        "until it fails them (every rank's data loader must give the same number of batches)"]
+    # Not when every rank ended well (uneven inputs under DDP's join() do), nor when the rank that failed took
+    # fewer steps (it failed of its own: the others then wait for it, not the other way round), nor equal steps.
+    assert _step_checks(tmp_path, [(0, 2), (0, 1)]) == []
+    assert _step_checks(tmp_path, [(1, 1), (0, 2)]) == []
+    assert _step_checks(tmp_path, [(1, 2), (0, 2)]) == []
+
+
 @pytest.mark.parametrize("module, why", [
     ("no_such_package_npu_migrate.models", "(no_such_package_npu_migrate is not installed in {python}: "
                                            "install the script's dependencies there)"),

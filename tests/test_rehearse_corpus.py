@@ -340,7 +340,8 @@ def test_char_lstm_on_two_npus_a_rank_with_an_empty_poisson_batch_leaves_the_oth
     # sampler skips it, so rank 1 trains one step, tests, saves nothing (not rank 0) and ends well; rank 0,
     # in its second step, waits in DistributedDataParallel's forward for a rank that has left, and gloo
     # fails it. A genuine failure of the script on more than one process (npu-migrate's --distributed puts
-    # the model in DistributedDataParallel, which makes make_private sample per rank): rehearse says so.
+    # the model in DistributedDataParallel, which makes make_private sample per rank): rehearse says so, and
+    # why (from the stand-in's count of each rank's training forwards through DistributedDataParallel).
     code = tmp_path / "code"
     shutil.copytree(char_lstm_distributed, code, symlinks=True)
     text = (code / CHAR_LSTM).read_text()
@@ -359,7 +360,10 @@ def test_char_lstm_on_two_npus_a_rank_with_an_empty_poisson_batch_leaves_the_oth
     verdict = done.stdout.rstrip("\n").splitlines()[-1]
     assert re.fullmatch(r"FAILED: rank 0 failed \(exit status 1; see \S+/logs/rank0\.log\): \[rank0\]: RuntimeError: "
                         r"\[\S+/gloo/transport/tcp/pair\.cc:\d+\] Connection closed by peer .*; nothing reached "
-                        r"train_url: the script wrote no file at all", verdict), verdict
+                        r"train_url: the script wrote no file at all; the ranks took different numbers of training "
+                        r"steps through DistributedDataParallel \(rank 0: 2, failed; rank 1: 1, exit status 0\): a "
+                        r"rank that ends after fewer steps leaves the others waiting in a collective until it fails "
+                        r"them \(every rank's data loader must give the same number of batches\)", verdict), verdict
 
 
 def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lstm_distributed, opacus_example,

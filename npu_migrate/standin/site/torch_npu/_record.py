@@ -6,6 +6,8 @@ to each process's summary `<rank>-<pid>.json`:
 
 * `params`: for each model put in DistributedDataParallel, a sha256 of its parameters at exit
   (after training every rank must hold the same ones);
+* `steps`: for each such model, its forward calls with gradients on (its training steps: each
+  ends in collectives, so a rank that takes fewer leaves the others waiting in one);
 * `samples`: for each DistributedSampler, the indexes this rank drew in each epoch and the data
   set's length (ranks must read disjoint parts, up to the sampler's padding);
 * `shards`: for each call of the generated `rank_shard` (npu_migrate_distributed.py), the
@@ -25,6 +27,7 @@ import torch
 import _npu_migrate_record as record
 
 _models = []  # the parameter lists of the wrapped models (kept: a model local to main() is gone at exit)
+_steps = []  # per wrapped model, its forward calls with gradients on (counted as each starts)
 _samplers = []  # [dataset length, [indexes of epoch 0], [indexes of epoch 1], ...] per sampler
 _shards = []  # [length, start, stop] per rank_shard call
 
@@ -40,13 +43,26 @@ def _wrap_ddp():
     ddp = torch.nn.parallel.DistributedDataParallel
     init = ddp.__init__
 
+    forward = ddp.forward
+
     @functools.wraps(init)
     def wrapper(self, *args, **kwargs):
         init(self, *args, **kwargs)
+        self._npu_migrate_model = len(_models)
         _models.append(list(self.module.parameters()))
+        _steps.append(0)
+
+    @functools.wraps(forward)
+    def counting_forward(self, *args, **kwargs):
+        model = getattr(self, "_npu_migrate_model", None)
+        if model is not None and torch.is_grad_enabled():
+            _steps[model] += 1
+        return forward(self, *args, **kwargs)
 
     wrapper._npu_migrate_standin = True
+    counting_forward._npu_migrate_standin = True
     ddp.__init__ = wrapper
+    ddp.forward = counting_forward
 
 
 def _wrap_process_group():
@@ -121,8 +137,8 @@ def install():
     _wrap_ddp()
     _wrap_sampler()
     _wrap_save()
-    record.contribute(lambda: {"torch": True, "params": [_digest(p) for p in _models], "samples": _samplers,
-                               "shards": _shards})
+    record.contribute(lambda: {"torch": True, "params": [_digest(p) for p in _models], "steps": _steps,
+                               "samples": _samplers, "shards": _shards})
     for name, module in list(sys.modules.items()):  # imported before torch_npu was
         if name.rpartition(".")[2] == "npu_migrate_distributed":
             wrap_rank_shard(module)
