@@ -692,3 +692,44 @@ def test_a_library_writer_made_on_every_rank_is_reported():
     r = migrate_source(PPE_MNIST, "train.py", DIST)
     assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU395"] == [
         ("NPU395", 9, 5, "LogReport")]
+
+
+OPACUS_CHAR_LSTM = '''import torch
+from opacus import PrivacyEngine
+
+
+def main(args):
+    model = CharNNClassifier().to(args.device)
+    train_loader = torch.utils.data.DataLoader(train_ds, batch_size=args.batch_size, collate_fn=padded_collate)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.learning_rate)
+    if not args.disable_dp:
+        privacy_engine = PrivacyEngine(secure_mode=args.secure_rng)
+        model, optimizer, train_loader = privacy_engine.make_private(
+            module=model,
+            optimizer=optimizer,
+            data_loader=train_loader,
+            noise_multiplier=args.sigma,
+            max_grad_norm=args.max_per_sample_grad_norm,
+        )
+    for epoch in range(args.epochs):
+        train(model, optimizer, train_loader)
+
+
+if __name__ == "__main__":
+    main(parser.parse_args())
+'''
+
+
+def test_opacus_poisson_sampling_on_several_ranks_is_reported():
+    """Opacus' make_private samples each rank's batches once the model is in DistributedDataParallel
+    and skips an empty draw (the char-lstm rehearsal's hang, tests/test_rehearse_corpus.py): reported
+    at the call with --distributed (NPU396), and neither on one process nor with poisson_sampling=False."""
+    r = migrate_source(OPACUS_CHAR_LSTM, "train.py", DIST)
+    assert "    model = distributed_model(model)\n" in r.new_text
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU396"] == [
+        ("NPU396", 11, 42, "privacy_engine.make_private")]
+    assert not [f for f in migrate_source(OPACUS_CHAR_LSTM, "train.py", Options()).findings if f.code == "NPU396"]
+    kept = OPACUS_CHAR_LSTM.replace("max_grad_norm=args.max_per_sample_grad_norm,\n",
+                                    "max_grad_norm=args.max_per_sample_grad_norm,\n            poisson_sampling=False,\n")
+    assert kept != OPACUS_CHAR_LSTM
+    assert not [f for f in migrate_source(kept, "train.py", DIST).findings if f.code == "NPU396"]

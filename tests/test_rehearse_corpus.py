@@ -289,7 +289,8 @@ def seeded(text: str, seed: int) -> str:
 
 
 def test_char_lstm_trains_on_one_npu_and_its_result_reaches_train_url(opacus_example, torch_python, tmp_path):
-    _char_lstm_project(opacus_example, tmp_path / "code")
+    migrated = _char_lstm_project(opacus_example, tmp_path / "code")
+    assert "NPU396" not in migrated.stdout  # one process: every Poisson batch is yielded, an empty one too
     done = rehearse(tmp_path / "code", CHAR_LSTM, tmp_path / "job", torch_python, "--data", str(opacus_example[1]),
                     args=CHAR_LSTM_ARGS)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -307,6 +308,12 @@ def char_lstm_distributed(opacus_example, tmp_path_factory):
     code = tmp_path_factory.mktemp("char-lstm-distributed") / "code"
     migrated = _char_lstm_project(opacus_example, code, "--distributed")
     assert "NPU386" in migrated.stdout  # the fixed "cuda:0" defaults of train()/test(): reported
+    # What the empty-Poisson-batch test below shows, reported where the script calls make_private (sdist line).
+    assert [line.split(" -- ")[0] for line in migrated.stdout.splitlines() if ": NPU396 " in line] == [
+        f"{CHAR_LSTM}:439:42: NPU396 [warning] `privacy_engine.make_private` samples each rank's batches on its own "
+        "once the model is in DistributedDataParallel (Opacus' DistributedUniformWithReplacementSampler), and a rank "
+        "whose Poisson draw is empty skips that step: the other ranks then wait for it in a collective until the job "
+        "fails or hangs"]
     text = (code / CHAR_LSTM).read_text()
     assert "    distributed_setup()\n" in text and "    model = distributed_model(model)\n" in text
     return code
@@ -364,6 +371,27 @@ def test_char_lstm_on_two_npus_a_rank_with_an_empty_poisson_batch_leaves_the_oth
                         r"steps through DistributedDataParallel \(rank 0: 2, failed; rank 1: 1, exit status 0\): a "
                         r"rank that ends after fewer steps leaves the others waiting in a collective until it fails "
                         r"them \(every rank's data loader must give the same number of batches\)", verdict), verdict
+
+
+def test_char_lstm_with_npu396s_fix_takes_the_same_steps_on_every_rank(char_lstm_distributed, opacus_example,
+                                                                        torch_python, tmp_path):
+    # What NPU396 suggests, made to the failing draw of the test above: make_private(..., poisson_sampling=False)
+    # keeps the loader's DistributedSampler (2 batches on every rank), so no rank leaves early.
+    code = tmp_path / "code"
+    shutil.copytree(char_lstm_distributed, code, symlinks=True)
+    text = (code / CHAR_LSTM).read_text()
+    seed_line = f"    torch.manual_seed({CHAR_LSTM_SEED})\n"
+    norm_line = "            max_grad_norm=args.max_per_sample_grad_norm,\n"
+    assert text.count(seed_line) == 1 and text.count(norm_line) == 1, text
+    text = text.replace(seed_line, f"    torch.manual_seed({CHAR_LSTM_EMPTY_BATCH_SEED})\n")
+    (code / CHAR_LSTM).write_text(text.replace(norm_line, f"{norm_line}            poisson_sampling=False,\n"))
+    done = rehearse(code, CHAR_LSTM, tmp_path / "job", torch_python, "--nproc", "2",
+                    "--data", str(opacus_example[1]), args=CHAR_LSTM_ARGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "0", 1: "0"}
+    assert "| 2/2 [" in (done.job / "logs/rank0.log").read_text() and "| 2/2 [" in (done.job / "logs/rank1.log").read_text()
+    assert done.stdout.rstrip("\n").splitlines()[-1] == (
+        "OK: every rank succeeded, the ranks agree and 1 file reached train_url")
 
 
 def test_char_lstm_preempted_loses_everything_and_the_rehearsal_says_so(char_lstm_distributed, opacus_example,

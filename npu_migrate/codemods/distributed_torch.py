@@ -29,7 +29,8 @@ Reported instead of guessed: scripts that are distributed already (NPU380), cust
 advice: the global batch grows with the number of NPUs (NPU384), a fixed device index or a
 one-device *_VISIBLE_DEVICES pin puts every process on one NPU (NPU386), model attributes DDP
 does not have (NPU387), data no rank splits (NPU393), a per-process seed that splits the data
-(NPU394). A script that imports the helpers already only gets the generated files refreshed,
+(NPU394), a library writer made on every rank (NPU395), Opacus' make_private sampling each
+rank's batches and skipping an empty draw (NPU396). A script that imports the helpers already only gets the generated files refreshed,
 so a second run changes nothing; one with the helper block of version 1 gets the import in its
 place. What the pass reads in the script is in distributed_torch_analysis.py.
 """
@@ -550,8 +551,31 @@ def _library_writers(ctx: Context) -> List[Tuple[cst.Call, str]]:
     return found
 
 
+# Opacus' PrivacyEngine methods that swap the training DataLoader for Poisson sampling; with the
+# model in DistributedDataParallel (opacus 1.6.0 privacy_engine.py: `distributed = isinstance(module,
+# (DPDDP, DDP, FSDPModule))`) each rank draws its own batches and skips an empty draw
+# (utils/uniform_sampler.py, DistributedUniformWithReplacementSampler), so the ranks can take
+# different numbers of steps (found by a 2-process rehearsal of opacus' char-lstm example, -b 8).
+_OPACUS_POISSON = ("make_private", "make_private_with_epsilon")
+
+
+def _opacus_poisson_calls(ctx: Context) -> List[cst.Call]:
+    """The make_private calls of an Opacus script that sample per rank once it is distributed
+    (NPU396): not one given `poisson_sampling=False` (it keeps the loader's DistributedSampler)."""
+    if "make_private" not in ctx.text or not ctx.imports.imports_module("opacus"):
+        return []
+    found = []
+    for node in subtree(ctx.module):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) \
+                and node.func.attr.value in _OPACUS_POISSON:
+            sampling = keyword_arg(node, "poisson_sampling")
+            if sampling is None or not (isinstance(sampling.value, cst.Name) and sampling.value.value == "False"):
+                found.append(node)
+    return found
+
+
 @emits("NPU160", "NPU161", "NPU162", "NPU163", "NPU384", "NPU386", "NPU388", "NPU391", "NPU392", "NPU393", "NPU394",
-       "NPU395")
+       "NPU395", "NPU396")
 def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
     if not common.wanted(ctx, "torch"):
         return module
@@ -610,6 +634,8 @@ def distribute_torch(module: cst.Module, ctx: Context) -> cst.Module:
         common.report(ctx, "NPU391", node, api)
     for call, api in _library_writers(ctx):
         common.report(ctx, "NPU395", call, api)
+    for call in _opacus_poisson_calls(ctx):
+        common.report(ctx, "NPU396", call, ctx.module.code_for_node(call.func))
     for stmt, name in p.shards:
         common.edit(ctx, "NPU162", stmt, "", f"{name} = rank_shard({name})")
     if not p.loaders and not p.shards:
