@@ -28,6 +28,7 @@ from .options import Options
 from .rules import RuleSet
 from .passes import PASSES
 from . import pieces, prefilter, work
+from .logical_lines import Unreadable, logical_lines
 from .prefilter import LazyCodeWords, tree_facts
 from .words import words_of
 from .project_values import reads_device_key
@@ -282,9 +283,7 @@ def _needs_nothing_as_pytorch(text: str, options: Options, rules: RuleSet, words
     return found is not None and _needs_nothing(text, options, rules, words, False, found)
 
 
-_LOGICAL_RE = prefilter.LOGICAL_RE  # (where each logical line starts, as Python's tokenizer finds it)
 _DEFINITION_RE = re.compile(r"(?:async[ ]+)?(?:def|class)\b")
-_FSTRING_BRACES_RE = re.compile(r"{{|}}")
 # What the scan needs, as a quick look tells: a line that starts with an import of torch, and
 # none that starts unindented with an import of another framework (at module level, or in a string).
 _TORCH_LINE_RE = re.compile(r"[ ]*(?:import|from)[ ]+torch(?!\w)")
@@ -305,65 +304,46 @@ def _outside_definitions_frameworks(text: str) -> Optional[FrozenSet[str]]:
     outside those bodies that holds `import` counts with the frameworks whose first module part
     it holds (in a string or a comment too), but TensorFlow where one of those lines is an
     import of JAX (`import jax.numpy as jnp`: JAX imported outside them, which drops TensorFlow
-    there too). None when no logical line starts with an import of torch, or the text cannot be read so: a quote left open, brackets or f-string braces
-    that do not balance (Python 3.12 nests quotes in f-strings), a tab, form feed or `\\r`, a
-    line that starts unindented with an import of another framework.
+    there too). None when no logical line starts with an import of torch, or the text cannot be
+    read so (logical_lines.Unreadable), a tab, form feed or `\\r`, a line that starts unindented
+    with an import of another framework.
 
-    Where each logical line starts is found as Python's tokenizer finds it (strings, comments,
-    brackets, backslash continuations: _LOGICAL_RE); the statement that holds a logical line is
-    the nearest one before it indented less, and a line is in a definition when it or one of
-    those holding it starts with `def`, `async def` or `class`."""
+    Where each logical line starts is found as Python's tokenizer finds it
+    (logical_lines.logical_lines); the statement that holds a logical line is the nearest one
+    before it indented less, and a line is in a definition when it or one of those holding it
+    starts with `def`, `async def` or `class`."""
     if "\r" in text or "\t" in text or "\f" in text:
         return None
     if not (_TORCH_LINE_RE.match(text) or _TORCH_LINES_RE.search(text)):
         return None  # (no line starts with an import of torch)
     if _OTHER_IMPORT_LINE_RE.match(text) or _OTHER_IMPORT_LINES_RE.search(text):
         return None  # (one starts unindented with another framework's: imported at module level)
-    starts = [0]  # where each logical line starts
-    depth = 0
-    for match in _LOGICAL_RE.finditer(text):
-        at = match.start()
-        first = text[at]
-        if first == "\n":
-            if depth == 0:
-                starts.append(at + 1)
-        elif first in "([{":
-            depth += 1
-        elif first in ")]}":
-            depth -= 1
-            if depth < 0:
-                return None
-        elif first in "'\"":
-            if match.end() - at == 1:
-                return None  # (a quote left open)
-            if "f" in text[max(0, at - 2):at].lower():  # (maybe an f-string: in Python <= 3.11
-                body = _FSTRING_BRACES_RE.sub("", match.group())  # its braces balance)
-                if body.count("{") != body.count("}"):
-                    return None
-        elif first == "\\" and match.end() - at == 1:
-            return None  # (a backslash that continues no line)
-    if depth:
-        return None
     torch = jax = False
+    starts: List[int] = []  # where each logical line starts
+    ends: List[int] = []  # ... and ends
     stack: List[Tuple[int, bool]] = []  # (indentation, in a definition) of the lines holding the next one
     outside: List[int] = []  # where the logical lines outside definitions start
-    ends = starts[1:] + [len(text)]
-    for start, end in zip(starts, ends):
-        line = text[start:end]
-        code = line.lstrip(" ")
-        if not code or code[0] in "#\n":
-            continue  # (blank, or a comment alone)
-        indent = len(line) - len(code)
-        while stack and stack[-1][0] >= indent:
-            stack.pop()
-        inside = bool(stack and stack[-1][1]) or _DEFINITION_RE.match(code) is not None
-        stack.append((indent, inside))
-        if not inside:
-            outside.append(start)
-            if not jax and _JAX_IMPORT_LINE_RE.match(code):
-                jax = True
-        if not torch and _TORCH_LINE_RE.match(code):
-            torch = True
+    try:
+        for start, end, _, _ in logical_lines(text):
+            starts.append(start)
+            ends.append(end)
+            line = text[start:end]
+            code = line.lstrip(" ")
+            if not code or code[0] in "#\n":
+                continue  # (blank, or a comment alone)
+            indent = len(line) - len(code)
+            while stack and stack[-1][0] >= indent:
+                stack.pop()
+            inside = bool(stack and stack[-1][1]) or _DEFINITION_RE.match(code) is not None
+            stack.append((indent, inside))
+            if not inside:
+                outside.append(start)
+                if not jax and _JAX_IMPORT_LINE_RE.match(code):
+                    jax = True
+            if not torch and _TORCH_LINE_RE.match(code):
+                torch = True
+    except Unreadable:
+        return None
     if not torch:
         return None
     found = {"torch"}
@@ -389,9 +369,9 @@ _IMPORT_LINE_RE = re.compile(
 def _text_imports(text: str) -> FrozenSet[str]:
     """Some of the modules the file imports anywhere (LazyCodeWords.imports()[0]), told from its
     text: those of the import statements that start a logical line unindented (`from
-    linear_operator import to_dense`), a line no string, comment, bracket or backslash holds, as
-    Python's tokenizer finds where logical lines start (_LOGICAL_RE, read up to the last such
-    line). A subset of the tree's: a method finding's `unless` (prefilter.Prefilter.may_need_work)
+    linear_operator import to_dense`), as Python's tokenizer finds where logical lines start
+    (logical_lines.logical_lines, read up to the last such line, or to where the text cannot be
+    read so). A subset of the tree's: a method finding's `unless` (prefilter.Prefilter.may_need_work)
     then leaves out no requirement the tree would keep, and a file whose every requirement met is
     left out so needs no Python parse (16 of gpytorch 1.15.2's modules: `.to_dense()` of
     linear_operator). Empty where the text cannot be read so (a `\r`)."""
@@ -399,46 +379,22 @@ def _text_imports(text: str) -> FrozenSet[str]:
     if not candidates or "\r" in text:
         return frozenset()
     found: Set[str] = set()
-    depth = 0
-    line_start = 0  # where the last logical line started
     pending = iter(candidates)
     candidate: Optional["re.Match[str]"] = next(pending)
-    for match in _LOGICAL_RE.finditer(text):
-        at = match.start()
-        while candidate is not None and candidate.start() <= at:
-            if candidate.start() == line_start:
-                found.add(candidate.group(1) or candidate.group(2))
-            candidate = next(pending, None)
-        if candidate is None:
-            break
-        while candidate is not None and candidate.start() < match.end():  # (in a string, a comment or a line's end)
-            candidate = next(pending, None)
-        if candidate is None:
-            break
-        first = text[at]
-        if first == "\n":
-            if depth == 0:
-                line_start = at + 1
-        elif first in "([{":
-            depth += 1
-        elif first in ")]}":
-            depth -= 1
-            if depth < 0:
+    try:
+        for start, _, _, _ in logical_lines(text):
+            while candidate is not None and candidate.start() < start:  # (in a string, a bracket, a comment)
+                candidate = next(pending, None)
+            if candidate is None:
                 break
-        elif first in "'\"":
-            if match.end() - at == 1:
-                break  # (a quote left open)
-            if "f" in text[max(0, at - 2):at].lower():  # (an f-string whose braces do not balance: Python 3.12's nested quotes)
-                body = _FSTRING_BRACES_RE.sub("", match.group())
-                if body.count("{") != body.count("}"):
-                    break
-        elif first == "\\" and match.end() - at == 1:
-            break  # (a backslash that continues no line)
-    else:
-        while candidate is not None:  # (after the last token)
-            if candidate.start() == line_start:
+            if candidate.start() == start:
                 found.add(candidate.group(1) or candidate.group(2))
+                candidate = next(pending, None)
+    except Unreadable as stop:  # (the line where the scan stopped starts as told)
+        while candidate is not None and candidate.start() < stop.line:
             candidate = next(pending, None)
+        if candidate is not None and candidate.start() == stop.line:
+            found.add(candidate.group(1) or candidate.group(2))
     return frozenset(found)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Union
@@ -28,6 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
 from .frameworks import FRAMEWORK_IMPORTS, STAR_IMPORTED_ALIASES, TF2_FINDING, Undecided, tensorflow2_reason, tensorflow2_reason_of
 from .kinds import KINDS
 from .kinds.finding import match_kind_of
+from .logical_lines import Unreadable, logical_lines
 from .words import Requirement, Word, framework_imports, matches_at_word_start, words_of  # noqa: F401 (Word: for callers)
 
 
@@ -892,25 +892,6 @@ def _written_outside(text: Optional[str], spans: Sequence[Tuple[int, int, int, i
     return found(data, at) is not None and (quoted or _written_in_code(text, spans, found))
 
 
-# What Python's tokenizer sees as it looks for where each logical line starts: a line break, a
-# bracket, a comment, a string (triple-quoted or not; a backslash escapes the next character, in
-# raw strings too), a backslash that continues the line; a quote or backslash left alone ends the scan.
-LOGICAL_RE = re.compile(
-    r"""[\n(\[{)\]}]|#[^\n]*"""
-    r"""|'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''"""
-    r'''|"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""'''
-    r"""|'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'"""
-    r'''|"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"'''
-    r"""|\\\n|['"\\]"""
-)
-_INDENTATION_RE = re.compile(r"[ \t\f]*")
-_REST_OF_LINE_RE = re.compile(r"[ \t\f]*(?:#[^\n]*)?(?:\n|\Z)")
-_PREFIX_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-# Python 3.12 reads an f-string's replacement fields as code, where a string may use its quote
-# (PEP 701): the scan above then ends the f-string early, and the text is not read.
-_FSTRINGS_NEST = sys.version_info >= (3, 12)
-
-
 def quoted_outside_docstrings(text: str) -> Callable[[str], bool]:
     """may_need_work's `written` before Python's parse (engine.migrate_python): whether a
     string literal starting with a word (any case: a quote, then the word) may be written outside
@@ -954,69 +935,18 @@ def quoted_outside_docstrings(text: str) -> Callable[[str], bool]:
 def _docstring_spans(text: str) -> Optional[Tuple[List[int], List[int]]]:
     """(starts, ends): where each string stands alone on its logical lines (a statement that is a
     str literal alone: at a logical line's start, outside brackets, followed by nothing but a
-    comment on its last line; no `b` or `f` prefix), in order; None when the text cannot be read
-    so (a quote left open, unbalanced brackets, a backslash that continues no line; from Python
-    3.12 an f-string whose scan ends inside a replacement field or with a quote in one)."""
+    comment on its last line; no `b` or `f` prefix: logical_lines.logical_lines), in order; None
+    when the text cannot be read so (logical_lines.Unreadable)."""
     starts: List[int] = []
     ends: List[int] = []
-    depth = 0
-    line = 0  # where the logical line starts
-    for match in LOGICAL_RE.finditer(text):
-        at = match.start()
-        first = text[at]
-        if first == "\n":
-            if depth == 0:
-                line = at + 1
-        elif first in "([{":
-            depth += 1
-        elif first in ")]}":
-            depth -= 1
-            if depth < 0:
-                return None
-        elif first in "'\"":
-            end = match.end()
-            if end - at == 1:
-                return None  # (a quote left open)
-            begin = at
-            while begin > line and at - begin < 3 and text[begin - 1] in _PREFIX_LETTERS:
-                begin -= 1
-            prefix = text[begin:at].lower()
-            if "f" in prefix:
-                if _FSTRINGS_NEST and not _fields_closed(match.group()):
-                    return None
-            elif (depth == 0 and prefix in ("", "r", "u") and _INDENTATION_RE.fullmatch(text, line, begin)
-                  and _REST_OF_LINE_RE.match(text, end)):
-                starts.append(begin)
-                ends.append(end)
-        elif first == "\\" and match.end() - at == 1:
-            return None  # (a backslash that continues no line)
-    return (starts, ends) if depth == 0 else None
-
-
-def _fields_closed(literal: str) -> bool:
-    """Whether an f-string as the scan found it ends outside its replacement fields and has no
-    quote inside one (from Python 3.12 such a quote may start a string inside the field, which
-    the scan took for the f-string's end)."""
-    depth = 0
-    i, n = 0, len(literal)
-    while i < n:
-        c = literal[i]
-        if c == "{":
-            if depth == 0 and literal.startswith("{", i + 1):
-                i += 2
-                continue
-            depth += 1
-        elif c == "}":
-            if depth == 0:
-                if literal.startswith("}", i + 1):
-                    i += 2
-                    continue
-                return False
-            depth -= 1
-        elif depth and c in "'\"":
-            return False
-        i += 1
-    return depth == 0
+    try:
+        for _, _, string_start, string_end in logical_lines(text):
+            if string_start >= 0:
+                starts.append(string_start)
+                ends.append(string_end)
+    except Unreadable:
+        return None
+    return starts, ends
 
 
 def _bare_strings(body: Sequence["ast.stmt"]) -> Tuple[Tuple[int, int, int, int], ...]:

@@ -170,7 +170,7 @@ LAYERS = [
                 "standin", "startup"]),
     ("rule data, targets and the run's options", ["kinds", "rules", "targets", "options"]),
     ("templates of generated code", ["modelarts", "distributed"]),
-    ("reading less", ["prefilter", "partial", "pieces"]),
+    ("reading less", ["logical_lines", "prefilter", "partial", "pieces"]),
     ("passes and kinds", ["context", "codemods", "passes"]),
     ("engine", ["engine"]),
     ("front ends", ["frontends"]),

@@ -605,20 +605,6 @@ def test_a_quoted_word_after_closed_triple_quotes_is_in_code_without_the_docstri
     assert prefilter.quoted_outside_docstrings(text)("cuda") is True
 
 
-@pytest.mark.parametrize("literal, closed", [
-    ('f"{x}"', True), ('f"{{x}}"', True), ('f"{x:{w}}"', True), ('f"{ {1: 2}[1] }"', True), ("f'{x!r:>{w}}'", True),
-    ('f"{x["', False), ("f\"{'}' + \"", False), ('f"{x + "', False), ('f"{x}}}{y + "', False), ('f"}"', False),
-    ("f\"{x['a']}\"", False),
-])
-def test_an_f_string_read_as_python_3_12_reads_it(literal, closed):
-    """From Python 3.12 a string inside a replacement field may use the f-string's quote (PEP 701),
-    where the text scan ends the f-string: it reads only f-strings whose scan ends outside every
-    field with no quote in one."""
-    from npu_migrate.prefilter import _fields_closed
-
-    assert _fields_closed(literal) is closed
-
-
 def test_docstrings_told_from_the_text_are_the_trees_on_every_fixture_and_test():
     """Wherever the text says a string literal's word is only in docstrings, so does Python's
     tree (LazyCodeWords.quoted_outside_bare_strings), on every fixture and test input that

@@ -969,6 +969,8 @@ def test_a_pytorch_file_importing_tensorflow_only_in_a_function_takes_no_python_
     ("import torch\nif x:\n    import tensorflow\n    y = 1; import jax\n", {"torch", "tensorflow"}),
     ("import torch\nif x:\n    import tensorflow\ns = '''\nimport jax\n'''\n", {"torch", "tensorflow"}),
     ("import torch\nif x:\n    import tensorflow\n    import os, jax\n", {"torch", "tensorflow"}),
+    # (an f-string's nested format spec, `{x:{w}}`, is read: logical_lines.fstring_read)
+    ("import torch\nx = f\"{a:>{w}}\"\ndef f():\n    import tensorflow\n", {"torch"}),
     # what the scan does not read: None (Python's parser tells)
     ("import torchvision\ndef f():\n    import tensorflow\n", None),
     ("x = 'import torch'\ndef f():\n    import tensorflow\n", None),
@@ -1056,6 +1058,7 @@ def test_a_file_importing_tensorflow_beside_jax_takes_no_python_parse(monkeypatc
     ("import gpytorch", {"gpytorch"}), ("import gpytorch\r\n", set()),
     ("x = 'open\nimport gpytorch\n", set()), ("x = f\"{a[\"b\"]}\"\nimport gpytorch\n", set()),
     ("import a\nx = f\"{a[\"b\"]}\"\nimport gpytorch\n", {"a"}),
+    ("x = f\"{a[\'b\']:>{w}}\"\nimport gpytorch\n", {"gpytorch"}),
 ])
 def test_imports_told_from_the_text(text, expected):
     """engine._text_imports: the modules of the import statements that start a logical line
