@@ -571,7 +571,7 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
 
         if reads_whole(code):  # (the TensorFlow pass would ask for the whole module: NPU351's gelu)
             return None
-    also: Set[str] = _device_test_variables(text)
+    also: Set[str] = _device_test_variables(text) | statements.literal_readers(text, code.text_words if code else None)
     ranges: Set[Tuple[int, int]] = set()
     for attempt in range(3):
         partial = partial_text(text, tree, statements, also, ranges)

@@ -48,8 +48,9 @@ from __future__ import annotations
 
 import ast
 import re
+from keyword import iskeyword
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
+from typing import AbstractSet, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
 from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, compiled, link_found, link_regex, rule_requirements
@@ -111,10 +112,18 @@ class StatementFilter:
     rule names."""
 
     def __init__(self, requirements: Sequence[Requirement], packages: Iterable[str],
-                 renamed_members: Iterable[str] = ()) -> None:
+                 renamed_members: Iterable[str] = (), literals: Iterable[str] = (),
+                 env_literals: Iterable[str] = ()) -> None:
         """`packages`: those the codemods resolve names of besides the ones the rules name.
         `renamed_members`: the methods and attributes the PyTorch pass renames on any receiver
-        that is not an imported name (`cuda`, `is_cuda`: codemods/torch/methods.py)."""
+        that is not an imported name (`cuda`, `is_cuda`: codemods/torch/methods.py).
+        `literals`: the device, backend and environment strings the PyTorch pass rewrites, as
+        they may be spelled (a backend in any case), `env_literals` the last (literal_readers)."""
+        self.literal_words = sorted(set(literals), key=lambda w: (-len(w), w))
+        self.env_words = set(env_literals)
+        self.literal_re: "Optional[re.Pattern[str]]" = (
+            re.compile(r"""(['"])(""" + "|".join(re.escape(w) for w in self.literal_words) + r""")(?::[^'"\\\n]*)?\1""")
+            if self.literal_words else None)
         per_statement = [
             Requirement(frozenset({r.leaf_word}), frozenset(ref for ref in r.refs if ref[0] in _STATEMENT_REFS))
             for r in requirements
@@ -141,6 +150,92 @@ class StatementFilter:
         self.member_words: Set[bytes] = {m.encode() for m in members}
         self.member_re: "Optional[re.Pattern[str]]" = (
             re.compile(r"\.[ \t]*(?:" + "|".join(re.escape(m) for m in members) + r")\b") if members else None)
+
+    def _literals(self, text: str, words: Optional[AbstractSet[bytes]]) -> List["re.Match[str]"]:
+        """The quoted literals of literal_readers, in order: each word among the text's `words`
+        (words_of, when made) found with str.find, then matched from the quote before it (a
+        regex led by a quote tried every quote of the text: 0.08 s over transformers' files
+        parsed partially, 0.021 s so)."""
+        assert self.literal_re is not None
+        found: List["re.Match[str]"] = []
+        for word in self.literal_words:
+            if words is not None and word.encode() not in words:
+                continue
+            at = text.find(word, 1)
+            while at != -1:
+                if text[at - 1] in "'\"":
+                    match = self.literal_re.match(text, at - 1)
+                    if match is not None and match.group(2) == word:
+                        found.append(match)
+                at = text.find(word, at + 1)
+        found.sort(key=lambda match: match.start())
+        return found
+
+    def literal_readers(self, text: str, words: Optional[AbstractSet[bytes]] = None) -> Set[str]:
+        """The names the PyTorch pass's literal analysis can ask every use of, told from the
+        text around each quoted device, backend or environment literal (`"cuda"`, `'nccl'`,
+        `"CUDA_VISIBLE_DEVICES"`) outside triple-quoted strings (by the parity of the triple
+        quotes before it): a name assigned the literal or a list or tuple holding it (`backend =
+        "nccl"`), or the parameter it is the default of (`def run(cfg, backend="nccl"):`),
+        compared with it (`bnd in ("nccl", "gloo")`, `"gpu" not in data`), subscripted with an
+        environment variable's name (`env["CUDA_VISIBLE_DEVICES"]`), and a function or class of
+        the module called with it (`_test_spawn("nccl", device)`: its parameters are read; the
+        call may open up to _LINES_UP lines above). The first partial text keeps the statements
+        that hold them (partial_text's `also`): the analysis asks for them when a statement left out holds
+        one (NeedsWholeModule(words): a second attempt), so this only saves that attempt (or
+        costs a larger first text where it would not have asked). A name a device is told by
+        (DEVICE_NAME_RE: `device`) is answered from the name, never asked. `words`: the text's
+        words (words_of), when made."""
+        if self.literal_re is None:
+            return set()
+        names: Set[str] = set()
+        defined: Optional[Set[str]] = None
+        counted, doubles, singles = 0, 0, 0  # triple quotes before `counted`
+        for found in self._literals(text, words):
+            at = found.start()
+            doubles += text.count('"""', counted, at)
+            singles += text.count("'''", counted, at)
+            counted = at
+            if doubles % 2 or singles % 2:
+                continue  # (in a docstring, most likely: the analysis never sees it)
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", found.end())
+            before, after = text[start:at], text[found.end():len(text) if end == -1 else end]
+            prefix = _PREFIX_RE.search(before)  # (f"cuda:{i}", r"nccl")
+            if prefix is not None:
+                before = before[:prefix.start()]
+            for match in (_COMPARED_BEFORE_RE.search(before), _COMPARED_AFTER_RE.match(after),
+                          _SUBSCRIPTED_BEFORE_RE.search(before) if found.group(2) in self.env_words else None):
+                if match is not None:
+                    names.add(match.group(1))
+            opened, above = before, start
+            for _ in range(_LINES_UP):  # (a call or a def whose arguments go on over lines)
+                if not above or _CALL_OPEN_RE.search(opened):
+                    break
+                line_start = text.rfind("\n", 0, above - 1) + 1
+                previous = text[line_start:above - 1]
+                if "#" in previous and "'" not in previous and '"' not in previous:
+                    previous = previous[:previous.index("#")]
+                previous = previous.rstrip()
+                if not previous.endswith(("(", ",")):
+                    break
+                opened, above = previous + " " + opened, line_start
+            callee = _open_callee(opened)
+            if callee is None:
+                match = _ASSIGNED_RE.match(before)  # (inside a call's brackets, `name="gpu"` is its keyword)
+                if match is not None:
+                    names.add(match.group(1))
+            elif callee and _DEF_RE.match(opened):  # a parameter's default: `def run(cfg, backend="nccl"):`
+                match = _KEYWORD_BEFORE_RE.search(before)
+                if match is not None:
+                    names.add(match.group(1))
+            elif callee:
+                if defined is None:
+                    defined = set(_DEFINED_RE.findall(text))
+                if callee in defined:
+                    names.add(callee)
+        return {name for name in names
+                if not iskeyword(name) and name not in _NOT_READERS and not _DEVICE_NAMED_RE.search(name)}
 
     def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes],
                  ranges: Iterable[Tuple[int, int]] = ()) -> List[Chunk]:
@@ -414,6 +509,46 @@ def _starts_its_line(stmt: ast.stmt, lines: List[str]) -> bool:
     return stmt.col_offset == indent
 
 
+# literal_readers: around a literal, on its line: a name assigned it (or a list or tuple holding
+# it), compared with it (either side; `in (` a display), subscripted with it (an environment
+# variable's name); a name called with it (_open_callee), or the parameter it is the default of.
+_PREFIX_RE = re.compile(r"(?<![\w])[rRbBuUfF]{1,2}$")
+_ASSIGNED_RE = re.compile(r"[ \t]*([A-Za-z_]\w*)[ \t]*(?::[^=\n]*)?=[ \t]*(?:[(\[][^()\[\]{}]*)?$")
+_COMPARED_BEFORE_RE = re.compile(
+    r"(?<![\w.])([A-Za-z_]\w*)[ \t]*(?:==|!=|\bnot[ \t]+in|\bin)[ \t]*(?:[(\[{][^()\[\]{}]*)?$")
+_COMPARED_AFTER_RE = re.compile(r"[ \t]*(?:==|!=|not[ \t]+in\b|in\b)[ \t]*([A-Za-z_]\w*)(?![\w.(\[])")
+_SUBSCRIPTED_BEFORE_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)\[[ \t]*$")
+_LINES_UP = 8
+_CALLED_RE = re.compile(r"[\w)\]][ \t]*$")
+_CALL_OPEN_RE = re.compile(r"[A-Za-z_]\w*[ \t]*\(")
+_CALLEE_BEFORE_RE = re.compile(r"(?<![\w.])(?:(?:self|cls)[ \t]*\.[ \t]*)?([A-Za-z_]\w*)[ \t]*$")
+_DEF_RE = re.compile(r"[ \t]*(?:async[ \t]+)?def[ \t]")
+_KEYWORD_BEFORE_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)[ \t]*(?::[^=,()]*)?=[ \t]*$")
+_DEFINED_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
+_DEVICE_NAMED_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")  # literals.DEVICE_NAME_RE
+_NOT_READERS = frozenset({"self", "cls", "print"})
+
+
+def _open_callee(before: str) -> Optional[str]:
+    """The name called by the innermost call left open in `before` (text up to a literal),
+    through displays and parentheses (`f(a, [`, `self.f(x=g(1), `); "" when that call's callee
+    is not a name (`obj.f(`), None when no call is open."""
+    depth = 0
+    for at in range(len(before) - 1, -1, -1):
+        char = before[at]
+        if char in ")]}":
+            depth += 1
+        elif char in "([{":
+            if depth:
+                depth -= 1
+            elif char == "(" and _CALLED_RE.search(before, 0, at):
+                match = _CALLEE_BEFORE_RE.search(before, 0, at)
+                if match is not None and iskeyword(match.group(1)):
+                    continue  # `in (`, `if (`: a parenthesis
+                return match.group(1) if match else ""
+    return None
+
+
 # The name an attribute chain ending where the search ends starts with (`utils` of `utils.mod`;
 # nothing for the attribute of a call's or a subscript's result, `f(x).mod`).
 _CHAIN_ROOT = re.compile(r"(?<![\w.)\]])([A-Za-z_]\w*)(?:[ \t]*\.[ \t]*[A-Za-z_]\w*)*[ \t]*$")
@@ -506,6 +641,11 @@ def statement_filter(rules, framework: str = "") -> Optional[StatementFilter]:
     else:
         packages = [module for module, _ in FRAMEWORK_IMPORTS] + [*JAX_IMPORTS, "torch_npu", *RESOLVED_PACKAGES]
         renamed = [rule.from_ for rule in rules.rules if not rule.framework and rule.kind in ("method", "attribute")]
-        found = StatementFilter(requirements, packages, renamed)
+        torch_rules = [rule for rule in rules.rules if not rule.framework and rule.from_]
+        literals = [rule.from_ for rule in torch_rules if rule.kind in ("device", "env")]
+        literals += [spelled for rule in torch_rules if rule.kind == "backend"  # (matched in any case)
+                     for spelled in (rule.from_.lower(), rule.from_.upper(), rule.from_.capitalize())]
+        env = [rule.from_ for rule in torch_rules if rule.kind == "env"]
+        found = StatementFilter(requirements, packages, renamed, literals, env)
     _FILTERS[key] = found
     return found
