@@ -1361,7 +1361,9 @@ def test_a_cleared_flag_whose_readers_open_nothing_cuda_only_moves_without_a_sec
 def test_a_default_of_false_beside_a_cuda_call_left_as_it_is_runs_no_flag_analysis():
     """The text _flag_cleared needs is a flag of the instance set False and read: `= False` alone
     (a parameter's default: torchtune 0.6.1 training/_distributed.py's `offload_ops_to_cpu: bool =
-    False`) beside a torch.cuda name that stays no longer runs the device-test analysis (a walk)."""
+    False`) beside a torch.cuda name that stays runs no flag analysis. The device-test analysis
+    walks the file once (a torch.cuda call left as it is can be what a device test opens: torchtune's
+    `_record_memory_history` above), and nothing more."""
     text = ('import torch\n\n\ndef get_distributed_backend(device_type: str, offload_ops_to_cpu: bool = False) -> str:\n'
             '    if device_type == "cuda":\n        return "nccl"\n    return "gloo"\n\n\n'
             'def dump(path):\n    torch.cuda.memory._dump_snapshot(path)\n')
@@ -1369,11 +1371,94 @@ def test_a_default_of_false_beside_a_cuda_call_left_as_it_is_runs_no_flag_analys
     assert r.new_text == text.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
         '"cuda"', '"npu"')
     assert [(f.code, f.span.line) for f in r.findings] == [("NPU320", 11)]
-    assert "walk" not in r.work, dict(r.work)
+    assert r.work.get("walk") == 1 and "retry" not in r.work, dict(r.work)
     # a flag set False and read: analysed (the readers open nothing CUDA-only here: it moves)
     flagged = text + "\n\nclass C:\n    def f(self):\n        if self.on:\n            return 1\n        self.on = False\n"
     r = migrate_source(flagged, "training/_distributed.py")
     assert r.work.get("walk") == 1, dict(r.work)
+
+
+# torchtune 0.6.1 recipes/full_finetune_distributed.py:765-772 and 889-899 (the training loop's
+# memory-history window, trimmed to its two device tests) and torchtune/training/_profiler.py:115-125.
+TORCHTUNE_MEMORY_HISTORY = '''\
+import torch
+from torchtune import utils
+
+
+class FullFinetuneRecipeDistributed:
+    def __init__(self, cfg):
+        self._device = utils.get_device(device=cfg.device)
+
+    def train(self):
+        for curr_epoch in range(self.epochs_run, self.total_epochs):
+            for idx, batch in enumerate(self._dataloader):
+                # Start tracking CUDA memory for active steps for just the first epoch
+                if (
+                    self._is_rank_zero
+                    and curr_epoch == 0
+                    and self.profiler_profile_memory
+                    and idx == self.profiler_wait_steps + self.profiler_warmup_steps
+                    and self._device.type == "cuda"
+                ):
+                    torch.cuda.memory._record_memory_history()
+                utils.batch_to_device(batch, self._device)
+
+                # Stop tracking CUDA memory now that active steps are complete
+                if (
+                    self._is_rank_zero
+                    and curr_epoch == 0
+                    and self.profiler_profile_memory
+                    and idx
+                    == self.profiler_wait_steps
+                    + self.profiler_warmup_steps
+                    + self.profiler_active_steps
+                    and self._device.type == "cuda"
+                ):
+                    torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def trace_handler(prof, curr_trace_dir, rank):
+    # Memory timeline sometimes fails to export
+    if prof.profile_memory and torch.cuda.is_available():
+        if rank == 0:
+            try:
+                prof.export_memory_timeline(
+                    f"{curr_trace_dir}/rank{rank}_memory-timeline.html"
+                )
+            except Exception as e:
+                log.warn(f" Failed to export memory timeline: {e}")
+
+            torch.cuda.memory._dump_snapshot(
+                f"{curr_trace_dir}/rank{rank}_memory_snapshot.pickle"
+            )
+'''
+
+
+def test_a_device_test_opening_torch_cuda_calls_left_as_they_are_stays_cuda():
+    """torchtune 0.6.1's recipes: `if (... and self._device.type == "cuda"):
+    torch.cuda.memory._record_memory_history()`, and its profiler's `if prof.profile_memory and
+    torch.cuda.is_available(): ... torch.cuda.memory._dump_snapshot(...)`: the torch pass leaves
+    those calls as they are (NPU320: torch_npu lacks the private names). The tests became "npu"
+    and torch.npu before, so with profiler memory on the recipe called the CUDA API on the NPU;
+    now the test stays CUDA (NPU315) and what it opens is dead on the NPU, as any CUDA-only code
+    behind a device test (the whole side stays: the memory timeline's export with it)."""
+    r = assert_partial_as_whole(TORCHTUNE_MEMORY_HISTORY, "recipes/full_finetune_distributed.py")
+    assert r.new_text is None and r.edits == []  # (unchanged)
+    lines = TORCHTUNE_MEMORY_HISTORY.splitlines()
+    tests = [i + 1 for i, line in enumerate(lines) if 'self._device.type == "cuda"' in line or "torch.cuda.is_available()" in line]
+    calls = [i + 1 for i, line in enumerate(lines) if "torch.cuda.memory._" in line]
+    assert [(f.code, f.span.line) for f in r.findings] == sorted(
+        [("NPU315", tests[0]), ("NPU320", calls[0]), ("NPU315", tests[1]), ("NPU320", calls[1]),
+         ("NPU315", tests[2]), ("NPU320", calls[2])], key=lambda f: f[1])
+    assert [_detail(f) for f in r.findings if f.code == "NPU315"] == [
+        "`torch.cuda.memory._record_memory_history`, which has no NPU twin in the target and stays as it is"] * 2 + [
+        "`torch.cuda.memory._dump_snapshot`, which has no NPU twin in the target and stays as it is"]
+    # the same tests opening calls that move, move with them
+    moved = TORCHTUNE_MEMORY_HISTORY.replace("torch.cuda.memory._record_memory_history(", "torch.cuda.reset_peak_memory_stats(").replace(
+        "torch.cuda.memory._dump_snapshot(", "torch.cuda.synchronize(")
+    r = migrate_source(moved, "recipes/full_finetune_distributed.py")
+    assert r.new_text.count('self._device.type == "npu"') == 2 and "torch.npu.is_available()" in r.new_text
+    assert [f.code for f in r.findings if f.code == "NPU315"] == []
 
 
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):

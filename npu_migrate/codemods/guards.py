@@ -218,11 +218,35 @@ def _if_map_location(text: str) -> bool:
     return False
 
 
+def _torch_cuda_names(text: str) -> Set[str]:
+    """The `torch.cuda.<name>` written in `text` (found by the literal first: a regex starting
+    with `\b` tries every position of the text, ~2 ms on a 500-line file)."""
+    found: Set[str] = set()
+    at = text.find("torch.cuda.")
+    while at >= 0:
+        name = compiled(_TORCH_CUDA_NAME_RE).match(text, at)
+        if name is not None:
+            found.add(name.group())
+        at = text.find("torch.cuda.", at + 11)
+    return found
+
+
 def _kept_cuda_members(ctx: Context) -> Tuple[str, ...]:
     """torch.cuda members with no NPU twin, left as they are with an NPU301 error (torch.cuda.nccl,
-    get_arch_list, ...; not the catch-all `torch.cuda` itself)."""
-    return tuple(sorted({n for r in ctx.rules.findings.get("api", ()) if r.code == "NPU301"
-                         for n in names_of(r) if n.startswith("torch.cuda.")}))
+    get_arch_list, ...; not the catch-all `torch.cuda` itself). Once per rule set (kept with it, so
+    its id is not reused while the entry lives)."""
+    findings = ctx.rules.findings
+    held = _KEPT_MEMBERS.get(id(findings))
+    if held is None or held[0] is not findings:
+        held = (findings, tuple(sorted({n for r in findings.get("api", ()) if r.code == "NPU301"
+                                        for n in names_of(r) if n.startswith("torch.cuda.")})))
+        if len(_KEPT_MEMBERS) > 8:
+            _KEPT_MEMBERS.clear()
+        _KEPT_MEMBERS[id(findings)] = held
+    return held[1]
+
+
+_KEPT_MEMBERS: Dict[int, Tuple[Any, Tuple[str, ...]]] = {}
 
 
 def _kept_in_chain_re(ctx: Context) -> str:
@@ -1486,9 +1510,10 @@ class _DeviceGates:
       for `!=`/`not in` the `else`, and the rest of the block when the body raises or returns)
       uses a name bound to a module an import finding of the rule's `gates` codes reports
       (`triton`, `flash_attn`, vLLM's NCCL bindings), a compiled extension, a call such a call
-      finding reports (`torch.addmm(..., out_dtype=...)`), or a function, class or variable of the
-      module that uses one of those (a `@triton.jit` kernel; not one that tests the device itself:
-      it dispatches);
+      finding reports (`torch.addmm(..., out_dtype=...)`), a torch.cuda call the torch pass leaves
+      as it is (NPU320/NPU301: torchtune's `torch.cuda.memory._record_memory_history()`), or a
+      function, class or variable of the module that uses one of those (a `@triton.jit` kernel; not
+      one that tests the device itself: it dispatches);
     * refuses non-CUDA devices: `if device.type != "cuda": raise ...` where the error is
       NotImplementedError or says CUDA only, or the code after it is CUDA-only (the error stays,
       `cuda-library-refusal`);
@@ -1564,6 +1589,8 @@ class _DeviceGates:
         # while the readers of a flag a device test clears are judged (_flag_cleared): torch.cuda
         # calls left as they are count as CUDA-only code there
         self._flagged = False
+        # whether the text names a torch.cuda member the torch pass leaves as it is (_names_staying)
+        self._staying: Optional[bool] = None
         # whether a name can stand for CUDA-only code (evidence(): an import or definition that
         # is, a library's word), not only a call's name or an error's words
         self._names_code = False
@@ -1628,11 +1655,19 @@ class _DeviceGates:
             # (a CUDA-only call's name written, imported under another: `from torch import mm as f`)
             self.names_matter = _written(text, self._call_leaves, r"(?!\w)", getattr(self.ctx.code, "text_words", None))
             return True
-        if "= False" in text and _cleared_flag_read(text) and any(
-                self._stays_cuda(q) for q in set(compiled(_TORCH_CUDA_NAME_RE).findall(text))):
-            self.names_matter = False  # (only torch.cuda calls left as they are: _flag_cleared)
+        if self._names_staying():
+            self.names_matter = False  # (only torch.cuda calls left as they are: _fixed_reads)
             return True
         return False
+
+    def _names_staying(self) -> bool:
+        """Whether the text names a torch.cuda member the torch pass leaves as it is (NPU320/NPU301:
+        torchtune's `torch.cuda.memory._record_memory_history()`): CUDA-only code in the side of a
+        device test that runs on CUDA (_fixed_reads), so the test stays and that side is dead on
+        the NPU. Asked only when needed (the target's tables are looked up per name)."""
+        if self._staying is None:
+            self._staying = any(self._stays_cuda(q) for q in _torch_cuda_names(self.ctx.text))
+        return self._staying
 
     def _elided_imports(self) -> Set[str]:
         """Partial parsing leaves out imports no rule names (`from .triton_ops import k`, `from .
@@ -1936,20 +1971,31 @@ class _DeviceGates:
             return None
         wanted = set(attributes)
         partial = self.ctx.partial
+        kept = self.ctx.kept
+        elsewhere: Set[str] = set()
         if partial is not None:
-            # assignments of them left out of the class's methods: parsed first, then judged
+            # assignments of them left out of the class's methods: inside kept code, parsed first,
+            # then judged; outside it, assigned elsewhere (a value but None: read from Python's
+            # tree of the lines, as the whole parse would judge them)
             assigns = re.compile(r"\bself\s*\.\s*(%s)\s*(?::[^=\n]*)?[-+*/@%%&|^<>]*=(?!=)"
                                  % "|".join(re.escape(a) for a in sorted(wanted)))
-            for run in self._runs_in(owner):
-                if run not in self.ctx.partial_lines:
+            for stmt in subtree(owner):
+                if not isinstance(stmt, cst.SimpleStatementLine):
+                    continue
+                for run in partial.runs_among((stmt,)):
+                    if run in self.ctx.partial_lines:
+                        continue
                     left_out = set(assigns.findall(partial.text_of(run)))
-                    if left_out:
+                    if not left_out:
+                        continue
+                    statements = partial.statements_of(run)
+                    if id(stmt) in kept or not statements:
                         self.ctx.partial_lines.add(run)
                         wanted -= left_out
+                    else:
+                        elsewhere.update(_self_assigned(statements) & left_out)
         work.count("walk")
-        kept = self.ctx.kept
         inside: Dict[str, List[cst.CSTNode]] = {}
-        elsewhere: Set[str] = set()
         for n in subtree(owner.body):
             if isinstance(n, cst.Assign):
                 targets = [t.target for t in n.targets]
@@ -2039,7 +2085,7 @@ class _DeviceGates:
                 qual = self.ctx.imports.resolve(call.func)
                 if qual in _BUILDERS and _builds_cuda(call):
                     return names, f"`{qual}` of CUDA sources"  # (parlai's NGramRepeatBlock)
-        if self._flagged:
+        if self._flagged or (calls and self._names_staying()):
             for call in calls:
                 qual = self.ctx.imports.resolve(call.func)
                 if qual is not None and qual.startswith("torch.cuda.") and self._stays_cuda(qual):
@@ -3372,6 +3418,28 @@ def _texts(node: cst.CSTNode) -> Iterator[str]:
 
 
 _MATCH_CASE = getattr(ast, "match_case", ast.stmt)  # Python >= 3.10
+
+
+def _self_assigned(statements: List[ast.stmt]) -> Set[str]:
+    """The attributes of `self` that `statements` (Python's tree of lines left out) assign a value
+    other than None (`self.x = f()`, `self.x: T = v`, `self.x += 1`; not `self.x = None`)."""
+    found: Set[str] = set()
+    targets: List[ast.expr]
+    value: Optional[ast.expr]
+    for node in (n for s in statements for n in ast.walk(s)):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(value, ast.Constant) and value.value is None:
+            continue
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    found.add(t.attr)
+    return found
 
 
 def _statements_in(statements: List[ast.stmt]) -> Iterator[ast.AST]:
