@@ -229,7 +229,12 @@ def run_process(name: str, argv: Sequence[str], env: Dict[str, str], cwd: Option
 def _parse_libcst(path: str) -> int:
     import libcst
 
-    libcst.parse_module(Path(path).read_text(encoding="utf-8"))
+    # A file libcst cannot parse (broken in the sdist itself) still costs its attempt, as it
+    # does the tool, which reports it and goes on: count the attempt, never stop the bench.
+    try:
+        libcst.parse_module(Path(path).read_text(encoding="utf-8"))
+    except (libcst.ParserSyntaxError, UnicodeDecodeError):
+        return 1
     return 0
 
 
@@ -260,8 +265,11 @@ FLOOR = r"""
 import multiprocessing, sys
 def parse(path):
     import libcst
-    with open(path, encoding="utf-8") as f:
-        libcst.parse_module(f.read())
+    try:
+        with open(path, encoding="utf-8") as f:
+            libcst.parse_module(f.read())
+    except (libcst.ParserSyntaxError, UnicodeDecodeError):
+        return 1  # broken in the project itself: the attempt is counted, as the tool's is
     return 0
 if __name__ == "__main__":
     jobs, listing = int(sys.argv[1]), sys.argv[2]
