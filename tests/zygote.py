@@ -31,6 +31,10 @@ runs a file (PyRun_SimpleFileExFlags: __main__'s __file__/__loader__, the traceb
 exception, SystemExit), and exits through the interpreter's finalization (threads, atexit, flush).
 tests/test_fork_server.py proves it: the same probe run fresh and forked reports the same state.
 
+Its global random generators are its own, as a fresh process's: Python's random reseeds itself at a fork,
+torch's (and NumPy's, when the zygote imported numpy.random) the child reseeds from the OS, as their import
+does in a fresh process (otherwise every program of a run, each rank of a rehearsal, drew the same numbers).
+
 Known differences (none read by the tests' programs): the child's parent is the zygote; it starts with
 torch (and what torch imports) already in sys.modules and Python's hash seed shared with its siblings;
 its stack below the script's module frame holds the zygote's frames; the objects torch made on import
@@ -605,6 +609,12 @@ def _become(message, fds, base, captured, set_by_torch, preload):
     sys.path.insert(0, os.path.dirname(os.path.realpath(script)))
     # what `import torch` does in a fresh process, where the script imports it
     os.environ.update(set_by_torch)
+    # torch's global generator is seeded on import from the OS (NumPy's legacy one on `import numpy.random`),
+    # unlike every other process's: a fork shares the zygote's (Python's random reseeds itself at a fork)
+    if "torch" in sys.modules:
+        sys.modules["torch"].default_generator.seed()
+    if "numpy.random" in sys.modules:
+        sys.modules["numpy.random"].seed()
     for func, args, kwargs in captured:
         atexit.register(func, *args, **kwargs)
     for finder in list(sys.meta_path):
