@@ -1352,7 +1352,10 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
     device variable, "gpu" no torch device), so the test stays with them. Moved to torch.npu, the
     test would pick "cuda" on the Ascend machine, where Lightning finds no CUDA device and stops;
     as written it picks the arm below ("cpu") and runs. Only an arm that does nothing but assign
-    such strings to names: one that also moves a model (`model.cuda()`) moves with its test."""
+    such strings to names: one that also moves a model (`model.cuda()`) moves with its test.
+    The string may be a member of the module's own class (pyannote-audio 4.0.7's __main__.py:
+    `device = Device.CUDA`, `class Device(str, Enum): CUDA = "cuda"`, read as
+    `torch.device(device.value)`): the member keeps its value, so the test stays with it."""
     body = node.body
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return
@@ -1360,14 +1363,35 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
         if not isinstance(statement, cst.SimpleStatementLine):
             return
         for small in statement.body:
-            if not (type(small) is cst.Assign and type(small.value) is cst.SimpleString
-                    and all(type(t.target) is cst.Name for t in small.targets)):
+            if not (type(small) is cst.Assign and all(type(t.target) is cst.Name for t in small.targets)):
                 return
-            value = (string_value(small.value) or "").lower()
-            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(small):
+            assign = small if type(small.value) is cst.SimpleString else _class_member_assignment(ctx, small.value)
+            if assign is None or type(assign.value) is not cst.SimpleString:
+                return
+            value = (string_value(assign.value) or "").lower()
+            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(assign):
                 return
     if dc.is_device_test(node.test, resolve):
         ctx.keep(node.test)
+
+
+def _class_member_assignment(ctx: Context, value: cst.BaseExpression) -> Optional[cst.Assign]:
+    """`Device.CUDA`: the assignment `CUDA = ...` in the body of the module-level `class Device`
+    (the last one, as Python binds it); None for anything else."""
+    if not (type(value) is cst.Attribute and type(value.value) is cst.Name):
+        return None
+    owner, member = value.value.value, value.attr.value
+    found: Optional[cst.Assign] = None
+    for statement in ctx.module.body:
+        if type(statement) is cst.ClassDef and statement.name.value == owner:
+            found = None
+            for line in statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ():
+                if type(line) is cst.SimpleStatementLine:
+                    for small in line.body:
+                        if type(small) is cst.Assign and any(
+                                type(t.target) is cst.Name and t.target.value == member for t in small.targets):
+                            found = small
+    return found
 
 
 # `cuda=torch.cuda.is_available()`, `use_gpu=not x and torch.cuda.is_available()`: a flag keyword
