@@ -20,6 +20,11 @@ from .prefilter import framework_rules_may_apply, tree_facts
 from .rules import Rule, RuleSet
 from .suppressions import covers
 
+# What a finding in code that runs only behind a device test kept on CUDA adds to its message.
+DEAD_CODE_NOTE = (" (dead on the NPU: it runs only where {test}, a device test left as it is"
+                  " on CUDA (NPU315), so the NPU never takes this path)")
+
+
 @dataclass
 class _Pending:
     node: cst.CSTNode
@@ -66,6 +71,10 @@ class Context:
     # Ids of original nodes the rewrites must leave as they are (Context.keep): a guard that
     # sends tensors to a CUDA kernel, a line the tool itself would break (codemods/guards.py).
     kept: Set[int] = field(default_factory=set)
+    # Ids of original nodes kept because they run only where a device test kept on CUDA is True
+    # (codemods/guards.py: the side it opens) -> that test's code: dead on the NPU, so what is
+    # found there is a note (Context.finding), as for an optional import.
+    dead: Dict[int, str] = field(default_factory=dict)
     # Ids of original nodes whose findings are not reported, but those of the one code named
     # (Context.quiet: a CUDA class kept whole, whose NPU328 finding says why).
     quieted: Dict[int, str] = field(default_factory=dict)
@@ -95,13 +104,16 @@ class Context:
             self._positions[key] = NodePositions(module)
         return self._positions[key].get(node)
 
-    def keep(self, node: cst.CSTNode) -> None:
+    def keep(self, node: cst.CSTNode, behind: Optional[str] = None) -> None:
         """Leave `node` and everything in it as it is: no rewrite touches it (findings still
-        are reported)."""
+        are reported). `behind`: when `node` runs only behind a device test kept on CUDA (dead on
+        the NPU: its findings are notes), that test as the note says it (`` `x.is_cuda` is True ``)."""
         stack = [node]
         while stack:
             n = stack.pop()
             self.kept.add(id(n))
+            if behind is not None:
+                self.dead.setdefault(id(n), behind)
             stack.extend(children(n))
 
     def quiet(self, node: cst.CSTNode, but: str) -> None:
@@ -194,6 +206,11 @@ class Context:
             return
         if self.quieted.get(id(node), rule.code) != rule.code:
             return
+        behind = self.dead.get(id(node)) if self.dead else None
+        if behind is not None and (severity or rule.severity) is not Severity.INFO:
+            # (pycuda imported behind `if torch.cuda.is_available():`, which stays: never run there)
+            severity = Severity.INFO
+            message = (message if message is not None else rule.render_message(api=api)) + DEAD_CODE_NOTE.format(test=behind)
         self._pending.append(
             _Pending(
                 node,

@@ -1461,6 +1461,56 @@ def test_a_device_test_opening_torch_cuda_calls_left_as_they_are_stays_cuda():
     assert [f.code for f in r.findings if f.code == "NPU315"] == []
 
 
+# pytorch-ignite 0.5.5 tests/ignite/engine/test_create_supervised.py:50-84, trimmed: apex's amp
+# imported behind the device test that opens it.
+IGNITE_APEX = '''\
+import torch
+from torch.optim import SGD
+
+
+def _default_create_supervised_trainer(model, amp_mode=None, model_device=None, trainer_device=None):
+    if model_device:
+        model.to(model_device)
+    optimizer = SGD(model.parameters(), 0.1)
+
+    if amp_mode == "apex" and model_device == trainer_device == "cuda":
+        from apex import amp
+
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O2")
+    return model, optimizer
+'''
+
+
+def test_a_cuda_only_import_behind_a_device_test_that_stays_is_a_note():
+    """pytorch-ignite 0.5.5's `if amp_mode == "apex" and model_device == trainer_device == "cuda":
+    from apex import amp`, and `if torch.cuda.is_available(): import pycuda.autoinit`: the test stays
+    CUDA (NPU315), so the import never runs on the NPU; its NPU303 (warning for apex, error for
+    pycuda) is a note there, saying why, as for an optional import. So is what else the kept side
+    reports (NPU320 at torchtune's _record_memory_history). The same import unguarded keeps its
+    severity."""
+    r = migrate_source(IGNITE_APEX, "tests/ignite/engine/test_create_supervised.py")
+    assert r.new_text is None
+    line = IGNITE_APEX.splitlines().index("        from apex import amp") + 1
+    assert [(f.code, f.severity.value, f.span.line) for f in r.findings] == [
+        ("NPU315", "warning", line - 1), ("NPU303", "info", line)]
+    note = (' (dead on the NPU: it runs only where `model_device == trainer_device == "cuda"` is True, a device'
+            ' test left as it is on CUDA (NPU315), so the NPU never takes this path)')
+    assert r.findings[1].message.endswith(note)
+    # behind a test False on CUDA: the rest of the block after its refusal
+    refusal = ("import torch\ndef f(x):\n    if x.device.type != 'cuda':\n        raise NotImplementedError('CUDA only')\n"
+               "    from flash_attn import flash_attn_func\n    return flash_attn_func(x, x, x)\n")
+    r = migrate_source(refusal, "m.py")
+    assert [(f.code, f.severity.value) for f in r.findings] == [("NPU315", "error"), ("NPU303", "info")]
+    assert "it runs only where `x.device.type != 'cuda'` is False," in r.findings[1].message
+    toy = "import torch\nif torch.cuda.is_available():\n    import pycuda.autoinit\n"
+    r = migrate_source(toy, "m.py")
+    assert [(f.code, f.severity.value) for f in r.findings] == [("NPU315", "warning"), ("NPU303", "info")]
+    unguarded = migrate_source("import torch\nimport pycuda.autoinit\n", "m.py")
+    assert [(f.code, f.severity.value) for f in unguarded.findings] == [("NPU303", "error")]
+    r = migrate_source(TORCHTUNE_MEMORY_HISTORY, "recipes/full_finetune_distributed.py")
+    assert {(f.code, f.severity.value) for f in r.findings} == {("NPU315", "warning"), ("NPU320", "info")}
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries
