@@ -101,7 +101,7 @@ class Chunk:
 # `.image` or `import ... image` (a framework name: words.framework_name) -- except where the
 # name is written alone, which resolves only where an import binds it (imports.ImportTable):
 # in a file where one does, or a star import may, the word alone keeps a statement (left_out).
-_STATEMENT_REFS = {"attr", "attr_or_def", "quoted", "quoted_any_case", "cuda_pair", "link", "attr_or_import", "index_call",
+_STATEMENT_REFS = {"attr", "call_or_def", "quoted", "quoted_any_case", "cuda_pair", "link", "attr_or_import", "index_call",
                    "import_as"}
 
 

@@ -101,13 +101,17 @@ def link_regex(parent: str, name: str, aliased: bool = True) -> str:
 def ref_alternatives(kind: str, name: str) -> Tuple[Tuple[str, ...], ...]:
     """The patterns of a ref: it is found where every pattern of one alternative matches.
     A `link` under an alias (`import torch.nn as tnn`) needs the name written as an attribute
-    too (`tnn.Transformer`: the import table resolves nothing else), anywhere in the text (a
-    function may use the alias above the import); `import torch.nn as nn` and the word
-    Transformer in a docstring (8 of transformers' files) meet no `torch.nn.Transformer`."""
+    of that alias too (`tnn.Transformer`: the import table resolves nothing else), anywhere in
+    the text (a function may use the alias above the import): link_found, _ALIAS_USES;
+    `import torch.nn as nn` and the word Transformer in a docstring (8 of transformers' files)
+    meet no `torch.nn.Transformer`, nor `import torch.nn.functional as F` and `torch.pdist`
+    (lightly 1.6.0's hypersphere_loss.py) `torch.nn.functional.pdist`."""
     if kind == "link":
         parent, last = name.split(".")
-        return ((link_regex(parent, last, aliased=False),),
-                (rf"{re.escape(parent)}\b{_LINE_GAP}+as\b", rf"\.{_CHAIN_GAP}{re.escape(last)}\b"))
+        # (the comment names `last`: links of one parent share the rest of the pattern)
+        aliased = rf"{re.escape(parent)}\b{_LINE_GAP}+as{_LINE_GAP}+([A-Za-z_]\w*)\b(?#{last})"
+        _ALIAS_USES[aliased] = last
+        return ((link_regex(parent, last, aliased=False),), (aliased,))
     return tuple((p,) for p in ref_regexes(kind, name))
 
 
@@ -122,8 +126,8 @@ def ref_regexes(kind: str, name: str) -> Tuple[str, ...]:
         return (attribute,)
     if kind == "attr_or_import":
         return (attribute, imported)
-    if kind == "attr_or_def":
-        return (attribute, rf"def{_LINE_GAP}+{n}\b")
+    if kind == "call_or_def":  # `.n(`: a method called (not a flag read: `args.cuda`), or `def n`
+        return (rf"\.{_CHAIN_GAP}{n}{_CHAIN_GAP}\(", rf"def{_LINE_GAP}+{n}\b")
     if kind == "quoted":
         quoted = rf"['\"]{n}\b"
         _LEADS[quoted] = ("'" + name, '"' + name)
@@ -202,6 +206,9 @@ _LEADS: Dict[str, Tuple[str, ...]] = {}
 # nothing, neither does the ref's (which otherwise backtracked through every import statement
 # of the text looking for the name; transformers: 0.038 -> 0.025 CPU-s). Filled by ref_regexes.
 _GATES: Dict[str, str] = {}
+# A `link` ref's alias pattern (ref_alternatives: `functional as F`) -> the name it needs written
+# as an attribute of one of the aliases it binds (`F.pdist`): link_found.
+_ALIAS_USES: Dict[str, str] = {}
 
 
 def link_found(pattern: "re.Pattern[str]", text: str) -> bool:
@@ -212,6 +219,11 @@ def link_found(pattern: "re.Pattern[str]", text: str) -> bool:
     gate = _GATES.get(pattern.pattern)
     if gate is not None and compiled(gate).search(text) is None:
         return False
+    last = _ALIAS_USES.get(pattern.pattern)
+    if last is not None:  # `functional as F` and `F.pdist`, in either order
+        return any(next(matches_at_word_start(compiled(rf"{re.escape(alias)}{_CHAIN_GAP}\.{_CHAIN_GAP}{re.escape(last)}\b"),
+                                              text), None) is not None
+                   for alias in {match.group(1) for match in matches_at_word_start(pattern, text)})
     if not pattern.pattern[:1].isalnum():
         return pattern.search(text) is not None
     return next(matches_at_word_start(pattern, text), None) is not None

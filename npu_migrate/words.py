@@ -38,7 +38,8 @@ class Requirement:
                              `.name` written (`import torch.nn as tnn` ... `tnn.Transformer`)
                              -- the only ways a reference to `...parent.name` can resolve
                              through imports (prefilter.ref_alternatives);
-    ("attr", n)              `.n` (a method call); ("attr_or_def", n): or `def n`;
+    ("attr", n)              `.n`; ("call_or_def", n): `.n(` (a method call, not an attribute read:
+                             `args.cuda`), or `def n`;
     ("quoted", n)            a string literal starting with `n` (`'n`, `"n`; "quoted_any_case": in any case);
     ("keyword", n)           `n` written as a keyword argument (`n=`) or as a quoted dict key (`'n'`);
     ("quoted_end", n)        a string literal whose value ends with `n` (`'x.cu'`, `"gpu"`; also split by an
@@ -98,8 +99,9 @@ def attribute(name: str) -> Requirement:
 
 
 def method_or_def(name: str) -> Requirement:
-    """`.name`, or `def name` (a class's own method, renamed with its callers)."""
-    return Requirement(frozenset({Word(name)}), frozenset({("attr_or_def", name)}))
+    """`.name(` (called: the method kind renames calls; `args.cuda` stays), or `def name` (a
+    class's own method, renamed with its callers)."""
+    return Requirement(frozenset({Word(name)}), frozenset({("call_or_def", name)}))
 
 
 def quoted(word: str, ignore_case: bool = False) -> Requirement:

@@ -3415,3 +3415,49 @@ def test_a_cuda_test_choosing_a_name_the_pass_keeps_stays_with_it():
         "model.cuda()", "model.npu()") + PARTIAL_PADDING
     assert '        if torch.cuda.is_available():\n            accelerator = "cuda"' in r.new_text
     assert [(f.code, f.span.line) for f in r.findings] == [("NPU313", 14)]
+
+
+# pyannote-audio 4.0.7 src/pyannote/audio/__main__.py:59-96 (the CLI's `--device auto`): the test
+# picks a member of the module's own Enum, whose value "cuda" stays (the CLI's choice, read as
+# torch.device(device.value)). Moved alone, `auto` became torch.device("cuda") on the Ascend
+# machine and the pipeline's .to() failed there; as written it picks the CPU and runs. The device
+# type test of the same file that reads a torch device still moves.
+PYANNOTE_DEVICE_CHOICE = '''\
+from enum import Enum
+
+import torch
+
+
+class Device(str, Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
+    MPS = "mps"
+    AUTO = "auto"
+
+
+def parse_device(device: Device) -> torch.device:
+    if device == Device.AUTO:
+        if torch.cuda.is_available():
+            device = Device.CUDA
+
+        elif torch.backends.mps.is_available():
+            device = Device.MPS
+
+        else:
+            device = Device.CPU
+
+    return torch.device(device.value)
+
+
+def report(torch_device):
+    if torch_device.type == "cuda":
+        props = torch.cuda.get_device_properties(torch_device)
+        return props.name
+'''
+
+
+def test_a_cuda_test_choosing_a_member_of_the_modules_enum_stays_with_its_value():
+    r = assert_partial_as_whole(PYANNOTE_DEVICE_CHOICE, "pyannote/audio/__main__.py")
+    assert r.new_text == with_torch_npu(PYANNOTE_DEVICE_CHOICE).replace(
+        'torch_device.type == "cuda"', 'torch_device.type == "npu"').replace(
+        "torch.cuda.get_device_properties", "torch.npu.get_device_properties") + PARTIAL_PADDING

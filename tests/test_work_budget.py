@@ -802,6 +802,34 @@ def test_a_qualified_name_under_an_aliased_parent_needs_its_attribute_written():
         assert {f.code for f in migrate_source(used, "block.py").findings} == {"NPU304"}, used
 
 
+def test_a_qualified_name_under_an_aliased_parent_needs_that_alias_written():
+    """`import torch.nn.functional as F` and `torch.pdist(x)` (lightly 1.6.0's hypersphere_loss.py)
+    met NPU304's torch.nn.functional.pdist: the link's alias alternative asked for `functional as`
+    and `.pdist` anywhere. The import table resolves `F.pdist` only: the alias the import binds is
+    the one that must be written before `.pdist`, anywhere in the text."""
+    text = "import torch\nimport torch.nn.functional as F\n\n\ndef loss(x):\n    return torch.pdist(F.normalize(x))\n"
+    assert migrate_source(text, "loss.py").work == {}
+    for used in (text.replace("torch.pdist", "F.pdist"),
+                 text.replace("torch.pdist(", "F .pdist(\n    "),
+                 "def loss(x):\n    return fn.pdist(x)\n\n\nimport torch.nn.functional as fn\n",
+                 "import torch\nfrom torch.nn import functional as F, init\ny = F.pdist(x)\n",
+                 "import torch\nimport torch.nn.functional \\\n    as F\ny = F.pdist(x)\n"):
+        assert "NPU304" in {f.code for f in migrate_source(used, "loss.py").findings}, used
+
+
+@pytest.mark.parametrize("text", [
+    "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--cuda', action='store_true')\n"
+    "args = parser.parse_args()\nif args.cuda:\n    print('on the GPU')\n",
+    "def run(args):\n    return args.cuda and args.fp16\n",
+])
+def test_a_method_rule_needs_its_method_called(text):
+    """NPU101 renames `.cuda(...)` calls (and a class's own `def cuda`): an attribute read
+    (`args.cuda`, a command-line flag: fairseq, ignite) admitted the file for nothing."""
+    assert migrate_source(text, "train.py").work == {}
+    called = text + "model = model.cuda(\n)\n"
+    assert [e.code for e in migrate_source(called, "train.py").edits] == ["NPU101"]
+
+
 def test_a_definition_left_out_is_parsed_by_its_own_lines(monkeypatch):
     """transformers' mamba, zamba, jamba: a device test reads `is_fast_path_available = all(...)`,
     a module-level assignment partial parsing leaves out amid other module code. The second

@@ -56,7 +56,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import AbstractSet, Any, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
@@ -1352,7 +1352,10 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
     device variable, "gpu" no torch device), so the test stays with them. Moved to torch.npu, the
     test would pick "cuda" on the Ascend machine, where Lightning finds no CUDA device and stops;
     as written it picks the arm below ("cpu") and runs. Only an arm that does nothing but assign
-    such strings to names: one that also moves a model (`model.cuda()`) moves with its test."""
+    such strings to names: one that also moves a model (`model.cuda()`) moves with its test.
+    The string may be a member of the module's own class (pyannote-audio 4.0.7's __main__.py:
+    `device = Device.CUDA`, `class Device(str, Enum): CUDA = "cuda"`, read as
+    `torch.device(device.value)`): the member keeps its value, so the test stays with it."""
     body = node.body
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return
@@ -1360,14 +1363,35 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
         if not isinstance(statement, cst.SimpleStatementLine):
             return
         for small in statement.body:
-            if not (type(small) is cst.Assign and type(small.value) is cst.SimpleString
-                    and all(type(t.target) is cst.Name for t in small.targets)):
+            if not (type(small) is cst.Assign and all(type(t.target) is cst.Name for t in small.targets)):
                 return
-            value = (string_value(small.value) or "").lower()
-            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(small):
+            assign = small if type(small.value) is cst.SimpleString else _class_member_assignment(ctx, small.value)
+            if assign is None or type(assign.value) is not cst.SimpleString:
+                return
+            value = (string_value(assign.value) or "").lower()
+            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(assign):
                 return
     if dc.is_device_test(node.test, resolve):
         ctx.keep(node.test)
+
+
+def _class_member_assignment(ctx: Context, value: cst.BaseExpression) -> Optional[cst.Assign]:
+    """`Device.CUDA`: the assignment `CUDA = ...` in the body of the module-level `class Device`
+    (the last one, as Python binds it); None for anything else."""
+    if not (type(value) is cst.Attribute and type(value.value) is cst.Name):
+        return None
+    owner, member = value.value.value, value.attr.value
+    found: Optional[cst.Assign] = None
+    for statement in ctx.module.body:
+        if type(statement) is cst.ClassDef and statement.name.value == owner:
+            found = None
+            for line in statement.body.body if isinstance(statement.body, cst.IndentedBlock) else ():
+                if type(line) is cst.SimpleStatementLine:
+                    for small in line.body:
+                        if type(small) is cst.Assign and any(
+                                type(t.target) is cst.Name and t.target.value == member for t in small.targets):
+                            found = small
+    return found
 
 
 # `cuda=torch.cuda.is_available()`, `use_gpu=not x and torch.cuda.is_available()`: a flag keyword
@@ -1480,6 +1504,40 @@ def _compared_with_cuda(text: str) -> bool:
 _CAMEL_RE = r"(?<=[a-z0-9])(?=[A-Z])"
 # Nodes whose Name children are not references to a value (`x.attr`'s attr, a keyword's name, ...).
 _NOT_REFERENCES = (cst.Import, cst.ImportFrom)
+
+
+def _paths(root: cst.CSTNode, children: Callable[[cst.CSTNode], Sequence[cst.CSTNode]] = code_children,
+           in_file_order: bool = True) -> Iterator[Tuple[cst.CSTNode, List[cst.CSTNode]]]:
+    """Each node under `root`, `root` first, before the nodes below it (pre-order), with its
+    path: the nodes from `root` down to it, itself last (one list the walk changes as it goes:
+    read it, or `_record` it, before the next step). The walk goes below a node into
+    `children(node)` (a node's code: code_children), in the file's order, or last first where
+    `in_file_order` is False (the order the walks of references and calls always had)."""
+    path: List[cst.CSTNode] = []
+    stack: List[Tuple[cst.CSTNode, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        del path[depth:]
+        path.append(node)
+        yield node, path
+        depth += 1
+        below = children(node)
+        stack.extend([(c, depth) for c in (reversed(below) if in_file_order else below)])
+
+
+def _reference_children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+    """Where a reference to a name may be below `node`, as _references reads them: nowhere below
+    a name or an import, only the value of an attribute or an argument, a definition's code but
+    its name, a parameter's default."""
+    if isinstance(node, cst.Name) or isinstance(node, _NOT_REFERENCES):
+        return ()
+    if isinstance(node, (cst.Attribute, cst.Arg)):
+        return (node.value,)
+    if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+        return [c for c in code_children(node) if c is not node.name]
+    if isinstance(node, cst.Param):
+        return () if node.default is None else (node.default,)
+    return code_children(node)
 
 
 def _exits(suite: cst.BaseSuite) -> bool:
@@ -2579,18 +2637,10 @@ class _DeviceGates:
     def _attribute_uses(self, owner: cst.ClassDef, attribute: str) -> List[cst.CSTNode]:
         """The nodes `self.<attribute>` in the class, in source order, their ancestors recorded."""
         found: List[cst.CSTNode] = []
-        path: List[cst.CSTNode] = []
-        stack: List[Tuple[cst.CSTNode, int]] = [(owner, 0)]
-        while stack:
-            n, at = stack.pop()
-            del path[at:]
-            path.append(n)
+        for n, path in _paths(owner):  # (below one: `self` and the name alone)
             if self_attribute(n) == attribute:
                 self._record(path)
                 found.append(n)
-                continue
-            at += 1
-            stack.extend([(c, at) for c in reversed(code_children(n))])  # (in source order)
         return found
 
     def _tests_a_device(self, node: cst.Comparison) -> bool:
@@ -2609,17 +2659,16 @@ class _DeviceGates:
         definitions = self.definitions
         kept = self.ctx.kept
         resolve = self.ctx.imports.resolve
-        path: List[cst.CSTNode] = []
-        stack: List[Tuple[cst.CSTNode, int]] = [(self.ctx.module, 0)]
         # (node types by identity: libcst's are final classes, and isinstance() on them goes
         # through ABCMeta, a fifth of this walk)
         definition_types = (cst.FunctionDef, cst.ClassDef)
         comparison, attribute, call = cst.Comparison, cst.Attribute, cst.Call
         n: Any  # narrowed by `kind is ...`, which mypy cannot follow
-        while stack:
-            n, depth = stack.pop()
-            del path[depth:]
-            path.append(n)
+
+        def below(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
+            return () if id(node) in kept else code_children(node)
+
+        for n, path in _paths(self.ctx.module, below):
             if id(n) in kept:
                 continue  # the planner keeps it already (a capability check's whole statement)
             kind = type(n)
@@ -2637,8 +2686,6 @@ class _DeviceGates:
             elif kind is call and not n.args and resolve(n.func) in ("torch.cuda.is_available", "torch.cuda.device_count"):
                 found.append(n)  # `torch.cuda.is_available() and HAS_TRITON`: the same gate;
                 self._record(path)  # `for i in range(torch.cuda.device_count()):` (_counted_loop)
-            depth += 1
-            stack.extend([(c, depth) for c in reversed(code_children(n))])  # (pre-order: the file's order)
         for stmt in self.ctx.module.body:
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
@@ -3098,19 +3145,12 @@ class _DeviceGates:
 
     def _calls_of(self, name: str) -> Iterator[cst.Call]:
         work.count("walk")
-        path: List[cst.CSTNode] = []
-        stack: List[Tuple[cst.CSTNode, int]] = [(self.ctx.module, 0)]
-        while stack:
-            n, depth = stack.pop()
-            del path[depth:]
-            path.append(n)
+        for n, path in _paths(self.ctx.module, in_file_order=False):
             if isinstance(n, cst.Call) and (
                     (isinstance(n.func, cst.Name) and n.func.value == name)
                     or (isinstance(n.func, cst.Attribute) and n.func.attr.value == name)):
                 self._record(path)
                 yield n
-            depth += 1
-            stack.extend([(c, depth) for c in code_children(n)])
 
     def _variable(self, assign: cst.CSTNode, name: str, negative: bool, depth: int,
                   seen: Set[int]) -> Optional[Tuple[str, str]]:
@@ -3212,12 +3252,7 @@ class _DeviceGates:
                     if attribute.encode() in words and any(self._cuda_word(w) for w in words):
                         self.ctx.partial_lines.add(run)
         work.count("walk")
-        path: List[cst.CSTNode] = []
-        stack: List[Tuple[cst.CSTNode, int]] = [(owner, 0)]
-        while stack:
-            n, at = stack.pop()
-            del path[at:]
-            path.append(n)
+        for n, path in _paths(owner):  # (below one: `self` and the name alone)
             if self_attribute(n) == attribute:
                 self._record(path)
                 parent = self.parent.get(id(n))
@@ -3227,37 +3262,15 @@ class _DeviceGates:
                     if verdict is not None:
                         kept = "cleared in" if cleared else "kept in"
                         return verdict[0], f"it is {kept} `self.{attribute}`, where {verdict[1]}"
-                continue
-            at += 1
-            stack.extend([(c, at) for c in reversed(code_children(n))])  # (in source order)
         return None
 
     def _uses(self, scope: cst.CSTNode, name: str) -> Iterator[cst.Name]:
         """The references to `name` under `scope` (as _references reads them, in its order),
         their ancestors recorded."""
-        path: List[cst.CSTNode] = []
-        stack: List[Tuple[cst.CSTNode, int]] = [(scope, 0)]
-        while stack:
-            n, depth = stack.pop()
-            del path[depth:]
-            path.append(n)
-            if isinstance(n, cst.Name):
-                if n.value == name:
-                    self._record(path)
-                    yield n
-                continue
-            if isinstance(n, _NOT_REFERENCES):
-                continue
-            depth += 1
-            if isinstance(n, (cst.Attribute, cst.Arg)):
-                stack.append((n.value, depth))
-            elif isinstance(n, (cst.FunctionDef, cst.ClassDef)):
-                stack.extend([(c, depth) for c in code_children(n) if c is not n.name])
-            elif isinstance(n, cst.Param):
-                if n.default is not None:
-                    stack.append((n.default, depth))
-            else:
-                stack.extend([(c, depth) for c in code_children(n)])
+        for n, path in _paths(scope, _reference_children, in_file_order=False):
+            if isinstance(n, cst.Name) and n.value == name:
+                self._record(path)
+                yield n
 
     def _argument(self, arg: cst.Arg, negative: bool, depth: int, seen: Set[int]) -> Optional[Tuple[str, str]]:
         """A device test passed to a function of the module (`try_gpu(index, query, is_cuda,
