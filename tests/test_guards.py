@@ -1511,6 +1511,97 @@ def test_a_cuda_only_import_behind_a_device_test_that_stays_is_a_note():
     assert {(f.code, f.severity.value) for f in r.findings} == {("NPU315", "warning"), ("NPU320", "info")}
 
 
+# mindone 0.5.0 tests/transformers_tests/integrations/test_flash_attention.py:1-18, 31-75 and 81-106,
+# trimmed: each test makes the PyTorch reference on a CUDA machine and runs the MindSpore code under
+# test on Ascend.
+MINDONE_FLASH_ATTENTION = '''\
+import os
+from math import sqrt
+from typing import Optional
+
+import numpy as np
+import pytest
+import torch
+from transformers.integrations.flash_attention import flash_attention_forward as flash_attention_forward_transformers
+
+from mindspore import grad, jit, mint, set_seed, tensor
+
+from mindone.transformers.integrations.flash_attention import flash_attention_forward
+from tests.modeling_test_utils import MS_DTYPE_MAPPING, PT_DTYPE_MAPPING
+
+flash_attention_forward_jit = jit(flash_attention_forward, jit_level="O1")
+
+
+def cast_inputs(q, k, v, target, dtype, device: Optional[str] = None):
+    q, k, v, target = q.to(dtype), k.to(dtype), v.to(dtype), target.to(dtype)
+    if device is not None:
+        q, k, v, target = q.to(device), k.to(device), v.to(device), target.to(device)
+    return q, k, v, target
+
+
+def test_fa_attention_forward(q_k_v_target, dtype: str, causal: bool, jit_compile):
+    module = MockAttentionModule(is_causal=causal, attn_implementation="flash_attention_2")
+
+    if torch.cuda.is_available():  # CUDA device
+        if jit_compile:
+            pytest.skip("Generate PyTorch outputs only for eager mode.")
+        q_pt, k_pt, v_pt, _ = cast_inputs(*q_k_v_target["pt"], dtype=PT_DTYPE_MAPPING[dtype], device="cuda")
+        output_pt = flash_attention_forward_transformers(module, q_pt, k_pt, v_pt, None)[0]
+
+        torch.save(output_pt.cpu(), f"fa_attn_fwd_{dtype}_{causal}.pt")
+        assert os.path.exists(f"fa_attn_fwd_{dtype}_{causal}.pt"), "Failed to save PyTorch outputs."
+
+    else:  # Ascend device
+        q, k, v, _ = cast_inputs(*q_k_v_target["ms"], dtype=MS_DTYPE_MAPPING[dtype])
+        scaling = 1 / sqrt(q.shape[-1])
+
+        fa_forward = flash_attention_forward_jit if jit_compile else flash_attention_forward
+        output = fa_forward(module, q, k, v, None, scaling=scaling)[0]
+        output_pt = torch.load(f"fa_attn_fwd_{dtype}_{causal}.pt")
+
+        assert output.shape == output_pt.shape, f"Shape mismatch: {output.shape} vs {output_pt.shape}"
+
+
+def test_fa_attention_backward(q_k_v_target, dtype: str, causal: bool, jit_compile):
+    module = MockAttentionModule(is_causal=causal, attn_implementation="flash_attention_2")
+
+    if torch.cuda.is_available():  # CUDA device
+        q_pt, k_pt, v_pt, target = cast_inputs(*q_k_v_target["pt"], dtype=PT_DTYPE_MAPPING[dtype], device="cuda")
+        output_pt = flash_attention_forward_transformers(module, q_pt, k_pt, v_pt, None)[0]
+        loss = torch.nn.functional.mse_loss(output_pt, target)
+        loss.backward()
+
+    else:  # Ascend device
+        q, k, v, target = cast_inputs(*q_k_v_target["ms"], dtype=MS_DTYPE_MAPPING[dtype])
+
+        def _forward(q_, k_, v_, target_):
+            output = flash_attention_forward(module, q_, k_, v_, None)[0]
+            return mint.nn.functional.mse_loss(output, target_)
+
+        grad_out = grad(_forward, grad_position=(0, 1, 2))(q, k, v, target)
+'''
+
+
+def test_a_cuda_test_whose_other_side_is_the_mindspore_code_stays_cuda():
+    """mindone 0.5.0's flash-attention tests: `if torch.cuda.is_available(): <the PyTorch reference,
+    on CUDA, saved> else: <the MindSpore code under test, on Ascend>`. Moved to torch.npu, the test
+    was True on Ascend (with torch_npu) and the MindSpore side never ran there. In a module that
+    imports MindSpore, a CUDA test whose other side reads MindSpore (a name imported from it, or a
+    module variable it makes: `flash_attention_forward_jit = jit(...)`) stays, and so does its CUDA
+    side; nothing else changes, so no `import torch_npu`. A plain PyTorch other side still moves."""
+    r = assert_partial_as_whole(MINDONE_FLASH_ATTENTION, "tests/transformers_tests/integrations/test_flash_attention.py")
+    assert r.new_text is None and r.edits == []
+    lines = [i + 1 for i, line in enumerate(MINDONE_FLASH_ATTENTION.splitlines()) if "torch.cuda.is_available()" in line]
+    assert [(f.code, f.span.line, _detail(f)) for f in r.findings] == [
+        ("NPU315", lines[0], "its other side is the MindSpore code, `flash_attention_forward_jit`, made by MindSpore"),
+        ("NPU315", lines[1], "its other side is the MindSpore code, `grad` from mindspore")]
+    # without MindSpore on the other side (its CPU reference in PyTorch), the test moves
+    plain = MINDONE_FLASH_ATTENTION.replace("from mindspore import grad, jit, mint, set_seed, tensor\n", "")
+    r = migrate_source(plain, "tests/test_flash_attention.py")
+    assert r.new_text is not None and r.new_text.count("torch.npu.is_available()") == 2
+    assert [f for f in r.findings if f.code == "NPU315"] == []
+
+
 def test_the_project_scan_finds_functions_using_a_cuda_only_library_and_their_wrappers_not_dispatchers(tmp_path):
     import npu_migrate.project_values as pv
     from npu_migrate.kinds.finding import cuda_only_libraries

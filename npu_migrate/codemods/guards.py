@@ -1647,8 +1647,10 @@ class _DeviceGates:
         # while the readers of a flag a device test clears are judged (_flag_cleared): torch.cuda
         # calls left as they are count as CUDA-only code there
         self._flagged = False
-        # whether the text names a torch.cuda member the torch pass leaves as it is (_names_staying)
+        # whether the text names a torch.cuda member the torch pass leaves as it is (_names_staying);
+        # whether the module imports MindSpore (evidence(): _mindspore_side)
         self._staying: Optional[bool] = None
+        self._mindspore = False
         # whether a name can stand for CUDA-only code (evidence(): an import or definition that
         # is, a library's word), not only a call's name or an error's words
         self._names_code = False
@@ -1690,6 +1692,8 @@ class _DeviceGates:
         # (a definition of the file that builds a CUDA extension at run time: _fixed_reads)
         self._builds_here = any(q in _BUILDERS for q in self.ctx.imports.names.values()) and bool(
             compiled(_CUDA_SOURCE_RE).search(text))
+        # MindSpore imported: a CUDA test's other side may be the MindSpore code (_mindspore_side)
+        self._mindspore = any(q == "mindspore" or q.startswith("mindspore.") for q in self.ctx.imports.names.values())
         if self.cuda_names or self.project_locals or self.ctx.kept or self._builds_here:
             self._names_code = True
             return True  # (kept: what the planner left on CUDA, a capability check among it)
@@ -1713,8 +1717,8 @@ class _DeviceGates:
             # (a CUDA-only call's name written, imported under another: `from torch import mm as f`)
             self.names_matter = _written(text, self._call_leaves, r"(?!\w)", getattr(self.ctx.code, "text_words", None))
             return True
-        if self._names_staying():
-            self.names_matter = False  # (only torch.cuda calls left as they are: _fixed_reads)
+        if self._names_staying() or (self._mindspore and "else" in text):
+            self.names_matter = False  # (only torch.cuda calls left as they are, or MindSpore's side)
             return True
         return False
 
@@ -2839,6 +2843,9 @@ class _DeviceGates:
                      or self._refused_elsewhere(statement) or self._imports_cuda_only(statement.body))
             self._note_elided(statement.body)
             if found is None and isinstance(statement, cst.If):
+                found = self._mindspore_side(statement.orelse)
+                if found is not None:
+                    return ("gate", found)
                 return self._flag_cleared(statement, negative, 0, set())  # `else: self._enabled = False`
             return ("gate", found) if found is not None else None
         side = [statement.orelse] if statement.orelse is not None else []
@@ -2864,7 +2871,39 @@ class _DeviceGates:
         if needs is not None:
             return ("refusal", f"the module imports {needs} unconditionally")
         if not early and isinstance(statement, cst.If):
+            found = self._mindspore_side(statement.body)
+            if found is not None:
+                return ("gate", found)
             return self._flag_cleared(statement, negative, 0, set())
+        return None
+
+    def _mindspore_side(self, side: Optional[cst.CSTNode]) -> Optional[str]:
+        """The side of a CUDA test that runs without CUDA, when it is MindSpore code in a file that
+        imports MindSpore (mindone 0.5.0's tests: `if torch.cuda.is_available(): <the PyTorch
+        reference, saved> else: <the MindSpore code under test, on Ascend>`): it reads a name
+        imported from MindSpore, or a module variable made by one (`f_jit = jit(f)`). Moved, the
+        test is True on the NPU, so the MindSpore side never runs there. The detail, or None."""
+        if not self._mindspore or side is None or isinstance(side, cst.If):
+            return None
+        block = side.body if isinstance(side, cst.Else) else side
+        names = self.ctx.imports.names
+        local = {n for n, q in names.items() if q == "mindspore" or q.startswith("mindspore.")}
+        unknown = []
+        for ref in self._references(block):
+            name = ref.value
+            if name in local:
+                return f"its other side is the MindSpore code, `{name}` from {names[name].rsplit('.', 1)[0] if '.' in names[name] else names[name]}"
+            value = self.definitions.get(name)
+            if isinstance(value, cst.BaseExpression) and any(r.value in local for r in self._references(value)):
+                return f"its other side is the MindSpore code, `{name}`, made by MindSpore"
+            if value is None and name not in names:
+                unknown.append(name)
+        partial = self.ctx.partial
+        if partial is not None:
+            # its statements left out, and the module's that write a name it reads: parsed too,
+            # then judged as a whole parse is
+            self.ctx.partial_lines.update(partial.runs_among(getattr(block, "body", ())))
+            self.ctx.partial_misses.update(name for name in unknown if partial.elided_word(name))
         return None
 
     def _refused_elsewhere(self, statement: cst.CSTNode) -> Optional[str]:
