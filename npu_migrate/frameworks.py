@@ -59,6 +59,9 @@ BACKEND_FUNCS = {"torch.distributed.init_process_group": 0, "torch.distributed.n
 BACKEND_GETTERS = {"torch.distributed.get_backend"}
 # Functions whose single argument may name a tensor type as a string ("torch.cuda.FloatTensor").
 TYPE_STRING_FUNCS = {"torch.set_default_tensor_type"}
+# A name that holds a device by its name alone (`device`, `train_device`, `dev`): the PyTorch
+# pass's literal analysis (codemods/torch/literals.py) and partial.literal_readers read it so.
+DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 # Keyword arguments that are devices for one function only: torch.device(type="cuda", index=0).
 DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
 # Packages the PyTorch pass resolves names of besides those the rules name: partial.py keeps

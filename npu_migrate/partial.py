@@ -52,7 +52,7 @@ from keyword import iskeyword
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
-from .frameworks import FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
+from .frameworks import DEVICE_NAME_RE, FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, compiled, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
@@ -235,7 +235,7 @@ class StatementFilter:
                 if callee in defined:
                     names.add(callee)
         return {name for name in names
-                if not iskeyword(name) and name not in _NOT_READERS and not _DEVICE_NAMED_RE.search(name)}
+                if not iskeyword(name) and name not in _NOT_READERS and not DEVICE_NAME_RE.search(name)}
 
     def left_out(self, chunks: List[Chunk], lines: List[str], also: Set[bytes],
                  ranges: Iterable[Tuple[int, int]] = ()) -> List[Chunk]:
@@ -525,7 +525,6 @@ _CALLEE_BEFORE_RE = re.compile(r"(?<![\w.])(?:(?:self|cls)[ \t]*\.[ \t]*)?([A-Za
 _DEF_RE = re.compile(r"[ \t]*(?:async[ \t]+)?def[ \t]")
 _KEYWORD_BEFORE_RE = re.compile(r"(?<![\w.])([A-Za-z_]\w*)[ \t]*(?::[^=,()]*)?=[ \t]*$")
 _DEFINED_RE = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_]\w*)", re.MULTILINE)
-_DEVICE_NAMED_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")  # literals.DEVICE_NAME_RE
 _NOT_READERS = frozenset({"self", "cls", "print"})
 
 

@@ -495,7 +495,7 @@ def _own_attributes(text: bytes) -> Tuple[str, ...]:
 # A top-level `def name(...)` and its parameters up to the first `)` (an annotation or default
 # holding a call cuts the list short: its later parameters are not known, never wrongly placed).
 _TOP_LEVEL_DEF = re.compile(rb"def[ \t]+(\w+)[ \t]*\(([^)]*)\)")  # matched where a line starts with `def`
-# A parameter named for a device (codemods/torch/literals.py DEVICE_NAME_RE's names).
+# A parameter named for a device (frameworks.DEVICE_NAME_RE's names but `devices`, a list of them).
 _DEVICE_PARAMETER = re.compile(r"(?i)(?:^|_)(?:device|device_type|dev_type)(?:$|_)|^dev$")
 
 

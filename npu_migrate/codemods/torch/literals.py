@@ -15,7 +15,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from ...kinds.device import Positions
-from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, ENV_FUNCS
+from ...frameworks import BACKEND_FUNCS, BACKEND_GETTERS, DEVICE_KEYWORDS_OF, DEVICE_NAME_RE, ENV_FUNCS
 from ...rules import Rule
 from ...fast_visitor import subtree, walk
 from .. import device_context as dc
@@ -25,7 +25,6 @@ from ..syntax import option_names, self_attribute
 from ...codes import applies, emits
 from .state import TorchKind, TorchState
 
-DEVICE_NAME_RE = re.compile(r"(?i)(?:^|_)(?:device|devices|device_type|dev_type)(?:$|_)|^dev$")
 BACKEND_NAME_RE = re.compile(r"(?i)backend")
 ARGPARSE_ADDERS = {"add_argument"}
 # configargparse's aliases of add_argument (OpenNMT-py declares every option with `group.add`):
