@@ -3461,3 +3461,45 @@ def test_a_cuda_test_choosing_a_member_of_the_modules_enum_stays_with_its_value(
     assert r.new_text == with_torch_npu(PYANNOTE_DEVICE_CHOICE).replace(
         'torch_device.type == "cuda"', 'torch_device.type == "npu"').replace(
         "torch.cuda.get_device_properties", "torch.npu.get_device_properties") + PARTIAL_PADDING
+
+
+# classy-vision 0.7.0 classy_vision/generic/distributed_util.py:22-46 (the excerpt as shipped, its
+# docstrings left out): a test of where a tensor is, choosing the module's own label "gpu". It was
+# kept on CUDA as if it chose Lightning's accelerator (guards.keep_test_choosing_gpu), while the
+# module's other `is_cuda` moved: on the NPU `orig_device` was "cpu" for every tensor, and
+# convert_to_normal_tensor, moved, sent each reduced NPU tensor to the CPU.
+CLASSY_DISTRIBUTED_TENSOR = """\
+import torch
+
+
+def convert_to_distributed_tensor(tensor: torch.Tensor) -> Tuple[torch.Tensor, str]:
+    orig_device = "cpu" if not tensor.is_cuda else "gpu"
+    if (
+        torch.distributed.is_available()
+        and torch.distributed.get_backend() == torch.distributed.Backend.NCCL
+        and not tensor.is_cuda
+    ):
+        tensor = tensor.cuda()
+    return (tensor, orig_device)
+
+
+def convert_to_normal_tensor(tensor: torch.Tensor, orig_device: str) -> torch.Tensor:
+    if tensor.is_cuda and orig_device == "cpu":
+        tensor = tensor.cpu()
+    return tensor
+"""
+
+
+def test_a_label_chosen_by_where_a_tensor_is_moves_with_the_modules_other_placement_tests():
+    result = migrate_source(CLASSY_DISTRIBUTED_TENSOR, "classy_vision/generic/distributed_util.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(CLASSY_DISTRIBUTED_TENSOR).replace(
+        ".is_cuda", ".is_npu").replace("Backend.NCCL", "Backend.HCCL").replace(".cuda()", ".npu()")
+    assert [(e.code, e.span.line) for e in result.edits] == [
+        ("NPU108", 2), ("NPU104", 5), ("NPU106", 8), ("NPU104", 9), ("NPU101", 11), ("NPU104", 16)]
+    again = migrate_source(result.new_text, "classy_vision/generic/distributed_util.py", Options())
+    assert again.error is None and not again.changed
+    # A test of the machine choosing "gpu" still stays (lightly's accelerator: LIGHTNING_ACCELERATOR).
+    machine = 'import torch\naccelerator = "gpu" if torch.cuda.is_available() else "cpu"\n'
+    assert migrate_source(machine, "train_cli.py", Options()).new_text is None
+

@@ -1336,11 +1336,18 @@ def keep_test_choosing_gpu(ctx: Context, node: cst.IfExp, resolve) -> None:
     device). Moved to torch.npu, the test would pick "gpu" on the Ascend machine, where that
     framework finds no GPU and stops; as written it picks the other literal ("cpu") and runs.
     Only a choice between two string literals: an arm that computes something (ultralytics'
-    `torch.cuda.get_device_name(0) if torch.cuda.is_available() else "GPU"`) moves with its test."""
+    `torch.cuda.get_device_name(0) if torch.cuda.is_available() else "GPU"`) moves with its test.
+    Only a test of the machine (`torch.cuda.is_available()`, `device_count()`), the way a
+    framework's accelerator is chosen: a test of where a tensor is (classy-vision 0.7.0's
+    distributed_util.py: `orig_device = "cpu" if not tensor.is_cuda else "gpu"`, read back as
+    `if tensor.is_cuda and orig_device == "cpu": tensor = tensor.cpu()`) records the tensor's
+    place in the module's own label and moves with the module's other placement tests: kept, it
+    said "cpu" for every NPU tensor, and the moved reader sent the reduced tensor to the CPU."""
     arms = (node.body, node.orelse)
     if not all(isinstance(arm, cst.SimpleString) for arm in arms):
         return
-    if any((string_value(arm) or "").lower() == "gpu" for arm in arms) and dc.is_device_test(node.test, resolve):
+    if any((string_value(arm) or "").lower() == "gpu" for arm in arms) and any(
+            type(n) is cst.Call and resolve(n.func) in dc.DEVICE_TESTS for n in subtree(node.test)):
         ctx.keep(node.test)
 
 
