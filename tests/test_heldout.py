@@ -3503,3 +3503,48 @@ def test_a_label_chosen_by_where_a_tensor_is_moves_with_the_modules_other_placem
     machine = 'import torch\naccelerator = "gpu" if torch.cuda.is_available() else "cpu"\n'
     assert migrate_source(machine, "train_cli.py", Options()).new_text is None
 
+
+# classy-vision 0.7.0 test/hooks_exponential_moving_average_model_hook_test.py:35-37, 99-101,
+# 123-131 (shortened): the test's label "gpu" goes to the project's own hook, whose __init__ asserts
+# `device in ["cpu", "gpu"]`. `Hook(device=device)` made `device` a device variable, so the
+# variable-only rule moved "gpu" to "npu" in the assignment and in `_map_device_string`'s
+# comparison (the hook's assert then failed), not in `self._test_..._hook("cpu", "gpu")`; and the
+# kept `torch.cuda.is_available()` of the assignment moved only in a second run (not idempotent).
+CLASSY_EMA_TEST = """\
+import unittest
+
+import torch
+from classy_vision.hooks import ExponentialMovingAverageModelHook
+
+
+class TestExponentialMovingAverageModelHook(HookTestBase):
+    def _map_device_string(self, device):
+        return "cuda" if device == "gpu" else "cpu"
+
+    def test_get_model_state_iterator(self):
+        device = "gpu" if torch.cuda.is_available() else "cpu"
+        model = TestModel().to(device=self._map_device_string(device))
+        hook = ExponentialMovingAverageModelHook(decay=0.5, device=device)
+
+    def test_exponential_moving_average_hook(self):
+        device = "gpu" if torch.cuda.is_available() else "cpu"
+        self._test_exponential_moving_average_hook(device, device)
+
+    @unittest.skipUnless(torch.cuda.is_available(), "This test needs a gpu to run")
+    def test_mixed_devices(self):
+        self._test_exponential_moving_average_hook("cpu", "gpu")
+        self._test_exponential_moving_average_hook("gpu", "cpu")
+"""
+
+
+def test_a_gpu_label_given_to_the_projects_own_device_keyword_stays():
+    result = migrate_source(CLASSY_EMA_TEST, "test/hooks_exponential_moving_average_model_hook_test.py", Options())
+    assert result.error is None
+    assert result.new_text == with_torch_npu(CLASSY_EMA_TEST).replace(
+        'return "cuda" if device == "gpu"', 'return "npu" if device == "gpu"').replace(
+        "@unittest.skipUnless(torch.cuda", "@unittest.skipUnless(torch.npu")
+    again = migrate_source(result.new_text, "test/hooks_exponential_moving_average_model_hook_test.py", Options())
+    assert again.error is None and not again.changed
+    # Given to torch itself, the module's "gpu:0" is a device string still (the seed's).
+    seed = "import torch\nCALCULATE_DEVICE = 'gpu:0'\nloss = Loss(device=CALCULATE_DEVICE)\nx = x.to(CALCULATE_DEVICE)\n"
+    assert migrate_source(seed, "seed.py", Options()).new_text == with_torch_npu(seed).replace("'gpu:0'", "'npu:0'")

@@ -270,6 +270,10 @@ class DeviceVariables(cst.CSTVisitor):
         # Names the module assigns a literal only the variable-only device rules move (the
         # seed's `CALCULATE_DEVICE = "gpu:0"`): only their comparisons move such a literal.
         self.variable_literal_names: Set[str] = set()
+        # The device names passed to torch itself (a torch function, `.to(DEV)`), not only to a
+        # callee whose `device=` may take names of its own: the variable-only rules ("gpu",
+        # no torch device) move a literal only in these (LiteralRewrites.is_torch_device_variable).
+        self.torch_device_names: Set[str] = set()
         # `CASES` passed as the values of `pytest.mark.parametrize("n,device", CASES)` -> (the
         # device-named parameters' positions, the number of parameters, how often so passed);
         # None when two such uses disagree (LiteralRewrites._parametrize_variable).
@@ -298,9 +302,15 @@ class DeviceVariables(cst.CSTVisitor):
                 and isinstance(node.func.value, cst.Name) and len(node.args) == 1 and not node.args[0].star \
                 and isinstance(node.args[0].value, cst.Name):
             self._entries(node.args[0].value.value, {node.func.value.value})  # `ct2_args.update(D)`
+        torch_callee: Optional[bool] = None
         for arg, kind in self.t.special_args(node):
             if isinstance(arg.value, cst.Name):
                 (self.device_names if kind == "device" else self.backend_names).add(arg.value.value)
+                if kind == "device":
+                    if torch_callee is None:
+                        torch_callee = self.t.torch_takes_devices(node)
+                    if torch_callee:
+                        self.torch_device_names.add(arg.value.value)
         func = node.func
         positional = [a for a in node.args if a.keyword is None and a.star == ""]
         if (isinstance(func, cst.Attribute) and func.attr.value in COLLECTION_METHODS
@@ -708,6 +718,24 @@ class LiteralRewrites(TorchKind):
     def is_passed_device(self, node: cst.BaseExpression) -> bool:
         return isinstance(node, cst.Name) and self.is_device_variable(node.value)
 
+    def is_torch_device_variable(self, node: cst.BaseExpression) -> bool:
+        """A name the module passes where torch itself takes a device (`torch.cuda.set_device(DEV)`,
+        `x.to(DEV)`): only there is a "gpu" of the module's a device string (the seed's
+        `CALCULATE_DEVICE = "gpu:0"`). A `device=` of the project's own class or of a callee not
+        known takes the module's own label (classy-vision 0.7.0's EMA hook test: `device = "gpu"
+        if torch.cuda.is_available() else "cpu"` given to `ExponentialMovingAverageModelHook(
+        device=device)`, which asserts `device in ["cpu", "gpu"]`; moved, the label became "npu"
+        there while `self._test_exponential_moving_average_hook("cpu", "gpu")` kept it)."""
+        return isinstance(node, cst.Name) and node.value in self._usage(node.value).torch_device_names
+
+    def torch_takes_devices(self, call: cst.Call) -> bool:
+        """Whether `call` is torch's: a function of torch or torch_npu, or a method torch's device
+        rules name (`.to`, `.cuda`) on something not resolved."""
+        qual = self.resolve(call.func)
+        if qual is not None:
+            return qual.split(".", 1)[0] in ("torch", "torch_npu")
+        return isinstance(call.func, cst.Attribute) and call.func.attr.value in self.device_methods
+
     def is_variable_only_literal(self, node: cst.BaseExpression) -> bool:
         """A literal only the variable-only device rules move ("gpu", "gpu:0")."""
         return (isinstance(node, cst.SimpleString) and self.devices.rewrite(node) is not None
@@ -718,7 +746,7 @@ class LiteralRewrites(TorchKind):
         the module assigns such a literal to it. Elsewhere "gpu" is an alias its callers may
         pass (pykeen's resolve_device: `if device == "gpu": device = "cuda"`): it stays, and
         "cuda" moves by its own rule."""
-        return (self.is_passed_device(node) and isinstance(node, cst.Name)
+        return (self.is_torch_device_variable(node) and isinstance(node, cst.Name)
                 and node.value in self._usage(node.value).variable_literal_names)
 
     def backend_literal(self, original, updated, what="distributed backend"):
@@ -1240,7 +1268,7 @@ class LiteralRewrites(TorchKind):
             self._settled(original_value)  # another library's device (NPU303 at its import)
             return updated_value
         if device:
-            variable = self._variable_decides(updated_value) and any(self.is_passed_device(t) for t in targets)
+            variable = self._variable_decides(updated_value) and any(self.is_torch_device_variable(t) for t in targets)
             return self.device_literal(original_value, updated_value, variable=variable)
         if any(self.is_backend_expr(t) for t in targets):
             return self.backend_literal(original_value, updated_value)
@@ -1367,7 +1395,8 @@ class LiteralRewrites(TorchKind):
         except (cst.ParserSyntaxError, RecursionError, ValueError):
             return updated
         strings = list(_literal_strings(expr))
-        rewriter = (self.devices if self.is_passed_device(target) else self.positional_devices) if device else self.backends
+        rewriter = (self.devices if self.is_torch_device_variable(target) else self.positional_devices) if device \
+            else self.backends
         new = {id(s): rewriter.rewrite(s) for s in strings}
         values = {string_value(s) for s in strings}
         if not any(new.values()) or any(n is not None and string_value(n) in values for n in new.values()):
