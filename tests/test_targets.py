@@ -110,6 +110,15 @@ def test_committed_table_matches_the_wheels():
     ("setup.cfg", "[options]\ninstall_requires =\n    torch==2.5.1\n", ("2.5", "torch==2.5.1 in setup.cfg")),
     ("environment.yml", "dependencies:\n  - python=3.10\n  - pytorch=2.1\n", ("2.1", "pytorch==2.1.* in environment.yml")),
     ("environment.yml", "dependencies:\n  - pip:\n    - torch==2.6.0\n", ("2.6", "torch==2.6.0 in environment.yml")),
+    # demucs 4.1.0's pyproject.toml: the upper bound is for Intel Macs only (no torch wheels for
+    # them after 2.2), a platform no Ascend NPU is in: no pin (it made the target torch_npu 2.1).
+    ("pyproject.toml", '[project]\nname = "demucs"\ndependencies = [\n'
+     '    "torch>=2.1; sys_platform != \'darwin\' or platform_machine != \'x86_64\'",\n'
+     '    # torch dropped Intel macOS wheels after 2.2 (and torch <2.3 predates numpy 2).\n'
+     '    "torch>=2.1,<2.3; sys_platform == \'darwin\' and platform_machine == \'x86_64\'",\n]\n',
+     ("", "the newest release: no torch or torch-npu pin found; a lower bound alone is none")),
+    ("requirements.txt", "torch==2.4.0; sys_platform == 'linux' and python_version >= '3.9'\ntorch==2.2.2; platform_machine == 'arm64'\n",
+     ("2.4", "torch==2.4.0 in requirements.txt")),
 ])
 def test_target_read_from_the_project(tmp_path, name, text, expected):
     (tmp_path / ".git").mkdir()

@@ -150,10 +150,12 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     parsed = _parsed_requirement(requirement)
     if parsed is None:
         return None
-    name, specifiers = parsed
+    name, specifiers, marker = parsed
     package = packages.get(_SEPARATORS.sub("-", name).lower())  # packaging's canonicalize_name
     if package is None:
         return None
+    if never_on_linux(marker):
+        return None  # (demucs 4.1.0's `torch>=2.1,<2.3; sys_platform == 'darwin' and ...`: Intel Macs only)
     # as written (packaging sorts the clauses); a local label (torch==2.1.0+cpu) does not
     # change which torch_npu fits
     m = re.match(r"\s*[A-Za-z0-9][A-Za-z0-9._-]*\s*(?:\[[^\]]*\])?\s*\(?([^;@)]*)", requirement)
@@ -169,8 +171,74 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     return Pin(package, spec, where, name)
 
 
-def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optional[Tuple[str, Any]]:
-    """(name as written, its SpecifierSet) of a requirement line, None when packaging finds it
+# What an Ascend machine's Python reports for the markers that name the platform (PEP 508): Linux,
+# on x86_64 or aarch64 servers. Every other marker (python_version, extra, ...) may hold or not.
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+_ASCEND_MACHINES = ("x86_64", "aarch64")
+
+
+def never_on_linux(marker: Any) -> bool:
+    """Whether a requirement's environment marker (packaging's Marker; None: the line has none)
+    is false on every Linux machine an Ascend NPU is in (x86_64, aarch64), whatever its other
+    clauses say: a requirement for another platform (demucs 4.1.0's pyproject.toml:
+    `torch>=2.1,<2.3; sys_platform == 'darwin' and platform_machine == 'x86_64'`, since torch has
+    no Intel-Mac wheels after 2.2) pins no torch the Ascend machine installs. False when it may
+    hold, or cannot be read."""
+    if marker is None:
+        return False
+    try:
+        return all(_marker_value(marker._markers, machine) is False for machine in _ASCEND_MACHINES)
+    except (AttributeError, TypeError, ValueError):
+        return False  # (a marker tree packaging builds otherwise: read as "may hold")
+
+
+def _marker_value(markers: Any, machine: str) -> Optional[bool]:
+    """True, False, or None (not known) for packaging's parsed marker list `markers` (clauses,
+    nested lists, "and"/"or" between them: `Marker._markers` since packaging 22) on Linux on
+    `machine`."""
+    alternatives: List[List[Optional[bool]]] = [[]]
+    for item in markers:
+        if isinstance(item, str):
+            if item == "or":
+                alternatives.append([])
+            elif item != "and":
+                raise ValueError(item)
+        elif isinstance(item, list):
+            alternatives[-1].append(_marker_value(item, machine))
+        else:
+            alternatives[-1].append(_clause_value(item, machine))
+    values: List[Optional[bool]] = []
+    for clauses in alternatives:
+        values.append(False if False in clauses else True if all(c is True for c in clauses) else None)
+    return True if True in values else False if all(v is False for v in values) else None
+
+
+def _clause_value(clause: Any, machine: str) -> Optional[bool]:
+    left, op, right = clause
+    platform = dict(_LINUX, platform_machine=machine)
+
+    def side(node: Any) -> Optional[str]:
+        if type(node).__name__ == "Variable":
+            return platform.get(node.value)
+        return str(node.value)
+
+    a, b = side(left), side(right)
+    if a is None or b is None:
+        return None  # (a variable other than the platform's)
+    operator = str(op.value)
+    if operator == "==":
+        return a == b
+    if operator == "!=":
+        return a != b
+    if operator == "in":
+        return a in b
+    if operator == "not in":
+        return a not in b
+    return None
+
+
+def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optional[Tuple[str, Any, Any]]:
+    """(name as written, its SpecifierSet, its Marker or None) of a requirement line, None when packaging finds it
     invalid: a plain line (_PLAIN_REQUIREMENT) by its clauses, any other by packaging's
     requirement parser (`plain_allowed=False`: every line, as tests compare)."""
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -178,7 +246,7 @@ def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optiona
     plain = _PLAIN_REQUIREMENT.fullmatch(requirement) if plain_allowed else None
     if plain is not None:
         try:
-            return plain.group(1), SpecifierSet(plain.group(2) or "")
+            return plain.group(1), SpecifierSet(plain.group(2) or ""), None
         except InvalidSpecifier:
             pass  # (packaging's parser decides, as for any other line)
     from packaging.requirements import InvalidRequirement, Requirement
@@ -187,7 +255,7 @@ def _parsed_requirement(requirement: str, plain_allowed: bool = True) -> Optiona
         req = Requirement(requirement)
     except InvalidRequirement:
         return None
-    return req.name, req.specifier
+    return req.name, req.specifier, req.marker
 
 
 @functools.lru_cache(maxsize=16)
