@@ -360,6 +360,33 @@ for epoch in range(opt.niter):
     assert "    if is_main_process():\n        torch.save(unwrap_model(netG).state_dict()" in out
 
 
+def test_a_model_method_called_after_the_wrap_in_the_main_block_goes_through_unwrap_model():
+    # cleanrl's ppo.py trains in its main block: the wrap goes in there, after the move, and every
+    # `agent.method(...)` below it there is the wrapper's, which lacks the method (left as they were,
+    # both ranks of the rehearsal died of an AttributeError); one above the wrap is the model's.
+    text = """import torch
+import torch.optim as optim
+
+if __name__ == "__main__":
+    agent = Agent(envs)
+    agent.reset_noise()
+    agent = agent.to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=2.5e-4)
+    for update in range(1, num_updates + 1):
+        with torch.no_grad():
+            action, logprob, _, value = agent.get_action_and_value(next_obs)
+        loss = agent.get_value(next_obs).mean()
+        loss.backward()
+"""
+    dist = _migrate(text)
+    out = dist.new_text
+    assert "    agent = agent.to(device)\n    agent = distributed_model(agent)\n" in out
+    assert "    agent.reset_noise()\n" in out
+    assert "            action, logprob, _, value = unwrap_model(agent).get_action_and_value(next_obs)\n" in out
+    assert "        loss = unwrap_model(agent).get_value(next_obs).mean()\n" in out
+    assert [f.code for f in dist.findings if f.code == "NPU387"] == ["NPU387", "NPU387"]
+
+
 def test_a_training_script_without_an_optimizer_is_reported():
     text = ("import torch\nmodel = Net().cuda()\nfor x, y in data:\n    loss = model(x).sum()\n    loss.backward()\n"
             "    for p in model.parameters():\n        p.data.add_(p.grad, alpha=-lr)\n")

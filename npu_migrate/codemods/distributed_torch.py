@@ -275,17 +275,30 @@ def _wrapped_attributes(a: TorchAnalysis, moves: List[Move]) -> List[Tuple[cst.A
     found = []
     for move in moves:
         body = list(move.scope.body if isinstance(move.scope, cst.Module) else move.scope.body.body)  # type: ignore[attr-defined]
-        wrapped_at = _top_of(body, move.statement)
-        for node, name, scope, top in a.attributes:
+        for node, name, scope, _ in a.attributes:
             attr = node.attr.value
             if name != move.name or attr in MODULE_API or attr.startswith("__"):
                 continue
-            if scope is move.scope:
-                at = _top_of(body, top) if top is not None else None
-                if at is None or wrapped_at is None or at <= wrapped_at:
-                    continue  # before the model is wrapped: still the model itself
+            if scope is move.scope and not _after_wrap(body, move.statement, node):
+                continue  # before the model is wrapped: still the model itself
             found.append((node, move))
     return found
+
+
+def _after_wrap(body: List[cst.BaseStatement], wrap: cst.BaseStatement, node: cst.CSTNode) -> bool:
+    """`node` is in a statement of `body` after the one the model is wrapped after, looking inside
+    the `if __name__ == "__main__":` block that holds both, as _find_move puts the wrap there (a
+    script that trains in its main block, cleanrl's: its `agent.get_value(...)` there follows the wrap)."""
+    while True:
+        wrapped_at, at = _top_of(body, wrap), _top_of(body, node)
+        if wrapped_at is None or at is None:
+            return False
+        if at != wrapped_at:
+            return at > wrapped_at
+        holder = body[at]
+        if holder is wrap or not is_main_guard(holder) or not isinstance(holder.body, cst.IndentedBlock):
+            return False  # in the wrapping statement itself, or in a block the wrap follows
+        body = list(holder.body.body)
 
 
 def _module_level_call(a: TorchAnalysis) -> bool:
