@@ -25,7 +25,8 @@ uploaded file is truncated (NAME.incomplete, what a preemption cut short, says s
 preemption or a failed rank, an output that arrived only so was not delivered, and fails the job).
 When a rank failed while a rank that took fewer training steps through DistributedDataParallel (its
 forward calls with gradients on) ended well, the verdict says so: the failed rank waited in a
-collective for one that had left.
+collective for one that had left; when every rank ended well without a training step through it (a loss
+computed by another method of the model), that no gradient was averaged, which fails the job.
 The files the job wrote are known from the job folder (before and
 after) and from each process's record of the files it opened for writing anywhere (`../x`,
 `~/x`, `/abs/x`). Where the records cannot show whether outputs reached train_url (a program or
@@ -620,6 +621,9 @@ def _by_rank(records: List[dict], ranks: List[RankResult]) -> Dict[int, dict]:
         for key in ("params", "steps", "samples", "shards"):
             if r.get(key) and not into.get(key):
                 into[key] = r[key]
+        if "npu" in r:  # (a PyTorch process's summary: any of the rank's processes on the NPU, their steps)
+            into["npu"] = bool(into.get("npu") or r["npu"])
+            into["optimizer_steps"] = into.get("optimizer_steps", 0) + (r.get("optimizer_steps") or 0)
         for key in ("writes", "programs", "modules"):
             into[key] += [v for v in r.get(key) or [] if v not in into[key]]
     return merged
@@ -664,6 +668,18 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
         problems.append(f"the ranks took different numbers of training steps through DistributedDataParallel "
                         f"({shown}): a rank that ends after fewer steps leaves the others waiting in a collective "
                         f"until it fails them (every rank's data loader must give the same number of batches)")
+    # ... and that the model in DistributedDataParallel trained through it: DDP averages the gradients
+    # of a forward pass through the wrapper only, so a job whose every rank ended well having run no
+    # forward with gradients on through it (its loss computed by another method of the model,
+    # `unwrap_model(agent).get_action_and_value(...)`, NPU387) trained each rank's copy alone
+    every = [sum(r["steps"]) for r in ranks.values() if r.get("steps")]
+    if (len(every) == len(ranks) > 1 and not any(every) and not stopped
+            and all(r.returncode == 0 for r in result.ranks)):
+        shown = ", ".join(f"rank {rank}: 0" for rank in sorted(ranks))
+        problems.append(f"no rank took a training step through DistributedDataParallel ({shown} forward passes "
+                        f"with gradients on): the gradients were never averaged, each rank trained its copy of the "
+                        f"model alone (a loss computed by another method of the model, `unwrap_model(model).method"
+                        f"(...)`, bypasses the wrapper: NPU387)")
     # 2. disjoint samples where the script shards with a DistributedSampler
     samplers = [r.get("samples") or [] for _, r in sorted(ranks.items())]
     # Compared sampler by sampler only when every rank made the same ones (same count, same data
@@ -822,6 +838,17 @@ def _problems(result: RehearsalResult, code_files: int, records: Dict[int, dict]
             unseen = _unseen_writers(records, [r.rank for r in result.ranks])
             problems.append("nothing reached train_url: " + (
                 f"the job wrote no file the rehearsal sees ({unseen})" if unseen else "the script wrote no file at all"))
+    # A rank that trained (its optimizers stepped) and never put anything on an npu device ran on the
+    # CPU: so would it on the NPU machine, where a device test the migration left (`torch.cuda.is_available()`
+    # is False there too) or the script's own CPU option chose it, billed for NPUs it never used.
+    on_cpu = [rank for rank, r in sorted(records.items()) if r.get("optimizer_steps") and r.get("npu") is False]
+    if on_cpu:
+        steps = records[on_cpu[0]]["optimizer_steps"]
+        steps_of = (f"rank {on_cpu[0]}: " if len(on_cpu) > 1 else "") + f"{steps} optimizer step{'s' * (steps != 1)}"
+        problems.append(f"rank{'s' if len(on_cpu) > 1 else ''} {', '.join(map(str, on_cpu))} trained on the CPU "
+                        f"({steps_of}, nothing put on the NPU): the script chose the CPU, as it would on the NPU "
+                        "machine (a device test left on CUDA, such as `torch.cuda.is_available()`, is False there "
+                        "too, or an option of the script's own)")
     if code_files > MODELARTS_MAX_CODE_FILES:
         problems.append(f"the code folder has {code_files} files: ModelArts takes at most {MODELARTS_MAX_CODE_FILES}")
     return problems

@@ -189,7 +189,7 @@ def converted(tmp_path_factory):
 def test_word_language_model_shards_its_tensor_saves_once_and_loads_after_the_barrier(converted, torch_python,
                                                                                        tmp_path, nproc):
     report = _rehearse(converted / "lm", "word_lm_train.py", tmp_path / "job", torch_python, nproc,
-                       "--data", str(converted / "data"))
+                       "--data", str(converted / "data"), "--", "--cuda")  # (its device: the NPU, as on ModelArts)
     verdict = report.rstrip("\n").splitlines()[-1]
     logs = [(tmp_path / "job" / "logs" / f"rank{r}.log").read_text() for r in range(nproc)]
     firsts = [re.search(r"train data: (\d+) rows from token (\d+)", log).groups() for log in logs]
@@ -213,7 +213,7 @@ def test_word_language_model_shards_its_tensor_saves_once_and_loads_after_the_ba
 
 
 def test_dcgan_ranks_agree_because_ddp_wraps_after_weights_init(converted, torch_python, tmp_path):
-    report = _rehearse(converted / "dcgan", "dcgan_train.py", tmp_path / "job", torch_python, 2)
+    report = _rehearse(converted / "dcgan", "dcgan_train.py", tmp_path / "job", torch_python, 2, "--", "--cuda")
     assert report.rstrip("\n").splitlines()[-1] == (
         "OK: every rank succeeded, the ranks agree and 7 files reached train_url"), report
     assert ("  distributed: the 2 ranks hold the same parameters at exit (2 models in DistributedDataParallel); "
@@ -240,7 +240,7 @@ def test_dcgan_wrapped_before_its_weights_init_fails_the_rehearsal(converted, to
                             f"{net} = distributed_model({net})\n")
     assert text.count("= distributed_model(") == 2 and "netG = distributed_model(netG)\nnetG.apply" in text
     script.write_text(text, encoding="utf-8")
-    report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2)
+    report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2, "--", "--cuda")
     assert re.search(r"^FAILED: the ranks hold different parameters at exit \(rank 0: [0-9a-f]{12}, "
                      r"rank 1: [0-9a-f]{12}\): they trained different models$", report, re.MULTILINE), report
 
@@ -296,7 +296,7 @@ def test_dcgan_preempted_after_its_second_checkpoint_delivers_whole_files(conver
         "        while True:\n"
         "            time.sleep(1)\n")), encoding="utf-8")
     report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
-                       "--sigterm-on", "preempt-now", "--", "--niter", "100000")
+                       "--sigterm-on", "preempt-now", "--", "--cuda", "--niter", "100000")
     assert _rank_statuses(report) == ["-15 (SIGTERM) after SIGTERM"] * 2, report
     assert report.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 7 files reached train_url", report
     names = _uploaded(report)
@@ -338,7 +338,7 @@ def test_a_checkpoint_cut_short_by_the_preemption_goes_as_incomplete_and_fails_n
         "        while True:\n"
         "            time.sleep(1)\n")), encoding="utf-8")
     report = _rehearse(code, "dcgan_train.py", tmp_path / "job", torch_python, 2,
-                       "--sigterm-on", "preempt-now", "--", "--niter", "100000")
+                       "--sigterm-on", "preempt-now", "--", "--cuda", "--niter", "100000")
     assert _rank_statuses(report) == ["-15 (SIGTERM) after SIGTERM"] * 2, report
     names = _uploaded(report)
     assert sorted(names) == ["fake_samples_epoch_000.npy", "fake_samples_epoch_001.npy", "losses.txt",

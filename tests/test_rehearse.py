@@ -486,6 +486,48 @@ def test_a_rank_that_left_after_fewer_steps_is_named_as_why_another_failed(tmp_p
     assert _step_checks(tmp_path, [(1, 2), (0, 2)]) == []
 
 
+def test_a_job_whose_ranks_never_trained_through_distributeddataparallel_fails(tmp_path):
+    # cleanrl's ppo.py taken to two NPUs (tests/test_rehearse_corpus.py): its loss comes from
+    # `unwrap_model(agent).get_action_and_value(...)`, so no forward with gradients on goes through the
+    # wrapper, DDP never averages a gradient, and the ranks agree only because each did the same work.
+    assert _step_checks(tmp_path, [(0, 0), (0, 0)]) == [
+        "no rank took a training step through DistributedDataParallel (rank 0: 0, rank 1: 0 forward passes with "
+        "gradients on): the gradients were never averaged, each rank trained its copy of the model alone (a loss "
+        "computed by another method of the model, `unwrap_model(model).method(...)`, bypasses the wrapper: NPU387)"]
+    # Not when one rank took a step, nor when a rank failed (it may have failed before its first step).
+    assert _step_checks(tmp_path, [(0, 0), (0, 1)]) == []
+    assert _step_checks(tmp_path, [(1, 0), (0, 0)]) == []
+
+
+def _cpu_problems(tmp_path, *ranks):
+    """rehearse's problems for ranks given as (optimizer steps, put anything on the NPU) records, every rank
+    ended well and a file reached train_url (no process runs)."""
+    from npu_migrate.rehearse import RankResult, RehearsalOptions, RehearsalResult, _problems
+
+    records = {rank: {"rank": rank, "pid": rank, "torch": True, "optimizer_steps": steps, "npu": npu}
+               for rank, (steps, npu) in enumerate(ranks)}
+    result = RehearsalResult(options=RehearsalOptions(script="train.py", nproc=len(ranks)), job_dir=tmp_path,
+                             command=[], ranks=[RankResult(rank=rank, pid=rank, returncode=0) for rank in records],
+                             copies_in=[], uploaded=[("model.pt", 8)], not_uploaded=[], seconds=0, timed_out=False,
+                             calls=0)
+    return _problems(result, 1, records)
+
+
+def test_a_rank_that_trained_without_ever_using_the_npu_fails_the_job(tmp_path):
+    # cleanrl's ppo.py rehearsed with `--cuda False` (tests/test_rehearse_corpus.py): it trains, and on the CPU.
+    assert _cpu_problems(tmp_path, (32, False)) == [
+        "rank 0 trained on the CPU (32 optimizer steps, nothing put on the NPU): the script chose the CPU, as it "
+        "would on the NPU machine (a device test left on CUDA, such as `torch.cuda.is_available()`, is False there "
+        "too, or an option of the script's own)"]
+    assert _cpu_problems(tmp_path, (2, False), (1, True), (2, False)) == [
+        "ranks 0, 2 trained on the CPU (rank 0: 2 optimizer steps, nothing put on the NPU): the script chose the "
+        "CPU, as it would on the NPU machine (a device test left on CUDA, such as `torch.cuda.is_available()`, is "
+        "False there too, or an option of the script's own)"]
+    # On the NPU, or without an optimizer step (a job that evaluates, prepares data), nothing to say.
+    assert _cpu_problems(tmp_path, (32, True)) == []
+    assert _cpu_problems(tmp_path, (0, False)) == []
+
+
 @pytest.mark.parametrize("module, why", [
     ("no_such_package_npu_migrate.models", "(no_such_package_npu_migrate is not installed in {python}: "
                                            "install the script's dependencies there)"),

@@ -29,6 +29,9 @@ from torch._utils import _get_available_device_type
 _DEVICE_NAMES = ["npu"]
 _cuda_too = False
 _CPU = torch.device("cpu")
+# Whether this process has put anything on an npu device (rehearse: a job that trained without
+# ever doing so ran on the CPU, as it would on the NPU machine, which it bills for nothing)
+used = [False]
 
 
 def _is_npu_text(value):
@@ -39,8 +42,12 @@ def _is_npu_text(value):
 def cpu(value):
     """`value` with any npu device (a torch.device, "npu", "npu:1") replaced by the CPU."""
     if isinstance(value, torch.device):
-        return _CPU if value.type in _DEVICE_NAMES else value
+        if value.type in _DEVICE_NAMES:
+            used[0] = True
+            return _CPU
+        return value
     if _is_npu_text(value):
+        used[0] = True
         return "cpu"
     return value
 
@@ -52,7 +59,10 @@ def _is_index(value):
 
 def cpu_or_index(value):
     """cpu(), and a bare device index is the CPU too."""
-    return _CPU if _is_index(value) else cpu(value)
+    if _is_index(value):
+        used[0] = True
+        return _CPU
+    return cpu(value)
 
 
 def _device_type(value):
@@ -364,15 +374,18 @@ def install(npu_module):
 
 def _tensor_and_module_methods():
     def tensor_npu(self, device=None, non_blocking=False, memory_format=torch.preserve_format):
+        used[0] = True
         return self.to(_CPU, non_blocking=non_blocking, memory_format=memory_format)
 
     def module_npu(self, device=None):
+        used[0] = True
         return self.to(_CPU)
 
     def is_npu(self):
         return False  # the tensor lives on the CPU, the NPU's stand-in
 
     def storage_npu(self, device=None, non_blocking=False):
+        used[0] = True
         return self  # storages stay where they are: on the CPU
 
     torch.Tensor.npu = tensor_npu

@@ -12,6 +12,8 @@ to each process's summary `<rank>-<pid>.json`:
   set's length (ranks must read disjoint parts, up to the sampler's padding);
 * `shards`: for each call of the generated `rank_shard` (npu_migrate_distributed.py), the
   length of what it cut and the [start, stop) this rank kept (ranks must keep disjoint parts);
+* `optimizer_steps`: the steps of every torch.optim optimizer, and `npu`: whether the process put
+  anything on an npu device (one that trained and never did ran on the CPU);
 
 and records a group joined and the paths given to torch.save (its C++ writer opens no Python
 file, so the audit hook does not see them).
@@ -30,6 +32,7 @@ _models = []  # the parameter lists of the wrapped models (kept: a model local t
 _steps = []  # per wrapped model, its forward calls with gradients on (counted as each starts)
 _samplers = []  # [dataset length, [indexes of epoch 0], [indexes of epoch 1], ...] per sampler
 _shards = []  # [length, start, stop] per rank_shard call
+_optimizer_steps = [0]
 
 
 def _digest(parameters):
@@ -108,6 +111,15 @@ def _wrap_save():
     torch.save = recording_save
 
 
+def _count_optimizer_steps():
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    def counted(optimizer, args, kwargs):
+        _optimizer_steps[0] += 1
+
+    register_optimizer_step_post_hook(counted)
+
+
 def wrap_rank_shard(module):
     """Record what the generated `rank_shard` kept (called when npu_migrate_distributed is
     imported, before the script's `from ... import rank_shard` binds it)."""
@@ -137,8 +149,12 @@ def install():
     _wrap_ddp()
     _wrap_sampler()
     _wrap_save()
+    _count_optimizer_steps()
+    from . import _patch
+
     record.contribute(lambda: {"torch": True, "params": [_digest(p) for p in _models], "steps": _steps,
-                               "samples": _samplers, "shards": _shards})
+                               "samples": _samplers, "shards": _shards, "optimizer_steps": _optimizer_steps[0],
+                               "npu": _patch.used[0]})
     for name, module in list(sys.modules.items()):  # imported before torch_npu was
         if name.rpartition(".")[2] == "npu_migrate_distributed":
             wrap_rank_shard(module)
