@@ -19,7 +19,12 @@ The programs:
 - Sockeye 3.1.34's trainer (wheel), started as ModelArts starts a code folder, by a boot file that
   calls `sockeye.train.main()`: its own parser stops the job on the platform's arguments, which
   npu-migrate reports (NPU219); with the fix the report suggests it trains on two NPUs with its
-  torchrun-style `--dist` and, preempted, delivers its checkpoints.
+  torchrun-style `--dist` and, preempted, delivers its checkpoints;
+- CleanRL 1.2.0's PPO (wheel, cleanrl/ppo.py): a script that trains in its main block and computes
+  its loss with a method of the model (`agent.get_action_and_value(...)`); on one NPU its TensorBoard
+  log reaches train_url (told `--cuda False`, it trains on the CPU and the rehearsal fails it); taken to
+  two NPUs, the method goes through unwrap_model() (NPU387) and the rehearsal fails it: no gradient is
+  averaged.
 """
 
 from __future__ import annotations
@@ -54,6 +59,11 @@ PROGRAMS: Dict[str, Tuple[str, str]] = {
     # it needs pyyaml and sacrebleu besides torch and numpy.
     "sockeye==3.1.34": ("sockeye-3.1.34-py3-none-any.whl",
                         "0bc9eeabb8d5ff2af8246299e701d7675a2b6c9101b66704347b72b76921d5e2"),
+    # CleanRL (single-file deep RL): cleanrl/ppo.py trains PPO on gym's CartPole in its main block, `--cuda`,
+    # `parse_args()`, TensorBoard logs in runs/<run name>/; it needs gym 0.23.1 (whose CartPole imports
+    # pygame) and tensorboard besides torch and numpy.
+    "cleanrl==1.2.0": ("cleanrl-1.2.0-py3-none-any.whl",
+                       "002f6dac6cd0efb5889cd9096a252da1b4bc98a8f52ccb1f47a7215c18b30369"),
 }
 
 
@@ -528,3 +538,93 @@ def test_sockeye_with_the_reported_fix_trains_on_two_npus_and_survives_preemptio
     assert "model/params.00003" not in saved, saved
     assert delivered == saved  # everything rank 0 wrote before the preemption, whole, under its own name
     assert "copies of OBS input into /cache on node 0: 1 " in done.stdout
+
+
+# ---------------------------------------------------------------- CleanRL: cleanrl/ppo.py
+
+# Two PPO updates of 32 steps of one CartPole environment (the rollout, then 4 epochs of 4 minibatches).
+PPO_ARGS = ("--total-timesteps", "64", "--num-envs", "1", "--num-steps", "32")
+PPO_LOG = re.compile(r"runs/CartPole-v1__ppo__1__\d+/events\.out\.tfevents\.\d+\.\S+\.\d+\.0")
+
+
+@pytest.fixture(scope="module")
+def cleanrl_ppo(tmp_path_factory):
+    """cleanrl/ppo.py of the wheel, and a data folder (the script reads none: NPU211)."""
+    wheel = download("cleanrl==1.2.0")
+    root = tmp_path_factory.mktemp("cleanrl")
+    with zipfile.ZipFile(wheel) as z:
+        script = z.read("cleanrl/ppo.py")
+    (root / "data").mkdir()
+    (root / "data" / "README").write_text("CartPole needs no data\n")
+    return script, root / "data"
+
+
+def _ppo_project(cleanrl_ppo, folder: Path, *options: str) -> subprocess.CompletedProcess:
+    folder.mkdir()
+    (folder / "ppo.py").write_bytes(cleanrl_ppo[0])
+    migrated = migrate(folder, "ppo.py", *options)
+    text = (folder / "ppo.py").read_text()
+    assert '    device = torch.device("npu" if torch.npu.is_available() and args.cuda else "cpu")\n' in text
+    assert "    args = modelarts_setup(parser.parse_known_args()[0])\n" in text
+    return migrated
+
+
+def test_cleanrl_ppo_trains_on_one_npu_and_its_tensorboard_log_reaches_train_url(cleanrl_ppo, torch_python,
+                                                                                tmp_path):
+    """One rehearsal of one process (~4 CPU-s, most of it gym's, pygame's and TensorBoard's imports in the fork)."""
+    _ppo_project(cleanrl_ppo, tmp_path / "code")
+    done = rehearse(tmp_path / "code", "ppo.py", tmp_path / "job", torch_python, "--data", str(cleanrl_ppo[1]),
+                    args=PPO_ARGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "0"}
+    [log] = uploaded(done.stdout)  # SummaryWriter's file under the working folder, uploaded from there
+    assert PPO_LOG.fullmatch(log), log
+    assert "global_step=64, " in (done.job / "logs/rank0.log").read_text()
+    assert done.stdout.rstrip("\n").splitlines()[-1] == "OK: every rank succeeded and 1 file reached train_url"
+
+
+def test_cleanrl_ppo_on_two_npus_never_averages_a_gradient_and_the_rehearsal_fails_it(cleanrl_ppo, torch_python,
+                                                                                     tmp_path):
+    """ppo.py trains in its main block: --distributed wraps `agent` there, and the three `agent.<method>(...)`
+    calls below the wrap go through unwrap_model() (the wrapper has no such methods: left as they were,
+    both ranks died of an AttributeError). The loss comes from get_action_and_value, so no forward with
+    gradients on goes through DistributedDataParallel: NPU387 warns of it when migrating, and the
+    rehearsal fails the job, although both ranks end well with the same parameters (each trained the
+    same CartPole seeds alone). One rehearsal of two processes (~7 CPU-s)."""
+    migrated = _ppo_project(cleanrl_ppo, tmp_path / "code", "--distributed")
+    assert [line.split(" [warning] ")[1].split("`")[1] for line in migrated.stdout.splitlines()
+            if ": NPU387 " in line] == ["agent.get_action_and_value(...)", "agent.get_value(...)"]
+    text = (tmp_path / "code" / "ppo.py").read_text()
+    assert "    agent = Agent(envs).to(device)\n    agent = distributed_model(agent)\n" in text
+    assert text.count("unwrap_model(agent).get_action_and_value(") == 2
+    assert text.count("unwrap_model(agent).get_value(") == 1
+    done = rehearse(tmp_path / "code", "ppo.py", tmp_path / "job", torch_python, "--nproc", "2",
+                    "--data", str(cleanrl_ppo[1]), args=PPO_ARGS)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "0", 1: "0"}, done.stdout
+    for rank in (0, 1):
+        assert "global_step=64, " in (done.job / f"logs/rank{rank}.log").read_text()
+    assert ("  distributed: the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel); "
+            "each of the 2 output files had one writer; no uploaded file is truncated\n") in done.stdout
+    assert done.stdout.rstrip("\n").splitlines()[-1] == (
+        "FAILED: no rank took a training step through DistributedDataParallel (rank 0: 0, rank 1: 0 forward "
+        "passes with gradients on): the gradients were never averaged, each rank trained its copy of the model "
+        "alone (a loss computed by another method of the model, `unwrap_model(model).method(...)`, bypasses the "
+        "wrapper: NPU387)")
+
+
+def test_cleanrl_ppo_told_to_train_on_the_cpu_fails_the_rehearsal(cleanrl_ppo, torch_python, tmp_path):
+    """`--cuda False`: ppo.py's own option keeps it on the CPU, migrated or not; on the NPU machine it would
+    train there all the same, billed for the NPUs. Every rank ended well and its log reached train_url:
+    what fails the job is the stand-in's record (optimizer steps, nothing ever put on an npu device). One
+    rehearsal of one process (~3 CPU-s)."""
+    _ppo_project(cleanrl_ppo, tmp_path / "code")
+    done = rehearse(tmp_path / "code", "ppo.py", tmp_path / "job", torch_python, "--data", str(cleanrl_ppo[1]),
+                    args=PPO_ARGS + ("--cuda", "False"))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert ranks(done.stdout) == {0: "0"}
+    assert len(uploaded(done.stdout)) == 1
+    assert done.stdout.rstrip("\n").splitlines()[-1] == (
+        "FAILED: rank 0 trained on the CPU (32 optimizer steps, nothing put on the NPU): the script chose the CPU, "
+        "as it would on the NPU machine (a device test left on CUDA, such as `torch.cuda.is_available()`, is False "
+        "there too, or an option of the script's own)")

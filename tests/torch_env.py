@@ -26,8 +26,10 @@ import pytest
 TORCH_VERSION = "2.13.0"
 # What the real training programs of tests/test_rehearse_corpus.py import besides torch: numpy,
 # tqdm and einops (tqdm and einops pure Python); opacus (pure Python; it brings scipy and
-# opt_einsum); pyyaml and sacrebleu for Sockeye (sacrebleu brings regex, lxml, portalocker, ...).
-PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops", "opacus==1.6.0", "pyyaml", "sacrebleu==2.6.0")
+# opt_einsum); pyyaml and sacrebleu for Sockeye (sacrebleu brings regex, lxml, portalocker, ...); gym
+# 0.23.1 (its CartPole imports pygame) and tensorboard for CleanRL's ppo.py.
+PACKAGES = (f"torch=={TORCH_VERSION}", "numpy", "tqdm", "einops", "opacus==1.6.0", "pyyaml", "sacrebleu==2.6.0",
+            "gym==0.23.1", "pygame==2.6.1", "tensorboard==2.21.0")
 
 
 def venv_dir() -> Path:
