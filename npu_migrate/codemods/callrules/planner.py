@@ -4,11 +4,12 @@ happens to each (the decisions of each kind are in calls.py, arguments.py and pr
 
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Optional, Set, Tuple, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, Union, cast
 
 import libcst as cst
 
 from ...context import Context
+from ...fast_visitor import hooks_of
 from ...imports import dotted_name
 from ...kinds.call_config import CallConfigSpec
 from ...kinds.call_rename import CallRenameSpec
@@ -28,8 +29,16 @@ from ...codes import applies
 from ...model import Severity
 from ..findings import OPTIONAL_IMPORT_NOTE, catches_import_error
 
-# node type -> 1: a compound statement, 2: a simple statement line, 0: other (Planner.on_visit)
-_STATEMENT_KIND: Dict[type, int] = {}
+# Planner class -> node class -> (1: a compound statement, 2: a simple statement line, 0: other;
+# its visit_<Node>, its leave_<Node>): Planner.on_visit/on_leave, called on every node.
+_NODE_PLANS: Dict[type, Dict[type, Tuple[int, Optional[Callable[..., Any]], Optional[Callable[..., Any]]]]] = {}
+
+
+def _node_plan(planner_cls: type, node_cls: type) -> Tuple[int, Optional[Callable[..., Any]], Optional[Callable[..., Any]]]:
+    kind = (1 if issubclass(node_cls, cst.BaseCompoundStatement)
+            else 2 if issubclass(node_cls, cst.SimpleStatementLine) else 0)
+    plan = _NODE_PLANS.setdefault(planner_cls, {})[node_cls] = (kind, *hooks_of(planner_cls, node_cls))
+    return plan
 
 
 @applies(*FRAMEWORK_KIND_KEYS)
@@ -78,6 +87,7 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
         self._main_functions: Set[str] = set()  # functions the main block runs (main(), app.run(main))
         # the statements of `try:` bodies whose handlers catch ImportError: an import there is optional
         self._optional_statements: Set[int] = set()
+        self._node_plans = _NODE_PLANS.setdefault(type(self), {})
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -261,17 +271,30 @@ class Planner(CallPlanning, ArgumentPlanning, ProgramPlanning, Bindings):
     LAYOUT_UNSEEN = True
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        # Called on every node: the statement class is looked up per node type (isinstance of
-        # libcst's abstract classes goes through the ABC machinery).
-        kind = _STATEMENT_KIND.get(type(node))
-        if kind is None:
-            kind = _STATEMENT_KIND[type(node)] = (
-                1 if isinstance(node, cst.BaseCompoundStatement) else 2 if isinstance(node, cst.SimpleStatementLine) else 0)
-        if kind == 1:
-            self._compound[id(node)] = cast(cst.BaseCompoundStatement, node)
-        elif kind == 2:
-            self._statement_lines[id(node)] = cast(cst.SimpleStatementLine, node)
-        return super().on_visit(node)
+        # Called on every node: what ScopeTracker.on_visit and fast_visitor.own_visit do (the
+        # statement path, the hook), with the statement class and both hooks looked up once per
+        # node class (isinstance of libcst's abstract classes goes through the ABC machinery;
+        # the three calls per node that did it were a fifth of the walk).
+        plan = self._node_plans.get(type(node)) or _node_plan(type(self), type(node))
+        kind = plan[0]
+        if kind:
+            key = id(node)
+            self.path.append(key)
+            if kind == 1:
+                self._compound[key] = cast(cst.BaseCompoundStatement, node)
+            else:
+                self._statement_lines[key] = cast(cst.SimpleStatementLine, node)
+        visit = plan[1]
+        return visit is None or visit(self, node) is not False
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        # (ScopeTracker.on_leave, as on_visit)
+        plan = self._node_plans.get(type(original_node)) or _node_plan(type(self), type(original_node))
+        leave = plan[2]
+        if leave is not None:
+            leave(self, original_node)
+        if plan[0]:
+            self.path.pop()
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
         self._blocks.append(id(node))
