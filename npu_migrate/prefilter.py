@@ -449,6 +449,23 @@ def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tupl
 _CANONICAL_WORDS = frozenset(part for module, _ in FRAMEWORK_IMPORTS for part in module.split("."))
 
 
+def instance_methods_of(rules) -> Set[str]:
+    """The names of call_config rules the Planner may match through a variable's value rather than
+    the imports (callrules/planner.py `_instance_method`: `sv.managed_session` where `sv` is
+    assigned `tf.train.Supervisor(...)`): a method of a class, `tensorflow.train.Supervisor.
+    managed_session`. The Planner makes such a name of a call's callee and an attribute, so the
+    callee is the name's parent; a parent whose last part is lowercase is a module of the
+    framework (`tensorflow` of `tensorflow.Session`, `tensorflow.estimator` of
+    `tensorflow.estimator.Estimator`), which no code calls (a module is not callable): those
+    names need their last part resolved through the imports like any other (CodeWords.resolved;
+    adanet 0.9.0's `tf_compat.v1.Session()`, its own module, made the file whole:
+    tests/test_work_budget.py)."""
+    from .kinds.call_config import KIND as CALL_CONFIG
+
+    return {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis
+            if "." in api and api.rsplit(".", 2)[-2][:1].isupper()}
+
+
 class RulePrefilter:
     """The prefilter of a rule set: one `Prefilter` per --framework value, built on first use;
     and one per framework of just that framework's rules (`framework_rules_may_apply`)."""
@@ -513,12 +530,10 @@ class RulePrefilter:
         text; and the word a rule needs written outside docstrings: _required_word; and, with
         `rewrites_only`, the fact of the tree its rewrites need: _fact_of); None when a rule's
         kind is unknown."""
-        from .kinds.call_config import KIND as CALL_CONFIG
-
         rules = [rule for rule in self.rules.framework_rules.get(framework, ())
                  if rule.code != TF2_FINDING  # TF 2 files are told apart before (engine.py)
                  and not (rewrites_only and rule.kind == "finding")]
-        instance_methods = {api for rule in rules if rule.kind == CALL_CONFIG.name for api in rule.call.apis}
+        instance_methods = instance_methods_of(rules)
         groups: Dict[Tuple[bool, FrozenSet[str], str, str], List[Requirement]] = {}
         for rule in rules:
             reqs = rule_requirements(rule, forced_framework=framework)
