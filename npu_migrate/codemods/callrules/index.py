@@ -45,14 +45,31 @@ class FrameworkRules:
 
     @staticmethod
     def listed_prefix(table: Dict[str, Rule], qualname: str) -> Optional[Tuple[str, Rule]]:
-        """(the listed name, its rule) for `qualname` or the closest of its parents."""
+        """(the listed name, its rule) for `qualname` or the closest of its parents. Asked of
+        every reference the Planner resolves (Huawei's support list: 1,639 names), so the answers
+        are kept per table (a rule set's index is not changed once built: RuleSet.index_of)."""
+        if not table:
+            return None
+        kept = _LISTED.get(id(table))
+        if kept is None or kept[0] is not table:
+            kept = _LISTED[id(table)] = (table, {})
+        answers = kept[1]
+        if qualname in answers:
+            return answers[qualname]
+        found: Optional[Tuple[str, Rule]] = None
         parts = qualname.split(".")
         for end in range(len(parts), 0, -1):
             name = ".".join(parts[:end])
             rule = table.get(name)
             if rule is not None:
-                return name, rule
-        return None
+                found = (name, rule)
+                break
+        answers[qualname] = found
+        return found
+
+
+# id of a table -> (the table, its answers by qualified name): FrameworkRules.listed_prefix
+_LISTED: Dict[int, Tuple[Dict[str, Rule], Dict[str, Optional[Tuple[str, Rule]]]]] = {}
 
 
 # The kinds FrameworkRules reads above (by their objects: a kind renamed or removed fails here,
