@@ -67,6 +67,17 @@ DEVICE_KEYWORDS_OF = {"torch.device": {"type"}}
 # Packages the PyTorch pass resolves names of besides those the rules name: partial.py keeps
 # every import of them (`import os` makes `os.environ["CUDA_VISIBLE_DEVICES"]` an env var;
 # `from functools import partial` makes `partial(autocast, "cuda")` a device argument).
+# CUDA availability tests of libraries that pair them with an NPU twin (`is_torch_npu_available`,
+# `is_npu_available`) and whose own runs keep them (project_values.cuda_tests): False on the NPU
+# wherever a module imports them from there, as unmigrated (llamafactory 0.9.5's extras/env.py
+# `from transformers.utils import is_torch_cuda_available`): the branches they open stay with them
+# (codemods/guards.file_cuda_tests), and partial parsing keeps the imports that bind them.
+LIBRARY_CUDA_TESTS = frozenset({
+    "transformers.is_torch_cuda_available", "transformers.utils.is_torch_cuda_available",
+    "transformers.utils.import_utils.is_torch_cuda_available",
+    "accelerate.utils.is_cuda_available", "accelerate.utils.imports.is_cuda_available",
+})
+
 RESOLVED_PACKAGES = {"os", "re", "absl", "click", "pytest", "functools"} | {  # re: codemods/findings.py matches re.search(...) texts
     name.split(".", 1)[0]
     for name in [*ENV_FUNCS, *BACKEND_FUNCS, *BACKEND_GETTERS, *TYPE_STRING_FUNCS, *DEVICE_KEYWORDS_OF]

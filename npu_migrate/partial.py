@@ -52,7 +52,7 @@ from keyword import iskeyword
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple, Type
 
-from .frameworks import DEVICE_NAME_RE, FRAMEWORK_IMPORTS, JAX_IMPORTS, RESOLVED_PACKAGES, TF2_FINDING
+from .frameworks import DEVICE_NAME_RE, FRAMEWORK_IMPORTS, JAX_IMPORTS, LIBRARY_CUDA_TESTS, RESOLVED_PACKAGES, TF2_FINDING
 from .prefilter import Prefilter, compiled, link_found, link_regex, rule_requirements
 from .words import Requirement, Word, words_of
 
@@ -313,7 +313,8 @@ class StatementFilter:
         return found
 
     def _relevant(self, qualified: str) -> bool:
-        return qualified == "*" or qualified.split(".", 1)[0] in self.roots
+        # (a library's CUDA test: the torch pass keeps the branches it opens, guards.file_cuda_tests)
+        return qualified == "*" or qualified.split(".", 1)[0] in self.roots or qualified in LIBRARY_CUDA_TESTS
 
 
 @dataclass

@@ -2609,3 +2609,153 @@ def test_a_device_given_to_a_kept_refusal_moves_so_the_refusal_refuses_the_npu()
     assert [(f.code, f.severity.value, f.span.line) for f in r.findings] == [
         ("NPU303", "error", 11), ("NPU303", "info", 13), ("NPU315", "error", 23)]
     assert "on the NPU it raises as written" in next(f.message for f in r.findings if f.code == "NPU315")
+
+
+# xtuner 0.2.0 (wheel) xtuner/_lite/device.py:1-31, whole but for get_torch_device_module.
+XTUNER_DEVICE = '''\
+# Copyright (c) OpenMMLab. All rights reserved.
+import torch
+
+
+def get_device():
+    device = None
+    if torch.cuda.is_available():
+        device = "cuda"
+    else:
+        try:
+            import torch_npu  # noqa: F401
+
+            device = "npu"
+        except ImportError:
+            pass
+    try:
+        import torch_mlu  # noqa: F401
+
+        device = "mlu"
+    except ImportError:
+        pass
+
+    if device is None:
+        raise NotImplementedError(
+            "Supports only CUDA or NPU. If your device is CUDA or NPU, "
+            "please make sure that your environmental settings are "
+            "configured correctly."
+        )
+
+    return device
+'''
+
+
+def test_a_cuda_test_whose_else_selects_the_npu_stays_with_its_cuda_arm():
+    """xtuner 0.2.0 _lite/device.py: `if torch.cuda.is_available(): device = "cuda"` / `else:
+    import torch_npu; device = "npu"` selects the NPU already. Moved, the test called torch.npu
+    before the `else` imported torch_npu (AttributeError on the NPU), and the NPU arm never ran.
+    Kept whole, as a chain with an NPU test is; an `else` that does not select the NPU moves."""
+    r = assert_partial_as_whole(XTUNER_DEVICE, "xtuner/_lite/device.py")
+    assert r.new_text is None and r.edits == [] and r.findings == []
+    cpu = XTUNER_DEVICE.replace('''        try:
+            import torch_npu  # noqa: F401
+
+            device = "npu"
+        except ImportError:
+            pass
+    try:''', '''        device = "cpu"
+    try:''')
+    r = migrate_source(cpu, "xtuner/_lite/device.py")
+    assert r.new_text == cpu.replace("import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        "torch.cuda.is_available():\n        device = 'cuda'".replace("'", '"'),
+        "torch.npu.is_available():\n        device = 'npu'".replace("'", '"'))
+
+
+# llamafactory 0.9.5 (sdist) src/llamafactory/v1/core/utils/checkpoint.py:20-28 and 88-114.
+LLAMAFACTORY_CHECKPOINT = '''\
+import numpy as np
+import torch
+from safetensors.torch import load_file
+
+from ...accelerator.helper import DeviceType, get_current_accelerator
+
+
+def _get_accelerator_rng_state():
+    """Get RNG state for the current accelerator, device-agnostic."""
+    device_type = get_current_accelerator().type
+    if device_type == DeviceType.CUDA:
+        return torch.cuda.get_rng_state_all()
+    elif device_type == DeviceType.NPU:
+        return torch.npu.get_rng_state_all()
+    elif device_type == DeviceType.XPU:
+        return torch.xpu.get_rng_state_all()
+    return None
+
+
+def _set_accelerator_rng_state(state) -> None:
+    """Set RNG state for the current accelerator, device-agnostic."""
+    if state is None:
+        return
+
+    device_type = get_current_accelerator().type
+    if device_type == DeviceType.CUDA:
+        torch.cuda.set_rng_state_all(state)
+    elif device_type == DeviceType.NPU:
+        torch.npu.set_rng_state_all(state)
+    elif device_type == DeviceType.XPU:
+        torch.xpu.set_rng_state_all(state)
+'''
+
+
+def test_a_chain_on_a_device_enumeration_with_an_npu_member_keeps_its_cuda_arm():
+    """llamafactory 0.9.5's `if device_type == DeviceType.CUDA: torch.cuda...` / `elif device_type
+    == DeviceType.NPU: torch.npu...`: the enumeration's CUDA member keeps its value ("cuda"), so
+    that arm never runs on the NPU; migrated it became a second torch.npu arm (torch.npu called on
+    a CUDA machine). Only `import torch_npu` is added, for the NPU arm's torch.npu (NPU108). Without
+    the NPU member's arm, the CUDA arm moves as before."""
+    r = assert_partial_as_whole(LLAMAFACTORY_CHECKPOINT, "src/llamafactory/v1/core/utils/checkpoint.py")
+    assert r.new_text == (LLAMAFACTORY_CHECKPOINT + PARTIAL_PADDING).replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n", 1)
+    assert [e.code for e in r.edits] == ["NPU108"]
+    alone = LLAMAFACTORY_CHECKPOINT.replace('''    elif device_type == DeviceType.NPU:
+        return torch.npu.get_rng_state_all()
+''', "")
+    r = migrate_source(alone, "checkpoint.py")
+    assert r.new_text is not None and "return torch.npu.get_rng_state_all()" in r.new_text
+    assert "torch.cuda.set_rng_state_all" in r.new_text  # (the second chain keeps its NPU arm)
+
+
+# llamafactory 0.9.5 (sdist) src/llamafactory/extras/env.py:25-35 and 47-56, trimmed.
+LLAMAFACTORY_ENV = '''\
+def print_env() -> None:
+    import os
+    import platform
+
+    import torch
+    import transformers
+    from transformers.utils import is_torch_cuda_available, is_torch_npu_available
+
+    info = {"PyTorch version": torch.__version__}
+
+    if is_torch_cuda_available():
+        info["PyTorch version"] += " (GPU)"
+        info["GPU type"] = torch.cuda.get_device_name()
+        info["GPU number"] = torch.cuda.device_count()
+        info["GPU memory"] = f"{torch.cuda.mem_get_info()[1] / (1024**3):.2f}GB"
+
+    if is_torch_npu_available():
+        info["PyTorch version"] += " (NPU)"
+        info["NPU type"] = torch.npu.get_device_name()
+        info["CANN version"] = torch.version.cann
+'''
+
+
+def test_a_branch_behind_a_librarys_cuda_test_stays():
+    """llamafactory 0.9.5 extras/env.py: `if is_torch_cuda_available():` imported from
+    transformers, which pairs it with is_torch_npu_available and whose own run keeps it
+    (project_values.cuda_tests): False on the NPU, so its branch is dead there; migrated, it called
+    torch.npu on a CUDA machine. The branch stays (partial parsing keeps the import that binds the
+    name); only the NPU arm's `import torch_npu` is added. The project's own function of that name
+    (not a CUDA test with an NPU twin) still migrates what it opens (4f56f66)."""
+    r = assert_partial_as_whole(LLAMAFACTORY_ENV, "src/llamafactory/extras/env.py")
+    assert r.new_text == (LLAMAFACTORY_ENV + PARTIAL_PADDING).replace(
+        "    import torch\n", "    import torch\n    import torch_npu  # noqa: F401\n", 1)
+    own = LLAMAFACTORY_ENV.replace("from transformers.utils import", "from .misc import")
+    r = migrate_source(own, "src/llamafactory/extras/env.py")
+    assert r.new_text is not None and r.new_text.count("torch.npu.") == 4

@@ -62,6 +62,7 @@ import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
 from ..context import Context
+from ..frameworks import LIBRARY_CUDA_TESTS
 from ..local_modules import is_local_import
 from ..imports import dotted_name, imported_names
 from ..fast_visitor import code_children, subtree, walk
@@ -792,9 +793,7 @@ class _Planner(cst.CSTVisitor):
             while isinstance(node, cst.If):
                 chain.append(node)
                 node = node.orelse
-            if (any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain)
-                    and not _names_device(branch.test, compiled(_NPU_WORD), _is_npu_name)
-                    and _tests_cuda_itself(branch.test, self.ctx.options.cuda_tests)):
+            if any(b is branch for b in cuda_arms_beside_npu(chain, file_cuda_tests(self.ctx))):
                 return True
         return False
 
@@ -1023,12 +1022,9 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
             chain.append(branch)
             elifs.add(id(branch))
             branch = branch.orelse
-        if len(chain) < 2 or not any(_names_device(b.test, compiled(_NPU_WORD), _is_npu_name) for b in chain):
-            return
-        for b in chain:
-            if not _names_device(b.test, compiled(_NPU_WORD), _is_npu_name) and _tests_cuda_itself(b.test, ctx.options.cuda_tests):
-                ctx.keep(b.test)
-                ctx.keep(b.body)
+        for b in cuda_arms_beside_npu(chain, file_cuda_tests(ctx)):
+            ctx.keep(b.test)
+            ctx.keep(b.body)
         # After an arm whose test is the NPU's availability itself (`elif is_npu_available():`),
         # the later arms and the `else:` never run on the NPU (accelerate's utils/modeling.py
         # `else: expected_device_type = "cuda"`): edited, they were noise in the diff.
@@ -1049,6 +1045,45 @@ def keep_cuda_beside_npu(ctx: Context, node: cst.CSTNode, elifs: Set[int]) -> No
     names = [string_value(v) for v in values if isinstance(v, cst.SimpleString)]
     if any(n is not None and _is_npu_name(n) for n in names) and any(n is not None and _is_cuda_name(n) for n in names):
         ctx.keep(node)  # whole: a rewrite of a dict as a backend table changes its values too
+
+
+def cuda_arms_beside_npu(chain: Sequence[cst.If], tests: Sequence[str]) -> List[cst.If]:
+    """The CUDA arms of an if/elif chain that selects the NPU already: the arms whose test checks
+    CUDA itself (_tests_cuda_itself, stays False on the NPU) in a chain with an arm for the NPU,
+    which is a test naming it (`elif device_type == "npu":`, `elif torch.npu.is_available():`) or
+    an `else:` that selects it (xtuner 0.2.0 _lite/device.py: `if torch.cuda.is_available(): device
+    = "cuda"` / `else: import torch_npu; device = "npu"`: moved, the test called torch.npu before
+    the `else` imported torch_npu, and the NPU arm never ran). A test comparing with a member of a
+    per-device enumeration counts as checking CUDA where the chain tests the enumeration's NPU
+    member (llamafactory 0.9.5's `device_type == DeviceType.CUDA` / `elif device_type ==
+    DeviceType.NPU`): the member keeps its value, "cuda"."""
+    npu = compiled(_NPU_WORD)
+    npu_arms = [b for b in chain if _names_device(b.test, npu, _is_npu_name)]
+    last = chain[-1].orelse if chain else None
+    if not npu_arms and not (isinstance(last, cst.Else) and _names_device(last.body, npu, _is_npu_name)):
+        return []
+    owners = {owner for b in npu_arms for owner in _members_of(b.test, ("npu",))}
+    npu_ids = {id(b) for b in npu_arms}
+    return [b for b in chain if id(b) not in npu_ids and (
+        _tests_cuda_itself(b.test, tests) or bool(owners & set(_members_of(b.test, ("cuda", "gpu")))))]
+
+
+def _members_of(test: cst.CSTNode, members: Sequence[str]) -> Iterator[str]:
+    """The owners of the `Owner.MEMBER` attributes in `test` whose member is one of `members`
+    (any case): `DeviceType.NPU` gives "DeviceType"."""
+    for n in subtree(test):
+        if isinstance(n, cst.Attribute) and n.attr.value.lower() in members:
+            owner = get_full_name_for_node(n.value)
+            if owner is not None:
+                yield owner
+
+
+def file_cuda_tests(ctx: Context) -> Tuple[str, ...]:
+    """The CUDA tests whose calls the file's device code keeps as they are: the project's
+    (Options.cuda_tests) and the local names of a library's it imports (frameworks.LIBRARY_CUDA_TESTS:
+    False on the NPU wherever they come from there)."""
+    library = tuple(local for local, qual in ctx.imports.names.items() if qual in LIBRARY_CUDA_TESTS)
+    return ctx.options.cuda_tests + library if library else ctx.options.cuda_tests
 
 
 # The NPU's own availability tests: `torch.npu.is_available()`, the project's `is_npu_available()`,
@@ -1088,7 +1123,8 @@ def keep_cuda_tests(ctx: Context) -> Tuple[str, ...]:
     for node in ctx.module.body if tests else ():
         if isinstance(node, cst.FunctionDef) and node.name.value in tests:
             ctx.keep(node)
-    return tests
+    library = file_cuda_tests(ctx)[len(ctx.options.cuda_tests):]  # (a library's: imported, not defined)
+    return tests + library
 
 
 def keep_behind_cuda_test(ctx: Context, node: cst.If, tests: Sequence[str]) -> None:
