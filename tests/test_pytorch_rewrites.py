@@ -3,6 +3,7 @@
 import pytest
 
 from npu_migrate import Options, migrate_source
+from helpers import PARTIAL_PADDING, assert_partial_as_whole
 
 
 def migrate(src, **opts):
@@ -684,3 +685,51 @@ def test_a_lookups_cuda_default_that_cannot_move_stays_and_is_reported(src, wher
     assert not result.changed or result.new_text == src
     found = [f"{f.span.line}:{f.span.col}" for f in result.findings if f.code == "NPU326"]
     assert found == where
+
+
+# sample-factory 2.1.1 (wheel) sample_factory/utils/gpu_utils.py:1-28, the imports trimmed.
+SAMPLE_FACTORY_GPU_UTILS = '''\
+import os
+from typing import List, Optional
+
+import torch
+
+CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"
+
+
+def set_global_cuda_envvars(cfg):
+    if CUDA_ENVVAR not in os.environ:
+        if cfg.device == "cpu":
+            available_gpus = ""
+        else:
+            available_gpus = get_gpus_without_triggering_pytorch_cuda_initialization(os.environ)
+        os.environ[CUDA_ENVVAR] = available_gpus
+    log.info(f"Environment var {CUDA_ENVVAR} is {os.environ[CUDA_ENVVAR]}")
+
+
+def get_available_gpus() -> List[int]:
+    """
+    Returns indices of GPUs specified by CUDA_VISIBLE_DEVICES.
+    """
+    orig_visible_devices = os.environ[f"{CUDA_ENVVAR}"]
+    available_gpus = [int(g.strip()) for g in orig_visible_devices.split(",") if g and not g.isspace()]
+    return available_gpus
+'''
+
+
+def test_a_constant_naming_the_visible_devices_variable_moves_with_its_environ_readers():
+    """sample-factory 2.1.1 gpu_utils.py: `CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"`, read as
+    `os.environ[CUDA_ENVVAR]` and `CUDA_ENVVAR not in os.environ` to set each process's device
+    mask: on Ascend the mask is ASCEND_RT_VISIBLE_DEVICES, so the constant moves (NPU107) as the
+    literal written in its readers' place does. A constant no environment lookup reads stays."""
+    r = assert_partial_as_whole(SAMPLE_FACTORY_GPU_UTILS, "sample_factory/utils/gpu_utils.py")
+    assert r.new_text == (SAMPLE_FACTORY_GPU_UTILS + PARTIAL_PADDING).replace(
+        'CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"', 'CUDA_ENVVAR = "ASCEND_RT_VISIBLE_DEVICES"')
+    assert [(e.code, e.span.line, e.before, e.after) for e in r.edits] == [
+        ("NPU107", 6, '"CUDA_VISIBLE_DEVICES"', '"ASCEND_RT_VISIBLE_DEVICES"')]
+    for reader in ("os.getenv(NAME)", "os.environ.get(NAME, '')", "os.environ[NAME]"):
+        r = migrate_source(f"import os\nNAME = 'CUDA_VISIBLE_DEVICES'\nmask = {reader}\n", "m.py")
+        assert r.new_text == f"import os\nNAME = 'ASCEND_RT_VISIBLE_DEVICES'\nmask = {reader}\n"
+    label = "import os\nNAME = 'CUDA_VISIBLE_DEVICES'\nprint(NAME)\n"
+    assert migrate_source(label, "m.py").new_text is None
+

@@ -252,6 +252,10 @@ class DeviceVariables(cst.CSTVisitor):
         # compared with is a device type (monai's `... if input_type == "cuda" else ...`).
         self.type_names: Set[str] = set()
         self.environ_names: Set[str] = set()  # `env = os.environ.copy()`, `dict(os.environ)`
+        # Names the module uses as an environment variable's name: `os.environ[NAME]`, `NAME in
+        # os.environ`, `os.getenv(NAME)` (sample-factory 2.1.1's `CUDA_ENVVAR =
+        # "CUDA_VISIBLE_DEVICES"`): the name's env-var literal moves with them (_assigned_value).
+        self.env_key_names: Set[str] = set()
         # Names that take the elements of a collection named for devices (`for d in DEVICES`,
         # `[d for d in devices]`): what they are compared with is what the collection holds.
         self.element_names: Set[str] = set()
@@ -279,7 +283,24 @@ class DeviceVariables(cst.CSTVisitor):
         # None when two such uses disagree (LiteralRewrites._parametrize_variable).
         self.parametrize_names: Dict[str, Optional[Tuple[Tuple[int, ...], int, int]]] = {}
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
+                and type(node.slice[0].slice.value) is cst.Name and self.t.is_environ(node.value):
+            self.env_key_names.add(node.slice[0].slice.value.value)
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        left = node.left
+        for target in node.comparisons:
+            if type(left) is cst.Name and isinstance(target.operator, (cst.In, cst.NotIn)) \
+                    and self.t.is_environ(target.comparator):
+                self.env_key_names.add(left.value)
+            left = target.comparator
+
     def visit_Call(self, node: cst.Call) -> None:
+        at = ENV_FUNCS.get(self.t.resolve(node.func) or "")
+        if at is not None and len(node.args) > at and node.args[at].keyword is None \
+                and type(node.args[at].value) is cst.Name:
+            self.env_key_names.add(node.args[at].value.value)  # type: ignore[attr-defined]
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "parametrize" \
                 and self.t.resolve(node.func) in dc.PARAMETRIZE:
             found = dc.parametrized_devices(node)
@@ -1261,6 +1282,12 @@ class LiteralRewrites(TorchKind):
             # Model.to("all")): each element is what a display's would be.
             new_element = self._assigned_value(targets, original_value.elt, updated_value.elt)
             return updated_value if new_element is updated_value.elt else updated_value.with_changes(elt=new_element)
+        if type(original_value) is cst.SimpleString and len(targets) == 1 and type(targets[0]) is cst.Name \
+                and self.envs.rewrite(updated_value) is not None \
+                and targets[0].value in self._usage(targets[0].value).env_key_names:
+            # `CUDA_ENVVAR = "CUDA_VISIBLE_DEVICES"` read as `os.environ[CUDA_ENVVAR]`: the name of
+            # the variable its readers set and read, moved as `os.environ["CUDA_VISIBLE_DEVICES"]`
+            return self.env_literal(original_value, updated_value)
         if not self._is_rewritable_literal(updated_value):
             return updated_value
         device = any(self.is_device_expr(t) for t in targets)
