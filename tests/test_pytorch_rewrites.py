@@ -733,3 +733,94 @@ def test_a_constant_naming_the_visible_devices_variable_moves_with_its_environ_r
     label = "import os\nNAME = 'CUDA_VISIBLE_DEVICES'\nprint(NAME)\n"
     assert migrate_source(label, "m.py").new_text is None
 
+
+# mindone 0.5.0 (sdist) tests/diffusers_tests/pipelines/pipeline_test_utils.py:1-11 and 67-120.
+MINDONE_RANDN_TENSOR = '''\
+import importlib
+import inspect
+import logging
+import random
+import sys
+from typing import Callable, List, Optional, Tuple, Union
+
+import torch
+
+import mindspore as ms
+from mindspore import mint, nn, ops
+
+
+def randn_tensor(
+    shape: Union[Tuple, List],
+    generator: Optional[Union[List["torch.Generator"], "torch.Generator"]] = None,
+    device: Optional["torch.device"] = None,
+    dtype: Optional["torch.dtype"] = None,
+    layout: Optional["torch.layout"] = None,
+):
+    """A helper function to create random tensors on the desired `device` with the desired `dtype`. When
+    passing a list of generators, you can seed each batch size individually. If CPU generators are passed, the tensor
+    is always created on the CPU.
+    """
+    # device on which tensor is created defaults to device
+    rand_device = device
+    batch_size = shape[0]
+    ms_dtype = dtype
+    if dtype == ms.float32:
+        dtype = torch.float32
+    elif dtype == ms.bfloat16:
+        dtype = torch.bfloat16
+    elif dtype == ms.float16:
+        dtype = torch.float16
+
+    layout = layout or torch.strided
+    device = device or torch.device("cpu")
+
+    if generator is not None:
+        gen_device_type = generator.device.type if not isinstance(generator, list) else generator[0].device.type
+        if gen_device_type != device.type and gen_device_type == "cpu":
+            rand_device = "cpu"
+            if device != "mps":
+                print(
+                    f"The passed generator was created on 'cpu' even though a tensor on {device} was expected."
+                    f" Tensors will be created on 'cpu' and then moved to {device}. Note that one can probably"
+                    f" slighly speed up this function by passing a generator that was created on the {device} device."
+                )
+        elif gen_device_type != device.type and gen_device_type == "cuda":
+            raise ValueError(f"Cannot generate a {device} tensor from a generator of type {gen_device_type}.")
+
+    # make sure generator list of length 1 is treated like a non-list
+    if isinstance(generator, list) and len(generator) == 1:
+        generator = generator[0]
+
+    if isinstance(generator, list):
+        shape = (1,) + shape[1:]
+        latents = [
+            torch.randn(shape, generator=generator[i], device=rand_device, dtype=dtype, layout=layout)
+            for i in range(batch_size)
+        ]
+        latents = torch.cat(latents, dim=0).to(device)
+    else:
+        latents = torch.randn(shape, generator=generator, device=rand_device, dtype=dtype, layout=layout).to(device)
+
+    return ms.Tensor(latents.float().numpy(), dtype=ms_dtype)
+'''
+
+
+def test_a_comparison_with_the_device_an_object_is_on_needs_no_torch_npu():
+    """mindone 0.5.0's MindSpore test helper (its PyTorch a CPU reference): `gen_device_type ==
+    "cuda"`, where `gen_device_type` is only ever a generator's `.device.type`, moves, but asks for
+    no `import torch_npu`: a generator is on the NPU only in a process that loaded torch_npu, and
+    without it the test is False as before (the MindSpore test environment has no torch_npu to
+    import). A comparison with a setting (a parameter, which may name the NPU before anything is on
+    it) still asks for the import."""
+    r = assert_partial_as_whole(MINDONE_RANDN_TENSOR, "tests/diffusers_tests/pipelines/pipeline_test_utils.py")
+    assert r.new_text == (MINDONE_RANDN_TENSOR + PARTIAL_PADDING).replace(
+        'gen_device_type == "cuda"', 'gen_device_type == "npu"')
+    assert [(e.code, e.span.line) for e in r.edits] == [("NPU105", 49)]
+    setting = "import torch\ndef f(x, device_type):\n    if device_type == 'cuda':\n        x = x.to(device_type)\n    return x\n"
+    assert migrate_source(setting, "m.py").new_text == setting.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace("'cuda'", "'npu'")
+    read = "import torch\ndef f(x):\n    kind = x.device.type\n    return kind == 'cuda'\n"
+    assert migrate_source(read, "m.py").new_text == read.replace("'cuda'", "'npu'")
+    rebound = read.replace("    return", "    kind = kind or 'cpu'\n    return")
+    assert migrate_source(rebound, "m.py").new_text == rebound.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace("== 'cuda'", "== 'npu'")

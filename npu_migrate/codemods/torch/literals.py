@@ -256,6 +256,11 @@ class DeviceVariables(cst.CSTVisitor):
         # os.environ`, `os.getenv(NAME)` (sample-factory 2.1.1's `CUDA_ENVVAR =
         # "CUDA_VISIBLE_DEVICES"`): the name's env-var literal moves with them (_assigned_value).
         self.env_key_names: Set[str] = set()
+        # Names bound only to the device an object is on (`kind = x.device.type`; object_device_read),
+        # and the names bound otherwise too (a parameter, a loop, another value): the first less
+        # the second are LiteralRewrites._reads_object_device's names.
+        self._object_device: Set[str] = set()
+        self._bound_otherwise: Set[str] = set()
         # Names that take the elements of a collection named for devices (`for d in DEVICES`,
         # `[d for d in devices]`): what they are compared with is what the collection holds.
         self.element_names: Set[str] = set()
@@ -282,6 +287,33 @@ class DeviceVariables(cst.CSTVisitor):
         # device-named parameters' positions, the number of parameters, how often so passed);
         # None when two such uses disagree (LiteralRewrites._parametrize_variable).
         self.parametrize_names: Dict[str, Optional[Tuple[Tuple[int, ...], int, int]]] = {}
+
+    @property
+    def object_device_names(self) -> Set[str]:
+        return self._object_device - self._bound_otherwise
+
+    def _bound(self, target: cst.CSTNode, value: Optional[cst.BaseExpression]) -> None:
+        if type(target) is cst.Name:
+            (self._object_device if value is not None and object_device_read(value)
+             else self._bound_otherwise).add(target.value)
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bound(element.value, None)
+
+    def visit_Param(self, node: cst.Param) -> None:
+        self._bound_otherwise.add(node.name.value)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._bound(node.target, None)
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+        self._bound(node.target, node.value)
+
+    def visit_AsName(self, node: cst.AsName) -> None:
+        self._bound(node.name, None)  # `with ... as name`, `except ... as name`, `import ... as name`
+
+    def visit_Global(self, node: cst.Global) -> None:
+        self._bound_otherwise.update(n.name.value for n in node.names)  # (assigned in other functions too)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
@@ -342,6 +374,7 @@ class DeviceVariables(cst.CSTVisitor):
             self.device_names.add(positional[COLLECTION_METHODS[func.attr.value]].value.value)  # type: ignore[attr-defined]
 
     def visit_For(self, node: cst.For) -> None:
+        self._bound(node.target, None)
         self._elements(node.target, node.iter)
         iterated = node.iter
         if self.t.foreign_libraries and isinstance(iterated, cst.Call) and not iterated.args \
@@ -355,6 +388,7 @@ class DeviceVariables(cst.CSTVisitor):
         self.entry_reads[name] = self.entry_reads.get(name, 0) + 1
 
     def visit_CompFor(self, node: cst.CompFor) -> None:
+        self._bound(node.target, None)
         self._elements(node.target, node.iter)
 
     def _elements(self, target: cst.BaseExpression, iterated: cst.BaseExpression) -> None:
@@ -362,6 +396,7 @@ class DeviceVariables(cst.CSTVisitor):
             self.element_names.add(target.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        self._bound(node.target, node.value)
         if node.value is not None and isinstance(node.target, cst.Name) and self.t.is_variable_only_literal(node.value):
             self.variable_literal_names.add(node.target.value)
         if node.value is not None and isinstance(node.target, cst.Name) and self._environ_copy(node.value):
@@ -378,6 +413,8 @@ class DeviceVariables(cst.CSTVisitor):
 
     def visit_Assign(self, node: cst.Assign) -> None:
         value = node.value
+        for t in node.targets:
+            self._bound(t.target, value)
         arms = (value.body, value.orelse) if isinstance(value, cst.IfExp) else (value,)
         variable_only = any(self.t.is_variable_only_literal(arm) for arm in arms)
         if variable_only:
@@ -397,6 +434,16 @@ class DeviceVariables(cst.CSTVisitor):
             # framework's accelerator name (lightly 1.6.0's `accelerator`, given to Lightning's
             # Trainer): its arm moved to "npu" while `accelerator == "gpu"` stayed.
             self.device_names.update(t.target.value for t in node.targets if isinstance(t.target, cst.Name))
+
+
+def object_device_read(node: cst.BaseExpression) -> bool:
+    """`x.device.type`, `x[0].device.type`, `next(m.parameters()).device.type`, and an IfExp whose
+    arms are such reads: the type of the device an object is on (LiteralRewrites._reads_object_device).
+    Not `torch.device(name).type` (a device made from a name), nor `args.device` (a setting)."""
+    if type(node) is cst.IfExp:
+        return object_device_read(node.body) and object_device_read(node.orelse)
+    return type(node) is cst.Attribute and node.attr.value == "type" and type(node.value) is cst.Attribute \
+        and node.value.attr.value == "device" and get_full_name_for_node(node.value) != "torch.device"
 
 
 def _read_key(node: cst.BaseExpression) -> Optional[str]:
@@ -655,8 +702,11 @@ class LiteralRewrites(TorchKind):
         original: cst.BaseExpression,
         updated: cst.BaseExpression,
         what: str,
+        require: bool = True,
     ) -> cst.BaseExpression:
-        """Rewrite a device/backend/env literal expression; record the edit on `original`."""
+        """Rewrite a device/backend/env literal expression; record the edit on `original`.
+        `require`: the rewritten code needs torch_npu loaded (not a comparison with the device an
+        object is on: _reads_object_device)."""
         if not table:
             return updated
         new = rewriter.rewrite(updated)
@@ -666,7 +716,7 @@ class LiteralRewrites(TorchKind):
         if rule is None or self.ctx.suppressed(original, rule.code):
             return updated
         self._record_literal(rule, original, new, what)
-        if rewriter is not self.envs:
+        if rewriter is not self.envs and require:
             self.ctx.require_import("torch_npu")
         if self._unmoved_lookups:
             self._settled(original)
@@ -716,11 +766,28 @@ class LiteralRewrites(TorchKind):
                              suggestion=rule.render_suggestion(api=api, **what))
         return updated
 
-    def device_literal(self, original, updated, what="device string", variable: bool = False):
+    def device_literal(self, original, updated, what="device string", variable: bool = False, require: bool = True):
         """`variable`: the literal is assigned to or compared with a variable the module passes
-        as a device (then variable-only rules such as "gpu" apply too)."""
+        as a device (then variable-only rules such as "gpu" apply too). `require`: _rewrite_literal's."""
         rewriter = self.devices if variable else self.positional_devices
-        return self._rewrite_literal(rewriter, self.device_rule, original, updated, what)
+        return self._rewrite_literal(rewriter, self.device_rule, original, updated, what, require)
+
+    def _reads_object_device(self, node: cst.BaseExpression) -> bool:
+        """Whether `node` is the type of the device an object is on (`x.device.type`, an IfExp of
+        such reads, or a name the module binds only to one: mindone 0.5.0's `gen_device_type = generator.device.type if ... else
+        generator[0].device.type`). A literal compared with it needs no torch_npu: the object is
+        on the NPU only in a process that loaded torch_npu already, and without it the test is
+        False as it was (a MindSpore test's PyTorch reference on the CPU gets no `import torch_npu`
+        for `gen_device_type == "npu"`). Not a setting (`args.device`, a parameter), which may
+        name the NPU before anything is on it."""
+        if type(node) is cst.Name:
+            # (asked only where the text assigns the name a `.device.type` on one line: the walk
+            # for the module's names, and in a partial text another attempt, are for those files)
+            if ".device.type" not in self.ctx.text or re.search(
+                    rf"\b{re.escape(node.value)}[ \t]*(?::[^=\n]*)?=[^=\n]*\.device\.type\b", self.ctx.text) is None:
+                return False
+            return node.value in self._usage(node.value).object_device_names
+        return object_device_read(node)
 
     def _variable_decides(self, literal: cst.BaseExpression) -> bool:
         """Whether device_literal's `variable` can change what `literal` becomes: where the
@@ -1206,7 +1273,7 @@ class LiteralRewrites(TorchKind):
                     new = self.env_literal(lit_o, lit_u)
                 elif self.is_device_expr(other):
                     new = self.device_literal(lit_o, lit_u, variable=self._variable_decides(lit_u)
-                                         and self._compared_variable(other))
+                                         and self._compared_variable(other), require=not self._reads_object_device(other))
                 elif self.is_backend_expr(other):
                     new = self.backend_literal(lit_o, lit_u)
                 elif type(lit_o) is cst.Call and self.is_device_expr(lit_o):
