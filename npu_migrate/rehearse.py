@@ -647,11 +647,15 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
     # the ranks wherever each is (one past its optimizer step, one before it)
     stopped = any(r.sigterm or r.killed for r in result.ranks)
     hashes = {rank: r["params"] for rank, r in ranks.items() if r.get("params")}
+    # (said as a check that held only when every rank ended well: where one failed, the job did
+    # not train to its end, whatever the ranks held when they stopped)
+    any_failed = any(r.returncode != 0 for r in result.ranks)
     if len(hashes) > 1 and not stopped:
         if len({tuple(h) for h in hashes.values()}) == 1:
-            models = len(next(iter(hashes.values())))
-            result.checks.append(f"the {len(hashes)} ranks hold the same parameters at exit "
-                                 f"({models} model{'s' if models != 1 else ''} in DistributedDataParallel)")
+            if not any_failed:
+                models = len(next(iter(hashes.values())))
+                result.checks.append(f"the {len(hashes)} ranks hold the same parameters at exit "
+                                     f"({models} model{'s' if models != 1 else ''} in DistributedDataParallel)")
         else:
             shown = ", ".join(f"rank {rank}: {h[0][:12] if h else '-'}" for rank, h in sorted(hashes.items()))
             problems.append(f"the ranks hold different parameters at exit ({shown}): they trained different models")

@@ -458,9 +458,10 @@ def test_one_rank_failing_fails_the_job(world):
     assert uploaded(done) == ["epoch0.ckpt"]  # rank 0 still uploaded: the failure is rank 1's alone
 
 
-def _step_checks(tmp_path, ranks):
+def _step_checks(tmp_path, ranks, checks=None):
     """rehearse's distributed checks on the records of ranks given as (exit status, training steps
-    through DistributedDataParallel): the problems (no process runs)."""
+    through DistributedDataParallel), every rank with the same parameters: the problems (no process
+    runs); `checks`, a list, gets the checks that held."""
     from npu_migrate.rehearse import RankResult, RehearsalOptions, RehearsalResult, _distributed_checks
 
     records = {rank: {"rank": rank, "pid": rank, "distributed": True, "params": ["a" * 64], "steps": [steps]}
@@ -469,7 +470,10 @@ def _step_checks(tmp_path, ranks):
                              command=[], ranks=[RankResult(rank=rank, pid=rank, returncode=status)
                                                 for rank, (status, _) in enumerate(ranks)],
                              copies_in=[], uploaded=[], not_uploaded=[], seconds=0, timed_out=False, calls=0)
-    return _distributed_checks(result, tmp_path, records, [])
+    problems = _distributed_checks(result, tmp_path, records, [])
+    if checks is not None:
+        checks.extend(result.checks)
+    return problems
 
 
 def test_a_rank_that_left_after_fewer_steps_is_named_as_why_another_failed(tmp_path):
@@ -526,6 +530,17 @@ def test_a_rank_that_trained_without_ever_using_the_npu_fails_the_job(tmp_path):
     # On the NPU, or without an optimizer step (a job that evaluates, prepares data), nothing to say.
     assert _cpu_problems(tmp_path, (32, True)) == []
     assert _cpu_problems(tmp_path, (0, False)) == []
+
+
+def test_ranks_that_hold_the_same_parameters_are_said_to_only_when_every_rank_ended_well(tmp_path):
+    # The char-LSTM flake's failing rehearsal said "the 2 ranks hold the same parameters at exit" among the
+    # checks that held, under its FAILED verdict: the ranks held what they had when rank 0 died, not the
+    # trained model's parameters.
+    checks = []
+    _step_checks(tmp_path, [(1, 2), (0, 1)], checks)
+    assert checks == []
+    _step_checks(tmp_path, [(0, 2), (0, 2)], checks)
+    assert checks == ["the 2 ranks hold the same parameters at exit (1 model in DistributedDataParallel)"]
 
 
 @pytest.mark.parametrize("module, why", [
