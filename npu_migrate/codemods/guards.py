@@ -36,8 +36,9 @@ torch pass walks); what is kept is recorded with
 
 * **code that selects the NPU already** (`keep_cuda_beside_npu`, called by the torch pass's own
   walk, top-down, in files that name the NPU) -- an `if`/`elif` chain with a branch for the NPU
-  (`device_type == "npu"`, `torch.npu.is_available()`, `is_npu_available()`) keeps its CUDA
-  branch as it is: rewritten, it would become a second NPU branch the first one shadows (the GPU
+  (`device_type == "npu"`, `torch.npu.is_available()`, `is_npu_available()`, an `else:` that
+  imports torch_npu or picks "npu"; `DeviceType.CUDA` beside `DeviceType.NPU`: cuda_arms_beside_npu)
+  keeps its CUDA branch as it is: rewritten, it would become a second NPU branch the first one shadows (the GPU
   branch stays the GPU branch, as for MindSpore's device targets); likewise a tuple, list or set
   of device names that holds "npu" keeps its "cuda"/"gpu" entry, and a dict keyed by device
   names that has an "npu" key keeps its "cuda" entry (`{"cuda": "nccl", "npu": "hccl"}` would
