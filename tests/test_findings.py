@@ -164,6 +164,30 @@ def test_cuda_source_file_points_at_its_first_kernel():
     assert f.message == "custom CUDA code (2 `__global__` kernels: add_kernel, mul_kernel) cannot run on the NPU"
 
 
+def test_a_kernel_a_macro_defines_is_named_by_the_macro():
+    """spikingjelly 2.0.0 ops/spike_linear/kernels.cuh (shortened): three kernels are defined by
+    function-like macros under their `name` parameter; the finding listed them as "name, name, name"."""
+    source = (
+        '#include <cuda_fp16.h>\n'
+        '\n'
+        'extern "C" __global__ void pack_kernel(const void *__restrict__ S,\n'
+        '                                       unsigned char *__restrict__ out) {}\n'
+        '\n'
+        '#define DEFINE_V3_KERNEL(name, scalar_t)                                               \\\n'
+        '    extern "C" __global__ void name(const unsigned char *S_packed, const scalar_t *W,  \\\n'
+        '                                    scalar_t *Y) {}\n'
+        'DEFINE_V3_KERNEL(spike_linear_v3_f32, float)\n'
+        '#define DEFINE_INDEX_KERNEL(name, scalar_t) \\\n'
+        '    /* one row per block */ \\\n'
+        '    extern "C" __global__ void name(const scalar_t *S, int *row_counts) {}\n'
+        '#define GRID 128\n'
+        '__global__ void name(float *x) {}\n'
+    )
+    [f] = finding_objects(source, "ops/spike_linear/kernels.cuh")
+    assert f.api == "pack_kernel, DEFINE_V3_KERNEL(...), DEFINE_INDEX_KERNEL(...), name"
+    assert (f.span.line, f.span.col) == (3, 12)
+
+
 def test_cuda_header_without_kernels_is_flagged_at_line_one():
     [f] = finding_objects("#pragma once\ninline int div_up(int a, int b) { return (a + b - 1) / b; }\n", "ops/util.cuh")
     assert (f.span.line, f.span.col, f.api) == (1, 1, "CUDA source")

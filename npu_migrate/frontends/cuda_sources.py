@@ -11,7 +11,7 @@ The file is only read, never written, so undecodable bytes are replaced rather t
 from __future__ import annotations
 
 import re
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from ..offsets import LineIndex
 from ..suppressions import SUPPRESS_RE, covers, suppressed_codes
@@ -33,11 +33,40 @@ def decode(data: bytes, path: str = "<bytes>") -> Tuple[str, str]:
     return data.decode("utf-8", errors="replace"), "utf-8"
 
 
+# `#define DEFINE_V3_KERNEL(name, scalar_t) \`: a function-like macro and its parameters.
+_DEFINE_RE = re.compile(r"[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)")
+
+
 def kernels(text: str) -> List[Tuple[str, int, int]]:
-    """(name, line, column) of every `__global__` function, 1-based."""
+    """(name, line, column) of every `__global__` function, 1-based. A kernel a function-like
+    macro defines under one of its parameters is named by the macro (spikingjelly 2.0.0's
+    ops/spike_linear/kernels.cuh: `#define DEFINE_V3_KERNEL(name, scalar_t) extern "C" __global__
+    void name(...)` is `DEFINE_V3_KERNEL(...)`, not "name")."""
     code = _COMMENT_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
     lines = LineIndex(code)
-    return [(m.group(1), *lines.position(m.start())) for m in _KERNEL_RE.finditer(code)]
+    found = []
+    for m in _KERNEL_RE.finditer(code):
+        name = m.group(1)
+        macro = _macro_around(code, m.start())
+        if macro is not None and name in (p.strip() for p in macro.group(2).split(",")):
+            name = f"{macro.group(1)}(...)"
+        found.append((name, *lines.position(m.start())))
+    return found
+
+
+def _macro_around(code: str, at: int) -> Optional["re.Match[str]"]:
+    """The `#define NAME(...)` whose body, continued by backslashes, holds offset `at`."""
+    start = code.rfind("\n", 0, at) + 1
+    while True:
+        define = _DEFINE_RE.match(code, start)
+        if define is not None:
+            return define
+        if start == 0:
+            return None
+        before = code.rfind("\n", 0, start - 1) + 1
+        if not code[before:start - 1].rstrip().endswith("\\"):
+            return None
+        start = before
 
 
 def _suppressed(text: str, line: int, code: str) -> bool:
