@@ -8,7 +8,8 @@ Ground level: the configuration (config.py) and the targets (targets/pins.py) st
 `common_folder`; the requirements front end (frontends/requirements.py) reports from the
 dependency lists and the targets read the project's pins from them; none imports another.
 Requirement lines are parsed with `packaging` when a reader asks (`Dependency.requirement`);
-lines it cannot parse (editable VCS URLs, local paths) give `requirement=None`.
+lines it cannot parse (editable VCS URLs, local paths) give `requirement=None`. A plain line
+(a name and clauses of plain release numbers) is read without packaging (`plain_requirement`).
 """
 
 from __future__ import annotations
@@ -115,6 +116,49 @@ class Dependency:
         return _parse(self.text)
 
 
+# A requirement that is a name and at most comma-separated clauses of a comparison and a plain
+# release number (`torch`, `torch>=2.1`, `scipy >=1.8,<2.0`): packaging's requirement parser takes
+# every such line (each of these operators takes any release number, `~=` one of two parts or
+# more, checked below) and reads it as its name and its clauses as written (in their order since
+# packaging 25; earlier ones keep them in a set: a reader whose answer depends on the order falls
+# back to packaging when two clauses could give it, frontends/requirements._read).
+_PLAIN_CLAUSE = r"(~=|==|!=|<=|>=|<|>)\s*([0-9]+(?:\.[0-9]+)*)"
+_PLAIN_CLAUSES = re.compile(_PLAIN_CLAUSE)
+_PLAIN = re.compile(r"\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)\s*"
+                    r"((?:~=|==|!=|<=|>=|<|>)\s*[0-9]+(?:\.[0-9]+)*(?:\s*,\s*(?:~=|==|!=|<=|>=|<|>)\s*[0-9]+(?:\.[0-9]+)*)*)?\s*")
+
+
+@dataclass(frozen=True)
+class PlainClause:
+    """One clause of a plain requirement, as packaging's Specifier gives it (`operator`, `version`)."""
+
+    operator: str
+    version: str
+
+
+@dataclass(frozen=True)
+class PlainRequirement:
+    """A plain requirement line read without packaging: what its Requirement gives of it (the
+    name as written, the clauses as written, no URL). tests/test_requirements.py compares."""
+
+    name: str
+    specifier: Tuple[PlainClause, ...]
+    url: None = None
+
+
+def plain_requirement(text: str) -> Optional[PlainRequirement]:
+    """`text` read as packaging's requirement parser reads it, when it is plain (_PLAIN), without
+    importing packaging (its requirement parser, markers and wheel tags: ~0.05 s); None for any
+    other line (packaging reads it: Dependency.requirement)."""
+    m = _PLAIN.fullmatch(text)
+    if m is None:
+        return None
+    clauses = tuple(PlainClause(op, version) for op, version in _PLAIN_CLAUSES.findall(m.group(2) or ""))
+    if any(c.operator == "~=" and "." not in c.version for c in clauses):
+        return None  # (`~=1`: invalid for packaging)
+    return PlainRequirement(m.group(1), clauses)
+
+
 @dataclass
 class IndexOption:
     url: str
@@ -176,10 +220,14 @@ def _parse(spec: str) -> Optional[Requirement]:
         return None
 
 
-def canonicalize_name(name: str) -> str:
-    from packaging.utils import canonicalize_name as canonical
+_SEPARATORS = re.compile(r"[-_.]+")
 
-    return canonical(name)
+
+def canonicalize_name(name: str) -> str:
+    """PEP 503's normal form of a package name (runs of `-_.` are one `-`, lower case), as
+    packaging.utils.canonicalize_name gives it (tests/test_requirements.py compares), without
+    importing packaging.utils, which imports its wheel tags (~0.02 s)."""
+    return _SEPARATORS.sub("-", name).lower()
 
 
 @functools.lru_cache(maxsize=4)

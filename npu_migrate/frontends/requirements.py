@@ -9,20 +9,21 @@ The findings come from `[[finding]]` rules of kind
   matches `cu*`) or a URL glob containing `/` (`--index-url https://download.pytorch.org/whl/cu118`).
 
 The lines are read by project_files.py (which the targets' pin reading shares); requirements
-`packaging` cannot parse (editable VCS URLs, local paths) are skipped.
+`packaging` cannot parse (editable VCS URLs, local paths) are skipped. Only the lines that can give
+or silence a finding are parsed (_may_report), a plain one without packaging (_read).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import re
-from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple, Union
 
 from ..model import FileResult, Finding, Span
 from ..options import Options
 from ..offsets import LineIndex
-from ..project_files import (Dependency, IndexOption, TOMLDecodeError, canonicalize_name, read_pyproject,
-                                 read_requirements_txt)
+from ..project_files import (Dependency, IndexOption, PlainRequirement, TOMLDecodeError, canonicalize_name,
+                             plain_requirement, read_pyproject, read_requirements_txt)
 from ..rules import Rule, RuleSet
 from ..kinds.finding import FindingSpec, names_of
 from . import is_pyproject
@@ -56,7 +57,7 @@ def _matchers(rules: RuleSet) -> List[Tuple[Rule, FrozenSet[str], List[Tuple[str
     return made
 
 
-def _pinned_minor(req: Requirement) -> str:
+def _pinned_minor(req: Union[Requirement, PlainRequirement]) -> str:
     """"2.1" for torch==2.1.0 / ~=2.1.2 / ==2.1.*; "" when the version is not pinned."""
     for spec in req.specifier:
         if spec.operator in _PINNED_OPERATORS:
@@ -66,14 +67,49 @@ def _pinned_minor(req: Requirement) -> str:
     return ""
 
 
-def _local_labels(req: Requirement) -> List[str]:
+def _local_labels(req: Union[Requirement, PlainRequirement]) -> List[str]:
     return [spec.version.split("+", 1)[1] for spec in req.specifier if "+" in spec.version]
+
+
+# The name a requirement line starts with (after blanks): packaging's name of any line it can
+# parse (its name token, then a blank, `[`, `(`, `;`, `@`, a comparison or the end).
+_LEAD = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _may_report(dep: Dependency, matchers: List[Tuple[Rule, FrozenSet[str], List[Tuple[str, str]]]]) -> bool:
+    """Whether `dep` can give a finding or silence one: its name matches a `requirement` rule or
+    is one of their `unless` names, or its text can hold a CUDA build (a local label `+`, a URL
+    `@`: `requirement-build`). Any other line gives nothing, however packaging would read it, so
+    it is not read (its name, taken from the text, is canonicalized as is, and without the `-_.`
+    it may end with, which packaging's name never does)."""
+    if "+" in dep.text or "@" in dep.text:
+        return True
+    lead = _LEAD.match(dep.text)
+    if lead is None:  # (no name: packaging cannot read it either)
+        return False
+    name = lead.group(1)
+    names = {canonicalize_name(name)} if name[-1].isalnum() else {canonicalize_name(name), canonicalize_name(name.rstrip("-_."))}
+    return any(not names.isdisjoint(unless) or any(fnmatch.fnmatchcase(name, canonical)
+                                                      for name in names for _, canonical in patterns)
+               for _, unless, patterns in matchers)
+
+
+def _read(dep: Dependency) -> Optional[Union[Requirement, PlainRequirement]]:
+    """`dep` as packaging reads it: a plain line without packaging (project_files.plain_requirement)
+    unless two of its clauses pin (_pinned_minor takes the first, and packaging before 25 keeps
+    the clauses in a set), any other by packaging (None: invalid)."""
+    plain = plain_requirement(dep.text)
+    if plain is not None and sum(c.operator in _PINNED_OPERATORS for c in plain.specifier) <= 1:
+        return plain
+    return dep.requirement
 
 
 @applies("finding:requirement", "finding:requirement-build")
 def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) -> List[Tuple[int, int, Finding]]:
     out: List[Tuple[int, int, Finding]] = []
-    listed = {canonicalize_name(d.requirement.name) for d in deps if d.requirement is not None}
+    matchers = _matchers(rules)
+    read = [(dep, req) for dep in deps if _may_report(dep, matchers) for req in [_read(dep)] if req is not None]
+    listed = {canonicalize_name(req.name) for _, req in read}
 
     def report(rule: Rule, start: int, end: int, api: str, **values: str) -> None:
         check_rule_emitter(rule)
@@ -82,14 +118,11 @@ def check(deps: List[Dependency], options: List[IndexOption], rules: RuleSet) ->
             message=rule.render_message(api=api, **values), suggestion=rule.render_suggestion(api=api, **values),
         )))
 
-    for dep in deps:
-        req = dep.requirement
-        if req is None:
-            continue
+    for dep, req in read:
         name = canonicalize_name(req.name)
         end = dep.start + len(req.name)
         best: Optional[Tuple[Tuple[int, int], Rule]] = None
-        for rule, unless, patterns in _matchers(rules):
+        for rule, unless, patterns in matchers:
             if not unless.isdisjoint(listed):
                 continue
             for pattern, canonical in patterns:
