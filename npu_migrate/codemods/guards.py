@@ -305,14 +305,24 @@ def _kernel_names(ctx: Context) -> Set[str]:
                     names.add(_local_name(alias, full))
     # The file's own functions and classes that call an extension count as one (a wrapper
     # `def nms(...)`, an autograd Function whose forward calls `_C`); a few rounds reach
-    # wrappers of wrappers.
-    for _ in range(3):
+    # wrappers of wrappers. (None when there is no extension: nothing can call one. Each
+    # definition's calls are gone through once, in its first round, not once a round.)
+    called: Dict[str, Set[Optional[str]]] = {}
+    for _ in range(3 if names else 0):
         more = {name for name, body in collector.definitions.items()
-                if name not in names and _calls_any(body, names)}
+                if name not in names and not _called_roots(called, name, body).isdisjoint(names)}
         if not more:
             break
         names |= more
     return names
+
+
+def _called_roots(called: Dict[str, Set[Optional[str]]], name: str, body: cst.CSTNode) -> Set[Optional[str]]:
+    """The roots (_root) of what `body` calls, once for `name` (kept in `called`)."""
+    roots = called.get(name)
+    if roots is None:
+        roots = called[name] = {_root(call.func) for call in _calls(body)}
+    return roots
 
 
 def _imports_extension(stmt: cst.CSTNode) -> bool:
@@ -386,10 +396,6 @@ def _calls(node: cst.CSTNode) -> Iterator[cst.Call]:
         if type(n) is call:  # (by identity: libcst's node classes are final; isinstance() goes through ABCMeta)
             yield n
         stack.extend(code_children(n))
-
-
-def _calls_any(node: cst.CSTNode, names: Set[str]) -> bool:
-    return any(_root(call.func) in names for call in _calls(node))
 
 
 # ----------------------------------------------------------------------------- planning
