@@ -294,6 +294,10 @@ def _kernel_names(ctx: Context) -> Set[str]:
                 name = dotted_name(alias.name) or ""
                 if in_module or compiled(_EXTENSION_PART_RE).search(name):
                     names.add(_local_name(alias, name))
+    if not names and "cpp_extension" not in ctx.text:
+        # No extension imported, and none built (_BUILDERS: a name resolves to one only through
+        # an import or an attribute naming `cpp_extension`): no definition can call one.
+        return names
     collector = _Definitions(ctx)
     walk(ctx.module, collector)
     names |= collector.built
