@@ -3858,7 +3858,10 @@ def report_float64_reductions(ctx: Context) -> None:
     warning), in a file the migration moves to the NPU; the dtype is the user's choice (float32
     loses integer counts past 2**24), so nothing is rewritten. Read in source order within each
     function: the variable's latest assignment before the call decides."""
-    if "float64" not in ctx.text and "double" not in ctx.text or "reduce" not in ctx.text:
+    # (a reduction of _HCCL_REDUCTIONS is named in the text, through any import: `all_reduce`,
+    # `reduce_scatter`; so is any that lines left out may hold: einops' `reduce` is none)
+    if "float64" not in ctx.text and "double" not in ctx.text or (
+            "all_reduce" not in ctx.text and "reduce_scatter" not in ctx.text):
         return
     if not any(compiled(_NPU_WORD_RE).search(after) for after in ctx.edited_to()):
         return
