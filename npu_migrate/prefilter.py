@@ -447,6 +447,10 @@ def _compile(req: Requirement) -> Tuple[FrozenSet[bytes], FrozenSet[bytes], Tupl
 # The parts a framework pass's canonical spelling may put in a resolved name that the code
 # did not write (codemods/tensorflow.py: `horovod.keras.X` is `horovod.tensorflow.X`).
 _CANONICAL_WORDS = frozenset(part for module, _ in FRAMEWORK_IMPORTS for part in module.split("."))
+# The kinds whose rules act only where one of their `apis` is called (callrules/planner.py
+# _plan_api_call): a reference that is no call (`isinstance(spec, tf.estimator.EstimatorSpec)`,
+# a base class) needs none of them.
+_CALL_KINDS = frozenset({"call_rename", "call_replace", "call_config", "argument", "add_keyword"})
 
 
 def instance_methods_of(rules) -> Set[str]:
@@ -513,7 +517,7 @@ class RulePrefilter:
             checks = self._of_framework[key] = self._framework_checks(framework, rewrites_only)
         if checks is None:
             return True
-        identifiers = code.identifiers | code.resolved | {b"." + a for a in code.attributes}
+        identifiers = code.identifiers | code.resolved | code.called | {b"." + a for a in code.attributes}
         with_strings = identifiers | code.strings
         return any(
             roots <= code.imported and prefilter.may_need_work("", with_strings if in_strings else identifiers)
@@ -541,13 +545,16 @@ class RulePrefilter:
                 return None
             required = _required_word(rule)
             fact, of_fact = _fact_of(rule) if rewrites_only else ("", frozenset())
+            # (a call kind acts on calls of its names only: callrules/planner.py _plan_api_call)
+            called = set(rule.call.apis) if rule.kind in _CALL_KINDS else set()
             for req in reqs:
                 roots = frozenset(name for kind, name in req.refs if kind == "import")
                 words = req.words
                 last = req.name.rsplit(".", 1)[-1]
                 if (req.name and req.refs == {("attr_or_import", last)} and req.name not in instance_methods
                         and last not in _CANONICAL_WORDS):
-                    words = words | {Word(f"{req.name.split('.', 1)[0]}.{last}")}  # CodeWords.resolved
+                    # CodeWords.called, else CodeWords.resolved
+                    words = words | {Word(f"{req.name.split('.', 1)[0]}.{last}" + ("(" if req.name in called else ""))}
                 # a method (`.batch`): a name written as an attribute (CodeWords.attributes), not
                 # any name (t2t's `batch` variables)
                 words = words | {Word("." + name) for kind, name in req.refs if kind == "attr"}
@@ -738,6 +745,11 @@ class CodeWords:
     # (line, column, end line, end column; columns in UTF-8 bytes, as Python's tree gives them)
     # of each statement that is a string alone (a docstring): no call's argument is in one
     bare_strings: Tuple[Tuple[int, int, int, int], ...] = ()
+    # `root.last(` for each call whose callee the import table can resolve (a Name bound by an
+    # import, or an attribute chain on one; root and last: the qualified name's first and last
+    # parts): `tf.compat.v1.Session(...)` gives tensorflow.Session( -- what a call kind's rule
+    # needs (framework_rules_may_apply: `isinstance(x, tf.estimator.EstimatorSpec)` is no call)
+    called: FrozenSet[bytes] = frozenset()
 
 
 class LazyCodeWords:
@@ -1134,6 +1146,8 @@ def code_words(tree: "ast.AST") -> CodeWords:
     decorators: Set[str] = set()
     bound: Dict[str, Set[str]] = {alias: {module} for alias, module, _ in STAR_IMPORTED_ALIASES}  # local name -> qualnames
     chains: List[Tuple[str, str]] = []  # (the Name an attribute chain starts at, an attribute of it)
+    calls: List[Tuple[str, str]] = []  # (the Name a callee's chain starts at, the callee's last attribute)
+    called_names: Set[str] = set()  # the Names called
     bare: List[Tuple[int, int, int, int]] = []
     last_name = _last_name
 
@@ -1155,6 +1169,16 @@ def code_words(tree: "ast.AST") -> CodeWords:
         elif kind is ast.Constant:
             if type(node.value) is str:
                 strings.append(node.value)
+        elif kind is ast.Call:
+            func = node.func
+            if type(func) is ast.Attribute:
+                base = func.value
+                while type(base) is ast.Attribute:
+                    base = base.value
+                if type(base) is ast.Name:
+                    calls.append((base.id, func.attr))
+            elif type(func) is ast.Name:
+                called_names.add(func.id)
         elif kind is ast.keyword or kind is ast.arg:
             names.add(node.arg or "")
         elif kind in (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
@@ -1199,7 +1223,7 @@ def code_words(tree: "ast.AST") -> CodeWords:
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
                      frozenset(n.encode("utf-8", "replace") for n in decorators if n),
                      frozenset(_resolved(bound, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes),
-                     tuple(sorted(bare)))
+                     tuple(sorted(bare)), frozenset(_called(bound, calls, called_names)))
 
 
 def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:
@@ -1216,6 +1240,23 @@ def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[
     for local, attr in chains:
         for root in roots.get(local, ()):
             found.add(f"{root}.{attr}")
+    return {n.encode("utf-8", "replace") for n in found}
+
+
+def _called(bound: Dict[str, Set[str]], calls: List[Tuple[str, str]], names: Set[str]) -> Set[bytes]:
+    """CodeWords.called, as _resolved: `root.last(` for each call of an attribute chain on a name
+    any import binds (its root: the first part of each qualified name bound to it), and for each
+    call of such a name (the root and last part of each qualified name bound to it)."""
+    roots: Dict[str, Set[str]] = {local: {qualname.split(".", 1)[0] for qualname in qualnames}
+                                  for local, qualnames in bound.items()}
+    found: Set[str] = set()
+    for local, attr in calls:
+        for root in roots.get(local, ()):
+            found.add(f"{root}.{attr}(")
+    for name in names:
+        for qualname in bound.get(name, ()):
+            parts = qualname.split(".")
+            found.add(f"{parts[0]}.{parts[-1]}(")
     return {n.encode("utf-8", "replace") for n in found}
 
 

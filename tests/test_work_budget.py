@@ -1417,3 +1417,36 @@ def test_only_methods_of_classes_are_instance_methods():
     assert instance_methods_of(rules.framework_rules["tensorflow"]) == {
         "tensorflow.train.Supervisor.managed_session", "tensorflow.train.Supervisor.prepare_or_wait_for_session"}
     assert instance_methods_of(rules.framework_rules.get("mindspore", ())) == set()
+
+
+def test_a_call_kind_name_written_but_not_called_takes_a_partial_parse(monkeypatch):
+    """adanet 0.9.0's core/eval_metrics.py (`isinstance(spec, tf.estimator.EstimatorSpec)`) and
+    core/tpu_estimator.py (a class based on TPUEstimator): NPU122's and NPU128's names resolved
+    through the imports but never called, and their kinds (call_rename, call_config, ...) act
+    only on calls (callrules/planner.py _plan_api_call). They needed the name resolved
+    (CodeWords.resolved); now a call of it (CodeWords.called): the file takes a partial parse and
+    gives the whole parse's findings. Called, it is rewritten as before."""
+    filler = "\n\ndef g(y):\n    return y\n"
+    text = ("import tensorflow as tf\n\n\ndef check(spec):\n    if not isinstance(spec, tf.estimator.EstimatorSpec):\n"
+            "        raise ValueError(spec)\n\n\nclass Estimator(tf.estimator.Estimator):\n    pass\n\n\n"
+            "def cast(x):\n    return tf.cast(x, tf.float64)\n" + filler)
+    result = migrate_source(text, "eval_metrics.py")
+    assert [(f.code, f.span.line, f.span.col) for f in result.findings] == [("NPU331", 14, 23)]
+    assert result.new_text is None and result.work == {"ast": 1, "partial": 1, "walk": 1, "codegen": 1}
+    called = text.replace("raise ValueError(spec)", "return tf.estimator.EstimatorSpec(mode=spec, loss=spec)")
+    rewritten = migrate_source(called, "eval_metrics.py")
+    assert [(e.code, e.span.line) for e in rewritten.edits] == [("NPU120", 1), ("NPU122", 6)]
+    assert rewritten.work["parse"] == 1
+    always_whole(monkeypatch)
+    whole = migrate_source(text, "eval_metrics.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
+
+
+def test_called_names_are_those_the_import_table_resolves():
+    """CodeWords.called: `root.last(` of each callee the import table can resolve, as
+    CodeWords.resolved reads the imports (any order; aliases; a Name imported from a module)."""
+    from npu_migrate.prefilter import code_words
+
+    text = ("def f():\n    return tf.compat.v1.Session(), Estimator(), np.zeros(1), x.y(), get()()\n\n\n"
+            "import tensorflow as tf\nfrom tensorflow.estimator import Estimator\nimport numpy as np\n")
+    assert code_words(ast.parse(text)).called == {b"tensorflow.Session(", b"tensorflow.Estimator(", b"numpy.zeros("}
