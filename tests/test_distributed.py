@@ -361,9 +361,10 @@ for epoch in range(opt.niter):
 
 
 def test_a_model_method_called_after_the_wrap_in_the_main_block_goes_through_unwrap_model():
-    # cleanrl's ppo.py trains in its main block: the wrap goes in there, after the move, and every
-    # `agent.method(...)` below it there is the wrapper's, which lacks the method (left as they were,
-    # both ranks of the rehearsal died of an AttributeError); one above the wrap is the model's.
+    # A script that trains in its main block (CleanRL's): the wrap goes in there, after the move, and every
+    # `agent.method(...)` below it there is the wrapper's, which lacks the method (left as they were, the
+    # ranks of cleanrl's ddpg/td3 would die of an AttributeError on `actor.action_scale`); one above the wrap
+    # is the model's.
     text = """import torch
 import torch.optim as optim
 
@@ -374,17 +375,39 @@ if __name__ == "__main__":
     optimizer = optim.Adam(agent.parameters(), lr=2.5e-4)
     for update in range(1, num_updates + 1):
         with torch.no_grad():
-            action, logprob, _, value = agent.get_action_and_value(next_obs)
-        loss = agent.get_value(next_obs).mean()
+            next_value = agent.get_value(next_obs)
+        loss = agent(next_obs).mean()
         loss.backward()
 """
     dist = _migrate(text)
     out = dist.new_text
     assert "    agent = agent.to(device)\n    agent = distributed_model(agent)\n" in out
     assert "    agent.reset_noise()\n" in out
-    assert "            action, logprob, _, value = unwrap_model(agent).get_action_and_value(next_obs)\n" in out
-    assert "        loss = unwrap_model(agent).get_value(next_obs).mean()\n" in out
-    assert [f.code for f in dist.findings if f.code == "NPU387"] == ["NPU387", "NPU387"]
+    assert "            next_value = unwrap_model(agent).get_value(next_obs)\n" in out
+    assert "        loss = agent(next_obs).mean()\n" in out
+    assert [f.code for f in dist.findings if f.code == "NPU387"] == ["NPU387"]
+
+
+def test_a_model_used_only_through_its_methods_is_not_wrapped_but_reported():
+    # cleanrl 1.2.0's ppo.py: `agent` is never called, its loss comes from `agent.get_action_and_value(...)`.
+    # Wrapped, no forward pass would go through DistributedDataParallel and no gradient would be averaged
+    # (rehearsed with two processes, both ranks trained alone): the script is left as it is, and reported.
+    text = """import torch
+import torch.optim as optim
+
+if __name__ == "__main__":
+    agent = Agent(envs).to(device)
+    optimizer = optim.Adam(agent.parameters(), lr=2.5e-4)
+    for update in range(1, num_updates + 1):
+        _, newlogprob, entropy, newvalue = agent.get_action_and_value(b_obs)
+        loss = newlogprob.mean() - entropy.mean()
+        loss.backward()
+"""
+    dist = _migrate(text)
+    assert dist.new_text == text or dist.new_text is None
+    assert [(f.code, f.message.split(" (`")[0]) for f in dist.findings if f.code.startswith("NPU38")] == [
+        ("NPU385", "not made distributed: `agent` is never called, only its methods are: DistributedDataParallel "
+                   "averages the gradients of its own forward passes only, so wrapping it would average none")]
 
 
 def test_a_training_script_without_an_optimizer_is_reported():

@@ -212,6 +212,17 @@ def plan(ctx: Context, a: TorchAnalysis, report: bool) -> Optional[Plan]:
         if move is None:
             say("NPU385", a.optimizers[0][0], f"{model}.parameters()", why=f"no statement found that puts `{model}` on the NPU")
             blocked = True
+        else:
+            # CleanRL's agents: `agent` itself is never called, its forward passes are its methods
+            # (`agent.get_action_and_value(...)`), which the wrapper would not average: wrapping it
+            # would make no rank's training distributed.
+            methods = [node for node, _ in _wrapped_attributes(a, [move]) if id(node) in a.called_attributes]
+            if methods and _only_attributes_of(a.module, model):
+                method = methods[0].attr.value
+                say("NPU385", methods[0], f"{model}.{method}(...)",
+                    why=f"`{model}` is never called, only its methods are: DistributedDataParallel averages the "
+                        f"gradients of its own forward passes only, so wrapping it would average none")
+                blocked = True
         moves.append(move)
     if blocked:
         return None
@@ -283,6 +294,30 @@ def _wrapped_attributes(a: TorchAnalysis, moves: List[Move]) -> List[Tuple[cst.A
                 continue  # before the model is wrapped: still the model itself
             found.append((node, move))
     return found
+
+
+def _only_attributes_of(module: cst.Module, name: str) -> bool:
+    """Every use of the name `name` in the module is `name.attr` or an assignment to it: the object
+    it names is never called, passed, returned or kept elsewhere (a parameter of that name is a use)."""
+    allowed: Set[int] = set()
+    uses: List[cst.Name] = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            allowed.add(id(node.attr))  # (`args.agent` names no variable)
+            if isinstance(node.value, cst.Name):
+                allowed.add(id(node.value))
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if isinstance(node.target, cst.Name):
+                allowed.add(id(node.target))
+
+        def visit_Name(self, node: cst.Name) -> None:
+            if node.value == name:
+                uses.append(node)
+
+    module.visit(Finder())
+    return all(id(use) in allowed for use in uses)
 
 
 def _after_wrap(body: List[cst.BaseStatement], wrap: cst.BaseStatement, node: cst.CSTNode) -> bool:
