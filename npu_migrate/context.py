@@ -48,6 +48,10 @@ class Context:
     used_suppression_codes: Set[Tuple[int, str]] = field(default_factory=set)  # (line, code) silenced
     # Modules the rewrites need imported (ctx.require_import; codemods/add_imports.py).
     required_imports: Set[str] = field(default_factory=set)
+    # Whether the torch pass moved device code that needs no torch_npu import of its own (a
+    # comparison with the device an object is on: `x.device.type == "npu"`): the file still
+    # handles NPU tensors, so the findings of a file that uses the device apply (findings.uses_device).
+    moved_device_code: bool = False
     # Frameworks this file uses (from its imports, or --framework): "torch", "tensorflow", ...
     frameworks: List[str] = field(default_factory=list)
     # True/False when the caller knows whether this is an entry script (--entry, notebooks);

@@ -824,3 +824,40 @@ def test_a_comparison_with_the_device_an_object_is_on_needs_no_torch_npu():
     rebound = read.replace("    return", "    kind = kind or 'cpu'\n    return")
     assert migrate_source(rebound, "m.py").new_text == rebound.replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace("== 'cuda'", "== 'npu'")
+
+
+# spikingjelly 2.0.0 spikingjelly/timing_based/functional.py (lines 36-43 and 778-785), abridged: a
+# library module whose only device code is a check of the device its tensors are on.
+SPIKINGJELLY_VALIDATE_EVENTS = """\
+import torch
+
+
+class _Tempotron(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, times, indices, offsets, weight, duration, tau, tau_s, threshold):
+        slow, fast, delta = _parameters(duration, tau, tau_s, threshold)
+        ctx.set_materialize_grads(False)
+        times64, weight64 = times.double(), weight.double()
+        peak_delay = times64.new_tensor(delta * slow).log1p() / delta
+
+
+def _validate_events(
+    spike_times, input_indices, batch_offsets, weight, in_features=None
+):
+    tensors = (spike_times, input_indices, batch_offsets, weight)
+    if any(
+        t.device != spike_times.device for t in tensors
+    ) or spike_times.device.type not in ("cpu", "cuda"):
+        raise ValueError("All tensors must be on the same CPU or CUDA device.")
+"""
+
+
+def test_a_file_whose_only_move_is_a_comparison_with_an_objects_device_keeps_its_device_findings():
+    """spikingjelly 2.0.0's timing_based/functional.py: the comparison with the device its tensors
+    are on moves and asks for no `import torch_npu` (above), but the file still handles NPU tensors,
+    so what is reported only in a file that uses the device (NPU306's `.double()`) is still reported:
+    the ten float64 warnings its whole file gets."""
+    r = migrate_source(SPIKINGJELLY_VALIDATE_EVENTS, "spikingjelly/timing_based/functional.py")
+    assert r.new_text == SPIKINGJELLY_VALIDATE_EVENTS.replace('("cpu", "cuda")', '("cpu", "npu")')
+    assert [(e.code, e.span.line) for e in r.edits] == [("NPU105", 19)]
+    assert [(f.code, f.span.line, f.span.col) for f in r.findings] == [("NPU306", 9, 29), ("NPU306", 9, 45)]

@@ -76,7 +76,7 @@ _DIGIT_BYTES = frozenset(bytes([d]) for d in _DIGITS)
 def uses_device(ctx: Context) -> bool:
     """Whether the file itself puts work on the accelerator: the torch pass migrated something
     to the NPU (or found NPU code already), or the file imports torch_npu."""
-    return ctx.import_required("torch_npu") or ctx.imports.imports_module("torch_npu")
+    return ctx.import_required("torch_npu") or ctx.moved_device_code or ctx.imports.imports_module("torch_npu")
 
 
 @applies("finding:import", "finding:method", "finding:call", "finding:call-kwarg", "finding:string")

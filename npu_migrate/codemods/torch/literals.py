@@ -716,8 +716,11 @@ class LiteralRewrites(TorchKind):
         if rule is None or self.ctx.suppressed(original, rule.code):
             return updated
         self._record_literal(rule, original, new, what)
-        if rewriter is not self.envs and require:
-            self.ctx.require_import("torch_npu")
+        if rewriter is not self.envs:
+            if require:
+                self.ctx.require_import("torch_npu")
+            else:  # (the file still handles NPU tensors: its device-only findings apply, uses_device)
+                self.ctx.moved_device_code = True
         if self._unmoved_lookups:
             self._settled(original)
         return new
