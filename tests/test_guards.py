@@ -2763,3 +2763,99 @@ def test_a_branch_behind_a_librarys_cuda_test_stays():
     own = LLAMAFACTORY_ENV.replace("from transformers.utils import", "from .misc import")
     r = migrate_source(own, "src/llamafactory/extras/env.py")
     assert r.new_text is not None and r.new_text.count("torch.npu.") == 4
+
+
+# mindone 0.5.0 (sdist) mindone/comfyui/main.py:131-155, with the imports it uses.
+COMFYUI_MAIN = '''\
+import logging
+import os
+
+from comfy.cli_args import args
+
+if __name__ == "__main__":
+    os.environ["TORCH_ROCM_AOTRITON_ENABLE_EXPERIMENTAL"] = "1"
+    if args.default_device is not None:
+        default_dev = args.default_device
+        devices = list(range(32))
+        devices.remove(default_dev)
+        devices.insert(0, default_dev)
+        devices = ",".join(map(str, devices))
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(devices)
+        os.environ["HIP_VISIBLE_DEVICES"] = str(devices)
+
+    if args.cuda_device is not None:
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device)
+        os.environ["HIP_VISIBLE_DEVICES"] = str(args.cuda_device)
+        os.environ["ASCEND_RT_VISIBLE_DEVICES"] = str(args.cuda_device)
+        logging.info("Set cuda device to: {}".format(args.cuda_device))
+
+    if args.oneapi_device_selector is not None:
+        os.environ["ONEAPI_DEVICE_SELECTOR"] = args.oneapi_device_selector
+        logging.info("Set oneapi device selector to: {}".format(args.oneapi_device_selector))
+
+    if args.deterministic:
+        if "CUBLAS_WORKSPACE_CONFIG" not in os.environ:
+            os.environ["CUBLAS_WORKSPACE_CONFIG"] = ":4096:8"
+'''
+
+
+def test_an_env_var_set_beside_its_ascend_twin_stays():
+    """mindone 0.5.0 comfyui/main.py sets CUDA_VISIBLE_DEVICES and ASCEND_RT_VISIBLE_DEVICES to
+    the same value in one block: the CUDA line, rewritten, set the Ascend variable twice. It
+    stays (harmless on the NPU), unreported; the block that sets only the CUDA variable moves."""
+    r = assert_partial_as_whole(COMFYUI_MAIN, "mindone/comfyui/main.py")
+    assert r.new_text == (COMFYUI_MAIN + PARTIAL_PADDING).replace(
+        'os.environ["CUDA_VISIBLE_DEVICES"] = str(devices)', 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = str(devices)')
+    assert [(e.code, e.span.line) for e in r.edits] == [("NPU107", 14)]
+    assert r.findings == []
+    assert migrate_source(r.new_text, "mindone/comfyui/main.py").new_text is None  # (a second run: nothing)
+
+
+def _twins(cuda: str, between: str, npu: str) -> str:
+    return ("import os\nimport torch\nimport torch_npu\n\n\ndef setup(args, seed):\n"
+            f"    {cuda}\n" + "".join(f"    {line}\n" for line in between.splitlines()) + f"    {npu}\n")
+
+
+@pytest.mark.parametrize("cuda, between, npu", [
+    # the same value as code: other quotes, spaces, parentheses
+    ("os.environ['CUDA_VISIBLE_DEVICES'] = str( args.gpu )", "", 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = (str(args.gpu))'),
+    ('os.environ["CUDA_LAUNCH_BLOCKING"] = "1"', "print(seed)", "os.environ['ASCEND_LAUNCH_BLOCKING'] = '1'"),
+    # the Ascend statement first
+    ('os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.gpu', "", 'os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu'),
+    # seed calls: queued until CUDA initializes, which it never does on the NPU (torch/cuda/random.py)
+    ("torch.cuda.manual_seed_all(seed)", "", "torch.npu.manual_seed_all(seed)"),
+    ("torch.cuda.manual_seed(seed)", "torch.manual_seed(seed)", "torch.npu.manual_seed(seed)"),
+])
+def test_a_harmless_cuda_statement_beside_its_rewrite_stays(cuda, between, npu):
+    text = _twins(cuda, between, npu)
+    r = assert_partial_as_whole(text)
+    assert r.new_text is None and r.edits == [] and r.findings == []
+
+
+@pytest.mark.parametrize("cuda, between, npu, moved", [
+    # another value
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu', "", 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.npu',
+     'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.gpu'),
+    ("torch.cuda.manual_seed(seed)", "", "torch.npu.manual_seed(seed + 1)", "torch.npu.manual_seed(seed)"),
+    # a name the value reads is bound (or its attribute set) between the two
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)', "gpu = 1", 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = str(gpu)',
+     'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = str(gpu)'),
+    ('os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu', "args.gpu = '1'", 'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.gpu',
+     'os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.gpu'),
+    ("torch.cuda.manual_seed(seed)", "for seed in range(2):\n    pass", "torch.npu.manual_seed(seed)",
+     "torch.npu.manual_seed(seed)"),
+    # not harmless on the NPU: torch.cuda.set_device raises without CUDA
+    ("torch.cuda.set_device(args.gpu)", "", "torch.npu.set_device(args.gpu)", "torch.npu.set_device(args.gpu)"),
+])
+def test_a_cuda_statement_beside_another_npu_statement_moves(cuda, between, npu, moved):
+    text = _twins(cuda, between, npu)
+    r = migrate_source(text, "m.py")
+    assert r.new_text == text.replace(cuda, moved, 1)
+
+
+def test_a_cuda_statement_in_another_block_than_its_rewrite_moves():
+    """Only the same block: an Ascend statement in an `if` elsewhere may not run."""
+    text = ('import os\n\nif args.npu:\n    os.environ["ASCEND_RT_VISIBLE_DEVICES"] = args.gpu\n'
+            'os.environ["CUDA_VISIBLE_DEVICES"] = args.gpu\n')
+    r = migrate_source(text, "m.py")
+    assert r.new_text == text.replace('"CUDA_VISIBLE_DEVICES"', '"ASCEND_RT_VISIBLE_DEVICES"')

@@ -46,7 +46,10 @@ torch pass walks); what is kept is recorded with
   that points a `torch.cuda` name at the NPU (`torch.cuda.amp = torch_npu.npu.amp`, as
   transfer_to_npu does for code written for CUDA) keeps its target: as `torch.npu.amp = ...` it
   would assign the NPU its own value and the CUDA name, which code the run does not migrate
-  still calls, would no longer lead to the NPU (`keep_cuda_patched_with_npu`).
+  still calls, would no longer lead to the NPU (`keep_cuda_patched_with_npu`). And a CUDA
+  statement whose rewrite its block has already, where it is harmless on the NPU (an env var set,
+  a CUDA seed call): `os.environ["CUDA_VISIBLE_DEVICES"] = v` beside
+  `os.environ["ASCEND_RT_VISIBLE_DEVICES"] = v` (`keep_cuda_beside_its_rewrite`).
 
 Everything here looks at one file; names are resolved through its imports (relative imports
 too: `from . import _C`).
@@ -57,6 +60,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import textwrap
 from typing import AbstractSet, Any, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
@@ -3924,3 +3928,117 @@ def _in_order(root: cst.CSTNode) -> Iterator[cst.CSTNode]:
         node = stack.pop()
         yield node
         stack.extend(reversed(code_children(node)))
+
+
+# CUDA statements harmless on an Ascend machine, by the NPU statement their rewrite is:
+# `torch.cuda.manual_seed(_all)(s)` is queued until CUDA initializes, which it never does there
+# (torch/cuda/random.py: "safe to call this function if CUDA is not available"); an environment
+# variable named for CUDA is read by nothing there. (`torch.cuda.set_device` is not: it raises
+# without CUDA.)
+_HARMLESS_CUDA_CALLS = {"torch.cuda.manual_seed": "npu.manual_seed", "torch.cuda.manual_seed_all": "npu.manual_seed_all"}
+_NPU_CALLS = {f"{prefix}.{name}": f"npu.{name}" for prefix in ("torch.npu", "torch_npu.npu")
+              for name in ("manual_seed", "manual_seed_all")}
+
+
+def twins_possible(ctx: Context) -> bool:
+    """The text test for keep_cuda_beside_its_rewrite: the file names an env rule's target (or
+    an NPU seed call) at all."""
+    return "npu.manual_seed" in ctx.text or any(rule.to in ctx.text for rule in ctx.rules.env.values())
+
+
+def keep_cuda_beside_its_rewrite(ctx: Context, block: Any, resolve) -> None:
+    """A CUDA statement whose rewrite the same block already has (mindone 0.5.0 comfyui/main.py:
+    `os.environ["CUDA_VISIBLE_DEVICES"] = str(args.cuda_device)` beside
+    `os.environ["ASCEND_RT_VISIBLE_DEVICES"] = str(args.cuda_device)`; `torch.cuda.manual_seed_all(s)`
+    beside `torch.npu.manual_seed_all(s)`) is code that supports the NPU already: rewritten, the
+    block made the same statement twice. It stays as it is, where it is harmless on the NPU: an
+    `os.environ[...] =` of a CUDA variable, a CUDA seed call (_HARMLESS_CUDA_CALLS). Same target,
+    same value compared as code (not as text), and no name the value reads is bound between the
+    two statements. Not reported: the code runs on the NPU as it is. `block`: the Module or an
+    IndentedBlock (partial parsing: the runs left out of it that name the twin are asked for)."""
+    body: Sequence[cst.BaseStatement] = block.body
+    keys: List[Optional[Tuple[str, str, str]]] = [None] * len(body)
+    migrated: List[Optional[Tuple[str, str, str]]] = [None] * len(body)
+    envs = ctx.rules.env
+    for i, statement in enumerate(body):
+        small = _only_small(statement)
+        if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            target = small.targets[0].target
+            name = _environ_key(target, resolve)
+            value = _as_code(ctx, small.value)
+            if name is not None and value is not None:
+                keys[i] = ("env", name, value)
+                if name in envs:
+                    migrated[i] = ("env", envs[name].to, value)
+        elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            qual = resolve(small.value.func) or ""
+            arguments = _as_code(ctx, small.value.with_changes(func=cst.Name("f")))
+            if arguments is not None and qual in _NPU_CALLS:
+                keys[i] = ("call", _NPU_CALLS[qual], arguments)
+            elif arguments is not None and qual in _HARMLESS_CUDA_CALLS:
+                migrated[i] = ("call", _HARMLESS_CUDA_CALLS[qual], arguments)
+    for i, want in enumerate(migrated):
+        if want is None:
+            continue
+        if ctx.partial is not None:  # a twin in lines left out: parsed in another attempt
+            ctx.partial_lines.update(ctx.partial.elided_in(block, want[1].rsplit(".", 1)[-1]))
+        for j, key in enumerate(keys):
+            if key == want and not _binds_between(ctx, body, i, j, _small_reads(body[i])):
+                ctx.keep(body[i])
+                break
+
+
+def _only_small(statement: cst.BaseStatement) -> Optional[cst.BaseSmallStatement]:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None
+
+
+def _environ_key(target: cst.BaseExpression, resolve) -> Optional[str]:
+    """"X" of `os.environ["X"]` (the target of an assignment)."""
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index) and resolve(target.value) == "os.environ"):
+        return None
+    return string_value(target.slice[0].slice.value)
+
+
+def _as_code(ctx: Context, node: cst.BaseExpression) -> Optional[str]:
+    """The expression as Python's own parser sees it: the same code whatever its quotes,
+    spaces, parentheses or line breaks."""
+    try:
+        return ast.dump(ast.parse("(" + ctx.module.code_for_node(node) + "\n)", mode="eval"))
+    except SyntaxError:
+        return None
+
+
+def _small_reads(statement: cst.BaseStatement) -> Set[str]:
+    """The names a simple statement's value reads (`args` of `str(args.cuda_device)`)."""
+    small = _only_small(statement)
+    value = small.value if isinstance(small, (cst.Assign, cst.Expr)) else None
+    return {n.value for n in subtree(value) if isinstance(n, cst.Name)} if value is not None else set()
+
+
+def _binds_between(ctx: Context, body: Sequence[cst.BaseStatement], i: int, j: int, names: Set[str]) -> bool:
+    """Whether a statement between body[i] and body[j] binds (or sets an attribute or item of)
+    one of `names`: then the two statements' values may differ."""
+    for statement in body[min(i, j) + 1:max(i, j)]:
+        runs = ctx.partial.runs_among([statement]) if ctx.partial is not None else []
+        try:  # (lines partial parsing left out: Python's statements of them)
+            trees = [s for run in runs for s in ctx.partial.statements_of(run)] if runs and ctx.partial \
+                else [ast.parse(textwrap.dedent(ctx.module.code_for_node(statement)))]
+        except SyntaxError:
+            return True
+        for n in (n for tree in trees for n in ast.walk(tree)):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and n.name in names:
+                return True
+            if isinstance(n, ast.alias) and (n.asname or n.name).split(".")[0] in names:
+                return True
+            if isinstance(n, (ast.Global, ast.Nonlocal)) and set(n.names) & names:
+                return True
+            if isinstance(getattr(n, "ctx", None), (ast.Store, ast.Del)):
+                root = n
+                while isinstance(root, (ast.Attribute, ast.Subscript)):
+                    root = root.value
+                if isinstance(root, ast.Name) and root.id in names:
+                    return True
+    return False

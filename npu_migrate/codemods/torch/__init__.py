@@ -36,14 +36,14 @@ from ...project_values import reads_device_key
 from ...startup import package_modules
 from .. import device_context as dc
 from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILABLE, keep_behind_cuda_test, keep_cuda_beside_npu,
-                      keep_cuda_capability_test, keep_cuda_patched_with_npu,
+                      keep_cuda_beside_its_rewrite, keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments, keep_lightning_device_variables,
                       lightning_device_calls, keep_test_choosing_gpu, keep_test_choosing_kept_name,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_library_gpu_flag, library_gpu_flags,
                       keep_is_available_over_cuda_versions,
-                      plan_kept_code)
+                      plan_kept_code, twins_possible)
 from .literals import LiteralRewrites
 from .methods import MethodRewrites
 from .references import ReferenceRewrites
@@ -90,6 +90,10 @@ class TorchTransformer(cst.CSTTransformer):
         self._names_npu = (compiled("(?i)npu").search(ctx.text) is not None
                            and compiled(NPU_WORD_IN_TEXT).search(ctx.text) is not None)
         self._elifs: Set[int] = set()
+        # guards.py: `os.environ["CUDA_VISIBLE_DEVICES"] = v` beside `os.environ["ASCEND_RT_VISIBLE_DEVICES"] = v`
+        self._twins = twins_possible(ctx)
+        if self._twins:
+            keep_cuda_beside_its_rewrite(ctx, ctx.module, self._resolve)
         self._lightning = lightning_device_calls(ctx)  # guards.py: Trainer(accelerator=...) stays
         if self._lightning:  # guards.py: `accel = "cuda" if ...`, read only as Trainer(accelerator=accel)
             keep_lightning_device_variables(ctx, self._resolve, self._lightning)
@@ -116,6 +120,11 @@ class TorchTransformer(cst.CSTTransformer):
         # guards.py: `if torch.cuda.is_available(): accelerator = "cuda"`, a name the literals keep
         keep_test_choosing_kept_name(self.ctx, node, self._resolve, self.literals.assigned_literal_moves)
         self.literals.visit_If(node)
+
+    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+        if self._twins:  # guards.py: a CUDA statement whose rewrite the block has already
+            keep_cuda_beside_its_rewrite(self.ctx, node, self._resolve)
+        self.literals.visit_IndentedBlock(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if self._names_npu:
