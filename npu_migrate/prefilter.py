@@ -1217,25 +1217,29 @@ def code_words(tree: "ast.AST") -> CodeWords:
                 bare.append((value.lineno, value.col_offset, value.end_lineno, value.end_col_offset))
         elif hasattr(node, "name") and isinstance(node.name, str):  # except handlers, match
             names.add(node.name)
+    roots = _roots(bound)
     return CodeWords(frozenset(n.encode("utf-8", "replace") for n in names if n),
                      frozenset(words_of("\n".join(strings))), frozenset(imported), frozenset(modules), frozenset(import_modules),
                      frozenset(_top_level_modules(getattr(tree, "body", ()))),
                      frozenset(n.encode("utf-8", "replace") for n in bases if n),
                      frozenset(n.encode("utf-8", "replace") for n in decorators if n),
-                     frozenset(_resolved(bound, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes),
-                     tuple(sorted(bare)), frozenset(_called(bound, calls, called_names)))
+                     frozenset(_resolved(bound, roots, chains)), frozenset(n.encode("utf-8", "replace") for n in attributes),
+                     tuple(sorted(bare)), frozenset(_called(bound, roots, calls, called_names)))
 
 
-def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:
+def _roots(bound: Dict[str, Set[str]]) -> Dict[str, Set[str]]:
+    """Local name -> the first parts of the qualified names any import binds it to (_resolved, _called)."""
+    return {local: {qualname.split(".", 1)[0] for qualname in qualnames} for local, qualnames in bound.items()}
+
+
+def _resolved(bound: Dict[str, Set[str]], roots: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[bytes]:
     """CodeWords.resolved: a superset of what the import table resolves, whatever the order of
     the imports (every name a local name is bound to by any import of the file; a star import's
-    `tf`, which frameworks.star_imported_frameworks may bind, always)."""
-    roots: Dict[str, Set[str]] = {}  # local name -> the first parts of its qualified names
+    `tf`, which frameworks.star_imported_frameworks may bind, always). `roots`: _roots(bound)."""
     found: Set[str] = set()
-    for local, qualnames in bound.items():
+    for qualnames in bound.values():
         for qualname in qualnames:
             parts = qualname.split(".")
-            roots.setdefault(local, set()).add(parts[0])
             found.update(f"{parts[0]}.{part}" for part in parts)
     for local, attr in chains:
         for root in roots.get(local, ()):
@@ -1243,12 +1247,11 @@ def _resolved(bound: Dict[str, Set[str]], chains: List[Tuple[str, str]]) -> Set[
     return {n.encode("utf-8", "replace") for n in found}
 
 
-def _called(bound: Dict[str, Set[str]], calls: List[Tuple[str, str]], names: Set[str]) -> Set[bytes]:
+def _called(bound: Dict[str, Set[str]], roots: Dict[str, Set[str]], calls: List[Tuple[str, str]],
+            names: Set[str]) -> Set[bytes]:
     """CodeWords.called, as _resolved: `root.last(` for each call of an attribute chain on a name
     any import binds (its root: the first part of each qualified name bound to it), and for each
     call of such a name (the root and last part of each qualified name bound to it)."""
-    roots: Dict[str, Set[str]] = {local: {qualname.split(".", 1)[0] for qualname in qualnames}
-                                  for local, qualnames in bound.items()}
     found: Set[str] = set()
     for local, attr in calls:
         for root in roots.get(local, ()):

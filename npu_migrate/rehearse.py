@@ -676,9 +676,7 @@ def _distributed_checks(result: RehearsalResult, code: Path, records: Dict[int, 
     # of a forward pass through the wrapper only, so a job whose every rank ended well having run no
     # forward with gradients on through it (its loss computed by another method of the model,
     # `unwrap_model(agent).get_action_and_value(...)`, NPU387) trained each rank's copy alone
-    every = [sum(r["steps"]) for r in ranks.values() if r.get("steps")]
-    if (len(every) == len(ranks) > 1 and not any(every) and not stopped
-            and all(r.returncode == 0 for r in result.ranks)):
+    if len(steps) == len(ranks) > 1 and not any(steps.values()) and not stopped and not any_failed:
         shown = ", ".join(f"rank {rank}: 0" for rank in sorted(ranks))
         problems.append(f"no rank took a training step through DistributedDataParallel ({shown} forward passes "
                         f"with gradients on): the gradients were never averaged, each rank trained its copy of the "

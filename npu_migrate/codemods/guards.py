@@ -1095,10 +1095,15 @@ def _members_of(test: cst.CSTNode, members: Sequence[str]) -> Iterator[str]:
 
 def file_cuda_tests(ctx: Context) -> Tuple[str, ...]:
     """The CUDA tests whose calls the file's device code keeps as they are: the project's
-    (Options.cuda_tests) and the local names of a library's it imports (frameworks.LIBRARY_CUDA_TESTS:
-    False on the NPU wherever they come from there)."""
-    library = tuple(local for local, qual in ctx.imports.names.items() if qual in LIBRARY_CUDA_TESTS)
+    (Options.cuda_tests) and a library's it imports (_library_cuda_tests)."""
+    library = _library_cuda_tests(ctx)
     return ctx.options.cuda_tests + library if library else ctx.options.cuda_tests
+
+
+def _library_cuda_tests(ctx: Context) -> Tuple[str, ...]:
+    """The local names of a library's CUDA tests the file imports (frameworks.LIBRARY_CUDA_TESTS:
+    False on the NPU wherever they come from there)."""
+    return tuple(local for local, qual in ctx.imports.names.items() if qual in LIBRARY_CUDA_TESTS)
 
 
 # The NPU's own availability tests: `torch.npu.is_available()`, the project's `is_npu_available()`,
@@ -1138,8 +1143,7 @@ def keep_cuda_tests(ctx: Context) -> Tuple[str, ...]:
     for node in ctx.module.body if tests else ():
         if isinstance(node, cst.FunctionDef) and node.name.value in tests:
             ctx.keep(node)
-    library = file_cuda_tests(ctx)[len(ctx.options.cuda_tests):]  # (a library's: imported, not defined)
-    return tests + library
+    return tests + _library_cuda_tests(ctx)  # (a library's: imported, not defined)
 
 
 def keep_behind_cuda_test(ctx: Context, node: cst.If, tests: Sequence[str]) -> None:
@@ -3963,19 +3967,21 @@ def keep_cuda_beside_its_rewrite(ctx: Context, block: Any, resolve) -> None:
     for i, statement in enumerate(body):
         small = _only_small(statement)
         if isinstance(small, cst.Assign) and len(small.targets) == 1:
-            target = small.targets[0].target
-            name = _environ_key(target, resolve)
-            value = _as_code(ctx, small.value)
+            # (a value is read as code, Python's parse of it, only for an `os.environ[...] =`)
+            name = _environ_key(small.targets[0].target, resolve)
+            value = _as_code(ctx, small.value) if name is not None else None
             if name is not None and value is not None:
                 keys[i] = ("env", name, value)
                 if name in envs:
                     migrated[i] = ("env", envs[name].to, value)
         elif isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
             qual = resolve(small.value.func) or ""
+            if qual not in _NPU_CALLS and qual not in _HARMLESS_CUDA_CALLS:
+                continue  # (the arguments are read as code only for a seed call)
             arguments = _as_code(ctx, small.value.with_changes(func=cst.Name("f")))
             if arguments is not None and qual in _NPU_CALLS:
                 keys[i] = ("call", _NPU_CALLS[qual], arguments)
-            elif arguments is not None and qual in _HARMLESS_CUDA_CALLS:
+            elif arguments is not None:
                 migrated[i] = ("call", _HARMLESS_CUDA_CALLS[qual], arguments)
     for i, want in enumerate(migrated):
         if want is None:

@@ -18,12 +18,11 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple
 
 from .. import project_files
-from ..project_files import common_folder, read_pyproject, read_requirements_txt
+from ..project_files import canonicalize_name, common_folder, read_pyproject, read_requirements_txt
 
 PIN_FILES = ("pyproject.toml", "setup.py", "setup.cfg", "environment.yml", "environment.yaml")
 # The operators that bound a version from above: a specifier without one (torch>=2.1) is no pin.
 UPPER = ("==", "===", "~=", "<", "<=")
-_SEPARATORS = re.compile(r"[-_.]+")
 
 
 @dataclass
@@ -111,11 +110,11 @@ def tensorflow2_required(paths: Sequence[str]) -> str:
         if "tensorflow" not in text and "tf-nightly" not in text and "tf_nightly" not in text:
             continue  # (most projects: no packaging import, no parse)
         for requirement in _requirements_of(rel, text):
-            normalised = _SEPARATORS.sub("-", requirement).lower()
+            normalised = canonicalize_name(requirement)
             if "tensorflow" not in normalised and "tf-nightly" not in normalised:
                 continue  # (as _pin: packaging, 0.03 s to import, only for a line that may name it)
             parsed = _parsed_requirement(requirement)
-            if parsed is None or _SEPARATORS.sub("-", parsed[0]).lower() not in TENSORFLOW_PACKAGES:
+            if parsed is None or canonicalize_name(parsed[0]) not in TENSORFLOW_PACKAGES:
                 continue
             specifiers = parsed[1]
             if not any(specifiers.contains(v) for v in _TF2_VERSIONS):
@@ -139,7 +138,7 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     # A line whose text, normalised as names are (PEP 503: runs of -_. are one -, lower case),
     # holds none of the packages' names cannot name one of them: packaging (0.03 s to import,
     # most runs pin no torch) is left out for it.
-    normalised = _SEPARATORS.sub("-", requirement).lower()
+    normalised = canonicalize_name(requirement)
     if not any(name in normalised for name in packages):
         return None
     plain = _PLAIN_REQUIREMENT.fullmatch(requirement)
@@ -151,7 +150,7 @@ def _pin(requirement: str, where: str, packages: Dict[str, str]) -> Optional[Pin
     if parsed is None:
         return None
     name, specifiers, marker = parsed
-    package = packages.get(_SEPARATORS.sub("-", name).lower())  # packaging's canonicalize_name
+    package = packages.get(canonicalize_name(name))
     if package is None:
         return None
     if never_on_linux(marker):

@@ -806,9 +806,6 @@ class LiteralRewrites(TorchKind):
             return by_variable is not by_position
         return not by_variable.deep_equals(by_position)
 
-    def is_passed_device(self, node: cst.BaseExpression) -> bool:
-        return isinstance(node, cst.Name) and self.is_device_variable(node.value)
-
     def is_torch_device_variable(self, node: cst.BaseExpression) -> bool:
         """A name the module passes where torch itself takes a device (`torch.cuda.set_device(DEV)`,
         `x.to(DEV)`): only there is a "gpu" of the module's a device string (the seed's
