@@ -3417,6 +3417,60 @@ def test_a_cuda_test_choosing_a_name_the_pass_keeps_stays_with_it():
     assert [(f.code, f.span.line) for f in r.findings] == [("NPU313", 14)]
 
 
+# neuralforecast 1.7.5 neuralforecast/common/_base_model.py:174-180 (BaseModel.__init__, the
+# dict later given as `pl.Trainer(**self.trainer_kwargs)`): Lightning's accelerator and device
+# count chosen by CUDA's availability, through a dict's keys. Both tests moved to torch.npu: on
+# the Ascend machine Lightning was asked for "gpu" (no CUDA device there: it stops), and the
+# second alone would hand Lightning's CPU accelerator `devices=-1`, which it refuses ("should be
+# an int > 0"); as written neither key is set there and it trains on the CPU. Both tests stay,
+# NPU313 says so at the "gpu" key; a dict key that is a torch device still moves with its test.
+NEURALFORECAST_TRAINER_KWARGS = '''\
+import numpy as np
+import torch
+import torch.nn as nn
+import pytorch_lightning as pl
+
+
+class BaseModel(pl.LightningModule):
+    def __init__(self, max_steps, trainer_kwargs):
+        super().__init__()
+        trainer_kwargs = {**trainer_kwargs, "max_steps": max_steps}
+
+        # Add GPU accelerator if available
+        if trainer_kwargs.get("accelerator", None) is None:
+            if torch.cuda.is_available():
+                trainer_kwargs["accelerator"] = "gpu"
+        if trainer_kwargs.get("devices", None) is None:
+            if torch.cuda.is_available():
+                trainer_kwargs["devices"] = -1
+
+        self.trainer_kwargs = trainer_kwargs
+
+    def place(self, config):
+        if torch.cuda.is_available():
+            config["device"] = "cuda"
+        return torch.zeros(1, device=config["device"])
+'''
+
+
+def test_a_cuda_test_giving_lightning_a_dict_key_stays_with_it():
+    r = assert_partial_as_whole(NEURALFORECAST_TRAINER_KWARGS, "neuralforecast/common/_base_model.py")
+    assert r.new_text == NEURALFORECAST_TRAINER_KWARGS.replace(
+        "import torch.nn as nn\n", "import torch.nn as nn\nimport torch_npu  # noqa: F401\n").replace(
+        'torch.cuda.is_available():\n            config["device"] = "cuda"',
+        'torch.npu.is_available():\n            config["device"] = "npu"') + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in r.findings] == [
+        ("NPU313", 15, 17, '`trainer_kwargs["accelerator"] = "gpu"` under a CUDA test asks Lightning for CUDA '
+         "devices, which an Ascend machine does not have: the test stays on CUDA, so there the project trains "
+         "on the CPU")]
+    # Without Lightning in the file, a number given to a "devices" key is no Lightning device count.
+    plain = NEURALFORECAST_TRAINER_KWARGS.replace("import pytorch_lightning as pl\n", "").replace(
+        "(pl.LightningModule)", "")
+    moved = migrate_source(plain, "m.py", Options())
+    assert 'torch.npu.is_available():\n                trainer_kwargs["devices"] = -1' in moved.new_text
+    assert 'torch.cuda.is_available():\n                trainer_kwargs["accelerator"] = "gpu"' in moved.new_text
+
+
 # pyannote-audio 4.0.7 src/pyannote/audio/__main__.py:59-96 (the CLI's `--device auto`): the test
 # picks a member of the module's own Enum, whose value "cuda" stays (the CLI's choice, read as
 # torch.device(device.value)). Moved alone, `auto` became torch.device("cuda") on the Ascend

@@ -1417,24 +1417,80 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
     such strings to names: one that also moves a model (`model.cuda()`) moves with its test.
     The string may be a member of the module's own class (pyannote-audio 4.0.7's __main__.py:
     `device = Device.CUDA`, `class Device(str, Enum): CUDA = "cuda"`, read as
-    `torch.device(device.value)`): the member keeps its value, so the test stays with it."""
+    `torch.device(device.value)`): the member keeps its value, so the test stays with it.
+    The name may be a key of a dict or an attribute (neuralforecast 1.7.5's BaseModel: `if
+    torch.cuda.is_available(): trainer_kwargs["accelerator"] = "gpu"`, the dict later
+    `pl.Trainer(**trainer_kwargs)`), and in a file that names Lightning an arm may give one of
+    Lightning's device keys a number (the next test's `trainer_kwargs["devices"] = -1`: moved
+    alone, Lightning's CPU accelerator on the Ascend machine refuses -1, "should be an int > 0").
+    A CUDA name so handed to Lightning through a dict's key or an attribute `accelerator` is
+    reported at the assignment (NPU313: as written, on the Ascend machine it trains on the CPU)."""
     body = node.body
     if not isinstance(body, cst.IndentedBlock) or not body.body:
         return
+    lightning: Optional[AbstractSet[str]] = None
+    requests: List[cst.Assign] = []
     for statement in body.body:
         if not isinstance(statement, cst.SimpleStatementLine):
             return
         for small in statement.body:
-            if not (type(small) is cst.Assign and all(type(t.target) is cst.Name for t in small.targets)):
+            if type(small) is not cst.Assign:
+                return
+            keys = [_assigned_key(t.target) for t in small.targets]
+            if None in keys:
                 return
             assign = small if type(small.value) is cst.SimpleString else _class_member_assignment(ctx, small.value)
-            if assign is None or type(assign.value) is not cst.SimpleString:
-                return
-            value = (string_value(assign.value) or "").lower()
-            if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(assign):
+            if assign is not None and type(assign.value) is cst.SimpleString:
+                value = (string_value(assign.value) or "").lower()
+                if value.split(":", 1)[0] not in ("cuda", "gpu") or moves(assign):
+                    return
+                if "accelerator" in keys and any(type(t.target) is not cst.Name for t in small.targets):
+                    requests.append(small)
+                continue
+            if lightning is None:
+                lightning = lightning_device_calls(ctx)
+            if not (lightning and _is_number(small.value) and all(k in LIGHTNING_DEVICE_KEYWORDS for k in keys)):
                 return
     if dc.is_device_test(node.test, resolve):
         ctx.keep(node.test)
+        if requests:
+            _report_lightning_request(ctx, requests)
+
+
+def _assigned_key(target: cst.BaseAssignTargetExpression) -> Optional[str]:
+    """The name an assignment gives its value under: `accelerator`, `cfg.accelerator`,
+    `kwargs["accelerator"]` (a string key); None for any other target."""
+    if type(target) is cst.Name:
+        return target.value
+    if type(target) is cst.Attribute:
+        return target.attr.value
+    if type(target) is cst.Subscript and len(target.slice) == 1:
+        index = target.slice[0].slice
+        if type(index) is cst.Index and type(index.value) is cst.SimpleString:
+            return string_value(index.value)
+    return None
+
+
+def _is_number(node: cst.BaseExpression) -> bool:
+    """`2`, `-1`: an integer literal, negated or not."""
+    if type(node) is cst.UnaryOperation and type(node.operator) is cst.Minus:
+        node = node.expression
+    return type(node) is cst.Integer
+
+
+@emits("NPU313")
+def _report_lightning_request(ctx: Context, assigns: Sequence[cst.Assign]) -> None:
+    """NPU313 at `trainer_kwargs["accelerator"] = "gpu"` (keep_test_choosing_kept_name): the CUDA
+    accelerator handed to Lightning through a dict or an attribute (a plain name given to the
+    Trainer is reported at the call: NPU313's rule follows it there)."""
+    rule = next((r for r in ctx.rules.findings.get("call", ()) if r.code == "NPU313"), None)
+    if rule is None:
+        return
+    for assign in assigns:
+        api = ctx.code_for(assign).strip()
+        message = (f"`{api}` under a CUDA test asks Lightning for CUDA devices, which an Ascend machine does not "
+                   "have: the test stays on CUDA, so there the project trains on the CPU")
+        ctx.finding(rule, assign, api=api, message=message)
 
 
 def _class_member_assignment(ctx: Context, value: cst.BaseExpression) -> Optional[cst.Assign]:
