@@ -3471,6 +3471,53 @@ def test_a_cuda_test_giving_lightning_a_dict_key_stays_with_it():
     assert 'torch.cuda.is_available():\n                trainer_kwargs["accelerator"] = "gpu"' in moved.new_text
 
 
+# dm-sonnet 1.36 sonnet/examples/mnist_mlp.py:18-28, 69-110 (trimmed; also rnn_shakespeare.py,
+# rmc_nth_farthest.py, brnn_ptb.py:570): the training loop's SingularMonitoredSession was left
+# without the NPU's session config and nothing was said: TensorFlow built the session's own
+# ChiefSessionCreator from its `config` (None), and the graph ran on the host CPU. It gets
+# `config=npu_config_proto()` like the other monitored sessions (NPU121).
+SONNET_SINGULAR_MONITORED_SESSION = '''\
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import os
+# Dependency imports
+
+import numpy as np
+import sonnet as snt
+import tensorflow.compat.v1 as tf
+
+
+def train_and_eval(mlp, train_images, train_labels, num_train_steps, report_every):
+  train_logits = mlp(train_images)
+
+  # Training loss and optimizer.
+  loss = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=train_labels, logits=train_logits)
+  loss_avg = tf.reduce_mean(loss)
+  optimizer = tf.train.GradientDescentOptimizer(0.1)
+  optimizer_step = optimizer.minimize(loss_avg)
+
+  with tf.train.SingularMonitoredSession() as sess:
+
+    for step_idx in range(num_train_steps):
+      current_loss, _ = sess.run([loss_avg, optimizer_step])
+      if step_idx % report_every == 0:
+        tf.logging.info("Step: %4d of %d - loss: %.02f.",
+                        step_idx + 1, num_train_steps, current_loss)
+'''
+
+
+def test_a_singular_monitored_session_gets_the_npu_session_config():
+    r = migrate_source(SONNET_SINGULAR_MONITORED_SESSION, "sonnet/examples/mnist_mlp.py", Options())
+    assert r.new_text == SONNET_SINGULAR_MONITORED_SESSION.replace(
+        "\nimport os\n", "\nfrom npu_bridge.npu_init import *\nimport os\n").replace(
+        "SingularMonitoredSession()", "SingularMonitoredSession(config=npu_config_proto())")
+    assert [(e.code, e.span.line) for e in r.edits] == [("NPU120", 5), ("NPU121", 23)]
+    assert r.findings == []
+
+
 # pyannote-audio 4.0.7 src/pyannote/audio/__main__.py:59-96 (the CLI's `--device auto`): the test
 # picks a member of the module's own Enum, whose value "cuda" stays (the CLI's choice, read as
 # torch.device(device.value)). Moved alone, `auto` became torch.device("cuda") on the Ascend
