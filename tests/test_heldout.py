@@ -3518,6 +3518,78 @@ def test_a_singular_monitored_session_gets_the_npu_session_config():
     assert r.findings == []
 
 
+# neuralforecast 1.7.5 neuralforecast/common/_base_auto.py:7-16, 223-270 (trimmed): every Auto
+# model's `gpus` defaults to the device count, moved to the NPU's; `_tune_model` hands it to Ray
+# Tune as the "gpu" resource through a variable, and Ray, which finds no GPU on the Ascend
+# machine, keeps every trial pending. NPU329 said so only for a dict written in the call.
+NEURALFORECAST_RAY_RESOURCES = '''\
+from os import cpu_count
+
+import torch
+import pytorch_lightning as pl
+
+from ray import air, tune
+
+
+class BaseAuto(pl.LightningModule):
+    def __init__(self, cls_model, h, loss, valid_loss, config, search_alg=None,
+                 num_samples=10, cpus=cpu_count(), gpus=torch.cuda.device_count()):
+        super(BaseAuto, self).__init__()
+        self.cpus = cpus
+        self.gpus = gpus
+
+    def _tune_model(
+        self,
+        cls_model,
+        dataset,
+        val_size,
+        test_size,
+        cpus,
+        gpus,
+        verbose,
+        num_samples,
+        search_alg,
+        config,
+    ):
+        train_fn_with_parameters = tune.with_parameters(
+            self._train_tune,
+            cls_model=cls_model,
+            dataset=dataset,
+            val_size=val_size,
+            test_size=test_size,
+        )
+
+        # Device
+        if gpus > 0:
+            device_dict = {"gpu": gpus}
+        else:
+            device_dict = {"cpu": cpus}
+
+        tuner = tune.Tuner(
+            tune.with_resources(train_fn_with_parameters, device_dict),
+            run_config=air.RunConfig(callbacks=self.callbacks, verbose=verbose),
+            tune_config=tune.TuneConfig(
+                metric="loss",
+                mode="min",
+                num_samples=num_samples,
+                search_alg=search_alg,
+            ),
+            param_space=config,
+        )
+        results = tuner.fit()
+        return results
+'''
+
+
+def test_a_ray_resources_variable_asking_for_gpus_is_reported():
+    r = assert_partial_as_whole(NEURALFORECAST_RAY_RESOURCES, "neuralforecast/common/_base_auto.py")
+    assert r.new_text == with_torch_npu(NEURALFORECAST_RAY_RESOURCES).replace(
+        "torch.cuda.device_count()", "torch.npu.device_count()") + PARTIAL_PADDING
+    assert [(f.code, f.span.line, f.span.col) for f in r.findings] == [("NPU329", 44, 13)]
+    assert migrate_source(NEURALFORECAST_RAY_RESOURCES.replace('{"gpu": gpus}', '{"cpu": cpus, "gpu": 0}'),
+                          "m.py", Options()).findings == []
+
+
 # pyannote-audio 4.0.7 src/pyannote/audio/__main__.py:59-96 (the CLI's `--device auto`): the test
 # picks a member of the module's own Enum, whose value "cuda" stays (the CLI's choice, read as
 # torch.device(device.value)). Moved alone, `auto` became torch.device("cuda") on the Ascend

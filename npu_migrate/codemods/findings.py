@@ -532,6 +532,7 @@ def arguments_match(rule: Rule, call: cst.Call,
     library's version does not count: `libcudart.so.11.0` ends in `libcudart.so`).
     Arguments passed through `*args` are unknown, so they never match; so are those of
     `**kwargs`, unless `mapping` knows the dict (`params = {"gpus": 2}`; `Trainer(**params)`).
+    With `keys`, a variable given there counts with the entries `mapping` knows it holds.
     With `commands`, the argument must run one of those programs (_runs), written there or in
     the values `values` knows a variable is assigned (`cmd = 'nvidia-smi -L | wc -l'`). With
     `suffixes`, a variable or an option's value counts with what `given` knows it holds
@@ -547,6 +548,11 @@ def arguments_match(rule: Rule, call: cst.Call,
                 return True
         elif spec.keys:
             if _holds_key(value, spec.keys):
+                return True
+            # `device_dict = {"gpu": gpus}` ... `tune.with_resources(fn, device_dict)` (neuralforecast
+            # 1.7.5's BaseAuto._tune_model): a variable the file assigns only dict displays.
+            if isinstance(value, cst.Name) and mapping is not None and any(
+                    key in spec.keys and not _is_empty_literal(held) for key, held in mapping(value.value) or ()):
                 return True
         elif spec.suffixes:
             held = given(value) if given is not None and isinstance(value, (cst.Name, cst.Attribute)) else []
