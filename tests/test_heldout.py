@@ -3590,6 +3590,45 @@ def test_a_ray_resources_variable_asking_for_gpus_is_reported():
                           "m.py", Options()).findings == []
 
 
+# torchrl 0.6.0 torchrl/envs/libs/dm_control.py:5-35 (trimmed; torchrl/__init__.py:18-20 the same
+# with MUJOCO_EGL_DEVICE_ID): the CUDA device count spreads MuJoCo's EGL rendering over the GPUs.
+# An EGL device is a GPU of NVIDIA's driver: moved, the NPU count chose an EGL index on the Ascend
+# machine, past its EGL devices; as written the test is False there and MuJoCo renders on its
+# default. The statement stays whole; one that also moves a model moves with it.
+TORCHRL_EGL_DEVICE = '''\
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+import torch
+
+from torchrl._utils import logger as torchrl_logger, VERBOSE
+
+if torch.cuda.device_count() > 1:
+    n = torch.cuda.device_count() - 1
+    os.environ["EGL_DEVICE_ID"] = str(1 + (os.getpid() % n))
+    if VERBOSE:
+        torchrl_logger.info(f"EGL_DEVICE_ID: {os.environ['EGL_DEVICE_ID']}")
+
+
+def place(model):
+    if torch.cuda.is_available():
+        os.environ["MUJOCO_EGL_DEVICE_ID"] = "0"
+        model = model.cuda()
+    return model
+'''
+
+
+def test_a_cuda_count_choosing_an_egl_device_stays():
+    r = assert_partial_as_whole(TORCHRL_EGL_DEVICE, "torchrl/envs/libs/dm_control.py")
+    assert r.new_text == with_torch_npu(TORCHRL_EGL_DEVICE).replace(
+        "    if torch.cuda.is_available():", "    if torch.npu.is_available():").replace(
+        "model.cuda()", "model.npu()") + PARTIAL_PADDING
+    assert r.findings == []
+
+
 # pyannote-audio 4.0.7 src/pyannote/audio/__main__.py:59-96 (the CLI's `--device auto`): the test
 # picks a member of the module's own Enum, whose value "cuda" stays (the CLI's choice, read as
 # torch.device(device.value)). Moved alone, `auto` became torch.device("cuda") on the Ascend

@@ -1457,6 +1457,42 @@ def keep_test_choosing_kept_name(ctx: Context, node: cst.If, resolve, moves) -> 
             _report_lightning_request(ctx, requests)
 
 
+# The environment variables that choose the EGL device MuJoCo (dm_control, mujoco) renders on: an
+# index among the EGL devices of NVIDIA's driver, a GPU's, never an NPU's.
+EGL_DEVICE_VARIABLES = ("MUJOCO_EGL_DEVICE_ID", "EGL_DEVICE_ID")
+
+
+def egl_device_choices(ctx: Context) -> bool:
+    """Whether the file may choose an EGL device (keep_cuda_test_choosing_egl_device): a text test."""
+    return "EGL_DEVICE_ID" in ctx.text
+
+
+def keep_cuda_test_choosing_egl_device(ctx: Context, node: cst.If, resolve) -> None:
+    """torchrl 0.6.0 torchrl/__init__.py:18-20 and torchrl/envs/libs/dm_control.py:31-35: `if
+    torch.cuda.device_count() > 1: n = torch.cuda.device_count() - 1;
+    os.environ["MUJOCO_EGL_DEVICE_ID"] = str(1 + (os.getpid() % n))` spreads MuJoCo's rendering
+    over the GPUs but the first. An EGL device is a GPU of NVIDIA's EGL driver, which an Ascend
+    machine does not have: moved, the NPU count chose an EGL index there (dm_control refuses one
+    past its EGL devices); as written the test is False there and MuJoCo renders on its default.
+    The statement stays whole when CUDA appears in it only as the device count or availability."""
+    if not dc.is_device_test(node.test, resolve):
+        return
+    chooses = False
+    for n in subtree(node.body):
+        if type(n) is cst.Assign:
+            chooses = chooses or any(_environ_key(t.target, resolve) in EGL_DEVICE_VARIABLES for t in n.targets)
+        elif type(n) is cst.Call:
+            qual = resolve(n.func) or ""
+            if qual.startswith("torch.cuda.") and qual not in dc.DEVICE_TESTS:
+                return
+            if type(n.func) is cst.Attribute and n.func.attr.value == "cuda":
+                return  # (`model.cuda()`: device code of its own)
+        elif type(n) is cst.SimpleString and "cuda" in (string_value(n) or ""):
+            return
+    if chooses:
+        ctx.keep(node)
+
+
 def _assigned_key(target: cst.BaseAssignTargetExpression) -> Optional[str]:
     """The name an assignment gives its value under: `accelerator`, `cfg.accelerator`,
     `kwargs["accelerator"]` (a string key); None for any other target."""

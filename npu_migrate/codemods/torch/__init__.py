@@ -39,6 +39,7 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILA
                       keep_cuda_beside_its_rewrite, keep_cuda_capability_test, keep_cuda_patched_with_npu,
                       keep_cuda_tests, keep_foreign_device_tests, keep_lightning_device_arguments, keep_lightning_device_variables,
                       lightning_device_calls, keep_test_choosing_gpu, keep_test_choosing_kept_name,
+                      egl_device_choices, keep_cuda_test_choosing_egl_device,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
                       keep_library_gpu_flag, library_gpu_flags,
@@ -98,6 +99,7 @@ class TorchTransformer(cst.CSTTransformer):
         if self._lightning:  # guards.py: `accel = "cuda" if ...`, read only as Trainer(accelerator=accel)
             keep_lightning_device_variables(ctx, self._resolve, self._lightning)
         self._library_flags = library_gpu_flags(ctx)  # guards.py: MergeOptions(cuda=torch.cuda.is_available())
+        self._egl = egl_device_choices(ctx)  # guards.py: MuJoCo's EGL device chosen by the CUDA count
 
     def _kind(self, kind: Type[K]) -> K:
         found = self.kinds[kind]
@@ -119,6 +121,8 @@ class TorchTransformer(cst.CSTTransformer):
             keep_cuda_capability_test(self.ctx, node, self._resolve)
         # guards.py: `if torch.cuda.is_available(): accelerator = "cuda"`, a name the literals keep
         keep_test_choosing_kept_name(self.ctx, node, self._resolve, self.literals.assigned_literal_moves)
+        if self._egl:  # guards.py: `if torch.cuda.device_count() > 1: os.environ["EGL_DEVICE_ID"] = ...`
+            keep_cuda_test_choosing_egl_device(self.ctx, node, self._resolve)
         self.literals.visit_If(node)
 
     def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
