@@ -116,7 +116,7 @@ def pre_commit(args, repo: Path, wheelhouse: Path, home: Path):
     return r.returncode, r.stdout + r.stderr
 
 
-def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, wheelhouse, tmp_path):
+def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, wheelhouse, memory_tmp_path):
     (git_repo / "train.py").write_text(GPU)
     (git_repo / "notes.txt").write_text("model.cuda()\n")  # not a type the hooks take
     git(git_repo, "add", ".")
@@ -135,7 +135,7 @@ def test_hooks_fail_on_gpu_code_then_pass_after_the_rewrite(git_repo, checkout, 
         "        args: [--extend-exclude, legacy/]\n"
     )
     git(git_repo, "add", ".")
-    home = tmp_path / "home"
+    home = memory_tmp_path / "home"  # pre-commit's store: a clone, a virtualenv, an install (thousands of files)
 
     # 2. The rewriting hook on GPU code: it rewrites and fails the commit; a plain-text file it
     #    is passed is skipped (--known-files-only).
