@@ -287,6 +287,14 @@ class DeviceVariables(cst.CSTVisitor):
         # device-named parameters' positions, the number of parameters, how often so passed);
         # None when two such uses disagree (LiteralRewrites._parametrize_variable).
         self.parametrize_names: Dict[str, Optional[Tuple[Tuple[int, ...], int, int]]] = {}
+        # Names looked up with what may be a device's type (`D[x.device.type]`, `D.get(kind, d)`,
+        # `x.device.type in D`) -> the keys (spikingjelly 2.0.0's `_EVENT_BLOCK_SIZE[times.device.type]`):
+        # LiteralRewrites._typed_table decides which keys are device types.
+        self.typed_lookups: Dict[str, List[cst.BaseExpression]] = {}
+
+    def _typed(self, table: cst.BaseExpression, key: cst.BaseExpression) -> None:
+        if type(table) is cst.Name and (type(key) is cst.Name or (type(key) is cst.Attribute and key.attr.value == "type")):
+            self.typed_lookups.setdefault(table.value, []).append(key)
 
     @property
     def object_device_names(self) -> Set[str]:
@@ -316,19 +324,25 @@ class DeviceVariables(cst.CSTVisitor):
         self._bound_otherwise.update(n.name.value for n in node.names)  # (assigned in other functions too)
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index) \
-                and type(node.slice[0].slice.value) is cst.Name and self.t.is_environ(node.value):
-            self.env_key_names.add(node.slice[0].slice.value.value)
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = node.slice[0].slice.value
+            if type(key) is cst.Name and self.t.is_environ(node.value):
+                self.env_key_names.add(key.value)
+            self._typed(node.value, key)
 
     def visit_Comparison(self, node: cst.Comparison) -> None:
         left = node.left
         for target in node.comparisons:
-            if type(left) is cst.Name and isinstance(target.operator, (cst.In, cst.NotIn)) \
-                    and self.t.is_environ(target.comparator):
-                self.env_key_names.add(left.value)
+            if isinstance(target.operator, (cst.In, cst.NotIn)):
+                if type(left) is cst.Name and self.t.is_environ(target.comparator):
+                    self.env_key_names.add(left.value)
+                self._typed(target.comparator, left)
             left = target.comparator
 
     def visit_Call(self, node: cst.Call) -> None:
+        if type(node.func) is cst.Attribute and node.func.attr.value == "get" and node.args \
+                and node.args[0].keyword is None and not node.args[0].star:
+            self._typed(node.func.value, node.args[0].value)  # `D.get(x.device.type, 16)`
         at = ENV_FUNCS.get(self.t.resolve(node.func) or "")
         if at is not None and len(node.args) > at and node.args[at].keyword is None \
                 and type(node.args[at].value) is cst.Name:
@@ -580,10 +594,11 @@ def _display_elements(node: cst.BaseExpression) -> Optional[List[cst.BaseExpress
 
 
 UNMOVED_DEFAULT = "NPU326"  # a device-named lookup's CUDA default left: its readers are not known
+TYPED_TABLE = "NPU327"  # a table looked up with a device type left with its "cuda" entry
 
 
 @applies("device", "backend", "env", "api")
-@emits(UNMOVED_DEFAULT)
+@emits(UNMOVED_DEFAULT, TYPED_TABLE)
 class LiteralRewrites(TorchKind):
     """The applier of the device, backend and env kinds: the walk (codemods/torch/__init__.py)
     calls its `_parametrized_devices` and `_literal_arguments` from leave_Call, its visit_If
@@ -1366,7 +1381,122 @@ class LiteralRewrites(TorchKind):
             return self.device_literal(original_value, updated_value, variable=variable)
         if any(self.is_backend_expr(t) for t in targets):
             return self.backend_literal(original_value, updated_value)
+        require = self._typed_table(targets, original_value, updated_value)
+        if require is not None:
+            return self.device_literal(original_value, updated_value, require=require)
         return updated_value
+
+    def _typed_table(self, targets: Sequence[cst.BaseExpression], original: cst.BaseExpression,
+                     updated: cst.BaseExpression) -> Optional[bool]:
+        """A table of device types (`_EVENT_BLOCK_SIZE = {"cpu": 128, "cuda": 512}`, `SUPPORTED =
+        ("cpu", "cuda")`) that the module looks up with the type of a device
+        (`_EVENT_BLOCK_SIZE[times.device.type]`, `.get(kind, d)`, `x.device.type in SUPPORTED`):
+        on the NPU that type is "npu", so its "cuda" entry moves with those readers
+        (spikingjelly 2.0.0's timing_based/functional.py: a KeyError 'npu' once the device check
+        beside it moved). Whether the move needs torch_npu loaded (_rewrite_literal's `require`:
+        not where every key is the device an object is on), or None where the table stays: it
+        is not one, names the NPU already, or is not looked up with a device type; and, said as
+        NPU327, where its readers would not move with it: the module reads it otherwise too
+        (`D["cuda"]`, `for k in D`, an annotation, its name in a string), it is a public name of
+        the module (another module may read it), or its CUDA entry holds code not known to run
+        on the NPU (a function of the project's: `{"cpu": ref, "cuda": triton_kernel}`)."""
+        if len(targets) != 1 or type(targets[0]) is not cst.Name \
+                or type(original) not in (cst.Dict, cst.Tuple, cst.List, cst.Set) or ".type" not in self.ctx.text:
+            return None
+        moved = self._device_type_entries(original)
+        if not moved:
+            return None
+        name = targets[0].value
+        reads = _reads_in_text(self.ctx.text, name)
+        if not reads:
+            return None
+        usage = self._usage(name)
+        kinds = [self._device_type_key(k, usage) for k in usage.typed_lookups.get(name, ())]
+        typed = [kind for kind in kinds if kind is not None]
+        if not typed:
+            return None
+        reason = None
+        if reads > len(typed):
+            reason = "the module reads it otherwise too"
+        elif not self._functions and not name.startswith("_"):
+            reason = "it is a public name of the module, which other modules may read"
+        else:
+            updated_entries = self._device_type_entries(updated) if type(updated) is type(original) else []
+            values = dict(zip([id(k) for k, _ in moved], [v for _, v in updated_entries])) \
+                if len(updated_entries) == len(moved) else {}
+            for key, value in moved:
+                if value is not None and not self._portable(value, values.get(id(key))):
+                    reason = f"its {self.ctx.code_for(key)} entry, `{self.ctx.code_for(value)}`, is not known to run on the NPU"
+                    break
+        if reason is None:
+            return not all(typed)
+        rule = self.ctx.rules.analysis.get(TYPED_TABLE)
+        if rule is not None and not self.ctx.suppressed(targets[0], rule.code):
+            read = next(k for k, kind in zip(usage.typed_lookups[name], kinds) if kind is not None)
+            fields = dict(name=name, read=self.ctx.code_for(read), reason=reason)
+            self.ctx.finding(rule, targets[0], api=name, message=rule.render_message(**fields),
+                             suggestion=rule.render_suggestion(**fields))
+        return None
+
+    def _device_type_entries(self, table: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+        """The (key, value) of a dict display's entries keyed by a device type the device rules
+        move ("cuda"), the (element, None) of a tuple, list or set display's such elements;
+        nothing where the display names "npu" already (it selects the NPU itself)."""
+        found: List[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]] = []
+        pairs: List[Tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]
+        if isinstance(table, cst.Dict):
+            pairs = [(e.key, e.value) for e in table.elements if isinstance(e, cst.DictElement)]
+        elif isinstance(table, (cst.Tuple, cst.List, cst.Set)):
+            pairs = [(e.value, None) for e in table.elements if isinstance(e, cst.Element)]
+        else:
+            return found
+        for key, value in pairs:
+            word = string_value(key)
+            if word is None:
+                continue
+            if word.lower() == "npu":
+                return []
+            if ":" not in word and self.positional_devices.rewrite(key) is not None:
+                found.append((key, value))
+        return found
+
+    def _device_type_key(self, key: cst.BaseExpression, usage: DeviceVariables) -> Optional[bool]:
+        """Whether a table's key is the type of a device: True for the device an object is on
+        (`times.device.type`, a name bound only to one: no torch_npu needed, _reads_object_device),
+        False for another (`torch.device(d).type`, `device.type`, a name assigned one), None for
+        anything else (`node.type`, a parameter)."""
+        if type(key) is cst.Name:
+            usage = self._usage(key.value)  # (its binding may be in a statement left out)
+            if key.value in usage.object_device_names:
+                return True
+            return False if key.value in usage.type_names else None
+        if object_device_read(key):
+            return True
+        inner = key.value  # type: ignore[attr-defined]  # (an Attribute `X.type`: DeviceVariables._typed)
+        if (type(inner) is cst.Call and self.resolve(inner.func) == "torch.device") or _named_for_devices(inner):
+            return False
+        return None
+
+    def _portable(self, original: cst.BaseExpression, updated: Optional[cst.BaseExpression]) -> bool:
+        """Whether a table's value for CUDA works on the NPU as it is (a number, a string, a
+        constant, a dtype or other torch name) or once migrated (a torch.cuda name the walk
+        moved already: `{"cuda": torch.cuda.manual_seed}`)."""
+        kind = type(original)
+        if kind in (cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString):
+            return True
+        if kind is cst.Name:
+            return original.value in ("True", "False", "None")  # type: ignore[attr-defined]
+        if kind is cst.UnaryOperation:
+            return self._portable(original.expression, None)  # type: ignore[attr-defined]
+        if kind in (cst.Tuple, cst.List, cst.Set):
+            return all(type(e) is cst.Element and self._portable(e.value, None)
+                       for e in original.elements)  # type: ignore[attr-defined]
+        if kind is cst.Attribute:
+            qual = self.resolve(original) or ""
+            if qual.split(".", 1)[0] not in ("torch", "torch_npu"):
+                return False
+            return "cuda" not in qual.split(".") or (updated is not None and not updated.deep_equals(original))
+        return False
 
     def assigned_literal_moves(self, node: cst.Assign) -> bool:
         """Whether leave_Assign would take `node`'s string to the NPU (_assigned_value: a rewritable
