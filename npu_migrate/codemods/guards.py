@@ -1607,6 +1607,154 @@ def keep_library_gpu_flag(ctx: Context, call: cst.Call, qual: Optional[str], res
                         suggestion=rule.render_suggestion(api=api, detail=detail))
 
 
+# A keyword that says GPU or CUDA given a name (`gpu=use_cuda`), and that name assigned on a line
+# that tests CUDA (`use_cuda = True if "cuda" in str(device) else False`, `use_gpu =
+# torch.cuda.is_available()`): the text tests for keep_library_gpu_flag_variables.
+_GPU_FLAG_NAME = r"(?i)(?:gpu|cuda)\w*[ \t]*=[ \t]*([A-Za-z_]\w*)[ \t]*[,)\r\n]"
+_CUDA_TEST_WORDS = ("cuda", "is_available")
+
+
+def library_gpu_flag_variables(ctx: Context) -> AbstractSet[str]:
+    """The names that may carry a CUDA test into another library's GPU flag
+    (keep_library_gpu_flag_variables): given as a GPU/CUDA keyword (`gpu=use_cuda`) and assigned
+    on a line that names CUDA or its availability. Empty (no walk) in most files."""
+    text = ctx.text
+    if "cuda" not in text:
+        return frozenset()
+    found: Set[str] = set()
+    for m in compiled(_GPU_FLAG_NAME).finditer(text):
+        name = m.group(1)
+        if name in found or name in ("True", "False", "None"):
+            continue
+        for line in re.finditer(rf"(?m)^[ \t]*{re.escape(name)}[ \t]*=(?!=)([^\n]*)", text):
+            if any(word in line.group(1) for word in _CUDA_TEST_WORDS):
+                found.add(name)
+                break
+    return frozenset(found)
+
+
+class _FlagVariables(cst.CSTVisitor):
+    """For keep_library_gpu_flag_variables, per function (or the module) and name: its simple
+    assignments (`name = value`), the GPU/CUDA keyword arguments given it (with their calls), and
+    how many Name nodes spell it there (reads, targets, parameters, attributes named so: any other
+    is a reader of another kind)."""
+
+    def __init__(self, names: AbstractSet[str]) -> None:
+        super().__init__()
+        self.names = names
+        self.scope = 0  # id() of the function the walk is in (0: the module)
+        self._scopes: List[int] = []
+        self.assigned: Dict[Tuple[int, str], List[cst.Assign]] = {}
+        self.flags: Dict[Tuple[int, str], List[Tuple[cst.Call, cst.Arg]]] = {}
+        self.spelled: Dict[Tuple[int, str], int] = {}
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self._scopes.append(self.scope)
+        self.scope = id(node)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.scope = self._scopes.pop()
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        target = node.targets[0].target
+        if len(node.targets) == 1 and type(target) is cst.Name and target.value in self.names:
+            self.assigned.setdefault((self.scope, target.value), []).append(node)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        for arg in node.args:
+            if arg.keyword is not None and type(arg.value) is cst.Name and arg.value.value in self.names \
+                    and compiled(_GPU_FLAG).search(arg.keyword.value):
+                self.flags.setdefault((self.scope, arg.value.value), []).append((node, arg))
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value in self.names:
+            key = (self.scope, node.value)
+            self.spelled[key] = self.spelled.get(key, 0) + 1
+
+
+def _tests_cuda(value: cst.BaseExpression, resolve) -> bool:
+    """Whether `value` holds a test of CUDA: `torch.cuda.is_available()`, a comparison with
+    "cuda" (`"cuda" in str(device)`, `device.type == "cuda"`), `x.is_cuda`."""
+    for n in subtree(value):
+        if type(n) is cst.Call and resolve(n.func) == "torch.cuda.is_available":
+            return True
+        if type(n) is cst.Attribute and n.attr.value == "is_cuda":
+            return True
+        if type(n) is cst.Comparison and (_is_cuda_string(n.left)
+                                         or any(_is_cuda_string(t.comparator) for t in n.comparisons)):
+            return True
+    return False
+
+
+@applies("finding:guard")
+def keep_library_gpu_flag_variables(ctx: Context, resolve, names: AbstractSet[str]) -> None:
+    """simpletransformers 0.70.8 retrieval/retrieval_utils.py:1611 and :2715: `use_cuda = True if
+    "cuda" in str(device) else False`, then `faiss.Kmeans(d, k, ..., gpu=use_cuda)`: the CUDA test
+    carried by a variable into another library's GPU flag (what keep_gpu_flag and
+    keep_library_gpu_flag keep where it is written in the call). Moved to "npu", faiss was asked
+    for its CUDA GPUs on the Ascend machine; as written the flag is False there and faiss runs on
+    the CPU. The value stays where every Name that spells the variable in the module is one of
+    its simple assignments or such a flag of another library's callable (a callable an import
+    binds to a library that is neither torch nor the project's, or one named by a library with
+    device names of its own that nothing binds: simpletransformers calls `faiss.Kmeans` with
+    faiss imported in another function), and is reported (NPU315 library-gpu-flag). A variable
+    read anywhere else (`if use_cuda: model.cuda()`, the module's own function) moves as before:
+    the value moves with those readers."""
+    if ctx.partial is not None:
+        elided = {name for name in names if ctx.partial.elided_word(name)}
+        ctx.partial_misses.update(elided)  # (its other readers may be in lines left out)
+        names = names - elided
+        if not names:
+            return
+    found = _FlagVariables(names)
+    walk(ctx.module, found)
+    # a name spelled in a function that does not assign it (a closure's, a global's) may be read
+    # there: its values move with that reader
+    free = {name for (scope, name) in found.spelled if (scope, name) not in found.assigned}
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "library-gpu-flag"), None)
+    for key in sorted(found.flags, key=lambda k: k[1]):
+        name = key[1]
+        assigned, flags = found.assigned.get(key, []), found.flags[key]
+        tests = [a for a in assigned if _tests_cuda(a.value, resolve)]
+        if name in free or not tests or found.spelled.get(key, 0) != len(assigned) + len(flags):
+            continue
+        callees = [_library_callee(ctx, call, resolve) for call, _arg in flags]
+        if any(c is None for c in callees):
+            continue
+        for assign in tests:
+            ctx.keep(assign.value)
+        for (_call, arg), callee in zip(flags, callees):
+            ctx.keep(arg.value)
+            if rule is None or arg.keyword is None:
+                continue
+            value = " or ".join(dict.fromkeys(f"`{ctx.code_for(a.value)}`" for a in tests))
+            detail = f"set from {value} and given to `{callee}` as its `{arg.keyword.value}` flag (another library's)"
+            ctx.finding(rule, arg.value, api=name, message=rule.render_message(api=name, detail=detail),
+                        suggestion=rule.render_suggestion(api=name, detail=detail))
+
+
+def _library_callee(ctx: Context, call: cst.Call, resolve) -> Optional[str]:
+    """The name of `call`'s callee when it is another library's (keep_library_gpu_flag_variables),
+    None otherwise: the module's own, the project's, torch's, or not known."""
+    qual = resolve(call.func)
+    if qual is None:
+        root = _root(call.func)
+        if root is None or root not in dc.NON_TORCH_LIBRARIES:
+            return None
+        if ctx.partial is not None and re.search(
+                r"(?m)^[ \t]*(?:from[ \t]+[\w.]+[ \t]+)?import\b[^\n]*\b%s\b" % re.escape(root), ctx.text):
+            ctx.partial_misses.add("import")  # (bound by an import partial parsing left out)
+        return get_full_name_for_node(call.func)
+    if qual.startswith(".") or qual.split(".", 1)[0] in ("torch", "torch_npu"):
+        return None
+    module = qual.rsplit(".", 1)[0] if "." in qual else qual
+    if qual not in ctx.imports.names.values() and module not in ctx.imports.modules:
+        return None  # (not bound by an import: the module's own)
+    if is_local_import(ctx.path, module, ctx.options.local_modules):
+        return None
+    return qual
+
+
 # ----------------------------------------------------------------------------- device gates
 
 

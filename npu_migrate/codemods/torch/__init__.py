@@ -42,7 +42,7 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILA
                       egl_device_choices, keep_cuda_test_choosing_egl_device,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
-                      keep_library_gpu_flag, library_gpu_flags,
+                      keep_library_gpu_flag, keep_library_gpu_flag_variables, library_gpu_flag_variables, library_gpu_flags,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code, twins_possible)
 from .literals import LiteralRewrites
@@ -100,6 +100,9 @@ class TorchTransformer(cst.CSTTransformer):
             keep_lightning_device_variables(ctx, self._resolve, self._lightning)
         self._library_flags = library_gpu_flags(ctx)  # guards.py: MergeOptions(cuda=torch.cuda.is_available())
         self._egl = egl_device_choices(ctx)  # guards.py: MuJoCo's EGL device chosen by the CUDA count
+        flag_variables = library_gpu_flag_variables(ctx)
+        if flag_variables:  # guards.py: `use_cuda = "cuda" in str(device)` ... `faiss.Kmeans(gpu=use_cuda)`
+            keep_library_gpu_flag_variables(ctx, self._resolve, flag_variables)
 
     def _kind(self, kind: Type[K]) -> K:
         found = self.kinds[kind]
