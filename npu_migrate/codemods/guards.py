@@ -1607,6 +1607,80 @@ def keep_library_gpu_flag(ctx: Context, call: cst.Call, qual: Optional[str], res
                         suggestion=rule.render_suggestion(api=api, detail=detail))
 
 
+# A callable named for one of NVIDIA's CUDA libraries: a class named `Cu<Name>`
+# (`CuEquivarianceConfig`, mace-torch's), or a part of its dotted name that is one of them
+# (`cuequivariance_torch.*`, cuDNN, cuBLAS, cuGraph, cuML, cuDF, CuPy, CUTLASS, cuSPARSE, cuFFT...).
+_CUDA_LIBRARY_NAME = (r"^Cu[A-Z]|^cu(?:equivariance|dnn|blas|blaslt|graph|ml|df|py|pyx|tlass|sparse|fft|rand|solver)"
+                      r"(?:_|$)")
+# The text tests for keep_cuda_library_flags: such a name called (its words first, literally),
+# and a comparison with "cuda".
+_CUDA_LIBRARY_WORDS = ("Cu", "cuequivariance", "cudnn", "cublas", "cugraph", "cuml", "cudf", "cupy", "cutlass",
+                       "cusparse", "cufft")
+_CUDA_LIBRARY_CALL = r"\bCu[A-Z]\w*\s*\(|\bcu(?:equivariance|dnn|blas|graph|ml|df|py|tlass|sparse|fft)"
+
+
+def cuda_library_calls(ctx: Context) -> bool:
+    """Whether the file may give a callable named for a CUDA library a device test
+    (keep_cuda_library_flags): its text calls such a name and compares something with "cuda" (or
+    reads `is_cuda`)."""
+    text = ctx.text
+    return any(word in text for word in _CUDA_LIBRARY_WORDS) and compiled(_CUDA_LIBRARY_CALL).search(text) is not None \
+        and ("is_cuda" in text or _compared_with_cuda(text))
+
+
+@applies("finding:guard")
+def keep_cuda_library_flags(ctx: Context, call: cst.Call, qual: Optional[str]) -> None:
+    """mace-torch 0.3.16 mace/cli/convert_e3nn_cueq.py:220, mace/tools/model_script_utils.py:181,
+    tests/test_compile.py:31: `CuEquivarianceConfig(..., conv_fusion=(device == "cuda"))`. A
+    callable named for one of NVIDIA's CUDA libraries (cuEquivariance here: the config mace hands
+    to cuequivariance_torch, whose fused convolution is in cuequivariance_ops_torch, CUDA kernels
+    alone) configures that library's CUDA path, and a device test given to it as any keyword
+    (`conv_fusion`, whatever its name) turns one of its CUDA kernels on where the device is CUDA.
+    Moved to "npu", the kernel was asked for on the Ascend machine; as written the flag is False
+    there and the library takes its other path, as unmigrated. The test stays, reported (NPU315
+    cuda-library-flag). The callable is told by its name only (`Cu<Name>`, or a dotted
+    part `cuequivariance*`, `cudnn`, `cupy`, ...): the comparisons given to any other callable
+    move as before (`torch.autocast(enabled=device == "cuda")` turns AMP on on the NPU)."""
+    name = qual or get_full_name_for_node(call.func)
+    if name is not None and qual is None:
+        # (the import table holds the frameworks' names only: `import cuequivariance_torch as
+        # cuet` read from the text, `cuet.Linear` as cuequivariance_torch.Linear)
+        root = name.split(".", 1)[0]
+        bound = re.search(rf"(?m)^[ \t]*import[ \t]+([\w.]+)[ \t]+as[ \t]+{re.escape(root)}\b", ctx.text) \
+            or re.search(rf"(?m)^[ \t]*from[ \t]+([\w.]+)[ \t]+import\b[^\n#]*\b{re.escape(root)}\b", ctx.text)
+        if bound is not None:
+            name = f"{bound.group(1)}.{name}"
+    if name is None or not any(compiled(_CUDA_LIBRARY_NAME).search(part) for part in name.split(".")):
+        return
+    rule = next((r for r in ctx.rules.findings.get("guard", ()) if r.from_ == "cuda-library-flag"), None)
+    for arg in call.args:
+        if arg.keyword is None or not _device_test_value(arg.value):
+            continue
+        ctx.keep(arg.value)
+        if rule is not None:
+            api = ctx.code_for(arg.value)
+            callee = name.rsplit(".", 1)[-1]
+            detail = f"given to `{callee}`, named for a CUDA library, as its `{arg.keyword.value}` option"
+            ctx.finding(rule, arg.value, api=api, message=rule.render_message(api=api, detail=detail),
+                        suggestion=rule.render_suggestion(api=api, detail=detail))
+
+
+def _device_test_value(value: cst.BaseExpression) -> bool:
+    """A flag's value made of device tests: a comparison with "cuda" (`device == "cuda"`, `"cuda"
+    in str(device)`), `x.is_cuda`, in `and`/`or`/`not` (as keep_gpu_flag reads one)."""
+    stack: List[cst.CSTNode] = [value]
+    while stack:
+        n = stack.pop()
+        if type(n) is cst.Comparison and (_is_cuda_string(n.left)
+                                         or any(_is_cuda_string(t.comparator) for t in n.comparisons)):
+            return True
+        if type(n) is cst.Attribute and n.attr.value == "is_cuda":
+            return True
+        if isinstance(n, (cst.BooleanOperation, cst.UnaryOperation)):
+            stack.extend(n.children)
+    return False
+
+
 # A keyword that says GPU or CUDA given a name (`gpu=use_cuda`), and that name assigned on a line
 # that tests CUDA (`use_cuda = True if "cuda" in str(device) else False`, `use_gpu =
 # torch.cuda.is_available()`): the text tests for keep_library_gpu_flag_variables.

@@ -108,6 +108,9 @@ GUARD_TRIGGERS = {
     # availability, kept (guards.keep_library_gpu_flag, from the torch pass's torch.cuda.is_available(),
     # whose own rule admits the file: the quoted word adds nothing the device rules do not ask already)
     "library-gpu-flag": "cuda",
+    # `CuEquivarianceConfig(conv_fusion=(device == "cuda"))`: a device test given to a callable named
+    # for a CUDA library, kept (guards.keep_cuda_library_flags; the comparison's quoted "cuda" admits the file)
+    "cuda-library-flag": "cuda",
     "data-parallel-count": "DataParallel",
     # `init_process_group("gloo")` (or `--backend` default "gloo") with collectives of NPU tensors
     "gloo-device-collectives": "gloo",

@@ -42,7 +42,7 @@ from ..guards import (NPU_WORD_IN_TEXT, is_display_call, CUDA_CHECK_AFTER_AVAILA
                       egl_device_choices, keep_cuda_test_choosing_egl_device,
                       keep_cuda_twin_of_npu_class,
                       keep_cuda_interop, keep_gpu_flag, report_float64_reductions, report_gloo_for_device_tensors,
-                      keep_library_gpu_flag, keep_library_gpu_flag_variables, library_gpu_flag_variables, library_gpu_flags,
+                      keep_library_gpu_flag, keep_library_gpu_flag_variables, cuda_library_calls, keep_cuda_library_flags, library_gpu_flag_variables, library_gpu_flags,
                       keep_is_available_over_cuda_versions,
                       plan_kept_code, twins_possible)
 from .literals import LiteralRewrites
@@ -100,6 +100,7 @@ class TorchTransformer(cst.CSTTransformer):
             keep_lightning_device_variables(ctx, self._resolve, self._lightning)
         self._library_flags = library_gpu_flags(ctx)  # guards.py: MergeOptions(cuda=torch.cuda.is_available())
         self._egl = egl_device_choices(ctx)  # guards.py: MuJoCo's EGL device chosen by the CUDA count
+        self._cuda_libraries = cuda_library_calls(ctx)  # guards.py: CuEquivarianceConfig(conv_fusion=device == "cuda")
         flag_variables = library_gpu_flag_variables(ctx)
         if flag_variables:  # guards.py: `use_cuda = "cuda" in str(device)` ... `faiss.Kmeans(gpu=use_cuda)`
             keep_library_gpu_flag_variables(ctx, self._resolve, flag_variables)
@@ -178,6 +179,8 @@ class TorchTransformer(cst.CSTTransformer):
             keep_lightning_device_arguments(self.ctx, node, qual, self._lightning)
         if self._library_flags and node.args:
             keep_library_gpu_flag(self.ctx, node, qual, self._resolve)  # guards.py: MergeOptions(cuda=...)
+        if self._cuda_libraries and node.args:
+            keep_cuda_library_flags(self.ctx, node, qual)  # guards.py: CuEquivarianceConfig(conv_fusion=...)
 
     def visit_FormattedString(self, node: cst.FormattedString) -> None:
         self.state.shown += 1

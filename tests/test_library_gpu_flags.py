@@ -93,3 +93,85 @@ def test_faiss_runs_on_the_cpu_of_the_npu_machine_as_before(run_on_standin, tmp_
     half = done.migrated.replace('if "cuda" in str(device)', 'if "npu" in str(device)')  # as main migrated it
     done = run_on_standin(half, migrate=False)
     assert done.returncode != 0 and "faiss: no CUDA GPU" in done.stderr, done.stderr
+
+
+# mace-torch 0.3.16 mace/cli/convert_e3nn_cueq.py:215-221 (and mace/tools/model_script_utils.py:176-182,
+# tests/test_compile.py:24-32): the config mace hands to cuequivariance_torch, whose fused
+# convolution is cuequivariance_ops_torch's CUDA kernels.
+MACE_CUEQ_CONFIG = """\
+import torch
+
+from mace.modules.wrapper_ops import CuEquivarianceConfig
+
+
+def run(source_model, device="cpu", layout="mul_ir"):
+    config = extract_config_mace_model(source_model)
+
+    # Add cuequivariance config
+    config["cueq_config"] = CuEquivarianceConfig(
+        enabled=True,
+        layout=layout,
+        group="O3_e3nn",
+        optimize_all=True,
+        conv_fusion=(device == "cuda"),
+    )
+
+    # Create new model with cuequivariance config
+    target_model = source_model.__class__(**config).to(device)
+    return target_model
+
+
+if __name__ == "__main__":
+    run(load_model(), device="cuda" if torch.cuda.is_available() else "cpu")
+"""
+
+
+def test_a_device_test_given_to_a_cuda_librarys_config_stays():
+    r = assert_partial_as_whole(MACE_CUEQ_CONFIG, "mace/cli/convert_e3nn_cueq.py")
+    r = migrate_source(MACE_CUEQ_CONFIG, "mace/cli/convert_e3nn_cueq.py")
+    assert r.new_text == MACE_CUEQ_CONFIG.replace(
+        "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
+        'device="cuda" if torch.cuda.is_available()', 'device="npu" if torch.npu.is_available()')
+    assert [(f.code, f.span.line, f.span.col, f.message) for f in r.findings] == [(
+        "NPU315", 15, 22,
+        '`(device == "cuda")` is given to `CuEquivarianceConfig`, named for a CUDA library, as its `conv_fusion` '
+        "option; it is left as it is, so on the NPU it is False and that library keeps its CUDA kernel off there, "
+        "as it did unmigrated (given the NPU's test, it would ask for the kernel on a machine without CUDA)")]
+
+
+@pytest.mark.parametrize("source, expected", [
+    # a module's own class not named for a CUDA library, and torch's AMP switch: the tests move
+    ("import torch\ndef f(device):\n    return FusedConfig(fused=(device == 'cuda'))\n",
+     "import torch\nimport torch_npu  # noqa: F401\ndef f(device):\n    return FusedConfig(fused=(device == 'npu'))\n"),
+    ("import torch\ndef f(device):\n    return torch.autocast('cuda', enabled=device == 'cuda')\n",
+     "import torch\nimport torch_npu  # noqa: F401\ndef f(device):\n    return torch.autocast('npu', enabled=device == 'npu')\n"),
+    # cuEquivariance's own callable through its import's alias
+    ("import torch\nimport cuequivariance_torch as cuet\ndef f(x):\n    return cuet.Linear(4, 4, use_fallback=not x.is_cuda)\n",
+     None),
+])
+def test_cuda_library_options(source, expected):
+    r = assert_partial_as_whole(source)
+    r = migrate_source(source, "m.py")
+    assert r.new_text == expected
+    assert [f.code for f in r.findings] == (["NPU315"] if expected is None else [])
+
+
+@pytest.mark.slow
+def test_cuequivariance_keeps_its_fused_convolution_off_on_the_npu(run_on_standin, tmp_path):
+    # the fused convolution imports cuequivariance_ops_torch, NVIDIA's CUDA kernels: none without CUDA
+    package = tmp_path / "mace" / "modules"
+    package.mkdir(parents=True)
+    (tmp_path / "mace" / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "wrapper_ops.py").write_text(
+        "class CuEquivarianceConfig:\n    def __init__(self, conv_fusion=False, **kw):\n"
+        "        if conv_fusion:\n            raise ImportError('cuequivariance_ops_torch: no CUDA kernels')\n")
+    source = MACE_CUEQ_CONFIG.replace("    config = extract_config_mace_model(source_model)\n", "    config = {}\n").replace(
+        "    run(load_model(), ", "    print(run(torch.nn.Linear(2, 2), ").replace(
+        "source_model.__class__(**config).to(device)", "source_model.to(device)").replace(
+        'else "cpu")\n', 'else "cpu").weight.shape)\n')
+    done = run_on_standin(source)
+    assert (done.returncode, done.stdout) == (0, "torch.Size([2, 2])\n"), done.stderr
+    half = done.migrated.replace('conv_fusion=(device == "cuda")', 'conv_fusion=(device == "npu")')  # as main did
+    done = run_on_standin(half, migrate=False)
+    assert done.returncode != 0 and "no CUDA kernels" in done.stderr, done.stderr
