@@ -744,6 +744,42 @@ def test_a_library_writer_made_on_every_rank_is_reported():
         ("NPU395", 9, 5, "LogReport")]
 
 
+# CleanRL 1.2.0 cleanrl/ddpg_continuous_action.py:10-15, 120, 131, 144-148, 155, 162, 168-169, 201
+# (the model called itself, so --distributed converts it): its SummaryWriter is made on every rank.
+CLEANRL_DDPG_WRITER = '''import torch
+import torch.nn as nn
+import torch.optim as optim
+from torch.utils.tensorboard import SummaryWriter
+
+if __name__ == "__main__":
+    run_name = "Hopper-v4__ddpg__1"
+    writer = SummaryWriter(f"runs/{run_name}")
+    writer.add_text(
+        "hyperparameters",
+        "|param|value|",
+    )
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    actor = nn.Linear(3, 1).to(device)
+    actor_optimizer = optim.Adam(list(actor.parameters()), lr=3e-4)
+    for global_step in range(10):
+        actor_loss = actor(torch.zeros(2, 3, device=device)).mean()
+        actor_optimizer.zero_grad()
+        actor_loss.backward()
+        actor_optimizer.step()
+        writer.add_scalar("losses/actor_loss", actor_loss.item(), global_step)
+'''
+
+
+def test_a_summary_writer_made_on_every_rank_is_reported():
+    """TensorBoard's SummaryWriter writes an events file of its own on every process: after
+    --distributed each rank wrote the same scalars into the run's folder (N runs in TensorBoard).
+    Reported as a library writer (NPU395); the writer and its calls are left as they are."""
+    r = migrate_source(CLEANRL_DDPG_WRITER, "ddpg_continuous_action.py", DIST)
+    assert [(f.code, f.span.line, f.span.col, f.api) for f in r.findings if f.code == "NPU395"] == [
+        ("NPU395", 8, 14, "SummaryWriter")]
+    assert 'writer = SummaryWriter(f"runs/{run_name}")\n' in r.new_text
+    assert "actor = distributed_model(actor)" in r.new_text
+
 OPACUS_CHAR_LSTM = '''import torch
 from opacus import PrivacyEngine
 

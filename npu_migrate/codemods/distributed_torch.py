@@ -29,7 +29,7 @@ Reported instead of guessed: scripts that are distributed already (NPU380), cust
 advice: the global batch grows with the number of NPUs (NPU384), a fixed device index or a
 one-device *_VISIBLE_DEVICES pin puts every process on one NPU (NPU386), model attributes DDP
 does not have (NPU387), data no rank splits (NPU393), a per-process seed that splits the data
-(NPU394), a library writer made on every rank (NPU395), Opacus' make_private sampling each
+(NPU394), a library writer made on every rank (NPU395: ppe's LogReport, TensorBoard's SummaryWriter), Opacus' make_private sampling each
 rank's batches and skipping an empty draw (NPU396). A script that imports the helpers already only gets the generated files refreshed,
 so a second run changes nothing; one with the helper block of version 1 gets the import in its
 place. What the pass reads in the script is in distributed_torch_analysis.py.
@@ -572,22 +572,29 @@ def _attribute_findings(ctx: Context, a: TorchAnalysis, p: Plan) -> None:
             common.report(ctx, "NPU387", node, f"{model}.{attr}(...)", model=model, attr=attr)
 
 
-# Library objects that write a file of a fixed name on every process they are made in (the
-# keyword that makes one rank the writer, if the library has one): pytorch-pfn-extras'
-# LogReport writes `<out>/log` on every rank (found by a 2-process rehearsal of ppe's MNIST
-# example after --distributed: "files written by more than one rank: result/log").
+# Library objects that write files on every process they are made in (the keyword that makes
+# one rank the writer, if the library has one): pytorch-pfn-extras' LogReport writes `<out>/log`
+# on every rank (found by a 2-process rehearsal of ppe's MNIST example after --distributed: "files
+# written by more than one rank: result/log"); TensorBoard's SummaryWriter an events file of its
+# own per process (CleanRL 1.2.0's ddpg/td3 scripts: N copies of every scalar in the run's folder,
+# N runs in TensorBoard).
 _LIBRARY_WRITERS = {
     "pytorch_pfn_extras.training.extensions.LogReport": None,
     "pytorch_pfn_extras.training.extensions.PlotReport": None,
     "pytorch_pfn_extras.training.extensions.snapshot": "saver_rank",
     "pytorch_pfn_extras.training.extensions.snapshot_object": "saver_rank",
+    "torch.utils.tensorboard.SummaryWriter": None,
+    "torch.utils.tensorboard.writer.SummaryWriter": None,
+    "tensorboardX.SummaryWriter": None,
+    "tensorboardX.writer.SummaryWriter": None,
 }
+_LIBRARY_WRITER_WORDS = ("pytorch_pfn_extras", "SummaryWriter")
 
 
 def _library_writers(ctx: Context) -> List[Tuple[cst.Call, str]]:
     """The library writers the script makes (NPU395): the rewrite puts the script's own writes
     under is_main_process() (NPU163), but a writer a library makes writes from inside it."""
-    if "pytorch_pfn_extras" not in ctx.text:
+    if not any(word in ctx.text for word in _LIBRARY_WRITER_WORDS):
         return []
     found = []
     for node in subtree(ctx.module):
