@@ -234,6 +234,32 @@ def test_a_folder_the_run_uploads_to_is_not_its_data():
     assert settings_of(result.new_text) == {"data": ["image_dir"], "outputs": ["project"]}
 
 
+def test_the_data_of_one_split_is_data():
+    """bert-pytorch 0.0.1a4 bert_pytorch/__main__.py:13-16 (`-c/--train_dataset`, "train dataset
+    for train bert", required, no default): the data of one split, a file read, was not a data
+    argument, so a relative path was not looked up in the copy of data_url. One with a default
+    is too (`--eval_file data/dev.txt`). Not an optional one without a default: the runtime gives
+    a data argument left None the input's folder, which bert-pytorch (`--test_dataset`, default
+    None) and stanza 1.15.0's charlm (stanza/models/charlm.py:71 `--eval_file`, "Input plaintext
+    file for the dev/test set") would open as their test file. A split's folder named for nothing
+    more (`--eval_dir`) and a split named by its help stay as they were."""
+    result = adapt(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        "parser.add_argument('--train_file', type=str, help=\"Input plaintext file\")\n"
+        "parser.add_argument('--eval_file', type=str, help=\"Input plaintext file for the dev/test set\")\n"
+        "parser.add_argument('-c', '--train_dataset', required=True, type=str, help='train dataset for train bert')\n"
+        "parser.add_argument('-t', '--test_dataset', type=str, default=None, help='test set for evaluate train set')\n"
+        "parser.add_argument('-o', '--output_path', required=True, type=str, help='ex)output/bert.model')\n"
+        "parser.add_argument('--dev_file', default='data/dev.txt')\n"
+        "parser.add_argument('--eval_dir', type=str)\n"
+        "parser.add_argument('--val_data', type=str, default='val2017', help='name of the validation split')\n"
+        "args = parser.parse_args()\n"
+    )
+    assert settings_of(result.new_text) == {
+        "data": ["train_file", "train_dataset", "dev_file"], "outputs": ["output_path"]}
+
+
 @pytest.mark.parametrize("main_block", [
     "if __name__ == \"__main__\":\n  tf.test.main()\n",
     "if __name__ == \"__main__\":\n  tf.logging.set_verbosity(tf.logging.INFO)\n  tf.compat.v1.test.main()\n",

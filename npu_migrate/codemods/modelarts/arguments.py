@@ -37,6 +37,16 @@ INPUT_WORDS = {"resume", "load", "pretrained", "pretrain", "restore", "init", "i
 OUTPUT_FOLDER_NAMES = {"runs", "logs", "output", "outputs", "checkpoints", "ckpts", "results", "snapshots",
                        "summaries", "tensorboard", "experiments", "work_dirs"}
 PATH_SUFFIXES = ("dir", "path", "folder", "root", "file", "prefix", "location")
+# The data of one split named so, `--train_dataset` (bert-pytorch: "train dataset for train bert",
+# required), `--eval_file data/dev.txt`: a file or a path read, whatever the help says, where the
+# run needs it (required) or has one by default. Not an optional one without a default
+# (bert-pytorch's `--test_dataset`, stanza's `--eval_file`): the runtime gives a data argument
+# left None the input's folder (modelarts_setup: `--data_dir` unset reads data_url), and such a
+# script would open that folder as its test file. A split's *folder* may be where its results go
+# (`--eval_dir`): not taken by this.
+SPLIT_WORDS = {"train", "val", "valid", "test", "eval", "dev"}
+SPLIT_DATA_SUFFIXES = {"file", "path", "data", "dataset", "corpus"}
+NAME_HELP_RE = re.compile(r"(?i)\bname\b")
 NOT_OUTPUT_RE = re.compile(r"(?i)\b(load|loading|resume|resuming|pretrain\w*|restore|init\w*|continue training|"
                            r"read from|evaluate|finetune from)\b")
 OUTPUT_HELP_RE = re.compile(r"(?i)\b(save[sd]?|saving|output|outputs|write|written|store[sd]?|checkpoints?|logs?|"
@@ -171,6 +181,9 @@ def is_data_argument(arg: Argument) -> bool:
     words = _words(arg.dest)
     if set(words) & NOT_DATA_WORDS:
         return False
+    if len(words) == 2 and words[0] in SPLIT_WORDS and words[1] in SPLIT_DATA_SUFFIXES \
+            and (arg.required or arg.default) and not NAME_HELP_RE.search(arg.help):
+        return True  # train_dataset (required), eval_file with a default (SPLIT_WORDS)
     if set(words) & DATA_WORDS and len(words) > 1 and words[-1] in PATH_SUFFIXES:
         return True  # data_dir, celeba_image_dir, attr_path, train_root
     if arg.dest in GENERIC_DATA_NAMES or "".join(words) in GENERIC_DATA_NAMES:
