@@ -4306,6 +4306,50 @@ def keep_cuda_beside_its_rewrite(ctx: Context, block: Any, resolve) -> None:
             if key == want and not _binds_between(ctx, body, i, j, _small_reads(body[i])):
                 ctx.keep(body[i])
                 break
+    if "npu.manual_seed" in ctx.text:
+        _keep_cuda_seed_beside_npu_branch(ctx, body, resolve)
+
+
+def _seed_calls(ctx: Context, block: cst.CSTNode, resolve, calls: Dict[str, str]) -> List[Tuple[cst.BaseStatement, Tuple[str, str]]]:
+    """The statements of an `if`'s body that call one of `calls` (qualified name -> its NPU
+    name), each with (that NPU name, its arguments as code)."""
+    found = []
+    for statement in getattr(block, "body", ()):
+        small = _only_small(statement)
+        if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+            name = calls.get(resolve(small.value.func) or "")
+            arguments = _as_code(ctx, small.value.with_changes(func=cst.Name("f"))) if name is not None else None
+            if name is not None and arguments is not None:
+                found.append((statement, (name, arguments)))
+    return found
+
+
+def _keep_cuda_seed_beside_npu_branch(ctx: Context, body: Sequence[cst.BaseStatement], resolve) -> None:
+    """transformers 4.46.3 trainer_utils.py set_seed: `if is_torch_available(): ...
+    torch.cuda.manual_seed_all(seed)` and, in a later `if is_torch_npu_available():`,
+    `torch.npu.manual_seed_all(seed)`. The CUDA seed call's twin is not in its block but in the
+    body of a sibling `if` that tests the NPU's availability (True wherever there is an NPU):
+    the code seeds the NPU already, and rewritten the NPU was seeded twice. The CUDA call stays
+    (harmless on the NPU: _HARMLESS_CUDA_CALLS), with the same arguments as code and no name
+    they read bound in or between the two `if`s."""
+    npu_arms = [i for i, statement in enumerate(body)
+                if isinstance(statement, cst.If) and _tests_npu_availability(statement.test)]
+    if not npu_arms:
+        return
+    twins = {key: i for i in npu_arms
+             for _statement, key in _seed_calls(ctx, cst.ensure_type(body[i], cst.If).body, resolve, _NPU_CALLS)}
+    if not twins:
+        return
+    for i, statement in enumerate(body):
+        if not isinstance(statement, cst.If) or i in npu_arms:
+            continue
+        for call, key in _seed_calls(ctx, statement.body, resolve, _HARMLESS_CUDA_CALLS):
+            j = twins.get(key)
+            if j is None:
+                continue
+            reads = _small_reads(call)
+            if not _binds_between(ctx, body, min(i, j) - 1, max(i, j) + 1, reads):
+                ctx.keep(call)
 
 
 def _only_small(statement: cst.BaseStatement) -> Optional[cst.BaseSmallStatement]:
