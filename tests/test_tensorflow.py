@@ -315,6 +315,43 @@ def test_keras_training_without_a_main_block_is_reported_at_the_fit_call():
     assert findings(text) == [("NPU339", 4, 1)]
 
 
+def test_keras_training_is_reported_only_where_the_receiver_is_certainly_a_keras_model():
+    # deepchem 2.8.0 deepchem/utils/test/test_generator_evaluator.py:5-44 and
+    # deepchem/models/progressive_multitask.py:6-9,254: deepchem's own KerasModel.fit/.fit_generator
+    # (a TF 2 eager trainer), not Keras' fit: no NPU339
+    deepchem = (
+        "import tensorflow as tf\n"
+        "from tensorflow.keras import layers\n"
+        "import deepchem as dc\n"
+        "from deepchem.models import KerasModel\n"
+        "keras_model = tf.keras.Sequential([layers.Dense(2)])\n"
+        "model = dc.models.KerasModel(keras_model, dc.models.losses.SoftmaxCrossEntropy())\n"
+        "model.fit(dataset, nb_epoch=1000)\n"
+        "class ProgressiveMultitaskRegressor(KerasModel):\n"
+        "    def fit(self, generator):\n"
+        "        self.fit_generator(generator)\n"
+        "def train(m, x):\n"
+        "    m.fit(x)\n"
+    )
+    assert findings(deepchem) == []
+    # ... and where it is: through a variable, an attribute, `self` of a tf.keras.Model subclass
+    keras = (
+        "import tensorflow as tf\n"
+        "model = tf.keras.Sequential()\n"
+        "other = model\n"
+        "if big:\n"
+        "    other = Big()\n"
+        "other.fit(x)\n"
+        "class Trainer:\n"
+        "    def __init__(self):\n"
+        "        self.net = tf.keras.models.load_model(path)\n"
+        "    def train(self):\n"
+        "        self.net.train_on_batch(x, y)\n"
+        "model.fit(x, y)\n"
+    )
+    assert findings(keras) == [("NPU339", 11, 9)]
+
+
 def test_keras_layers_in_a_session_script_need_no_keras_session():
     text = (
         "import tensorflow as tf\n"

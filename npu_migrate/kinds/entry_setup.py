@@ -35,8 +35,10 @@ SPELLINGS = {"tensorflow.keras": ("tensorflow.python.keras", "tensorflow.compat.
 
 def statement_requirements(rule: Rule) -> List[Requirement]:
     """What the partial text of a file without a main block keeps for the rule, which can then
-    only report (`unknown_finding` at the first call of one of `methods`, when the file uses
-    `uses` and calls none of `skip_if_called`: callrules/program.py): every statement with a
+    only report (`unknown_finding` at the first call of one of `methods` whose receiver is certainly
+    built from `uses` -- a variable assigned only such calls, `self` of a subclass of one of its
+    classes -- when the file calls none of `skip_if_called`: callrules/program.py; an assignment of
+    the receiver in lines left out asks for them, Context.partial_misses): every statement with a
     call of one of `methods` (`.fit`), with the last name of one of `skip_if_called`, or with a
     reference that can resolve to `uses` (its last name; a name an import binds to it or below:
     partial.StatementFilter's names). So the Planner decides there as on the whole module."""
