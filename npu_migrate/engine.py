@@ -566,13 +566,15 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
     statements = statement_filter(rules, framework)
     if statements is None:
         return None
-    if framework == "tensorflow":
-        from .codemods.npu_ops import reads_whole
-
-        if reads_whole(code):  # (the TensorFlow pass would ask for the whole module: NPU351's gelu)
-            return None
-    also: Set[str] = _device_test_variables(text) | statements.literal_readers(text, code.text_words if code else None)
     ranges: Set[Tuple[int, int]] = set()
+    if framework == "tensorflow":
+        from .codemods.npu_ops import gelu_lines
+
+        gelu = gelu_lines(code)  # (a hand-written gelu is read whole: its lines are kept)
+        if gelu is None or (gelu and options.npu_ops):  # (--npu-ops rewrites it: the whole module)
+            return None
+        ranges |= gelu
+    also: Set[str] = _device_test_variables(text) | statements.literal_readers(text, code.text_words if code else None)
     for attempt in range(3):
         partial = partial_text(text, tree, statements, also, ranges)
         if partial is None:

@@ -363,6 +363,11 @@ class PartialText:
         return [run for run in self.runs_among(getattr(block, "body", ()))
                 if word.encode() in words_of(self.text_of(run))]
 
+    def keeps(self, lines: Iterable[Tuple[int, int]]) -> bool:
+        """Whether every line of `lines` ((start, end) ranges of 0-based lines, end excluded)
+        is in the partial text as it is in the file: no run left out holds one."""
+        return not any(a < end and start < b for start, end in lines for a, b, _ in self.runs)
+
     @staticmethod
     def runs_among(statements) -> List[Tuple[int, int]]:
         """The runs left out that `statements` (libcst statements of one block) stand for:

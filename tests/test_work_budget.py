@@ -26,7 +26,7 @@ from helpers import python_tree, repository_python_texts
 
 from npu_migrate import work
 from npu_migrate.dispatch import migrate_source
-from npu_migrate.codemods.npu_ops import reads_whole
+from npu_migrate.codemods.npu_ops import gelu_lines
 from npu_migrate.engine import _framework_rules_apply, _partial_framework
 from npu_migrate.model import FileResult
 from npu_migrate.options import Options
@@ -170,7 +170,8 @@ def check_files(per_file: Dict[str, Dict[str, int]], inputs, options: Options) -
             tree = ast.parse(texts[path])
             code = LazyCodeWords(tree)
             assert (counts.get("partial") or _framework_rules_apply(code, rules)
-                    or (_partial_framework(code, rules) == "tensorflow" and reads_whole(code))
+                    or (_partial_framework(code, rules) == "tensorflow"
+                        and gelu_lines(LazyCodeWords(tree, text=texts[path])) is None)
                     or partial_text(texts[path], tree, statement_filter(rules)) is None), (
                 f"{path}: parsed whole, though partial parsing could serve it: {counts}")
 
@@ -377,7 +378,9 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     each holds in the statement it points at) is parsed partially, like a PyTorch file, not
     whole (tensor2tensor 1.15.7: 173 of its 268 parsed files were parsed whole, 56 now): the
     findings are the whole parse's. Where a rewrite can match (a Session's config follows
-    bindings), and for a hand-written gelu (its body is read whole), the file is parsed whole."""
+    bindings), the file is parsed whole; a hand-written gelu (its body is read whole) keeps its
+    lines and the comment lines after it in the partial text (bert-tensorflow's modeling.py and
+    tensor2tensor's common_layers.py were parsed whole for it)."""
 
     text = ("import tensorflow as tf\n\n\ndef f(x):\n    a = x + 1\n    b = a * 2\n"
             "    if tf.executing_eagerly():\n        return b\n    return tf.cast(b, tf.float64)\n\n\n"
@@ -387,20 +390,34 @@ def test_tensorflow1_findings_alone_take_a_partial_parse(monkeypatch):
     assert result.new_text is None and result.work == {"ast": 1, "partial": 1, "walk": 1, "codegen": 1}
     session = text + "\n\nsess = tf.Session()\n"
     assert migrate_source(session, "train.py").work["parse"] == 1
-    gelu = text + "\n\ndef gelu(x):\n    return 0.5 * x * (1.0 + tf.tanh(x))\n"
-    assert "NPU351" in [f.code for f in migrate_source(gelu, "gelu.py").findings]
-    assert migrate_source(gelu, "gelu.py").work == {"ast": 1, "parse": 1, "walk": 2, "codegen": 1}  # no partial attempt first
+    # the gelu's body holds no word of a finding, and `tanh(` only in a comment under it (libcst
+    # counts it in the body): its lines are kept at the first attempt (no retry), the rest left out
+    gelu = text + ('\n\ndef gelu(x):\n    """Gaussian."""\n    y = x * 0.5\n    cdf = 1.0 + tanh_of(y)\n'
+                   '    return x * cdf\n    # np.tanh(x) in the paper\n\n\ndef h(z):\n    return z\n')
+    offered = migrate_source(gelu, "gelu.py")
+    assert [(f.code, f.span.line, f.span.col) for f in offered.findings] == [
+        ("NPU342", 7, 8), ("NPU331", 9, 23), ("NPU351", 16, 5)]
+    assert offered.work == {"ast": 1, "partial": 1, "walk": 2, "codegen": 1}
+    tree = ast.parse(gelu)
+    assert gelu_lines(LazyCodeWords(tree, text=gelu)) == {(15, 23)}  # `def gelu` to the blank lines after it
+    kept = partial_text(gelu, tree, statement_filter(default_rules(), "tensorflow"), ranges={(15, 23)})
+    assert kept is not None and kept.runs == [(4, 6, "    "), (9, 13, ""), (24, 25, "    ")]  # (h's body)
+    rewritten = migrate_source(gelu, "gelu.py", Options(npu_ops=True))  # (--npu-ops: whole at once)
+    assert rewritten.work["parse"] == 1 and "partial" not in rewritten.work and "npu_unary_ops.gelu(x)" in rewritten.new_text
     # a function named gelu whose text has no `.tanh(`/`.erf(` (mesh-tensorflow's ops.py, 226 KB:
     # `tanh(...)` of its own) is offered nothing, so it is read partially; a comment under it counts
     own = text + "\n\ndef gelu(x):\n    return 0.5 * x * (1.0 + tanh(x))\n"
     partly = migrate_source(own, "ops.py")
     assert partly.work.get("partial") == 1 and "parse" not in partly.work, partly.work
-    assert "parse" in migrate_source(own + "    # tf.tanh(x)\n", "ops.py").work
+    commented = migrate_source(own + "    # tf.tanh(x)\n", "ops.py")
+    assert "NPU351" in [f.code for f in commented.findings] and "parse" not in commented.work
     always_whole(monkeypatch)
     whole = migrate_source(text, "layers.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == result.to_dict()
     whole = migrate_source(own, "ops.py")
     assert whole.work["parse"] == 1 and whole.to_dict() == partly.to_dict()
+    whole = migrate_source(gelu, "gelu.py")
+    assert whole.work["parse"] == 1 and whole.to_dict() == offered.to_dict()
 
 
 def test_mindspore_findings_alone_take_a_partial_parse(monkeypatch):

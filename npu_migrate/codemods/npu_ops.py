@@ -15,7 +15,7 @@
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -166,26 +166,33 @@ class _Apply(cst.CSTTransformer):
         return updated_node.with_changes(body=updated_node.body.with_changes(body=kept))
 
 
-def reads_whole(code: LazyCodeWords) -> bool:
-    """Whether apply_npu_ops reads the whole module of a file parsed partially: where a
-    function may be a hand-written gelu (one of _GELU_NAMES among the identifiers of `code`,
-    the file's words). The engine asks first (engine._migrate_partially): such a TF 1.x file
-    is parsed whole at once, not partially and then whole (transformers' activations_tf.py)."""
+def gelu_lines(code: LazyCodeWords) -> Optional[FrozenSet[Tuple[int, int]]]:
+    """The lines _Plan.visit_FunctionDef reads of a file parsed partially, as (start, end)
+    ranges of 0-based lines, end excluded: each function that may be a hand-written gelu (one of
+    _GELU_NAMES among the identifiers of `code`, the file's words, whose text has `.tanh(` or
+    `.erf(`: _gelu_functions), from its `def` line to its last line and the blank and comment
+    lines after it (which libcst may count in its body). A partial text that keeps these lines
+    (engine._migrate_partially asks for them: partial_text's `ranges`) holds each such function
+    as the whole text does, its body and the lines after it, and what follows them starts as in
+    the whole text (a kept statement, or a placeholder at that statement's indentation), so its
+    offer is the whole parse's (modeling.py of bert-tensorflow, 1,038 lines, and tensor2tensor's
+    common_layers.py, 4,098, were parsed whole for it). Empty when no function may be one; None
+    when that cannot be told (no tree or text: LazyCodeWords.settle let the tree go; a `\r`)."""
     if code.get().identifiers.isdisjoint(n.encode() for n in _GELU_NAMES):
-        return False
-    return _may_offer_gelu(getattr(code, "_tree", None), getattr(code, "_text", None))
+        return frozenset()
+    return _gelu_functions(getattr(code, "_tree", None), getattr(code, "_text", None))
 
 
-def _may_offer_gelu(tree, text: Optional[str]) -> bool:
-    """Whether a function of Python's `tree` may be the gelu _Plan.visit_FunctionDef offers:
-    one named in _GELU_NAMES whose text (its `def` line to its last line, and the blank and
-    comment lines after it, which libcst may count in its body) has `.tanh(` or `.erf(`.
-    True when that cannot be told (no tree or text: LazyCodeWords.settle let the tree go)."""
+def _gelu_functions(tree, text: Optional[str]) -> Optional[FrozenSet[Tuple[int, int]]]:
+    """gelu_lines of Python's `tree` of `text`: the functions named in _GELU_NAMES whose text
+    (their `def` line to their last line, and the blank and comment lines after it) has `.tanh(`
+    or `.erf(`; None when that cannot be told."""
     import ast
 
     if tree is None or text is None or "\r" in text:
-        return True
+        return None
     lines = text.split("\n")
+    found = set()
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in _GELU_NAMES:
             end = node.end_lineno or len(lines)
@@ -193,8 +200,8 @@ def _may_offer_gelu(tree, text: Optional[str]) -> bool:
                 end += 1
             body = "\n".join(lines[node.lineno - 1:end])
             if any(f".{op}(" in body for op in _GELU_OPS):
-                return True
-    return False
+                found.add((node.lineno - 1, end))
+    return frozenset(found)
 
 
 @emits("NPU129", "NPU351")
@@ -204,10 +211,13 @@ def apply_npu_ops(module: cst.Module, ctx: Context, canonical, offer: Optional[R
     (a file that also uses torch), the operators are only offered.
 
     On a partial parse (engine.py: a TF 1.x file whose findings alone can match) a hand-written
-    gelu is read whole (its body is the test) and a rewrite adds the import before the file's
-    first import: both ask for the whole module."""
-    if ctx.partial is not None and ctx.code is not None and reads_whole(ctx.code):
-        raise NeedsWholeModule("gelu")
+    gelu is read whole (its body is the test): its lines (gelu_lines) must be in the partial
+    text, else they are asked for; a rewrite adds the import before the file's first import: it
+    asks for the whole module."""
+    if ctx.partial is not None and ctx.code is not None:
+        lines = gelu_lines(ctx.code)
+        if lines is None or not ctx.partial.keeps(lines):
+            raise NeedsWholeModule("gelu", lines=lines or ())
     plan = _Plan(ctx, canonical)
     walk(ctx.module, plan)
     if not plan.offers:
