@@ -169,6 +169,12 @@ class Context:
         positions = self._positions.get(id(module))
         if positions is not None and positions.code is not None:
             return positions.code
+        base = self._positions.get(id(self.module))
+        if module is not self.module and base is not None:
+            # (the migrated tree: the statements it shares with the file's are not generated again)
+            spliced = NodePositions(module, (), base=base).code
+            if spliced is not None:
+                return spliced
         work.count("codegen")
         return module.code
 
@@ -253,8 +259,10 @@ class Context:
                 wanted.setdefault(id(p.module), (p.module, []))[1].append(p.node)
         # (without an edit, no code of the module is asked for: the generation stops early)
         code = any(p.edit is not None for p in self._pending)
-        for key, (module, nodes) in wanted.items():
-            self._positions[key] = NodePositions(module, nodes, code=code)
+        # The file's own tree first: a migrated tree takes the statements it shares from it.
+        for key, (module, nodes) in sorted(wanted.items(), key=lambda item: item[1][0] is not self.module):
+            self._positions[key] = NodePositions(module, nodes, code=code, base=self._positions.get(id(self.module)),
+                                                 nested=module is self.module)
         for p in self._pending:
             rng = self.position(p.node, p.module)
             span = (
