@@ -577,6 +577,14 @@ def _migrate_partially(text, path, options, rules, entry_script, tree, code,
     also: Set[str] = _device_test_variables(text) | statements.literal_readers(text, code.text_words if code else None)
     for attempt in range(3):
         partial = partial_text(text, tree, statements, also, ranges)
+        if partial is not None and not attempt:
+            from .codemods.findings import asked_names
+
+            # (what the call findings would ask of the lines left out: kept now, not a second attempt)
+            asked = {name for name in asked_names(partial, tree, rules) if name not in also and partial.elided_word(name)}
+            if asked:
+                also |= asked
+                partial = partial_text(text, tree, statements, also, ranges)
         if partial is None:
             if attempt:
                 work.count("fallback")  # (what is to be kept is the whole file)

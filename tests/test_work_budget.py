@@ -1249,6 +1249,49 @@ def test_what_a_device_literal_makes_the_analysis_ask_for_is_in_the_first_partia
     assert [(f.code, f.span, f.message) for f in result.findings] == [(f.code, f.span, f.message) for f in whole.findings]
 
 
+@pytest.mark.parametrize("text", [
+    # pytorch-forecasting 1.8.0's tests/test_metrics.py: a variable given to a `suffixes` rule's
+    # argument (NPU313's `accelerator=`), read in lines left out of the first partial text
+    "import lightning.pytorch as pl\nimport torch\n\n\ndef test_fit(model, device):\n"
+    "    x = torch.ones(2, device=device)\n    print(x)\n    trainer = pl.Trainer(\n        accelerator=device,\n"
+    "        max_epochs=1,\n    )\n    trainer.fit(model)\n\n\ndef test_on(model):\n    test_fit(model, \"cuda\")\n",
+    # its test_temporal_fusion_transformer.py: a dict given as `**trainer_kwargs` to the rule's call,
+    # assigned in lines left out
+    "import lightning.pytorch as pl\nimport torch\n\n\ndef _integration(model, trainer_kwargs=None):\n"
+    "    if trainer_kwargs is None:\n        trainer_kwargs = {}\n    trainer = pl.Trainer(\n        max_epochs=1,\n"
+    "        **trainer_kwargs,\n    )\n    trainer.fit(model)\n\n\ndef test_gpu(model):\n"
+    "    _integration(model, trainer_kwargs=dict(accelerator=\"gpu\"))\n    model.to(torch.device(\"cuda\"))\n",
+])
+def test_what_the_call_findings_ask_for_is_in_the_first_partial_text(text):
+    """The names the call findings ask of the lines left out (findings.asked_names: `_held`,
+    `_mapping`) are kept in the first partial text: one partial parse, no second attempt (each
+    took two partial parses, two transforms and a retry before), the whole parse's result."""
+    result = migrate_source(text, "test_x.py", Options())
+    whole = migrate_source(text, "test_x.py", Options(), partial=False)
+    assert result.work["partial"] == 1 and "retry" not in result.work, result.work
+    assert result.new_text == whole.new_text != text
+    assert [(f.code, f.span, f.message) for f in result.findings] == [(f.code, f.span, f.message) for f in whole.findings]
+
+
+def test_the_call_findings_ask_only_for_names_given_to_their_rules():
+    """`accel` of a Trainer no import makes Lightning's, `extra` of a `run` that is not
+    subprocess's: not asked; `device` and `extra` of Lightning's Trainer and `opts` of
+    subprocess.run are."""
+    from npu_migrate.codemods.findings import asked_names
+    from npu_migrate.partial import partial_text, statement_filter
+    from npu_migrate.rules import load_rules
+
+    rules = load_rules()
+    text = ("import subprocess\nimport lightning.pytorch as pl\nfrom somewhere import Trainer\n\n\n"
+            "def f(model, device, opts, extra, cmd):\n    run(**extra)\n    Trainer(accelerator=opts.accel)\n"
+            "    subprocess.run([\"nvidia-smi\", \"-L\"], **opts)\n    pl.Trainer(accelerator=device, devices=2, **extra).fit(model.cuda())\n"
+            "\n\ndef g(x):\n    return x\n")
+    tree = ast.parse(text)
+    partial = partial_text(text, tree, statement_filter(rules))
+    assert partial is not None
+    assert asked_names(partial, tree, rules) == {"device", "extra", "opts"}
+
+
 # Real corpus slices, run as a user runs them (`npu-migrate SLICE --check --no-cache`, in this
 # process, one worker), each pinned by bench/corpus_check.py's sha256 and fetched once into
 # ~/.cache/npu-migrate-corpus (tests/test_corpus.py fetches the same trees; transformers, 8.6 MB,

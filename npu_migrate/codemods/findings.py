@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
-from typing import AbstractSet, Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
+from typing import TYPE_CHECKING, AbstractSet, Any, Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple, Union
 
 import libcst as cst
 
@@ -29,6 +29,10 @@ from ..fast_visitor import children, walk
 from ..rules import Rule
 from ..codes import applies
 from ..words import words_of
+
+if TYPE_CHECKING:
+    from ..partial import PartialText
+    from ..rules import RuleSet
 
 # Exceptions whose handler makes an import optional: `try: import cupy except ImportError: …`.
 _IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
@@ -60,6 +64,110 @@ def report_findings(module: cst.Module, ctx: Context) -> cst.Module:
         if any(n <= words for n in needed):
             walk(ctx.module, finder)  # = ctx.module.visit(finder), without copying the tree
     return module
+
+
+def asked_names(partial: "PartialText", tree: ast.Module, rules: "RuleSet") -> Set[str]:
+    """The names this pass would ask partial parsing for (Context.partial_misses: NeedsWholeModule's
+    words, a second attempt), told from Python's tree of the statements `partial` keeps: a
+    variable or an option given to an argument of a `suffixes` rule (_held:
+    `Trainer(accelerator=device)` asks `device`, `accelerator=args.accelerator` asks
+    `accelerator`) and a dict given as `**name` to a rule with keywords (_mapping:
+    `Trainer(**trainer_kwargs)` asks `trainer_kwargs`). engine._migrate_partially keeps the
+    statements holding those the first text leaves out in it: the attempt that would ask for
+    them is saved (pytorch-forecasting 1.8.0's test_metrics.py and
+    test_temporal_fusion_transformer.py, flair 0.15.1's transformer.py). A call is matched by
+    its name as the module's imports resolve it (any import of the name: more than the import
+    table's one binding), a method rule by its name alone; a name asked that the pass would not
+    ask only makes the first text larger (a superset of what it parses, with the same result),
+    and one it asks that is not here is asked as before. Mirrors _held, _mapping and
+    _selected_arguments: a change there must be made here too."""
+    calls, methods, pattern = _askers(rules)
+    if pattern is None or not pattern.search(partial.text):
+        return set()
+    from ..partial import _imports
+
+    bound: Dict[str, Set[str]] = {}
+    for local, qualified in _imports(tree.body):
+        bound.setdefault(local, set()).add(qualified)
+    star = "*" in bound
+    elided = {id(stmt) for stmts in partial.left_out.values() for stmt in stmts}
+    asked: Set[str] = set()
+    todo: List[ast.AST] = [stmt for stmt in tree.body if id(stmt) not in elided]
+    while todo:
+        node = todo.pop()
+        for child in ast.iter_child_nodes(node):
+            if not (isinstance(child, ast.stmt) and id(child) in elided):
+                todo.append(child)
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        leaf = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+        if leaf is None:
+            continue
+        specs: List[FindingSpec] = list(methods.get(leaf, ())) if isinstance(func, ast.Attribute) else []
+        named = calls.get(leaf)
+        if named:
+            dotted = _ast_dotted(func)
+            if dotted is not None:
+                first, _, rest = dotted.partition(".")
+                quals = {q + ("." + rest if rest else "") for q in bound.get(first, ())}
+                specs += [spec for qual, spec in named if star or qual in quals]
+        for spec in specs:
+            positional: List[ast.expr] = []
+            for arg in node.args:
+                if isinstance(arg, ast.Starred):
+                    break  # positions after a *args are unknown
+                positional.append(arg)
+            values = [positional[i] for i in spec.positions if i < len(positional)]
+            for keyword in node.keywords:
+                if keyword.arg is None:
+                    if isinstance(keyword.value, ast.Name) and spec.keywords:
+                        asked.add(keyword.value.id)  # (_mapping)
+                elif keyword.arg in spec.keywords:
+                    values.append(keyword.value)
+            if spec.suffixes:  # (_held)
+                asked.update(v.id if isinstance(v, ast.Name) else v.attr for v in values
+                             if isinstance(v, (ast.Name, ast.Attribute)))
+    return asked
+
+
+def _ast_dotted(node: ast.expr) -> Optional[str]:
+    parts: List[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+# rule-set fingerprint -> (call leaf -> [(qualified name, spec)], method name -> [spec], a
+# pattern of `leaf(` for both): the call and method rules whose arguments the pass asks about
+_ASKERS: Dict[str, Tuple[Dict[str, List[Tuple[str, FindingSpec]]], Dict[str, List[FindingSpec]],
+                         Optional["re.Pattern[str]"]]] = {}
+
+
+def _askers(rules: "RuleSet") -> Tuple[Dict[str, List[Tuple[str, FindingSpec]]], Dict[str, List[FindingSpec]],
+                                       Optional["re.Pattern[str]"]]:
+    found = _ASKERS.get(rules.fingerprint)
+    if found is None:
+        calls: Dict[str, List[Tuple[str, FindingSpec]]] = {}
+        for qual, named in rules.finding_call.items():
+            for rule in named:
+                spec = FindingSpec.of(rule)
+                if spec.keywords or (spec.suffixes and spec.positions):
+                    calls.setdefault(qual.rsplit(".", 1)[-1], []).append((qual, spec))
+        methods: Dict[str, List[FindingSpec]] = {}
+        for name, named in rules.finding_method.items():
+            for rule in named:
+                spec = FindingSpec.of(rule)
+                if spec.keywords:  # (method calls hold nothing back: only _mapping asks)
+                    methods.setdefault(name, []).append(spec)
+        leaves = sorted(set(calls) | set(methods))
+        pattern = re.compile(r"\b(?:%s)\s*\(" % "|".join(map(re.escape, leaves))) if leaves else None
+        found = _ASKERS[rules.fingerprint] = (calls, methods, pattern)
+    return found
 
 
 def _identifier_words(made: AbstractSet[bytes]) -> FrozenSet[bytes]:
