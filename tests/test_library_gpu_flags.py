@@ -175,3 +175,34 @@ def test_cuequivariance_keeps_its_fused_convolution_off_on_the_npu(run_on_standi
     half = done.migrated.replace('conv_fusion=(device == "cuda")', 'conv_fusion=(device == "npu")')  # as main did
     done = run_on_standin(half, migrate=False)
     assert done.returncode != 0 and "no CUDA kernels" in done.stderr, done.stderr
+
+
+# neuralforecast 1.7.5 neuralforecast/auto.py and common/_base_auto.py:97: `gpus` is a parameter
+# whose default tests CUDA and is passed on as `gpus=gpus,`; no simple assignment carries it. The
+# text test must not take the default's line for one: it made the keep walk the module and ask
+# partial parsing for the lines it left out (auto.py and _base_auto.py parsed twice: +28 %
+# instructions on the project).
+NEURALFORECAST_GPUS = """\
+import torch
+
+
+class AutoNHITS(BaseAuto):
+    def __init__(
+        self,
+        h,
+        gpus=torch.cuda.device_count(),
+    ):
+        super().__init__(
+            cls_model=NHITS,
+            gpus=gpus,
+        )
+"""
+
+
+def test_a_parameter_default_is_no_flag_variable():
+    from types import SimpleNamespace
+
+    from npu_migrate.codemods.guards import library_gpu_flag_variables
+
+    assert library_gpu_flag_variables(SimpleNamespace(text=NEURALFORECAST_GPUS)) == frozenset()
+    assert library_gpu_flag_variables(SimpleNamespace(text=SIMPLETRANSFORMERS_KMEANS)) == {"use_cuda"}
