@@ -36,7 +36,7 @@ def embed(model, device):
 
 
 def test_a_cuda_test_carried_into_faiss_gpu_flag_stays():
-    r = assert_partial_as_whole(SIMPLETRANSFORMERS_KMEANS, "simpletransformers/retrieval/retrieval_utils.py")
+    assert_partial_as_whole(SIMPLETRANSFORMERS_KMEANS, "simpletransformers/retrieval/retrieval_utils.py")
     r = migrate_source(SIMPLETRANSFORMERS_KMEANS, "simpletransformers/retrieval/retrieval_utils.py")
     assert r.new_text == SIMPLETRANSFORMERS_KMEANS.replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
@@ -70,7 +70,7 @@ def test_a_cuda_test_carried_into_faiss_gpu_flag_stays():
      "    def g():\n        return use_gpu\n    return faiss.Kmeans(d, 2, gpu=use_gpu), g\n"),
 ])
 def test_flag_variables(source, expected):
-    r = assert_partial_as_whole(source)
+    assert_partial_as_whole(source)
     r = migrate_source(source, "m.py")
     assert r.new_text == expected
     assert [f.code for f in r.findings] == (["NPU315"] if expected is None else [])
@@ -127,7 +127,7 @@ if __name__ == "__main__":
 
 
 def test_a_device_test_given_to_a_cuda_librarys_config_stays():
-    r = assert_partial_as_whole(MACE_CUEQ_CONFIG, "mace/cli/convert_e3nn_cueq.py")
+    assert_partial_as_whole(MACE_CUEQ_CONFIG, "mace/cli/convert_e3nn_cueq.py")
     r = migrate_source(MACE_CUEQ_CONFIG, "mace/cli/convert_e3nn_cueq.py")
     assert r.new_text == MACE_CUEQ_CONFIG.replace(
         "import torch\n", "import torch\nimport torch_npu  # noqa: F401\n").replace(
@@ -150,7 +150,7 @@ def test_a_device_test_given_to_a_cuda_librarys_config_stays():
      None),
 ])
 def test_cuda_library_options(source, expected):
-    r = assert_partial_as_whole(source)
+    assert_partial_as_whole(source)
     r = migrate_source(source, "m.py")
     assert r.new_text == expected
     assert [f.code for f in r.findings] == (["NPU315"] if expected is None else [])

@@ -36,7 +36,7 @@ def set_seed(seed: int, deterministic: bool = False):
 
 
 def test_the_cuda_seed_beside_an_npu_branch_seeding_the_npu_stays():
-    r = assert_partial_as_whole(TRANSFORMERS_SET_SEED, "transformers/trainer_utils.py")
+    assert_partial_as_whole(TRANSFORMERS_SET_SEED, "transformers/trainer_utils.py")
     r = migrate_source(TRANSFORMERS_SET_SEED, "transformers/trainer_utils.py")
     # only the import its existing torch.npu call needs (NPU108); the CUDA seed call is left as it is
     assert r.new_text == TRANSFORMERS_SET_SEED.replace(
